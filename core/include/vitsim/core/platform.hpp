@@ -1,0 +1,53 @@
+#pragma once
+// Facts vitsim needs from a SimGrid platform file, read without SimGrid (pugixml): which hosts are
+// GPUs, how they group into nodes, and each GPU's and node's figures, taken from <prop> elements.
+//
+// Conventions (README "Platform files"):
+// - every <cluster> is one node; its hosts (prefix + radical + suffix) are that node's GPUs;
+//   a <host> outside a cluster with a gpu_model property is a one-GPU node of its own.
+// - properties on a <cluster>, or on a <zone> enclosing it, apply to every GPU within (SimGrid passes
+//   cluster props to each host; vitsim also inherits zone props); a <host>'s own props win.
+// - the top zone's routing must connect every pair of nodes: with routing="Full", a <zoneRoute> per pair.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/vit.hpp"
+
+namespace vitsim {
+
+struct GpuFacts {
+  std::string model;          // gpu_model
+  double flops_fp32 = 0;      // gpu_flops_fp32 (FLOP/s)
+  double flops_fp16 = 0;      // gpu_flops_fp16 (tensor-core dense); = fp32 when the GPU has no fast fp16
+  double flops_bf16 = 0;      // gpu_flops_bf16; = fp16 figure when not given
+  double mem_bw = 0;          // gpu_mem_bw (bytes/s)
+  double mem_bytes = 0;       // gpu_mem
+  double efficiency = 0;      // gpu_efficiency: fraction of peak a training step reaches (stated, 0..1]
+  double kernel_overhead = 0; // gpu_kernel_overhead: fixed cost per kernel launch (s)
+  double reserved_bytes = 0;  // gpu_reserved: CUDA context and workspaces (bytes)
+  double peak_flops(Precision p) const;
+};
+
+struct NodeFacts {
+  std::string name;                  // the cluster id (or host name for a lone host)
+  std::vector<std::string> gpus;     // SimGrid host names, in radical order
+  int cpu_cores = 1;                 // cpu_cores
+  double loader_bw = 0;              // loader_bw: bytes of output tensor one loader worker produces per second
+  double loader_image_overhead = 0;  // loader_image_overhead: fixed CPU time per image per worker (s)
+  double h2d_pageable_bw = 0;        // h2d_pageable_bw: pageable host->device bandwidth (0 = same as pinned)
+  Origin origin;
+};
+
+struct PlatformFacts {
+  std::string path;
+  std::vector<NodeFacts> nodes;               // file order
+  std::map<std::string, GpuFacts> gpu;        // host name -> facts
+  std::map<std::string, std::string> props;   // top-level <zone> props (price etc.)
+  const NodeFacts& node(const std::string& name) const;  // throws listing valid names
+};
+
+PlatformFacts read_platform_facts(const std::string& path);  // throws Error with file:line
+
+}  // namespace vitsim

@@ -1,0 +1,133 @@
+#pragma once
+// Scenario files: what to train, on which cluster, how. Parsed once, strictly, into immutable structs.
+//
+// A scenario file is read into a flat map of attributes keyed by their dotted path
+// ("training.micro_batch"), each remembering file:line. Sweeps and --set overrides act on that map;
+// each sweep point is then resolved into a typed Scenario and validated.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/vit.hpp"
+
+namespace vitsim {
+
+struct ClusterSpec {
+  std::string platform;            // path to the SimGrid platform XML (resolved against the scenario's folder)
+  int nodes = 1;                   // how many nodes are used
+  int gpus_per_node = 1;           // GPUs used in each node
+  std::vector<std::string> hosts;  // node names in the order they are used; empty: platform order
+};
+
+struct DatasetSpec {
+  std::string name = "synthetic";  // cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic
+  long long train_samples = 0;     // whole training set
+  long long test_samples = 0;
+  int image_size = 0;              // as stored on disk
+  int channels = 3;
+  double per_gpu_fraction = 0;     // weak scaling: each GPU gets this fraction of the set (0 = off)
+  std::string path;                // where the real trainer reads it from ("" = its default)
+  long long effective_train_samples(int ranks) const;
+};
+
+struct TrainingSpec {
+  int micro_batch = 1;
+  int grad_accum = 1;
+  int epochs = 1;
+  Precision precision = Precision::FP32;
+  std::string optimizer = "adamw";
+  double lr = 1e-4;
+  double weight_decay = 0.01;
+  unsigned long long seed = 1;
+};
+
+struct ParallelSpec {
+  int zero = 0;
+  bool overlap = false;
+  double bucket_bytes = 5e8 * 4;      // DeepSpeed reduce_bucket_size default: 5e8 elements (fp32)
+  double allgather_bucket_bytes = 5e8 * 4;
+  std::string collective = "ring";    // ring, ring_msg, tree, hierarchical, auto
+  std::optional<Precision> comm_dtype;  // DeepSpeed communication_data_type; default = gradient dtype
+};
+
+struct LoaderSpec {
+  int workers = 2;
+  bool pinned = true;
+  int prefetch = 2;  // batches each worker keeps ready (PyTorch prefetch_factor)
+};
+
+struct SimulationSpec {
+  int steps = 20;       // optimizer steps simulated (steady-state mode)
+  int warmup = 2;       // first steps excluded from the statistics
+  bool full_epoch = false;  // simulate every step of one epoch instead of extrapolating
+};
+
+// Settings only the real trainer reads.
+struct RunSpec {
+  std::string device = "auto";   // auto, cpu, cuda
+  long long max_steps = 0;       // stop after this many optimizer steps per epoch (0 = whole epoch)
+  int checkpoint_every = 0;      // optimizer steps between checkpoints (0 = only at the end)
+  std::string checkpoint_dir;    // "" = no checkpoints
+  double timeout_s = 300;        // a collective that does not finish within this fails the run
+  int check_every = 50;          // replica checksum comparison every N steps
+  int threads = 0;               // intra-op threads per rank (0 = cores / local ranks)
+  bool augment = true;           // random crop + flip
+  long long eval_samples = 0;    // test samples evaluated per epoch (0 = all)
+};
+
+struct ValidationSpec {
+  double tolerance = 0.10;  // relative step-time error above which `vitsim validate` fails
+};
+
+struct DeepSpeedConfig;  // deepspeed.hpp
+
+// One fully resolved point.
+struct Scenario {
+  std::string name;
+  std::string file;  // the scenario file it came from
+  ClusterSpec cluster;
+  ViTConfig model;
+  DatasetSpec dataset;
+  TrainingSpec training;
+  ParallelSpec parallel;
+  LoaderSpec loader;
+  SimulationSpec simulation;
+  RunSpec run;
+  ValidationSpec validation;
+  std::map<std::string, std::string> params;  // every swept or overridden key and its value
+  int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
+  long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * ranks(); }
+};
+
+struct Attribute {
+  std::string value;
+  Origin origin;
+};
+
+struct Sweep {
+  std::string key;
+  std::vector<std::string> values;
+  Origin origin;
+};
+
+// The file as read, before sweeps are expanded.
+struct ScenarioFile {
+  std::string path;
+  std::string name;
+  std::map<std::string, Attribute> attrs;  // "training.micro_batch" -> "64" @ file:line
+  std::vector<Sweep> sweeps;               // cartesian product, in file order
+};
+
+ScenarioFile read_scenario_file(const std::string& path);  // throws Error with file:line
+// Applies a command-line override "key=value" or "key=v1,v2,v3" (a sweep, replacing any on that key).
+void apply_override(ScenarioFile& f, const std::string& assignment);
+// Every valid dotted key, for error messages and documentation.
+std::vector<std::string> scenario_keys();
+// Expands sweeps and resolves each point; throws Error naming the attribute's origin.
+std::vector<Scenario> expand(const ScenarioFile& f);
+Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& attrs,
+                 const std::map<std::string, std::string>& params);
+
+}  // namespace vitsim

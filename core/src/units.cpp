@@ -1,0 +1,118 @@
+#include "vitsim/core/units.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <utility>
+
+#include "vitsim/core/error.hpp"
+
+namespace vitsim::units {
+namespace {
+
+using Table = std::initializer_list<std::pair<std::string_view, double>>;
+
+// Same spellings as SimGrid's surf_parse_get_{time,bandwidth,speed,size}; "K" is accepted beside "k".
+constexpr double kKi = 1024.0;
+const Table& table(Kind kind) {
+  static const Table time{{"w", 7 * 86400.0}, {"d", 86400.0}, {"h", 3600.0}, {"m", 60.0}, {"s", 1.0},
+                          {"ms", 1e-3},       {"us", 1e-6},     {"ns", 1e-9},   {"ps", 1e-12}};
+  static const Table bandwidth{
+      {"Bps", 1.0},          {"kBps", 1e3},          {"KBps", 1e3},          {"MBps", 1e6},
+      {"GBps", 1e9},         {"TBps", 1e12},         {"KiBps", kKi},         {"MiBps", kKi * kKi},
+      {"GiBps", kKi * kKi * kKi}, {"TiBps", kKi * kKi * kKi * kKi},         {"bps", 0.125},
+      {"kbps", 125.0},       {"Kbps", 125.0},        {"Mbps", 125e3},        {"Gbps", 125e6},
+      {"Tbps", 125e9},       {"Kibps", kKi / 8},     {"Mibps", kKi * kKi / 8}, {"Gibps", kKi * kKi * kKi / 8}};
+  static const Table flops{{"f", 1.0},   {"kf", 1e3},   {"Kf", 1e3},   {"Mf", 1e6},  {"Gf", 1e9},
+                           {"Tf", 1e12}, {"Pf", 1e15},  {"Ef", 1e18}};
+  static const Table bytes{{"B", 1.0},     {"kB", 1e3},       {"KB", 1e3},          {"MB", 1e6},
+                           {"GB", 1e9},    {"TB", 1e12},      {"KiB", kKi},         {"MiB", kKi * kKi},
+                           {"GiB", kKi * kKi * kKi},          {"TiB", kKi * kKi * kKi * kKi},
+                           {"b", 0.125},   {"kb", 125.0},     {"Kb", 125.0},        {"Mb", 125e3},
+                           {"Gb", 125e6}};
+  switch (kind) {
+    case Kind::Time: return time;
+    case Kind::Bandwidth: return bandwidth;
+    case Kind::Flops: return flops;
+    case Kind::Bytes: return bytes;
+  }
+  return time;
+}
+
+}  // namespace
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Time: return "time";
+    case Kind::Bandwidth: return "bandwidth";
+    case Kind::Flops: return "speed";
+    case Kind::Bytes: return "size";
+  }
+  return "quantity";
+}
+
+std::string valid_units(Kind kind) {
+  std::string out;
+  for (const auto& [name, factor] : table(kind)) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+double parse(std::string_view text, Kind kind) {
+  auto fail = [&](const std::string& why) -> Error {
+    return Error(fmt::format("bad {} '{}': {}; valid units: {}", kind_name(kind), text, why, valid_units(kind)));
+  };
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  if (s.empty()) throw fail("empty value");
+  double value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end == s.data()) throw fail("no number");
+  std::string_view unit(end, static_cast<size_t>(s.data() + s.size() - end));
+  if (unit.empty()) throw fail("missing unit");
+  if (!std::isfinite(value)) throw fail("not a finite number");
+  for (const auto& [name, factor] : table(kind))
+    if (name == unit) return value * factor;
+  throw fail(fmt::format("unknown unit '{}'", unit));
+}
+
+std::string format_time(double s) {
+  double a = std::fabs(s);
+  if (a >= 3600) return fmt::format("{:.2f} h", s / 3600);
+  if (a >= 60) return fmt::format("{:.2f} min", s / 60);
+  if (a >= 1) return fmt::format("{:.3f} s", s);
+  if (a >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  if (a >= 1e-6) return fmt::format("{:.2f} us", s * 1e6);
+  return fmt::format("{:.0f} ns", s * 1e9);
+}
+
+std::string format_bytes(double b) {
+  const char* names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int i = 0;
+  while (std::fabs(b) >= 1024 && i < 5) {
+    b /= 1024;
+    ++i;
+  }
+  return i == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, names[i]);
+}
+
+static std::string si(double v, const char* suffix) {
+  const char* names[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::fabs(v) >= 1000 && i < 6) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", v, names[i], suffix);
+}
+
+std::string format_bandwidth(double bps) { return si(bps, "B/s"); }
+std::string format_flops(double f) { return si(f, "FLOP/s"); }
+
+}  // namespace vitsim::units

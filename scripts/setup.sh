@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs, from Debian's archive only, every package vitsim's build and tests need.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+want_torch=${VITSIM_WITH_TORCH:-1}
+pkgs=(build-essential cmake pkg-config ccache
+      libsimgrid-dev libfmt-dev libpugixml-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev
+      gnuplot-nox iproute2)
+if [ "$want_torch" = 1 ]; then
+  pkgs+=(libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
