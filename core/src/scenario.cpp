@@ -318,6 +318,7 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   s.file = f.path;
   s.name = r.str("scenario.name", f.name);
   s.params = params;
+  for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
 
   s.cluster.platform = r.path("cluster.platform");
   s.cluster.nodes = static_cast<int>(r.integer("cluster.nodes", 1, 1, 1 << 20));

@@ -97,6 +97,12 @@ struct Scenario {
   RunSpec run;
   ValidationSpec validation;
   std::map<std::string, std::string> params;  // every swept or overridden key and its value
+  std::map<std::string, Origin> origins;       // where each given attribute came from
+  // Where `key` was set (file:line, "--set key", a DeepSpeed file), or the scenario file itself.
+  Origin origin_of(const std::string& key) const {
+    auto it = origins.find(key);
+    return it == origins.end() ? Origin{file, 0} : it->second;
+  }
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * ranks(); }
 };

@@ -1,0 +1,55 @@
+// vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
+//                             [--out FILE] [--trace FILE] [--jobs N]
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "commands.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/sim/predict.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct PredictArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string format = "table";
+  std::string out;
+  sim::PredictOptions opt;
+  bool quiet = false;
+};
+}  // namespace
+
+void add_predict(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<PredictArgs>();
+  CLI::App* c = cli.add_subcommand("predict", "simulate every point of a scenario and print the prediction");
+  c->add_option("scenario", args->scenario, "scenario XML file")->required();
+  c->add_option("--calibration", args->opt.calibration, "calibration JSON from `vitsim calibrate`");
+  c->add_option("--set", args->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
+  c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
+  c->add_option("--out", args->out, "write the output to this file instead of stdout");
+  c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+  c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(CLI::Range(1, 4096));
+  c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
+  c->callback([&action, args] {
+    action = [args] {
+      ScenarioFile f = read_scenario_file(args->scenario);
+      for (const auto& s : args->sets) apply_override(f, s);
+      args->opt.progress = !args->quiet;
+      Report r = sim::predict(f, args->opt);
+      std::string text = args->format == "json" ? report_to_json(r)
+                         : args->format == "csv" ? report_to_csv(r)
+                                                 : report_to_table(r);
+      if (args->out.empty())
+        fmt::print("{}", text);
+      else
+        write_file_atomic(args->out, text);
+      return 0;
+    };
+  });
+}
+
+}  // namespace vitsim::app

@@ -1,0 +1,44 @@
+#pragma once
+// The real trainer's entry point, without Torch: app/ calls this and never sees LibTorch.
+#include <string>
+#include <vector>
+
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
+
+namespace vitsim::real {
+
+// A deliberate failure, for the tests of the fault paths: after optimizer step `step` (counted over
+// the whole run, after that step's checkpoint), rank `rank` (-1: every rank) is killed (SIGKILL),
+// hangs (sleeps forever) or exits with status 17.
+struct FaultInjection {
+  std::string kind;  // "", "kill", "hang", "exit"
+  long long step = 0;
+  int rank = -1;
+};
+FaultInjection parse_fault(const std::string& text);  // "kill:STEP[:RANK]"; throws Error
+
+struct TrainOptions {
+  std::string report_path;  // report JSON, written by rank 0 (temp file + rename); "" = none
+  std::string trace_path;   // Chrome trace JSON of every rank (rank 0 writes it); "" = none
+  bool resume = false;      // continue from run.checkpoint_dir's checkpoint
+  // Each rank writes its final parameters as raw little-endian fp32 in parameter order to
+  // PREFIX.rank<R>.bin: the tests compare replicas and runs with it. "" = none.
+  std::string save_params;
+  FaultInjection fault;
+  std::string command;      // the command line, for the report's provenance
+  bool verbose = true;      // rank 0 prints one line per epoch
+};
+
+// Trains every point (one after another) on the processes of the current MPI job and returns the
+// measured report (complete on every rank). Throws Error on bad input; a rank that dies or hangs
+// makes the others abort the job after run.timeout.
+Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& options);
+
+// Reads a file written through TrainOptions::save_params.
+std::vector<float> read_saved_params(const std::string& path);
+
+// Writes `text` to `path` atomically: a temporary file in the same folder, then rename.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace vitsim::real

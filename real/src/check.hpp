@@ -1,0 +1,36 @@
+#pragma once
+// Return-code checks for MPI, CUDA and NCCL: a failure throws vitsim::Error naming the rank, the host,
+// the call and file:line. Internal to real/.
+#include <fmt/format.h>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/real/comm.hpp"
+
+#define VITSIM_FAIL_AT(lib, call, msg)                                                                      \
+  throw ::vitsim::Error(fmt::format("{}: {} call {} failed: {} ({}:{})", ::vitsim::real::rank_identity(), lib, \
+                                    call, msg, __FILE__, __LINE__))
+
+#define VITSIM_MPI_CHECK(call)                                   \
+  do {                                                           \
+    int vitsim_rc_ = (call);                                     \
+    if (vitsim_rc_ != MPI_SUCCESS) {                             \
+      char vitsim_msg_[MPI_MAX_ERROR_STRING];                    \
+      int vitsim_len_ = 0;                                       \
+      MPI_Error_string(vitsim_rc_, vitsim_msg_, &vitsim_len_);   \
+      VITSIM_FAIL_AT("MPI", #call, std::string(vitsim_msg_, vitsim_len_)); \
+    }                                                            \
+  } while (0)
+
+#define VITSIM_CUDA_CHECK(call)                                                                       \
+  do {                                                                                                \
+    cudaError_t vitsim_rc_ = (call);                                                                  \
+    if (vitsim_rc_ != cudaSuccess)                                                                    \
+      VITSIM_FAIL_AT("CUDA", #call, fmt::format("error {} {}", static_cast<int>(vitsim_rc_), cudaGetErrorString(vitsim_rc_))); \
+  } while (0)
+
+#define VITSIM_NCCL_CHECK(call)                                                                       \
+  do {                                                                                                \
+    ncclResult_t vitsim_rc_ = (call);                                                                 \
+    if (vitsim_rc_ != ncclSuccess)                                                                    \
+      VITSIM_FAIL_AT("NCCL", #call, fmt::format("error {} {}", static_cast<int>(vitsim_rc_), ncclGetErrorString(vitsim_rc_))); \
+  } while (0)

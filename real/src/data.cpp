@@ -1,0 +1,563 @@
+#include "vitsim/real/data.hpp"
+
+#include <fmt/format.h>
+#include <jpeglib.h>
+#include <png.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "vitsim/core/error.hpp"
+
+namespace vitsim::real {
+namespace fs = std::filesystem;
+
+namespace {
+
+// splitmix64: a tiny, well-mixed hash; the source of every random decision in the data path.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+uint64_t key(uint64_t seed, uint64_t a, uint64_t b) { return mix(mix(mix(seed) ^ a) ^ b); }
+
+// Reads a whole file, through zlib so gzip and plain files are both accepted.
+std::vector<uint8_t> read_maybe_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> chunk(1 << 20);
+  for (;;) {
+    int got = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
+    if (got < 0) {
+      int code = 0;
+      std::string msg = gzerror(f, &code);
+      gzclose(f);
+      throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, msg));
+    }
+    if (got == 0) break;
+    out.insert(out.end(), chunk.begin(), chunk.begin() + got);
+  }
+  // zlib reports a gzip stream cut short only through gzerror after the last read.
+  int code = 0;
+  const char* msg = gzerror(f, &code);
+  if (code != Z_OK && code != Z_STREAM_END) {
+    std::string m = msg;
+    gzclose(f);
+    throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, m));
+  }
+  gzclose(f);
+  return out;
+}
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& data, bool gzip) {
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    if (!f) throw Error(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+    if (!data.empty() && gzwrite(f, data.data(), static_cast<unsigned>(data.size())) != static_cast<int>(data.size())) {
+      gzclose(f);
+      throw Error(fmt::format("{}: write failed", path));
+    }
+    if (gzclose(f) != Z_OK) throw Error(fmt::format("{}: write failed", path));
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!f) throw Error(fmt::format("{}: write failed", path));
+}
+
+}  // namespace
+
+MemorySource::MemorySource(std::string what, int channels, int height, int width, int classes,
+                           std::vector<uint8_t> pixels, std::vector<int32_t> labels)
+    : what_(std::move(what)), channels_(channels), height_(height), width_(width), classes_(classes),
+      pixels_(std::move(pixels)), labels_(std::move(labels)) {
+  if (pixels_.size() != labels_.size() * channels_ * height_ * width_)
+    throw Error(fmt::format("{}: {} pixel bytes for {} images of {}x{}x{}", what_, pixels_.size(), labels_.size(),
+                            channels_, height_, width_));
+}
+
+void MemorySource::get(size_t index, Image& image, int& label) const {
+  const size_t n = static_cast<size_t>(channels_) * height_ * width_;
+  image.channels = channels_;
+  image.height = height_;
+  image.width = width_;
+  image.pixels.assign(pixels_.begin() + index * n, pixels_.begin() + (index + 1) * n);
+  label = labels_[index];
+}
+
+// IDX: big-endian magic 0x0000 08 <ndims>, then ndims 32-bit sizes, then the bytes.
+MemorySource read_idx(const std::string& images_path, const std::string& labels_path, int classes) {
+  auto img = read_maybe_gz(images_path);
+  auto lab = read_maybe_gz(labels_path);
+  if (img.size() < 16)
+    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 16", images_path, img.size()));
+  if (be32(img.data()) != 0x00000803)
+    throw Error(fmt::format("{}: not an IDX image file: magic 0x{:08x}, expected 0x00000803 (ubyte, 3 dims)", images_path,
+                            be32(img.data())));
+  if (lab.size() < 8)
+    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 8", labels_path, lab.size()));
+  if (be32(lab.data()) != 0x00000801)
+    throw Error(fmt::format("{}: not an IDX label file: magic 0x{:08x}, expected 0x00000801 (ubyte, 1 dim)", labels_path,
+                            be32(lab.data())));
+  const size_t n = be32(img.data() + 4), h = be32(img.data() + 8), w = be32(img.data() + 12);
+  const size_t nl = be32(lab.data() + 4);
+  if (n != nl) throw Error(fmt::format("{}: {} labels but {} has {} images", labels_path, nl, images_path, n));
+  if (h == 0 || w == 0 || h > 65536 || w > 65536)
+    throw Error(fmt::format("{}: implausible image size {}x{}", images_path, h, w));
+  const size_t want = 16 + n * h * w;
+  if (img.size() != want)
+    throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} (16 header + {} images of {}x{})",
+                            images_path, img.size(), want, n, h, w));
+  if (lab.size() != 8 + n)
+    throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} (8 header + {} labels)", labels_path,
+                            lab.size(), 8 + n, n));
+  std::vector<int32_t> labels(n);
+  for (size_t i = 0; i < n; ++i) {
+    labels[i] = lab[8 + i];
+    if (labels[i] >= classes)
+      throw Error(fmt::format("{}: label {} of sample {} is out of range (expected 0 .. {})", labels_path, labels[i], i,
+                              classes - 1));
+  }
+  std::vector<uint8_t> pixels(img.begin() + 16, img.end());
+  return MemorySource(images_path, 1, static_cast<int>(h), static_cast<int>(w), classes, std::move(pixels),
+                      std::move(labels));
+}
+
+void write_idx(const std::string& images_path, const std::string& labels_path, const MemorySource& set, bool gzip) {
+  if (set.channels() != 1) throw Error("write_idx: IDX image files hold one channel");
+  std::vector<uint8_t> img, lab;
+  put_be32(img, 0x00000803);
+  put_be32(img, static_cast<uint32_t>(set.size()));
+  put_be32(img, static_cast<uint32_t>(set.height()));
+  put_be32(img, static_cast<uint32_t>(set.width()));
+  img.insert(img.end(), set.pixels().begin(), set.pixels().end());
+  put_be32(lab, 0x00000801);
+  put_be32(lab, static_cast<uint32_t>(set.size()));
+  for (int32_t l : set.labels()) lab.push_back(static_cast<uint8_t>(l));
+  write_bytes(images_path, img, gzip);
+  write_bytes(labels_path, lab, gzip);
+}
+
+MemorySource read_cifar(const std::vector<std::string>& files, int label_bytes, int classes) {
+  constexpr size_t kPixels = 3 * 32 * 32;
+  const size_t record = label_bytes + kPixels;
+  std::vector<uint8_t> pixels;
+  std::vector<int32_t> labels;
+  for (const auto& path : files) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (data.empty()) throw Error(fmt::format("{}: empty file, expected {}-byte CIFAR records", path, record));
+    if (data.size() % record != 0)
+      throw Error(fmt::format("{}: truncated: {} bytes is not a whole number of {}-byte CIFAR records "
+                              "({} complete, {} bytes left over)",
+                              path, data.size(), record, data.size() / record, data.size() % record));
+    for (size_t off = 0; off < data.size(); off += record) {
+      int label = data[off + label_bytes - 1];  // CIFAR-100: coarse, fine; the fine label is the class
+      if (label >= classes)
+        throw Error(fmt::format("{}: record {}: label {} is out of range (expected 0 .. {}); not a CIFAR-{} file?", path,
+                                off / record, label, classes - 1, classes));
+      labels.push_back(label);
+      pixels.insert(pixels.end(), data.begin() + off + label_bytes, data.begin() + off + record);
+    }
+  }
+  std::string what = files.size() == 1 ? files[0] : fs::path(files[0]).parent_path().string();
+  return MemorySource(what, 3, 32, 32, classes, std::move(pixels), std::move(labels));
+}
+
+void write_cifar(const std::string& path, const MemorySource& set, int label_bytes) {
+  if (set.channels() != 3 || set.height() != 32 || set.width() != 32)
+    throw Error("write_cifar: CIFAR records hold 3x32x32 images");
+  std::vector<uint8_t> out;
+  const size_t n = 3 * 32 * 32;
+  for (size_t i = 0; i < set.size(); ++i) {
+    if (label_bytes == 2) out.push_back(static_cast<uint8_t>(set.labels()[i] / 5));  // a coarse label
+    out.push_back(static_cast<uint8_t>(set.labels()[i]));
+    out.insert(out.end(), set.pixels().begin() + i * n, set.pixels().begin() + (i + 1) * n);
+  }
+  write_bytes(path, out, false);
+}
+
+// ---- JPEG / PNG ----
+namespace {
+struct JpegError {
+  jpeg_error_mgr mgr;
+  jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+void jpeg_fail(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  longjmp(err->jump, 1);
+}
+
+Image interleaved_to_chw(const std::vector<uint8_t>& hwc, int h, int w, int c) {
+  Image img;
+  img.channels = c;
+  img.height = h;
+  img.width = w;
+  img.pixels.resize(hwc.size());
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int k = 0; k < c; ++k) img.pixels[(size_t(k) * h + y) * w + x] = hwc[(size_t(y) * w + x) * c + k];
+  return img;
+}
+
+Image decode_jpeg(const std::string& path, const std::vector<uint8_t>& data, int channels) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_fail;
+  std::vector<uint8_t> hwc;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(fmt::format("{}: corrupt JPEG: {}", path, err.message));
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data.data(), static_cast<unsigned long>(data.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
+  hwc.resize(size_t(w) * h * channels);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = hwc.data() + size_t(cinfo.output_scanline) * w * channels;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  // libjpeg only warns on a truncated stream (and pads with grey): treat it as the corrupt file it is.
+  const long warnings = err.mgr.num_warnings;
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  if (warnings > 0) throw Error(fmt::format("{}: corrupt or truncated JPEG ({} decoder warnings)", path, warnings));
+  return interleaved_to_chw(hwc, h, w, channels);
+}
+
+Image decode_png(const std::string& path, const std::vector<uint8_t>& data, int channels) {
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&png, data.data(), data.size()))
+    throw Error(fmt::format("{}: corrupt PNG: {}", path, png.message));
+  png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  std::vector<uint8_t> hwc(PNG_IMAGE_SIZE(png));
+  if (!png_image_finish_read(&png, nullptr, hwc.data(), 0, nullptr)) {
+    std::string msg = png.message;
+    png_image_free(&png);
+    throw Error(fmt::format("{}: corrupt PNG: {}", path, msg));
+  }
+  return interleaved_to_chw(hwc, static_cast<int>(png.height), static_cast<int>(png.width), channels);
+}
+}  // namespace
+
+Image decode_image_file(const std::string& path, int channels) {
+  if (channels != 1 && channels != 3) throw Error(fmt::format("{}: can decode to 1 or 3 channels, not {}", path, channels));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return decode_jpeg(path, data, channels);
+  static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (data.size() >= 8 && std::memcmp(data.data(), png_sig, 8) == 0) return decode_png(path, data, channels);
+  throw Error(fmt::format("{}: neither a JPEG nor a PNG file (unknown signature)", path));
+}
+
+namespace {
+
+// ImageFolder: root/<class>/<image>, classes in sorted order, decoded on demand by the loader threads.
+class FolderSource : public Source {
+ public:
+  FolderSource(const std::string& root, int channels) : root_(root), channels_(channels) {
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) throw Error(fmt::format("{}: not a directory (ImageFolder root)", root));
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory()) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (size_t c = 0; c < dirs.size(); ++c) {
+      std::vector<std::string> imgs;
+      for (const auto& e : fs::directory_iterator(dirs[c])) {
+        std::string ext = e.path().extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+        if (e.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) imgs.push_back(e.path().string());
+      }
+      std::sort(imgs.begin(), imgs.end());
+      for (auto& p : imgs) files_.push_back({std::move(p), static_cast<int>(c)});
+    }
+    classes_ = static_cast<int>(dirs.size());
+    if (files_.empty())
+      throw Error(fmt::format("{}: no .jpg/.jpeg/.png files in class subfolders (ImageFolder layout: root/<class>/<image>)", root));
+  }
+  size_t size() const override { return files_.size(); }
+  int classes() const override { return classes_; }
+  int channels() const override { return channels_; }
+  void get(size_t index, Image& image, int& label) const override {
+    image = decode_image_file(files_[index].first, channels_);
+    label = files_[index].second;
+  }
+  std::string describe() const override { return root_; }
+
+ private:
+  std::string root_;
+  int channels_, classes_ = 0;
+  std::vector<std::pair<std::string, int>> files_;
+};
+
+// Synthetic: pixels and labels are a pure function of (index, seed); for benchmarks, not for learning.
+class SyntheticSource : public Source {
+ public:
+  SyntheticSource(size_t n, int channels, int size, int classes, uint64_t seed)
+      : n_(n), channels_(channels), size_(size), classes_(classes), seed_(seed) {}
+  size_t size() const override { return n_; }
+  int classes() const override { return classes_; }
+  int channels() const override { return channels_; }
+  void get(size_t index, Image& image, int& label) const override {
+    image.channels = channels_;
+    image.height = image.width = size_;
+    image.pixels.resize(size_t(channels_) * size_ * size_);
+    uint64_t s = key(seed_, index, 0x5f);
+    for (size_t i = 0; i < image.pixels.size(); i += 8) {
+      s = mix(s);
+      for (size_t k = 0; k < 8 && i + k < image.pixels.size(); ++k) image.pixels[i + k] = static_cast<uint8_t>(s >> (8 * k));
+    }
+    label = static_cast<int>(key(seed_, index, 0x1ab) % static_cast<uint64_t>(classes_));
+  }
+  std::string describe() const override { return "synthetic"; }
+
+ private:
+  size_t n_;
+  int channels_, size_, classes_;
+  uint64_t seed_;
+};
+
+// Published per-channel statistics of each training set (torchvision examples and the usual values
+// quoted for these sets: CIFAR-10 0.4914/0.4822/0.4465 and 0.2470/0.2435/0.2616, CIFAR-100
+// 0.5071/0.4865/0.4409 and 0.2673/0.2564/0.2762, ImageNet 0.485/0.456/0.406 and 0.229/0.224/0.225,
+// Fashion-MNIST 0.2860 and 0.3530).
+Normalization normalization_for(const std::string& name, int channels) {
+  if (name == "fashion_mnist") return {{0.2860f}, {0.3530f}};
+  if (name == "cifar10") return {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
+  if (name == "cifar100") return {{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}};
+  if (name == "imagenet100" || (name == "imagefolder" && channels == 3)) return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  // Synthetic bytes are uniform on [0, 255]: mean 0.5, std 1/sqrt(12) ~ 0.2887.
+  if (name == "synthetic") return {std::vector<float>(channels, 0.5f), std::vector<float>(channels, 0.2887f)};
+  return {std::vector<float>(channels, 0.5f), std::vector<float>(channels, 0.5f)};
+}
+
+std::string need_file(const std::string& dir, const std::string& name, const std::string& dataset) {
+  fs::path p = fs::path(dir) / name;
+  std::error_code ec;
+  if (!fs::exists(p, ec))
+    throw Error(fmt::format("dataset {}: {} does not exist (dataset.path = '{}')", dataset, p.string(), dir));
+  return p.string();
+}
+
+}  // namespace
+
+DatasetSplit open_dataset(const DatasetSpec& spec, const ViTConfig& model, const std::string& split) {
+  const bool train = split == "train";
+  DatasetSplit out;
+  out.norm = normalization_for(spec.name, model.channels);
+  if (spec.name == "fashion_mnist") {
+    // Debian's dataset-fashion-mnist package installs here (REFERENCE.md section 6).
+    std::string dir = spec.path.empty() ? "/usr/share/datasets/fashion-mnist" : spec.path;
+    std::string stem = train ? "train" : "t10k";
+    out.source = std::make_unique<MemorySource>(read_idx(need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name),
+                                                         need_file(dir, stem + "-labels-idx1-ubyte.gz", spec.name),
+                                                         model.classes));
+  } else if (spec.name == "cifar10") {
+    if (spec.path.empty()) throw Error("dataset cifar10 needs dataset.path: the folder holding data_batch_1..5.bin, test_batch.bin");
+    std::vector<std::string> files;
+    if (train)
+      for (int i = 1; i <= 5; ++i) files.push_back(need_file(spec.path, fmt::format("data_batch_{}.bin", i), spec.name));
+    else
+      files.push_back(need_file(spec.path, "test_batch.bin", spec.name));
+    out.source = std::make_unique<MemorySource>(read_cifar(files, 1, 10));
+  } else if (spec.name == "cifar100") {
+    if (spec.path.empty()) throw Error("dataset cifar100 needs dataset.path: the folder holding train.bin, test.bin");
+    out.source = std::make_unique<MemorySource>(
+        read_cifar({need_file(spec.path, train ? "train.bin" : "test.bin", spec.name)}, 2, 100));
+  } else if (spec.name == "imagenet100" || spec.name == "imagefolder") {
+    if (spec.path.empty())
+      throw Error(fmt::format("dataset {} needs dataset.path: a folder with train/ and val/ ImageFolder trees", spec.name));
+    out.source = std::make_unique<FolderSource>(need_file(spec.path, train ? "train" : "val", spec.name), model.channels);
+  } else if (spec.name == "synthetic") {
+    long long n = train ? spec.train_samples : (spec.test_samples > 0 ? spec.test_samples : 0);
+    out.source = std::make_unique<SyntheticSource>(static_cast<size_t>(n), model.channels, spec.image_size, model.classes,
+                                                   train ? 1 : 2);
+  } else {
+    throw Error(fmt::format("unknown dataset '{}'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic",
+                            spec.name));
+  }
+  if (out.source->channels() != model.channels)
+    throw Error(fmt::format("dataset {}: {} channels but the model takes {}", spec.name, out.source->channels(), model.channels));
+  if (out.source->classes() > model.classes)
+    throw Error(fmt::format("dataset {} ({}): {} classes but the model's head has {}", spec.name, out.source->describe(),
+                            out.source->classes(), model.classes));
+  return out;
+}
+
+void Transform::apply(const Image& in, int epoch, size_t sample_index, float* out) const {
+  const int S = image_size, C = in.channels;
+  // Bilinear resize (align_corners=false, as torch's interpolate) when the stored size differs.
+  std::vector<float> img(size_t(C) * S * S);
+  if (in.height == S && in.width == S) {
+    for (size_t i = 0; i < img.size(); ++i) img[i] = in.pixels[i];
+  } else {
+    const float sy = float(in.height) / S, sx = float(in.width) / S;
+    for (int y = 0; y < S; ++y) {
+      float fy = std::max(0.f, (y + 0.5f) * sy - 0.5f);
+      int y0 = std::min(int(fy), in.height - 1), y1 = std::min(y0 + 1, in.height - 1);
+      float wy = fy - y0;
+      for (int x = 0; x < S; ++x) {
+        float fx = std::max(0.f, (x + 0.5f) * sx - 0.5f);
+        int x0 = std::min(int(fx), in.width - 1), x1 = std::min(x0 + 1, in.width - 1);
+        float wx = fx - x0;
+        for (int c = 0; c < C; ++c) {
+          const uint8_t* p = in.pixels.data() + size_t(c) * in.height * in.width;
+          float v = (1 - wy) * ((1 - wx) * p[y0 * in.width + x0] + wx * p[y0 * in.width + x1]) +
+                    wy * ((1 - wx) * p[y1 * in.width + x0] + wx * p[y1 * in.width + x1]);
+          img[(size_t(c) * S + y) * S + x] = v;
+        }
+      }
+    }
+  }
+  int dy = 0, dx = 0;
+  bool flip = false;
+  if (augment) {
+    const int pad = std::max(1, S / 8);
+    uint64_t r = key(seed, static_cast<uint64_t>(epoch), sample_index);
+    dy = static_cast<int>(r % (2 * pad + 1)) - pad;
+    dx = static_cast<int>((r >> 16) % (2 * pad + 1)) - pad;
+    flip = (r >> 32) & 1;
+  }
+  for (int c = 0; c < C; ++c) {
+    const float m = norm.mean[c % norm.mean.size()], s = norm.stddev[c % norm.stddev.size()];
+    const float zero = (0.f - m) / s;
+    for (int y = 0; y < S; ++y)
+      for (int x = 0; x < S; ++x) {
+        int sy = y + dy, sx = flip ? (S - 1 - x) + dx : x + dx;
+        float v = (sy < 0 || sy >= S || sx < 0 || sx >= S) ? zero : (img[(size_t(c) * S + sy) * S + sx] / 255.f - m) / s;
+        out[(size_t(c) * S + y) * S + x] = v;
+      }
+  }
+}
+
+std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, int epoch, bool shuffle, bool drop_tail) {
+  std::vector<size_t> perm(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = i;
+  if (shuffle) {
+    // Fisher-Yates with our own generator: the order is the same on every platform and standard library.
+    uint64_t s = key(seed, 0x5a3d1e, static_cast<uint64_t>(epoch));
+    for (size_t i = n; i > 1; --i) {
+      s = mix(s);
+      std::swap(perm[i - 1], perm[s % i]);
+    }
+  }
+  const size_t per_rank = drop_tail ? n / world : (n + world - 1 - rank) / world;
+  std::vector<size_t> out;
+  out.reserve(per_rank);
+  for (size_t k = 0; k < per_rank; ++k) out.push_back(perm[rank + k * world]);
+  return out;
+}
+
+Loader::Loader(const Source& source, Transform transform, std::vector<size_t> indices, int batch_size, int epoch,
+               long long first_batch, int workers, int prefetch)
+    : source_(source), transform_(std::move(transform)), indices_(std::move(indices)), batch_size_(batch_size),
+      epoch_(epoch), first_(first_batch), next_(first_batch), prefetch_(std::max(1, prefetch)) {
+  batches_ = static_cast<long long>(indices_.size() / batch_size_);
+  if (indices_.size() % batch_size_ != 0 && batch_size_ > 0) {
+    // Evaluation keeps a last partial batch; training passes whole multiples.
+    batches_ += 1;
+  }
+  for (int w = 0; w < workers; ++w) lanes_.push_back(std::make_unique<Lane>());
+  for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w] { work(w); });
+}
+
+Loader::~Loader() {
+  for (auto& l : lanes_) {
+    std::lock_guard<std::mutex> g(l->mu);
+    stop_ = true;
+  }
+  for (auto& l : lanes_) l->cv.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+Batch Loader::load(long long number) const {
+  Batch b;
+  b.number = number;
+  const size_t begin = static_cast<size_t>(number) * batch_size_;
+  const size_t end = std::min(indices_.size(), begin + batch_size_);
+  b.size = static_cast<int>(end - begin);
+  b.channels = source_.channels();
+  b.image_size = transform_.image_size;
+  const size_t per = size_t(b.channels) * b.image_size * b.image_size;
+  b.images.resize(per * b.size);
+  b.labels.resize(b.size);
+  Image img;
+  for (size_t i = begin; i < end; ++i) {
+    int label = 0;
+    source_.get(indices_[i], img, label);
+    transform_.apply(img, epoch_, indices_[i], b.images.data() + (i - begin) * per);
+    b.labels[i - begin] = label;
+  }
+  return b;
+}
+
+void Loader::work(int lane_id) {
+  Lane& lane = *lanes_[lane_id];
+  const int workers = static_cast<int>(lanes_.size());
+  // This worker's first batch at or after next_.
+  long long k = first_ + ((lane_id - first_ % workers) % workers + workers) % workers;
+  for (; k < batches_; k += workers) {
+    {
+      std::unique_lock<std::mutex> g(lane.mu);
+      lane.cv.wait(g, [&] { return stop_ || static_cast<int>(lane.ready.size()) < prefetch_; });
+      if (stop_) return;
+    }
+    try {
+      Batch b = load(k);
+      std::lock_guard<std::mutex> g(lane.mu);
+      lane.ready.push_back(std::move(b));
+    } catch (...) {
+      std::lock_guard<std::mutex> g(lane.mu);
+      lane.error = std::current_exception();
+      lane.cv.notify_all();
+      return;
+    }
+    lane.cv.notify_all();
+  }
+}
+
+std::optional<Batch> Loader::next() {
+  if (next_ >= batches_) return std::nullopt;
+  if (lanes_.empty()) return load(next_++);
+  Lane& lane = *lanes_[next_ % lanes_.size()];
+  std::unique_lock<std::mutex> g(lane.mu);
+  lane.cv.wait(g, [&] { return !lane.ready.empty() || lane.error; });
+  if (lane.ready.empty()) std::rethrow_exception(lane.error);
+  Batch b = std::move(lane.ready.front());
+  lane.ready.pop_front();
+  g.unlock();
+  lane.cv.notify_all();
+  ++next_;
+  return b;
+}
+
+}  // namespace vitsim::real

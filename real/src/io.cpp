@@ -1,0 +1,76 @@
+// Torch-free helpers of the trainer: atomic writes, fault-injection parsing, saved parameters.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/real/train.hpp"
+
+namespace vitsim::real {
+namespace fs = std::filesystem;
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  fs::path p(path);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+  }
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    f.flush();
+    if (!f) throw Error(fmt::format("{}: write failed: {}", tmp, std::strerror(errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw Error(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(err)));
+  }
+}
+
+FaultInjection parse_fault(const std::string& text) {
+  FaultInjection f;
+  auto fail = [&]() -> FaultInjection {
+    throw Error(fmt::format("--fault '{}': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0",
+                            text));
+  };
+  auto c1 = text.find(':');
+  if (c1 == std::string::npos) return fail();
+  f.kind = text.substr(0, c1);
+  if (f.kind != "kill" && f.kind != "hang" && f.kind != "exit") return fail();
+  auto c2 = text.find(':', c1 + 1);
+  try {
+    size_t used = 0;
+    std::string step = text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+    f.step = std::stoll(step, &used);
+    if (used != step.size() || f.step < 1) return fail();
+    if (c2 != std::string::npos) {
+      std::string rank = text.substr(c2 + 1);
+      f.rank = std::stoi(rank, &used);
+      if (used != rank.size() || f.rank < 0) return fail();
+    }
+  } catch (const std::logic_error&) {
+    return fail();
+  }
+  return f;
+}
+
+std::vector<float> read_saved_params(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() % sizeof(float) != 0)
+    throw Error(fmt::format("{}: {} bytes is not a whole number of fp32 values", path, bytes.size()));
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+}  // namespace vitsim::real

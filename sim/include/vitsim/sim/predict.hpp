@@ -1,0 +1,20 @@
+#pragma once
+// `vitsim predict`: every point of a scenario simulated in its own process (SimGrid allows one engine
+// per process), up to `jobs` at once, gathered into one Report.
+#include <string>
+
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
+
+namespace vitsim::sim {
+
+struct PredictOptions {
+  std::string calibration;  // path, "" = none
+  int jobs = 0;             // 0 = the machine's cores
+  std::string trace_path;   // "" = no trace; else a Chrome trace JSON of every point
+  bool progress = true;     // a progress line on stderr for runs longer than a second
+};
+
+Report predict(const ScenarioFile& file, const PredictOptions& opt);
+
+}  // namespace vitsim::sim

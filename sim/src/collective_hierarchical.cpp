@@ -1,0 +1,127 @@
+// Hierarchical all-reduce: intra-node reduce to a leader (ring reduce-scatter, then each GPU sends its
+// reduced chunk to the leader), inter-node ring all-reduce between the leaders, intra-node broadcast
+// (the leader scatters chunks, then a ring all-gather). Every stage is a fused ring or direct flows over
+// the platform's links. Reduce-scatter and all-gather run as fused rings over the whole group.
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+
+#include "vitsim/sim/collective.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace vitsim::sim {
+namespace {
+
+class Hierarchical : public Collective {
+ public:
+  std::string name() const override { return "hierarchical"; }
+
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    if (op != CollOp::AllReduce || g.size() < 2) {
+      ring_collective(g, me, bytes, op, true);
+      return;
+    }
+    const Layout& L = layout(g);
+    const int node = g.node_of(me);
+    const Group& local = *L.local.at(node);
+    const int lme = L.local_index[me];
+    const int g_local = local.size();
+    const bool leader = lme == 0;
+    const double chunk = bytes / g_local;
+
+    // 1. intra-node reduce: reduce-scatter, then gather the chunks at the leader.
+    ring_phase(local, lme, bytes, true);
+    gather_or_scatter(local, lme, chunk, /*to_leader=*/true);
+    // 2. inter-node ring all-reduce between leaders.
+    if (leader && L.leaders->size() > 1) ring_collective(*L.leaders, L.leader_index.at(node), bytes, CollOp::AllReduce, true);
+    // 3. intra-node broadcast: scatter from the leader, then all-gather.
+    gather_or_scatter(local, lme, chunk, /*to_leader=*/false);
+    ring_phase(local, lme, bytes, true);
+  }
+
+ private:
+  struct Layout {
+    std::map<int, std::unique_ptr<Group>> local;  // node -> its members
+    std::unique_ptr<Group> leaders;
+    std::map<int, int> leader_index;  // node -> index in leaders
+    std::vector<int> local_index;     // member -> index in its node's group
+  };
+
+  static void gather_or_scatter(const Group& local, int lme, double chunk, bool to_leader) {
+    static int token = 0;
+    const int n = local.size();
+    if (n < 2) return;
+    if (lme != 0) {
+      if (to_leader) {
+        local.mailbox(lme, 0)->put(&token, static_cast<uint64_t>(chunk));
+      } else {
+        local.mailbox(0, lme)->get<int>();
+      }
+      return;
+    }
+    std::vector<sg4::CommPtr> comms;
+    std::vector<void*> sink(n, nullptr);
+    for (int i = 1; i < n; ++i)
+      comms.push_back(to_leader ? local.mailbox(i, 0)->get_async(&sink[i])
+                                : local.mailbox(0, i)->put_async(&token, static_cast<uint64_t>(chunk)));
+    for (auto& c : comms) c->wait();
+  }
+
+  const Layout& layout(const Group& g) const {
+    auto it = cache_.find(g.name());
+    if (it != cache_.end()) return *it->second;
+    auto L = std::make_unique<Layout>();
+    std::map<int, std::vector<int>> members;
+    for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
+    L->local_index.assign(g.size(), 0);
+    std::vector<sg4::Host*> leader_hosts;
+    std::vector<int> leader_nodes;
+    for (const auto& [node, ms] : members) {
+      std::vector<sg4::Host*> hosts;
+      for (size_t k = 0; k < ms.size(); ++k) {
+        hosts.push_back(g.host(ms[k]));
+        L->local_index[ms[k]] = static_cast<int>(k);
+      }
+      L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node));
+      L->leader_index[node] = static_cast<int>(leader_hosts.size());
+      leader_hosts.push_back(hosts.front());
+      leader_nodes.push_back(node);
+    }
+    L->leaders = std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes);
+    return *(cache_[g.name()] = std::move(L));
+  }
+
+  mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
+};
+
+// "auto": hierarchical when the group spans several nodes with more than one GPU on some node, else ring
+// (the choice NCCL's tuner makes for bandwidth-bound messages on PCIe nodes joined by a slower network).
+class Auto : public Collective {
+ public:
+  std::string name() const override { return "auto"; }
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    auto it = use_hier_.find(g.name());
+    if (it == use_hier_.end()) {
+      std::map<int, int> per_node;
+      for (int i = 0; i < g.size(); ++i) per_node[g.node_of(i)]++;
+      bool multi = false;
+      for (const auto& [n, c] : per_node) multi |= c > 1;
+      it = use_hier_.emplace(g.name(), per_node.size() > 1 && multi).first;
+    }
+    if (it->second)
+      hier_.run(g, me, bytes, op);
+    else
+      ring_collective(g, me, bytes, op, true);
+  }
+
+ private:
+  Hierarchical hier_;
+  mutable std::map<std::string, bool> use_hier_;
+};
+
+}  // namespace
+VITSIM_REGISTER_COLLECTIVE("hierarchical", Hierarchical);
+VITSIM_REGISTER_COLLECTIVE("auto", Auto);
+}  // namespace vitsim::sim

@@ -1,0 +1,165 @@
+#include "vitsim/sim/predict.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "vitsim/core/calibration.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/platform.hpp"
+#include "vitsim/sim/simulate.hpp"
+
+namespace vitsim::sim {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+json trace_to_json(const std::vector<TraceEvent>& events, int pid) {
+  json out = json::array();
+  for (const auto& e : events)
+    out.push_back({{"name", e.name},
+                   {"cat", e.cat},
+                   {"ph", "X"},
+                   {"pid", pid},
+                   {"tid", e.rank * 2 + e.track},
+                   {"ts", e.start_s * 1e6},
+                   {"dur", e.dur_s * 1e6}});
+  return out;
+}
+
+// What a child process hands back: the point (as a one-point report) or the error text.
+void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool trace,
+               const std::string& out_path, int index) {
+  json j;
+  try {
+    SimResult r = simulate_point(s, facts, calib, trace);
+    Report one;
+    one.points.push_back(r.point);
+    j["report"] = report_to_json(one);
+    if (trace) j["trace"] = trace_to_json(r.trace, index);
+  } catch (const std::exception& e) {
+    j["error"] = e.what();
+  }
+  try {
+    write_file_atomic(out_path, j.dump());
+  } catch (...) {
+    std::_Exit(4);
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vitsim-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+Report predict(const ScenarioFile& file, const PredictOptions& opt) {
+  std::vector<Scenario> points = expand(file);
+  std::map<std::string, PlatformFacts> platforms;
+  for (const auto& s : points) {
+    if (!platforms.count(s.cluster.platform)) {
+      if (!fs::exists(s.cluster.platform))
+        throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
+      platforms.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform));
+    }
+    check_point(s, platforms.at(s.cluster.platform));
+  }
+  std::unique_ptr<Calibration> calib;
+  if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  const bool trace = !opt.trace_path.empty();
+  int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  TempDir tmp;
+  const auto t_start = std::chrono::steady_clock::now();
+  std::map<pid_t, size_t> running;
+  size_t next = 0, done = 0;
+  std::vector<std::string> failures(points.size());
+  bool progress_shown = false;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  std::fflush(nullptr);
+  while (done < points.size()) {
+    while (next < points.size() && static_cast<int>(running.size()) < jobs) {
+      const std::string out = fmt::format("{}/point{}.json", tmp.path(), next);
+      pid_t pid = fork();
+      if (pid < 0) throw Error("fork failed");
+      if (pid == 0) run_child(points[next], platforms.at(points[next].cluster.platform), calib.get(), trace, out, static_cast<int>(next));
+      running[pid] = next++;
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) throw Error("waitpid failed");
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const size_t idx = it->second;
+    running.erase(it);
+    ++done;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      failures[idx] = WIFSIGNALED(status) ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
+                                          : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
+    if (opt.progress && (elapsed() > 1.0 || progress_shown)) {
+      const double t = elapsed();
+      const double eta = t / done * (points.size() - done);
+      fmt::print(stderr, "{}vitsim predict: {}/{} points, {:.1f} s elapsed, ~{:.1f} s left{}", isatty(2) ? "\r" : "",
+                 done, points.size(), t, eta, isatty(2) ? "   " : "\n");
+      progress_shown = true;
+    }
+  }
+  if (progress_shown && isatty(2)) fmt::print(stderr, "\n");
+
+  Report report;
+  report.scenario = file.name;
+  report.source = "simulated";
+  report.provenance["scenario_file"] = file.path;
+  report.provenance["generator"] = "vitsim 0.1.0 (SimGrid S4U)";
+  if (calib) report.provenance["calibration"] = opt.calibration;
+  json trace_events = json::array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string out = fmt::format("{}/point{}.json", tmp.path(), i);
+    if (!failures[i].empty() || !fs::exists(out))
+      throw Error(fmt::format("point {} ({}): {}", i + 1, json(points[i].params).dump(),
+                              failures[i].empty() ? "no result" : failures[i]));
+    json j = json::parse(read_file(out));
+    if (j.contains("error")) throw Error(j["error"].get<std::string>());
+    Report one = report_from_json(j["report"].get<std::string>(), out);
+    report.points.push_back(one.points.at(0));
+    if (trace) {
+      trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", i},
+                              {"args", {{"name", fmt::format("point {} {}", i + 1, json(points[i].params).dump())}}}});
+      for (int r = 0; r < points[i].ranks(); ++r)
+        for (int track = 0; track < 2; ++track)
+          trace_events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", i}, {"tid", r * 2 + track},
+                                  {"args", {{"name", fmt::format("rank {} {}", r, track ? "comm" : "compute")}}}});
+      for (auto& e : j["trace"]) trace_events.push_back(std::move(e));
+    }
+  }
+  fill_scaling_efficiency(report);
+  if (trace) write_file_atomic(opt.trace_path, json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+  return report;
+}
+
+}  // namespace vitsim::sim
