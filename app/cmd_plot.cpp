@@ -1,0 +1,42 @@
+// vitsim plot REPORT.json --out FILE.svg [--kind auto|scaling|batch] [--gnuplot PROGRAM]
+#include <memory>
+
+#include "commands.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/report.hpp"
+#include "vitsim/plot/plot.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct PlotArgs {
+  std::string report;
+  std::string out;
+  std::string kind = "auto";
+  std::string gnuplot = "gnuplot";
+};
+}  // namespace
+
+void add_plot(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<PlotArgs>();
+  CLI::App* c = cli.add_subcommand(
+      "plot", "draw a report as an SVG with gnuplot: time and efficiency against GPUs, or per-sample time "
+              "against micro-batch");
+  c->add_option("report", args->report, "report JSON from `vitsim predict --format json`")->required();
+  c->add_option("--out", args->out, "SVG file to write")->required();
+  c->add_option("--kind", args->kind, "scaling, batch, or auto (batch when the micro-batch is swept)")
+      ->check(CLI::IsMember({"auto", "scaling", "batch"}));
+  c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
+  c->callback([&action, args] {
+    action = [args] {
+      Report r = report_from_json(read_file(args->report), args->report);
+      plot::Options opt;
+      opt.kind = plot::parse_kind(args->kind);
+      opt.gnuplot = args->gnuplot;
+      plot::plot_report(r, args->out, opt);
+      return 0;
+    };
+  });
+}
+
+}  // namespace vitsim::app

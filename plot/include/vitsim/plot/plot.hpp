@@ -1,0 +1,49 @@
+#pragma once
+// Plots of a vitsim report, drawn by gnuplot (Debian gnuplot-nox; scripts/setup.sh installs it).
+//
+// Two kinds:
+// - scaling: epoch time and scaling efficiency against the number of GPUs, one curve per series (the
+//   points that share every parameter except the GPU and node counts);
+// - batch: per-sample time (step time / global batch) against the micro-batch, one curve per GPU count.
+// `auto` picks batch when the report sweeps the micro-batch, else scaling when it sweeps the GPU count.
+//
+// The script and its data are plain text built by make_script (no gnuplot needed, so tests can read
+// them); plot_report writes them to a temporary folder, runs gnuplot there and moves the SVG into place.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/report.hpp"
+
+namespace vitsim::plot {
+
+enum class Kind { Auto, Scaling, Batch };
+Kind parse_kind(const std::string& name);  // auto, scaling, batch; throws Error listing them
+const char* kind_name(Kind kind);
+// The kind `auto` stands for in this report; throws Error when nothing is swept that a plot could show.
+Kind resolve_kind(const Report& r, Kind requested);
+
+// One curve: a label and its (x, y) points, sorted by x.
+struct Series {
+  std::string label;
+  std::vector<std::pair<double, double>> time;        // scaling: (gpus, epoch min); batch: (micro, ms/sample)
+  std::vector<std::pair<double, double>> efficiency;  // scaling only: (gpus, efficiency %)
+};
+std::vector<Series> make_series(const Report& r, Kind kind);  // kind must be resolved (not Auto)
+
+struct Script {
+  std::string text;                           // the gnuplot script
+  std::map<std::string, std::string> data;    // file name (relative to the script's folder) -> content
+};
+// The gnuplot script that draws `r` into `svg_name` (relative to the folder the script runs in).
+Script make_script(const Report& r, Kind kind, const std::string& svg_name);
+
+struct Options {
+  Kind kind = Kind::Auto;
+  std::string gnuplot = "gnuplot";  // program name (searched on PATH) or path
+};
+// Draws the report into `svg_path` (written whole or not at all). Throws Error when gnuplot is missing
+// or fails (with its message), or when the report has nothing to plot.
+void plot_report(const Report& r, const std::string& svg_path, const Options& opt);
+
+}  // namespace vitsim::plot

@@ -1,0 +1,294 @@
+#include "vitsim/plot/plot.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+
+extern char** environ;
+
+namespace vitsim::plot {
+namespace fs = std::filesystem;
+
+Kind parse_kind(const std::string& name) {
+  if (name == "auto") return Kind::Auto;
+  if (name == "scaling") return Kind::Scaling;
+  if (name == "batch") return Kind::Batch;
+  throw Error(fmt::format("unknown plot kind '{}'; valid: auto, scaling, batch", name));
+}
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::Auto: return "auto";
+    case Kind::Scaling: return "scaling";
+    case Kind::Batch: return "batch";
+  }
+  return "?";
+}
+
+namespace {
+
+// Parameters that are the x axis of each kind; everything else in `params` tells series apart.
+const std::set<std::string>& axis_keys(Kind kind) {
+  static const std::set<std::string> scaling{"gpus", "nodes", "cluster.nodes", "cluster.gpus_per_node"};
+  static const std::set<std::string> batch{"micro_batch", "training.micro_batch"};
+  return kind == Kind::Batch ? batch : scaling;
+}
+
+// The scenario-file spelling of a canonical report key: a label shows only the canonical one.
+const std::map<std::string, std::string>& spelled_as() {
+  static const std::map<std::string, std::string> m{{"cluster.gpus_per_node", "gpus"},
+                                                    {"cluster.nodes", "nodes"},
+                                                    {"training.micro_batch", "micro_batch"},
+                                                    {"training.grad_accum", "grad_accum"}};
+  return m;
+}
+
+std::string label_part(const std::string& key, const std::string& value) {
+  if (key == "gpus") return fmt::format("{} GPU{}", value, value == "1" ? "" : "s");
+  if (key == "nodes") return fmt::format("{} node{}", value, value == "1" ? "" : "s");
+  if (key == "micro_batch") return fmt::format("micro-batch {}", value);
+  if (key == "grad_accum") return fmt::format("accumulation {}", value);
+  return key + "=" + value;
+}
+
+using Params = std::map<std::string, std::string>;
+
+// Points grouped by everything but the x axis, in the order each group first appears.
+std::vector<std::pair<Params, std::vector<const ReportPoint*>>> groups_of(const Report& r, Kind kind) {
+  std::vector<std::pair<Params, std::vector<const ReportPoint*>>> groups;
+  for (const auto& p : r.points) {
+    Params key = p.params;
+    for (const auto& k : axis_keys(kind)) key.erase(k);
+    // The GPU count can sit in cluster.gpus_per_node or cluster.nodes; for a scaling plot only the total
+    // matters, and a node order (cluster.hosts) is the same cluster whatever prefix of it is used.
+    if (kind == Kind::Scaling) key.erase("cluster.hosts");
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.push_back({key, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(&p);
+  }
+  return groups;
+}
+
+std::string gp_string(const std::string& s) {  // a gnuplot double-quoted string
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += ' ';
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string data_text(const std::vector<std::pair<double, double>>& xy) {
+  std::string out;
+  for (const auto& [x, y] : xy) out += fmt::format("{:.9g} {:.9g}\n", x, y);
+  return out;
+}
+
+}  // namespace
+
+Kind resolve_kind(const Report& r, Kind requested) {
+  std::set<int> gpus, micro;
+  for (const auto& p : r.points) {
+    gpus.insert(p.gpus);
+    micro.insert(p.micro_batch);
+  }
+  if (r.points.empty()) throw Error(fmt::format("report '{}' has no points to plot", r.scenario));
+  if (requested == Kind::Auto) {
+    if (micro.size() > 1) return Kind::Batch;
+    if (gpus.size() > 1) return Kind::Scaling;
+    throw Error(fmt::format("report '{}' sweeps neither the GPU count nor the micro-batch: nothing to plot "
+                            "(a scaling plot needs several GPU counts, a batch plot several micro-batches)",
+                            r.scenario));
+  }
+  if (requested == Kind::Scaling && gpus.size() < 2)
+    throw Error(fmt::format("report '{}' has a single GPU count ({}): a scaling plot needs several", r.scenario,
+                            *gpus.begin()));
+  if (requested == Kind::Batch && micro.size() < 2)
+    throw Error(fmt::format("report '{}' has a single micro-batch ({}): a batch plot needs several", r.scenario,
+                            *micro.begin()));
+  return requested;
+}
+
+std::vector<Series> make_series(const Report& r, Kind kind) {
+  if (kind == Kind::Auto) throw Error("make_series: resolve the plot kind first");
+  auto groups = groups_of(r, kind);
+  // Keys whose value differs between groups make the labels.
+  std::vector<std::string> differing;
+  for (const auto& [key, pts] : groups)
+    for (const auto& [k, v] : key)
+      if (std::find(differing.begin(), differing.end(), k) == differing.end())
+        for (const auto& other : groups) {
+          auto it = other.first.find(k);
+          if (it == other.first.end() || it->second != v) {
+            differing.push_back(k);
+            break;
+          }
+        }
+  std::erase_if(differing, [&](const std::string& k) {
+    auto it = spelled_as().find(k);
+    return it != spelled_as().end() && std::find(differing.begin(), differing.end(), it->second) != differing.end();
+  });
+  std::vector<Series> out;
+  for (const auto& [key, pts] : groups) {
+    Series s;
+    for (const auto& k : differing) {
+      auto it = key.find(k);
+      std::string part = label_part(spelled_as().count(k) ? spelled_as().at(k) : k, it == key.end() ? "-" : it->second);
+      s.label += (s.label.empty() ? "" : ", ") + part;
+    }
+    if (s.label.empty()) s.label = r.scenario.empty() ? "prediction" : r.scenario;
+    for (const ReportPoint* p : pts) {
+      if (kind == Kind::Scaling) {
+        s.time.push_back({static_cast<double>(p->gpus), p->epoch_time_s / 60.0});
+        if (p->scaling_efficiency >= 0) s.efficiency.push_back({static_cast<double>(p->gpus), 100.0 * p->scaling_efficiency});
+      } else if (p->global_batch > 0) {
+        s.time.push_back({static_cast<double>(p->micro_batch), 1e3 * p->step_time_s.mean / p->global_batch});
+      }
+    }
+    std::sort(s.time.begin(), s.time.end());
+    std::sort(s.efficiency.begin(), s.efficiency.end());
+    if (!s.time.empty()) out.push_back(std::move(s));
+  }
+  if (out.empty()) throw Error(fmt::format("report '{}': no point has the figures a {} plot needs", r.scenario, kind_name(kind)));
+  return out;
+}
+
+Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
+  kind = resolve_kind(r, kind);
+  const std::vector<Series> series = make_series(r, kind);
+  Script sc;
+  double xmin = 1e300, xmax = 0;
+  for (const auto& s : series)
+    for (const auto& [x, y] : s.time) {
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+    }
+  const bool log_x = kind == Kind::Batch || xmax / xmin > 8;
+  const std::string title = r.scenario.empty() ? "vitsim" : r.scenario;
+  std::string t;
+  t += "# Written by vitsim plot; run with: gnuplot plot.gp\n";
+  t += "set terminal svg size 1000,440 dynamic noenhanced font \"sans,11\" background \"white\"\n";
+  t += "set output " + gp_string(svg_name) + "\n";
+  t += "set grid\nset key top right\nset pointsize 0.8\n";
+  if (log_x) t += "set logscale x 2\n";
+  t += fmt::format("set xrange [{:.9g}:{:.9g}]\n", log_x ? xmin / 1.25 : std::max(0.0, xmin - 0.5),
+                   log_x ? xmax * 1.25 : xmax + 0.5);
+  auto plot_line = [&](const std::string& prefix, auto member) {
+    std::string line = "plot ";
+    int k = 0;
+    for (size_t i = 0; i < series.size(); ++i) {
+      const auto& xy = series[i].*member;
+      if (xy.empty()) continue;
+      std::string file = fmt::format("{}{}.dat", prefix, i);
+      sc.data[file] = data_text(xy);
+      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "", gp_string(file),
+                          gp_string(series[i].label));
+    }
+    return k ? line + "\n" : std::string();
+  };
+  if (kind == Kind::Scaling) {
+    t += "set multiplot layout 1,2 title " + gp_string(title + ": predicted scaling") + "\n";
+    t += "set xlabel \"GPUs\"\nset ylabel \"epoch time (min)\"\nset yrange [0:*]\n";
+    t += plot_line("time", &Series::time);
+    std::string eff = plot_line("efficiency", &Series::efficiency);
+    t += "set ylabel \"scaling efficiency (%)\"\nset yrange [0:110]\n";
+    // Without a 1-GPU point there is no efficiency: say so in the second panel instead of leaving it blank.
+    t += eff.empty() ? "set label 1 \"no 1-GPU point: no efficiency\" at graph 0.5,0.5 center\n"
+                       "plot NaN notitle\n"
+                     : eff;
+    t += "unset multiplot\n";
+  } else {
+    t += "set title " + gp_string(title + ": predicted per-sample time against micro-batch") + "\n";
+    t += "set xlabel \"micro-batch per GPU\"\nset ylabel \"time per sample (ms)\"\nset yrange [0:*]\n";
+    t += plot_line("batch", &Series::time);
+  }
+  sc.text = t;
+  return sc;
+}
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vitsim-plot-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
+  Script sc = make_script(r, opt.kind, "plot.svg");
+  TempDir tmp;
+  for (const auto& [name, content] : sc.data) write_file_atomic((tmp.path() / name).string(), content);
+  write_file_atomic((tmp.path() / "plot.gp").string(), "cd " + gp_string(tmp.path().string()) + "\n" + sc.text);
+
+  const std::string err_path = (tmp.path() / "gnuplot.err").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string script = (tmp.path() / "plot.gp").string();
+  std::vector<char*> argv{const_cast<char*>(opt.gnuplot.c_str()), script.data(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, opt.gnuplot.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc == ENOENT || rc == EACCES)
+    throw Error(fmt::format("cannot run '{}': {}; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
+                            "or scripts/setup.sh)",
+                            opt.gnuplot, std::strerror(rc)));
+  if (rc != 0) throw Error(fmt::format("cannot run '{}': {}", opt.gnuplot, std::strerror(rc)));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw Error(fmt::format("waiting for {} failed: {}", opt.gnuplot, std::strerror(errno)));
+  std::string err;
+  try {
+    err = read_file(err_path);
+  } catch (const Error&) {
+  }
+  // posix_spawnp reports a missing program through the child on some libcs: exit status 127.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(tmp.path() / "plot.svg"))
+    throw Error(fmt::format("cannot run '{}'; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
+                            "or scripts/setup.sh)",
+                            opt.gnuplot));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(fmt::format("{} failed ({}): {}", opt.gnuplot,
+                            WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                              : fmt::format("signal {}", WTERMSIG(status)),
+                            err.empty() ? "no message" : err));
+  const fs::path svg = tmp.path() / "plot.svg";
+  if (!fs::exists(svg) || fs::file_size(svg) == 0)
+    throw Error(fmt::format("{} wrote no SVG{}", opt.gnuplot, err.empty() ? "" : ": " + err));
+  write_file_atomic(svg_path, read_file(svg.string()));
+}
+
+}  // namespace vitsim::plot
