@@ -1,4 +1,4 @@
-// Torch-free helpers of the trainer: atomic writes, fault-injection parsing, saved parameters.
+// Torch-free helpers of the trainer: fault-injection parsing, saved parameters.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,27 +13,6 @@
 
 namespace vitsim::real {
 namespace fs = std::filesystem;
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  fs::path p(path);
-  if (p.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(p.parent_path(), ec);
-  }
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
-    f.write(text.data(), static_cast<std::streamsize>(text.size()));
-    f.flush();
-    if (!f) throw Error(fmt::format("{}: write failed: {}", tmp, std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw Error(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(err)));
-  }
-}
 
 FaultInjection parse_fault(const std::string& text) {
   FaultInjection f;

@@ -38,7 +38,4 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
 // Reads a file written through TrainOptions::save_params.
 std::vector<float> read_saved_params(const std::string& path);
 
-// Writes `text` to `path` atomically: a temporary file in the same folder, then rename.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace vitsim::real

@@ -1,0 +1,56 @@
+// `vitsim train`: runs a scenario for real, one process per device, started by mpirun (or srun).
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/real/train.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct TrainArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string out, trace, save_params, fault;
+  bool resume = false, quiet = false;
+};
+}  // namespace
+
+void add_train(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* cmd = cli.add_subcommand(
+      "train", "Train the scenario's ViT for real, data-parallel: mpirun -np N vitsim train SCENARIO.xml");
+  cmd->add_option("scenario", args->scenario, "scenario XML file")->required();
+  cmd->add_option("--set", args->sets, "override a scenario attribute: KEY=VALUE (a comma list sweeps)");
+  cmd->add_option("--out", args->out, "write the measured report (vitsim.report/1 JSON) here");
+  cmd->add_option("--trace", args->trace, "write a Chrome trace (chrome://tracing, Perfetto) of every rank here");
+  cmd->add_flag("--resume", args->resume, "continue from the checkpoint in run.checkpoint_dir");
+  cmd->add_option("--save-params", args->save_params,
+                  "each rank writes its final parameters (raw fp32) to PREFIX.rank<R>.bin");
+  cmd->add_option("--fault", args->fault,
+                  "testing: KIND:STEP[:RANK] kills (kill), hangs (hang) or exits (exit) a rank after STEP");
+  cmd->add_flag("--quiet", args->quiet, "no progress lines");
+  cmd->callback([&action, args] {
+  action = [args]() {
+    ScenarioFile file = read_scenario_file(args->scenario);
+    for (const auto& s : args->sets) apply_override(file, s);
+    std::vector<Scenario> points = expand(file);
+    real::TrainOptions opt;
+    opt.report_path = args->out;
+    opt.trace_path = args->trace;
+    opt.resume = args->resume;
+    opt.save_params = args->save_params;
+    if (!args->fault.empty()) opt.fault = real::parse_fault(args->fault);
+    opt.verbose = !args->quiet;
+    opt.command = "vitsim train " + args->scenario;
+    for (const auto& s : args->sets) opt.command += " --set " + s;
+    real::train(points, file.name, opt);
+    return 0;
+  };
+  });
+}
+
+}  // namespace vitsim::app

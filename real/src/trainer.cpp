@@ -1,0 +1,741 @@
+// The data-parallel training loop: model replicas, bucketed gradient all-reduce (overlapped with
+// backward through autograd hooks, or after it), accumulation, AdamW, per-step measurement,
+// evaluation, checkpoints and the replica check.
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/real/comm.hpp"
+#include "vitsim/real/data.hpp"
+#include "vitsim/real/model.hpp"
+#include "vitsim/real/train.hpp"
+
+#ifdef VITSIM_TORCH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace vitsim::real {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// One Chrome-trace event ("ph": "X"), microseconds since the run started.
+struct TraceEvent {
+  std::string name;
+  double ts_us, dur_us;
+  int tid;  // 0 training thread, 1 communication thread
+};
+
+// ---- gradient synchronisation ----
+
+struct Bucket {
+  size_t offset = 0, count = 0;  // elements in the flat gradient buffer
+  int params = 0;                // parameters whose gradients live in it
+};
+
+struct ReadyHook : torch::autograd::FunctionPostHook {
+  explicit ReadyHook(std::function<void()> f) : fn(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn();
+    return outputs;
+  }
+  std::function<void()> fn;
+};
+
+// Launches bucket all-reduces on a communication thread, strictly in bucket order (every rank must
+// issue the same collectives in the same order), either as each bucket's last gradient is
+// accumulated (overlap) or all at once after backward.
+class GradientSync {
+ public:
+  GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, Clock::time_point t0,
+               bool trace)
+      : comm_(comm), flat_(flat), buckets_(std::move(buckets)), overlap_(overlap), t0_(t0), trace_(trace) {
+    ready_count_.assign(buckets_.size(), 0);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~GradientSync() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Before each backward: whether this backward ends an accumulation cycle (and so reduces).
+  void begin_backward(bool sync) {
+    std::lock_guard<std::mutex> g(mu_);
+    sync_ = sync;
+    if (sync) {
+      std::fill(ready_count_.begin(), ready_count_.end(), 0);
+      launched_ = done_ = 0;
+      busy_s_ = 0;
+    }
+  }
+  // From the grad-accumulator hook of a parameter in bucket b.
+  void param_ready(int b) {
+    if (!overlap_) return;
+    std::lock_guard<std::mutex> g(mu_);
+    if (!sync_) return;
+    ++ready_count_[b];
+    while (launched_ < buckets_.size() && ready_count_[launched_] == buckets_[launched_].params) launch_locked();
+  }
+  // After the last backward of the cycle: launches what is left and waits. Returns the seconds the
+  // training thread waited (exposed communication).
+  double finish() {
+    auto start = Clock::now();
+    std::unique_lock<std::mutex> g(mu_);
+    while (launched_ < buckets_.size()) launch_locked();
+    cv_.wait(g, [&] { return done_ == buckets_.size() || error_; });
+    if (error_) std::rethrow_exception(error_);
+    sync_ = false;
+    return seconds(start, Clock::now());
+  }
+  double busy_s() const { return busy_s_; }  // seconds collectives were in flight in the last cycle
+  std::vector<TraceEvent> take_trace() {
+    std::lock_guard<std::mutex> g(mu_);
+    return std::move(trace_events_);
+  }
+
+ private:
+  void launch_locked() {
+    queue_.push_back({launched_, comm_.mark_ready()});
+    ++launched_;
+    cv_.notify_all();
+  }
+  void loop() {
+    for (;;) {
+      std::pair<size_t, uint64_t> job;
+      {
+        std::unique_lock<std::mutex> g(mu_);
+        cv_.wait(g, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = queue_.front();
+        queue_.pop_front();
+      }
+      const Bucket& b = buckets_[job.first];
+      auto a = Clock::now();
+      try {
+        comm_.allreduce_sum(flat_ + b.offset, b.count, job.second);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu_);
+        error_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
+      auto e = Clock::now();
+      std::lock_guard<std::mutex> g(mu_);
+      busy_s_ += seconds(a, e);
+      if (trace_)
+        trace_events_.push_back({fmt::format("allreduce bucket {} ({} floats)", job.first, b.count),
+                                 seconds(t0_, a) * 1e6, seconds(a, e) * 1e6, 1});
+      ++done_;
+      cv_.notify_all();
+    }
+  }
+
+  Communicator& comm_;
+  float* flat_;
+  std::vector<Bucket> buckets_;
+  bool overlap_;
+  Clock::time_point t0_;
+  bool trace_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<size_t, uint64_t>> queue_;
+  std::vector<int> ready_count_;
+  size_t launched_ = 0, done_ = 0;
+  bool sync_ = false, stop_ = false;
+  double busy_s_ = 0;
+  std::exception_ptr error_;
+  std::vector<TraceEvent> trace_events_;
+  std::thread thread_;
+};
+
+// ---- threads ----
+
+// torch's intra-op threads times OpenBLAS's own threads must not exceed the cores (REFERENCE.md 7).
+// OpenBLAS is reached through Debian's alternatives, so its setter is looked up, not linked.
+void set_threads(int threads) {
+  torch::set_num_threads(threads);
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
+}
+
+// ---- parameters as one vector ----
+
+std::vector<float> flat_params(const std::vector<torch::Tensor>& params) {
+  std::vector<float> out;
+  for (const auto& p : params) {
+    auto c = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+void set_flat_params(const std::vector<torch::Tensor>& params, const std::vector<float>& v) {
+  torch::NoGradGuard ng;
+  size_t off = 0;
+  for (const auto& p : params) {
+    auto src = torch::from_blob(const_cast<float*>(v.data() + off), p.sizes(), torch::kFloat32);
+    p.copy_(src);
+    off += p.numel();
+  }
+}
+
+// Two sums that any divergence between replicas changes (a swap of values changes the weighted one).
+std::vector<double> checksum(const std::vector<torch::Tensor>& params) {
+  double plain = 0, weighted = 0;
+  double k = 1;
+  for (const auto& p : params) {
+    auto d = p.detach().to(torch::kCPU, torch::kFloat64);
+    plain += d.sum().item<double>();
+    weighted += k * d.abs().sum().item<double>();
+    k += 1;
+  }
+  return {plain, weighted};
+}
+
+// ---- checkpoints ----
+
+struct Position {
+  int epoch = 0;                 // epoch in progress
+  long long step_in_epoch = 0;   // optimizer steps done in it
+  long long global_step = 0;     // optimizer steps done in the whole run
+  std::vector<double> accuracy;  // test accuracy of the epochs finished
+};
+
+std::string fingerprint(const Scenario& s, int world) {
+  const auto& m = s.model;
+  return fmt::format("vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} lr {} wd {} seed {}",
+                     m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, s.dataset.name,
+                     s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world, s.training.optimizer,
+                     s.training.lr, s.training.weight_decay, s.training.seed);
+}
+
+std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
+
+void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                     const Position& pos) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive, opt_archive;
+  model.save(model_archive);
+  opt.save(opt_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", opt_archive);
+  archive.write("fingerprint", c10::IValue(fingerprint(s, world)));
+  archive.write("epoch", c10::IValue(static_cast<int64_t>(pos.epoch)));
+  archive.write("step_in_epoch", c10::IValue(static_cast<int64_t>(pos.step_in_epoch)));
+  archive.write("global_step", c10::IValue(static_cast<int64_t>(pos.global_step)));
+  archive.write("accuracy", torch::tensor(pos.accuracy.empty() ? std::vector<double>{-1.0} : pos.accuracy,
+                                          torch::kFloat64),
+                /*is_buffer=*/true);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("cpu_rng", gen.get_state(), /*is_buffer=*/true);
+  }
+  std::error_code ec;
+  fs::create_directories(s.run.checkpoint_dir, ec);
+  const std::string path = checkpoint_path(s);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  archive.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(errno)));
+}
+
+Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt) {
+  const std::string path = checkpoint_path(s);
+  if (!fs::exists(path))
+    throw Error(fmt::format("--resume: no checkpoint at {} (run.checkpoint_dir)", path));
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& e) {
+    throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
+  }
+  c10::IValue v;
+  archive.read("fingerprint", v);
+  if (v.toStringRef() != fingerprint(s, world))
+    throw Error(fmt::format("{}: checkpoint is of another run:\n  checkpoint: {}\n  this run:   {}", path, v.toStringRef(),
+                            fingerprint(s, world)));
+  torch::serialize::InputArchive model_archive, opt_archive;
+  archive.read("model", model_archive);
+  archive.read("optimizer", opt_archive);
+  model.load(model_archive);
+  opt.load(opt_archive);
+  Position pos;
+  archive.read("epoch", v);
+  pos.epoch = static_cast<int>(v.toInt());
+  archive.read("step_in_epoch", v);
+  pos.step_in_epoch = v.toInt();
+  archive.read("global_step", v);
+  pos.global_step = v.toInt();
+  torch::Tensor acc, rng;
+  archive.read("accuracy", acc, /*is_buffer=*/true);
+  for (int64_t i = 0; i < acc.numel(); ++i)
+    if (acc[i].item<double>() >= 0) pos.accuracy.push_back(acc[i].item<double>());
+  archive.read("cpu_rng", rng, /*is_buffer=*/true);
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(rng);
+  return pos;
+}
+
+[[noreturn]] void inject(const FaultInjection& f, const World& world) {
+  std::fprintf(stderr, "vitsim: %s: injected fault '%s' after step %lld\n", rank_identity().c_str(), f.kind.c_str(),
+               f.step);
+  std::fflush(stderr);
+  (void)world;
+  if (f.kind == "kill") std::raise(SIGKILL);
+  if (f.kind == "exit") std::_Exit(17);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// Per-step measurements of one rank.
+struct StepTimes {
+  double total = 0;
+  Breakdown b;
+};
+
+// ---- one scenario point ----
+
+struct PointResult {
+  ReportPoint point;
+  std::vector<TraceEvent> trace;
+};
+
+PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt) {
+  const int rank = world.rank(), nranks = world.size();
+  const auto t0 = Clock::now();
+  const bool tracing = !opt.trace_path.empty();
+  std::vector<TraceEvent> trace;
+  auto record = [&](const std::string& name, Clock::time_point a, Clock::time_point b) {
+    if (tracing && trace.size() < 200000) trace.push_back({name, seconds(t0, a) * 1e6, seconds(a, b) * 1e6, 0});
+  };
+
+  // Device and threads.
+  std::string device_name = s.run.device;
+  if (device_name == "auto") device_name = torch::cuda::is_available() ? "cuda" : "cpu";
+  if (device_name == "cuda" && !torch::cuda::is_available())
+    throw Error("run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via Torch_DIR)");
+  torch::Device device(torch::kCPU);
+  if (device_name == "cuda") device = torch::Device(torch::kCUDA, world.local_rank() % torch::cuda::device_count());
+  if (s.training.precision != Precision::FP32)
+    throw Error(fmt::format("training.precision {}: the real trainer trains in fp32 only so far",
+                            precision_name(s.training.precision)));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / world.local_size());
+  set_threads(threads);
+  world.set_timeout_s(s.run.timeout_s);
+
+  // Model, identical on every rank: same seed, then rank 0's values broadcast (as DDP does).
+  torch::manual_seed(s.training.seed);
+  VisionTransformer model(s.model);
+  model->to(device);
+  std::vector<torch::Tensor> params = model->parameters();
+  const int64_t expected = build_workload(s.model).total_params();
+  if (parameter_count(*model) != expected)
+    throw Error(fmt::format("internal: LibTorch ViT has {} parameters, core's model {}", parameter_count(*model), expected));
+  {
+    auto v = flat_params(params);
+    world.broadcast(v.data(), v.size() * sizeof(float), 0, "initial parameter broadcast");
+    set_flat_params(params, v);
+  }
+
+  // Gradients live in one flat buffer, laid out in reverse parameter order (roughly the order backward
+  // produces them), so that each bucket is one contiguous slice.
+  auto flat_grad = torch::zeros({expected}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  std::vector<Bucket> buckets;
+  std::vector<int> param_bucket(params.size());
+  {
+    const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(s.parallel.bucket_bytes / sizeof(float)));
+    size_t off = 0;
+    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
+      auto& p = params[i];
+      const size_t n = static_cast<size_t>(p.numel());
+      if (buckets.empty() || (buckets.back().count > 0 && buckets.back().count + n > bucket_elems))
+        buckets.push_back({off, 0, 0});
+      buckets.back().count += n;
+      buckets.back().params += 1;
+      param_bucket[i] = static_cast<int>(buckets.size()) - 1;
+      p.mutable_grad() = flat_grad.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(n)).view(p.sizes());
+      off += n;
+    }
+  }
+
+  std::unique_ptr<Communicator> comm;
+  if (nranks > 1) {
+    if (device.is_cuda()) {
+#ifdef VITSIM_TORCH_CUDA
+      comm = make_nccl_communicator(world, device.index(), c10::cuda::getCurrentCUDAStream(device.index()).stream());
+#else
+      throw Error("internal: CUDA device without a CUDA build");
+#endif
+    } else {
+      comm = make_mpi_communicator(world);
+    }
+  }
+  std::unique_ptr<GradientSync> sync;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  if (comm) {
+    sync = std::make_unique<GradientSync>(*comm, flat_grad.data_ptr<float>(), buckets, s.parallel.overlap, t0, tracing);
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+      const int b = param_bucket[i];
+      GradientSync* gs = sync.get();
+      acc->add_post_hook(std::make_unique<ReadyHook>([gs, b] { gs->param_ready(b); }));
+      accumulators.push_back(acc);  // the variable holds its accumulator only weakly
+    }
+  }
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (s.training.optimizer == "adamw")
+    optimizer = std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(s.training.lr).weight_decay(s.training.weight_decay));
+  else if (s.training.optimizer == "adam")
+    optimizer = std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(s.training.lr).weight_decay(s.training.weight_decay));
+  else
+    optimizer = std::make_unique<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(s.training.lr).momentum(0.9).weight_decay(s.training.weight_decay));
+
+  // Data.
+  DatasetSplit train_set = open_dataset(s.dataset, s.model, "train");
+  DatasetSplit test_set = open_dataset(s.dataset, s.model, "test");
+  std::vector<std::string> notes;
+  size_t n_train = std::min<size_t>(train_set.source->size(),
+                                    static_cast<size_t>(s.dataset.effective_train_samples(nranks)));
+  if (static_cast<long long>(train_set.source->size()) < s.dataset.effective_train_samples(nranks))
+    notes.push_back(fmt::format("dataset has {} training samples, fewer than the {} the scenario asks for",
+                                train_set.source->size(), s.dataset.effective_train_samples(nranks)));
+  const int micro = s.training.micro_batch, accum = s.training.grad_accum;
+  const long long per_rank = static_cast<long long>(n_train / nranks);
+  const long long full_steps = per_rank / (1LL * micro * accum);
+  if (full_steps < 1)
+    throw Error(fmt::format("{} training samples over {} ranks give no full step of micro_batch {} x grad_accum {}",
+                            n_train, nranks, micro, accum));
+  const long long run_steps = s.run.max_steps > 0 ? std::min(s.run.max_steps, full_steps) : full_steps;
+  if (nranks != s.ranks())
+    notes.push_back(fmt::format("measured with {} ranks; the scenario's cluster has {} nodes x {} GPUs", nranks,
+                                s.cluster.nodes, s.cluster.gpus_per_node));
+
+  Transform train_tf{s.model.image_size, s.run.augment, train_set.norm, s.training.seed};
+  Transform test_tf{s.model.image_size, false, test_set.norm, s.training.seed};
+
+  Position pos;
+  if (opt.resume) pos = load_checkpoint(s, nranks, *model, *optimizer);
+  if (opt.resume && rank == 0 && opt.verbose)
+    fmt::print("vitsim train: resumed {} at epoch {} step {} (global step {})\n", checkpoint_path(s), pos.epoch + 1,
+               pos.step_in_epoch, pos.global_step);
+  auto checkpoint = [&]() {
+    if (s.run.checkpoint_dir.empty()) return;
+    if (rank == 0) save_checkpoint(s, nranks, *model, *optimizer, pos);
+    world.barrier("checkpoint barrier");
+  };
+  auto check_replicas = [&](const char* when) {
+    if (nranks == 1) return;
+    auto mine = checksum(params);
+    auto all = world.allgather(mine, "replica checksum");
+    for (int r = 1; r < nranks; ++r)
+      if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+        throw Error(fmt::format("replicas diverged ({} global step {}): rank {} parameter checksums {:.17g} / {:.17g} "
+                                "differ from rank 0's {:.17g} / {:.17g}",
+                                when, pos.global_step, r, all[2 * r], all[2 * r + 1], all[0], all[1]));
+  };
+
+  auto evaluate = [&]() -> double {
+    torch::NoGradGuard ng;
+    model->eval();
+    size_t n_test = test_set.source->size();
+    if (s.dataset.test_samples > 0) n_test = std::min<size_t>(n_test, s.dataset.test_samples);
+    if (s.run.eval_samples > 0) n_test = std::min<size_t>(n_test, s.run.eval_samples);
+    std::vector<size_t> idx = shard_indices(n_test, rank, nranks, 0, 0, false, false);
+    Loader loader(*test_set.source, test_tf, idx, std::max(micro, 256), 0, 0, s.loader.workers, s.loader.prefetch);
+    double correct = 0;
+    while (auto b = loader.next()) {
+      auto x = torch::from_blob(b->images.data(), {b->size, b->channels, b->image_size, b->image_size}).to(device);
+      auto y = torch::from_blob(b->labels.data(), {b->size}, torch::kInt64).to(device);
+      correct += model->forward(x).argmax(1).eq(y).sum().item<double>();
+    }
+    model->train();
+    double total = world.allreduce_sum(static_cast<double>(idx.size()), "evaluation count");
+    return world.allreduce_sum(correct, "evaluation accuracy") / std::max(1.0, total);
+  };
+
+  std::vector<StepTimes> steps;
+  std::vector<double> epoch_times;
+  const int warmup = s.simulation.warmup;
+  model->train();
+  world.barrier("start barrier");
+  for (; pos.epoch < s.training.epochs; ++pos.epoch, pos.step_in_epoch = 0) {
+    const auto epoch_start = Clock::now();
+    const long long first_step = pos.step_in_epoch;
+    if (pos.step_in_epoch < run_steps) {
+      auto idx = shard_indices(n_train, rank, nranks, s.training.seed, pos.epoch, true, true);
+      idx.resize(static_cast<size_t>(run_steps * micro * accum));
+      Loader loader(*train_set.source, train_tf, std::move(idx), micro, pos.epoch, pos.step_in_epoch * accum,
+                    s.loader.workers, s.loader.prefetch);
+      for (; pos.step_in_epoch < run_steps; ++pos.step_in_epoch) {
+        StepTimes st;
+        const auto step_start = Clock::now();
+        for (int m = 0; m < accum; ++m) {
+          auto a = Clock::now();
+          auto batch = loader.next();
+          if (!batch) throw Error("internal: the loader ran out of batches");
+          auto b = Clock::now();
+          st.b.data += seconds(a, b);
+          record("data", a, b);
+          auto x = torch::from_blob(batch->images.data(), {batch->size, batch->channels, batch->image_size, batch->image_size});
+          auto y = torch::from_blob(batch->labels.data(), {batch->size}, torch::kInt64);
+          if (device.is_cuda()) {
+            x = x.pin_memory().to(device, /*non_blocking=*/true);
+            y = y.pin_memory().to(device, true);
+          }
+          auto c = Clock::now();
+          st.b.h2d += seconds(b, c);
+          if (device.is_cuda()) record("h2d", b, c);
+          auto loss = torch::cross_entropy_loss(model->forward(x), y) / accum;
+          if (device.is_cuda()) torch::cuda::synchronize();
+          auto d = Clock::now();
+          st.b.compute_fwd += seconds(c, d);
+          record("forward", c, d);
+          const bool reduce = sync && m == accum - 1;
+          if (sync) sync->begin_backward(reduce);
+          loss.backward();
+          if (device.is_cuda()) torch::cuda::synchronize();
+          auto e = Clock::now();
+          st.b.compute_bwd += seconds(d, e);
+          record("backward", d, e);
+        }
+        if (sync) {
+          auto a = Clock::now();
+          st.b.comm_exposed = sync->finish();
+          st.b.comm_total = sync->busy_s();
+          auto b = Clock::now();
+          record("wait for all-reduce", a, b);
+        }
+        auto a = Clock::now();
+        if (nranks > 1) flat_grad.div_(nranks);
+        optimizer->step();
+        flat_grad.zero_();
+        if (device.is_cuda()) torch::cuda::synchronize();
+        auto b = Clock::now();
+        st.b.optimizer = seconds(a, b);
+        record("optimizer", a, b);
+        st.total = seconds(step_start, b);
+        steps.push_back(st);
+        ++pos.global_step;
+        if (s.run.check_every > 0 && pos.global_step % s.run.check_every == 0) check_replicas("periodic check at");
+        const bool last_step = pos.step_in_epoch + 1 == run_steps && pos.epoch + 1 == s.training.epochs;
+        if (s.run.checkpoint_every > 0 && pos.global_step % s.run.checkpoint_every == 0 && !last_step) {
+          Position at = pos;
+          ++pos.step_in_epoch;  // the checkpoint holds the position after this step
+          checkpoint();
+          pos = at;
+        }
+        if (!opt.fault.kind.empty() && pos.global_step == opt.fault.step && (opt.fault.rank < 0 || opt.fault.rank == rank))
+          inject(opt.fault, world);
+      }
+    }
+    const double epoch_s = seconds(epoch_start, Clock::now());
+    if (first_step == 0) epoch_times.push_back(epoch_s);
+    if (sync) {
+      auto ev = sync->take_trace();
+      trace.insert(trace.end(), ev.begin(), ev.end());
+    }
+    const double acc = evaluate();
+    pos.accuracy.push_back(acc);
+    if (rank == 0 && opt.verbose)
+      fmt::print("vitsim train: epoch {}/{}: {} steps in {:.1f} s, test accuracy {:.2f}%\n", pos.epoch + 1,
+                 s.training.epochs, run_steps - first_step, epoch_s, 100 * acc);
+    std::fflush(stdout);
+  }
+  check_replicas("final check at");
+  {
+    // The final checkpoint is a finished run: epoch = epochs.
+    checkpoint();
+  }
+
+  // ---- the report point ----
+  auto stats_of = [&](auto get) {
+    std::vector<double> v;
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (static_cast<int>(i) >= warmup || steps.size() <= static_cast<size_t>(warmup)) v.push_back(get(steps[i]));
+    return v;
+  };
+  auto mean_of = [&](auto get) {
+    auto v = stats_of(get);
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / v.size();
+  };
+  RankReport mine;
+  mine.rank = rank;
+  mine.host = world.host();
+  mine.device = device.is_cuda() ? fmt::format("cuda:{}", device.index()) : "cpu";
+  mine.step_time_s = step_stats(stats_of([](const StepTimes& t) { return t.total; }));
+  mine.breakdown_s.data = mean_of([](const StepTimes& t) { return t.b.data; });
+  mine.breakdown_s.h2d = mean_of([](const StepTimes& t) { return t.b.h2d; });
+  mine.breakdown_s.compute_fwd = mean_of([](const StepTimes& t) { return t.b.compute_fwd; });
+  mine.breakdown_s.compute_bwd = mean_of([](const StepTimes& t) { return t.b.compute_bwd; });
+  mine.breakdown_s.optimizer = mean_of([](const StepTimes& t) { return t.b.optimizer; });
+  mine.breakdown_s.comm_total = mean_of([](const StepTimes& t) { return t.b.comm_total; });
+  mine.breakdown_s.comm_exposed = mean_of([](const StepTimes& t) { return t.b.comm_exposed; });
+  double epoch_mean = 0;
+  for (double e : epoch_times) epoch_mean += e / epoch_times.size();
+  const Breakdown& mb = mine.breakdown_s;
+  std::vector<double> packed{mine.step_time_s.mean, mine.step_time_s.p50, mine.step_time_s.p95, mb.data,
+                             mb.h2d, mb.compute_fwd, mb.compute_bwd, mb.optimizer, mb.comm_total, mb.comm_exposed,
+                             epoch_mean, peak_rss_bytes()};
+  const size_t K = packed.size();
+  auto all = world.allgather(packed, "report gather");
+  auto hosts = world.gather(mine.host + "\n" + mine.device, 0, "report host gather");
+
+  PointResult out;
+  ReportPoint& p = out.point;
+  p.params = s.params;
+  p.nodes = world.nodes();
+  p.gpus = nranks;
+  p.micro_batch = micro;
+  p.grad_accum = accum;
+  p.params["nodes"] = std::to_string(p.nodes);
+  p.params["gpus"] = std::to_string(p.gpus);
+  p.params["micro_batch"] = std::to_string(micro);
+  p.params["grad_accum"] = std::to_string(accum);
+  p.global_batch = 1LL * micro * accum * nranks;
+  p.steps_per_epoch = full_steps;
+  int slowest = 0;
+  double rss_max = 0, epoch_max = 0;
+  for (int r = 0; r < nranks; ++r) {
+    const double* v = &all[r * K];
+    RankReport rr;
+    rr.rank = r;
+    if (rank == 0) {
+      auto nl = hosts[r].find('\n');
+      rr.host = hosts[r].substr(0, nl);
+      rr.device = hosts[r].substr(nl + 1);
+    }
+    rr.step_time_s = {v[0], v[1], v[2]};
+    rr.breakdown_s = {v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+    p.breakdown_s.data += v[3] / nranks;
+    p.breakdown_s.h2d += v[4] / nranks;
+    p.breakdown_s.compute_fwd += v[5] / nranks;
+    p.breakdown_s.compute_bwd += v[6] / nranks;
+    p.breakdown_s.optimizer += v[7] / nranks;
+    p.breakdown_s.comm_total += v[8] / nranks;
+    p.breakdown_s.comm_exposed += v[9] / nranks;
+    epoch_max = std::max(epoch_max, v[10]);
+    rss_max = std::max(rss_max, v[11]);
+    if (v[0] > all[slowest * K]) slowest = r;
+    p.per_rank.push_back(rr);
+  }
+  p.step_time_s = {all[slowest * K], all[slowest * K + 1], all[slowest * K + 2]};
+  p.extrapolated = run_steps < full_steps || epoch_times.empty();
+  p.epoch_time_s = p.extrapolated ? p.step_time_s.mean * full_steps : epoch_max;
+  p.throughput_img_s = p.step_time_s.mean > 0 ? p.global_batch / p.step_time_s.mean : 0;
+  p.memory_per_gpu_bytes = device.is_cuda() ? 0 : rss_max;
+  p.fits_in_memory = true;
+  p.bound = bound_of(p.breakdown_s);
+  p.simulated_steps = 0;
+  p.test_accuracy = pos.accuracy;
+  notes.push_back(fmt::format("measured: {} steps per rank, statistics over steps after the first {} (simulation.warmup)",
+                              steps.size(), warmup));
+  if (!device.is_cuda())
+    notes.push_back("memory_per_gpu_bytes: peak resident set size of the largest rank process (CPU device)");
+  if (p.extrapolated)
+    notes.push_back(fmt::format("epoch_time_s extrapolated: mean step time x {} steps per epoch", full_steps));
+  if (nranks > 1) notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks));
+  p.notes = notes;
+
+  if (!opt.save_params.empty()) {
+    auto v = flat_params(params);
+    std::string bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    write_file_atomic(fmt::format("{}.rank{}.bin", opt.save_params, rank), bytes);
+  }
+  out.trace = std::move(trace);
+  return out;
+}
+
+std::string now_utc() {
+  auto t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
+  if (points.empty()) throw Error("no scenario point to train");
+  World world(points.front().run.timeout_s);
+  Report report;
+  report.scenario = scenario_name;
+  report.source = "measured";
+  report.provenance["host"] = world.host();
+  report.provenance["date"] = now_utc();
+  report.provenance["libtorch"] = TORCH_VERSION;
+  report.provenance["ranks"] = std::to_string(world.size());
+  report.provenance["command"] = opt.command;
+  nlohmann::json trace = nlohmann::json::array();
+  for (size_t i = 0; i < points.size(); ++i) {
+    const Scenario& s = points[i];
+    if (world.rank() == 0 && opt.verbose && points.size() > 1) fmt::print("vitsim train: point {}/{}\n", i + 1, points.size());
+    PointResult r = train_point(s, world, opt);
+    report.points.push_back(r.point);
+    if (!opt.trace_path.empty()) {
+      nlohmann::json mine = nlohmann::json::array();
+      for (const auto& e : r.trace)
+        mine.push_back({{"name", e.name}, {"ph", "X"}, {"ts", e.ts_us}, {"dur", e.dur_us}, {"pid", world.rank()},
+                        {"tid", e.tid}, {"args", {{"point", i}}}});
+      auto parts = world.gather(mine.dump(), 0, "trace gather");
+      if (world.rank() == 0)
+        for (int rk = 0; rk < world.size(); ++rk) {
+          auto evs = nlohmann::json::parse(parts[rk]);
+          trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rk}, {"args", {{"name", fmt::format("rank {}", rk)}}}});
+          for (auto& e : evs) trace.push_back(std::move(e));
+        }
+    }
+  }
+  fill_scaling_efficiency(report);
+  if (world.rank() == 0) {
+    if (!opt.report_path.empty()) write_file_atomic(opt.report_path, report_to_json(report));
+    if (!opt.trace_path.empty())
+      write_file_atomic(opt.trace_path, nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+  }
+  world.barrier("final barrier");
+  return report;
+}
+
+}  // namespace vitsim::real
