@@ -150,6 +150,15 @@ Report report_from_json(const std::string& text, const std::string& origin) {
       p.throughput_img_s = pj.at("throughput_img_s").get<double>();
       p.scaling_efficiency = pj.at("scaling_efficiency").is_null() ? -1 : pj.at("scaling_efficiency").get<double>();
       p.memory_per_gpu_bytes = pj.value("memory_per_gpu_bytes", 0.0);
+      if (pj.contains("memory_breakdown_bytes")) {
+        const json& m = pj["memory_breakdown_bytes"];
+        p.memory.params = m.at("params").get<double>();
+        p.memory.grads = m.at("grads").get<double>();
+        p.memory.optimizer = m.at("optimizer").get<double>();
+        p.memory.activations = m.at("activations").get<double>();
+        p.memory.buffers = m.at("buffers").get<double>();
+        p.memory.reserved = m.at("reserved").get<double>();
+      }
       p.fits_in_memory = pj.value("fits_in_memory", true);
       p.bound = pj.value("bound", "");
       p.extrapolated = pj.value("extrapolated", false);
