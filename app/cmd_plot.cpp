@@ -24,7 +24,7 @@ void add_plot(CLI::App& cli, Action& action) {
               "against micro-batch");
   c->add_option("report", args->report, "report JSON from `vitsim predict --format json`")->required();
   c->add_option("--out", args->out, "SVG file to write")->required();
-  c->add_option("--kind", args->kind, "scaling, batch, or auto (batch when the micro-batch is swept)")
+  c->add_option("--kind", args->kind, "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values)")
       ->check(CLI::IsMember({"auto", "scaling", "batch"}));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {

@@ -113,8 +113,10 @@ Kind resolve_kind(const Report& r, Kind requested) {
   }
   if (r.points.empty()) throw Error(fmt::format("report '{}' has no points to plot", r.scenario));
   if (requested == Kind::Auto) {
-    if (micro.size() > 1) return Kind::Batch;
+    // The swept axis with more distinct values is the x axis; the other one tells curves apart.
+    if (micro.size() > 1 && micro.size() > gpus.size()) return Kind::Batch;
     if (gpus.size() > 1) return Kind::Scaling;
+    if (micro.size() > 1) return Kind::Batch;
     throw Error(fmt::format("report '{}' sweeps neither the GPU count nor the micro-batch: nothing to plot "
                             "(a scaling plot needs several GPU counts, a batch plot several micro-batches)",
                             r.scenario));

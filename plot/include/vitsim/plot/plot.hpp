@@ -5,7 +5,8 @@
 // - scaling: epoch time and scaling efficiency against the number of GPUs, one curve per series (the
 //   points that share every parameter except the GPU and node counts);
 // - batch: per-sample time (step time / global batch) against the micro-batch, one curve per GPU count.
-// `auto` picks batch when the report sweeps the micro-batch, else scaling when it sweeps the GPU count.
+// `auto` takes as x axis whichever of the micro-batch and the GPU count has more distinct values (the GPU
+// count on a tie), so a batch sweep on 1 and 2 GPUs is a batch plot and a GPU sweep at two batches a scaling one.
 //
 // The script and its data are plain text built by make_script (no gnuplot needed, so tests can read
 // them); plot_report writes them to a temporary folder, runs gnuplot there and moves the SVG into place.
