@@ -1,0 +1,119 @@
+// Collectives against their closed formulas (REFERENCE.md section 3), each simulation in its own process.
+#include <catch2/catch.hpp>
+
+#include <simgrid/s4u.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/sim/collective.hpp"
+
+namespace sg4 = simgrid::s4u;
+using namespace vitsim::sim;
+
+namespace {
+
+// Simulates one collective of `bytes` over every host of the platform (in name order); returns its time.
+double simulate_collective(const std::string& platform, const std::string& algo, double bytes, CollOp op,
+                           const std::string& bb_policy_note = "") {
+  (void)bb_policy_note;
+  return vt::in_child([&] {
+    int argc = 2;
+    char a0[] = "t", a1[] = "--log=root.thres:critical";
+    char* argv[] = {a0, a1, nullptr};
+    sg4::Engine e(&argc, argv);
+    for (const char* c : {"network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
+                          "network/latency-factor:1", "network/bandwidth-factor:1", "network/weight-S:0"})
+      e.set_config(c);
+    e.load_platform(platform);
+    auto hosts = e.get_all_hosts();
+    std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) {
+      auto idx = [](const std::string& n) { return std::stoi(n.substr(1, n.find('-') - 1)) * 100000 + std::stoi(n.substr(n.rfind('u') + 1)); };
+      return idx(x->get_name()) < idx(y->get_name());
+    });
+    std::vector<int> node;
+    for (auto* h : hosts) node.push_back(std::stoi(h->get_name().substr(1, h->get_name().find('-') - 1)));
+    Group g("g", hosts, node);
+    auto coll = make_collective(algo);
+    double end = 0;
+    for (int i = 0; i < g.size(); ++i)
+      sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
+        coll->run(g, i, bytes, op);
+        end = std::max(end, sg4::Engine::get_clock());
+      });
+    e.run();
+    return end;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce equals 2(n-1)a + 2(n-1)/n S/B on identical links", "[collective][ring]") {
+  // One node of n GPUs: each GPU's private link has B = 10 GB/s and 1 us latency, the backbone adds
+  // 0 s and never limits (FATPIPE 1000 GB/s). Route latency a = 2 us (up + down link).
+  const double B = 10e9, a = 2e-6, S = 100e6;
+  vt::TempDir d;
+  for (int n : {2, 3, 4, 7, 8, 16, 33, 64}) {
+    const std::string p = d.file("p" + std::to_string(n) + ".xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}));
+    const double formula = 2 * (n - 1) * a + 2.0 * (n - 1) / n * S / B;
+    INFO("n = " << n);
+    CHECK(simulate_collective(p, "ring", S, CollOp::AllReduce) == Approx(formula).epsilon(1e-6));
+    CHECK(simulate_collective(p, "ring_msg", S, CollOp::AllReduce) == Approx(formula).epsilon(1e-6));
+    // Reduce-scatter and all-gather are each one half: (n-1) a + (n-1)/n S/B.
+    CHECK(simulate_collective(p, "ring", S, CollOp::ReduceScatter) == Approx(formula / 2).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("fused and message-level rings agree on a shared bottleneck", "[collective][ring]") {
+  // The node backbone is SHARED at 8 GB/s: all n flows cross it, so each gets 8/n GB/s < 10 GB/s.
+  vt::TempDir d;
+  for (int n : {4, 8}) {
+    const std::string p = d.file("p.xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}, "8GBps", "SHARED"));
+    const double fused = simulate_collective(p, "ring", 64e6, CollOp::AllReduce);
+    const double msg = simulate_collective(p, "ring_msg", 64e6, CollOp::AllReduce);
+    INFO("n = " << n);
+    CHECK(fused == Approx(msg).epsilon(1e-6));
+    // And both run at the shared share: bandwidth term 2(n-1)/n S / (8 GB/s / n).
+    CHECK(fused > 2.0 * (n - 1) / n * 64e6 / (8e9 / n));
+  }
+}
+
+TEST_CASE("a ring through one slow link runs at that link's speed", "[collective][ring]") {
+  // Two nodes of two GPUs; node 1's NIC is 1 GB/s, everything else 10+ GB/s, zero latency. The ring
+  // 0-1-2-3-0 crosses node 1's NIC in both directions, so B = 1 GB/s for the whole ring.
+  vt::TempDir d;
+  const std::string p = d.file("p.xml", vt::platform_xml(2, 2, "10GBps", "0us", {"100GBps", "1GBps"}, {"1Tf", "1Tf"}));
+  const double S = 100e6;
+  CHECK(simulate_collective(p, "ring", S, CollOp::AllReduce) == Approx(2.0 * 3 / 4 * S / 1e9).epsilon(1e-6));
+}
+
+TEST_CASE("double binary tree: 2 S/B + 2 depth a", "[collective][tree]") {
+  // REFERENCE.md section 3: latency term ~ 2 log2(n) a, bandwidth term ~ 2 S / B for large S. In vitsim's
+  // pipelined form each phase costs S/B + depth * a (every node is inner in at most one tree).
+  const double B = 10e9, a = 2e-6, S = 100e6;
+  vt::TempDir d;
+  for (int n : {3, 4, 7, 8, 16}) {
+    int depth = 0;
+    while ((1 << (depth + 1)) - 1 < n) ++depth;
+    const std::string p = d.file("t.xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}));
+    INFO("n = " << n);
+    CHECK(simulate_collective(p, "tree", S, CollOp::AllReduce) == Approx(2 * S / B + 2 * depth * a).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("hierarchical all-reduce: the inter-node ring carries S only between leaders", "[collective][hierarchical]") {
+  // 4 nodes x 4 GPUs, zero latency, GPU lanes 100 GB/s (never limiting), NICs 1 GB/s. Inter-node stage:
+  // a ring of 4 leaders over the NICs, 2 (4-1)/4 S / 1 GB/s. Intra-node stages run at 100 GB/s.
+  vt::TempDir d;
+  const std::string p = d.file("h.xml", vt::platform_xml(4, 4, "100GBps", "0us", {"1GBps", "1GBps", "1GBps", "1GBps"},
+                                                        {"1Tf", "1Tf", "1Tf", "1Tf"}));
+  const double S = 100e6;
+  const double inter = 2.0 * 3 / 4 * S / 1e9;
+  // reduce-scatter + gather + scatter + all-gather inside a node: 4 transfers of 3/4 S at 100 GB/s.
+  const double intra = 4 * 0.75 * S / 100e9;
+  CHECK(simulate_collective(p, "hierarchical", S, CollOp::AllReduce) == Approx(inter + intra).epsilon(1e-3));
+  // The flat ring over all 16 ranks crosses each NIC with 2 (16-1)/16 S: slower than hierarchical.
+  CHECK(simulate_collective(p, "ring", S, CollOp::AllReduce) > inter);
+}
+
+TEST_CASE("unknown collective names list the valid ones", "[collective][negative]") {
+  CHECK_THROWS_WITH(make_collective("butterfly"), "unknown collective 'butterfly'; valid: auto, hierarchical, ring, ring_msg, tree");
+}

@@ -1,0 +1,135 @@
+// Behaviour of the training model, through the public predict() API (one process per point).
+#include <catch2/catch.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/sim/compute_model.hpp"
+#include "vitsim/sim/predict.hpp"
+
+using namespace vitsim;
+
+namespace {
+
+// Two nodes of one GPU each joined by 10 GB/s NICs, zero latency; GPU speeds given per node.
+std::string two_gpu_platform(const vt::TempDir& d, const std::string& f0, const std::string& f1,
+                             const std::string& nic = "10GBps") {
+  return d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {nic, nic}, {f0, f1}));
+}
+
+Report run(const vt::TempDir& d, const std::string& extra, const std::vector<std::string>& sets = {}) {
+  std::string text = R"(<scenario name="m">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32" precision="fp32"/>
+  <loader workers="2"/>
+  <simulation steps="6" warmup="1"/>
+  )" + extra + "\n</scenario>\n";
+  auto f = read_scenario_file(d.file("s.xml", text));
+  for (const auto& s : sets) apply_override(f, s);
+  sim::PredictOptions o;
+  o.progress = false;
+  return sim::predict(f, o);
+}
+
+}  // namespace
+
+TEST_CASE("a rank on a GPU half as fast makes the step as long as its compute", "[model]") {
+  vt::TempDir d;
+  two_gpu_platform(d, "2Tf", "1Tf");
+  Report r = run(d, R"(<parallelism collective="ring"/>)");
+  REQUIRE(r.points.size() == 1);
+  const auto& p = r.points[0];
+  const auto& fast = p.per_rank[0].breakdown_s;
+  const auto& slow = p.per_rank[1].breakdown_s;
+  // Compute-bound test GPUs (platform_xml: huge memory bandwidth, no launch cost): half the FLOP/s,
+  // twice the time.
+  CHECK(slow.compute_fwd + slow.compute_bwd == Approx(2 * (fast.compute_fwd + fast.compute_bwd)).epsilon(1e-9));
+  // The synchronous all-reduce makes the fast rank wait: both ranks' steps last the slow rank's compute
+  // plus the communication that follows it.
+  const double slow_compute = slow.compute_fwd + slow.compute_bwd + slow.optimizer + slow.data + slow.h2d;
+  CHECK(p.step_time_s.mean >= slow_compute);
+  CHECK(p.per_rank[0].step_time_s.mean == Approx(p.per_rank[1].step_time_s.mean).epsilon(1e-9));
+  CHECK(fast.comm_exposed > slow.comm_exposed);
+}
+
+TEST_CASE("accumulation k divides all-reduce time per sample by k", "[model]") {
+  vt::TempDir d;
+  two_gpu_platform(d, "1Tf", "1Tf", "1GBps");
+  Report r = run(d, "", {"training.grad_accum=1,4"});
+  REQUIRE(r.points.size() == 2);
+  const auto& k1 = r.points[0];
+  const auto& k4 = r.points[1];
+  // Gradients are reduced once per optimizer step, which holds k micro-batches.
+  CHECK(k1.breakdown_s.comm_total > 0);
+  CHECK(k4.breakdown_s.comm_total == Approx(k1.breakdown_s.comm_total).epsilon(1e-9));
+  const double per_sample_1 = k1.breakdown_s.comm_total / k1.global_batch;
+  const double per_sample_4 = k4.breakdown_s.comm_total / k4.global_batch;
+  CHECK(per_sample_4 == Approx(per_sample_1 / 4).epsilon(1e-9));
+}
+
+TEST_CASE("overlap never makes a step slower and hides communication behind a long backward", "[model]") {
+  vt::TempDir d;
+  two_gpu_platform(d, "0.2Tf", "0.2Tf", "1GBps");
+  // Small buckets (the model has 5.4 M parameters, 21.5 MB of fp32 gradients): many buckets to overlap.
+  Report r = run(d, R"(<parallelism bucket_size="2MB"/>)", {"parallelism.overlap=false,true"});
+  REQUIRE(r.points.size() == 2);
+  const auto& off = r.points[0];
+  const auto& on = r.points[1];
+  CHECK(on.step_time_s.mean <= off.step_time_s.mean);
+  // Off: the rank waits for every collective. On: most of it runs during backward.
+  CHECK(off.breakdown_s.comm_exposed == Approx(off.breakdown_s.comm_total).epsilon(1e-6));
+  CHECK(on.breakdown_s.comm_total == Approx(off.breakdown_s.comm_total).epsilon(1e-6));
+  CHECK(on.breakdown_s.comm_exposed < 0.5 * on.breakdown_s.comm_total);
+}
+
+TEST_CASE("a slow loader shows as data wait", "[model]") {
+  vt::TempDir d;
+  // loader_bw 1 MB/s: a 32x32x3 fp32 image (12,288 B) takes 12.3 ms per worker; 32 images / 2 workers
+  // = 197 ms per batch, far longer than the step's compute on a 1 TFLOP/s GPU.
+  std::string xml = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
+  const std::string prop = "<prop id=\"gpu_model\"";
+  for (size_t pos = xml.find(prop); pos != std::string::npos; pos = xml.find(prop, pos + 200))
+    xml.insert(pos, "<prop id=\"loader_bw\" value=\"1MBps\"/><prop id=\"cpu_cores\" value=\"8\"/>");
+  d.file("p.xml", xml);
+  // Both workers start at t = 0 and deliver batches in pairs: measure whole pairs (10 steps after 1).
+  Report r = run(d, "", {"simulation.steps=11"});
+  const auto& p = r.points.at(0);
+  CHECK(p.bound == "data");
+  // Steady state: one batch per (batch time / workers) = 32 * 12.288 ms / 2 per step.
+  CHECK(p.step_time_s.mean == Approx(32 * 12288 / 1e6 / 2).epsilon(0.01));
+}
+
+TEST_CASE("the same inputs give byte-identical JSON, whatever --jobs", "[model][determinism]") {
+  vt::TempDir d;
+  const std::string sc = vt::source("scenarios/study/vector-strong-b64.xml");
+  auto a = vt::vitsim("predict " + sc + " --format json --jobs 1 -q");
+  auto b = vt::vitsim("predict " + sc + " --format json --jobs 2 -q");
+  auto c = vt::vitsim("predict " + sc + " --format json --jobs 2 -q");
+  REQUIRE(a.status == 0);
+  CHECK(a.out == b.out);
+  CHECK(b.out == c.out);
+}
+
+TEST_CASE("compute model: roofline terms", "[model][compute]") {
+  // Compute-bound layer on a 1 TFLOP/s device at efficiency 1: FLOPs / 1e12, plus launches x overhead.
+  Workload w = build_workload(vit_preset("vit_b_16"));
+  GpuFacts g;
+  g.flops_fp32 = 1e12;
+  g.mem_bw = 1e15;
+  g.efficiency = 1;
+  g.kernel_overhead = 0;
+  const LayerCost& mlp = w.layers[2];
+  auto t = sim::roofline_layer(w, mlp, 8, Precision::FP32, g);
+  CHECK(t.fwd_s == Approx(8 * mlp.fwd_flops / 1e12));
+  CHECK(t.bwd_s == Approx(8 * mlp.bwd_flops / 1e12));
+  // Memory-bound: at 1 GB/s the weights alone (4.7 M fp32 parameters) take 18.9 ms to read.
+  g.mem_bw = 1e9;
+  t = sim::roofline_layer(w, mlp, 1, Precision::FP32, g);
+  CHECK(t.fwd_s >= mlp.params * 4 / 1e9);
+  g.mem_bw = 1e15;
+  g.kernel_overhead = 10e-6;
+  t = sim::roofline_layer(w, mlp, 8, Precision::FP32, g);
+  CHECK(t.fwd_s == Approx(8 * mlp.fwd_flops / 1e12 + sim::kernels_fwd(LayerKind::Mlp) * 10e-6));
+}

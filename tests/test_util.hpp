@@ -1,0 +1,122 @@
+#pragma once
+// Small helpers shared by the tests: temporary folders, files, running the vitsim binary, and running a
+// function in a child process (SimGrid allows one engine per process).
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace vt {
+namespace fs = std::filesystem;
+
+inline std::string source(const std::string& rel) { return std::string(VITSIM_SOURCE_DIR) + "/" + rel; }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vitsim-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name, const std::string& content) const {
+    fs::path p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+    return p.string();
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+struct CmdResult {
+  int status = -1;
+  std::string out;  // stdout + stderr
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+inline CmdResult run(const std::string& cmd) {
+  CmdResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline CmdResult vitsim(const std::string& args) { return run(std::string(VITSIM_BINARY) + " " + args); }
+
+// Runs `fn` in a forked child and returns the double it produced (NaN if the child failed).
+inline double in_child(const std::function<double()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double v = std::numeric_limits<double>::quiet_NaN();
+    try {
+      v = fn();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child failed: %s\n", e.what());
+    }
+    if (write(fds[1], &v, sizeof v) != sizeof v) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  double v = std::numeric_limits<double>::quiet_NaN();
+  if (read(fds[0], &v, sizeof v) != sizeof v) v = std::numeric_limits<double>::quiet_NaN();
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return v;
+}
+
+// A GPU's <prop> lines for test platforms: a compute-bound device (huge memory bandwidth, no launch cost).
+inline std::string gpu_props(const std::string& model, const std::string& flops, const std::string& extra = "") {
+  return fmt::format(
+      "<prop id=\"gpu_model\" value=\"{}\"/><prop id=\"gpu_flops_fp32\" value=\"{}\"/>"
+      "<prop id=\"gpu_mem_bw\" value=\"1000TBps\"/><prop id=\"gpu_mem\" value=\"80GiB\"/>"
+      "<prop id=\"gpu_efficiency\" value=\"1\"/>{}",
+      model, flops, extra);
+}
+
+// Nodes of `gpus` GPUs each (one <cluster> per node), joined by NICs in a Full zone, in the layout
+// scripts/gen_platform.py writes. nic_bw[i] is node i's NIC bandwidth.
+inline std::string platform_xml(int nodes, int gpus, const std::string& pcie_bw, const std::string& lat,
+                                const std::vector<std::string>& nic_bw, const std::vector<std::string>& flops,
+                                const std::string& backbone_bw = "1000GBps", const std::string& bb_policy = "FATPIPE") {
+  std::string x = "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                  "<platform version=\"4.1\"><zone id=\"test\" routing=\"Full\">\n";
+  for (int i = 0; i < nodes; ++i)
+    x += fmt::format(
+        "<cluster id=\"n{0}\" prefix=\"n{0}-gpu\" suffix=\"\" radical=\"0-{1}\" speed=\"1Tf\" bw=\"{2}\" lat=\"{3}\" "
+        "sharing_policy=\"SPLITDUPLEX\" bb_bw=\"{4}\" bb_lat=\"0us\" bb_sharing_policy=\"{5}\" loopback_bw=\"1000GBps\" "
+        "loopback_lat=\"0us\" router_id=\"n{0}-router\">{6}</cluster>\n",
+        i, gpus - 1, pcie_bw, lat, backbone_bw, bb_policy, gpu_props("G" + flops[i], flops[i]));
+  if (nodes > 1)
+    for (int i = 0; i < nodes; ++i)
+      x += fmt::format("<link id=\"n{}-nic\" bandwidth=\"{}\" latency=\"{}\" sharing_policy=\"SPLITDUPLEX\"/>\n", i,
+                       nic_bw[i], lat);
+  for (int i = 0; i < nodes; ++i)
+    for (int j = i + 1; j < nodes; ++j)
+      x += fmt::format(
+          "<zoneRoute src=\"n{0}\" dst=\"n{1}\" gw_src=\"n{0}-router\" gw_dst=\"n{1}-router\"><link_ctn id=\"n{0}-nic\" "
+          "direction=\"UP\"/><link_ctn id=\"n{1}-nic\" direction=\"DOWN\"/></zoneRoute>\n",
+          i, j);
+  return x + "</zone></platform>\n";
+}
+
+}  // namespace vt
