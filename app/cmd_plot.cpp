@@ -1,4 +1,4 @@
-// vitsim plot REPORT.json --out FILE.svg [--kind auto|scaling|batch] [--gnuplot PROGRAM]
+// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg [--kind auto|scaling|batch] [--gnuplot PROGRAM]
 #include <memory>
 
 #include "commands.hpp"
@@ -10,7 +10,7 @@ namespace vitsim::app {
 
 namespace {
 struct PlotArgs {
-  std::string report;
+  std::vector<std::string> reports;
   std::string out;
   std::string kind = "auto";
   std::string gnuplot = "gnuplot";
@@ -22,14 +22,18 @@ void add_plot(CLI::App& cli, Action& action) {
   CLI::App* c = cli.add_subcommand(
       "plot", "draw a report as an SVG with gnuplot: time and efficiency against GPUs, or per-sample time "
               "against micro-batch");
-  c->add_option("report", args->report, "report JSON from `vitsim predict --format json`")->required();
+  c->add_option("reports", args->reports,
+                 "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
+      ->required();
   c->add_option("--out", args->out, "SVG file to write")->required();
   c->add_option("--kind", args->kind, "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values)")
       ->check(CLI::IsMember({"auto", "scaling", "batch"}));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {
     action = [args] {
-      Report r = report_from_json(read_file(args->report), args->report);
+      std::vector<Report> reports;
+      for (const auto& path : args->reports) reports.push_back(report_from_json(read_file(path), path));
+      const Report r = plot::merge_reports(reports);
       plot::Options opt;
       opt.kind = plot::parse_kind(args->kind);
       opt.gnuplot = args->gnuplot;

@@ -152,6 +152,17 @@ TEST_CASE("plot: the script names each series and its data", "[study][plot]") {
   CHECK(sc.text.find("set output \"out.svg\"") != std::string::npos);
   CHECK(sc.text.find("title \"micro-batch 16\"") != std::string::npos);
   CHECK(sc.data.size() == 4);  // time and efficiency for each series
+
+  // Reports merged for one plot keep their own curves even where their parameters agree (intra- vs
+  // inter-node: both sweep the GPU count only).
+  const vitsim::Report intra = predict("vector-intranode-cifar100-b64.xml");
+  const vitsim::Report inter = predict("vector-internode-b64.xml");
+  auto merged = vitsim::plot::make_series(vitsim::plot::merge_reports({intra, inter}), vitsim::plot::Kind::Scaling);
+  REQUIRE(merged.size() == 2);
+  CHECK(merged[0].label == "vector-intranode-cifar100-b64");
+  CHECK(merged[1].label == "vector-internode-b64");
+  CHECK(merged[0].time.size() == 8);
+  CHECK(merged[1].time.size() == 10);
 }
 
 TEST_CASE("plot: clear errors for a missing gnuplot and a report with nothing to plot", "[study][plot]") {

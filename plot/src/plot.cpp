@@ -56,6 +56,7 @@ const std::map<std::string, std::string>& spelled_as() {
 }
 
 std::string label_part(const std::string& key, const std::string& value) {
+  if (key == "scenario") return value;
   if (key == "gpus") return fmt::format("{} GPU{}", value, value == "1" ? "" : "s");
   if (key == "nodes") return fmt::format("{} node{}", value, value == "1" ? "" : "s");
   if (key == "micro_batch") return fmt::format("micro-batch {}", value);
@@ -104,6 +105,21 @@ std::string data_text(const std::vector<std::pair<double, double>>& xy) {
 }
 
 }  // namespace
+
+Report merge_reports(const std::vector<Report>& reports) {
+  if (reports.empty()) throw Error("no report to plot");
+  if (reports.size() == 1) return reports.front();
+  Report out;
+  out.source = reports.front().source;
+  for (const auto& r : reports) {
+    out.scenario += (out.scenario.empty() ? "" : " vs ") + r.scenario;
+    for (auto p : r.points) {
+      p.params["scenario"] = r.scenario;
+      out.points.push_back(std::move(p));
+    }
+  }
+  return out;
+}
 
 Kind resolve_kind(const Report& r, Kind requested) {
   std::set<int> gpus, micro;

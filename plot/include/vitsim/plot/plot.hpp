@@ -39,6 +39,10 @@ struct Script {
 // The gnuplot script that draws `r` into `svg_name` (relative to the folder the script runs in).
 Script make_script(const Report& r, Kind kind, const std::string& svg_name);
 
+// Several reports in one plot (e.g. micro-batch 16 against 64): their points together, each tagged with a
+// "scenario" parameter naming its report, so that every report keeps its own curves.
+Report merge_reports(const std::vector<Report>& reports);
+
 struct Options {
   Kind kind = Kind::Auto;
   std::string gnuplot = "gnuplot";  // program name (searched on PATH) or path
