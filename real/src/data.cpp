@@ -107,16 +107,16 @@ void MemorySource::get(size_t index, Image& image, int& label) const {
 MemorySource read_idx(const std::string& images_path, const std::string& labels_path, int classes) {
   auto img = read_maybe_gz(images_path);
   auto lab = read_maybe_gz(labels_path);
-  if (img.size() < 16)
-    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 16", images_path, img.size()));
-  if (be32(img.data()) != 0x00000803)
+  if (img.size() >= 4 && be32(img.data()) != 0x00000803)
     throw Error(fmt::format("{}: not an IDX image file: magic 0x{:08x}, expected 0x00000803 (ubyte, 3 dims)", images_path,
                             be32(img.data())));
-  if (lab.size() < 8)
-    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 8", labels_path, lab.size()));
-  if (be32(lab.data()) != 0x00000801)
+  if (img.size() < 16)
+    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 16", images_path, img.size()));
+  if (lab.size() >= 4 && be32(lab.data()) != 0x00000801)
     throw Error(fmt::format("{}: not an IDX label file: magic 0x{:08x}, expected 0x00000801 (ubyte, 1 dim)", labels_path,
                             be32(lab.data())));
+  if (lab.size() < 8)
+    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 8", labels_path, lab.size()));
   const size_t n = be32(img.data() + 4), h = be32(img.data() + 8), w = be32(img.data() + 12);
   const size_t nl = be32(lab.data() + 4);
   if (n != nl) throw Error(fmt::format("{}: {} labels but {} has {} images", labels_path, nl, images_path, n));

@@ -1,0 +1,285 @@
+// Readers, transform, sampler and loader of the real trainer (no Torch, no MPI).
+#include <png.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "test_util.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/real/data.hpp"
+#include "vitsim/real/train.hpp"
+
+using namespace vitsim;
+using namespace vitsim::real;
+
+namespace {
+
+// A small labelled set with pixel values that differ everywhere (index-dependent pattern).
+MemorySource pattern_set(int n, int c, int h, int w, int classes) {
+  std::vector<uint8_t> px(size_t(n) * c * h * w);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>((i * 37 + i / 7) % 256);
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (i * 3) % classes;
+  return MemorySource("pattern", c, h, w, classes, px, labels);
+}
+
+void truncate_file(const std::string& path, size_t keep) { std::filesystem::resize_file(path, keep); }
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("IDX files written by the test read back exactly, gzipped or not", "[real][data]") {
+  vt::TempDir dir;
+  auto set = pattern_set(13, 1, 28, 28, 10);
+  for (bool gz : {true, false}) {
+    std::string img = dir / (gz ? "i.gz" : "i.idx"), lab = dir / (gz ? "l.gz" : "l.idx");
+    write_idx(img, lab, set, gz);
+    auto back = read_idx(img, lab, 10);
+    CHECK(back.size() == 13);
+    CHECK(back.height() == 28);
+    CHECK(back.width() == 28);
+    CHECK(back.pixels() == set.pixels());
+    CHECK(back.labels() == set.labels());
+  }
+}
+
+TEST_CASE("A truncated or corrupt IDX file is a clear error", "[real][data][negative]") {
+  vt::TempDir dir;
+  auto set = pattern_set(5, 1, 28, 28, 10);
+  std::string img = dir / "i.idx", lab = dir / "l.idx";
+  write_idx(img, lab, set, false);
+  // 16-byte header + 5 images of 784 bytes = 3936 bytes; keep 3000 of them.
+  truncate_file(img, 3000);
+  CHECK(error_of([&] { read_idx(img, lab, 10); }) ==
+        img + ": truncated or oversized: 3000 bytes, expected 3936 (16 header + 5 images of 28x28)");
+  truncate_file(img, 10);
+  CHECK(error_of([&] { read_idx(img, lab, 10); }) == img + ": truncated IDX header: 10 bytes, expected at least 16");
+  // A gzip stream cut in the middle: zlib reports the early end of the stream.
+  std::string gimg = dir / "i.gz", glab = dir / "l.gz";
+  write_idx(gimg, glab, set, true);
+  truncate_file(gimg, std::filesystem::file_size(gimg) / 2);
+  CHECK_THAT(error_of([&] { read_idx(gimg, glab, 10); }),
+             Catch::StartsWith(gimg + ": corrupt or truncated gzip data: "));
+  // The labels file given as the images: wrong magic.
+  write_idx(img, lab, set, false);
+  CHECK(error_of([&] { read_idx(lab, lab, 10); }) ==
+        lab + ": not an IDX image file: magic 0x00000801, expected 0x00000803 (ubyte, 3 dims)");
+  // A label beyond the classes: label of sample 4 is (4*3)%10 = 2; with 2 classes it is out of range.
+  CHECK(error_of([&] { read_idx(img, lab, 2); }) == lab + ": label 3 of sample 1 is out of range (expected 0 .. 1)");
+}
+
+TEST_CASE("The installed Fashion-MNIST reads as 60,000 + 10,000 28x28 images", "[real][data]") {
+  // Debian's dataset-fashion-mnist (REFERENCE.md section 6); skip where it is not installed.
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz")) return;
+  auto train = read_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", 10);
+  auto test = read_idx(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", 10);
+  CHECK(train.size() == 60000);
+  CHECK(test.size() == 10000);
+  CHECK(train.height() == 28);
+  // Fashion-MNIST is balanced: 6,000 training images per class.
+  std::vector<int> count(10, 0);
+  for (int l : train.labels()) ++count[l];
+  for (int c : count) CHECK(c == 6000);
+}
+
+TEST_CASE("CIFAR-10 and CIFAR-100 binary files written by the test read back exactly", "[real][data]") {
+  vt::TempDir dir;
+  auto set10 = pattern_set(7, 3, 32, 32, 10);
+  write_cifar(dir / "data_batch_1.bin", set10, 1);
+  auto back10 = read_cifar({dir / "data_batch_1.bin"}, 1, 10);
+  CHECK(back10.pixels() == set10.pixels());
+  CHECK(back10.labels() == set10.labels());
+  auto set100 = pattern_set(9, 3, 32, 32, 100);
+  write_cifar(dir / "train.bin", set100, 2);
+  auto back100 = read_cifar({dir / "train.bin"}, 2, 100);
+  CHECK(back100.pixels() == set100.pixels());
+  CHECK(back100.labels() == set100.labels());
+  // Two files are concatenated in order.
+  auto both = read_cifar({dir / "data_batch_1.bin", dir / "data_batch_1.bin"}, 1, 10);
+  CHECK(both.size() == 14);
+}
+
+TEST_CASE("A truncated or corrupt CIFAR file is a clear error", "[real][data][negative]") {
+  vt::TempDir dir;
+  auto set = pattern_set(3, 3, 32, 32, 10);
+  std::string path = dir / "data_batch_1.bin";
+  write_cifar(path, set, 1);
+  // 3 records of 1 + 3072 bytes = 9219 bytes; cut 100 off the last one.
+  truncate_file(path, 9119);
+  CHECK(error_of([&] { read_cifar({path}, 1, 10); }) ==
+        path + ": truncated: 9119 bytes is not a whole number of 3073-byte CIFAR records (2 complete, 2973 bytes left over)");
+  // A CIFAR-100 file read as CIFAR-10: fine labels up to 99 are out of range.
+  auto set100 = pattern_set(40, 3, 32, 32, 100);
+  std::string p100 = dir / "train.bin";
+  write_cifar(p100, set100, 2);
+  CHECK_THAT(error_of([&] { read_cifar({p100}, 1, 10); }), Catch::Contains("is not a whole number of 3073-byte"));
+  CHECK(error_of([&] { read_cifar({dir / "missing.bin"}, 1, 10); }) ==
+        (dir / "missing.bin") + ": cannot open: No such file or directory");
+}
+
+TEST_CASE("PNG files decode exactly; corrupt and unknown files are clear errors", "[real][data]") {
+  vt::TempDir dir;
+  const int w = 5, h = 4;
+  std::vector<uint8_t> rgb(w * h * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 11);
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = w;
+  png.height = h;
+  png.format = PNG_FORMAT_RGB;
+  std::string path = dir / "a.png";
+  REQUIRE(png_image_write_to_file(&png, path.c_str(), 0, rgb.data(), 0, nullptr));
+  Image img = decode_image_file(path, 3);
+  REQUIRE(img.channels == 3);
+  REQUIRE(img.height == h);
+  REQUIRE(img.width == w);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) CHECK(img.pixels[(c * h + y) * w + x] == rgb[(y * w + x) * 3 + c]);
+  truncate_file(path, 40);
+  CHECK_THAT(error_of([&] { decode_image_file(path, 3); }), Catch::StartsWith(path + ": corrupt PNG: "));
+  std::string junk = dir.file("junk.jpg", "not an image");
+  CHECK(error_of([&] { decode_image_file(junk, 3); }) == junk + ": neither a JPEG nor a PNG file (unknown signature)");
+}
+
+TEST_CASE("Sampler: shards are disjoint, cover the epoch and reshuffle per epoch", "[real][data]") {
+  const size_t n = 103;
+  auto r0 = shard_indices(n, 0, 2, 7, 0, true, true);
+  auto r1 = shard_indices(n, 1, 2, 7, 0, true, true);
+  CHECK(r0.size() == 51);  // floor(103 / 2): the tail is dropped so both ranks take the same steps
+  CHECK(r1.size() == 51);
+  std::set<size_t> all(r0.begin(), r0.end());
+  all.insert(r1.begin(), r1.end());
+  CHECK(all.size() == 102);
+  CHECK(shard_indices(n, 0, 2, 7, 0, true, true) == r0);  // deterministic
+  CHECK(shard_indices(n, 0, 2, 7, 1, true, true) != r0);  // another epoch, another order
+  // What data-parallel equivalence relies on: 1 rank's batch k of 2b samples is the union of the two
+  // ranks' batch k of b samples.
+  auto one = shard_indices(n, 0, 1, 7, 0, true, true);
+  const size_t b = 8;
+  for (size_t k = 0; k < 3; ++k) {
+    std::set<size_t> single(one.begin() + 2 * b * k, one.begin() + 2 * b * (k + 1));
+    std::set<size_t> pair(r0.begin() + b * k, r0.begin() + b * (k + 1));
+    pair.insert(r1.begin() + b * k, r1.begin() + b * (k + 1));
+    CHECK(single == pair);
+  }
+  // Evaluation keeps every sample: 52 + 51.
+  CHECK(shard_indices(n, 0, 2, 0, 0, false, false).size() == 52);
+  CHECK(shard_indices(n, 1, 2, 0, 0, false, false).size() == 51);
+}
+
+TEST_CASE("Transform: normalisation, resize and augmentation keyed on the sample", "[real][data]") {
+  Image img{1, 4, 4, std::vector<uint8_t>(16, 51)};  // 51/255 = 0.2
+  Transform t{4, false, {{0.1f}, {0.5f}}, 3};
+  std::vector<float> out(16);
+  t.apply(img, 0, 0, out.data());
+  for (float v : out) CHECK(v == Approx((0.2 - 0.1) / 0.5));
+  // Resizing a constant image keeps it constant.
+  Transform up{8, false, {{0.f}, {1.f}}, 3};
+  std::vector<float> big(64);
+  up.apply(img, 0, 0, big.data());
+  for (float v : big) CHECK(v == Approx(0.2));
+  // Augmentation depends on (seed, epoch, sample) only.
+  Image ramp{1, 8, 8, {}};
+  for (int i = 0; i < 64; ++i) ramp.pixels.push_back(static_cast<uint8_t>(i * 4));
+  Transform aug{8, true, {{0.f}, {1.f}}, 3};
+  std::vector<float> a(64), b(64), c(64);
+  aug.apply(ramp, 2, 17, a.data());
+  aug.apply(ramp, 2, 17, b.data());
+  CHECK(a == b);
+  bool differs = false;
+  for (size_t s = 0; s < 20 && !differs; ++s) {
+    aug.apply(ramp, 2, 100 + s, c.data());
+    differs = c != a;
+  }
+  CHECK(differs);
+}
+
+TEST_CASE("Loader: workers hand out the same batches, in order, as loading inline", "[real][data]") {
+  auto set = pattern_set(50, 1, 8, 8, 10);
+  Transform t{8, true, {{0.5f}, {0.5f}}, 9};
+  std::vector<size_t> idx(48);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::reverse(idx.begin(), idx.end());
+  Loader inline_loader(set, t, idx, 5, 1, 2, 0, 2);   // from batch 2 on, like a resume
+  Loader threaded(set, t, idx, 5, 1, 2, 3, 2);
+  int count = 0;
+  while (auto a = inline_loader.next()) {
+    auto b = threaded.next();
+    REQUIRE(b);
+    CHECK(a->number == b->number);
+    CHECK(a->images == b->images);
+    CHECK(a->labels == b->labels);
+    ++count;
+  }
+  CHECK(!threaded.next());
+  CHECK(count == 8);  // batches 2..9 of ceil(48 / 5) = 10
+}
+
+namespace {
+struct FailingSource : Source {
+  size_t size() const override { return 10; }
+  int classes() const override { return 2; }
+  int channels() const override { return 1; }
+  void get(size_t index, Image& img, int& label) const override {
+    if (index == 7) throw Error("broken.jpg: corrupt JPEG: test");
+    img = Image{1, 2, 2, {0, 0, 0, 0}};
+    label = 0;
+  }
+  std::string describe() const override { return "failing"; }
+};
+}  // namespace
+
+TEST_CASE("Loader: a worker's error reaches the training thread", "[real][data][negative]") {
+  FailingSource src;
+  Transform t{2, false, {{0.f}, {1.f}}, 0};
+  std::vector<size_t> idx(10);
+  std::iota(idx.begin(), idx.end(), 0);
+  Loader loader(src, t, idx, 2, 0, 0, 2, 2);
+  CHECK(loader.next());
+  CHECK(loader.next());
+  CHECK(loader.next());
+  CHECK_THROWS_WITH(loader.next(), "broken.jpg: corrupt JPEG: test");  // batch 3 holds sample 7
+}
+
+TEST_CASE("Datasets are opened by name; unknown names and missing files are clear errors", "[real][data][negative]") {
+  ViTConfig m = vit_preset("vit_cifar_tiny");
+  DatasetSpec spec;
+  spec.name = "cifar10";
+  spec.path = "/nonexistent";
+  CHECK(error_of([&] { open_dataset(spec, m, "train"); }) ==
+        "dataset cifar10: /nonexistent/data_batch_1.bin does not exist (dataset.path = '/nonexistent')");
+  spec.name = "mnist";
+  CHECK(error_of([&] { open_dataset(spec, m, "train"); }) ==
+        "unknown dataset 'mnist'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic");
+  spec.name = "synthetic";
+  spec.train_samples = 20;
+  spec.image_size = 32;
+  auto d = open_dataset(spec, m, "train");
+  CHECK(d.source->size() == 20);
+}
+
+TEST_CASE("--fault parses KIND:STEP[:RANK]", "[real][negative]") {
+  auto f = parse_fault("hang:3:1");
+  CHECK(f.kind == "hang");
+  CHECK(f.step == 3);
+  CHECK(f.rank == 1);
+  CHECK(parse_fault("kill:5").rank == -1);
+  CHECK_THROWS_WITH(parse_fault("boom:1"),
+                    "--fault 'boom:1': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0");
+  CHECK_THROWS_AS(parse_fault("kill:x"), Error);
+}
