@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -277,4 +280,41 @@ TEST_CASE("study scenarios: every shipped one predicts in a few seconds", "[stud
     // Each point simulates 20 steps of at most 32 ranks; a few seconds is the issue's requirement.
     CHECK(wall < 5.0);
   }
+}
+
+TEST_CASE("study platforms: each XML is what its spec generates, with the study's GPUs and links", "[study][platform]") {
+  // The XML and its spec must not drift apart: a what-if edited in one is lost when the other regenerates.
+  for (const char* name : {"vector", "nebula", "tesla"}) {
+    INFO(name);
+    const std::string cmd = std::string("cd '") + VITSIM_SOURCE_DIR + "' && python3 scripts/gen_platform.py platforms/specs/" +
+                            name + ".json";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p);
+    std::string generated;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) generated.append(buf, n);
+    REQUIRE(pclose(p) == 0);
+    std::ifstream in(src(std::string("platforms/") + name + ".xml"));
+    const std::string shipped((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(generated == shipped);
+  }
+  const vitsim::PlatformFacts tesla = vitsim::read_platform_facts(src("platforms/tesla.xml"));
+  const std::map<std::string, std::string> model{{"tesla0", "P4"}, {"tesla1", "RTX3070"}, {"tesla2", "RTX3070"},
+                                                 {"tesla3", "GTX1070"}, {"tesla4", "RTX3070"}};
+  REQUIRE(tesla.nodes.size() == 5);
+  for (const auto& node : tesla.nodes) {
+    INFO(node.name);
+    REQUIRE(node.gpus.size() == 1);
+    CHECK(tesla.gpu.at(node.gpus[0]).model == model.at(node.name));
+    // NICs as NCCL detected them: 10 GbE, except tesla3 on 1 GbE.
+    CHECK(platform_bw("platforms/tesla.xml", node.name + "-nic", "bandwidth") == (node.name == "tesla3" ? 0.125e9 : 1.25e9));
+  }
+  // GPUs without fast fp16 compute fp16 at their fp32 rate.
+  CHECK(tesla.gpu.at("tesla0-gpu0").flops_fp16 == tesla.gpu.at("tesla0-gpu0").flops_fp32);
+  CHECK(tesla.gpu.at("tesla3-gpu0").flops_fp16 == tesla.gpu.at("tesla3-gpu0").flops_fp32);
+  const vitsim::PlatformFacts nebula = vitsim::read_platform_facts(src("platforms/nebula.xml"));
+  REQUIRE(nebula.nodes.size() == 2);
+  CHECK(nebula.node("single").gpus.size() == 1);
+  CHECK(nebula.node("dualcard").gpus.size() == 2);
 }
