@@ -187,3 +187,28 @@ TEST_CASE("plot: clear errors for a missing gnuplot and a report with nothing to
                     Catch::Contains("has a single micro-batch (16): a batch plot needs several"));
   CHECK_THROWS_WITH(vitsim::plot::parse_kind("pie"), "unknown plot kind 'pie'; valid: auto, scaling, batch");
 }
+
+TEST_CASE("plot: the command line names a missing report and a report with nothing to plot", "[study][plot]") {
+  Tmp tmp;
+  auto run = [](const std::string& args, std::string& out) {
+    FILE* p = popen((std::string(VITSIM_BINARY) + " " + args + " 2>&1").c_str(), "r");
+    REQUIRE(p);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  std::string out;
+  CHECK(run("plot " + (tmp / "none.json") + " --out " + (tmp / "x.svg"), out) == 1);
+  CHECK(out == "vitsim: error: cannot open " + (tmp / "none.json") + "\n");
+
+  vitsim::Report one = predict("tesla-strong-b16.xml");
+  one.points.resize(1);
+  vitsim::write_file_atomic(tmp / "one.json", vitsim::report_to_json(one));
+  out.clear();
+  CHECK(run("plot " + (tmp / "one.json") + " --out " + (tmp / "x.svg"), out) == 1);
+  CHECK_THAT(out, Catch::StartsWith("vitsim: error: report 'tesla-strong-b16' sweeps neither the GPU count nor the "
+                                    "micro-batch: nothing to plot"));
+  CHECK_FALSE(fs::exists(tmp / "x.svg"));
+}
