@@ -125,7 +125,7 @@ TEST_CASE("finding 2: micro-batch 16 scales worse than 64 on Vector", "[study][v
 }
 
 // Finding 3: per-sample time improves up to 128 and flattens from 128 to 256.
-TEST_CASE("finding 3: on Nebula per-sample time improves to 128 then flattens; compute saturation flattens it",
+TEST_CASE("finding 3: on Nebula per-sample time improves to 128 then flattens, and compute saturation flattens it",
           "[study][nebula]") {
   const vitsim::Report r = predict("nebula-batch.xml");
   REQUIRE(r.points.size() == 10);
@@ -240,7 +240,7 @@ TEST_CASE("finding 6: 8 GPUs in one node and 1 GPU on each of 8 nodes give close
 }
 
 // Finding 7 (memory, as issue 3 states it).
-TEST_CASE("finding 7: micro-batch 64 fits a 16 GB T4 in fp32 and 128 does not; Nebula's fp16 batches fit 20 GB",
+TEST_CASE("finding 7: micro-batch 64 fits a 16 GB T4 in fp32 and 128 does not, and Nebula's fp16 batches fit 20 GB",
           "[study][memory]") {
   // One GPU is enough: data parallelism without ZeRO keeps everything on every GPU.
   const vitsim::Report t4 = predict("vector-strong-b64.xml", {"cluster.gpus_per_node=1", "training.micro_batch=64,128"});
