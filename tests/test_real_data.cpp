@@ -273,7 +273,7 @@ TEST_CASE("Datasets are opened by name; unknown names and missing files are clea
   CHECK(d.source->size() == 20);
 }
 
-TEST_CASE("--fault parses KIND:STEP[:RANK]", "[real][negative]") {
+TEST_CASE("Fault injection option parses KIND:STEP[:RANK]", "[real][negative]") {
   auto f = parse_fault("hang:3:1");
   CHECK(f.kind == "hang");
   CHECK(f.step == 3);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# vitsim train against PyTorch DistributedDataParallel (Debian's python3-torch, gloo) on this machine:
+# the same ViT (vit_fmnist_tiny), the same synthetic data shape, AdamW, 1 and 2 ranks, micro-batch 16 and
+# 64, cores / ranks threads per rank. Each point runs REPS times per side; prints the median images/s
+# (from each run's median step) and vitsim's breakdown.
+# usage: bench/train_vs_ddp.sh [BUILD_DIR] [REPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+reps=${2:-3}
+steps=40
+warmup=5
+vitsim="$build/app/vitsim"
+py=/usr/bin/python3  # Debian's python3-torch (the first python3 on PATH may lack torch)
+cores=$(nproc)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpirun_flags="--allow-run-as-root --oversubscribe"
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$cores $(lscpu | sed -n 's/^Model name: *//p')"
+echo "# libtorch $($py -c 'import torch; print(torch.__version__)'), $(mpirun --version | head -1)"
+printf "%5s %5s %12s %12s %7s   %s\n" ranks micro vitsim_img/s ddp_img/s ratio "vitsim breakdown per step (ms): data fwd bwd opt comm_total comm_exposed"
+for ranks in 1 2; do
+  threads=$((cores / ranks > 0 ? cores / ranks : 1))
+  for mb in 16 64; do
+    v=() d=()
+    for rep in $(seq "$reps"); do
+      mpirun $mpirun_flags -np "$ranks" "$vitsim" train bench/train_vs_ddp.xml --quiet \
+        --set training.micro_batch="$mb" --set run.threads="$threads" --set run.max_steps=$((steps + warmup)) \
+        --set simulation.warmup="$warmup" --set dataset.train_samples=$((mb * ranks * (steps + warmup))) \
+        --out "$tmp/v$rep.json"
+      v+=("$($py -c "import json,sys; p=json.load(open('$tmp/v$rep.json'))['points'][0]; print(p['global_batch']/p['step_time_s']['p50'])")")
+      d+=("$(OMP_NUM_THREADS=$threads $py -m torch.distributed.run --standalone --nproc_per_node="$ranks" bench/ddp_vit.py \
+             --micro-batch "$mb" --steps "$steps" --warmup "$warmup" --threads "$threads" 2>/dev/null |
+             $py -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['img_s'])")")
+    done
+    bd=$($py -c "import json; b=json.load(open('$tmp/v1.json'))['points'][0]['breakdown_s']; print(' '.join('%.2f'%(1e3*b[k]) for k in ['data','compute_fwd','compute_bwd','optimizer','comm_total','comm_exposed']))")
+    $py - "$ranks" "$mb" "$bd" "${v[*]}" "${d[*]}" <<'PY'
+import statistics, sys
+ranks, mb, bd, v, d = sys.argv[1:]
+vm = statistics.median(map(float, v.split())); dm = statistics.median(map(float, d.split()))
+print("%5s %5s %12.1f %12.1f %7.2f   %s" % (ranks, mb, vm, dm, vm / dm, bd))
+PY
+  done
+done
