@@ -31,7 +31,7 @@ TEST_CASE("scenario: a file resolves into typed values", "[scenario]") {
   CHECK(s.global_batch() == 64);
 }
 
-TEST_CASE("scenario: sweeps form a cartesian product; --set overrides and sweeps", "[scenario]") {
+TEST_CASE("scenario: sweeps form a cartesian product, --set overrides and sweeps", "[scenario]") {
   vt::TempDir d;
   std::string text = kBase;
   text.replace(text.find("</scenario>"), 0,

@@ -31,7 +31,8 @@ double simulate_collective(const std::string& platform, const std::string& algo,
     });
     std::vector<int> node;
     for (auto* h : hosts) node.push_back(std::stoi(h->get_name().substr(1, h->get_name().find('-') - 1)));
-    Group g("g", hosts, node);
+    LatencyModel lat(e);
+    Group g("g", hosts, node, lat);
     auto coll = make_collective(algo);
     double end = 0;
     for (int i = 0; i < g.size(); ++i)
@@ -74,6 +75,19 @@ TEST_CASE("fused and message-level rings agree on a shared bottleneck", "[collec
     // And both run at the shared share: bandwidth term 2(n-1)/n S / (8 GB/s / n).
     CHECK(fused > 2.0 * (n - 1) / n * 64e6 / (8e9 / n));
   }
+}
+
+TEST_CASE("fused and message-level rings agree on a ring with one slow edge", "[collective][ring]") {
+  // Three nodes of two GPUs, 1 us links; node 2's NIC is 0.5 GB/s, the others 10 GB/s. The inter-node
+  // edges have the largest latency (GPU lane + NIC + NIC + GPU lane = 4 us) and the edge through node
+  // 2's NIC the smallest bandwidth: the ring advances at that edge, in both forms.
+  vt::TempDir d;
+  const std::string p = d.file("p.xml", vt::platform_xml(3, 2, "10GBps", "1us", {"10GBps", "10GBps", "0.5GBps"},
+                                                        {"1Tf", "1Tf", "1Tf"}));
+  const double fused = simulate_collective(p, "ring", 60e6, CollOp::AllReduce);
+  const double msg = simulate_collective(p, "ring_msg", 60e6, CollOp::AllReduce);
+  CHECK(fused == Approx(msg).epsilon(1e-6));
+  CHECK(fused == Approx(2 * 5 * (4e-6 + 10e6 / 0.5e9)).epsilon(1e-6));
 }
 
 TEST_CASE("a ring through one slow link runs at that link's speed", "[collective][ring]") {

@@ -37,11 +37,16 @@ using Props = std::map<std::string, std::pair<std::string, Origin>>;
 struct Ctx {
   std::string path;
   std::string text;
-  Origin at(const pugi::xml_node& n) const {
-    ptrdiff_t off = n.offset_debug();
-    int line = off < 0 ? 0 : 1 + static_cast<int>(std::count(text.begin(), text.begin() + off, '\n'));
-    return Origin{path, line};
+  std::vector<size_t> newlines;  // offsets of '\n', for line numbers in O(log n)
+  void index() {
+    for (size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') newlines.push_back(i);
   }
+  int line_of(ptrdiff_t off) const {
+    if (off < 0) return 0;
+    return 1 + static_cast<int>(std::lower_bound(newlines.begin(), newlines.end(), static_cast<size_t>(off)) - newlines.begin());
+  }
+  Origin at(const pugi::xml_node& n) const { return Origin{path, line_of(n.offset_debug())}; }
 };
 
 Props own_props(const Ctx& c, const pugi::xml_node& n) {
@@ -223,12 +228,10 @@ PlatformFacts read_platform_facts(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(Origin{path, 0}, "cannot open platform file");
   c.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  c.index();
   pugi::xml_document doc;
   auto res = doc.load_buffer(c.text.data(), c.text.size());
-  if (!res) {
-    int line = 1 + static_cast<int>(std::count(c.text.begin(), c.text.begin() + std::min<ptrdiff_t>(res.offset, c.text.size()), '\n'));
-    throw Error(Origin{path, line}, fmt::format("malformed XML: {}", res.description()));
-  }
+  if (!res) throw Error(Origin{path, c.line_of(res.offset)}, fmt::format("malformed XML: {}", res.description()));
   auto root = doc.document_element();
   if (std::string(root.name()) != "platform")
     throw Error(c.at(root), fmt::format("root element is <{}>, expected <platform>", root.name()));

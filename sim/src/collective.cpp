@@ -19,25 +19,52 @@ const char* coll_op_name(CollOp op) {
   return "?";
 }
 
-Group::Group(std::string name, std::vector<sg4::Host*> hosts, std::vector<int> node_of)
-    : name_(std::move(name)), hosts_(std::move(hosts)), node_of_(std::move(node_of)) {
-  latency_cache_.assign(hosts_.size(), {});
+LatencyModel::LatencyModel(sg4::Engine& e) {
+  for (sg4::Link* l : e.get_all_links()) {
+    latency_[l] = l->get_latency();
+    l->set_latency(0);
+  }
 }
+
+double LatencyModel::route_latency(const sg4::Host* src, const sg4::Host* dst) const {
+  std::vector<sg4::Link*> links;
+  double ignored = 0;
+  src->route_to(dst, links, &ignored);
+  double lat = 0;
+  for (const sg4::Link* l : links) {
+    auto it = latency_.find(l);
+    if (it != latency_.end()) lat += it->second;
+  }
+  return lat;
+}
+
+Group::Group(std::string name, std::vector<sg4::Host*> hosts, std::vector<int> node_of, const LatencyModel& lat)
+    : name_(std::move(name)), hosts_(std::move(hosts)), node_of_(std::move(node_of)), lat_(lat) {}
 
 sg4::Mailbox* Group::mailbox(int src, int dst) const {
   return sg4::Mailbox::by_name(fmt::format("{}:{}>{}", name_, src, dst));
 }
 
 double Group::latency(int src, int dst) const {
-  auto& row = latency_cache_[src];
-  if (row.empty()) row.assign(hosts_.size(), -1.0);
-  if (row[dst] < 0) {
-    std::vector<sg4::Link*> links;
-    double lat = 0;
-    hosts_[src]->route_to(hosts_[dst], links, &lat);
-    row[dst] = lat;
+  const long long key = static_cast<long long>(src) * static_cast<long long>(hosts_.size()) + dst;
+  auto it = latency_cache_.find(key);
+  if (it != latency_cache_.end()) return it->second;
+  const double lat = lat_.route_latency(hosts_[src], hosts_[dst]);
+  latency_cache_.emplace(key, lat);
+  return lat;
+}
+
+double Group::ring_max_latency() const {
+  if (ring_max_latency_ < 0) {
+    ring_max_latency_ = 0;
+    for (int i = 0; i < size(); ++i) ring_max_latency_ = std::max(ring_max_latency_, latency(i, (i + 1) % size()));
   }
-  return row[dst];
+  return ring_max_latency_;
+}
+
+sg4::BarrierPtr Group::barrier() const {
+  if (!barrier_) barrier_ = sg4::Barrier::create(static_cast<unsigned>(size()));
+  return barrier_;
 }
 
 namespace {
@@ -70,32 +97,52 @@ std::unique_ptr<Collective> make_collective(const std::string& name) {
   return it->second();
 }
 
-void exchange(const Group& g, int me, int to, int from, double bytes, int extra_latency_steps) {
-  sg4::CommPtr send = g.mailbox(me, to)->put_async(&token, static_cast<uint64_t>(bytes));
+void exchange(const Group& g, int me, int to, int from, double bytes) {
   void* got = nullptr;
   sg4::CommPtr recv = g.mailbox(from, me)->get_async(&got);
+  if (double lat = g.latency(me, to); lat > 0) sg4::this_actor::sleep_for(lat);
+  sg4::CommPtr send = g.mailbox(me, to)->put_async(&token, static_cast<uint64_t>(bytes));
   send->wait();
   recv->wait();
-  if (extra_latency_steps > 0) sg4::this_actor::sleep_for(extra_latency_steps * g.latency(me, to));
 }
 
+namespace {
+// `steps` lock-step ring steps of `chunk` bytes each, as one flow per rank. In the message-level ring
+// every step waits for the previous rank's chunk, so the whole ring advances at its slowest edge; here
+// each rank moves its steps' volume in one flow (the links see the same flows, so sharing is the same),
+// then all ranks meet (the slowest edge's flow ends last) and the remaining steps-1 latencies of the
+// slowest edge are added. Equal to the message-level form when the slowest edge is also the one with
+// the largest latency, and on identical links to 2(n-1) a + 2(n-1)/n S/B.
+void fused_ring_steps(const Group& g, int me, double chunk, int steps) {
+  const int n = g.size();
+  exchange(g, me, (me + 1) % n, (me + n - 1) % n, chunk * steps);
+  g.barrier()->wait();
+  if (steps > 1) sg4::this_actor::sleep_for((steps - 1) * g.ring_max_latency());
+}
+}  // namespace
+
 // A ring phase moves (n-1) chunks of S/n to the next rank. Message level: one transfer per step, each
-// step waiting for the previous rank's chunk (O(n) messages per rank). Fused: one flow carrying the
-// whole phase volume plus (n-2) more route latencies, which keeps link sharing exact and costs O(1)
-// messages per rank.
+// step waiting for the previous rank's chunk (O(n) messages per rank). Fused: O(1) flows per rank.
 void ring_phase(const Group& g, int me, double bytes, bool fused) {
   const int n = g.size();
   if (n < 2) return;
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   const double chunk = bytes / n;
   if (fused) {
-    exchange(g, me, next, prev, chunk * (n - 1), n - 2);
+    fused_ring_steps(g, me, chunk, n - 1);
   } else {
     for (int s = 0; s < n - 1; ++s) exchange(g, me, next, prev, chunk);
   }
 }
 
 void ring_collective(const Group& g, int me, double bytes, CollOp op, bool fused) {
+  const int n = g.size();
+  if (fused && op == CollOp::AllReduce && n >= 2) {
+    // Both phases cross the same links in the same direction with the same volume: one fused run of
+    // 2(n-1) steps.
+    fused_ring_steps(g, me, bytes / n, 2 * (n - 1));
+    return;
+  }
   if (op == CollOp::AllReduce || op == CollOp::ReduceScatter) ring_phase(g, me, bytes, fused);
   if (op == CollOp::AllReduce || op == CollOp::AllGather) ring_phase(g, me, bytes, fused);
 }

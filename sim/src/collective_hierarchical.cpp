@@ -55,6 +55,7 @@ class Hierarchical : public Collective {
     if (n < 2) return;
     if (lme != 0) {
       if (to_leader) {
+        if (double lat = local.latency(lme, 0); lat > 0) sg4::this_actor::sleep_for(lat);
         local.mailbox(lme, 0)->put(&token, static_cast<uint64_t>(chunk));
       } else {
         local.mailbox(0, lme)->get<int>();
@@ -63,6 +64,11 @@ class Hierarchical : public Collective {
     }
     std::vector<sg4::CommPtr> comms;
     std::vector<void*> sink(n, nullptr);
+    if (!to_leader) {
+      double lat = 0;
+      for (int i = 1; i < n; ++i) lat = std::max(lat, local.latency(0, i));
+      if (lat > 0) sg4::this_actor::sleep_for(lat);
+    }
     for (int i = 1; i < n; ++i)
       comms.push_back(to_leader ? local.mailbox(i, 0)->get_async(&sink[i])
                                 : local.mailbox(0, i)->put_async(&token, static_cast<uint64_t>(chunk)));
@@ -84,12 +90,13 @@ class Hierarchical : public Collective {
         hosts.push_back(g.host(ms[k]));
         L->local_index[ms[k]] = static_cast<int>(k);
       }
-      L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node));
+      L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node),
+                                             g.latency_model());
       L->leader_index[node] = static_cast<int>(leader_hosts.size());
       leader_hosts.push_back(hosts.front());
       leader_nodes.push_back(node);
     }
-    L->leaders = std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes);
+    L->leaders = std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes, g.latency_model());
     return *(cache_[g.name()] = std::move(L));
   }
 

@@ -54,21 +54,19 @@ class DoubleBinaryTree : public Collective {
       std::vector<void*> sink(8, nullptr);
       size_t k = 0;
       double max_lat = 0;
+      std::vector<int> sends;
       for (const auto& t : trees) {
         if (phase == 0) {
           for (int c : t.children) comms.push_back(g.mailbox(c, me)->get_async(&sink[k++]));
-          if (t.parent >= 0) {
-            comms.push_back(g.mailbox(me, t.parent)->put_async(&token, static_cast<uint64_t>(half)));
-            max_lat = std::max(max_lat, g.latency(me, t.parent));
-          }
+          if (t.parent >= 0) sends.push_back(t.parent);
         } else {
           if (t.parent >= 0) comms.push_back(g.mailbox(t.parent, me)->get_async(&sink[k++]));
-          for (int c : t.children) {
-            comms.push_back(g.mailbox(me, c)->put_async(&token, static_cast<uint64_t>(half)));
-            max_lat = std::max(max_lat, g.latency(me, c));
-          }
+          for (int c : t.children) sends.push_back(c);
         }
       }
+      for (int dst : sends) max_lat = std::max(max_lat, g.latency(me, dst));
+      if (!sends.empty() && max_lat > 0) sg4::this_actor::sleep_for(max_lat);
+      for (int dst : sends) comms.push_back(g.mailbox(me, dst)->put_async(&token, static_cast<uint64_t>(half)));
       for (auto& c : comms) c->wait();
       if (fill > 0) sg4::this_actor::sleep_for(fill * max_lat);
     }

@@ -118,6 +118,8 @@ struct RankState {
   std::vector<LayerTimes> layer_times;
   double optimizer_s = 0;
   double h2d_sleep_bw = 0;  // >0: copy time from a measured or pageable bandwidth instead of a transfer
+  double h2d_private_s = -1;  // >=0: the copy path is one link private to this GPU: its exact time
+  double h2d_latency_s = 0;   // route latency of a shared copy path, added before the transfer
   std::unique_ptr<Loader> loader;
   std::deque<CommJob> jobs;
   sg4::SemaphorePtr job_sem, done_sem;
@@ -145,24 +147,52 @@ struct Model {
 
   explicit Model(const Scenario& sc) : s(sc), w(build_workload(sc.model)) {}
 
-  void span(int rank, int track, const char* cat, std::string name, double start) {
-    if (!want_trace) return;
-    double now = sg4::Engine::get_clock();
-    if (now > start) trace.push_back({std::move(name), cat, rank, track, start, now - start});
+  void span(int rank, int track, const char* cat, std::string name, double start, double end) {
+    if (want_trace && end > start) trace.push_back({std::move(name), cat, rank, track, start, end - start});
+  }
+
+  // Compute-stream time is accumulated and slept only when the rank must meet another actor (a
+  // submission, a wait, a transfer): the same simulated times with a fraction of the events.
+  struct LazyClock {
+    double pending = 0;
+    double now() const { return sg4::Engine::get_clock() + pending; }
+    void advance(double dt) { pending += dt; }
+    void flush() {
+      if (pending > 0) sg4::this_actor::sleep_for(pending);
+      pending = 0;
+    }
+  };
+
+  // With overlap off and no ZeRO, the compute stream waits for every collective anyway: it runs them
+  // itself, without a communication actor.
+  bool inline_comm() const { return !s.parallel.overlap && s.parallel.zero == 0; }
+
+  void run_job(RankState& r, const CommJob& job) {
+    double t0 = sg4::Engine::get_clock();
+    coll->run(*group, r.rank, job.bytes, job.op);
+    double t1 = sg4::Engine::get_clock();
+    if (r.measuring) r.comm_busy += t1 - t0;
+    span(r.rank, 1, "comm", job.label, t0, t1);
   }
 
   void submit(RankState& r, CommJob job) {
+    if (inline_comm()) {
+      run_job(r, job);
+      return;
+    }
     r.jobs.push_back(std::move(job));
     r.outstanding++;
     r.job_sem->release();
   }
+  // Waits for the oldest submitted collective.
+  void wait_one(RankState& r) {
+    r.done_sem->acquire();
+    r.outstanding--;
+  }
   // Waits for every submitted collective; returns the time spent waiting (exposed communication).
   double drain(RankState& r) {
     double t0 = sg4::Engine::get_clock();
-    while (r.outstanding > 0) {
-      r.done_sem->acquire();
-      r.outstanding--;
-    }
+    while (r.outstanding > 0) wait_one(r);
     return sg4::Engine::get_clock() - t0;
   }
 
@@ -172,11 +202,7 @@ struct Model {
       CommJob job = std::move(r.jobs.front());
       r.jobs.pop_front();
       if (job.stop) return;
-      double t0 = sg4::Engine::get_clock();
-      coll->run(*group, r.rank, job.bytes, job.op);
-      double dt = sg4::Engine::get_clock() - t0;
-      if (r.measuring) r.comm_busy += dt;
-      span(r.rank, 1, "comm", job.label, t0);
+      run_job(r, job);
       r.done_sem->release();
     }
   }
@@ -188,101 +214,109 @@ struct Model {
     const int L = static_cast<int>(w.layers.size());
     double fwd_total = 0;
     for (const auto& t : r.layer_times) fwd_total += t.fwd_s;
+    LazyClock clk;
     for (int step = 0; step < steps; ++step) {
       r.measuring = step >= warmup;
       Breakdown b;
-      const double t_step = sg4::Engine::get_clock();
+      const double t_step = clk.now();
       for (int m = 0; m < accum; ++m) {
         const bool boundary = m == accum - 1;
         // Data: wait for the loader's next batch.
-        double t0 = sg4::Engine::get_clock();
+        double t0 = clk.now();
         double wait = r.loader->next(t0);
-        if (wait > 0) sg4::this_actor::sleep_for(wait);
+        clk.advance(wait);
         b.data += wait;
-        span(r.rank, 0, "data", "data", t0);
+        span(r.rank, 0, "data", "data", t0, clk.now());
         // Host -> device copy over the GPU's host link.
-        t0 = sg4::Engine::get_clock();
+        t0 = clk.now();
         if (h2d_bytes > 0) {
-          if (r.h2d_sleep_bw > 0)
-            sg4::this_actor::sleep_for(h2d_bytes / r.h2d_sleep_bw);
-          else
+          if (r.h2d_sleep_bw > 0) {
+            clk.advance(h2d_bytes / r.h2d_sleep_bw);
+          } else if (r.h2d_private_s >= 0) {
+            clk.advance(r.h2d_private_s);
+          } else {
+            clk.advance(r.h2d_latency_s);
+            clk.flush();
             sg4::Comm::sendto(r.host, r.host, static_cast<uint64_t>(h2d_bytes));
+          }
         }
-        b.h2d += sg4::Engine::get_clock() - t0;
-        span(r.rank, 0, "data", "h2d", t0);
+        b.h2d += clk.now() - t0;
+        span(r.rank, 0, "data", "h2d", t0, clk.now());
         // Forward. ZeRO-3 gathers each bucket of parameters first (prefetched by the comm stream).
-        t0 = sg4::Engine::get_clock();
+        t0 = clk.now();
         if (zero >= 3) {
+          clk.flush();
           for (const auto& [first, bytes] : z3_fwd_gathers) submit(r, {bytes, CollOp::AllGather, "allgather(fwd)"});
           size_t gi = 0;
-          double seg = 0;
           for (int l = 0; l < L; ++l) {
             if (gi < z3_fwd_gathers.size() && z3_fwd_gathers[gi].first == l) {
-              if (seg > 0) sg4::this_actor::sleep_for(seg);
-              seg = 0;
+              clk.flush();
               double tw = sg4::Engine::get_clock();
-              r.done_sem->acquire();
-              r.outstanding--;
+              wait_one(r);
               b.comm_exposed += sg4::Engine::get_clock() - tw;
               ++gi;
             }
-            seg += r.layer_times[l].fwd_s;
+            clk.advance(r.layer_times[l].fwd_s);
           }
-          if (seg > 0) sg4::this_actor::sleep_for(seg);
         } else {
-          sg4::this_actor::sleep_for(fwd_total);
+          clk.advance(fwd_total);
         }
         b.compute_fwd += fwd_total;
-        span(r.rank, 0, "compute", "fwd", t0);
+        span(r.rank, 0, "compute", "fwd", t0, clk.now());
         // Backward, bucket by bucket in reverse layer order.
-        const bool reduce_now = boundary || zero >= 2;
+        const bool reduce_now = (boundary || zero >= 2) && n > 1;
         const CollOp op = zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
         std::vector<CommJob> held;
-        if (zero >= 3)
+        if (zero >= 3) {
+          clk.flush();
           for (const auto& [last, bytes] : z3_bwd_gathers) submit(r, {bytes, CollOp::AllGather, "allgather(bwd)"});
+        }
         int layer = L - 1;
         size_t z3 = 0;
         for (size_t k = 0; k < grad_buckets.size(); ++k) {
           const Bucket& bk = grad_buckets[k];
-          double seg = 0;
-          double tb = sg4::Engine::get_clock();
+          const double tb = clk.now();
           for (; layer >= bk.last_layer; --layer) {
             if (zero >= 3 && z3 < z3_bwd_gathers.size() && z3_bwd_gathers[z3].first == layer) {
-              if (seg > 0) sg4::this_actor::sleep_for(seg);
-              seg = 0;
-              // Waits for the oldest outstanding job: gathers were submitted before any reduce of this pass.
+              // Gathers were submitted before any reduction of this pass: the oldest job is this one.
+              clk.flush();
               double tw = sg4::Engine::get_clock();
-              r.done_sem->acquire();
-              r.outstanding--;
+              wait_one(r);
               b.comm_exposed += sg4::Engine::get_clock() - tw;
               ++z3;
             }
-            seg += r.layer_times[layer].bwd_s;
+            clk.advance(r.layer_times[layer].bwd_s);
             b.compute_bwd += r.layer_times[layer].bwd_s;
           }
-          if (seg > 0) sg4::this_actor::sleep_for(seg);
-          span(r.rank, 0, "compute", fmt::format("bwd b{}", k), tb);
-          if (!reduce_now || n < 2) continue;
+          span(r.rank, 0, "compute", fmt::format("bwd b{}", k), tb, clk.now());
+          if (!reduce_now) continue;
           CommJob job{bk.bytes, op, fmt::format("{} b{}", coll_op_name(op), k)};
-          if (s.parallel.overlap)
+          if (s.parallel.overlap) {
+            clk.flush();
             submit(r, std::move(job));
-          else
+          } else {
             held.push_back(std::move(job));
+          }
         }
-        for (auto& job : held) submit(r, std::move(job));
-        if (r.outstanding > 0) b.comm_exposed += drain(r);
+        if (!held.empty() || r.outstanding > 0) {
+          clk.flush();
+          double tw = sg4::Engine::get_clock();
+          for (auto& job : held) submit(r, std::move(job));
+          b.comm_exposed += drain(r) + (inline_comm() ? sg4::Engine::get_clock() - tw : 0);
+        }
       }
       // Optimizer: ZeRO-1+ updates this rank's partition only, then gathers the others' (ZeRO-1/2).
-      double t0 = sg4::Engine::get_clock();
+      double t0 = clk.now();
       double opt = r.optimizer_s / (zero >= 1 ? n : 1);
-      sg4::this_actor::sleep_for(opt);
+      clk.advance(opt);
       b.optimizer += opt;
-      span(r.rank, 0, "optimizer", "optimizer", t0);
+      span(r.rank, 0, "optimizer", "optimizer", t0, clk.now());
       if ((zero == 1 || zero == 2) && n > 1) {
+        clk.flush();
         for (double bytes : gather_buckets) submit(r, {bytes, CollOp::AllGather, "allgather(params)"});
         b.comm_exposed += drain(r);
       }
-      const double dt = sg4::Engine::get_clock() - t_step;
+      const double dt = clk.now() - t_step;
       if (r.measuring) {
         r.step_times.push_back(dt);
         Breakdown& t = r.totals.b;
@@ -294,7 +328,8 @@ struct Model {
         t.comm_exposed += b.comm_exposed;
       }
     }
-    submit(r, {0, CollOp::AllReduce, "", true});
+    clk.flush();
+    if (!inline_comm()) submit(r, {0, CollOp::AllReduce, "", true});
   }
 };
 
@@ -307,7 +342,7 @@ void configure_engine(sg4::Engine& e) {
   e.set_config("network/latency-factor:1");
   e.set_config("network/bandwidth-factor:1");
   e.set_config("network/weight-S:0");
-  e.set_config("contexts/stack-size:256");
+  e.set_config("contexts/stack-size:128");
   e.set_config("contexts/guard-size:0");
 }
 
@@ -393,7 +428,8 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     if (!h) throw Error(fmt::format("{}: SimGrid has no host '{}' that the platform facts name", facts.path, name));
     hosts.push_back(h);
   }
-  m.group = std::make_unique<Group>("dp", hosts, place.node);
+  LatencyModel latency(e);
+  m.group = std::make_unique<Group>("dp", hosts, place.node, latency);
   std::map<std::string, std::unique_ptr<ComputeModel>> models;
   m.ranks.resize(n);
   MemoryBreakdown mem_max;
@@ -429,6 +465,18 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
       double pageable = calib && calib->h2d_pageable_bw > 0 ? calib->h2d_pageable_bw : node.h2d_pageable_bw;
       rs.h2d_sleep_bw = pageable;  // 0: no pageable figure, the copy runs at the link's speed
     }
+    {
+      // A host->device path that is a single link of this GPU's own (the cluster loopback) shares with
+      // nothing, so a transfer over it lasts exactly latency + bytes / bandwidth: skip the flow.
+      std::vector<sg4::Link*> links;
+      double ignored = 0;
+      rs.host->route_to(rs.host, links, &ignored);
+      const double lat = latency.route_latency(rs.host, rs.host);
+      if (links.size() == 1 && links[0]->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE)
+        rs.h2d_private_s = lat + m.h2d_bytes / links[0]->get_bandwidth();
+      else
+        rs.h2d_latency_s = lat;
+    }
     rs.job_sem = sg4::Semaphore::create(0);
     rs.done_sem = sg4::Semaphore::create(0);
     MemoryInputs mi;
@@ -451,7 +499,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   for (int r = 0; r < n; ++r) {
     RankState* rs = &m.ranks[r];
     sg4::Actor::create(fmt::format("rank{}", r), rs->host, [&m, rs] { m.compute_actor(*rs); });
-    sg4::Actor::create(fmt::format("comm{}", r), rs->host, [&m, rs] { m.comm_actor(*rs); });
+    if (!m.inline_comm()) sg4::Actor::create(fmt::format("comm{}", r), rs->host, [&m, rs] { m.comm_actor(*rs); });
   }
   e.run();
   const double end_time = sg4::Engine::get_clock();

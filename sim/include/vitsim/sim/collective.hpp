@@ -7,9 +7,24 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace vitsim::sim {
+
+// Link latencies as pure delays. SimGrid's CM02 model weighs each flow's share of a link by its route
+// latency (TCP round-trip unfairness), so flows with different latencies would split a link, even a
+// FATPIPE one, unequally. vitsim models NCCL-style transfers with the alpha-beta rule instead: a
+// transfer costs its route latency, then its bytes at a max-min fair share. LatencyModel records every
+// link's latency, sets it to zero in SimGrid, and the collectives add route latencies themselves.
+class LatencyModel {
+ public:
+  explicit LatencyModel(simgrid::s4u::Engine& e);  // call after load_platform, before run
+  double route_latency(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+
+ private:
+  std::unordered_map<const simgrid::s4u::Link*, double> latency_;
+};
 
 enum class CollOp { AllReduce, ReduceScatter, AllGather };
 const char* coll_op_name(CollOp op);
@@ -17,7 +32,7 @@ const char* coll_op_name(CollOp op);
 // The ranks taking part, in ring order, with mailboxes private to this group.
 class Group {
  public:
-  Group(std::string name, std::vector<simgrid::s4u::Host*> hosts, std::vector<int> node_of);
+  Group(std::string name, std::vector<simgrid::s4u::Host*> hosts, std::vector<int> node_of, const LatencyModel& lat);
   int size() const { return static_cast<int>(hosts_.size()); }
   simgrid::s4u::Host* host(int i) const { return hosts_[i]; }
   int node_of(int i) const { return node_of_[i]; }
@@ -25,19 +40,26 @@ class Group {
   simgrid::s4u::Mailbox* mailbox(int src, int dst) const;
   // Latency of the route between two members (cached).
   double latency(int src, int dst) const;
+  const LatencyModel& latency_model() const { return lat_; }
   const std::string& name() const { return name_; }
+  // The largest route latency between ring neighbours (member i to i+1), cached.
+  double ring_max_latency() const;
+  // A barrier over all members, for fused forms that stand for lock-step algorithms.
+  simgrid::s4u::BarrierPtr barrier() const;
 
  private:
   std::string name_;
   std::vector<simgrid::s4u::Host*> hosts_;
   std::vector<int> node_of_;
-  mutable std::vector<std::vector<double>> latency_cache_;
+  const LatencyModel& lat_;
+  mutable std::unordered_map<long long, double> latency_cache_;  // (src * size + dst) -> latency
+  mutable double ring_max_latency_ = -1;
+  mutable simgrid::s4u::BarrierPtr barrier_;
 };
 
-// A point-to-point exchange: send `bytes` to `to` and receive from `from`, both at once, then wait.
-// `extra_latency_steps` adds that many route latencies (to `to`) after the transfer, so that one fused
-// flow can stand for several latency-bound steps of the same algorithm.
-void exchange(const Group& g, int me, int to, int from, double bytes, int extra_latency_steps = 0);
+// A point-to-point exchange: send `bytes` to `to` (after the route latency) and receive from `from`,
+// both at once, then wait.
+void exchange(const Group& g, int me, int to, int from, double bytes);
 
 class Collective {
  public:
