@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Wall time and peak memory of `vitsim predict` for one point at 8, 64, 256, 1024 and 4096 GPUs
+# (8 T4s per node, Vector's figures), 20 simulated steps (2 warm-up), and for every shipped study scenario.
+# Usage: bench/predict_scale.sh [path/to/vitsim] [runs per point, default 3]
+# Prints one line per case: the median wall time over the runs and the largest peak RSS seen.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+vitsim=$(realpath "${1:-$here/build/app/vitsim}")
+runs=${2:-3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# measure LABEL CMD...: runs CMD `runs` times under /usr/bin/time.
+measure() {
+  local label=$1; shift
+  local walls=() rss=0
+  for _ in $(seq "$runs"); do
+    /usr/bin/time -f "%e %M" -o "$tmp/t" "$@" >/dev/null
+    read -r w m <"$tmp/t"
+    walls+=("$w")
+    ((m > rss)) && rss=$m
+  done
+  printf '%-40s median %6.2f s  (runs: %s)  peak RSS %6.0f MiB\n' "$label" \
+    "$(printf '%s\n' "${walls[@]}" | median)" "${walls[*]}" "$((rss / 1024))"
+}
+
+echo "vitsim predict scaling benchmark: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores"
+echo "binary: $vitsim"
+for nodes in 1 8 32 128 512; do
+  python3 - "$here/platforms/specs/vector.json" "$nodes" >"$tmp/spec$nodes.json" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1]))
+n = int(sys.argv[2])
+spec["id"] = f"bench{n}"
+spec["node_groups"] = [{"prefix": "n", "count": n, "gpus": 8, "gpu": "T4"}]
+json.dump(spec, sys.stdout)
+PY
+  python3 "$here/scripts/gen_platform.py" "$tmp/spec$nodes.json" >"$tmp/p$nodes.xml"
+  # A synthetic set large enough that every size runs 20 steps (4096 GPUs x 64 x 20 = 5.2 M samples).
+  cat >"$tmp/s$nodes.xml" <<XML
+<scenario name="scale-$nodes">
+  <cluster platform="p$nodes.xml" nodes="$nodes" gpus_per_node="8"/>
+  <model preset="vit_b_16"/>
+  <dataset name="synthetic" train_samples="30000000" image_size="224" channels="3"/>
+  <training micro_batch="64" precision="fp32"/>
+  <parallelism collective="ring"/>
+  <simulation steps="20" warmup="2"/>
+</scenario>
+XML
+  measure "$((nodes * 8)) GPUs ($nodes nodes), 20 steps" "$vitsim" predict "$tmp/s$nodes.xml" -q -j1
+done
+for s in "$here"/scenarios/study/*.xml; do
+  measure "study/$(basename "$s")" "$vitsim" predict "$s" -q
+done
