@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     ap.add_argument("--model", default="28,7,1,64,4,4,2.0,10", help="image,patch,channels,width,depth,heads,mlp,classes")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -69,7 +70,7 @@ def main():
     image, patch, channels, d, depth, heads, mlp, classes = a.model.split(",")
     torch.manual_seed(1)
     model = ViT(int(image), int(patch), int(channels), int(d), int(depth), int(heads), float(mlp), int(classes))
-    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb) if world > 1 else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     # Synthetic data in memory: uniform bytes normalised as vitsim's synthetic source (mean 0.5, std 0.2887).
     g = torch.Generator().manual_seed(100 + rank)

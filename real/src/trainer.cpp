@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -59,6 +60,45 @@ struct TraceEvent {
   std::string name;
   double ts_us, dur_us;
   int tid;  // 0 training thread, 1 communication thread
+};
+
+// Mixed precision as PyTorch AMP does it: autocast runs matmuls and convolutions in fp16/bf16 while
+// parameters, gradients (so the all-reduce) and optimizer state stay fp32.
+class Autocast {
+ public:
+  Autocast(bool cuda, Precision p) : cuda_(cuda), on_(p != Precision::FP32) {
+    if (!on_) return;
+    const auto dtype = p == Precision::FP16 ? at::kHalf : at::kBFloat16;
+    if (cuda_) {
+      at::autocast::set_autocast_gpu_dtype(dtype);
+      at::autocast::set_enabled(true);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(dtype);
+      at::autocast::set_cpu_enabled(true);
+    }
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cuda_)
+      at::autocast::set_enabled(false);
+    else
+      at::autocast::set_cpu_enabled(false);
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool cuda_, on_;
+};
+
+// fp16 dynamic loss scaling with torch.cuda.amp.GradScaler's defaults: initial scale 2^16, halved on
+// an overflow (the step is skipped), doubled after 2000 steps without one.
+struct LossScaler {
+  double scale = 65536.0;
+  long long good_steps = 0, skipped = 0;
+  static constexpr long long kGrowthInterval = 2000;
 };
 
 // ---- gradient synchronisation ----
@@ -239,14 +279,17 @@ struct Position {
   long long step_in_epoch = 0;   // optimizer steps done in it
   long long global_step = 0;     // optimizer steps done in the whole run
   std::vector<double> accuracy;  // test accuracy of the epochs finished
+  double loss_scale = 65536.0;   // fp16 loss scaler state
+  long long good_steps = 0;
 };
 
 std::string fingerprint(const Scenario& s, int world) {
   const auto& m = s.model;
-  return fmt::format("vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} lr {} wd {} seed {}",
+  return fmt::format("vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} {} lr {} wd {} seed {}",
                      m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, s.dataset.name,
-                     s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world, s.training.optimizer,
-                     s.training.lr, s.training.weight_decay, s.training.seed);
+                     s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world,
+                     precision_name(s.training.precision), s.training.optimizer, s.training.lr, s.training.weight_decay,
+                     s.training.seed);
 }
 
 std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
@@ -263,6 +306,8 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
   archive.write("epoch", c10::IValue(static_cast<int64_t>(pos.epoch)));
   archive.write("step_in_epoch", c10::IValue(static_cast<int64_t>(pos.step_in_epoch)));
   archive.write("global_step", c10::IValue(static_cast<int64_t>(pos.global_step)));
+  archive.write("loss_scale", c10::IValue(pos.loss_scale));
+  archive.write("loss_scale_good_steps", c10::IValue(static_cast<int64_t>(pos.good_steps)));
   archive.write("accuracy", torch::tensor(pos.accuracy.empty() ? std::vector<double>{-1.0} : pos.accuracy,
                                           torch::kFloat64),
                 /*is_buffer=*/true);
@@ -307,6 +352,10 @@ Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model,
   pos.step_in_epoch = v.toInt();
   archive.read("global_step", v);
   pos.global_step = v.toInt();
+  archive.read("loss_scale", v);
+  pos.loss_scale = v.toDouble();
+  archive.read("loss_scale_good_steps", v);
+  pos.good_steps = v.toInt();
   torch::Tensor acc, rng;
   archive.read("accuracy", acc, /*is_buffer=*/true);
   for (int64_t i = 0; i < acc.numel(); ++i)
@@ -363,9 +412,11 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     throw Error("run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via Torch_DIR)");
   torch::Device device(torch::kCPU);
   if (device_name == "cuda") device = torch::Device(torch::kCUDA, world.local_rank() % torch::cuda::device_count());
-  if (s.training.precision != Precision::FP32)
-    throw Error(fmt::format("training.precision {}: the real trainer trains in fp32 only so far",
-                            precision_name(s.training.precision)));
+  const Precision precision = s.training.precision;
+  if (precision == Precision::FP16 && !device.is_cuda())
+    throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
+  LossScaler scaler;
+  const bool scaling = precision == Precision::FP16;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / world.local_size());
   set_threads(threads);
@@ -466,12 +517,18 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   Transform test_tf{s.model.image_size, false, test_set.norm, s.training.seed};
 
   Position pos;
-  if (opt.resume) pos = load_checkpoint(s, nranks, *model, *optimizer);
+  if (opt.resume) {
+    pos = load_checkpoint(s, nranks, *model, *optimizer);
+    scaler.scale = pos.loss_scale;
+    scaler.good_steps = pos.good_steps;
+  }
   if (opt.resume && rank == 0 && opt.verbose)
     fmt::print("vitsim train: resumed {} at epoch {} step {} (global step {})\n", checkpoint_path(s), pos.epoch + 1,
                pos.step_in_epoch, pos.global_step);
   auto checkpoint = [&]() {
     if (s.run.checkpoint_dir.empty()) return;
+    pos.loss_scale = scaler.scale;
+    pos.good_steps = scaler.good_steps;
     if (rank == 0) save_checkpoint(s, nranks, *model, *optimizer, pos);
     world.barrier("checkpoint barrier");
   };
@@ -498,6 +555,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     while (auto b = loader.next()) {
       auto x = torch::from_blob(b->images.data(), {b->size, b->channels, b->image_size, b->image_size}).to(device);
       auto y = torch::from_blob(b->labels.data(), {b->size}, torch::kInt64).to(device);
+      Autocast ac(device.is_cuda(), precision);
       correct += model->forward(x).argmax(1).eq(y).sum().item<double>();
     }
     model->train();
@@ -537,7 +595,12 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           auto c = phase_end(device);
           st.b.h2d += seconds(b, c);
           if (device.is_cuda()) record("h2d", b, c);
-          auto loss = torch::cross_entropy_loss(model->forward(x), y) / accum;
+          torch::Tensor loss;
+          {
+            Autocast ac(device.is_cuda(), precision);
+            loss = torch::cross_entropy_loss(model->forward(x), y) / accum;
+          }
+          if (scaling) loss = loss * scaler.scale;
           auto d = phase_end(device);
           st.b.compute_fwd += seconds(c, d);
           record("forward", c, d);
@@ -556,8 +619,17 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           record("wait for all-reduce", a, b);
         }
         auto a = Clock::now();
-        if (nranks > 1) flat_grad.div_(nranks);
-        optimizer->step();
+        const double unscale = nranks * (scaling ? scaler.scale : 1.0);
+        if (unscale != 1.0) flat_grad.div_(unscale);
+        // Every rank holds the same reduced gradient, so every rank takes the same decision.
+        if (scaling && !flat_grad.isfinite().all().item<bool>()) {
+          scaler.scale /= 2;
+          scaler.good_steps = 0;
+          ++scaler.skipped;
+        } else {
+          optimizer->step();
+          if (scaling && ++scaler.good_steps % LossScaler::kGrowthInterval == 0) scaler.scale *= 2;
+        }
         flat_grad.zero_();
         auto b = phase_end(device);
         st.b.optimizer = seconds(a, b);
@@ -685,6 +757,10 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   if (p.extrapolated)
     notes.push_back(fmt::format("epoch_time_s extrapolated: mean step time x {} steps per epoch", full_steps));
   if (nranks > 1) notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks));
+  if (precision != Precision::FP32)
+    notes.push_back(fmt::format("{} autocast; parameters, gradients and optimizer state fp32", precision_name(precision)));
+  if (scaling)
+    notes.push_back(fmt::format("fp16 loss scale {:g} at the end; {} steps skipped on overflow", scaler.scale, scaler.skipped));
   p.notes = notes;
 
   if (!opt.save_params.empty()) {
