@@ -156,6 +156,55 @@ TEST_CASE("PNG files decode exactly; corrupt and unknown files are clear errors"
   CHECK(error_of([&] { decode_image_file(junk, 3); }) == junk + ": neither a JPEG nor a PNG file (unknown signature)");
 }
 
+namespace {
+void write_png(const std::string& path, int w, int h, uint8_t value) {
+  std::vector<uint8_t> rgb(size_t(w) * h * 3, value);
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  png.width = w;
+  png.height = h;
+  png.format = PNG_FORMAT_RGB;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  if (!png_image_write_to_file(&png, path.c_str(), 0, rgb.data(), 0, nullptr)) throw std::runtime_error("png write");
+}
+}  // namespace
+
+TEST_CASE("ImageFolder: classes are the sorted sub-folders, images decode on demand", "[real][data]") {
+  vt::TempDir dir;
+  write_png(dir / "set/train/cat/1.png", 6, 4, 10);
+  write_png(dir / "set/train/cat/2.PNG", 5, 5, 20);
+  write_png(dir / "set/train/ant/1.png", 3, 7, 30);
+  dir.file("set/train/ant/readme.txt", "not an image: skipped");
+  dir.file("set/train/dog/broken.png", "\x89PNG\r\n\x1a\n cut short");
+  DatasetSpec spec;
+  spec.name = "imagefolder";
+  spec.path = dir / "set";
+  ViTConfig m = vit_preset("vit_cifar_tiny");
+  auto d = open_dataset(spec, m, "train");
+  REQUIRE(d.source->size() == 4);
+  CHECK(d.source->classes() == 3);
+  Image img;
+  int label = -1;
+  d.source->get(0, img, label);  // ant/1.png
+  CHECK(label == 0);
+  CHECK(img.width == 3);
+  CHECK(img.height == 7);
+  CHECK(img.pixels[0] == 30);
+  d.source->get(2, img, label);  // cat/2.PNG
+  CHECK(label == 1);
+  CHECK(img.pixels[0] == 20);
+  CHECK_THROWS_WITH(d.source->get(3, img, label), Catch::StartsWith(dir / "set/train/dog/broken.png"));
+  // Through the transform, every image comes out at the model's size.
+  Transform t{m.image_size, true, d.norm, 1};
+  std::vector<float> out(size_t(3) * m.image_size * m.image_size);
+  d.source->get(1, img, label);
+  t.apply(img, 0, 1, out.data());
+  spec.path = dir / "nothing";
+  CHECK_THROWS_WITH(open_dataset(spec, m, "train"),
+                    "dataset imagefolder: " + (dir / "nothing/train") + " does not exist (dataset.path = '" + (dir / "nothing") + "')");
+}
+
 TEST_CASE("Sampler: shards are disjoint, cover the epoch and reshuffle per epoch", "[real][data]") {
   const size_t n = 103;
   auto r0 = shard_indices(n, 0, 2, 7, 0, true, true);

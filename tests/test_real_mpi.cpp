@@ -7,6 +7,8 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/real/comm.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace {
@@ -148,4 +150,42 @@ TEST_CASE("fmnist-vit: 2 ranks reach 85% Fashion-MNIST test accuracy with identi
   CHECK(p["breakdown_s"]["comm_exposed"].get<double>() <= p["breakdown_s"]["comm_total"].get<double>() + 1e-3);
   auto trace = nlohmann::json::parse(vitsim::read_file(dir / "trace.json"));
   CHECK(trace["traceEvents"].size() > 100);
+}
+
+TEST_CASE("bf16 autocast trains on CPU with identical replicas; fp16 on CPU is refused", "[real][mpi]") {
+  vt::TempDir dir;
+  const std::string run = small_run("--set training.lr=2e-3 ");
+  auto fp32 = vt::run(mpirun(2) + run + "--save-params " + (dir / "fp32"));
+  REQUIRE(fp32.status == 0);
+  auto bf16 = vt::run(mpirun(2) + run + "--set training.precision=bf16 --save-params " + (dir / "bf16"));
+  INFO(bf16.out);
+  REQUIRE(bf16.status == 0);
+  auto a = params_of(dir / "bf16", 0);
+  CHECK(a == params_of(dir / "bf16", 1));
+  // Autocast changed the arithmetic (the runs differ) but not the training: an AdamW step moves a
+  // parameter by about lr at most (|m / sqrt(v)| <= 1 early on), so 4 steps of two runs differ by
+  // less than 2 x 4 x lr.
+  const double d = max_abs_diff(a, params_of(dir / "fp32", 0));
+  CHECK(d > 0);
+  CHECK(d < 2 * 4 * 2e-3);
+  auto fp16 = vt::run(mpirun(1) + run + "--set training.precision=fp16");
+  CHECK(fp16.status != 0);
+  CHECK_THAT(fp16.out,
+             Catch::Contains("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)"));
+}
+
+TEST_CASE("Without a usable GPU the NCCL communicator fails naming rank, host, call and file:line", "[real][nccl]") {
+  // Built whenever nccl.h, libnccl and the CUDA runtime are found, as here (/usr/local/cuda); this
+  // machine has no GPU driver, so cudaSetDevice fails (CUDA error 35, REFERENCE.md 7) and the check
+  // macro must turn that into an Error, not a crash. On a machine with a GPU the communicator comes up.
+  if (!vitsim::real::nccl_built()) return;
+  vitsim::real::World world(10);  // a singleton MPI job: rank 0 of 1
+  try {
+    auto comm = vitsim::real::make_nccl_communicator(world, 0, nullptr);
+    CHECK(comm->name() == "nccl");
+  } catch (const vitsim::Error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::StartsWith("rank 0 on " + world.host() + ": CUDA call cudaSetDevice(device_) failed: error "));
+    CHECK_THAT(what, Catch::Contains("real/src/comm_nccl.cpp:"));
+  }
 }
