@@ -10,6 +10,7 @@ namespace vitsim::app {
 using Action = std::function<int()>;
 
 void add_predict(CLI::App& cli, Action& action);
+void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
 #ifdef VITSIM_HAVE_REAL
 void add_train(CLI::App& cli, Action& action);

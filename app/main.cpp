@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", "vitsim 0.1.0");
   vitsim::app::Action action;
   vitsim::app::add_predict(cli, action);
+  vitsim::app::add_validate(cli, action);
   vitsim::app::add_plot(cli, action);
 #ifdef VITSIM_HAVE_REAL
   vitsim::app::add_train(cli, action);

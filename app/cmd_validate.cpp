@@ -1,0 +1,86 @@
+// vitsim validate SCENARIO.xml [--calibration FILE] (--measured REPORT.json | --run) [--set K=V]...
+//                              [--format table|json] [--out FILE] [--tolerance X] [--mpirun-arg A]...
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <climits>
+#include <memory>
+
+#include "commands.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/sim/predict.hpp"
+#include "vitsim/validate/validate.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct ValidateArgs {
+  std::string scenario, calibration, measured, format = "table", out;
+  std::vector<std::string> sets, mpirun_args;
+  bool run = false, quiet = false;
+  double tolerance = -1;
+  int jobs = 0;
+};
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot find the vitsim executable (/proc/self/exe)");
+  return std::string(buf, static_cast<size_t>(n));
+}
+}  // namespace
+
+void add_validate(CLI::App& cli, Action& action) {
+  auto a = std::make_shared<ValidateArgs>();
+  CLI::App* c = cli.add_subcommand("validate", "predict a scenario and compare it with measured runs");
+  c->add_option("scenario", a->scenario, "scenario XML file")->required();
+  c->add_option("--calibration", a->calibration, "calibration JSON from `vitsim calibrate`");
+  auto* m = c->add_option("--measured", a->measured, "a report written by `vitsim train` (here or elsewhere)");
+  auto* r = c->add_flag("--run", a->run, "run `mpirun ... vitsim train` on every point now");
+  m->excludes(r);
+  c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
+  c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json"}));
+  c->add_option("--out", a->out, "write the comparison to this file instead of stdout");
+  c->add_option("--tolerance", a->tolerance, "step-time MAPE allowed (default: the scenario's validation.tolerance)");
+  c->add_option("--mpirun-arg", a->mpirun_args, "an extra argument for mpirun (repeat it), e.g. --mpirun-arg=--hostfile --mpirun-arg=hosts");
+  c->add_option("--jobs,-j", a->jobs, "points simulated at once (default: the cores)");
+  c->add_flag("--quiet,-q", a->quiet, "no progress on stderr");
+  c->callback([&action, a] {
+    action = [a] {
+      if (!a->run && a->measured.empty()) throw Error("validate needs --measured REPORT.json or --run");
+      ScenarioFile f = read_scenario_file(a->scenario);
+      for (const auto& s : a->sets) apply_override(f, s);
+      const std::vector<Scenario> points = expand(f);
+      sim::PredictOptions po;
+      po.calibration = a->calibration;
+      po.jobs = a->jobs;
+      po.progress = !a->quiet;
+      Report predicted = sim::predict(f, po);
+      Report measured;
+      if (a->run) {
+        validate::RunOptions ro;
+        ro.vitsim_exe = self_exe();
+        if (geteuid() == 0) ro.mpirun_args.push_back("--allow-run-as-root");
+        ro.mpirun_args.push_back("--oversubscribe");
+        ro.mpirun_args.insert(ro.mpirun_args.end(), a->mpirun_args.begin(), a->mpirun_args.end());
+        ro.sets = a->sets;
+        ro.quiet = a->quiet;
+        measured = validate::run_measured(f, points, ro);
+      } else {
+        measured = report_from_json(read_file(a->measured), a->measured);
+      }
+      const double tol = a->tolerance >= 0 ? a->tolerance : points.front().validation.tolerance;
+      validate::Validation v = validate::compare(predicted, measured, tol);
+      const std::string text = a->format == "json" ? validate::to_json(v) : validate::to_table(v);
+      if (a->out.empty())
+        fmt::print("{}", text);
+      else
+        write_file_atomic(a->out, text);
+      return v.pass ? 0 : 4;  // 4: ran fine, but the error exceeds the tolerance
+    };
+  });
+}
+
+}  // namespace vitsim::app

@@ -1,0 +1,168 @@
+#include "vitsim/validate/validate.hpp"
+
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/units.hpp"
+
+extern char** environ;
+
+namespace vitsim::validate {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+bool matches(const ReportPoint& a, const ReportPoint& b) {
+  if (a.nodes != b.nodes || a.gpus != b.gpus || a.micro_batch != b.micro_batch || a.grad_accum != b.grad_accum)
+    return false;
+  for (const auto& [k, v] : a.params) {
+    auto it = b.params.find(k);
+    if (it != b.params.end() && it->second != v) return false;
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, double>> metrics_of(const ReportPoint& p) {
+  const Breakdown& b = p.breakdown_s;
+  return {{"step_time", p.step_time_s.mean}, {"epoch_time", p.epoch_time_s},  {"data", b.data},
+          {"h2d", b.h2d},                    {"compute_fwd", b.compute_fwd},  {"compute_bwd", b.compute_bwd},
+          {"optimizer", b.optimizer},        {"comm_total", b.comm_total},    {"comm_exposed", b.comm_exposed}};
+}
+
+std::string describe(const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& [k, v] : params) out += (out.empty() ? "" : " ") + k + "=" + v;
+  return out;
+}
+
+}  // namespace
+
+Validation compare(const Report& predicted, const Report& measured, double tolerance, double min_share) {
+  if (measured.points.empty()) throw Error("the measured report has no points");
+  Validation v;
+  v.scenario = measured.scenario.empty() ? predicted.scenario : measured.scenario;
+  v.tolerance = tolerance;
+  std::map<std::string, std::pair<double, int>> sums;
+  for (const auto& m : measured.points) {
+    auto it = std::find_if(predicted.points.begin(), predicted.points.end(), [&](const ReportPoint& p) { return matches(p, m); });
+    if (it == predicted.points.end())
+      throw Error(fmt::format("measured point {} has no predicted point with the same parameters", describe(m.params)));
+    PointComparison pc;
+    pc.params = m.params;
+    auto pm = metrics_of(*it);
+    auto mm = metrics_of(m);
+    const double step = m.step_time_s.mean;
+    for (size_t i = 0; i < pm.size(); ++i) {
+      MetricError e{pm[i].first, pm[i].second, mm[i].second};
+      const bool whole = e.metric == "step_time" || e.metric == "epoch_time";
+      e.scored = e.measured > 0 && (whole || e.measured >= min_share * step);
+      if (e.scored) {
+        e.rel_error = (e.predicted - e.measured) / e.measured;
+        auto& s = sums[e.metric];
+        s.first += std::fabs(e.rel_error);
+        s.second += 1;
+      }
+      pc.metrics.push_back(e);
+    }
+    v.points.push_back(pc);
+  }
+  for (const auto& [k, s] : sums) v.mape[k] = s.first / s.second;
+  // A MAPE equal to the tolerance passes, whatever the last bit of the arithmetic says.
+  v.pass = v.mape.count("step_time") && v.mape.at("step_time") <= tolerance * (1 + 1e-12);
+  return v;
+}
+
+std::string to_table(const Validation& v) {
+  std::string out = fmt::format("vitsim validation: {}\n", v.scenario);
+  for (const auto& p : v.points) {
+    out += fmt::format("\npoint: {}\n", describe(p.params));
+    out += fmt::format("  {:<14}{:>14}{:>14}{:>10}\n", "metric", "predicted", "measured", "error");
+    for (const auto& e : p.metrics)
+      out += fmt::format("  {:<14}{:>14}{:>14}{:>10}\n", e.metric, units::format_time(e.predicted),
+                         units::format_time(e.measured), e.scored ? fmt::format("{:+.1f}%", 100 * e.rel_error) : "-");
+  }
+  out += "\nMAPE over points:";
+  for (const auto& [k, m] : v.mape) out += fmt::format(" {} {:.1f}%", k, 100 * m);
+  out += fmt::format("\nstep-time MAPE {} the tolerance of {:.1f}%: {}\n",
+                     v.pass ? "is within" : "exceeds", 100 * v.tolerance, v.pass ? "PASS" : "FAIL");
+  return out;
+}
+
+std::string to_json(const Validation& v) {
+  json j;
+  j["schema"] = "vitsim.validation/1";
+  j["scenario"] = v.scenario;
+  j["tolerance"] = v.tolerance;
+  j["pass"] = v.pass;
+  j["mape"] = v.mape;
+  j["points"] = json::array();
+  for (const auto& p : v.points) {
+    json pj{{"params", p.params}, {"metrics", json::array()}};
+    for (const auto& e : p.metrics)
+      pj["metrics"].push_back({{"metric", e.metric},
+                               {"predicted", e.predicted},
+                               {"measured", e.measured},
+                               {"rel_error", e.scored ? json(e.rel_error) : json(nullptr)}});
+    j["points"].push_back(pj);
+  }
+  return j.dump(2) + "\n";
+}
+
+Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& points, const RunOptions& opt) {
+  const auto keys = scenario_keys();
+  std::string tmpl = (fs::temp_directory_path() / "vitsim-validate-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
+  const fs::path dir = tmpl;
+  Report all;
+  all.scenario = file.name;
+  all.source = "measured";
+  for (size_t i = 0; i < points.size(); ++i) {
+    const Scenario& s = points[i];
+    const std::string out = (dir / fmt::format("point{}.json", i)).string();
+    std::vector<std::string> argv{opt.mpirun};
+    argv.insert(argv.end(), opt.mpirun_args.begin(), opt.mpirun_args.end());
+    for (const std::string& a : {std::string("-np"), std::to_string(s.ranks()), opt.vitsim_exe, std::string("train"), file.path})
+      argv.push_back(a);
+    for (const auto& set : opt.sets) argv.insert(argv.end(), {"--set", set});
+    for (const auto& [k, val] : s.params)
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) argv.insert(argv.end(), {"--set", k + "=" + val});
+    argv.insert(argv.end(), {"--out", out});
+    if (opt.quiet) argv.push_back("--quiet");
+    std::string shown;
+    for (const auto& a : argv) shown += (shown.empty() ? "" : " ") + a;
+    if (!opt.quiet) fmt::print(stderr, "vitsim validate: point {}/{}: {}\n", i + 1, points.size(), shown);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawnp(&pid, opt.mpirun.c_str(), nullptr, nullptr, cargv.data(), environ) != 0)
+      throw Error(fmt::format("cannot start '{}' (is OpenMPI installed?)", opt.mpirun));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(out)) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      throw Error(fmt::format("the real run of point {} failed ({}): {}", i + 1,
+                              WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
+    }
+    Report one = report_from_json(read_file(out), out);
+    for (auto& p : one.points) all.points.push_back(std::move(p));
+    if (all.provenance.empty()) all.provenance = one.provenance;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return all;
+}
+
+}  // namespace vitsim::validate
