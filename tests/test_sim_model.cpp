@@ -133,3 +133,62 @@ TEST_CASE("compute model: roofline terms", "[model][compute]") {
   t = sim::roofline_layer(w, mlp, 8, Precision::FP32, g);
   CHECK(t.fwd_s == Approx(8 * mlp.fwd_flops / 1e12 + sim::kernels_fwd(LayerKind::Mlp) * 10e-6));
 }
+
+namespace {
+// A calibration of device "G1Tf" (the test platform's model name for a 1 TFLOP/s GPU) on vit_cifar_tiny,
+// with peak figures so that it can also predict another GPU type by the roofline ratio.
+std::string calibration_json() {
+  return R"({"schema": "vitsim.calibration/1", "provenance": {"host": "test"},
+    "devices": [{"device_type": "G1Tf", "precision": "fp32", "peak_flops": 1e12, "mem_bw": 1e15,
+      "model": {"image_size": 32, "patch": 4, "channels": 3, "width": 192, "depth": 6, "heads": 3,
+                "mlp_ratio": 2.0, "classes": 10},
+      "points": [{"micro_batch": 16, "fwd_s": 0.10, "bwd_s": 0.20, "optimizer_s": 0.01},
+                 {"micro_batch": 32, "fwd_s": 0.20, "bwd_s": 0.40, "optimizer_s": 0.01}]}]})";
+}
+}  // namespace
+
+TEST_CASE("calibrated compute: interpolated in micro-batch", "[model][calibration]") {
+  vt::TempDir d;
+  two_gpu_platform(d, "1Tf", "1Tf");
+  const std::string calib = d.file("c.json", calibration_json());
+  auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="c">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="24"/>
+  <simulation steps="4" warmup="1"/>
+</scenario>)"));
+  sim::PredictOptions o;
+  o.progress = false;
+  o.calibration = calib;
+  Report r = sim::predict(f, o);
+  const auto& b = r.points.at(0).breakdown_s;
+  // Halfway between the measured points 16 and 32: fwd 0.15 s, bwd 0.30 s, optimizer 0.01 s.
+  CHECK(b.compute_fwd == Approx(0.15).epsilon(1e-9));
+  CHECK(b.compute_bwd == Approx(0.30).epsilon(1e-9));
+  CHECK(b.optimizer == Approx(0.01).epsilon(1e-9));
+  CHECK(r.points[0].notes.at(0) == "compute on G1Tf: calibrated model");
+}
+
+TEST_CASE("calibrated compute: another GPU type scaled by the roofline ratio", "[model][calibration]") {
+  vt::TempDir d;
+  two_gpu_platform(d, "2Tf", "2Tf");  // GPU type "G2Tf" was never measured
+  const std::string calib = d.file("c.json", calibration_json());
+  auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="c">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32"/>
+  <simulation steps="4" warmup="1"/>
+</scenario>)"));
+  sim::PredictOptions o;
+  o.progress = false;
+  o.calibration = calib;
+  Report r = sim::predict(f, o);
+  const auto& b = r.points.at(0).breakdown_s;
+  // Both devices are compute-bound in the roofline (1000 TB/s memory, no launch cost): twice the peak,
+  // half the measured time (0.20 s and 0.40 s at micro-batch 32).
+  CHECK(b.compute_fwd == Approx(0.10).epsilon(1e-9));
+  CHECK(b.compute_bwd == Approx(0.20).epsilon(1e-9));
+  CHECK(r.points[0].notes.at(0) == "compute on G2Tf: calibrated+roofline-scaled model");
+}
