@@ -12,6 +12,7 @@ using Action = std::function<int()>;
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
+void add_plan(CLI::App& cli, Action& action);
 #ifdef VITSIM_HAVE_REAL
 void add_train(CLI::App& cli, Action& action);
 #endif

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   vitsim::app::add_predict(cli, action);
   vitsim::app::add_validate(cli, action);
   vitsim::app::add_plot(cli, action);
+  vitsim::app::add_plan(cli, action);
 #ifdef VITSIM_HAVE_REAL
   vitsim::app::add_train(cli, action);
 #endif

@@ -38,7 +38,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "vitsim: error: s.xml:1: malformed XML: Start-end tags mismatch"},
       {"unknown element", scenario(kCluster, kModel, kTraining, "  <optimiser/>\n"), "predict s.xml",
        "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, dataset, deepspeed, loader, model, "
-       "parallelism, run, simulation, training, validation, sweep"},
+       "parallelism, run, simulation, training, validation, whatif, sweep"},
       {"unknown attribute", scenario(kCluster, kModel, "micro_batch=\"16\" epoch=\"3\""), "predict s.xml",
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, "
        "precision, optimizer, lr, weight_decay, seed"},

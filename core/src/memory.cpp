@@ -28,7 +28,11 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   m.params = n_params * elem / (in.zero_stage >= 3 ? n : 1.0);
   m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
   m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) / (in.zero_stage >= 1 ? n : 1.0);
-  for (const auto& l : w.layers) m.activations += w.saved_activation_bytes(l, in.precision);
+  const double sp = std::max(1, in.sequence_parallel);
+  for (const auto& l : w.layers) {
+    const bool split = l.kind == LayerKind::Attention || l.kind == LayerKind::Mlp;
+    m.activations += w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
+  }
   m.activations *= in.micro_batch;
   m.buffers = std::min(in.bucket_bytes, m.grads);  // a bucket never holds more than all gradients
   if (in.zero_stage >= 3) {

@@ -35,13 +35,15 @@ const std::map<std::string, std::vector<std::string>>& schema() {
        {"preset", "image_size", "patch", "channels", "width", "depth", "heads", "mlp_ratio", "classes", "dropout"}},
       {"dataset", {"name", "train_samples", "test_samples", "image_size", "channels", "resize", "per_gpu_fraction", "path"}},
       {"training", {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed"}},
-      {"parallelism", {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype"}},
+      {"parallelism",
+       {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype", "sequence_parallel"}},
       {"loader", {"workers", "pinned", "prefetch"}},
       {"simulation", {"steps", "warmup", "full_epoch"}},
       {"run", {"device", "max_steps", "checkpoint_every", "checkpoint_dir", "timeout", "check_every", "threads",
                "augment", "eval_samples"}},
       {"validation", {"tolerance"}},
       {"deepspeed", {"config"}},
+      {"whatif", {"edits"}},
   };
   return s;
 }
@@ -400,6 +402,16 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   if (!(p.bucket_bytes > 0)) r.fail("parallelism.bucket_size", "must be positive");
   if (!(p.allgather_bucket_bytes > 0)) r.fail("parallelism.allgather_bucket_size", "must be positive");
 
+  p.sequence_parallel = static_cast<int>(r.integer("parallelism.sequence_parallel", 1, 1, 1 << 20));
+  if (s.ranks() % p.sequence_parallel != 0)
+    r.fail("parallelism.sequence_parallel", fmt::format("{} does not divide the {} ranks ({} nodes x {} GPUs)",
+                                                        p.sequence_parallel, s.ranks(), s.cluster.nodes,
+                                                        s.cluster.gpus_per_node));
+  if (m.heads % p.sequence_parallel != 0)
+    r.fail("parallelism.sequence_parallel",
+           fmt::format("{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
+                       p.sequence_parallel, m.heads));
+
   s.loader.workers = static_cast<int>(r.integer("loader.workers", 2, 0, 1024));
   s.loader.pinned = r.boolean("loader.pinned", true);
   s.loader.prefetch = static_cast<int>(r.integer("loader.prefetch", 2, 1, 1024));
@@ -424,6 +436,27 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   run.eval_samples = r.integer("run.eval_samples", 0, 0);
 
   s.validation.tolerance = r.number("validation.tolerance", 0.10, 0, 100);
+
+  // What-ifs: ';'-separated edits. Platform edits are applied by core::EditedPlatforms before simulating;
+  // a loader edit is a scenario setting and is applied here (a --set of loader.workers wins).
+  if (const auto* e = r.raw("whatif.edits")) {
+    for (const auto& edit : split(*e, ';')) {
+      if (edit.empty()) continue;
+      if (edit.rfind("loader:workers=", 0) == 0) {
+        const std::string v = edit.substr(15);
+        size_t used = 0;
+        int workers = -1;
+        try {
+          workers = std::stoi(v, &used);
+        } catch (const std::logic_error&) {
+        }
+        if (used != v.size() || workers < 0 || workers > 1024)
+          r.fail("whatif.edits", fmt::format("what-if '{}': '{}' is not a worker count (0 .. 1024)", edit, v));
+        if (r.origin("loader.workers").file.rfind("--set", 0) != 0) s.loader.workers = workers;
+      }
+      s.what_ifs.push_back(edit);
+    }
+  }
 
   if (ds && ds->train_batch_size) {
     long long want = *ds->train_batch_size;

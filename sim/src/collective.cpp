@@ -106,6 +106,23 @@ void exchange(const Group& g, int me, int to, int from, double bytes) {
   recv->wait();
 }
 
+void all_to_all(const Group& g, int me, double bytes) {
+  const int n = g.size();
+  if (n < 2) return;
+  // Every pair at once, as NCCL's grouped send/recv: bytes/n to each peer, over the platform's links.
+  std::vector<void*> got(n, nullptr);
+  std::vector<sg4::CommPtr> comms;
+  double lat = 0;
+  for (int k = 1; k < n; ++k) {
+    const int from = (me + n - k) % n;
+    comms.push_back(g.mailbox(from, me)->get_async(&got[from]));
+    lat = std::max(lat, g.latency(me, (me + k) % n));
+  }
+  if (lat > 0) sg4::this_actor::sleep_for(lat);
+  for (int k = 1; k < n; ++k) comms.push_back(g.mailbox(me, (me + k) % n)->put_async(&token, static_cast<uint64_t>(bytes / n)));
+  for (auto& c : comms) c->wait();
+}
+
 namespace {
 // `steps` lock-step ring steps of `chunk` bytes each, as one flow per rank. In the message-level ring
 // every step waits for the previous rank's chunk, so the whole ring advances at its slowest edge; here

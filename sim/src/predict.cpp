@@ -16,6 +16,7 @@
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform.hpp"
+#include "vitsim/core/whatif.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {
@@ -80,6 +81,8 @@ class TempDir {
 
 Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::vector<Scenario> points = expand(file);
+  EditedPlatforms edited;  // what-ifs: each point simulates an edited copy of its platform
+  edited.apply(points);
   std::map<std::string, PlatformFacts> platforms;
   for (const auto& s : points) {
     if (!platforms.count(s.cluster.platform)) {
@@ -137,6 +140,11 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   report.provenance["scenario_file"] = file.path;
   report.provenance["generator"] = "vitsim 0.1.0 (SimGrid S4U)";
   if (calib) report.provenance["calibration"] = opt.calibration;
+  if (!points.empty() && !points.front().what_ifs.empty()) {
+    std::string w;
+    for (const auto& e : points.front().what_ifs) w += (w.empty() ? "" : "; ") + e;
+    report.provenance["what_ifs"] = w;
+  }
   json trace_events = json::array();
   for (size_t i = 0; i < points.size(); ++i) {
     const std::string out = fmt::format("{}/point{}.json", tmp.path(), i);

@@ -135,6 +135,12 @@ struct Model {
   Workload w;
   std::unique_ptr<Collective> coll;
   std::unique_ptr<Group> group;
+  // Patch (sequence) parallelism, DeepSpeed-Ulysses style: groups of `sp` consecutive ranks split each
+  // image's tokens; before each attention layer an all-to-all turns the token split into a head split
+  // (Q, K, V: 3 tensors), after it one all-to-all turns the output back (the same again in backward).
+  int sp = 1;
+  std::vector<std::unique_ptr<Group>> sp_groups;  // group r / sp holds rank r as member r % sp
+  double a2a_bytes = 0;                           // bytes one rank holds of one [b, T/sp, d] tensor
   std::vector<RankState> ranks;
   std::vector<Bucket> grad_buckets;      // reverse order
   std::vector<double> gather_buckets;    // parameter all-gathers after the step (ZeRO-1/2)
@@ -194,6 +200,17 @@ struct Model {
     double t0 = sg4::Engine::get_clock();
     while (r.outstanding > 0) wait_one(r);
     return sg4::Engine::get_clock() - t0;
+  }
+
+  // One Ulysses all-to-all of `tensors` tensors of a2a_bytes each on this rank's compute stream (the
+  // attention cannot start without it). Returns its duration.
+  double ulysses_all_to_all(RankState& r, int tensors, const char* label) {
+    const double t0 = sg4::Engine::get_clock();
+    all_to_all(*sp_groups[r.rank / sp], r.rank % sp, tensors * a2a_bytes);
+    const double t1 = sg4::Engine::get_clock();
+    if (r.measuring) r.comm_busy += t1 - t0;
+    span(r.rank, 1, "comm", label, t0, t1);
+    return t1 - t0;
   }
 
   void comm_actor(RankState& r) {
@@ -256,7 +273,27 @@ struct Model {
               b.comm_exposed += sg4::Engine::get_clock() - tw;
               ++gi;
             }
+            if (sp > 1 && w.layers[l].kind == LayerKind::Attention) {
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 3, "alltoall(qkv)");
+              clk.advance(r.layer_times[l].fwd_s);
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 1, "alltoall(out)");
+              continue;
+            }
             clk.advance(r.layer_times[l].fwd_s);
+          }
+        } else if (sp > 1) {
+          for (int l = 0; l < L; ++l) {
+            if (w.layers[l].kind == LayerKind::Attention) {
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 3, "alltoall(qkv)");
+              clk.advance(r.layer_times[l].fwd_s);
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 1, "alltoall(out)");
+            } else {
+              clk.advance(r.layer_times[l].fwd_s);
+            }
           }
         } else {
           clk.advance(fwd_total);
@@ -285,7 +322,17 @@ struct Model {
               b.comm_exposed += sg4::Engine::get_clock() - tw;
               ++z3;
             }
-            clk.advance(r.layer_times[layer].bwd_s);
+            if (sp > 1 && w.layers[layer].kind == LayerKind::Attention) {
+              // Backward mirrors forward: the output gradient back to a head split, then Q, K, V's
+              // gradients back to the token split.
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 1, "alltoall(dout)");
+              clk.advance(r.layer_times[layer].bwd_s);
+              clk.flush();
+              b.comm_exposed += ulysses_all_to_all(r, 3, "alltoall(dqkv)");
+            } else {
+              clk.advance(r.layer_times[layer].bwd_s);
+            }
             b.compute_bwd += r.layer_times[layer].bwd_s;
           }
           span(r.rank, 0, "compute", fmt::format("bwd b{}", k), tb, clk.now());
@@ -361,6 +408,10 @@ std::vector<Bucket> make_grad_buckets(const Workload& w, double elem_bytes, doub
 
 }  // namespace
 
+double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes) {
+  return static_cast<double>(micro_batch) * model.tokens() / sp * model.width * elem_bytes;
+}
+
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace) {
   const RankPlacement place = place_ranks(s, facts);
   Model m(s);
@@ -403,8 +454,10 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   const double image_bytes = 4.0 * s.model.image_size * s.model.image_size * s.model.channels;
   m.h2d_bytes = s.training.micro_batch * image_bytes;
 
-  const long long train = s.dataset.effective_train_samples(n);
-  const long long per_rank = (train + n - 1) / n;  // DistributedSampler pads to equal shards
+  // A sequence-parallel group shares its micro-batch: the sampler shards over data-parallel replicas.
+  const int dp = s.dp_ranks();
+  const long long train = s.dataset.effective_train_samples(dp);
+  const long long per_rank = (train + dp - 1) / dp;  // DistributedSampler pads to equal shards
   const long long micro_batches = (per_rank + s.training.micro_batch - 1) / s.training.micro_batch;
   const long long steps_per_epoch = std::max(1LL, (micro_batches + accum - 1) / accum);
   bool full = s.simulation.full_epoch || steps_per_epoch <= s.simulation.steps;
@@ -430,6 +483,27 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   }
   LatencyModel latency(e);
   m.group = std::make_unique<Group>("dp", hosts, place.node, latency);
+  m.sp = s.parallel.sequence_parallel;
+  if (m.sp > 1) {
+    for (int g = 0; g < n / m.sp; ++g)
+      m.sp_groups.push_back(std::make_unique<Group>(
+          fmt::format("sp{}", g), std::vector<sg4::Host*>(hosts.begin() + g * m.sp, hosts.begin() + (g + 1) * m.sp),
+          std::vector<int>(place.node.begin() + g * m.sp, place.node.begin() + (g + 1) * m.sp), latency));
+    m.a2a_bytes = ulysses_tensor_bytes(s.model, s.training.micro_batch, m.sp, precision_bytes(prec));
+    notes.push_back(fmt::format("patch parallelism over {} GPUs (Ulysses): {} all-to-alls of {} per rank per "
+                                "micro-batch around the attention layers",
+                                m.sp, 8 * s.model.depth, units::format_bytes(m.a2a_bytes)));
+  }
+  // With patch parallelism a rank computes 1/sp of every token-wise layer (the head sees only the class
+  // token and runs whole): its compute model gets the split workload.
+  Workload compute_w = m.w;
+  if (m.sp > 1)
+    for (auto& l : compute_w.layers)
+      if (l.kind != LayerKind::Head) {
+        l.fwd_flops /= m.sp;
+        l.bwd_flops /= m.sp;
+        l.fwd_act_bytes /= m.sp;
+      }
   std::map<std::string, std::unique_ptr<ComputeModel>> models;
   m.ranks.resize(n);
   MemoryBreakdown mem_max;
@@ -443,7 +517,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     rs.device = g.model;
     auto& cm = models[g.model];
     if (!cm) {
-      cm = make_compute_model(m.w, prec, g, calib);
+      cm = make_compute_model(compute_w, prec, g, calib);
       notes.push_back(fmt::format("compute on {}: {} model", g.model, cm->name()));
     }
     rs.layer_times = cm->layers(s.training.micro_batch);
@@ -487,6 +561,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     mi.bucket_bytes = s.parallel.bucket_bytes;
     mi.reserved_bytes = g.reserved_bytes;
     mi.optimizer = s.training.optimizer;
+    mi.sequence_parallel = m.sp;
     MemoryBreakdown mb = memory_per_gpu(m.w, mi);
     if (mb.total() > g.mem_bytes) fits = false;
     if (mb.total() > mem_max.total()) mem_max = mb;
@@ -560,6 +635,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
                                 "the epoch's steps_per_epoch",
                                 measured, m.warmup));
   if (!fits) notes.push_back("does not fit in GPU memory: predicted time is for a run that would fail");
+  for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
   p.notes = notes;
   out.trace = std::move(m.trace);
   return out;

@@ -22,6 +22,9 @@ struct MemoryInputs {
   double bucket_bytes = 0;    // one gradient bucket kept alive for communication
   double reserved_bytes = 0;  // per-GPU runtime overhead, from the platform
   std::string optimizer = "adamw";
+  // Patch (sequence) parallelism (Ulysses): each rank keeps the encoder blocks' activations of 1/S of
+  // the tokens (attention scores: 1/S of the heads); the input image and the head stay whole.
+  int sequence_parallel = 1;
 };
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps

@@ -50,6 +50,9 @@ struct ParallelSpec {
   double allgather_bucket_bytes = 5e8 * 4;
   std::string collective = "ring";    // ring, ring_msg, tree, hierarchical, auto
   std::optional<Precision> comm_dtype;  // DeepSpeed communication_data_type; default = gradient dtype
+  // Patch (sequence) parallelism in the style of DeepSpeed-Ulysses: groups of this many consecutive ranks
+  // split each image's tokens; all-to-alls around attention; 1 = pure data parallelism.
+  int sequence_parallel = 1;
 };
 
 struct LoaderSpec {
@@ -103,8 +106,12 @@ struct Scenario {
     auto it = origins.find(key);
     return it == origins.end() ? Origin{file, 0} : it->second;
   }
+  // Platform edits (README "Capacity planning: vitsim plan"), one per line, applied before simulating.
+  std::vector<std::string> what_ifs;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
-  long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * ranks(); }
+  // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
+  int dp_ranks() const { return ranks() / parallel.sequence_parallel; }
+  long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * dp_ranks(); }
 };
 
 struct Attribute {

@@ -61,6 +61,10 @@ class Group {
 // both at once, then wait.
 void exchange(const Group& g, int me, int to, int from, double bytes);
 
+// An all-to-all: every member sends bytes/n of its `bytes` to each other member, all pairs at once
+// (NCCL's grouped send/recv), after the largest route latency to its peers; then waits for all.
+void all_to_all(const Group& g, int me, double bytes);
+
 class Collective {
  public:
   virtual ~Collective() = default;

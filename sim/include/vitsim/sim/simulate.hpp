@@ -37,6 +37,11 @@ RankPlacement place_ranks(const Scenario& s, const PlatformFacts& facts);
 // Checks what can be checked without running (collective name, placement); throws Error.
 void check_point(const Scenario& s, const PlatformFacts& facts);
 
+// Patch parallelism (DeepSpeed-Ulysses): bytes one rank holds of one activation tensor [b, T/sp, d].
+// Each attention layer moves 4 such tensors through all-to-alls in forward (Q, K, V before, the output
+// after) and 4 in backward; an all-to-all sends (sp-1)/sp of them to the other group members.
+double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes);
+
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace);
 
 }  // namespace vitsim::sim

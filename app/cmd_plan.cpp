@@ -1,0 +1,111 @@
+// vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
+//                          [--budget X] [--epochs N] [--objective time|cost|throughput] [--format table|json|csv]
+//                          [--top K] [--out FILE] [--jobs N] [--shard I/K] [--quiet]
+// vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "commands.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/plan.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/units.hpp"
+#include "vitsim/sim/plan.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct PlanArgs {
+  std::string scenario;
+  std::vector<std::string> sets, what_ifs, merge;
+  std::string format = "table";
+  std::string out, deadline, shard;
+  long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
+  double budget = -1;
+  bool allow_oom = false, quiet = false;
+  int top = 20;
+  sim::PlanOptions opt;
+};
+
+void parse_shard(const std::string& text, sim::PlanOptions& opt) {
+  int i = -1, k = -1;
+  char slash = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &k, &extra) != 3 || slash != '/' || k < 1 || i < 0 || i >= k)
+    throw Error(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", text));
+  opt.shard_index = i;
+  opt.shard_count = k;
+}
+}  // namespace
+
+void add_plan(CLI::App& cli, Action& action) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* c = cli.add_subcommand("plan", "search a scenario's space under constraints; rank, Pareto front, explanation");
+  c->add_option("scenario", a->scenario, "scenario XML file whose sweeps (and --set lists) open the space");
+  c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep it");
+  c->add_option("--what-if", a->what_ifs, "a platform edit, e.g. link:tesla3-nic:bandwidth=1.25GBps (repeatable)");
+  c->add_option("--calibration", a->opt.calibration, "calibration JSON from `vitsim calibrate`");
+  c->add_option("--global-batch", a->global_batch, "images per optimizer step, fixed (accumulation follows)")->check(CLI::PositiveNumber);
+  c->add_option("--global-batch-min", a->global_batch_min, "smallest global batch allowed")->check(CLI::PositiveNumber);
+  c->add_option("--global-batch-max", a->global_batch_max, "largest global batch allowed")->check(CLI::PositiveNumber);
+  c->add_option("--deadline", a->deadline, "longest time to train the epochs, with its unit (\"12h\")");
+  c->add_option("--budget", a->budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")->check(CLI::NonNegativeNumber);
+  c->add_flag("--allow-oom", a->allow_oom, "keep points that do not fit in GPU memory");
+  c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(CLI::Range(1, 1 << 20));
+  c->add_option("--objective", a->opt.objective, "what ranks first")->check(CLI::IsMember({"time", "cost", "throughput"}));
+  c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
+  c->add_option("--top", a->top, "feasible rows in the table (0 = all; Pareto points always shown)")->check(CLI::NonNegativeNumber);
+  c->add_option("--out", a->out, "write the output to this file instead of stdout");
+  c->add_option("--jobs,-j", a->opt.jobs, "points simulated at once (default: the cores)")->check(CLI::Range(1, 4096));
+  c->add_option("--shard", a->shard, "simulate only points with index % K == I and write them unranked (I/K)");
+  c->add_option("--merge", a->merge, "rank the union of shard outputs (vitsim plan --shard ... --format json)");
+  c->add_flag("--quiet,-q", a->quiet, "no progress line on stderr");
+  c->callback([&action, a] {
+    action = [a] {
+      PlanResult result;
+      if (!a->merge.empty()) {
+        if (!a->scenario.empty()) throw Error("plan: give either a scenario or --merge, not both");
+        std::vector<PlanResult> shards;
+        for (const auto& f : a->merge) shards.push_back(plan_from_json(read_file(f), f));
+        result = merge_plans(shards);
+      } else {
+        if (a->scenario.empty()) throw Error("plan: a scenario file is required (or --merge SHARD.json...)");
+        ScenarioFile f = read_scenario_file(a->scenario);
+        for (const auto& s : a->sets) apply_override(f, s);
+        if (!a->what_ifs.empty()) {
+          std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
+          for (const auto& w : a->what_ifs) edits += (edits.empty() ? "" : ";") + w;
+          f.attrs["whatif.edits"] = Attribute{edits, Origin{"--what-if", 0}};
+        }
+        PlanConstraints& k = a->opt.constraints;
+        if (a->global_batch > 0) k.global_batch = a->global_batch;
+        if (a->global_batch_min > 0) k.global_batch_min = a->global_batch_min;
+        if (a->global_batch_max > 0) k.global_batch_max = a->global_batch_max;
+        if (!a->deadline.empty()) {
+          try {
+            k.deadline_s = units::parse(a->deadline, units::Kind::Time);
+          } catch (const Error& e) {
+            throw Error(fmt::format("--deadline: {}", e.what()));
+          }
+        }
+        if (a->budget >= 0) k.budget = a->budget;
+        k.must_fit = !a->allow_oom;
+        if (!a->shard.empty()) parse_shard(a->shard, a->opt);
+        a->opt.progress = !a->quiet;
+        result = sim::plan(f, a->opt);
+      }
+      std::string text = a->format == "json" ? plan_to_json(result)
+                         : a->format == "csv" ? plan_to_csv(result)
+                                              : plan_to_table(result, a->top);
+      if (!result.ranked && a->format == "table")
+        throw Error("plan: a shard's points are unranked: write them with --format json and rank them with --merge");
+      if (a->out.empty())
+        fmt::print("{}", text);
+      else
+        write_file_atomic(a->out, text);
+      return 0;
+    };
+  });
+}
+
+}  // namespace vitsim::app

@@ -1,0 +1,76 @@
+#pragma once
+// Capacity plans ("vitsim.plan/1"): the points of a search space with their predictions, the constraints
+// that excluded some, a ranking, the Pareto front of time against cost and an explanation of the top
+// pick. Pure data and arithmetic: sim::plan fills the points, rank_plan() does the rest, so a plan
+// simulated in shards (on several machines) and merged ranks exactly like one simulated in one piece.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/report.hpp"
+
+namespace vitsim {
+
+struct PlanConstraints {
+  std::optional<long long> global_batch;      // exactly this many images per optimizer step
+  std::optional<long long> global_batch_min;  // bounds on it
+  std::optional<long long> global_batch_max;
+  std::optional<double> deadline_s;           // time to train `epochs` epochs
+  std::optional<double> budget;               // cost of those epochs (price unit, or GPU-hours without a price)
+  bool must_fit = true;                       // drop points whose memory per GPU exceeds a GPU's memory
+};
+
+struct PlanPoint {
+  int index = 0;  // position in the enumerated space (sweeps in file order), the same on every shard
+  std::map<std::string, std::string> params;  // every swept or derived key, plus nodes, gpus, micro_batch, grad_accum
+  int nodes = 0, gpus_per_node = 0, gpus = 0, micro_batch = 0, grad_accum = 0, zero = 0, sequence_parallel = 1;
+  std::string precision, collective;
+  bool overlap = false;
+  long long global_batch = 0;
+  double memory_per_gpu_bytes = 0;  // the largest over the ranks (core memory model)
+  double gpu_memory_bytes = 0;      // the smallest GPU memory among the ranks
+  bool simulated = false;
+  ReportPoint result;  // the simulation's prediction (per_rank left out), when simulated
+  // Filled by rank_plan:
+  std::string excluded;  // "" when the point meets every constraint; else why not
+  double time_to_train_s = 0, gpu_hours = 0, cost = 0;
+  bool pareto = false;
+  int rank = 0;  // 1 = best by the objective among feasible points; 0 = excluded
+};
+
+struct PlanResult {
+  std::string scenario;
+  std::map<std::string, std::string> provenance;
+  std::vector<std::string> what_ifs;         // the edits, one line each
+  std::vector<std::string> what_if_changes;  // what they changed in the platform
+  int epochs = 1;
+  double price_per_gpu_hour = 0;  // 0: the platform states none; cost is then in GPU-hours
+  std::string objective = "time";  // time, cost, throughput
+  PlanConstraints constraints;
+  int space_size = 0;  // points in the whole space (all shards)
+  int shard_index = 0, shard_count = 1;
+  bool ranked = false;  // false for a shard's raw points
+  std::vector<PlanPoint> points;
+  std::vector<std::string> explanation;
+  std::string cost_unit() const { return price_per_gpu_hour > 0 ? "$" : "GPU-h"; }
+};
+
+// Applies the post-simulation constraints (fit, deadline, budget), fills time, GPU-hours, cost,
+// scaling efficiency, ranks and the Pareto front, orders the points (ranked first, then excluded by
+// index) and writes the explanation. Idempotent.
+void rank_plan(PlanResult& plan);
+// Shards of one plan (same space, constraints, what-ifs) into one ranked plan; throws Error when the
+// shards do not belong together or a point is missing or twice.
+PlanResult merge_plans(const std::vector<PlanResult>& shards);
+// The Pareto front of time against cost among feasible points, by increasing time.
+std::vector<const PlanPoint*> pareto_front(const PlanResult& plan);
+// The top pick in words a user can act on: what bounds it, how much memory it leaves, what would move it.
+std::vector<std::string> explain_plan(const PlanResult& plan);
+
+std::string plan_to_json(const PlanResult& plan);  // deterministic
+PlanResult plan_from_json(const std::string& text, const std::string& origin);
+std::string plan_to_table(const PlanResult& plan, int top);  // top: feasible rows shown (0 = all)
+std::string plan_to_csv(const PlanResult& plan);
+
+}  // namespace vitsim

@@ -1,0 +1,492 @@
+#include "vitsim/core/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
+
+namespace vitsim {
+using json = nlohmann::json;
+
+namespace {
+
+std::string settings_text(const PlanPoint& p) {
+  std::string s = fmt::format("{} node{} x {} GPU{}, micro-batch {}, accumulation {}, ZeRO-{}, {}, {} all-reduce, overlap {}",
+                              p.nodes, p.nodes == 1 ? "" : "s", p.gpus_per_node, p.gpus_per_node == 1 ? "" : "s",
+                              p.micro_batch, p.grad_accum, p.zero, p.precision, p.collective, p.overlap ? "on" : "off");
+  if (p.sequence_parallel > 1) s += fmt::format(", patch parallelism over {} GPUs", p.sequence_parallel);
+  return s;
+}
+
+std::string cost_text(const PlanResult& plan, double cost) {
+  return plan.price_per_gpu_hour > 0 ? fmt::format("${:.2f}", cost) : fmt::format("{:.2f} GPU-h", cost);
+}
+
+double objective_value(const PlanResult& plan, const PlanPoint& p) {
+  if (plan.objective == "cost") return p.cost;
+  if (plan.objective == "throughput") return -p.result.throughput_img_s;
+  return p.time_to_train_s;
+}
+
+bool better(const PlanResult& plan, const PlanPoint& a, const PlanPoint& b) {
+  const double va = objective_value(plan, a), vb = objective_value(plan, b);
+  if (va != vb) return va < vb;
+  if (a.time_to_train_s != b.time_to_train_s) return a.time_to_train_s < b.time_to_train_s;
+  if (a.cost != b.cost) return a.cost < b.cost;
+  return a.index < b.index;
+}
+
+double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
+
+// The swept keys: those whose value differs between points of the plan.
+std::vector<std::string> varying_keys(const PlanResult& plan) {
+  std::map<std::string, std::set<std::string>> values;
+  for (const auto& p : plan.points)
+    for (const auto& [k, v] : p.params) values[k].insert(v);
+  std::vector<std::string> out;
+  for (const auto& [k, vs] : values)
+    if (vs.size() > 1 && k != "nodes" && k != "gpus" && k != "micro_batch" && k != "grad_accum") out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
+std::vector<const PlanPoint*> pareto_front(const PlanResult& plan) {
+  std::vector<const PlanPoint*> feasible;
+  for (const auto& p : plan.points)
+    if (p.excluded.empty() && p.simulated) feasible.push_back(&p);
+  std::sort(feasible.begin(), feasible.end(), [](const PlanPoint* a, const PlanPoint* b) {
+    if (a->time_to_train_s != b->time_to_train_s) return a->time_to_train_s < b->time_to_train_s;
+    if (a->cost != b->cost) return a->cost < b->cost;
+    return a->index < b->index;
+  });
+  std::vector<const PlanPoint*> front;
+  double best_cost = INFINITY;
+  for (const PlanPoint* p : feasible)
+    if (p->cost < best_cost) {  // not dominated: every faster point costs more
+      front.push_back(p);
+      best_cost = p->cost;
+    }
+  return front;
+}
+
+void rank_plan(PlanResult& plan) {
+  const PlanConstraints& c = plan.constraints;
+  // Scaling efficiency against the 1-GPU point with the same other settings, as predict reports it.
+  {
+    Report r;
+    std::vector<PlanPoint*> sim;
+    for (auto& p : plan.points)
+      if (p.simulated) {
+        r.points.push_back(p.result);
+        sim.push_back(&p);
+      }
+    fill_scaling_efficiency(r);
+    for (size_t i = 0; i < sim.size(); ++i) sim[i]->result.scaling_efficiency = r.points[i].scaling_efficiency;
+  }
+  for (auto& p : plan.points) {
+    p.rank = 0;
+    p.pareto = false;
+    if (!p.simulated) continue;  // excluded before simulating; the reason is already set
+    p.excluded.clear();
+    p.time_to_train_s = p.result.epoch_time_s * plan.epochs;
+    p.gpu_hours = p.time_to_train_s * p.gpus / 3600.0;
+    p.cost = plan.price_per_gpu_hour > 0 ? p.gpu_hours * plan.price_per_gpu_hour : p.gpu_hours;
+    if (c.must_fit && !p.result.fits_in_memory)
+      p.excluded = fmt::format("memory: needs {} per GPU", units::format_bytes(p.result.memory_per_gpu_bytes));
+    else if (c.deadline_s && p.time_to_train_s > *c.deadline_s)
+      p.excluded = fmt::format("deadline: {} epochs take {} > {}", plan.epochs, units::format_time(p.time_to_train_s),
+                               units::format_time(*c.deadline_s));
+    else if (c.budget && p.cost > *c.budget)
+      p.excluded = fmt::format("budget: {} > {}", cost_text(plan, p.cost), cost_text(plan, *c.budget));
+  }
+  std::vector<PlanPoint> feasible, excluded;
+  for (auto& p : plan.points) (p.excluded.empty() && p.simulated ? feasible : excluded).push_back(std::move(p));
+  std::sort(feasible.begin(), feasible.end(), [&](const PlanPoint& a, const PlanPoint& b) { return better(plan, a, b); });
+  std::sort(excluded.begin(), excluded.end(), [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
+  for (size_t i = 0; i < feasible.size(); ++i) feasible[i].rank = static_cast<int>(i) + 1;
+  plan.points = std::move(feasible);
+  for (auto& p : excluded) plan.points.push_back(std::move(p));
+  std::set<int> front;
+  for (const PlanPoint* p : pareto_front(plan)) front.insert(p->index);
+  for (auto& p : plan.points) p.pareto = front.count(p.index) > 0;
+  plan.ranked = true;
+  plan.explanation = explain_plan(plan);
+}
+
+PlanResult merge_plans(const std::vector<PlanResult>& shards) {
+  if (shards.empty()) throw Error("merge: no plans given");
+  PlanResult out = shards.front();
+  out.points.clear();
+  out.shard_index = 0;
+  out.shard_count = 1;
+  std::set<int> seen;
+  for (const auto& s : shards) {
+    if (s.space_size != out.space_size || s.epochs != out.epochs || s.what_ifs != out.what_ifs ||
+        s.objective != out.objective || s.price_per_gpu_hour != out.price_per_gpu_hour || s.scenario != out.scenario)
+      throw Error(fmt::format("merge: shard {}/{} is of another plan (scenario, space, epochs, objective, price or "
+                              "what-ifs differ)", s.shard_index, s.shard_count));
+    for (const auto& p : s.points) {
+      if (!seen.insert(p.index).second) throw Error(fmt::format("merge: point {} appears in two shards", p.index));
+      out.points.push_back(p);
+    }
+  }
+  if (static_cast<int>(seen.size()) != out.space_size)
+    throw Error(fmt::format("merge: the shards hold {} of the plan's {} points", seen.size(), out.space_size));
+  std::sort(out.points.begin(), out.points.end(), [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
+  out.provenance.erase("shard");
+  rank_plan(out);
+  return out;
+}
+
+std::vector<std::string> explain_plan(const PlanResult& plan) {
+  std::vector<std::string> out;
+  const PlanPoint* top = nullptr;
+  for (const auto& p : plan.points)
+    if (p.rank == 1) top = &p;
+  if (!top) {
+    std::map<std::string, int> why;
+    for (const auto& p : plan.points) why[p.excluded.substr(0, p.excluded.find(':'))]++;
+    std::string list;
+    for (const auto& [k, n] : why) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", n, k);
+    out.push_back(fmt::format("No point meets the constraints ({} excluded: {}). Relax them or widen the space.",
+                              plan.points.size(), list));
+    return out;
+  }
+  const ReportPoint& r = top->result;
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s.mean;
+  int feasible = 0;
+  for (const auto& p : plan.points) feasible += p.rank > 0;
+  out.push_back(fmt::format("Top pick ({} of {} feasible points, by {}): {}. {} epoch{} in {}, {}, {:.0f} images/s{}.",
+                            1, feasible, plan.objective, settings_text(*top), plan.epochs, plan.epochs == 1 ? "" : "s",
+                            units::format_time(top->time_to_train_s), cost_text(plan, top->cost), r.throughput_img_s,
+                            r.scaling_efficiency >= 0 ? fmt::format(", {:.0f}% scaling efficiency", 100 * r.scaling_efficiency) : ""));
+  const double compute = b.compute_fwd + b.compute_bwd;
+  out.push_back(fmt::format("What bounds it: {} per step of {}: compute {:.0f}%, exposed communication {:.0f}% (of {} "
+                            "in flight), data loading {:.0f}%, host-to-device {:.0f}%, optimizer {:.0f}%.",
+                            r.bound, units::format_time(step), pct(compute, step), pct(b.comm_exposed, step),
+                            units::format_time(b.comm_total), pct(b.data, step), pct(b.h2d, step), pct(b.optimizer, step)));
+  out.push_back(fmt::format("Memory: {} of {} per GPU (activations {}, weights+gradients+optimizer {}).",
+                            units::format_bytes(top->memory_per_gpu_bytes), units::format_bytes(top->gpu_memory_bytes),
+                            units::format_bytes(r.memory.activations),
+                            units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
+  if (r.bound == "compute")
+    out.push_back("To move it: compute dominates, so more GPUs (if the global batch allows) or faster ones "
+                  "(--what-if gpu:NODES=NODE|SPEC.json:TYPE); fp16/bf16 where the GPU has tensor cores.");
+  else if (r.bound == "exposed_comm")
+    out.push_back(fmt::format("To move it: communication is exposed: {}a larger micro-batch or accumulation (fewer "
+                              "gradient reductions per image), a node-aware collective (hierarchical), or faster links "
+                              "(--what-if link:NIC:bandwidth=...).",
+                              top->overlap ? "" : "overlap it with backward (parallelism.overlap=true), "));
+  else if (r.bound == "data")
+    out.push_back("To move it: the loader cannot keep up: more workers (--what-if loader:workers=N) or cheaper "
+                  "decoding (pre-resized images; a faster loader_bw).");
+  else if (r.bound == "h2d")
+    out.push_back("To move it: host-to-device copies dominate: pinned memory (loader.pinned=true) or a faster host link.");
+  else if (r.bound == "optimizer")
+    out.push_back("To move it: the optimizer step dominates: ZeRO-1 or higher splits it over the ranks.");
+  // Neighbours: the same settings but one swept key, and what that changes.
+  std::vector<std::string> moves;
+  for (const auto& key : varying_keys(plan)) {
+    for (const auto& q : plan.points) {
+      if (q.index == top->index) continue;
+      bool neighbour = q.params.count(key) && top->params.count(key) && q.params.at(key) != top->params.at(key);
+      for (const auto& [k, v] : top->params) {
+        if (!neighbour) break;
+        if (k == key || k == "grad_accum" || k == "training.grad_accum" || k == "nodes" || k == "gpus" ||
+            k == "micro_batch")
+          continue;  // accumulation may follow a fixed global batch; the rest mirror swept keys
+        auto it = q.params.find(k);
+        if (it == q.params.end() || it->second != v) neighbour = false;
+      }
+      if (!neighbour) continue;
+      if (q.rank > 0)
+        moves.push_back(fmt::format("{}={}: {:+.0f}% time, {:+.0f}% cost", key, q.params.at(key),
+                                    pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s),
+                                    pct(q.cost - top->cost, top->cost)));
+      else if (q.simulated && q.excluded.rfind("memory", 0) != 0)
+        moves.push_back(fmt::format("{}={}: {:+.0f}% time, {:+.0f}% cost, but excluded ({})", key, q.params.at(key),
+                                    pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s),
+                                    pct(q.cost - top->cost, top->cost), q.excluded));
+      else
+        moves.push_back(fmt::format("{}={}: excluded ({})", key, q.params.at(key), q.excluded));
+    }
+  }
+  if (!moves.empty()) {
+    out.push_back("One setting changed from the top pick:");
+    const size_t shown = std::min<size_t>(moves.size(), 12);
+    for (size_t i = 0; i < shown; ++i) out.push_back("  " + moves[i]);
+    if (moves.size() > shown) out.push_back(fmt::format("  ... and {} more (--format json lists every point)", moves.size() - shown));
+  }
+  // What ZeRO unlocks: the largest micro-batch that fits per stage, among points otherwise like the top pick.
+  std::map<int, int> largest_fit;
+  bool zero_swept = false;
+  for (const auto& q : plan.points) {
+    if (q.zero != top->zero) zero_swept = true;
+    if (q.nodes != top->nodes || q.gpus_per_node != top->gpus_per_node || q.precision != top->precision ||
+        q.sequence_parallel != top->sequence_parallel)
+      continue;
+    if (q.memory_per_gpu_bytes <= q.gpu_memory_bytes) largest_fit[q.zero] = std::max(largest_fit[q.zero], q.micro_batch);
+  }
+  if (zero_swept && largest_fit.size() > 1) {
+    std::string s = "Largest micro-batch that fits, by ZeRO stage (at the top pick's GPUs and precision):";
+    for (const auto& [z, mb] : largest_fit) s += fmt::format(" ZeRO-{} {};", z, mb);
+    s.back() = '.';
+    out.push_back(s);
+  }
+  return out;
+}
+
+// --- formats ---
+
+namespace {
+json constraints_json(const PlanConstraints& c) {
+  json j = json::object();
+  if (c.global_batch) j["global_batch"] = *c.global_batch;
+  if (c.global_batch_min) j["global_batch_min"] = *c.global_batch_min;
+  if (c.global_batch_max) j["global_batch_max"] = *c.global_batch_max;
+  if (c.deadline_s) j["deadline_s"] = *c.deadline_s;
+  if (c.budget) j["budget"] = *c.budget;
+  j["must_fit"] = c.must_fit;
+  return j;
+}
+PlanConstraints constraints_from(const json& j) {
+  PlanConstraints c;
+  if (j.contains("global_batch")) c.global_batch = j["global_batch"].get<long long>();
+  if (j.contains("global_batch_min")) c.global_batch_min = j["global_batch_min"].get<long long>();
+  if (j.contains("global_batch_max")) c.global_batch_max = j["global_batch_max"].get<long long>();
+  if (j.contains("deadline_s")) c.deadline_s = j["deadline_s"].get<double>();
+  if (j.contains("budget")) c.budget = j["budget"].get<double>();
+  c.must_fit = j.value("must_fit", true);
+  return c;
+}
+}  // namespace
+
+std::string plan_to_json(const PlanResult& plan) {
+  json j;
+  j["schema"] = "vitsim.plan/1";
+  j["scenario"] = plan.scenario;
+  j["provenance"] = plan.provenance;
+  j["what_ifs"] = plan.what_ifs;
+  j["what_if_changes"] = plan.what_if_changes;
+  j["epochs"] = plan.epochs;
+  j["price_per_gpu_hour"] = plan.price_per_gpu_hour;
+  j["cost_unit"] = plan.cost_unit();
+  j["objective"] = plan.objective;
+  j["constraints"] = constraints_json(plan.constraints);
+  j["space_size"] = plan.space_size;
+  j["shard"] = {{"index", plan.shard_index}, {"count", plan.shard_count}};
+  j["ranked"] = plan.ranked;
+  j["explanation"] = plan.explanation;
+  // The simulated points as a report, so that its parser reads them back.
+  Report sims;
+  for (const auto& p : plan.points)
+    if (p.simulated) sims.points.push_back(p.result);
+  json sim_points = json::parse(report_to_json(sims))["points"];
+  size_t k = 0;
+  j["points"] = json::array();
+  for (const auto& p : plan.points) {
+    json pj;
+    pj["index"] = p.index;
+    pj["params"] = p.params;
+    pj["nodes"] = p.nodes;
+    pj["gpus_per_node"] = p.gpus_per_node;
+    pj["gpus"] = p.gpus;
+    pj["micro_batch"] = p.micro_batch;
+    pj["grad_accum"] = p.grad_accum;
+    pj["zero"] = p.zero;
+    pj["sequence_parallel"] = p.sequence_parallel;
+    pj["precision"] = p.precision;
+    pj["collective"] = p.collective;
+    pj["overlap"] = p.overlap;
+    pj["global_batch"] = p.global_batch;
+    pj["memory_per_gpu_bytes"] = p.memory_per_gpu_bytes;
+    pj["gpu_memory_bytes"] = p.gpu_memory_bytes;
+    pj["simulated"] = p.simulated;
+    pj["excluded"] = p.excluded.empty() ? json(nullptr) : json(p.excluded);
+    pj["time_to_train_s"] = p.time_to_train_s;
+    pj["gpu_hours"] = p.gpu_hours;
+    pj["cost"] = p.cost;
+    pj["pareto"] = p.pareto;
+    pj["rank"] = p.rank;
+    pj["result"] = p.simulated ? sim_points.at(k++) : json(nullptr);
+    j["points"].push_back(pj);
+  }
+  return j.dump(2) + "\n";
+}
+
+PlanResult plan_from_json(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
+  }
+  if (!j.is_object() || j.value("schema", "") != "vitsim.plan/1")
+    throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/1\")", origin));
+  PlanResult plan;
+  try {
+    plan.scenario = j.value("scenario", "");
+    plan.provenance = j.value("provenance", std::map<std::string, std::string>{});
+    plan.what_ifs = j.value("what_ifs", std::vector<std::string>{});
+    plan.what_if_changes = j.value("what_if_changes", std::vector<std::string>{});
+    plan.epochs = j.at("epochs").get<int>();
+    plan.price_per_gpu_hour = j.at("price_per_gpu_hour").get<double>();
+    plan.objective = j.at("objective").get<std::string>();
+    plan.constraints = constraints_from(j.at("constraints"));
+    plan.space_size = j.at("space_size").get<int>();
+    plan.shard_index = j.at("shard").at("index").get<int>();
+    plan.shard_count = j.at("shard").at("count").get<int>();
+    plan.ranked = j.value("ranked", false);
+    plan.explanation = j.value("explanation", std::vector<std::string>{});
+    json report = {{"schema", "vitsim.report/1"}, {"points", json::array()}};
+    for (const auto& pj : j.at("points"))
+      if (pj.at("simulated").get<bool>()) report["points"].push_back(pj.at("result"));
+    Report sims = report_from_json(report.dump(), origin);
+    size_t k = 0;
+    for (const auto& pj : j.at("points")) {
+      PlanPoint p;
+      p.index = pj.at("index").get<int>();
+      p.params = pj.at("params").get<std::map<std::string, std::string>>();
+      p.nodes = pj.at("nodes").get<int>();
+      p.gpus_per_node = pj.at("gpus_per_node").get<int>();
+      p.gpus = pj.at("gpus").get<int>();
+      p.micro_batch = pj.at("micro_batch").get<int>();
+      p.grad_accum = pj.at("grad_accum").get<int>();
+      p.zero = pj.at("zero").get<int>();
+      p.sequence_parallel = pj.at("sequence_parallel").get<int>();
+      p.precision = pj.at("precision").get<std::string>();
+      p.collective = pj.at("collective").get<std::string>();
+      p.overlap = pj.at("overlap").get<bool>();
+      p.global_batch = pj.at("global_batch").get<long long>();
+      p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").get<double>();
+      p.gpu_memory_bytes = pj.at("gpu_memory_bytes").get<double>();
+      p.simulated = pj.at("simulated").get<bool>();
+      p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").get<std::string>();
+      p.time_to_train_s = pj.at("time_to_train_s").get<double>();
+      p.gpu_hours = pj.at("gpu_hours").get<double>();
+      p.cost = pj.at("cost").get<double>();
+      p.pareto = pj.at("pareto").get<bool>();
+      p.rank = pj.at("rank").get<int>();
+      if (p.simulated) p.result = sims.points.at(k++);
+      plan.points.push_back(std::move(p));
+    }
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: plan does not follow vitsim.plan/1: {}", origin, e.what()));
+  }
+  return plan;
+}
+
+std::string plan_to_table(const PlanResult& plan, int top) {
+  std::string out = fmt::format("vitsim plan: {} ({} points, {} epochs, ranked by {})\n", plan.scenario,
+                                plan.space_size, plan.epochs, plan.objective);
+  for (size_t i = 0; i < plan.what_ifs.size(); ++i) out += fmt::format("what-if {}: {}\n", i + 1, plan.what_ifs[i]);
+  {
+    // Up to 4 changes per edit (a glob can touch every node); the JSON lists them all.
+    std::map<std::string, int> per_edit;
+    for (const auto& c : plan.what_if_changes) {
+      const std::string edit = c.substr(0, c.find(']') + 1);
+      if (++per_edit[edit] <= 4) out += "  changed: " + c + "\n";
+    }
+    for (const auto& [edit, n] : per_edit)
+      if (n > 4) out += fmt::format("  changed: {} ... and {} more\n", edit, n - 4);
+  }
+  // Swept keys that the fixed columns do not show get a column of their own.
+  std::vector<std::string> extra;
+  for (const auto& k : varying_keys(plan))
+    if (k != "cluster.nodes" && k != "cluster.gpus_per_node" && k != "training.micro_batch" &&
+        k != "training.grad_accum" && k != "parallelism.zero" && k != "parallelism.sequence_parallel" &&
+        k != "training.precision" && k != "parallelism.collective" && k != "parallelism.overlap")
+      extra.push_back(k);
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"#", "nodes", "gpn", "micro", "accum", "zero", "sp", "prec", "coll", "ovl"});
+  for (const auto& k : extra) rows[0].push_back(k.substr(k.find('.') + 1));
+  for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
+  rows[0].push_back(fmt::format("{} ep", plan.epochs));
+  for (const char* h : {"img/s", "eff", "mem/GPU", "fits"}) rows[0].push_back(h);
+  rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
+  for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
+  int shown = 0, feasible = 0;
+  for (const auto& p : plan.points) {
+    if (p.rank == 0) continue;
+    ++feasible;
+    if (top > 0 && shown >= top && !p.pareto) continue;
+    ++shown;
+    const ReportPoint& r = p.result;
+    std::vector<std::string> row{std::to_string(p.rank), std::to_string(p.nodes), std::to_string(p.gpus_per_node),
+                                 std::to_string(p.micro_batch), std::to_string(p.grad_accum), std::to_string(p.zero),
+                                 std::to_string(p.sequence_parallel), p.precision, p.collective, p.overlap ? "on" : "off"};
+    for (const auto& k : extra) row.push_back(p.params.count(k) ? p.params.at(k) : "");
+    for (std::string v : {std::to_string(p.global_batch), units::format_time(r.epoch_time_s),
+                          units::format_time(p.time_to_train_s), fmt::format("{:.0f}", r.throughput_img_s),
+                          r.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * r.scaling_efficiency),
+                          units::format_bytes(p.memory_per_gpu_bytes), std::string(r.fits_in_memory ? "yes" : "NO"),
+                          fmt::format("{:.2f}", p.cost), r.bound, std::string(p.pareto ? "*" : "")})
+      row.push_back(v);
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
+  if (shown < feasible) out += fmt::format("({} more feasible points not shown; --top 0 shows all)\n", feasible - shown);
+  auto front = pareto_front(plan);
+  if (!front.empty()) {
+    out += "Pareto front (time to train against cost; no other point is both faster and cheaper):\n";
+    for (const PlanPoint* p : front)
+      out += fmt::format("  #{:<4} {:>10}  {:>12}  {}\n", p->rank, units::format_time(p->time_to_train_s),
+                         cost_text(plan, p->cost), settings_text(*p));
+  }
+  std::map<std::string, int> why;
+  for (const auto& p : plan.points)
+    if (p.rank == 0) why[p.excluded.substr(0, p.excluded.find(':'))]++;
+  if (!why.empty()) {
+    out += "Excluded:";
+    for (const auto& [k, n] : why) out += fmt::format(" {} {};", n, k);
+    out.back() = '\n';
+  }
+  for (const auto& line : plan.explanation) out += line + "\n";
+  return out;
+}
+
+std::string plan_to_csv(const PlanResult& plan) {
+  std::vector<std::string> keys;
+  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
+  for (const auto& p : plan.points)
+    for (const auto& [k, v] : p.params)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
+        keys.push_back(k);
+  std::string out = "rank,index,";
+  for (const auto& k : keys) out += k + ",";
+  out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
+         "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
+         "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded\n";
+  for (const auto& p : plan.points) {
+    out += fmt::format("{},{},", p.rank, p.index);
+    for (const auto& k : keys) {
+      auto it = p.params.find(k);
+      std::string v = it == p.params.end() ? "" : it->second;
+      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
+    }
+    const ReportPoint& r = p.result;
+    std::string excl = p.excluded;
+    std::replace(excl.begin(), excl.end(), '"', '\'');
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{:.0f},{:.0f},{:.9g},{:.9g},{},{},{}\n",
+                       p.nodes, p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel,
+                       p.precision, p.collective, p.overlap ? "true" : "false", p.global_batch, r.step_time_s.mean,
+                       r.epoch_time_s, p.time_to_train_s, r.throughput_img_s,
+                       r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
+                       p.memory_per_gpu_bytes, p.gpu_memory_bytes, p.gpu_hours, p.cost, r.bound,
+                       p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"");
+  }
+  return out;
+}
+
+}  // namespace vitsim

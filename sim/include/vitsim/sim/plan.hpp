@@ -1,0 +1,28 @@
+#pragma once
+// `vitsim plan`: searches the space a scenario opens (its sweeps and --set lists) under constraints,
+// simulating every point that passes the checks made without simulating (placement, global batch,
+// memory) in its own process, up to `jobs` at once, and ranks the result (core/plan.hpp).
+#include <string>
+
+#include "vitsim/core/plan.hpp"
+#include "vitsim/core/scenario.hpp"
+
+namespace vitsim::sim {
+
+struct PlanOptions {
+  std::string calibration;        // path, "" = none
+  int jobs = 0;                   // 0 = the machine's cores
+  bool progress = true;           // a progress line with the time left on stderr for runs longer than a second
+  PlanConstraints constraints;
+  std::string objective = "time"; // time, cost, throughput
+  int epochs = 0;                 // 0 = the scenario's training.epochs
+  // Distributed plans: this process simulates the points whose index % shard_count == shard_index and
+  // returns them unranked; merge_plans() ranks the union (README "Capacity planning: vitsim plan").
+  int shard_index = 0, shard_count = 1;
+};
+
+// With a fixed global batch and no sweep over training.grad_accum, each point's accumulation is
+// derived: global_batch / (micro_batch x data-parallel replicas), when that is a whole number.
+PlanResult plan(const ScenarioFile& file, const PlanOptions& opt);
+
+}  // namespace vitsim::sim

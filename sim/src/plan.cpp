@@ -1,0 +1,359 @@
+#include "vitsim/sim/plan.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "vitsim/core/calibration.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/memory.hpp"
+#include "vitsim/core/platform.hpp"
+#include "vitsim/core/units.hpp"
+#include "vitsim/core/whatif.hpp"
+#include "vitsim/sim/simulate.hpp"
+
+namespace vitsim::sim {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+struct Candidate {
+  int index = 0;
+  std::optional<Scenario> scenario;  // empty when the combination is invalid
+  std::string invalid;               // resolve()'s error for it
+  std::map<std::string, std::string> params;
+};
+
+// The cartesian product of the sweeps, in file order (as expand() walks it), resolving each point on its
+// own so that one invalid combination (a sequence-parallel degree that does not divide the ranks)
+// excludes that point instead of failing the plan.
+std::vector<Candidate> enumerate(const ScenarioFile& f) {
+  std::vector<Candidate> out;
+  std::map<std::string, Attribute> attrs = f.attrs;
+  std::map<std::string, std::string> params;
+  for (const auto& [k, a] : f.attrs)
+    if (a.origin.file.rfind("--set", 0) == 0) params[k] = a.value;
+  std::function<void(size_t)> rec = [&](size_t i) {
+    if (i == f.sweeps.size()) {
+      Candidate c;
+      c.index = static_cast<int>(out.size());
+      c.params = params;
+      try {
+        c.scenario = resolve(f, attrs, params);
+      } catch (const Error& e) {
+        c.invalid = e.what();
+      }
+      out.push_back(std::move(c));
+      return;
+    }
+    const Sweep& s = f.sweeps[i];
+    std::optional<Attribute> saved;
+    if (auto it = attrs.find(s.key); it != attrs.end()) saved = it->second;
+    for (const auto& v : s.values) {
+      attrs[s.key] = Attribute{v, s.origin};
+      params[s.key] = v;
+      rec(i + 1);
+    }
+    attrs.erase(s.key);
+    params.erase(s.key);
+    if (saved) attrs[s.key] = *saved;
+  };
+  rec(0);
+  return out;
+}
+
+bool swept(const ScenarioFile& f, const std::string& key) {
+  for (const auto& s : f.sweeps)
+    if (s.key == key) return true;
+  return false;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "vitsim-plan-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+[[noreturn]] void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, const std::string& out_path) {
+  json j;
+  try {
+    SimResult r = simulate_point(s, facts, calib, false);
+    r.point.per_rank.clear();  // a plan keeps the point's summary; per-rank detail is `vitsim predict`'s
+    Report one;
+    one.points.push_back(r.point);
+    j["report"] = report_to_json(one);
+  } catch (const std::exception& e) {
+    j["error"] = e.what();
+  }
+  try {
+    write_file_atomic(out_path, j.dump());
+  } catch (...) {
+    std::_Exit(4);
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+// The largest memory per GPU over the ranks, and the smallest GPU memory, by the core memory model with
+// the inputs simulate_point gives it (so that the pre-check and the simulation agree).
+void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlacement& place, PlanPoint& p) {
+  const Workload w = build_workload(s.model);
+  p.memory_per_gpu_bytes = 0;
+  p.gpu_memory_bytes = INFINITY;
+  bool fits = true;
+  std::set<std::string> seen;
+  for (const auto& host : place.hosts) {
+    const GpuFacts& g = facts.gpu.at(host);
+    const std::string key = fmt::format("{}/{}/{}", g.model, g.mem_bytes, g.reserved_bytes);
+    if (!seen.insert(key).second) continue;
+    MemoryInputs mi;
+    mi.micro_batch = s.training.micro_batch;
+    mi.precision = s.training.precision;
+    mi.zero_stage = s.parallel.zero;
+    mi.dp_ranks = s.ranks();
+    mi.bucket_bytes = s.parallel.bucket_bytes;
+    mi.reserved_bytes = g.reserved_bytes;
+    mi.optimizer = s.training.optimizer;
+    mi.sequence_parallel = s.parallel.sequence_parallel;
+    const double need = memory_per_gpu(w, mi).total();
+    p.memory_per_gpu_bytes = std::max(p.memory_per_gpu_bytes, need);
+    p.gpu_memory_bytes = std::min(p.gpu_memory_bytes, g.mem_bytes);
+    if (need > g.mem_bytes) fits = false;
+  }
+  if (!fits)
+    p.excluded = fmt::format("memory: needs {} per GPU, a GPU has {}", units::format_bytes(p.memory_per_gpu_bytes),
+                             units::format_bytes(p.gpu_memory_bytes));
+}
+
+double parse_price(const PlatformFacts& facts) {
+  auto it = facts.props.find("price_per_gpu_hour");
+  if (it == facts.props.end()) return 0;
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(it->second, &used);
+  } catch (const std::logic_error&) {
+  }
+  if (used != it->second.size() || !(v >= 0))
+    throw Error(fmt::format("{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)",
+                            facts.path, it->second));
+  return v;
+}
+
+}  // namespace
+
+PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw Error(fmt::format("--shard {}/{}: expected I/K with 0 <= I < K", opt.shard_index, opt.shard_count));
+  if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput")
+    throw Error(fmt::format("unknown objective '{}'; valid: cost, throughput, time", opt.objective));
+  std::vector<Candidate> cands = enumerate(file);
+  const bool derive_accum = opt.constraints.global_batch && !swept(file, "training.grad_accum");
+
+  PlanResult result;
+  result.scenario = file.name;
+  result.objective = opt.objective;
+  result.constraints = opt.constraints;
+  result.space_size = static_cast<int>(cands.size());
+  result.shard_index = opt.shard_index;
+  result.shard_count = opt.shard_count;
+  result.provenance["scenario_file"] = file.path;
+  result.provenance["generator"] = "vitsim 0.1.0 (SimGrid S4U)";
+  if (!opt.calibration.empty()) result.provenance["calibration"] = opt.calibration;
+
+  // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
+  if (std::none_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.scenario.has_value(); }))
+    throw Error(cands.front().invalid);
+
+  std::vector<Scenario> valid;
+  for (auto& c : cands)
+    if (c.scenario) valid.push_back(*c.scenario);
+  EditedPlatforms edited;
+  edited.apply(valid);
+  {
+    size_t k = 0;
+    for (auto& c : cands)
+      if (c.scenario) c.scenario = valid[k++];
+  }
+  for (const auto& c : cands)
+    if (c.scenario) {
+      result.what_ifs = c.scenario->what_ifs;
+      break;
+    }
+  for (const auto& e : edited.effects())
+    for (const auto& ch : e.changes) result.what_if_changes.push_back(fmt::format("[{}] {}", e.edit, ch));
+
+  std::map<std::string, PlatformFacts> platforms;
+  auto facts_of = [&](const Scenario& s) -> const PlatformFacts& {
+    auto it = platforms.find(s.cluster.platform);
+    if (it == platforms.end()) {
+      if (!fs::exists(s.cluster.platform))
+        throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
+      it = platforms.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform)).first;
+    }
+    return it->second;
+  };
+
+  // Checks made without simulating; the points of this shard that pass them are simulated.
+  std::vector<PlanPoint> points;
+  std::vector<Scenario> to_simulate;
+  std::vector<size_t> sim_slot;  // index in `points` of each scenario to simulate
+  for (auto& c : cands) {
+    if (c.index % opt.shard_count != opt.shard_index) continue;
+    PlanPoint p;
+    p.index = c.index;
+    p.params = c.params;
+    if (!c.scenario) {
+      p.excluded = "invalid: " + c.invalid;
+      points.push_back(std::move(p));
+      continue;
+    }
+    Scenario& s = *c.scenario;
+    if (derive_accum) {
+      const long long per_step = 1LL * s.training.micro_batch * s.dp_ranks();
+      if (*opt.constraints.global_batch % per_step == 0) {
+        s.training.grad_accum = static_cast<int>(*opt.constraints.global_batch / per_step);
+        s.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
+        p.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
+      }
+    }
+    p.nodes = s.cluster.nodes;
+    p.gpus_per_node = s.cluster.gpus_per_node;
+    p.gpus = s.ranks();
+    p.micro_batch = s.training.micro_batch;
+    p.grad_accum = s.training.grad_accum;
+    p.zero = s.parallel.zero;
+    p.sequence_parallel = s.parallel.sequence_parallel;
+    p.precision = precision_name(s.training.precision);
+    p.collective = s.parallel.collective;
+    p.overlap = s.parallel.overlap;
+    p.global_batch = s.global_batch();
+    p.params["nodes"] = std::to_string(p.nodes);
+    p.params["gpus"] = std::to_string(p.gpus);
+    p.params["micro_batch"] = std::to_string(p.micro_batch);
+    p.params["grad_accum"] = std::to_string(p.grad_accum);
+    const PlatformFacts& facts = facts_of(s);
+    const PlanConstraints& k = opt.constraints;
+    RankPlacement place;
+    try {
+      check_point(s, facts);
+      place = place_ranks(s, facts);
+    } catch (const Error& e) {
+      p.excluded = std::string("placement: ") + e.what();
+      points.push_back(std::move(p));
+      continue;
+    }
+    memory_check(s, facts, place, p);
+    if (!p.excluded.empty() && !k.must_fit) p.excluded.clear();
+    if (p.excluded.empty()) {
+      if (k.global_batch && p.global_batch != *k.global_batch)
+        p.excluded = fmt::format("global batch: {} x {} x {} replicas = {}, not {}", p.micro_batch, p.grad_accum,
+                                 s.dp_ranks(), p.global_batch, *k.global_batch);
+      else if (k.global_batch_min && p.global_batch < *k.global_batch_min)
+        p.excluded = fmt::format("global batch: {} < {}", p.global_batch, *k.global_batch_min);
+      else if (k.global_batch_max && p.global_batch > *k.global_batch_max)
+        p.excluded = fmt::format("global batch: {} > {}", p.global_batch, *k.global_batch_max);
+    }
+    if (p.excluded.empty()) {
+      sim_slot.push_back(points.size());
+      to_simulate.push_back(s);
+    }
+    points.push_back(std::move(p));
+  }
+  // Epochs and price from the first valid point of the whole space, not of the shard.
+  for (auto& c : cands)
+    if (c.scenario) {
+      result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
+      result.price_per_gpu_hour = parse_price(facts_of(*c.scenario));
+      break;
+    }
+
+  std::unique_ptr<Calibration> calib;
+  if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  TempDir tmp;
+  const auto t_start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
+  std::map<pid_t, size_t> running;
+  std::vector<std::string> failures(to_simulate.size());
+  size_t next = 0, done = 0;
+  bool progress_shown = false;
+  const std::string who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
+                                              : std::string("vitsim plan");
+  std::fflush(nullptr);
+  while (done < to_simulate.size()) {
+    while (next < to_simulate.size() && static_cast<int>(running.size()) < jobs) {
+      const std::string out = fmt::format("{}/point{}.json", tmp.path(), next);
+      pid_t pid = fork();
+      if (pid < 0) throw Error("fork failed");
+      if (pid == 0) run_child(to_simulate[next], platforms.at(to_simulate[next].cluster.platform), calib.get(), out);
+      running[pid] = next++;
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) throw Error("waitpid failed");
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const size_t idx = it->second;
+    running.erase(it);
+    ++done;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      failures[idx] = WIFSIGNALED(status) ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
+                                          : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
+    if (opt.progress && (elapsed() > 1.0 || progress_shown)) {
+      const double t = elapsed();
+      fmt::print(stderr, "{}{}: {}/{} points simulated ({} excluded before), {:.1f} s elapsed, ~{:.1f} s left{}",
+                 isatty(2) ? "\r" : "", who, done, to_simulate.size(), points.size() - to_simulate.size(), t,
+                 t / done * (to_simulate.size() - done), isatty(2) ? "   " : "\n");
+      progress_shown = true;
+    }
+  }
+  if (progress_shown && isatty(2)) fmt::print(stderr, "\n");
+
+  for (size_t i = 0; i < to_simulate.size(); ++i) {
+    const std::string out = fmt::format("{}/point{}.json", tmp.path(), i);
+    PlanPoint& p = points[sim_slot[i]];
+    if (!failures[i].empty() || !fs::exists(out))
+      throw Error(fmt::format("plan point {} ({}): {}", p.index, json(p.params).dump(),
+                              failures[i].empty() ? "no result" : failures[i]));
+    json j = json::parse(read_file(out));
+    if (j.contains("error")) throw Error(j["error"].get<std::string>());
+    p.result = report_from_json(j["report"].get<std::string>(), out).points.at(0);
+    p.simulated = true;
+    // The simulation's figure for the largest rank is the one reported (the same model and inputs).
+    p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;
+  }
+  result.points = std::move(points);
+  if (opt.shard_count > 1) {
+    result.provenance["shard"] = fmt::format("{}/{}", opt.shard_index, opt.shard_count);
+    return result;  // unranked: merge_plans() ranks the union
+  }
+  rank_plan(result);
+  return result;
+}
+
+}  // namespace vitsim::sim
