@@ -4,6 +4,8 @@
 #include "commands.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/report.hpp"
+#include "vitsim/core/plan.hpp"
+#include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
 
 namespace vitsim::app {
@@ -26,17 +28,28 @@ void add_plot(CLI::App& cli, Action& action) {
                  "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
       ->required();
   c->add_option("--out", args->out, "SVG file to write")->required();
-  c->add_option("--kind", args->kind, "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values)")
-      ->check(CLI::IsMember({"auto", "scaling", "batch"}));
+  c->add_option("--kind", args->kind,
+                "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
+                "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
+      ->check(CLI::IsMember({"auto", "scaling", "batch", "nodes", "pareto", "memory"}));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {
     action = [args] {
+      plot::Options opt;
+      opt.gnuplot = args->gnuplot;
+      // A capacity plan ("vitsim.plan/1") gets the plan plots.
+      if (args->reports.size() == 1) {
+        const std::string text = read_file(args->reports[0]);
+        if (text.find("\"vitsim.plan/1\"") != std::string::npos) {
+          const PlanResult plan = plan_from_json(text, args->reports[0]);
+          plot::plot_plan(plan, args->out, plot::parse_plan_kind(args->kind), opt);
+          return 0;
+        }
+      }
       std::vector<Report> reports;
       for (const auto& path : args->reports) reports.push_back(report_from_json(read_file(path), path));
       const Report r = plot::merge_reports(reports);
-      plot::Options opt;
       opt.kind = plot::parse_kind(args->kind);
-      opt.gnuplot = args->gnuplot;
       plot::plot_report(r, args->out, opt);
       return 0;
     };

@@ -13,6 +13,7 @@
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/whatif.hpp"
+#include "vitsim/plot/plan_plot.hpp"
 
 using namespace vitsim;
 
@@ -287,4 +288,32 @@ TEST_CASE("a loader what-if sets the scenario loader workers and --set wins", "[
   CHECK(expand(f).at(0).what_ifs == std::vector<std::string>{"loader:workers=6"});
   apply_override(f, "loader.workers=3");
   CHECK(expand(f).at(0).loader.workers == 3);
+}
+
+TEST_CASE("plan plots: best time per node count and micro-batch and the Pareto front", "[plan][plot]") {
+  PlanResult plan;
+  plan.scenario = "p";
+  plan.epochs = 1;
+  plan.space_size = 4;
+  // Two micro-batches on 1 and 2 nodes; at 2 nodes and micro-batch 32 two settings, the faster one counts.
+  std::vector<PlanPoint> pts{point(0, 1, 3600), point(1, 1, 1800), point(2, 1, 900), point(3, 1, 700)};
+  pts[0].nodes = 1;
+  pts[1].nodes = 2;
+  pts[2].nodes = 2;
+  pts[3].nodes = 2;
+  pts[3].micro_batch = 64;
+  pts[2].params["parallelism.overlap"] = "true";
+  for (auto& p : pts) p.params["nodes"] = std::to_string(p.nodes);
+  plan.points = pts;
+  rank_plan(plan);
+  CHECK(plot::resolve_plan_kind(plan, plot::PlanKind::Auto) == plot::PlanKind::Nodes);
+  plot::Script s = plot::make_plan_script(plan, plot::PlanKind::Nodes, "x.svg");
+  // Curves in micro-batch order: 32 (1 node: 1 h; 2 nodes: the better of 0.5 h and 0.25 h), then 64.
+  CHECK(s.data.at("nodes0.dat") == "1 1\n2 0.25\n");
+  CHECK(s.data.at("nodes1.dat") == "2 0.194444444\n");
+  plot::Script f = plot::make_plan_script(plan, plot::PlanKind::Pareto, "x.svg");
+  // One GPU each: cost = time in GPU-hours, so the fastest point is also the cheapest: the front is it alone.
+  CHECK(f.data.at("front.dat") == "0.194444444 0.194444444\n");
+  CHECK_THROWS_WITH(plot::make_plan_script(plan, plot::PlanKind::Memory, "x.svg"),
+                    "plan plot 'memory' needs a plan that sweeps model.image_size");
 }

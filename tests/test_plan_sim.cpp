@@ -181,6 +181,13 @@ TEST_CASE("vitsim plan in two shards, merged, equals the plan run in one piece",
   auto m = vt::vitsim("plan --merge " + d / "s0.json" + " " + d / "s1.json" + " --format json --out " + d / "merged.json");
   REQUIRE(m.status == 0);
   CHECK(read_file(d / "merged.json") == read_file(d / "one.json"));
+  // The plan plots draw from it (gnuplot, as vitsim plot needs).
+  for (const char* kind : {"nodes", "pareto"}) {
+    auto p = vt::vitsim(fmt::format("plot {} --kind {} --out {}", d / "one.json", kind, d / "p.svg"));
+    INFO(p.out);
+    CHECK(p.status == 0);
+    CHECK(read_file(d / "p.svg").find("<svg") != std::string::npos);
+  }
   // A shard alone holds half the points, unranked.
   PlanResult s0 = plan_from_json(read_file(d / "s0.json"), "s0.json");
   CHECK_FALSE(s0.ranked);

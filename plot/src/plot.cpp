@@ -265,7 +265,10 @@ class TempDir {
 }  // namespace
 
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
-  Script sc = make_script(r, opt.kind, "plot.svg");
+  run_script(make_script(r, opt.kind, "plot.svg"), svg_path, opt);
+}
+
+void run_script(const Script& sc, const std::string& svg_path, const Options& opt) {
   TempDir tmp;
   for (const auto& [name, content] : sc.data) write_file_atomic((tmp.path() / name).string(), content);
   write_file_atomic((tmp.path() / "plot.gp").string(), "cd " + gp_string(tmp.path().string()) + "\n" + sc.text);

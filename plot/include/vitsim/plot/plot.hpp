@@ -50,5 +50,8 @@ struct Options {
 // Draws the report into `svg_path` (written whole or not at all). Throws Error when gnuplot is missing
 // or fails (with its message), or when the report has nothing to plot.
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt);
+// Runs gnuplot on a script whose SVG is "plot.svg" and moves it to `svg_path` (plot_report's second half;
+// plan plots use it too). Throws Error as plot_report does.
+void run_script(const Script& sc, const std::string& svg_path, const Options& opt);
 
 }  // namespace vitsim::plot

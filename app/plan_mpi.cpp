@@ -1,0 +1,168 @@
+// vitsim-plan-mpi: `vitsim plan` across the ranks of an MPI job.
+//
+//   mpirun -np K vitsim-plan-mpi SCENARIO.xml [vitsim plan options...] [--format F] [--out FILE] [--top N]
+//
+// Rank r runs `vitsim plan ... --shard r/K --format json` (the vitsim binary next to this one, or
+// --vitsim PATH) in a private temporary folder, then every rank sends its shard's JSON to rank 0
+// (MPI_Gatherv), which merges and ranks them (core::merge_plans) and writes the result. The same
+// output as `vitsim plan` on one machine (a test). This is a separate program because libsimgrid exports
+// MPI_* symbols (SMPI): the simulator binary cannot also be an OpenMPI program. Only core is linked here.
+#include <fmt/format.h>
+#include <mpi.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/plan.hpp"
+
+extern char** environ;
+
+namespace {
+namespace fs = std::filesystem;
+
+#define MPI_CHECK(call)                                                                                       \
+  do {                                                                                                        \
+    int rc_ = (call);                                                                                         \
+    if (rc_ != MPI_SUCCESS) {                                                                                 \
+      char host_[256] = {0};                                                                                  \
+      gethostname(host_, sizeof host_ - 1);                                                                   \
+      int rank_ = -1;                                                                                         \
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);                                                                  \
+      std::fprintf(stderr, "vitsim-plan-mpi: rank %d on %s: %s failed (%d) at %s:%d\n", rank_, host_, #call, rc_, \
+                   __FILE__, __LINE__);                                                                       \
+      MPI_Abort(MPI_COMM_WORLD, 3);                                                                           \
+    }                                                                                                         \
+  } while (0)
+
+struct Args {
+  std::string vitsim, format = "table", out;
+  int top = 20;
+  std::vector<std::string> plan;  // passed through to `vitsim plan`
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&](const char* name) {
+      if (i + 1 >= argc) throw vitsim::Error(fmt::format("{} needs a value", name));
+      return std::string(argv[++i]);
+    };
+    if (s == "--vitsim") a.vitsim = value("--vitsim");
+    else if (s == "--format") a.format = value("--format");
+    else if (s == "--out") a.out = value("--out");
+    else if (s == "--top") a.top = std::stoi(value("--top"));
+    else if (s == "--shard" || s == "--merge") throw vitsim::Error(fmt::format("{}: vitsim-plan-mpi shards by rank itself", s));
+    else a.plan.push_back(s);
+  }
+  if (a.format != "table" && a.format != "json" && a.format != "csv")
+    throw vitsim::Error(fmt::format("--format '{}': valid: table, json, csv", a.format));
+  if (a.vitsim.empty()) {
+    char self[PATH_MAX] = {0};
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) throw vitsim::Error("cannot find the vitsim binary: give --vitsim PATH");
+    a.vitsim = (fs::path(std::string(self, n)).parent_path() / "vitsim").string();
+  }
+  return a;
+}
+
+// Runs `vitsim plan ... --shard rank/size --format json --out FILE` and returns FILE's text, or an error
+// line starting with "error: ".
+std::string run_shard(const Args& a, int rank, int size) {
+  std::string tmpl = (fs::temp_directory_path() / "vitsim-plan-mpi-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) return "error: cannot create a temporary directory";
+  const std::string out = tmpl + "/shard.json";
+  std::vector<std::string> args{a.vitsim, "plan"};
+  for (const auto& s : a.plan) args.push_back(s);
+  for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", rank, size), std::string("--format"),
+                               std::string("json"), std::string("--out"), out})
+    args.push_back(s);
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  std::string result;
+  if (posix_spawn(&pid, a.vitsim.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
+    result = fmt::format("error: cannot start {}", a.vitsim);
+  } else {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      result = fmt::format("error: rank {}: vitsim plan --shard {}/{} failed (exit status {}; its message is above)",
+                           rank, rank, size, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    else
+      result = vitsim::read_file(out);
+  }
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_CHECK(MPI_Init(&argc, &argv));
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  int status = 0;
+  std::string mine;
+  Args a;
+  try {
+    a = parse(argc, argv);
+    mine = run_shard(a, rank, size);
+  } catch (const std::exception& e) {
+    mine = std::string("error: ") + e.what();
+  }
+  // Gather every shard's JSON (or error) on rank 0.
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(size), offsets(size);
+  MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  std::string all;
+  if (rank == 0) {
+    long long total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[r] = static_cast<int>(total);
+      total += lens[r];
+    }
+    if (total > INT_MAX) {
+      std::fprintf(stderr, "vitsim-plan-mpi: shards too large to gather (%lld bytes)\n", total);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    all.resize(static_cast<size_t>(total));
+  }
+  MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (rank == 0) {
+    try {
+      std::vector<vitsim::PlanResult> shards;
+      for (int r = 0; r < size; ++r) {
+        std::string text = all.substr(offsets[r], lens[r]);
+        if (text.rfind("error: ", 0) == 0) throw vitsim::Error(text.substr(7));
+        shards.push_back(vitsim::plan_from_json(text, fmt::format("rank {}'s shard", r)));
+      }
+      vitsim::PlanResult plan = vitsim::merge_plans(shards);
+      std::string text = a.format == "json" ? vitsim::plan_to_json(plan)
+                         : a.format == "csv" ? vitsim::plan_to_csv(plan)
+                                             : vitsim::plan_to_table(plan, a.top);
+      if (a.out.empty())
+        std::fwrite(text.data(), 1, text.size(), stdout);
+      else
+        vitsim::write_file_atomic(a.out, text);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vitsim-plan-mpi: error: %s\n", e.what());
+      status = 1;
+    }
+  }
+  MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  MPI_Finalize();
+  return status;
+}
