@@ -145,14 +145,13 @@ TEST_CASE("fmnist-vit: 2 ranks reach 85% Fashion-MNIST test accuracy with identi
   CHECK(p["test_accuracy"].back().get<double>() >= 0.85);
   // With overlap on, communication is partly hidden behind backward.
   CHECK(p["breakdown_s"]["comm_total"].get<double>() > 0);
-  // Exposed time is the training thread's wait, total the communication thread's busy time: the
-  // wait cannot outlast the busy time by more than a thread wake-up (1 ms is generous).
-  CHECK(p["breakdown_s"]["comm_exposed"].get<double>() <= p["breakdown_s"]["comm_total"].get<double>() + 1e-3);
+  // Exposed communication is, by definition, the part of the in-flight time after backward.
+  CHECK(p["breakdown_s"]["comm_exposed"].get<double>() <= p["breakdown_s"]["comm_total"].get<double>());
   auto trace = nlohmann::json::parse(vitsim::read_file(dir / "trace.json"));
   CHECK(trace["traceEvents"].size() > 100);
 }
 
-TEST_CASE("bf16 autocast trains on CPU with identical replicas; fp16 on CPU is refused", "[real][mpi]") {
+TEST_CASE("bf16 autocast trains on CPU with identical replicas and fp16 on CPU is refused", "[real][mpi]") {
   vt::TempDir dir;
   const std::string run = small_run("--set training.lr=2e-3 ");
   auto fp32 = vt::run(mpirun(2) + run + "--save-params " + (dir / "fp32"));

@@ -32,6 +32,7 @@
 #include "vitsim/real/train.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -156,18 +157,24 @@ class GradientSync {
     ++ready_count_[b];
     while (launched_ < buckets_.size() && ready_count_[launched_] == buckets_[launched_].params) launch_locked();
   }
-  // After the last backward of the cycle: launches what is left and waits. Returns the seconds the
-  // training thread waited (exposed communication).
+  // After the last backward of the cycle: launches what is left and waits. Returns the exposed
+  // communication: from the end of backward (or the next launch, when nothing was in flight then) to
+  // the completion of the last all-reduce. It lies inside the in-flight time by construction; the
+  // training thread's wake-up after that is not communication.
   double finish() {
     auto start = Clock::now();
     std::unique_lock<std::mutex> g(mu_);
+    const bool idle = launched_ == done_;  // nothing in flight as backward ends
+    const bool all_done = idle && launched_ == buckets_.size();
     while (launched_ < buckets_.size()) launch_locked();
+    if (idle) start = busy_since_;  // exposure starts with the launch that follows
     cv_.wait(g, [&] { return done_ == buckets_.size() || error_; });
     if (error_) std::rethrow_exception(error_);
     sync_ = false;
-    return seconds(start, Clock::now());
+    return all_done ? 0.0 : std::max(0.0, seconds(start, last_done_));
   }
-  double busy_s() const { return busy_s_; }  // seconds collectives were in flight in the last cycle
+  // Seconds at least one launched all-reduce had not completed (queued or running) in the last cycle.
+  double busy_s() const { return busy_s_; }
   std::vector<TraceEvent> take_trace() {
     std::lock_guard<std::mutex> g(mu_);
     return std::move(trace_events_);
@@ -175,6 +182,8 @@ class GradientSync {
 
  private:
   void launch_locked() {
+    const auto now = Clock::now();
+    if (launched_ == done_) busy_since_ = now;  // nothing in flight until now
     queue_.push_back({launched_, comm_.mark_ready()});
     ++launched_;
     cv_.notify_all();
@@ -201,7 +210,8 @@ class GradientSync {
       }
       auto e = Clock::now();
       std::lock_guard<std::mutex> g(mu_);
-      busy_s_ += seconds(a, e);
+      if (launched_ == done_ + 1) busy_s_ += seconds(busy_since_, e);  // the last one in flight
+      last_done_ = e;
       if (trace_)
         trace_events_.push_back({fmt::format("allreduce bucket {} ({} floats)", job.first, b.count),
                                  seconds(t0_, a) * 1e6, seconds(a, e) * 1e6, 1});
@@ -221,6 +231,7 @@ class GradientSync {
   std::deque<std::pair<size_t, uint64_t>> queue_;
   std::vector<int> ready_count_;
   size_t launched_ = 0, done_ = 0;
+  Clock::time_point busy_since_, last_done_;
   bool sync_ = false, stop_ = false;
   double busy_s_ = 0;
   std::exception_ptr error_;
@@ -377,11 +388,22 @@ Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model,
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang
 }
 
-double peak_rss_bytes() {
+// Peak memory of this rank's device: the CUDA caching allocator's peak reservation on a GPU, the
+// process's peak resident set on CPU.
+double peak_memory_bytes(const torch::Device& device) {
+#ifdef VITSIM_TORCH_CUDA
+  if (device.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(stats.reserved_bytes[static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)].peak);
+  }
+#else
+  (void)device;
+#endif
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
 }
+
 
 // Per-step measurements of one rank.
 struct StepTimes {
@@ -417,6 +439,12 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
   LossScaler scaler;
   const bool scaling = precision == Precision::FP16;
+  if (s.parallel.zero != 0)
+    throw Error(fmt::format("parallelism.zero {}: the real trainer implements stage 0 (replicated optimizer state, "
+                            "gradient all-reduce) only", s.parallel.zero));
+  if (s.parallel.comm_dtype && *s.parallel.comm_dtype != Precision::FP32)
+    throw Error(fmt::format("parallelism.comm_dtype {}: the real trainer all-reduces fp32 gradients only",
+                            precision_name(*s.parallel.comm_dtype)));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / world.local_size());
   set_threads(threads);
@@ -588,9 +616,12 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           record("data", a, b);
           auto x = torch::from_blob(batch->images.data(), {batch->size, batch->channels, batch->image_size, batch->image_size});
           auto y = torch::from_blob(batch->labels.data(), {batch->size}, torch::kInt64);
-          if (device.is_cuda()) {
+          if (device.is_cuda() && s.loader.pinned) {
             x = x.pin_memory().to(device, /*non_blocking=*/true);
             y = y.pin_memory().to(device, true);
+          } else if (device.is_cuda()) {
+            x = x.to(device);  // pageable memory: a synchronous copy
+            y = y.to(device);
           }
           auto c = phase_end(device);
           st.b.h2d += seconds(b, c);
@@ -698,7 +729,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   const Breakdown& mb = mine.breakdown_s;
   std::vector<double> packed{mine.step_time_s.mean, mine.step_time_s.p50, mine.step_time_s.p95, mb.data,
                              mb.h2d, mb.compute_fwd, mb.compute_bwd, mb.optimizer, mb.comm_total, mb.comm_exposed,
-                             epoch_mean, peak_rss_bytes()};
+                             epoch_mean, peak_memory_bytes(device)};
   const size_t K = packed.size();
   auto all = world.allgather(packed, "report gather");
   auto hosts = world.gather(mine.host + "\n" + mine.device, 0, "report host gather");
@@ -745,15 +776,16 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   p.extrapolated = run_steps < full_steps || epoch_times.empty();
   p.epoch_time_s = p.extrapolated ? p.step_time_s.mean * full_steps : epoch_max;
   p.throughput_img_s = p.step_time_s.mean > 0 ? p.global_batch / p.step_time_s.mean : 0;
-  p.memory_per_gpu_bytes = device.is_cuda() ? 0 : rss_max;
+  p.memory_per_gpu_bytes = rss_max;
   p.fits_in_memory = true;
   p.bound = bound_of(p.breakdown_s);
   p.simulated_steps = 0;
   p.test_accuracy = pos.accuracy;
   notes.push_back(fmt::format("measured: {} steps per rank, statistics over steps after the first {} (simulation.warmup)",
                               steps.size(), warmup));
-  if (!device.is_cuda())
-    notes.push_back("memory_per_gpu_bytes: peak resident set size of the largest rank process (CPU device)");
+  notes.push_back(device.is_cuda()
+                      ? "memory_per_gpu_bytes: peak reserved by the CUDA caching allocator, largest rank"
+                      : "memory_per_gpu_bytes: peak resident set size of the largest rank process (CPU device)");
   if (p.extrapolated)
     notes.push_back(fmt::format("epoch_time_s extrapolated: mean step time x {} steps per epoch", full_steps));
   if (nranks > 1) notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks));
