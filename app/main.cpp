@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   vitsim::app::add_plan(cli, action);
 #ifdef VITSIM_HAVE_REAL
   vitsim::app::add_train(cli, action);
+  vitsim::app::add_calibrate(cli, action);
 #endif
   try {
     cli.parse(argc, argv);

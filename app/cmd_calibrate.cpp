@@ -1,0 +1,88 @@
+// vitsim calibrate --scenario S --out calib.json [--force] [--append] [--emit-platform FILE] [--details FILE]
+//                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
+// Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/units.hpp"
+
+namespace vitsim::app {
+
+namespace {
+struct CalibrateArgs {
+  std::string scenario, peak_flops, mem_bw, fit_max;
+  std::vector<std::string> sets, sizes, device_types;
+  calibrate::Options opt;
+  bool quiet = false;
+};
+
+// The command as typed (for the provenance), from /proc/self/cmdline.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), out;
+  for (char ch : all) out += ch == '\0' ? ' ' : ch;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out.empty() ? "vitsim calibrate" : out;
+}
+}  // namespace
+
+void add_calibrate(CLI::App& cli, Action& action) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* c = cli.add_subcommand(
+      "calibrate", "measure compute, all-reduce, copies and loading on this job's ranks: mpirun -np N vitsim calibrate ...");
+  c->add_option("--scenario", a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
+  c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
+  c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/1)")->required();
+  c->add_flag("--force", a->opt.force, "overwrite existing output files");
+  c->add_flag("--append", a->opt.append, "merge into an existing --out, replacing the entries measured again");
+  c->add_option("--emit-platform", a->opt.emit_platform, "also write a SimGrid platform file for the machines measured");
+  c->add_option("--details", a->opt.details, "write every measurement with its spread (JSON)");
+  c->add_option("--micro-batches", a->opt.micro_batches, "micro-batch sizes for compute (default: scenario's /2, x1, x2)")
+      ->delimiter(',');
+  c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")->delimiter(',');
+  c->add_option("--fit-max", a->fit_max,
+                "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's largest bucket)");
+  c->add_option("--device-type", a->device_types,
+                "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
+      ->delimiter(',');
+  c->add_option("--link-class", a->opt.link_class, "name of the fitted link class (default intra_node / inter_node)");
+  c->add_option("--peak-flops", a->peak_flops, "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
+  c->add_option("--mem-bw", a->mem_bw, "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
+  c->add_option("--platform-devices", a->opt.platform_devices, "devices per host in the emitted platform (default: the cores)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")->check(CLI::NonNegativeNumber);
+  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")->check(CLI::Range(3, 100000));
+  c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
+  c->callback([&action, a] {
+    action = [a] {
+      if (a->scenario.empty())
+        throw Error("calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision");
+      ScenarioFile f = read_scenario_file(a->scenario);
+      for (const auto& s : a->sets) apply_override(f, s);
+      const std::vector<Scenario> points = expand(f);
+      calibrate::Options o = a->opt;
+      for (const auto& s : a->sizes) o.sizes.push_back(units::parse(s, units::Kind::Bytes));
+      if (!a->fit_max.empty()) o.fit_max_bytes = units::parse(a->fit_max, units::Kind::Bytes);
+      if (!a->device_types.empty()) o.device_types = a->device_types;
+      if (!a->peak_flops.empty()) o.peak_flops = units::parse(a->peak_flops, units::Kind::Flops);
+      if (!a->mem_bw.empty()) o.mem_bw = units::parse(a->mem_bw, units::Kind::Bandwidth);
+      o.verbose = !a->quiet;
+      o.command = command_line();
+      calibrate::run(points.front(), o);
+      return 0;
+    };
+  });
+}
+
+}  // namespace vitsim::app

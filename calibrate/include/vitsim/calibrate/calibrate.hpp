@@ -1,0 +1,115 @@
+#pragma once
+// `vitsim calibrate`: micro-benchmarks on real nodes that become a calibration file (schema
+// vitsim.calibration/1, core/calibration.hpp) and, on request, a platform file for the machines measured.
+//
+// Measured in the manner of nccl-tests: every quantity gets warm-up runs that are thrown away, then
+// repeated timed runs; the printed table and the details file show the median and the spread. For
+// compute the file keeps the mean over the timed iterations (as nccl-tests' average over its loop):
+// the trainer reports mean phase times, and on a shared machine the delays are one-sided (a rank is
+// only ever slowed down), so the median would sit below the mean a training run measures.
+// All-reduce and copies keep the median (their per-size fit should not follow single outliers).
+// - compute: forward and backward of the scenario's ViT, whole and layer by layer, and the optimizer
+//   step, at several micro-batch sizes, with LibTorch on the rank's device (wall clock on CPU, the
+//   device synchronised before each clock read on CUDA), all ranks at once as in training;
+// - all-reduce: time against message size with the trainer's own communicator (MPI on CPU ranks),
+//   as algbw = S / t and busbw = algbw * 2(n-1)/n, fitted to t = 2(n-1) a + 2(n-1)/n S / B;
+// - host-to-device copies (on CPU: a memcpy into a freshly allocated tensor, pinned = pageable);
+// - loader throughput of one worker for the scenario's dataset and resize.
+// This header has no Torch and no MPI: app/ and the tests include it.
+#include <string>
+#include <vector>
+
+#include "vitsim/core/calibration.hpp"
+#include "vitsim/core/scenario.hpp"
+
+namespace vitsim::calibrate {
+
+// ---- statistics and fits (pure; unit-tested) ----
+
+// Mean, median and spread of repeated timings. Throws Error on an empty sample.
+struct Spread {
+  double mean = 0, median = 0, min = 0, max = 0, p25 = 0, p75 = 0;
+  int count = 0;
+  double rel_iqr() const { return median > 0 ? (p75 - p25) / median : 0; }  // (p75 - p25) / median
+};
+Spread spread_of(std::vector<double> values);
+
+// nccl-tests conventions (REFERENCE.md 3): algbw = S / t; all-reduce busbw = algbw * 2(n-1)/n.
+double algbw(double bytes, double seconds);
+double busbw_allreduce(double bytes, double seconds, int ranks);
+
+struct AllreduceSample {
+  double bytes = 0;
+  double seconds = 0;  // median time of one all-reduce
+};
+struct RingFit {
+  double latency_s = 0;   // a: per ring step
+  double bandwidth = 0;   // B: bytes/s of one ring edge
+  double max_rel_residual = 0;  // largest |fit - measured| / measured over the samples
+};
+// Least squares on t = 2(n-1) a + 2(n-1)/n S / B, each sample weighted by 1/t^2 (relative residuals,
+// so a 4 KiB sample counts as much as a 64 MiB one). A negative latency intercept (possible when small
+// messages take a faster protocol) is clamped to 0 and B refitted through the origin. Needs n >= 2
+// and two distinct sizes; throws Error otherwise.
+RingFit fit_ring_allreduce(const std::vector<AllreduceSample>& samples, int ranks);
+// The fit's prediction for S bytes.
+double ring_allreduce_time(const RingFit& f, double bytes, int ranks);
+
+// ---- platform file for the machines measured ----
+
+struct PlatformDevice {  // one rank's device as the platform describes it
+  std::string gpu_model;       // equals the calibration's device_type
+  double flops = 0;            // gpu_flops_fp32: the measured ViT training rate (FLOP/s)
+  double mem_bw = 0;           // gpu_mem_bw
+  double mem_bytes = 0;        // gpu_mem
+};
+struct PlatformNode {
+  std::string id;              // cluster id; hosts are <id>-dev0..N-1
+  int cpu_cores = 1;
+  std::vector<PlatformDevice> devices;  // consecutive devices of one gpu_model form one cluster
+  double link_bw = 0, link_lat = 0;     // fitted intra-node ring edge (bytes/s, s)
+  double h2d_bw = 0;                    // loopback (host-to-device copy) bandwidth
+  double loader_image_overhead = 0;     // s per image of one loader worker (0: not stated)
+};
+struct PlatformText {
+  std::string name;                     // zone id
+  std::vector<PlatformNode> nodes;
+  double nic_bw = 0, nic_lat = 0;       // inter-node edge, when nodes > 1
+  std::string provenance;               // written into the header comment, one figure per line
+};
+// SimGrid 4.1 XML in the layout of scripts/gen_platform.py (one <cluster> per node and device type,
+// PCIe-like private links carrying the fitted ring edge, FATPIPE backbone, NIC links in a Full zone).
+std::string platform_xml(const PlatformText& p);
+
+// ---- the measurement run ----
+
+struct Options {
+  std::string out;                      // calibration JSON (required)
+  bool force = false;                   // overwrite out / emit_platform
+  bool append = false;                  // merge into an existing out: replace entries measured again
+  std::string emit_platform;            // platform XML ("" = none)
+  std::string details;                  // every measurement with its spread, JSON ("" = none)
+  // The device's name (a platform's gpu_model): one for every rank, or one per rank (ranks that share a
+  // name are pooled into one device entry; different names give one entry each, e.g. a slow rank).
+  std::vector<std::string> device_types{"cpu"};
+  double peak_flops = 0, mem_bw = 0;    // stated datasheet figures for cross-device scaling (0 = unknown)
+  int platform_devices = 0;             // devices per node in the emitted platform (0 = the cores)
+  std::string link_class;               // "" = intra_node on one host, inter_node across hosts
+  std::vector<int> micro_batches;       // empty = the scenario's micro-batch / 2, x1, x2
+  std::vector<double> sizes;            // all-reduce message sizes in bytes; empty = 4 KiB..64 MiB x4
+  // Largest size the fit uses (0 = the largest all-reduce the scenario's trainer issues: one gradient
+  // bucket, at most the whole fp32 gradient). Larger sizes are measured and shown, not fitted: a
+  // communicator switches protocols with the size, and one alpha-beta line cannot follow every regime.
+  double fit_max_bytes = 0;
+  int warmup = 3, iters = 10;           // compute and copies
+  int loader_batches = 0;               // 0 = enough for ~2048 images
+  std::string command;                  // for the provenance
+  bool verbose = true;
+};
+
+// Runs every benchmark on all the ranks of the current MPI job (each rank one device, as `vitsim train`
+// places them), writes the files on rank 0 and returns the calibration (complete on every rank).
+// Refuses (Error) to overwrite `out` or `emit_platform` without `force`, before measuring anything.
+Calibration run(const Scenario& scenario, const Options& options);
+
+}  // namespace vitsim::calibrate

@@ -1,0 +1,498 @@
+// The measurement run of `vitsim calibrate`: compute on every rank, copies, the loader, the all-reduce
+// sweep with the trainer's communicator; the calibration file, the details file and the platform file.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "measure.hpp"
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/units.hpp"
+#include "vitsim/core/vit.hpp"
+#include "vitsim/real/comm.hpp"
+#include "vitsim/real/data.hpp"
+
+namespace vitsim::calibrate {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+std::string now_utc() {
+  auto t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  return "unknown";
+}
+
+double mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024.0;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+std::string mpi_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown";
+  std::string s(buf, static_cast<size_t>(len));
+  auto nl = s.find_first_of("\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+double median_of(std::vector<double> v) { return spread_of(std::move(v)).median; }
+
+// The device name each rank calibrates as.
+std::vector<std::string> rank_devices(const Options& o, int ranks) {
+  if (o.device_types.empty()) throw Error("calibrate: --device-type needs a name");
+  if (o.device_types.size() == 1) return std::vector<std::string>(ranks, o.device_types.front());
+  if (static_cast<int>(o.device_types.size()) != ranks)
+    throw Error(fmt::format("calibrate: --device-type lists {} names for {} ranks; give one name, or one per rank",
+                            o.device_types.size(), ranks));
+  return o.device_types;
+}
+
+void refuse_overwrite(const std::string& path, const char* what, bool force) {
+  if (!path.empty() && !force && fs::exists(path))
+    throw Error(fmt::format("{}: {} exists; pass --force to overwrite it", path, what));
+}
+
+json spread_json(const Spread& s) {
+  return {{"mean", s.mean}, {"median", s.median}, {"min", s.min}, {"max", s.max}, {"p25", s.p25}, {"p75", s.p75}, {"count", s.count}};
+}
+
+std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
+
+}  // namespace
+
+Calibration run(const Scenario& s, const Options& o) {
+  if (o.out.empty()) throw Error("calibrate: --out FILE is required");
+  if (o.warmup < 0 || o.iters < 3) throw Error(fmt::format("calibrate: need warm-up >= 0 and at least 3 timed runs, got {} and {}", o.warmup, o.iters));
+  refuse_overwrite(o.out, "calibration file", o.force || o.append);
+  refuse_overwrite(o.emit_platform, "platform file", o.force);
+  refuse_overwrite(o.details, "details file", o.force);
+
+  real::World world(s.run.timeout_s);
+  const int rank = world.rank(), nranks = world.size();
+  const bool root = rank == 0;
+  const std::vector<std::string> devices = rank_devices(o, nranks);
+  DeviceInfo dev = open_device(s, world.local_rank(), world.local_size());
+  const Workload workload = build_workload(s.model);
+  auto say = [&](const std::string& text) {
+    if (root && o.verbose) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    }
+  };
+  json details = {{"schema", "vitsim.calibration-details/1"}, {"ranks", nranks}, {"devices", devices}};
+
+  std::vector<int> mbs = o.micro_batches;
+  if (mbs.empty()) {
+    const int b = s.training.micro_batch;
+    mbs = {std::max(1, b / 2), b, 2 * b};
+  }
+  std::sort(mbs.begin(), mbs.end());
+  mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
+  if (mbs.front() < 1) throw Error(fmt::format("calibrate: micro-batch sizes must be positive, got {}", mbs.front()));
+
+  say(fmt::format("vitsim calibrate: {} rank(s), {} on each ({} intra-op thread(s)), ViT {}px patch {} width {} depth {}, {}\n",
+                  nranks, dev.device, dev.threads, s.model.image_size, s.model.patch, s.model.width, s.model.depth,
+                  precision_name(s.training.precision)));
+  say(fmt::format("compute: {} warm-up + {} timed iterations per micro-batch on all ranks at once; per rank the "
+                  "mean (kept), the median, the spread (p75-p25)/median and [min, max] (seconds)\n",
+                  o.warmup, o.iters));
+
+  // ---- compute ----
+  // Each rank measures its own device while the others measure theirs (as in training: the ranks share
+  // the node's memory bandwidth and, on CPU, its cores); a device's figure is the median over its ranks.
+  std::map<std::string, DeviceCalibration> by_type;
+  std::vector<std::string> type_order;
+  for (const auto& d : devices)
+    if (!by_type.count(d)) {
+      type_order.push_back(d);
+      DeviceCalibration dc;
+      dc.device_type = d;
+      dc.model = s.model;
+      dc.precision = s.training.precision;
+      dc.peak_flops = o.peak_flops;
+      dc.mem_bw = o.mem_bw;
+      by_type[d] = dc;
+    }
+  std::vector<double> rank_rates(nranks, 0);  // achieved FLOP/s per rank at the largest micro-batch
+  double worst_rel_iqr = 0, worst_rank_gap = 0;
+  details["compute"] = json::array();
+  say(fmt::format("{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "micro", "rank", "fwd_mean", "fwd_med",
+                  "bwd_mean", "bwd_med", "opt_mean", "iqr/med", "GFLOP/s"));
+  for (int mb : mbs) {
+    world.barrier("calibrate compute barrier");
+    ComputeSample cs = measure_compute(s, dev, mb, o.warmup, o.iters, nranks);
+    // Per rank: the mean (stored), the median and spread (shown); layers' means split the whole.
+    std::vector<double> mine{cs.fwd.mean, cs.bwd.mean, cs.optimizer.mean, cs.fwd.rel_iqr(), cs.bwd.rel_iqr(),
+                             cs.fwd.min, cs.fwd.max, cs.bwd.min, cs.bwd.max, cs.fwd.median, cs.bwd.median};
+    for (const auto& l : cs.layers) {
+      mine.push_back(l.fwd.mean);
+      mine.push_back(l.bwd.mean);
+    }
+    const size_t K = mine.size();
+    auto all = world.allgather(mine, "calibrate compute gather");
+    json jmb = {{"micro_batch", mb}, {"ranks", json::array()}};
+    for (int r = 0; r < nranks; ++r) {
+      const double* v = &all[r * K];
+      const double rate = mb * (workload.fwd_flops_per_sample() + workload.bwd_flops_per_sample()) / (v[0] + v[1]);
+      if (mb == mbs.back()) rank_rates[r] = rate;
+      worst_rel_iqr = std::max({worst_rel_iqr, v[3], v[4]});
+      say(fmt::format("{:>6} {:>6} {:>10.6f} {:>10.6f} {:>10.6f} {:>10.6f} {:>10.6f} {:>8} {:>8.2f}   fwd [{:.6f}, {:.6f}] "
+                      "bwd [{:.6f}, {:.6f}]\n",
+                      mb, r, v[0], v[9], v[1], v[10], v[2], pct(std::max(v[3], v[4])), rate / 1e9, v[5], v[6], v[7], v[8]));
+      jmb["ranks"].push_back({{"rank", r}, {"device_type", devices[r]}, {"fwd_s_mean", v[0]}, {"bwd_s_mean", v[1]},
+                              {"optimizer_s_mean", v[2]}, {"fwd_rel_iqr", v[3]}, {"bwd_rel_iqr", v[4]},
+                              {"fwd_min", v[5]}, {"fwd_max", v[6]}, {"bwd_min", v[7]}, {"bwd_max", v[8]},
+                              {"fwd_s_median", v[9]}, {"bwd_s_median", v[10]}});
+    }
+    if (root) {
+      json jl = json::array();
+      for (const auto& l : cs.layers) jl.push_back({{"name", l.name}, {"fwd", spread_json(l.fwd)}, {"bwd", spread_json(l.bwd)}});
+      jmb["rank0"] = {{"fwd", spread_json(cs.fwd)}, {"bwd", spread_json(cs.bwd)}, {"optimizer", spread_json(cs.optimizer)},
+                      {"layers", jl}};
+    }
+    details["compute"].push_back(jmb);
+    for (const auto& type : type_order) {
+      std::vector<int> members;
+      for (int r = 0; r < nranks; ++r)
+        if (devices[r] == type) members.push_back(r);
+      auto med = [&](size_t idx) {
+        std::vector<double> v;
+        for (int r : members) v.push_back(all[r * K + idx]);
+        return median_of(v);
+      };
+      ComputePoint cp;
+      cp.micro_batch = mb;
+      cp.fwd_s = med(0);
+      cp.bwd_s = med(1);
+      cp.optimizer_s = med(2);
+      for (size_t l = 0; l < cs.layers.size(); ++l) cp.layers.push_back({cs.layers[l].name, med(11 + 2 * l), med(12 + 2 * l)});
+      double lo = INFINITY, hi = 0;
+      for (int r : members) {
+        const double t = all[r * K] + all[r * K + 1];
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+      }
+      worst_rank_gap = std::max(worst_rank_gap, hi / lo - 1);
+      by_type[type].points.push_back(cp);
+    }
+  }
+
+  // ---- occupancy: the largest micro-batch again on rank 0 alone while the others wait ----
+  // Devices that share a host's resources (CPU cores sharing memory bandwidth or a physical core, GPUs
+  // sharing a PCIe switch) can run slower when all are busy; the simulator takes a device's calibrated
+  // speed whatever the rest of the node does, so a calibration is good for the rank count it was made at.
+  double alone_ratio = 1;
+  if (nranks > 1 && world.nodes() == 1) {
+    world.barrier("calibrate occupancy barrier");
+    double alone = 0;
+    if (root) {
+      ComputeSample cs = measure_compute(s, dev, mbs.back(), o.warmup, o.iters, nranks);
+      alone = cs.fwd.mean + cs.bwd.mean;
+    }
+    world.broadcast(&alone, sizeof alone, 0, "calibrate occupancy broadcast");
+    const DeviceCalibration& d0 = by_type[devices[0]];
+    const double together = d0.points.back().fwd_s + d0.points.back().bwd_s;
+    alone_ratio = together / alone;
+    say(fmt::format("occupancy: micro-batch {} fwd+bwd takes {:.6f} s on rank 0 alone, {:.6f} s with all {} ranks busy "
+                    "(x{:.2f}): this calibration holds for {} busy ranks per host\n",
+                    mbs.back(), alone, together, nranks, alone_ratio, world.local_size()));
+    details["occupancy"] = {{"micro_batch", mbs.back()}, {"alone_s", alone}, {"all_busy_s", together}};
+  }
+
+  // ---- host-to-device copies: one batch of the largest micro-batch, as the loader hands it over ----
+  const double batch_bytes = 4.0 * mbs.back() * s.model.channels * s.model.image_size * s.model.image_size;
+  CopySample copy = measure_copy(dev, std::max(batch_bytes, 1024.0 * 1024.0), o.warmup, o.iters);
+  std::vector<double> copy_all =
+      world.allgather({copy.bytes / copy.pinned_s.median, copy.bytes / copy.pageable_s.median}, "calibrate copy gather");
+  std::vector<double> pinned_bw, pageable_bw;
+  for (int r = 0; r < nranks; ++r) {
+    pinned_bw.push_back(copy_all[2 * r]);
+    pageable_bw.push_back(copy_all[2 * r + 1]);
+  }
+  const double h2d_pinned = median_of(pinned_bw), h2d_pageable = median_of(pageable_bw);
+  say(fmt::format("host-to-device: {} per copy, pinned {} pageable {} (median over ranks){}\n", units::format_bytes(copy.bytes),
+                  units::format_bandwidth(h2d_pinned), units::format_bandwidth(h2d_pageable),
+                  copy.on_cpu ? "; CPU device: a memcpy into a freshly allocated tensor, pinned = pageable" : ""));
+  details["h2d"] = {{"bytes", copy.bytes}, {"on_cpu", copy.on_cpu}, {"pinned_bw_per_rank", pinned_bw},
+                    {"pageable_bw_per_rank", pageable_bw}, {"rank0_pinned_s", spread_json(copy.pinned_s)},
+                    {"rank0_pageable_s", spread_json(copy.pageable_s)}};
+
+  // ---- loader: one worker, the scenario's dataset, resize and augmentation ----
+  LoaderCalibration loader_cal;
+  {
+    world.barrier("calibrate loader barrier");
+    real::DatasetSplit set = real::open_dataset(s.dataset, s.model, "train");
+    real::Transform tf{s.model.image_size, s.run.augment, set.norm, static_cast<uint64_t>(s.training.seed)};
+    const int mb = s.training.micro_batch;
+    long long batches = o.loader_batches > 0 ? o.loader_batches : (2048 + mb - 1) / mb;
+    batches = std::max(1LL, std::min<long long>(batches, static_cast<long long>(set.source->size()) / nranks / mb));
+    std::vector<double> rates;
+    for (int rep = 0; rep < 1 + 3; ++rep) {  // one warm-up pass (page cache, allocator), three timed
+      auto idx = real::shard_indices(set.source->size(), rank, nranks, s.training.seed, rep, true, true);
+      idx.resize(static_cast<size_t>(batches * mb));
+      auto a = Clock::now();
+      real::Loader loader(*set.source, tf, idx, mb, rep, 0, /*workers=*/1, s.loader.prefetch);
+      long long images = 0;
+      while (auto b = loader.next()) images += b->size;
+      auto e = Clock::now();
+      if (rep > 0) rates.push_back(images / seconds(a, e));
+    }
+    auto all = world.allgather({median_of(rates)}, "calibrate loader gather");
+    loader_cal.dataset = s.dataset.name;
+    loader_cal.resize = s.model.image_size;
+    loader_cal.images_per_s_per_worker = median_of(all);
+    Spread sp = spread_of(all);
+    say(fmt::format("loader: {} at {} px, one worker, {} batches of {}: {:.0f} images/s (ranks: [{:.0f}, {:.0f}])\n",
+                    s.dataset.name, s.model.image_size, batches, mb, sp.median, sp.min, sp.max));
+    details["loader"] = {{"dataset", s.dataset.name}, {"resize", s.model.image_size}, {"batches", batches},
+                         {"micro_batch", mb}, {"images_per_s_per_rank", all}};
+  }
+
+  // ---- all-reduce with the trainer's communicator ----
+  std::vector<LinkCalibration> links;
+  RingFit fit;
+  if (nranks > 1) {
+    // The largest all-reduce the scenario's trainer issues: one gradient bucket, at most the whole
+    // fp32 gradient (the trainer reduces fp32 gradients whatever the precision).
+    const double largest = std::min(s.parallel.bucket_bytes, 4.0 * workload.total_params());
+    std::vector<double> sizes = o.sizes;
+    if (sizes.empty()) {
+      for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) sizes.push_back(b);
+      sizes.push_back(std::floor(largest / 4) * 4);  // measured exactly, so the fit holds where it is used
+      std::sort(sizes.begin(), sizes.end());
+      sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    }
+    auto comm = real::make_mpi_communicator(world);
+    const std::string link_class = !o.link_class.empty() ? o.link_class : world.nodes() > 1 ? "inter_node" : "intra_node";
+    say(fmt::format("all-reduce ({}, {} ranks, class {}): per size {} warm-up + {} timed, each after a barrier; "
+                    "time = the slowest rank's\n{:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}\n",
+                    comm->name(), nranks, link_class, 5, std::max(10, o.iters), "bytes", "median_s", "min_s", "max_s",
+                    "algbw", "busbw", "fit"));
+    std::vector<AllreduceSample> samples;
+    json jar = json::array();
+    std::vector<Spread> spreads;
+    for (double bytes : sizes) {
+      const size_t n = std::max<size_t>(1, static_cast<size_t>(bytes / sizeof(float)));
+      std::vector<float> buf(n, 1.0f);
+      std::vector<double> times;
+      const int iters = std::max(10, o.iters);
+      for (int it = 0; it < 5 + iters; ++it) {
+        world.barrier("calibrate all-reduce barrier");
+        auto a = Clock::now();
+        comm->allreduce_sum(buf.data(), n, comm->mark_ready());
+        auto e = Clock::now();
+        if (it >= 5) times.push_back(seconds(a, e));
+      }
+      auto all = world.allgather(times, "calibrate all-reduce gather");
+      std::vector<double> slowest(times.size(), 0);
+      for (int r = 0; r < nranks; ++r)
+        for (size_t i = 0; i < times.size(); ++i) slowest[i] = std::max(slowest[i], all[r * times.size() + i]);
+      Spread sp = spread_of(slowest);
+      const double real_bytes = n * sizeof(float);
+      samples.push_back({real_bytes, sp.median});
+      spreads.push_back(sp);
+      jar.push_back({{"bytes", real_bytes}, {"time_s", spread_json(sp)}, {"algbw", algbw(real_bytes, sp.median)},
+                     {"busbw", busbw_allreduce(real_bytes, sp.median, nranks)}});
+    }
+    double fit_max = o.fit_max_bytes;
+    if (fit_max <= 0) fit_max = largest;
+    std::vector<AllreduceSample> fitted;
+    for (const auto& smp : samples)
+      if (smp.bytes <= fit_max * 1.0001) fitted.push_back(smp);
+    // At least the two smallest sizes, so a fit always exists.
+    if (fitted.size() < 2) fitted.assign(samples.begin(), samples.begin() + std::min<size_t>(2, samples.size()));
+    fit = fit_ring_allreduce(fitted, nranks);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& sp = spreads[i];
+      const double b = samples[i].bytes;
+      say(fmt::format("{:>12.0f} {:>12.6g} {:>12.6g} {:>12.6g} {:>12} {:>12} {:>+9.1f}%\n", b, sp.median, sp.min, sp.max,
+                      units::format_bandwidth(algbw(b, sp.median)), units::format_bandwidth(busbw_allreduce(b, sp.median, nranks)),
+                      100 * (ring_allreduce_time(fit, b, nranks) / sp.median - 1)));
+    }
+    say(fmt::format("fit t = 2(n-1) a + 2(n-1)/n S/B (least squares, relative residuals) over the {} sizes up to {} "
+                    "(the scenario's largest all-reduce): a = {}, B = {}; largest residual there {}\n",
+                    fitted.size(), units::format_bytes(fitted.back().bytes), units::format_time(fit.latency_s),
+                    units::format_bandwidth(fit.bandwidth), pct(fit.max_rel_residual)));
+    links.push_back({link_class, fit.bandwidth, fit.latency_s, nranks});
+    details["allreduce"] = {{"communicator", comm->name()}, {"link_class", link_class}, {"samples", jar},
+                            {"fit", {{"latency_s", fit.latency_s}, {"bandwidth", fit.bandwidth},
+                                     {"max_rel_residual", fit.max_rel_residual}, {"fitted_up_to_bytes", fitted.back().bytes}}}};
+  }
+
+  // ---- the calibration ----
+  Calibration c;
+  if (o.append && fs::exists(o.out)) c = read_calibration(o.out);
+  auto hosts = world.gather(world.host(), 0, "calibrate host gather");
+  const std::string date = now_utc();
+  std::string earlier;
+  if (!c.provenance.empty()) earlier = fmt::format("{} ({})", c.provenance["command"], c.provenance["date"]);
+  c.provenance.clear();
+  std::set<std::string> host_set(hosts.begin(), hosts.end());
+  std::string host_list;
+  for (const auto& h : host_set) host_list += (host_list.empty() ? "" : " ") + h;
+  c.provenance["host"] = host_list;
+  c.provenance["date"] = date;
+  c.provenance["command"] = o.command;
+  c.provenance["versions"] = fmt::format("vitsim 0.1.0; libtorch {}; {}", torch_version(), mpi_version());
+  c.provenance["cpu"] = cpu_model();
+  c.provenance["ranks"] = fmt::format("{} ({} per host, {} intra-op thread(s) each, device {})", nranks,
+                                      world.local_size(), dev.threads, dev.device);
+  c.provenance["method"] = fmt::format(
+      "compute: {} warm-up + {} timed iterations per micro-batch on every rank at once, mean per rank, then the median "
+      "over the ranks of a device; layers timed one by one with detached inputs (their shares split the whole-model "
+      "times); all-reduce: 5 warm-up + {} timed per size after a barrier, the slowest rank's time, median; loader: one "
+      "worker, 3 timed passes after one warm-up pass",
+      o.warmup, o.iters, std::max(10, o.iters));
+  c.provenance["noise"] = fmt::format(
+      "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",
+      pct(worst_rel_iqr), pct(worst_rank_gap));
+  if (alone_ratio != 1)
+    c.provenance["occupancy"] = fmt::format(
+        "fwd+bwd at micro-batch {} is x{:.2f} the time of rank 0 alone when all {} ranks of the host compute: the "
+        "compute figures hold for {} busy ranks per host",
+        mbs.back(), alone_ratio, world.local_size(), world.local_size());
+  if (copy.on_cpu) c.provenance["h2d"] = "CPU device: memcpy into a freshly allocated tensor; pinned = pageable";
+  if (!earlier.empty()) c.provenance["appended_to"] = earlier;
+  for (const auto& type : type_order) {
+    DeviceCalibration& d = by_type[type];
+    auto same = [&](const DeviceCalibration& e) {
+      return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
+    };
+    c.devices.erase(std::remove_if(c.devices.begin(), c.devices.end(), same), c.devices.end());
+    c.devices.push_back(d);
+  }
+  for (const auto& l : links) {
+    c.links.erase(std::remove_if(c.links.begin(), c.links.end(),
+                                 [&](const LinkCalibration& e) { return e.link_class == l.link_class && e.ranks == l.ranks; }),
+                  c.links.end());
+    c.links.push_back(l);
+  }
+  c.loaders.erase(std::remove_if(c.loaders.begin(), c.loaders.end(),
+                                 [&](const LoaderCalibration& e) {
+                                   return e.dataset == loader_cal.dataset && e.resize == loader_cal.resize;
+                                 }),
+                  c.loaders.end());
+  c.loaders.push_back(loader_cal);
+  c.h2d_pinned_bw = h2d_pinned;
+  c.h2d_pageable_bw = h2d_pageable;
+
+  if (root) {
+    write_file_atomic(o.out, calibration_to_json(c));
+    say(fmt::format("wrote {}\n", o.out));
+    if (!o.details.empty()) {
+      details["provenance"] = c.provenance;
+      write_file_atomic(o.details, details.dump(1) + "\n");
+      say(fmt::format("wrote {}\n", o.details));
+    }
+    if (!o.emit_platform.empty()) {
+      if (nranks < 2) throw Error("--emit-platform needs the all-reduce fit: run calibrate under mpirun with 2 or more ranks");
+      PlatformText pt;
+      pt.name = "calibrated";
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const double loader_overhead = 1.0 / loader_cal.images_per_s_per_worker;
+      auto device_fig = [&](int r) {
+        PlatformDevice pd;
+        pd.gpu_model = devices[r];
+        pd.flops = rank_rates[r];
+        pd.mem_bw = h2d_pageable;
+        pd.mem_bytes = dev.mem_bytes > 0 ? dev.mem_bytes : mem_total_bytes() / std::max(1, world.local_size());
+        return pd;
+      };
+      std::set<std::string> types(devices.begin(), devices.end());
+      if (types.size() == 1 && host_set.size() == 1) {
+        // One host, one kind of device: one cluster of platform_devices devices (default: the cores).
+        PlatformNode n;
+        n.id = *host_set.begin();
+        n.cpu_cores = cores;
+        const int count = o.platform_devices > 0 ? o.platform_devices : cores;
+        PlatformDevice pd = device_fig(0);
+        std::vector<double> rates(rank_rates.begin(), rank_rates.end());
+        pd.flops = median_of(rates);
+        n.devices.assign(count, pd);
+        n.link_bw = fit.bandwidth;
+        n.link_lat = fit.latency_s;
+        n.h2d_bw = h2d_pinned;
+        n.loader_image_overhead = loader_overhead;
+        pt.nodes.push_back(n);
+      } else {
+        // Several kinds of device, or several hosts: one node per rank, in rank order, joined by links
+        // carrying the fitted ring edge (the route between two nodes has the fitted latency).
+        for (int r = 0; r < nranks; ++r) {
+          PlatformNode n;
+          n.id = fmt::format("{}-r{}", hosts[r], r);
+          n.cpu_cores = cores;
+          n.devices.push_back(device_fig(r));
+          n.link_bw = fit.bandwidth;
+          n.link_lat = 0;
+          n.h2d_bw = h2d_pinned;
+          n.loader_image_overhead = loader_overhead;
+          pt.nodes.push_back(n);
+        }
+        pt.nic_bw = fit.bandwidth;
+        pt.nic_lat = fit.latency_s;
+      }
+      std::string prov;
+      prov += fmt::format("  Measured by: {}\n  on {} at {} ({}; {}).\n", o.command, host_list, date, c.provenance["cpu"],
+                          c.provenance["versions"]);
+      prov += fmt::format(
+          "  - gpu_model: the calibration's device_type; the compute figures come from the calibration file, whose\n"
+          "    devices match by this name.\n"
+          "  - gpu_flops_fp32 / gpu_efficiency 1: the measured training rate (forward + backward FLOPs of the ViT at\n"
+          "    micro-batch {} over the measured time), median over the ranks of the device; a roofline fallback only.\n"
+          "  - gpu_mem_bw: the measured host-to-device copy bandwidth (on CPU a memcpy), a stand-in for memory bandwidth.\n"
+          "  - gpu_mem: {}.\n"
+          "  - links: the fitted ring all-reduce edge, a = {} per step and B = {} (largest residual {});\n"
+          "    each private link carries a/2 so a device-to-device route has latency a.\n"
+          "  - loopback (host-to-device path): the measured copy bandwidth {}.\n"
+          "  - loader_image_overhead: 1 / the measured images/s of one loader worker ({:.0f}/s).\n"
+          "  - cpu_cores: the cores this host reports.\n",
+          mbs.back(), dev.mem_bytes > 0 ? "the CUDA device's memory" : "MemTotal of /proc/meminfo over the ranks of the host",
+          units::format_time(fit.latency_s), units::format_bandwidth(fit.bandwidth), pct(fit.max_rel_residual),
+          units::format_bandwidth(h2d_pinned), loader_cal.images_per_s_per_worker);
+      pt.provenance = prov;
+      write_file_atomic(o.emit_platform, platform_xml(pt));
+      say(fmt::format("wrote {}\n", o.emit_platform));
+    }
+  }
+  world.barrier("calibrate final barrier");
+  return c;
+}
+
+}  // namespace vitsim::calibrate

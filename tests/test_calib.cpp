@@ -1,0 +1,165 @@
+// vitsim calibrate: the statistics, the ring all-reduce fit and the emitted platform file.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "test_util.hpp"
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/platform.hpp"
+
+using namespace vitsim;
+using namespace vitsim::calibrate;
+
+TEST_CASE("calibrate: median and spread as numpy's linear percentiles", "[calib]") {
+  // Sorted: 1 2 3 4 10. numpy.percentile(..., [25, 50, 75]) = 2, 3, 4.
+  Spread s = spread_of({10, 3, 1, 4, 2});
+  CHECK(s.count == 5);
+  CHECK(s.min == 1);
+  CHECK(s.max == 10);
+  CHECK(s.median == 3);
+  CHECK(s.mean == 4);  // (1 + 2 + 3 + 4 + 10) / 5
+  CHECK(s.p25 == 2);
+  CHECK(s.p75 == 4);
+  CHECK(s.rel_iqr() == Approx(2.0 / 3.0));
+  // Even count: the median halfway between the middle two; p25 of 1 2 3 4 is 1.75.
+  Spread e = spread_of({4, 1, 3, 2});
+  CHECK(e.median == 2.5);
+  CHECK(e.p25 == 1.75);
+  CHECK_THROWS_AS(spread_of({}), Error);
+}
+
+TEST_CASE("calibrate: algbw and busbw follow nccl-tests", "[calib]") {
+  // 1 MB in 1 ms is 1 GB/s; busbw for all-reduce multiplies by 2(n-1)/n: 1.5 at n = 4, 1 at n = 2.
+  CHECK(algbw(1e6, 1e-3) == Approx(1e9));
+  CHECK(busbw_allreduce(1e6, 1e-3, 4) == Approx(1.5e9));
+  CHECK(busbw_allreduce(1e6, 1e-3, 2) == Approx(1e9));
+}
+
+TEST_CASE("calibrate: the ring fit recovers latency and bandwidth from exact times", "[calib]") {
+  for (int n : {2, 3, 8}) {
+    RingFit truth{7e-6, 3.5e9, 0};
+    std::vector<AllreduceSample> samples;
+    for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) samples.push_back({b, ring_allreduce_time(truth, b, n)});
+    RingFit f = fit_ring_allreduce(samples, n);
+    CHECK(f.latency_s == Approx(7e-6).epsilon(1e-9));
+    CHECK(f.bandwidth == Approx(3.5e9).epsilon(1e-9));
+    CHECK(f.max_rel_residual < 1e-9);
+  }
+}
+
+TEST_CASE("calibrate: the ring fit weighs relative residuals", "[calib]") {
+  // Times 5% high at every other size: the fit stays within those 5% at every size, small and large
+  // (unweighted least squares would follow the 64 MiB points and miss the 4 KiB ones by far more).
+  const int n = 2;
+  RingFit truth{20e-6, 2e9, 0};
+  std::vector<AllreduceSample> samples;
+  int k = 0;
+  for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4)
+    samples.push_back({b, ring_allreduce_time(truth, b, n) * (k++ % 2 ? 1.05 : 1.0)});
+  RingFit f = fit_ring_allreduce(samples, n);
+  CHECK(f.max_rel_residual < 0.05);
+  CHECK(f.latency_s == Approx(20e-6).epsilon(0.06));
+  CHECK(f.bandwidth == Approx(2e9).epsilon(0.06));
+}
+
+TEST_CASE("calibrate: a negative latency intercept is clamped to zero", "[calib]") {
+  // Pure bandwidth plus a small-message speed-up: the unconstrained intercept is negative.
+  std::vector<AllreduceSample> samples{{1e3, 0.2e-6}, {1e6, 1e-3}, {1e7, 1e-2}};
+  RingFit f = fit_ring_allreduce(samples, 2);
+  CHECK(f.latency_s == 0);
+  CHECK(f.bandwidth > 0);
+}
+
+TEST_CASE("calibrate: the ring fit refuses what it cannot fit", "[calib][negative]") {
+  CHECK_THROWS_WITH(fit_ring_allreduce({{1e3, 1e-5}, {1e6, 1e-3}}, 1),
+                    "an all-reduce fit needs at least 2 ranks, got 1");
+  CHECK_THROWS_WITH(fit_ring_allreduce({{1e3, 1e-5}, {1e3, 2e-5}}, 2),
+                    "an all-reduce fit needs samples of at least two message sizes");
+  CHECK_THROWS_WITH(fit_ring_allreduce({{1e3, 1e-3}, {1e6, 1e-5}}, 2),
+                    "all-reduce times do not grow with the message size: no bandwidth can be fitted (measure larger "
+                    "sizes)");
+}
+
+namespace {
+PlatformNode node(const std::string& id, std::vector<PlatformDevice> devices) {
+  PlatformNode n;
+  n.id = id;
+  n.cpu_cores = 2;
+  n.devices = std::move(devices);
+  n.link_bw = 4e9;
+  n.link_lat = 8e-6;
+  n.h2d_bw = 6e9;
+  n.loader_image_overhead = 20e-6;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("calibrate: the emitted platform reads back with the measured figures", "[calib]") {
+  vt::TempDir d;
+  PlatformText pt;
+  pt.name = "calibrated";
+  PlatformDevice cpu{"cpu", 12.5e9, 6e9, 8.0 * 1024 * 1024 * 1024};
+  pt.nodes.push_back(node("host", {cpu, cpu}));
+  pt.provenance = "  - test figures\n";
+  const std::string path = d.file("p.xml", platform_xml(pt));
+  PlatformFacts f = read_platform_facts(path);
+  REQUIRE(f.nodes.size() == 1);
+  REQUIRE(f.gpu.count("host-dev1"));
+  const GpuFacts& g = f.gpu.at("host-dev1");
+  CHECK(g.model == "cpu");
+  CHECK(g.flops_fp32 == Approx(12.5e9));
+  CHECK(g.mem_bw == Approx(6e9));
+  CHECK(g.efficiency == 1.0);
+  CHECK(f.nodes[0].cpu_cores == 2);
+  CHECK(f.nodes[0].loader_image_overhead == Approx(20e-6));
+
+  // SimGrid loads it too: a 2-device prediction on it runs, and its all-reduce of the whole gradient
+  // follows the fitted edge (the scenario has no calibration: roofline compute at 12.5 GFLOP/s).
+  const std::string sc = d.file("s.xml", R"(<scenario name="emitted">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_fmnist_tiny"/>
+  <dataset name="synthetic" train_samples="512" image_size="28" channels="1"/>
+  <training micro_batch="16"/>
+  <simulation steps="4" warmup="1"/>
+</scenario>
+)");
+  auto r = vt::vitsim("predict " + sc + " -q --format json --jobs 1");
+  INFO(r.out);
+  CHECK(r.status == 0);
+}
+
+TEST_CASE("calibrate: devices of different types become clusters joined by links", "[calib]") {
+  vt::TempDir d;
+  PlatformText pt;
+  pt.name = "calibrated";
+  PlatformDevice fast{"cpu", 12e9, 6e9, 1e9}, slow{"cpu-half", 6e9, 6e9, 1e9};
+  pt.nodes.push_back(node("h-r0", {fast}));
+  pt.nodes.push_back(node("h-r1", {slow}));
+  pt.nodes.push_back(node("h-r2", {slow}));
+  pt.nic_bw = 4e9;
+  pt.nic_lat = 8e-6;
+  PlatformFacts f = read_platform_facts(d.file("p.xml", platform_xml(pt)));
+  REQUIRE(f.nodes.size() == 3);
+  CHECK(f.gpu.at("h-r0-dev0").model == "cpu");
+  CHECK(f.gpu.at("h-r2-dev0").model == "cpu-half");
+  CHECK(f.gpu.at("h-r2-dev0").flops_fp32 == Approx(6e9));
+  pt.nic_bw = 0;
+  CHECK_THROWS_WITH(platform_xml(pt), "platform: several clusters need a positive NIC bandwidth");
+}
+
+TEST_CASE("calibrate: refuses to overwrite without --force, before measuring", "[calib][negative][cli]") {
+  vt::TempDir d;
+  const std::string out = d.file("calib.json", "{}");
+  auto r = vt::vitsim("calibrate --scenario " + vt::source("scenarios/local/fmnist-vit.xml") + " --out " + out);
+  CHECK(r.status == 1);
+  CHECK(r.out == "vitsim: error: " + out + ": calibration file exists; pass --force to overwrite it\n");
+  auto p = vt::vitsim("calibrate --scenario " + vt::source("scenarios/local/fmnist-vit.xml") + " --out " + d / "new.json" +
+                      " --emit-platform " + out);
+  CHECK(p.status == 1);
+  CHECK(p.out == "vitsim: error: " + out + ": platform file exists; pass --force to overwrite it\n");
+  auto s = vt::vitsim("calibrate --out " + d / "new.json");
+  CHECK(s.status == 1);
+  CHECK(s.out ==
+        "vitsim: error: calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision\n");
+}
