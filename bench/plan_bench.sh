@@ -3,7 +3,9 @@
 # 54 x 4 GPUs per node up to 8 x 5 micro-batches x 4 ZeRO stages = 1,040 points), with 2 processes:
 #  - every point simulated (--allow-oom: no point excluded before simulating);
 #  - the plan as a user runs it (points that do not fit in memory excluded before simulating);
-#  - the same split in two shards run one after the other, then merged (what two mpirun ranks would each do).
+#  - the same under `mpirun -np 2 vitsim-plan-mpi` (one shard per rank, -j 1 each), when it was built.
+# Each line: median wall time, and median CPU time (user + sys of the process tree), which depends less on
+# what else the machine runs.
 # Usage: bench/plan_bench.sh [path/to/vitsim] [runs, default 3]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,15 +19,17 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 
 measure() {
   local label=$1; shift
-  local walls=() rss=0
+  local walls=() cpus=() rss=0
   for _ in $(seq "$runs"); do
-    /usr/bin/time -f "%e %M" -o "$tmp/t" "$@" >/dev/null
-    read -r w m <"$tmp/t"
+    /usr/bin/time -f "%e %U %S %M" -o "$tmp/t" "$@" >/dev/null
+    read -r w u s m <"$tmp/t"
     walls+=("$w")
+    cpus+=("$(echo "$u + $s" | bc)")
     ((m > rss)) && rss=$m
   done
-  printf '%-52s median %7.2f s  (runs: %s)  peak RSS %5.0f MiB\n' "$label" \
-    "$(printf '%s\n' "${walls[@]}" | median)" "${walls[*]}" "$((rss / 1024))"
+  printf '%-44s wall median %7.2f s (runs: %s)  CPU median %6.2f s  peak RSS %4.0f MiB  load %s\n' "$label" \
+    "$(printf '%s\n' "${walls[@]}" | median)" "${walls[*]}" "$(printf '%s\n' "${cpus[@]}" | median)" \
+    "$((rss / 1024))" "$(cut -d' ' -f1 /proc/loadavg)"
 }
 
 echo "vitsim plan benchmark: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -46,7 +50,11 @@ print(f"plan as run: {sim} simulated, {p['space_size'] - sim} excluded before si
 PY
 measure "1,040 points, all simulated, -j 2" "$vitsim" plan "$scen" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
 measure "1,040 points, memory pre-check, -j 2" "$vitsim" plan "$scen" -j 2 -q --format json --out "$tmp/b.json"
-measure "shard 0/2 (-j 1), all simulated" "$vitsim" plan "$scen" --allow-oom -j 1 -q --shard 0/2 --format json --out "$tmp/s0.json"
-"$vitsim" plan "$scen" --allow-oom -j 1 -q --shard 1/2 --format json --out "$tmp/s1.json"
-measure "merge of the two shards" "$vitsim" plan --merge "$tmp/s0.json" "$tmp/s1.json" --format json --out "$tmp/m.json"
-cmp "$tmp/m.json" "$tmp/a.json" && echo "merged shards == one-piece plan (byte-identical JSON)"
+mpi="$(dirname "$vitsim")/vitsim-plan-mpi"
+if [[ -x "$mpi" ]] && command -v mpirun >/dev/null; then
+  measure "mpirun -np 2 vitsim-plan-mpi, all simulated" mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" "$scen" \
+    --allow-oom -j 1 -q --format json --out "$tmp/m.json"
+  cmp "$tmp/m.json" "$tmp/a.json" && echo "mpirun plan == one-machine plan (byte-identical JSON)"
+else
+  echo "vitsim-plan-mpi not built (no MPI): mpirun line skipped"
+fi

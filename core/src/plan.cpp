@@ -176,21 +176,42 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
                             units::format_bytes(top->memory_per_gpu_bytes), units::format_bytes(top->gpu_memory_bytes),
                             units::format_bytes(r.memory.activations),
                             units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
-  if (r.bound == "compute")
-    out.push_back("To move it: compute dominates, so more GPUs (if the global batch allows) or faster ones "
-                  "(--what-if gpu:NODES=NODE|SPEC.json:TYPE); fp16/bf16 where the GPU has tensor cores.");
-  else if (r.bound == "exposed_comm")
-    out.push_back(fmt::format("To move it: communication is exposed: {}a larger micro-batch or accumulation (fewer "
-                              "gradient reductions per image), a node-aware collective (hierarchical), or faster links "
-                              "(--what-if link:NIC:bandwidth=...).",
-                              top->overlap ? "" : "overlap it with backward (parallelism.overlap=true), "));
-  else if (r.bound == "data")
-    out.push_back("To move it: the loader cannot keep up: more workers (--what-if loader:workers=N) or cheaper "
-                  "decoding (pre-resized images; a faster loader_bw).");
-  else if (r.bound == "h2d")
-    out.push_back("To move it: host-to-device copies dominate: pinned memory (loader.pinned=true) or a faster host link.");
-  else if (r.bound == "optimizer")
-    out.push_back("To move it: the optimizer step dominates: ZeRO-1 or higher splits it over the ranks.");
+  // What would move it: advice for the bounding term and for every other term over a fifth of the step.
+  std::vector<std::pair<double, std::string>> terms{{compute, "compute"},
+                                                    {b.comm_exposed, "exposed_comm"},
+                                                    {b.data, "data"},
+                                                    {b.h2d, "h2d"},
+                                                    {b.optimizer, "optimizer"}};
+  std::stable_sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (const auto& [t, name] : terms) {
+    if (name != r.bound && !(step > 0 && t / step >= 0.2)) continue;
+    const std::string lead = name == r.bound ? "To move it" : "Also";
+    if (name == "compute")
+      out.push_back(lead + ": compute (" + fmt::format("{:.0f}%", pct(t, step)) +
+                    "): more GPUs (if the global batch allows) or faster ones (--what-if gpu:NODES=NODE|SPEC.json:TYPE); "
+                    "fp16/bf16 where the GPU has tensor cores.");
+    else if (name == "exposed_comm")
+      out.push_back(fmt::format(
+          "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient reductions per "
+          "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
+          "(--what-if link:NIC:bandwidth=...).",
+          lead, pct(t, step),
+          top->overlap ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
+                         "nothing to overlap), "
+                       : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
+                         "gradients' size, e.g. 25MB), "));
+    else if (name == "data")
+      out.push_back(fmt::format("{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
+                                "decoding (pre-resized images, a faster loader_bw).",
+                                lead, pct(t, step)));
+    else if (name == "h2d")
+      out.push_back(fmt::format("{}: host-to-device copies ({:.0f}%): pinned memory (loader.pinned=true) or a faster "
+                                "host link (--what-if link:NODE.h2d:bandwidth=...).",
+                                lead, pct(t, step)));
+    else if (name == "optimizer")
+      out.push_back(fmt::format("{}: the optimizer step ({:.0f}%): ZeRO-1 or higher splits it over the ranks.", lead,
+                                pct(t, step)));
+  }
   // Neighbours: the same settings but one swept key, and what that changes.
   std::vector<std::string> moves;
   for (const auto& key : varying_keys(plan)) {
