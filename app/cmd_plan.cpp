@@ -23,7 +23,7 @@ struct PlanArgs {
   std::string out, deadline, shard;
   long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
   double budget = -1;
-  bool allow_oom = false, quiet = false;
+  bool allow_oom = false, quiet = false, baseline = false;
   int top = 20;
   sim::PlanOptions opt;
 };
@@ -51,6 +51,7 @@ void add_plan(CLI::App& cli, Action& action) {
   c->add_option("--deadline", a->deadline, "longest time to train the epochs, with its unit (\"12h\")");
   c->add_option("--budget", a->budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")->check(CLI::NonNegativeNumber);
   c->add_flag("--allow-oom", a->allow_oom, "keep points that do not fit in GPU memory");
+  c->add_flag("--baseline", a->baseline, "also plan without the what-ifs and compare the top picks");
   c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(CLI::Range(1, 1 << 20));
   c->add_option("--objective", a->opt.objective, "what ranks first")->check(CLI::IsMember({"time", "cost", "throughput"}));
   c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
@@ -92,7 +93,17 @@ void add_plan(CLI::App& cli, Action& action) {
         k.must_fit = !a->allow_oom;
         if (!a->shard.empty()) parse_shard(a->shard, a->opt);
         a->opt.progress = !a->quiet;
-        result = sim::plan(f, a->opt);
+        if (a->baseline) {
+          if (!f.attrs.count("whatif.edits")) throw Error("plan: --baseline compares against what-ifs: give --what-if EDIT");
+          if (a->opt.shard_count > 1) throw Error("plan: --baseline does not combine with --shard");
+          ScenarioFile base = f;
+          base.attrs.erase("whatif.edits");
+          const PlanResult without = sim::plan(base, a->opt);
+          result = sim::plan(f, a->opt);
+          for (auto& line : compare_plans(without, result)) result.explanation.push_back(std::move(line));
+        } else {
+          result = sim::plan(f, a->opt);
+        }
       }
       std::string text = a->format == "json" ? plan_to_json(result)
                          : a->format == "csv" ? plan_to_csv(result)

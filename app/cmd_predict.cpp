@@ -16,6 +16,7 @@ namespace {
 struct PredictArgs {
   std::string scenario;
   std::vector<std::string> sets;
+  std::vector<std::string> what_ifs;
   std::string format = "table";
   std::string out;
   sim::PredictOptions opt;
@@ -29,6 +30,7 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("scenario", args->scenario, "scenario XML file")->required();
   c->add_option("--calibration", args->opt.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--set", args->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
+  c->add_option("--what-if", args->what_ifs, "a platform edit applied before simulating (README, What-ifs; repeatable)");
   c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
   c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
@@ -38,6 +40,11 @@ void add_predict(CLI::App& cli, Action& action) {
     action = [args] {
       ScenarioFile f = read_scenario_file(args->scenario);
       for (const auto& s : args->sets) apply_override(f, s);
+      if (!args->what_ifs.empty()) {
+        std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
+        for (const auto& w : args->what_ifs) edits += (edits.empty() ? "" : ";") + w;
+        f.attrs["whatif.edits"] = Attribute{edits, Origin{"--what-if", 0}};
+      }
       args->opt.progress = !args->quiet;
       Report r = sim::predict(f, args->opt);
       std::string text = args->format == "json" ? report_to_json(r)

@@ -264,6 +264,38 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
   return out;
 }
 
+std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited) {
+  auto top_of = [](const PlanResult& p) -> const PlanPoint* {
+    for (const auto& q : p.points)
+      if (q.rank == 1) return &q;
+    return nullptr;
+  };
+  std::vector<std::string> out;
+  const PlanPoint* b = top_of(baseline);
+  const PlanPoint* e = top_of(edited);
+  std::string edits;
+  for (const auto& w : edited.what_ifs) edits += (edits.empty() ? "" : "; ") + w;
+  out.push_back(fmt::format("What the what-ifs change ({}):", edits.empty() ? "none" : edits));
+  if (!b || !e) {
+    out.push_back(fmt::format("  feasible points: {} without, {} with them", b ? "some" : "none", e ? "some" : "none"));
+    return out;
+  }
+  out.push_back(fmt::format("  top pick without: {}: {}, {}", settings_text(*b), units::format_time(b->time_to_train_s),
+                            cost_text(baseline, b->cost)));
+  out.push_back(fmt::format("  top pick with:    {}: {}, {} ({:+.0f}% time, {:+.0f}% cost)", settings_text(*e),
+                            units::format_time(e->time_to_train_s), cost_text(edited, e->cost),
+                            pct(e->time_to_train_s - b->time_to_train_s, b->time_to_train_s), pct(e->cost - b->cost, b->cost)));
+  for (const auto& q : edited.points)
+    if (q.index == b->index) {
+      if (q.rank > 0)
+        out.push_back(fmt::format("  the same settings as the top pick without: {} ({:+.0f}%)", units::format_time(q.time_to_train_s),
+                                  pct(q.time_to_train_s - b->time_to_train_s, b->time_to_train_s)));
+      else
+        out.push_back(fmt::format("  the same settings as the top pick without: excluded ({})", q.excluded));
+    }
+  return out;
+}
+
 // --- formats ---
 
 namespace {

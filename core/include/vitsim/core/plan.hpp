@@ -67,6 +67,9 @@ PlanResult merge_plans(const std::vector<PlanResult>& shards);
 std::vector<const PlanPoint*> pareto_front(const PlanResult& plan);
 // The top pick in words a user can act on: what bounds it, how much memory it leaves, what would move it.
 std::vector<std::string> explain_plan(const PlanResult& plan);
+// What the what-ifs changed, in words: the baseline's top pick against the edited plan's, and the
+// baseline's top pick's own settings under the what-ifs. Both plans span the same space (same indices).
+std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited);
 
 std::string plan_to_json(const PlanResult& plan);  // deterministic
 PlanResult plan_from_json(const std::string& text, const std::string& origin);
