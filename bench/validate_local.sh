@@ -45,32 +45,4 @@ for r in $(seq 1 "$reps"); do
       --measured "$out/measured-$r-$n.json" --format json --out "$out/validation-$r-$n.json" || true
   done
 done
-/usr/bin/python3 - "$out" "$reps" "$ranks" <<'PY'
-import json, sys, statistics as st
-out, reps, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
-rows = {}
-for r in range(1, reps + 1):
-    for n in ranks:
-        v = json.load(open(f"{out}/validation-{r}-{n}.json"))
-        for p in v["points"]:
-            key = (int(p["params"]["gpus"]), int(p["params"]["micro_batch"]))
-            m = {e["metric"]: e for e in p["metrics"]}
-            row = rows.setdefault(key, {"pred": m["step_time"]["predicted"], "meas": [], "parts": []})
-            row["meas"].append(m["step_time"]["measured"])
-            row["parts"].append({k: (m[k]["predicted"], m[k]["measured"]) for k in ("compute_fwd", "compute_bwd", "optimizer", "comm_exposed")})
-print("| ranks | micro-batch | predicted step (ms) | measured step, each run (ms) | run-to-run (max-min)/mean | error of the mean | errors of the runs |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-errs_mean, errs_all, noise = [], [], []
-for (n, mb), row in sorted(rows.items()):
-    mean = st.mean(row["meas"])
-    e = row["pred"] / mean - 1
-    runs = [row["pred"] / x - 1 for x in row["meas"]]
-    spread = (max(row["meas"]) - min(row["meas"])) / mean
-    errs_mean.append(abs(e)); errs_all += [abs(x) for x in runs]; noise.append(spread)
-    print(f"| {n} | {mb} | {1e3*row['pred']:.1f} | {', '.join(f'{1e3*x:.1f}' for x in row['meas'])} | {100*spread:.1f}% | {100*e:+.1f}% | {', '.join(f'{100*x:+.1f}%' for x in runs)} |")
-print(f"\nstep-time MAPE: {100*st.mean(errs_mean):.1f}% (prediction vs the mean of the runs), {100*st.mean(errs_all):.1f}% (vs each run); run-to-run spread: median {100*st.median(noise):.1f}%, max {100*max(noise):.1f}%")
-print("\nbreakdown, mean of the runs (predicted / measured, ms):")
-for (n, mb), row in sorted(rows.items()):
-    parts = {k: (row["parts"][0][k][0], st.mean(p[k][1] for p in row["parts"])) for k in row["parts"][0]}
-    print(f"  ranks {n} mb {mb}: " + ", ".join(f"{k} {1e3*a:.1f}/{1e3*b:.1f}" for k, (a, b) in parts.items()))
-PY
+/usr/bin/python3 "$(dirname "$0")/validation_table.py" "$out" "$reps" "$ranks"
