@@ -418,9 +418,9 @@ struct PointResult {
   std::vector<TraceEvent> trace;
 };
 
-PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt) {
+// t0: the start of the whole run, so that the trace of several points is one timeline.
+PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt, Clock::time_point t0) {
   const int rank = world.rank(), nranks = world.size();
-  const auto t0 = Clock::now();
   const bool tracing = !opt.trace_path.empty();
   std::vector<TraceEvent> trace;
   auto record = [&](const std::string& name, Clock::time_point a, Clock::time_point b) {
@@ -816,6 +816,7 @@ std::string now_utc() {
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
   if (points.empty()) throw Error("no scenario point to train");
   World world(points.front().run.timeout_s);
+  const auto t0 = Clock::now();
   Report report;
   report.scenario = scenario_name;
   report.source = "measured";
@@ -828,7 +829,7 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
   for (size_t i = 0; i < points.size(); ++i) {
     const Scenario& s = points[i];
     if (world.rank() == 0 && opt.verbose && points.size() > 1) fmt::print("vitsim train: point {}/{}\n", i + 1, points.size());
-    PointResult r = train_point(s, world, opt);
+    PointResult r = train_point(s, world, opt, t0);
     report.points.push_back(r.point);
     if (!opt.trace_path.empty()) {
       nlohmann::json mine = nlohmann::json::array();
@@ -839,7 +840,11 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
       if (world.rank() == 0)
         for (int rk = 0; rk < world.size(); ++rk) {
           auto evs = nlohmann::json::parse(parts[rk]);
-          trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rk}, {"args", {{"name", fmt::format("rank {}", rk)}}}});
+          if (i == 0) {
+            trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rk}, {"args", {{"name", fmt::format("rank {}", rk)}}}});
+            trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rk}, {"tid", 0}, {"args", {{"name", "training"}}}});
+            trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rk}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+          }
           for (auto& e : evs) trace.push_back(std::move(e));
         }
     }
