@@ -23,7 +23,7 @@ const std::string& scratch() {
   return path;
 }
 
-void write(const uint8_t* data, size_t size) {
+[[maybe_unused]] void write(const uint8_t* data, size_t size) {
   FILE* f = std::fopen(scratch().c_str(), "wb");
   if (!f) std::abort();
   std::fwrite(data, 1, size, f);

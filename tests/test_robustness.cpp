@@ -204,6 +204,11 @@ std::vector<BadInput> cases() {
        "vitsim: error: c.json: devices[0].points[0]: micro_batch must be >= 1 and fwd_s, bwd_s positive"},
       {"calibration", "an unknown precision", {{"c.json", calib(R"({"device_type": "G8Tf", "precision": "fp64", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": []})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: devices[0]: unknown precision 'fp64'; valid: fp32, fp16, bf16"},
+      // Found by bench/fuzz.sh (fuzz_calibration): a device without "model" escaped as a JSON exception.
+      {"calibration", "a device without its model (fuzzer finding)", {{"c.json", calib(R"({"device_type": "T4", "precision": "fp32", "points": []})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0]: missing object 'model'"},
+      {"calibration", "devices that are not a list", {{"c.json", R"({"schema": "vitsim.calibration/1", "devices": 5})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
+       "vitsim: error: c.json: 'devices' must be a list, got 5"},
       // --- command line and outputs ---
       {"command line", "--set without a value", {{"s.xml", scenario()}}, S + " --set training.micro_batch",
        "vitsim: error: --set 'training.micro_batch': expected KEY=VALUE, e.g. training.micro_batch=32"},

@@ -52,6 +52,10 @@ T need(const json& j, const char* key, const std::string& where) {
 }
 }  // namespace
 
+namespace {
+Calibration parse_calibration(const json& j, const std::string& path);
+}  // namespace
+
 Calibration read_calibration(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open calibration file", path));
@@ -63,15 +67,33 @@ Calibration read_calibration(const std::string& path) {
   }
   if (!j.is_object() || j.value("schema", "") != "vitsim.calibration/1")
     throw Error(fmt::format("{}: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")", path));
+  try {
+    return parse_calibration(j, path);
+  } catch (const json::exception& e) {
+    // A value of the wrong type or shape anywhere (the fuzzer found a device without "model").
+    throw Error(fmt::format("{}: calibration does not follow vitsim.calibration/1: {}", path, e.what()));
+  }
+}
+
+namespace {
+// The list under `key` (empty when absent); anything but a list is an error.
+json list_of(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return json::array();
+  if (!j.at(key).is_array()) throw Error(fmt::format("{}: '{}' must be a list, got {}", where, key, j.at(key).dump()));
+  return j.at(key);
+}
+
+Calibration parse_calibration(const json& j, const std::string& path) {
   Calibration c;
   c.path = path;
   if (j.contains("provenance") && j["provenance"].is_object())
     for (const auto& [k, v] : j["provenance"].items()) c.provenance[k] = v.is_string() ? v.get<std::string>() : v.dump();
   int di = 0;
-  for (const auto& d : j.value("devices", json::array())) {
+  for (const auto& d : list_of(j, "devices", path)) {
     std::string where = fmt::format("{}: devices[{}]", path, di++);
     DeviceCalibration dc;
     dc.device_type = need<std::string>(d, "device_type", where);
+    if (!d.contains("model") || !d["model"].is_object()) throw Error(where + ": missing object 'model'");
     const json& m = d.at("model");
     dc.model.preset = m.value("preset", "");
     dc.model.image_size = need<int>(m, "image_size", where + ".model");
@@ -90,7 +112,7 @@ Calibration read_calibration(const std::string& path) {
     dc.peak_flops = d.value("peak_flops", 0.0);
     dc.mem_bw = d.value("mem_bw", 0.0);
     int pi = 0;
-    for (const auto& p : d.value("points", json::array())) {
+    for (const auto& p : list_of(d, "points", where)) {
       std::string pw = fmt::format("{}.points[{}]", where, pi++);
       ComputePoint cp;
       cp.micro_batch = need<int>(p, "micro_batch", pw);
@@ -99,7 +121,7 @@ Calibration read_calibration(const std::string& path) {
       cp.optimizer_s = p.value("optimizer_s", 0.0);
       if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0)
         throw Error(pw + ": micro_batch must be >= 1 and fwd_s, bwd_s positive");
-      for (const auto& l : p.value("layers", json::array()))
+      for (const auto& l : list_of(p, "layers", pw))
         cp.layers.push_back({need<std::string>(l, "name", pw), need<double>(l, "fwd_s", pw), need<double>(l, "bwd_s", pw)});
       dc.points.push_back(cp);
     }
@@ -108,7 +130,7 @@ Calibration read_calibration(const std::string& path) {
     c.devices.push_back(dc);
   }
   int li = 0;
-  for (const auto& l : j.value("links", json::array())) {
+  for (const auto& l : list_of(j, "links", path)) {
     std::string where = fmt::format("{}: links[{}]", path, li++);
     LinkCalibration lc{need<std::string>(l, "class", where), need<double>(l, "bandwidth", where),
                        need<double>(l, "latency", where), l.value("ranks", 0)};
@@ -116,7 +138,7 @@ Calibration read_calibration(const std::string& path) {
     c.links.push_back(lc);
   }
   int oi = 0;
-  for (const auto& l : j.value("loaders", json::array())) {
+  for (const auto& l : list_of(j, "loaders", path)) {
     std::string where = fmt::format("{}: loaders[{}]", path, oi++);
     LoaderCalibration lc{need<std::string>(l, "dataset", where), need<int>(l, "resize", where),
                          need<double>(l, "images_per_s_per_worker", where)};
@@ -129,6 +151,7 @@ Calibration read_calibration(const std::string& path) {
   }
   return c;
 }
+}  // namespace
 
 std::string calibration_to_json(const Calibration& c) {
   json j;
