@@ -50,7 +50,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
       ->delimiter(',');
   c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")->delimiter(',');
   c->add_option("--fit-max", a->fit_max,
-                "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's largest bucket)");
+                "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
   c->add_option("--device-type", a->device_types,
                 "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
       ->delimiter(',');

@@ -289,13 +289,18 @@ Calibration run(const Scenario& s, const Options& o) {
   std::vector<LinkCalibration> links;
   RingFit fit;
   if (nranks > 1) {
-    // The largest all-reduce the scenario's trainer issues: one gradient bucket, at most the whole
-    // fp32 gradient (the trainer reduces fp32 gradients whatever the precision).
-    const double largest = std::min(s.parallel.bucket_bytes, 4.0 * workload.total_params());
+    // What the scenario's trainer reduces per step: the whole fp32 gradient (fp32 whatever the
+    // precision), in buckets of at most bucket_size sent back to back. The fit runs up to the whole
+    // gradient, so that it describes the sustained rate of a step's all-reduces, not the burst of one
+    // small message (a token-bucket-shaped link passes a lone 4 KiB message at several times its rate).
+    const double gradient = 4.0 * workload.total_params();
+    const double bucket = std::min(s.parallel.bucket_bytes, gradient);
     std::vector<double> sizes = o.sizes;
     if (sizes.empty()) {
       for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) sizes.push_back(b);
-      sizes.push_back(std::floor(largest / 4) * 4);  // measured exactly, so the fit holds where it is used
+      // Both measured exactly, so the fit holds where it is used.
+      sizes.push_back(std::floor(bucket / 4) * 4);
+      sizes.push_back(std::floor(gradient / 4) * 4);
       std::sort(sizes.begin(), sizes.end());
       sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     }
@@ -332,7 +337,7 @@ Calibration run(const Scenario& s, const Options& o) {
                      {"busbw", busbw_allreduce(real_bytes, sp.median, nranks)}});
     }
     double fit_max = o.fit_max_bytes;
-    if (fit_max <= 0) fit_max = largest;
+    if (fit_max <= 0) fit_max = gradient;
     std::vector<AllreduceSample> fitted;
     for (const auto& smp : samples)
       if (smp.bytes <= fit_max * 1.0001) fitted.push_back(smp);
@@ -347,7 +352,7 @@ Calibration run(const Scenario& s, const Options& o) {
                       100 * (ring_allreduce_time(fit, b, nranks) / sp.median - 1)));
     }
     say(fmt::format("fit t = 2(n-1) a + 2(n-1)/n S/B (least squares, relative residuals) over the {} sizes up to {} "
-                    "(the scenario's largest all-reduce): a = {}, B = {}; largest residual there {}\n",
+                    "(a step's whole gradient): a = {}, B = {}; largest residual there {}\n",
                     fitted.size(), units::format_bytes(fitted.back().bytes), units::format_time(fit.latency_s),
                     units::format_bandwidth(fit.bandwidth), pct(fit.max_rel_residual)));
     links.push_back({link_class, fit.bandwidth, fit.latency_s, nranks});

@@ -97,9 +97,9 @@ struct Options {
   std::string link_class;               // "" = intra_node on one host, inter_node across hosts
   std::vector<int> micro_batches;       // empty = the scenario's micro-batch / 2, x1, x2
   std::vector<double> sizes;            // all-reduce message sizes in bytes; empty = 4 KiB..64 MiB x4
-  // Largest size the fit uses (0 = the largest all-reduce the scenario's trainer issues: one gradient
-  // bucket, at most the whole fp32 gradient). Larger sizes are measured and shown, not fitted: a
-  // communicator switches protocols with the size, and one alpha-beta line cannot follow every regime.
+  // Largest size the fit uses (0 = what the scenario's trainer reduces per step: the whole fp32
+  // gradient). Larger sizes are measured and shown, not fitted: a communicator switches protocols with
+  // the size, and one alpha-beta line cannot follow every regime.
   double fit_max_bytes = 0;
   int warmup = 3, iters = 10;           // compute and copies
   int loader_batches = 0;               // 0 = enough for ~2048 images
