@@ -209,6 +209,11 @@ std::vector<BadInput> cases() {
        "vitsim: error: c.json: devices[0]: missing object 'model'"},
       {"calibration", "devices that are not a list", {{"c.json", R"({"schema": "vitsim.calibration/1", "devices": 5})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: 'devices' must be a list, got 5"},
+      // Found by bench/fuzz.sh (fuzz_calibration): a number beyond double escaped the JSON parser's handler.
+      {"calibration", "a number too large for a double (fuzzer finding)", {{"c.json", R"({"schema": 1e999})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
+       "vitsim: error: c.json: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
+      {"deepspeed", "a number too large for a double", {{"ds.json", R"({"train_batch_size": 1e999})"}, {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}}, S,
+       "vitsim: error: s.xml:6: ds.json: malformed JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"},
       // --- command line and outputs ---
       {"command line", "--set without a value", {{"s.xml", scenario()}}, S + " --set training.micro_batch",
        "vitsim: error: --set 'training.micro_batch': expected KEY=VALUE, e.g. training.micro_batch=32"},

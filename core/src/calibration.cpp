@@ -62,7 +62,7 @@ Calibration read_calibration(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
   if (!j.is_object() || j.value("schema", "") != "vitsim.calibration/1")

@@ -55,7 +55,7 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(o, fmt::format("malformed JSON: {}", e.what()));
   }
   if (!j.is_object()) throw Error(o, "a DeepSpeed config must be a JSON object");

@@ -125,7 +125,7 @@ Report report_from_json(const std::string& text, const std::string& origin) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
   }
   if (!j.is_object() || j.value("schema", "") != "vitsim.report/1")
