@@ -497,13 +497,15 @@ std::string plan_to_table(const PlanResult& plan, int top) {
       out += fmt::format("  #{:<4} {:>10}  {:>12}  {}\n", p->rank, units::format_time(p->time_to_train_s),
                          cost_text(plan, p->cost), settings_text(*p));
   }
-  std::map<std::string, int> why;
+  std::map<std::string, std::pair<int, std::string>> why;  // reason -> count, first example
   for (const auto& p : plan.points)
-    if (p.rank == 0) why[p.excluded.substr(0, p.excluded.find(':'))]++;
+    if (p.rank == 0) {
+      auto& w = why[p.excluded.substr(0, p.excluded.find(':'))];
+      if (w.first++ == 0) w.second = p.excluded;
+    }
   if (!why.empty()) {
-    out += "Excluded:";
-    for (const auto& [k, n] : why) out += fmt::format(" {} {};", n, k);
-    out.back() = '\n';
+    out += "Excluded (count, first example; --format json lists each point's reason):\n";
+    for (const auto& [k, w] : why) out += fmt::format("  {} {}, e.g. {}\n", w.first, k, w.second);
   }
   for (const auto& line : plan.explanation) out += line + "\n";
   return out;
