@@ -488,7 +488,10 @@ Calibration run(const Scenario& s, const Options& o) {
           "  - loopback (host-to-device path): the measured copy bandwidth {}.\n"
           "  - loader_image_overhead: 1 / the measured images/s of one loader worker ({:.0f}/s).\n"
           "  - cpu_cores: the cores this host reports.\n",
-          mbs.back(), dev.mem_bytes > 0 ? "the CUDA device's memory" : "MemTotal of /proc/meminfo over the ranks of the host",
+          mbs.back(),
+          dev.device == "cpu" ? "MemTotal of /proc/meminfo over the ranks of the host"
+                              : "NOT the GPU's memory (LibTorch does not report it): host MemTotal over the ranks; "
+                                "replace it with the datasheet figure",
           units::format_time(fit.latency_s), units::format_bandwidth(fit.bandwidth), pct(fit.max_rel_residual),
           units::format_bandwidth(h2d_pinned), loader_cal.images_per_s_per_worker);
       pt.provenance = prov;
