@@ -6,7 +6,9 @@
 #include "test_util.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/calibration.hpp"
 #include "vitsim/core/platform.hpp"
+#include "vitsim/core/vit.hpp"
 
 using namespace vitsim;
 using namespace vitsim::calibrate;
@@ -162,4 +164,54 @@ TEST_CASE("calibrate: refuses to overwrite without --force, before measuring", "
   CHECK(s.status == 1);
   CHECK(s.out ==
         "vitsim: error: calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision\n");
+}
+
+TEST_CASE("calibrate on one rank writes the schema and --append adds a second device type", "[calib]") {
+  // One process, no mpirun (an MPI singleton): compute, copies and the loader; no all-reduce.
+  vt::TempDir d;
+  const std::string sc = vt::source("scenarios/local/fmnist-vit.xml");
+  const std::string out = d / "calib.json";
+  const std::string base = "calibrate --scenario " + sc + " --out " + out + " --micro-batches 4,8 --iters 3 --warmup 1 " +
+                           "--loader-batches 4 -q --set run.threads=1";
+  auto first = vt::vitsim(base + " --device-type cpu-a");
+  INFO(first.out);
+  REQUIRE(first.status == 0);
+  auto again = vt::vitsim(base + " --device-type cpu-b");
+  CHECK(again.status == 1);  // exists, no --force / --append
+  auto second = vt::vitsim(base + " --device-type cpu-b --append");
+  INFO(second.out);
+  REQUIRE(second.status == 0);
+
+  Calibration c = read_calibration(out);
+  REQUIRE(c.devices.size() == 2);
+  CHECK(c.devices[0].device_type == "cpu-a");
+  CHECK(c.devices[1].device_type == "cpu-b");
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  for (const auto& dev : c.devices) {
+    REQUIRE(dev.points.size() == 2);
+    CHECK(dev.points[0].micro_batch == 4);
+    CHECK(dev.points[1].micro_batch == 8);
+    for (const auto& p : dev.points) {
+      CHECK(p.fwd_s > 0);
+      CHECK(p.bwd_s > 0);
+      CHECK(p.optimizer_s > 0);
+      // Per layer, in core's layer table order, so the simulator splits by the measured shares.
+      REQUIRE(p.layers.size() == w.layers.size());
+      for (size_t i = 0; i < w.layers.size(); ++i) CHECK(p.layers[i].name == w.layers[i].name);
+    }
+  }
+  CHECK(c.links.empty());  // one rank: nothing to all-reduce
+  REQUIRE(c.loaders.size() == 1);
+  CHECK(c.loaders[0].dataset == "fashion_mnist");
+  CHECK(c.loaders[0].resize == 28);
+  CHECK(c.loaders[0].images_per_s_per_worker > 0);
+  CHECK(c.h2d_pinned_bw > 0);
+  for (const char* key : {"host", "date", "command", "versions", "method", "noise", "h2d", "appended_to"})
+    CHECK(c.provenance.count(key) == 1);
+
+  // One name per rank or one for all: two names for one rank is an error.
+  auto bad = vt::vitsim(base + " --device-type a,b --force");
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("calibrate: --device-type lists 2 names for 1 ranks; give one name, or one per rank") !=
+        std::string::npos);
 }
