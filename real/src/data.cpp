@@ -378,9 +378,9 @@ DatasetSplit open_dataset(const DatasetSpec& spec, const ViTConfig& model, const
     // Debian's dataset-fashion-mnist package installs here (REFERENCE.md section 6).
     std::string dir = spec.path.empty() ? "/usr/share/datasets/fashion-mnist" : spec.path;
     std::string stem = train ? "train" : "t10k";
-    out.source = std::make_unique<MemorySource>(read_idx(need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name),
-                                                         need_file(dir, stem + "-labels-idx1-ubyte.gz", spec.name),
-                                                         model.classes));
+    const std::string images = need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name);  // checked first
+    const std::string labels = need_file(dir, stem + "-labels-idx1-ubyte.gz", spec.name);
+    out.source = std::make_unique<MemorySource>(read_idx(images, labels, model.classes));
   } else if (spec.name == "cifar10") {
     if (spec.path.empty()) throw Error("dataset cifar10 needs dataset.path: the folder holding data_batch_1..5.bin, test_batch.bin");
     std::vector<std::string> files;

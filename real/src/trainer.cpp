@@ -813,9 +813,8 @@ std::string now_utc() {
 
 }  // namespace
 
-Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
-  if (points.empty()) throw Error("no scenario point to train");
-  World world(points.front().run.timeout_s);
+static Report train_all(World& world, const std::vector<Scenario>& points, const std::string& scenario_name,
+                 const TrainOptions& opt) {
   const auto t0 = Clock::now();
   Report report;
   report.scenario = scenario_name;
@@ -857,6 +856,19 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
   }
   world.barrier("final barrier");
   return report;
+}
+
+Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
+  if (points.empty()) throw Error("no scenario point to train");
+  World world(points.front().run.timeout_s);
+  try {
+    return train_all(world, points, scenario_name, opt);
+  } catch (const std::exception& e) {
+    // A rank that fails (bad input, a file missing on its node, diverged replicas) ends the whole job at
+    // once with its message, instead of leaving the others in a collective until the timeout.
+    if (world.size() > 1) world.abort(e.what(), 1);
+    throw;
+  }
 }
 
 }  // namespace vitsim::real
