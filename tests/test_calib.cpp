@@ -210,6 +210,10 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
     CHECK(c.provenance.count(key) == 1);
 
   // One name per rank or one for all: two names for one rank is an error.
+  auto one = vt::vitsim(base + " --force --emit-platform " + d / "p.xml");
+  CHECK(one.status == 1);
+  CHECK(one.out.find("--emit-platform needs the all-reduce fit: run calibrate under mpirun with 2 or more ranks") !=
+        std::string::npos);
   auto bad = vt::vitsim(base + " --device-type a,b --force");
   CHECK(bad.status == 1);
   CHECK(bad.out.find("calibrate: --device-type lists 2 names for 1 ranks; give one name, or one per rank") !=

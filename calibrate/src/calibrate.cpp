@@ -108,6 +108,8 @@ Calibration run(const Scenario& s, const Options& o) {
   const int rank = world.rank(), nranks = world.size();
   const bool root = rank == 0;
   const std::vector<std::string> devices = rank_devices(o, nranks);
+  if (!o.emit_platform.empty() && nranks < 2)
+    throw Error("--emit-platform needs the all-reduce fit: run calibrate under mpirun with 2 or more ranks");
   DeviceInfo dev = open_device(s, world.local_rank(), world.local_size());
   const Workload workload = build_workload(s.model);
   auto say = [&](const std::string& text) {
@@ -427,7 +429,6 @@ Calibration run(const Scenario& s, const Options& o) {
       say(fmt::format("wrote {}\n", o.details));
     }
     if (!o.emit_platform.empty()) {
-      if (nranks < 2) throw Error("--emit-platform needs the all-reduce fit: run calibrate under mpirun with 2 or more ranks");
       PlatformText pt;
       pt.name = "calibrated";
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
