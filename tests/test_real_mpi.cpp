@@ -188,3 +188,16 @@ TEST_CASE("Without a usable GPU the NCCL communicator fails naming rank, host, c
     CHECK_THAT(what, Catch::Contains("real/src/comm_nccl.cpp:"));
   }
 }
+
+TEST_CASE("A rank that fails ends the job at once with its message", "[real][mpi][negative]") {
+  // run.timeout is 120 s in the scenario: ending well before it shows the failing rank aborted the job
+  // itself instead of leaving the others to time out.
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = vt::run(mpirun(2) + small_run("--set dataset.path=/nonexistent"));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(s < 60);
+  CHECK_THAT(r.out, Catch::Contains("dataset fashion_mnist: /nonexistent/train-images-idx3-ubyte.gz does not exist "
+                                    "(dataset.path = '/nonexistent')"));
+}
