@@ -7,7 +7,8 @@ pkgs=(build-essential cmake pkg-config ccache
       libsimgrid-dev libfmt-dev libpugixml-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev
       gnuplot-nox iproute2)
 if [ "$want_torch" = 1 ]; then
-  pkgs+=(libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev)
+  pkgs+=(libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev
+        python3-torch)  # python3-torch: the PyTorch DDP side of bench/train_vs_ddp.sh
 fi
 missing=()
 for p in "${pkgs[@]}"; do
