@@ -7,6 +7,7 @@
 # usage: bench/train_vs_ddp.sh [BUILD_DIR] [REPS] [BUCKET_KIB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VITSIM_BENCH=1 bash scripts/setup.sh  # python3-torch for the DDP side
 build=${1:-build}
 reps=${2:-3}
 bucket_kib=${3:-256}
