@@ -130,7 +130,7 @@ TEST_CASE("A truncated or corrupt CIFAR file is a clear error", "[real][data][ne
         (dir / "missing.bin") + ": cannot open: No such file or directory");
 }
 
-TEST_CASE("PNG files decode exactly; corrupt and unknown files are clear errors", "[real][data]") {
+TEST_CASE("PNG files decode exactly and corrupt or unknown files are clear errors", "[real][data]") {
   vt::TempDir dir;
   const int w = 5, h = 4;
   std::vector<uint8_t> rgb(w * h * 3);
@@ -305,7 +305,7 @@ TEST_CASE("Loader: a worker's error reaches the training thread", "[real][data][
   CHECK_THROWS_WITH(loader.next(), "broken.jpg: corrupt JPEG: test");  // batch 3 holds sample 7
 }
 
-TEST_CASE("Datasets are opened by name; unknown names and missing files are clear errors", "[real][data][negative]") {
+TEST_CASE("Datasets are opened by name and unknown names or missing files are clear errors", "[real][data][negative]") {
   ViTConfig m = vit_preset("vit_cifar_tiny");
   DatasetSpec spec;
   spec.name = "cifar10";
