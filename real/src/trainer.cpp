@@ -336,13 +336,14 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
     throw Error(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(errno)));
 }
 
-Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt) {
+Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
+                         const torch::Device& device) {
   const std::string path = checkpoint_path(s);
   if (!fs::exists(path))
     throw Error(fmt::format("--resume: no checkpoint at {} (run.checkpoint_dir)", path));
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);  // rank 0 wrote it from its GPU: every rank maps it to its own
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
   }
@@ -369,12 +370,13 @@ Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model,
   pos.good_steps = v.toInt();
   torch::Tensor acc, rng;
   archive.read("accuracy", acc, /*is_buffer=*/true);
+  acc = acc.to(torch::kCPU);
   for (int64_t i = 0; i < acc.numel(); ++i)
     if (acc[i].item<double>() >= 0) pos.accuracy.push_back(acc[i].item<double>());
   archive.read("cpu_rng", rng, /*is_buffer=*/true);
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(rng);
+  gen.set_state(rng.to(torch::kCPU));
   return pos;
 }
 
@@ -546,7 +548,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
 
   Position pos;
   if (opt.resume) {
-    pos = load_checkpoint(s, nranks, *model, *optimizer);
+    pos = load_checkpoint(s, nranks, *model, *optimizer, device);
     scaler.scale = pos.loss_scale;
     scaler.good_steps = pos.good_steps;
   }
