@@ -1,5 +1,8 @@
 // Readers, transform, sampler and loader of the real trainer (no Torch, no MPI).
 #include <png.h>
+// jpeglib.h needs FILE and size_t declared first.
+#include <cstdio>
+#include <jpeglib.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -154,6 +157,43 @@ TEST_CASE("PNG files decode exactly and corrupt or unknown files are clear error
   CHECK_THAT(error_of([&] { decode_image_file(path, 3); }), Catch::StartsWith(path + ": corrupt PNG: "));
   std::string junk = dir.file("junk.jpg", "not an image");
   CHECK(error_of([&] { decode_image_file(junk, 3); }) == junk + ": neither a JPEG nor a PNG file (unknown signature)");
+}
+
+TEST_CASE("JPEG files decode to their size and about their values and a truncated one is an error", "[real][data]") {
+  vt::TempDir dir;
+  const int w = 16, h = 8;
+  std::vector<uint8_t> gray(w * h, 100);  // a flat image: JPEG keeps it within a level or two
+  std::string path = dir / "a.jpg";
+  {
+    jpeg_compress_struct c;
+    jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = w;
+    c.image_height = h;
+    c.input_components = 1;
+    c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 95, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+      JSAMPROW row = gray.data() + c.next_scanline * w;
+      jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    std::fclose(f);
+  }
+  Image img = decode_image_file(path, 3);  // grey decoded to RGB: 3 equal channels
+  REQUIRE(img.channels == 3);
+  CHECK(img.width == w);
+  CHECK(img.height == h);
+  for (uint8_t v : img.pixels) CHECK(std::abs(int(v) - 100) <= 2);
+  truncate_file(path, std::filesystem::file_size(path) / 2);
+  CHECK_THAT(error_of([&] { decode_image_file(path, 3); }), Catch::StartsWith(path + ": corrupt"));
 }
 
 namespace {

@@ -203,6 +203,7 @@ struct JpegError {
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
 };
+void jpeg_quiet(j_common_ptr) {}  // warnings are counted and reported as one Error, not printed
 void jpeg_fail(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<JpegError*>(cinfo->err);
   (*cinfo->err->format_message)(cinfo, err->message);
@@ -226,6 +227,7 @@ Image decode_jpeg(const std::string& path, const std::vector<uint8_t>& data, int
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_fail;
+  err.mgr.output_message = jpeg_quiet;
   std::vector<uint8_t> hwc;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
