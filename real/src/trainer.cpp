@@ -444,6 +444,10 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   if (s.parallel.zero != 0)
     throw Error(fmt::format("parallelism.zero {}: the real trainer implements stage 0 (replicated optimizer state, "
                             "gradient all-reduce) only", s.parallel.zero));
+  if (s.parallel.sequence_parallel != 1)
+    throw Error(fmt::format("parallelism.sequence_parallel {}: the real trainer is data-parallel only (patch "
+                            "parallelism is simulated by vitsim predict/plan, not trained)",
+                            s.parallel.sequence_parallel));
   if (s.parallel.comm_dtype && *s.parallel.comm_dtype != Precision::FP32)
     throw Error(fmt::format("parallelism.comm_dtype {}: the real trainer all-reduces fp32 gradients only",
                             precision_name(*s.parallel.comm_dtype)));
