@@ -22,6 +22,7 @@
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/core/whatif.hpp"
+#include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {
@@ -81,22 +82,6 @@ bool swept(const ScenarioFile& f, const std::string& key) {
   return false;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "vitsim-plan-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 [[noreturn]] void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, const std::string& out_path) {
   json j;
@@ -294,48 +279,23 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
 
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
-  const int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  TempDir tmp;
-  const auto t_start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-  std::map<pid_t, size_t> running;
-  std::vector<std::string> failures(to_simulate.size());
-  size_t next = 0, done = 0;
-  bool progress_shown = false;
+  const int jobs = opt.jobs > 0 ? opt.jobs : default_jobs();
+  TempDir tmp("vitsim-plan-");
+  auto out_of = [&](size_t i) { return fmt::format("{}/point{}.json", tmp.path(), i); };
   const std::string who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
                                               : std::string("vitsim plan");
-  std::fflush(nullptr);
-  while (done < to_simulate.size()) {
-    while (next < to_simulate.size() && static_cast<int>(running.size()) < jobs) {
-      const std::string out = fmt::format("{}/point{}.json", tmp.path(), next);
-      pid_t pid = fork();
-      if (pid < 0) throw Error("fork failed");
-      if (pid == 0) run_child(to_simulate[next], platforms.at(to_simulate[next].cluster.platform), calib.get(), out);
-      running[pid] = next++;
-    }
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) throw Error("waitpid failed");
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const size_t idx = it->second;
-    running.erase(it);
-    ++done;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      failures[idx] = WIFSIGNALED(status) ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
-                                          : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
-    if (opt.progress && (elapsed() > 1.0 || progress_shown)) {
-      const double t = elapsed();
-      fmt::print(stderr, "{}{}: {}/{} points simulated ({} excluded before), {:.1f} s elapsed, ~{:.1f} s left{}",
-                 isatty(2) ? "\r" : "", who, done, to_simulate.size(), points.size() - to_simulate.size(), t,
-                 t / done * (to_simulate.size() - done), isatty(2) ? "   " : "\n");
-      progress_shown = true;
-    }
+  std::vector<std::string> failures;
+  {
+    ProgressLine progress(who, opt.progress);
+    const std::string what = fmt::format("points simulated ({} excluded before)", points.size() - to_simulate.size());
+    failures = run_forked(
+        to_simulate.size(), jobs,
+        [&](size_t i) { run_child(to_simulate[i], platforms.at(to_simulate[i].cluster.platform), calib.get(), out_of(i)); },
+        [&](size_t done) { progress.update(done, to_simulate.size(), what); });
   }
-  if (progress_shown && isatty(2)) fmt::print(stderr, "\n");
 
   for (size_t i = 0; i < to_simulate.size(); ++i) {
-    const std::string out = fmt::format("{}/point{}.json", tmp.path(), i);
+    const std::string out = out_of(i);
     PlanPoint& p = points[sim_slot[i]];
     if (!failures[i].empty() || !fs::exists(out))
       throw Error(fmt::format("plan point {} ({}): {}", p.index, json(p.params).dump(),

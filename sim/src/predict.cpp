@@ -17,6 +17,7 @@
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/whatif.hpp"
+#include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {
@@ -60,22 +61,6 @@ void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration*
   std::_Exit(0);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "vitsim-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace
 
@@ -95,44 +80,20 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
   const bool trace = !opt.trace_path.empty();
-  int jobs = opt.jobs > 0 ? opt.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = opt.jobs > 0 ? opt.jobs : default_jobs();
 
   TempDir tmp;
-  const auto t_start = std::chrono::steady_clock::now();
-  std::map<pid_t, size_t> running;
-  size_t next = 0, done = 0;
-  std::vector<std::string> failures(points.size());
-  bool progress_shown = false;
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-  std::fflush(nullptr);
-  while (done < points.size()) {
-    while (next < points.size() && static_cast<int>(running.size()) < jobs) {
-      const std::string out = fmt::format("{}/point{}.json", tmp.path(), next);
-      pid_t pid = fork();
-      if (pid < 0) throw Error("fork failed");
-      if (pid == 0) run_child(points[next], platforms.at(points[next].cluster.platform), calib.get(), trace, out, static_cast<int>(next));
-      running[pid] = next++;
-    }
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) throw Error("waitpid failed");
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const size_t idx = it->second;
-    running.erase(it);
-    ++done;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      failures[idx] = WIFSIGNALED(status) ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
-                                          : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
-    if (opt.progress && (elapsed() > 1.0 || progress_shown)) {
-      const double t = elapsed();
-      const double eta = t / done * (points.size() - done);
-      fmt::print(stderr, "{}vitsim predict: {}/{} points, {:.1f} s elapsed, ~{:.1f} s left{}", isatty(2) ? "\r" : "",
-                 done, points.size(), t, eta, isatty(2) ? "   " : "\n");
-      progress_shown = true;
-    }
+  auto out_of = [&](size_t i) { return fmt::format("{}/point{}.json", tmp.path(), i); };
+  std::vector<std::string> failures;
+  {
+    ProgressLine progress("vitsim predict", opt.progress);
+    failures = run_forked(
+        points.size(), jobs,
+        [&](size_t i) {
+          run_child(points[i], platforms.at(points[i].cluster.platform), calib.get(), trace, out_of(i), static_cast<int>(i));
+        },
+        [&](size_t done) { progress.update(done, points.size()); });
   }
-  if (progress_shown && isatty(2)) fmt::print(stderr, "\n");
 
   Report report;
   report.scenario = file.name;
@@ -147,7 +108,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   }
   json trace_events = json::array();
   for (size_t i = 0; i < points.size(); ++i) {
-    const std::string out = fmt::format("{}/point{}.json", tmp.path(), i);
+    const std::string out = out_of(i);
     if (!failures[i].empty() || !fs::exists(out))
       throw Error(fmt::format("point {} ({}): {}", i + 1, json(points[i].params).dump(),
                               failures[i].empty() ? "no result" : failures[i]));

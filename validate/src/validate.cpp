@@ -121,9 +121,8 @@ std::string to_json(const Validation& v) {
 
 Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& points, const RunOptions& opt) {
   const auto keys = scenario_keys();
-  std::string tmpl = (fs::temp_directory_path() / "vitsim-validate-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory");
-  const fs::path dir = tmpl;
+  TempDir tmp("vitsim-validate-");
+  const fs::path dir = tmp.path();
   Report all;
   all.scenario = file.name;
   all.source = "measured";
@@ -151,8 +150,6 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(out)) {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
       throw Error(fmt::format("the real run of point {} failed ({}): {}", i + 1,
                               WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
     }
@@ -160,8 +157,6 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
     for (auto& p : one.points) all.points.push_back(std::move(p));
     if (all.provenance.empty()) all.provenance = one.provenance;
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return all;
 }
 

@@ -1,0 +1,33 @@
+#pragma once
+// SimGrid allows one engine per process: predict and plan run every point in a forked child, up to
+// `jobs` at once. This is the pool they share.
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vitsim::sim {
+
+// Runs tasks 0..count-1, task i in a forked child that calls child(i) and must end with std::_Exit.
+// Returns, per task, "" when its child exited with status 0, else what happened to it.
+// `on_done(done)` runs in the parent after each child ends (for progress lines).
+std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
+                                    const std::function<void(size_t)>& on_done);
+
+// The progress line on stderr: silent for the first second, then "WHO: done/total WHAT, elapsed, left".
+class ProgressLine {
+ public:
+  ProgressLine(std::string who, bool enabled);
+  ~ProgressLine();  // ends the line on a terminal
+  void update(size_t done, size_t total, const std::string& what = "points");
+
+ private:
+  std::string who_;
+  bool enabled_, shown_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int default_jobs();  // the machine's cores
+
+}  // namespace vitsim::sim

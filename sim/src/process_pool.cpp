@@ -1,0 +1,65 @@
+#include "vitsim/sim/process_pool.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "vitsim/core/error.hpp"
+
+namespace vitsim::sim {
+
+std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
+                                    const std::function<void(size_t)>& on_done) {
+  std::vector<std::string> failures(count);
+  std::map<pid_t, size_t> running;
+  size_t next = 0, done = 0;
+  std::fflush(nullptr);  // a child must not flush the parent's buffered output a second time
+  while (done < count) {
+    while (next < count && static_cast<int>(running.size()) < std::max(1, jobs)) {
+      pid_t pid = fork();
+      if (pid < 0) throw Error("fork failed");
+      if (pid == 0) {
+        child(next);
+        std::_Exit(5);  // child() must not return
+      }
+      running[pid] = next++;
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) throw Error("waitpid failed");
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const size_t idx = it->second;
+    running.erase(it);
+    ++done;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      failures[idx] = WIFSIGNALED(status) ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
+                                          : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
+    if (on_done) on_done(done);
+  }
+  return failures;
+}
+
+ProgressLine::ProgressLine(std::string who, bool enabled)
+    : who_(std::move(who)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+
+ProgressLine::~ProgressLine() {
+  if (shown_ && isatty(2)) fmt::print(stderr, "\n");
+}
+
+void ProgressLine::update(size_t done, size_t total, const std::string& what) {
+  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (!enabled_ || done == 0 || (t <= 1.0 && !shown_)) return;
+  const bool tty = isatty(2);
+  fmt::print(stderr, "{}{}: {}/{} {}, {:.1f} s elapsed, ~{:.1f} s left{}", tty ? "\r" : "", who_, done, total, what,
+             t, t / done * (total - done), tty ? "   " : "\n");
+  shown_ = true;
+}
+
+int default_jobs() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+}  // namespace vitsim::sim
