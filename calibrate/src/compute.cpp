@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "measure.hpp"
+#include "vitsim/real/autocast.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/model.hpp"
 
@@ -30,35 +31,7 @@ Clock::time_point mark(const torch::Device& d) {
   return Clock::now();
 }
 
-// Mixed precision exactly as the trainer runs it (real/src/trainer.cpp): autocast around forward only.
-class Autocast {
- public:
-  Autocast(bool cuda, Precision p) : cuda_(cuda), on_(p != Precision::FP32) {
-    if (!on_) return;
-    const auto dtype = p == Precision::FP16 ? at::kHalf : at::kBFloat16;
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(dtype);
-      at::autocast::set_enabled(true);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(dtype);
-      at::autocast::set_cpu_enabled(true);
-    }
-    at::autocast::increment_nesting();
-  }
-  ~Autocast() {
-    if (!on_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cuda_)
-      at::autocast::set_enabled(false);
-    else
-      at::autocast::set_cpu_enabled(false);
-  }
-  Autocast(const Autocast&) = delete;
-  Autocast& operator=(const Autocast&) = delete;
-
- private:
-  bool cuda_, on_;
-};
+using real::Autocast;  // vitsim/real/autocast.hpp
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Scenario& s, std::vector<torch::Tensor> params) {
   const auto& t = s.training;

@@ -469,15 +469,16 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   return s;
 }
 
-std::vector<Scenario> expand(const ScenarioFile& f) {
-  std::vector<Scenario> out;
+void for_each_combination(const ScenarioFile& f,
+                          const std::function<void(const std::map<std::string, Attribute>&,
+                                                   const std::map<std::string, std::string>&)>& fn) {
   std::map<std::string, Attribute> attrs = f.attrs;
   std::map<std::string, std::string> params;
   for (const auto& [k, a] : f.attrs)
     if (a.origin.file.rfind("--set", 0) == 0) params[k] = a.value;
   std::function<void(size_t)> rec = [&](size_t i) {
     if (i == f.sweeps.size()) {
-      out.push_back(resolve(f, attrs, params));
+      fn(attrs, params);
       return;
     }
     const Sweep& s = f.sweeps[i];
@@ -493,6 +494,11 @@ std::vector<Scenario> expand(const ScenarioFile& f) {
     if (saved) attrs[s.key] = *saved;
   };
   rec(0);
+}
+
+std::vector<Scenario> expand(const ScenarioFile& f) {
+  std::vector<Scenario> out;
+  for_each_combination(f, [&](const auto& attrs, const auto& params) { out.push_back(resolve(f, attrs, params)); });
   return out;
 }
 

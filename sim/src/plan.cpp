@@ -43,36 +43,17 @@ struct Candidate {
 // excludes that point instead of failing the plan.
 std::vector<Candidate> enumerate(const ScenarioFile& f) {
   std::vector<Candidate> out;
-  std::map<std::string, Attribute> attrs = f.attrs;
-  std::map<std::string, std::string> params;
-  for (const auto& [k, a] : f.attrs)
-    if (a.origin.file.rfind("--set", 0) == 0) params[k] = a.value;
-  std::function<void(size_t)> rec = [&](size_t i) {
-    if (i == f.sweeps.size()) {
-      Candidate c;
-      c.index = static_cast<int>(out.size());
-      c.params = params;
-      try {
-        c.scenario = resolve(f, attrs, params);
-      } catch (const Error& e) {
-        c.invalid = e.what();
-      }
-      out.push_back(std::move(c));
-      return;
+  for_each_combination(f, [&](const auto& attrs, const auto& params) {
+    Candidate c;
+    c.index = static_cast<int>(out.size());
+    c.params = params;
+    try {
+      c.scenario = resolve(f, attrs, params);
+    } catch (const Error& e) {
+      c.invalid = e.what();
     }
-    const Sweep& s = f.sweeps[i];
-    std::optional<Attribute> saved;
-    if (auto it = attrs.find(s.key); it != attrs.end()) saved = it->second;
-    for (const auto& v : s.values) {
-      attrs[s.key] = Attribute{v, s.origin};
-      params[s.key] = v;
-      rec(i + 1);
-    }
-    attrs.erase(s.key);
-    params.erase(s.key);
-    if (saved) attrs[s.key] = *saved;
-  };
-  rec(0);
+    out.push_back(std::move(c));
+  });
   return out;
 }
 

@@ -4,6 +4,7 @@
 // A scenario file is read into a flat map of attributes keyed by their dotted path
 // ("training.micro_batch"), each remembering file:line. Sweeps and --set overrides act on that map;
 // each sweep point is then resolved into a typed Scenario and validated.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -138,6 +139,11 @@ ScenarioFile read_scenario_file(const std::string& path);  // throws Error with 
 void apply_override(ScenarioFile& f, const std::string& assignment);
 // Every valid dotted key, for error messages and documentation.
 std::vector<std::string> scenario_keys();
+// Calls fn(attributes, params) for every combination of the sweeps (their cartesian product, in file
+// order); params holds the --set values and the swept values of that combination.
+void for_each_combination(const ScenarioFile& f,
+                          const std::function<void(const std::map<std::string, Attribute>& attrs,
+                                                   const std::map<std::string, std::string>& params)>& fn);
 // Expands sweeps and resolves each point; throws Error naming the attribute's origin.
 std::vector<Scenario> expand(const ScenarioFile& f);
 Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& attrs,
