@@ -145,23 +145,27 @@ std::string calibration_json() {
       "points": [{"micro_batch": 16, "fwd_s": 0.10, "bwd_s": 0.20, "optimizer_s": 0.01},
                  {"micro_batch": 32, "fwd_s": 0.20, "bwd_s": 0.40, "optimizer_s": 0.01}]}]})";
 }
-}  // namespace
 
-TEST_CASE("calibrated compute: interpolated in micro-batch", "[model][calibration]") {
+// One GPU of the test platform (GPU speed `flops`) at `micro_batch`, predicted with that calibration.
+Report predict_calibrated(const std::string& flops, int micro_batch) {
   vt::TempDir d;
-  two_gpu_platform(d, "1Tf", "1Tf");
-  const std::string calib = d.file("c.json", calibration_json());
+  two_gpu_platform(d, flops, flops);
   auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="c">
   <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
   <model preset="vit_cifar_tiny"/>
   <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="24"/>
   <simulation steps="4" warmup="1"/>
 </scenario>)"));
+  apply_override(f, "training.micro_batch=" + std::to_string(micro_batch));
   sim::PredictOptions o;
   o.progress = false;
-  o.calibration = calib;
-  Report r = sim::predict(f, o);
+  o.calibration = d.file("c.json", calibration_json());
+  return sim::predict(f, o);
+}
+}  // namespace
+
+TEST_CASE("calibrated compute: interpolated in micro-batch", "[model][calibration]") {
+  Report r = predict_calibrated("1Tf", 24);
   const auto& b = r.points.at(0).breakdown_s;
   // Halfway between the measured points 16 and 32: fwd 0.15 s, bwd 0.30 s, optimizer 0.01 s.
   CHECK(b.compute_fwd == Approx(0.15).epsilon(1e-9));
@@ -171,20 +175,7 @@ TEST_CASE("calibrated compute: interpolated in micro-batch", "[model][calibratio
 }
 
 TEST_CASE("calibrated compute: another GPU type scaled by the roofline ratio", "[model][calibration]") {
-  vt::TempDir d;
-  two_gpu_platform(d, "2Tf", "2Tf");  // GPU type "G2Tf" was never measured
-  const std::string calib = d.file("c.json", calibration_json());
-  auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="c">
-  <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32"/>
-  <simulation steps="4" warmup="1"/>
-</scenario>)"));
-  sim::PredictOptions o;
-  o.progress = false;
-  o.calibration = calib;
-  Report r = sim::predict(f, o);
+  Report r = predict_calibrated("2Tf", 32);  // GPU type "G2Tf" was never measured
   const auto& b = r.points.at(0).breakdown_s;
   // Both devices are compute-bound in the roofline (1000 TB/s memory, no launch cost): twice the peak,
   // half the measured time (0.20 s and 0.40 s at micro-batch 32).

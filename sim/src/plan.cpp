@@ -75,13 +75,7 @@ bool swept(const ScenarioFile& f, const std::string& key) {
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
-  try {
-    write_file_atomic(out_path, j.dump());
-  } catch (...) {
-    std::_Exit(4);
-  }
-  std::fflush(nullptr);
-  std::_Exit(0);
+  finish_child(out_path, j.dump());
 }
 
 // The largest memory per GPU over the ranks, and the smallest GPU memory, by the core memory model with

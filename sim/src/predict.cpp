@@ -52,13 +52,7 @@ void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration*
   } catch (const std::exception& e) {
     j["error"] = e.what();
   }
-  try {
-    write_file_atomic(out_path, j.dump());
-  } catch (...) {
-    std::_Exit(4);
-  }
-  std::fflush(nullptr);
-  std::_Exit(0);
+  finish_child(out_path, j.dump());
 }
 
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
 
 namespace vitsim::sim {
 
@@ -58,6 +59,16 @@ void ProgressLine::update(size_t done, size_t total, const std::string& what) {
   fmt::print(stderr, "{}{}: {}/{} {}, {:.1f} s elapsed, ~{:.1f} s left{}", tty ? "\r" : "", who_, done, total, what,
              t, t / done * (total - done), tty ? "   " : "\n");
   shown_ = true;
+}
+
+void finish_child(const std::string& out_path, const std::string& payload) {
+  try {
+    write_file_atomic(out_path, payload);
+  } catch (...) {
+    std::_Exit(4);
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 int default_jobs() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }

@@ -30,4 +30,8 @@ class ProgressLine {
 
 int default_jobs();  // the machine's cores
 
+// Ends a child of run_forked: writes `payload` to `out_path` atomically, then exits (status 4 when the
+// file cannot be written, 0 otherwise).
+[[noreturn]] void finish_child(const std::string& out_path, const std::string& payload);
+
 }  // namespace vitsim::sim
