@@ -2,22 +2,26 @@
 # Builds the libFuzzer harnesses (fuzz/) with clang and runs each for a fixed time on a seed corpus made
 # from the shipped files. Prints, per harness: executions, executions/s, corpus size, findings.
 # Usage: bench/fuzz.sh [seconds per harness, default 600] [harness names..., default all]
+# Harnesses: scenario platform calibration deepspeed units report (core readers), idx cifar image (dataset
+# readers of real/src/data.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-600}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(scenario platform calibration deepspeed units report)
+[ ${#names[@]} -gt 0 ] || names=(scenario platform calibration deepspeed units report idx cifar image)
 
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/14*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq clang-14 libclang-rt-14-dev >/dev/null
 fi
-b="$here/build-fuzz"
+b="${VITSIM_FUZZ_BUILD:-$here/build-fuzz}"
 cmake -S "$here" -B "$b" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITSIM_FUZZ=ON \
   -DVITSIM_WITH_TORCH=OFF -DVITSIM_BUILD_TESTS=OFF >/dev/null
-cmake --build "$b" -j"$(nproc)" --target $(printf 'fuzz_%s ' "${names[@]}") >/dev/null
+targets=$(printf 'fuzz_%s ' "${names[@]}")
+case " ${names[*]} " in *" idx "*|*" cifar "*|*" image "*) targets="$targets fuzz_seeds" ;; esac
+cmake --build "$b" -j"$(nproc)" --target $targets >/dev/null
 
 seed() {  # seed NAME FILES...: copy the files that exist into the harness's corpus
   local d="$b/corpus/$1"; shift
@@ -31,6 +35,8 @@ seed deepspeed "$here"/scenarios/*/*.json
 mkdir -p "$b/corpus/units"; printf '12GBps' >"$b/corpus/units/a"; printf '5us' >"$b/corpus/units/b"; printf '16GiB' >"$b/corpus/units/c"
 mkdir -p "$b/corpus/calibration"
 sed -n '/^```json$/,/^```$/p' "$here/README.md" | sed '1d;$d' | head -n 30 >"$b/corpus/calibration/readme-example.json"
+# Dataset readers: small valid IDX (plain, gzip), CIFAR-10/100, PNG and JPEG files from fuzz_seeds.
+[ -x "$b/fuzz/fuzz_seeds" ] && "$b/fuzz/fuzz_seeds" "$b/corpus"
 mkdir -p "$b/corpus/report"
 for v in "$here/build/app/vitsim" "$here/build-sim/app/vitsim"; do
   if [ -x "$v" ]; then

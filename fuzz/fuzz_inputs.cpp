@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/deepspeed.hpp"
@@ -14,17 +16,23 @@
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/units.hpp"
+#if VITSIM_FUZZ_TARGET >= 7
+#include <algorithm>
+
+#include "vitsim/real/data.hpp"
+#endif
 
 namespace {
 
 // The readers take paths: each input goes to one private file, rewritten per run.
-const std::string& scratch() {
-  static const std::string path = "/tmp/vitsim-fuzz-" + std::to_string(getpid()) + ".in";
-  return path;
+const std::string& scratch(int which = 0) {
+  static const std::string path[2] = {"/tmp/vitsim-fuzz-" + std::to_string(getpid()) + ".in",
+                                      "/tmp/vitsim-fuzz-" + std::to_string(getpid()) + ".in2"};
+  return path[which];
 }
 
-[[maybe_unused]] void write(const uint8_t* data, size_t size) {
-  FILE* f = std::fopen(scratch().c_str(), "wb");
+[[maybe_unused]] void write(const uint8_t* data, size_t size, int which = 0) {
+  FILE* f = std::fopen(scratch(which).c_str(), "wb");
   if (!f) std::abort();
   std::fwrite(data, 1, size, f);
   std::fclose(f);
@@ -60,8 +68,45 @@ void run(const uint8_t* data, size_t size) {
   fill_scaling_efficiency(r);
   report_to_table(r);
   report_to_csv(r);
+#elif VITSIM_FUZZ_TARGET >= 7
+  // Dataset readers (real/src/data.cpp), then the loader's per-sample path on what they return: get()
+  // and the resize/crop/flip/normalise transform, the code every decoded sample goes through.
+  if (size < 1) return;
+  const uint8_t mode = data[0];
+  ++data, --size;
+  std::unique_ptr<real::Source> set;
+#if VITSIM_FUZZ_TARGET == 7  // IDX pair: [u16 little-endian length of the image file][image file][label file]
+  if (size < 2) return;
+  const size_t split = std::min<size_t>(size - 2, data[0] | (data[1] << 8));
+  write(data + 2, split, 0);
+  write(data + 2 + split, size - 2 - split, 1);
+  set = std::make_unique<real::MemorySource>(real::read_idx(scratch(0), scratch(1), mode & 1 ? 10 : 256));
+#elif VITSIM_FUZZ_TARGET == 8  // CIFAR batch: mode bit 0 picks CIFAR-10 (1 label byte) or CIFAR-100 (2)
+  write(data, size);
+  const bool hundred = mode & 1;
+  set = std::make_unique<real::MemorySource>(real::read_cifar({scratch()}, hundred ? 2 : 1, hundred ? 100 : 10));
+#else  // one JPEG or PNG file: mode bit 0 picks 1 or 3 channels
+  write(data, size);
+  const int channels = mode & 1 ? 3 : 1;
+  real::Image decoded = real::decode_image_file(scratch(), channels);
+  set = std::make_unique<real::MemorySource>("image", decoded.channels, decoded.height, decoded.width, 1,
+                                             std::move(decoded.pixels), std::vector<int32_t>{0});
+#endif
+  real::Transform t;
+  t.image_size = 1 + (mode >> 1) % 48;
+  t.augment = mode & 0x80;
+  t.norm.mean.assign(set->channels(), 0.5f);
+  t.norm.stddev.assign(set->channels(), 0.25f);
+  std::vector<float> out(size_t(set->channels()) * t.image_size * t.image_size);
+  real::Image image;
+  int label = -1;
+  for (size_t i = 0; i < std::min<size_t>(set->size(), 8); ++i) {
+    set->get(i, image, label);
+    if (label < 0 || label >= set->classes()) std::abort();  // the readers promise labels in range
+    t.apply(image, 0, i, out.data());
+  }
 #else
-#error "VITSIM_FUZZ_TARGET must be 1..6"
+#error "VITSIM_FUZZ_TARGET must be 1..9"
 #endif
 }
 

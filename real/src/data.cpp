@@ -198,6 +198,14 @@ void write_cifar(const std::string& path, const MemorySource& set, int label_byt
 
 // ---- JPEG / PNG ----
 namespace {
+// A header may claim any size; decoding it would allocate width*height*channels bytes before a single
+// pixel is checked. PIL's decompression-bomb guard (Image.MAX_IMAGE_PIXELS) is the limit used here too.
+constexpr uint64_t kMaxImagePixels = 89'478'485;
+[[noreturn]] void too_large(const std::string& path, const char* kind, uint64_t width, uint64_t height) {
+  throw Error(fmt::format("{}: {} header claims {}x{} pixels; the limit is {} pixels (a decompression bomb?)", path,
+                          kind, width, height, kMaxImagePixels));
+}
+
 struct JpegError {
   jpeg_error_mgr mgr;
   jmp_buf jump;
@@ -236,6 +244,11 @@ Image decode_jpeg(const std::string& path, const std::vector<uint8_t>& data, int
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(&cinfo, TRUE);
+  if (cinfo.image_width * uint64_t(cinfo.image_height) > kMaxImagePixels) {
+    const uint64_t w = cinfo.image_width, h = cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    too_large(path, "JPEG", w, h);
+  }
   cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
@@ -258,6 +271,11 @@ Image decode_png(const std::string& path, const std::vector<uint8_t>& data, int 
   png.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&png, data.data(), data.size()))
     throw Error(fmt::format("{}: corrupt PNG: {}", path, png.message));
+  if (uint64_t(png.width) * png.height > kMaxImagePixels) {
+    const uint64_t w = png.width, h = png.height;
+    png_image_free(&png);
+    too_large(path, "PNG", w, h);
+  }
   png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   std::vector<uint8_t> hwc(PNG_IMAGE_SIZE(png));
   if (!png_image_finish_read(&png, nullptr, hwc.data(), 0, nullptr)) {
