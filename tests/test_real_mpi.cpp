@@ -201,3 +201,14 @@ TEST_CASE("A rank that fails ends the job at once with its message", "[real][mpi
   CHECK_THAT(r.out, Catch::Contains("dataset fashion_mnist: /nonexistent/train-images-idx3-ubyte.gz does not exist "
                                     "(dataset.path = '/nonexistent')"));
 }
+
+TEST_CASE("Ranks started with different arguments are refused before training", "[real][mpi][negative]") {
+  // An MPMD launch whose second app context lacks a --set: the ranks would build the same model, so
+  // nothing in MPI itself would notice; the agreement check must.
+  const std::string a = small_run(""), b = small_run("--set training.lr=0.5");
+  auto r = vt::run(fmt::format("mpirun --allow-run-as-root --oversubscribe -np 1 {} train {} : -np 1 {} train {}",
+                               VITSIM_BINARY, a, VITSIM_BINARY, b));
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("rank 1 was started with another run than rank 0"));
+}

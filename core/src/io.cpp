@@ -14,24 +14,35 @@
 
 namespace vitsim {
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+void write_file_atomic(const std::string& path, const std::function<void(const ChunkSink&)>& produce) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (fsync(fileno(f)) == 0) && ok;
-  int err = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
+  int err = 0;  // the first failure's errno
+  auto fail = [&](int e) {
+    if (err == 0) err = e ? e : EIO;
+  };
+  try {
+    produce([&](const void* data, size_t size) {
+      if (err == 0 && size > 0 && std::fwrite(data, 1, size, f) != size) fail(errno);
+    });
+  } catch (...) {
+    std::fclose(f);
     std::remove(tmp.c_str());
-    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(err ? err : EIO)));
+    throw;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
+  if (err == 0 && std::fflush(f) != 0) fail(errno);
+  if (err == 0 && fsync(fileno(f)) != 0) fail(errno);
+  if (std::fclose(f) != 0) fail(errno);
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) fail(errno);
+  if (err != 0) {
     std::remove(tmp.c_str());
     throw Error(fmt::format("cannot write {}: {}", path, std::strerror(err)));
   }
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, [&](const ChunkSink& sink) { sink(content.data(), content.size()); });
 }
 
 std::string read_file(const std::string& path) {

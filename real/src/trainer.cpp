@@ -301,10 +301,20 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
   std::error_code ec;
   fs::create_directories(s.run.checkpoint_dir, ec);
   const std::string path = checkpoint_path(s);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  archive.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(fmt::format("{}: cannot rename {} into place: {}", path, tmp, std::strerror(errno)));
+  // Streamed through core's atomic writer, not torch's own file writer: on a full disk that one throws
+  // from a destructor (std::terminate) and leaves its partial file behind.
+  try {
+    write_file_atomic(path, [&](const ChunkSink& sink) {
+      archive.save_to([&](const void* data, size_t size) -> size_t {
+        sink(data, size);
+        return size;
+      });
+    });
+  } catch (const Error& e) {
+    throw Error(fmt::format("checkpoint after global step {}: {}; the previous checkpoint is intact and --resume "
+                            "continues from it",
+                            pos.global_step, e.what()));
+  }
 }
 
 Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
@@ -426,6 +436,20 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   const int threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / world.local_size());
   set_threads(threads);
   world.set_timeout_s(s.run.timeout_s);
+
+  // Every rank must train the same thing: a rank started with other arguments (a forgotten --set or
+  // --resume in one app context of an MPMD launch) would otherwise fail later inside MPI with a
+  // message-size error, or train silently wrong.
+  {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a, 64 bit: the same on every node whatever its libstdc++
+    for (unsigned char c : fingerprint(s, nranks) + (opt.resume ? " resume" : "")) h = (h ^ c) * 1099511628211ULL;
+    auto all = world.allgather({double(h >> 32), double(h & 0xffffffffULL)}, "run agreement check");
+    for (int r = 1; r < nranks; ++r)
+      if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+        throw Error(fmt::format("rank {} was started with another run than rank 0 (scenario, --set values or --resume "
+                                "differ); every rank needs the same arguments",
+                                r));
+  }
 
   // Model, identical on every rank: same seed, then rank 0's values broadcast (as DDP does).
   torch::manual_seed(s.training.seed);
