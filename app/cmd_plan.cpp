@@ -92,6 +92,7 @@ void add_plan(CLI::App& cli, Action& action) {
         if (a->budget >= 0) k.budget = a->budget;
         k.must_fit = !a->allow_oom;
         if (!a->shard.empty()) parse_shard(a->shard, a->opt);
+        if (!a->out.empty()) check_writable(a->out);  // before the sweep, not after it
         a->opt.progress = !a->quiet;
         if (a->baseline) {
           if (!f.attrs.count("whatif.edits")) throw Error("plan: --baseline compares against what-ifs: give --what-if EDIT");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "vitsim/core/io.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/real/train.hpp"
 
@@ -32,9 +33,13 @@ void add_train(CLI::App& cli, Action& action) {
                   "each rank writes its final parameters (raw fp32) to PREFIX.rank<R>.bin");
   cmd->add_option("--fault", args->fault,
                   "testing: KIND:STEP[:RANK] kills (kill), hangs (hang) or exits (exit) a rank after STEP");
-  cmd->add_flag("--quiet", args->quiet, "no progress lines");
+  cmd->add_flag("--quiet,-q", args->quiet, "no progress lines");
   cmd->callback([&action, args] {
   action = [args]() {
+    // Outputs that could not be written would be found out only after the training: check them first.
+    for (const std::string* out : {&args->out, &args->trace})
+      if (!out->empty()) check_writable(*out);
+    if (!args->save_params.empty()) check_writable(args->save_params + ".rank0.bin");
     ScenarioFile file = read_scenario_file(args->scenario);
     for (const auto& s : args->sets) apply_override(file, s);
     std::vector<Scenario> points = expand(file);

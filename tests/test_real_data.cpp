@@ -1,9 +1,4 @@
 // Readers, transform, sampler and loader of the real trainer (no Torch, no MPI).
-#include <png.h>
-// jpeglib.h needs FILE and size_t declared first.
-#include <cstdio>
-#include <jpeglib.h>
-
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "image_files.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/data.hpp"
@@ -162,31 +158,9 @@ TEST_CASE("PNG files decode exactly and corrupt or unknown files are clear error
 TEST_CASE("JPEG files decode to their size and about their values and a truncated one is an error", "[real][data]") {
   vt::TempDir dir;
   const int w = 16, h = 8;
-  std::vector<uint8_t> gray(w * h, 100);  // a flat image: JPEG keeps it within a level or two
+  // A flat image (value 100): JPEG keeps it within a level or two.
   std::string path = dir / "a.jpg";
-  {
-    jpeg_compress_struct c;
-    jpeg_error_mgr err;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    FILE* f = std::fopen(path.c_str(), "wb");
-    REQUIRE(f);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = w;
-    c.image_height = h;
-    c.input_components = 1;
-    c.in_color_space = JCS_GRAYSCALE;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 95, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-      JSAMPROW row = gray.data() + c.next_scanline * w;
-      jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    std::fclose(f);
-  }
+  vt::write_jpeg(path, w, h, 100);
   Image img = decode_image_file(path, 3);  // grey decoded to RGB: 3 equal channels
   REQUIRE(img.channels == 3);
   CHECK(img.width == w);
@@ -196,25 +170,12 @@ TEST_CASE("JPEG files decode to their size and about their values and a truncate
   CHECK_THAT(error_of([&] { decode_image_file(path, 3); }), Catch::StartsWith(path + ": corrupt"));
 }
 
-namespace {
-void write_png(const std::string& path, int w, int h, uint8_t value) {
-  std::vector<uint8_t> rgb(size_t(w) * h * 3, value);
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  png.width = w;
-  png.height = h;
-  png.format = PNG_FORMAT_RGB;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  if (!png_image_write_to_file(&png, path.c_str(), 0, rgb.data(), 0, nullptr)) throw std::runtime_error("png write");
-}
-}  // namespace
 
 TEST_CASE("ImageFolder: classes are the sorted sub-folders, images decode on demand", "[real][data]") {
   vt::TempDir dir;
-  write_png(dir / "set/train/cat/1.png", 6, 4, 10);
-  write_png(dir / "set/train/cat/2.PNG", 5, 5, 20);
-  write_png(dir / "set/train/ant/1.png", 3, 7, 30);
+  vt::write_png(dir / "set/train/cat/1.png", 6, 4, 10);
+  vt::write_png(dir / "set/train/cat/2.PNG", 5, 5, 20);
+  vt::write_png(dir / "set/train/ant/1.png", 3, 7, 30);
   dir.file("set/train/ant/readme.txt", "not an image: skipped");
   dir.file("set/train/dog/broken.png", "\x89PNG\r\n\x1a\n cut short");
   DatasetSpec spec;

@@ -37,8 +37,7 @@ std::vector<BadInput> cases();
 
 std::string render(const std::vector<BadInput>& all) {
   std::ostringstream o;
-  o << "# Robustness: bad inputs and what vitsim says\n\n"
-       "Every row is a case of `tests/test_robustness.cpp`, which checks the exact output and exit status and\n"
+  o << "Every row is a case of `tests/test_robustness.cpp`, which checks the exact output and exit status and\n"
        "regenerates this table (`VITSIM_UPDATE_DOCS=1 build/tests/test_robustness`). Runs happen in a folder\n"
        "holding a valid 2-node platform `p.xml` (4 GPUs per node) and the files each case writes.\n\n"
        "| # | category | bad input | command | exit | message |\n| --- | --- | --- | --- | --- | --- |\n";
@@ -72,12 +71,7 @@ TEST_CASE("robustness: at least 40 bad inputs, each one clear line and a non-zer
     }
   }
   const std::string doc = render(all);
-  const std::string path = vt::source("docs/robustness.md");
-  if (std::getenv("VITSIM_UPDATE_DOCS")) std::ofstream(path) << doc;
-  std::ifstream in(path);
-  std::stringstream have;
-  have << in.rdbuf();
-  CHECK(have.str() == doc);
+  CHECK(vt::doc_section(vt::source("docs/robustness.md"), "test_robustness", doc) == doc);
 }
 
 namespace {

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -117,6 +119,26 @@ inline std::string platform_xml(int nodes, int gpus, const std::string& pcie_bw,
           "direction=\"UP\"/><link_ctn id=\"n{1}-nic\" direction=\"DOWN\"/></zoneRoute>\n",
           i, j);
   return x + "</zone></platform>\n";
+}
+
+// Generated sections of a hand-written document: the text between "<!-- begin NAME -->\n" and
+// "<!-- end NAME -->". Returns the section as the file has it ("" when missing). With VITSIM_UPDATE_DOCS
+// set, first rewrites it to `content` (appended at the end when the markers are missing).
+inline std::string doc_section(const std::string& path, const std::string& name, const std::string& content) {
+  const std::string begin = "<!-- begin " + name + " -->\n", end = "<!-- end " + name + " -->";
+  std::ifstream in(path);
+  std::string doc{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  size_t b = doc.find(begin), e = b == std::string::npos ? b : doc.find(end, b);
+  if (std::getenv("VITSIM_UPDATE_DOCS")) {
+    if (b == std::string::npos || e == std::string::npos)
+      doc += "\n" + begin + content + end + "\n";
+    else
+      doc.replace(b + begin.size(), e - b - begin.size(), content);
+    std::ofstream(path) << doc;
+    return content;
+  }
+  if (b == std::string::npos || e == std::string::npos) return "";
+  return doc.substr(b + begin.size(), e - b - begin.size());
 }
 
 }  // namespace vt

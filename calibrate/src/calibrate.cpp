@@ -85,8 +85,9 @@ std::vector<std::string> rank_devices(const Options& o, int ranks) {
 }
 
 void refuse_overwrite(const std::string& path, const char* what, bool force) {
-  if (!path.empty() && !force && fs::exists(path))
-    throw Error(fmt::format("{}: {} exists; pass --force to overwrite it", path, what));
+  if (path.empty()) return;
+  if (!force && fs::exists(path)) throw Error(fmt::format("{}: {} exists; pass --force to overwrite it", path, what));
+  check_writable(path);  // before the measurements, not after them
 }
 
 json spread_json(const Spread& s) {

@@ -45,6 +45,15 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, [&](const ChunkSink& sink) { sink(content.data(), content.size()); });
 }
 
+void check_writable(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw Error(fmt::format("cannot write {}: {}", path, std::strerror(ENOENT)));
+  if (access(dir.c_str(), W_OK | X_OK) != 0) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("cannot open {}", path));

@@ -31,6 +31,13 @@ uint64_t mix(uint64_t x) {
 }
 uint64_t key(uint64_t seed, uint64_t a, uint64_t b) { return mix(mix(mix(seed) ^ a) ^ b); }
 
+// zlib's message without the "PATH: " it prefixes, which the error already names.
+std::string gz_reason(const std::string& path, const char* msg) {
+  std::string m = msg ? msg : "unknown error";
+  if (m.rfind(path + ": ", 0) == 0) m.erase(0, path.size() + 2);
+  return m;
+}
+
 // Reads a whole file, through zlib so gzip and plain files are both accepted.
 std::vector<uint8_t> read_maybe_gz(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
@@ -41,7 +48,7 @@ std::vector<uint8_t> read_maybe_gz(const std::string& path) {
     int got = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
     if (got < 0) {
       int code = 0;
-      std::string msg = gzerror(f, &code);
+      std::string msg = gz_reason(path, gzerror(f, &code));
       gzclose(f);
       throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, msg));
     }
@@ -52,7 +59,7 @@ std::vector<uint8_t> read_maybe_gz(const std::string& path) {
   int code = 0;
   const char* msg = gzerror(f, &code);
   if (code != Z_OK && code != Z_STREAM_END) {
-    std::string m = msg;
+    std::string m = gz_reason(path, msg);
     gzclose(f);
     throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, m));
   }
@@ -400,7 +407,7 @@ DatasetSplit open_dataset(const DatasetSpec& spec, const ViTConfig& model, const
     std::string stem = train ? "train" : "t10k";
     const std::string images = need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name);  // checked first
     const std::string labels = need_file(dir, stem + "-labels-idx1-ubyte.gz", spec.name);
-    out.source = std::make_unique<MemorySource>(read_idx(images, labels, model.classes));
+    out.source = std::make_unique<MemorySource>(read_idx(images, labels, 10));  // Fashion-MNIST: 10 classes
   } else if (spec.name == "cifar10") {
     if (spec.path.empty()) throw Error("dataset cifar10 needs dataset.path: the folder holding data_batch_1..5.bin, test_batch.bin");
     std::vector<std::string> files;

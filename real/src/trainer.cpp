@@ -276,8 +276,9 @@ std::string fingerprint(const Scenario& s, int world) {
 
 std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
 
+// previous_step: the global step of the checkpoint already in place (-1: none), for the error message.
 void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                     const Position& pos) {
+                     const Position& pos, long long previous_step) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive, opt_archive;
   model.save(model_archive);
@@ -298,8 +299,6 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("cpu_rng", gen.get_state(), /*is_buffer=*/true);
   }
-  std::error_code ec;
-  fs::create_directories(s.run.checkpoint_dir, ec);
   const std::string path = checkpoint_path(s);
   // Streamed through core's atomic writer, not torch's own file writer: on a full disk that one throws
   // from a destructor (std::terminate) and leaves its partial file behind.
@@ -311,9 +310,10 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
       });
     });
   } catch (const Error& e) {
-    throw Error(fmt::format("checkpoint after global step {}: {}; the previous checkpoint is intact and --resume "
-                            "continues from it",
-                            pos.global_step, e.what()));
+    if (previous_step < 0) throw Error(fmt::format("checkpoint after global step {}: {}", pos.global_step, e.what()));
+    throw Error(fmt::format("checkpoint after global step {}: {}; the previous checkpoint (global step {}) is intact "
+                            "and --resume continues from it",
+                            pos.global_step, e.what(), previous_step));
   }
 }
 
@@ -554,11 +554,20 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   if (opt.resume && rank == 0 && opt.verbose)
     fmt::print("vitsim train: resumed {} at epoch {} step {} (global step {})\n", checkpoint_path(s), pos.epoch + 1,
                pos.step_in_epoch, pos.global_step);
+  // The checkpoint folder is made (and checked) now, not at the first checkpoint an hour in.
+  long long checkpointed = opt.resume ? pos.global_step : -1;
+  if (!s.run.checkpoint_dir.empty() && rank == 0) {
+    std::error_code ec;
+    fs::create_directories(s.run.checkpoint_dir, ec);
+    if (ec) throw Error(fmt::format("run.checkpoint_dir: cannot create {}: {}", s.run.checkpoint_dir, ec.message()));
+    check_writable(checkpoint_path(s));
+  }
   auto checkpoint = [&]() {
     if (s.run.checkpoint_dir.empty()) return;
     pos.loss_scale = scaler.scale;
     pos.good_steps = scaler.good_steps;
-    if (rank == 0) save_checkpoint(s, nranks, *model, *optimizer, pos);
+    if (rank == 0) save_checkpoint(s, nranks, *model, *optimizer, pos, checkpointed);
+    checkpointed = pos.global_step;
     world.barrier("checkpoint barrier");
   };
   auto check_replicas = [&](const char* when) {

@@ -14,6 +14,9 @@ void write_file_atomic(const std::string& path, const std::string& content);
 using ChunkSink = std::function<void(const void* data, size_t size)>;
 void write_file_atomic(const std::string& path, const std::function<void(const ChunkSink&)>& produce);
 std::string read_file(const std::string& path);  // throws Error naming the path
+// Fails early, before hours of work, when `path` could not be written later: its folder is missing or
+// not writable. Throws the Error write_file_atomic would ("cannot write PATH: reason").
+void check_writable(const std::string& path);
 
 // A private temporary folder ("<tmp>/<prefix>XXXXXX"), removed with everything in it when destroyed.
 class TempDir {
