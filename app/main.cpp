@@ -13,6 +13,10 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
   cli.set_version_flag("--version", "vitsim 0.1.0");
   vitsim::app::Action action;
+#ifdef VITSIM_TRAINER_ONLY
+  // The trainer-only build (cmake -DVITSIM_TRAINER_ONLY=ON): no simulator, no calibration.
+  vitsim::app::add_train(cli, action);
+#else
   vitsim::app::add_predict(cli, action);
   vitsim::app::add_validate(cli, action);
   vitsim::app::add_plot(cli, action);
@@ -20,6 +24,7 @@ int main(int argc, char** argv) {
 #ifdef VITSIM_HAVE_REAL
   vitsim::app::add_train(cli, action);
   vitsim::app::add_calibrate(cli, action);
+#endif
 #endif
   try {
     cli.parse(argc, argv);
