@@ -197,6 +197,23 @@ TEST_CASE("vitsim plan in two shards, merged, equals the plan run in one piece",
   CHECK(t.out.find("a shard's points are unranked") != std::string::npos);
 }
 
+TEST_CASE("a plan is byte-identical whatever --jobs and however its points are scheduled", "[plan][determinism]") {
+  // With -j 1 the points run in order; with -j 2 two processes finish them in whatever order the
+  // scheduler gives; a third run repeats -j 2. Ranking, ties and the JSON itself must not change.
+  vt::TempDir d;
+  const std::string common = fmt::format("plan {} -q --set training.micro_batch=8,16,32 --deadline 10h --format json",
+                                         vt::source("scenarios/whatif/tesla-nic-10gbe.xml"));
+  std::vector<std::string> outs;
+  for (const char* jobs : {"1", "2", "2"}) {
+    auto r = vt::vitsim(common + " -j " + jobs);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    outs.push_back(r.out);
+  }
+  CHECK(outs[0] == outs[1]);
+  CHECK(outs[1] == outs[2]);
+}
+
 TEST_CASE("vitsim plan bad input gets one clear line", "[plan][cli]") {
   const std::string scen = vt::source("scenarios/whatif/tesla-nic-10gbe.xml");
   auto r = vt::vitsim("plan " + scen + " -q --shard 2/2");

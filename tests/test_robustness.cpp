@@ -192,6 +192,8 @@ std::vector<BadInput> cases() {
        "vitsim: error: none.json: cannot open calibration file"},
       {"calibration", "not a calibration", {{"c.json", "{\"schema\": \"vitsim.report/1\"}"}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")"},
+      {"calibration", "a schema that is not a string (fuzzer finding)", {{"c.json", "{\"schema\": {\"host\": \"x\"}}"}, {"s.xml", scenario()}},
+       S + " --calibration c.json", "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")"},
       {"calibration", "a point without its backward time", {{"c.json", calib(R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1}]})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: devices[0].points[0]: missing key 'bwd_s'"},
       {"calibration", "a negative measured time", {{"c.json", calib(R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": -0.1, "bwd_s": 0.2}]})")}, {"s.xml", scenario()}}, S + " --calibration c.json",

@@ -65,7 +65,7 @@ Calibration read_calibration(const std::string& path) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
-  if (!j.is_object() || j.value("schema", "") != "vitsim.calibration/1")
+  if (!j.is_object() || j.value("schema", json()) != "vitsim.calibration/1")
     throw Error(fmt::format("{}: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")", path));
   try {
     return parse_calibration(j, path);

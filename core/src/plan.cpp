@@ -381,7 +381,7 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
   }
-  if (!j.is_object() || j.value("schema", "") != "vitsim.plan/1")
+  if (!j.is_object() || j.value("schema", json()) != "vitsim.plan/1")
     throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/1\")", origin));
   PlanResult plan;
   try {

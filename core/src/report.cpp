@@ -128,7 +128,7 @@ Report report_from_json(const std::string& text, const std::string& origin) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
   }
-  if (!j.is_object() || j.value("schema", "") != "vitsim.report/1")
+  if (!j.is_object() || j.value("schema", json()) != "vitsim.report/1")
     throw Error(fmt::format("{}: not a vitsim report (expected \"schema\": \"vitsim.report/1\")", origin));
   Report r;
   try {
