@@ -19,12 +19,16 @@
 # VITSIM_GPU_RUNS (vit_b16 vit_cifar_tiny), VITSIM_GPU_TIMEOUT (s per run, 240), PYTHON, Torch_DIR,
 # VITSIM_GPU_CMAKE_ARGS (extra cmake arguments), VITSIM_GPU_JOBS.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/../.."
 root=$PWD
 build=${VITSIM_GPU_BUILD:-build-gpu}
 out=${OUT:-$root/$build/out}
 mkdir -p "$out"
-exec > >(tee -a "$out/run.log") 2>&1
+if [[ -z ${VITSIM_GPU_LOGGING:-} ]]; then  # everything below also into run.log; tee ends before we do
+  VITSIM_GPU_LOGGING=1 bash "$self" "$@" 2>&1 | tee -a "$out/run.log"
+  exit "${PIPESTATUS[0]}"
+fi
 t_start=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t_start)) s] $*"; }
 die() { stamp "run.sh: $*"; exit 1; }
