@@ -45,6 +45,12 @@ if [[ -z $py ]]; then
   done
 fi
 [[ -n $py ]] || py=python3
+# pip's cmake and ninja live next to the python that has torch when the system has none.
+pybin=$(dirname "$(command -v "$py" 2>/dev/null || echo /nonexistent/x)")
+for tool in cmake ninja; do
+  command -v "$tool" >/dev/null || { [[ -x $pybin/$tool ]] && PATH=$PATH:$pybin; }
+done
+command -v cmake >/dev/null || { echo "run.sh: no cmake"; exit 1; }
 
 # ---- environment ----
 commit='?'
