@@ -30,6 +30,7 @@
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
 #include "vitsim/real/model.hpp"
+#include "vitsim/real/optim.hpp"
 #include "vitsim/real/train.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
@@ -277,7 +278,7 @@ std::string fingerprint(const Scenario& s, int world) {
 std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
 
 // previous_step: the global step of the checkpoint already in place (-1: none), for the error message.
-void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
+void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, const FlatOptimizer& opt,
                      const Position& pos, long long previous_step) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive, opt_archive;
@@ -317,7 +318,7 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, tor
   }
 }
 
-Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, torch::optim::Optimizer& opt,
+Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, FlatOptimizer& opt,
                          const torch::Device& device) {
   const std::string path = checkpoint_path(s);
   if (!fs::exists(path))
@@ -336,8 +337,12 @@ Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model,
   torch::serialize::InputArchive model_archive, opt_archive;
   archive.read("model", model_archive);
   archive.read("optimizer", opt_archive);
-  model.load(model_archive);
-  opt.load(opt_archive);
+  model.load(model_archive);  // rebinds the parameters' storage: the caller binds them to the flat buffer again
+  try {
+    opt.load(opt_archive);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
   Position pos;
   archive.read("epoch", v);
   pos.epoch = static_cast<int>(v.toInt());
@@ -467,7 +472,10 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
 
   // Gradients live in one flat buffer, laid out in reverse parameter order (roughly the order backward
   // produces them), so that each bucket is one contiguous slice.
+  // Parameters live the same way in a flat buffer, so that the optimizer steps the whole model at once.
   auto flat_grad = torch::zeros({expected}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  auto flat_param = torch::empty({expected}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  std::vector<int64_t> param_offset(params.size());
   std::vector<Bucket> buckets;
   std::vector<int> param_bucket(params.size());
   {
@@ -482,9 +490,11 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
       buckets.back().params += 1;
       param_bucket[i] = static_cast<int>(buckets.size()) - 1;
       p.mutable_grad() = flat_grad.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(n)).view(p.sizes());
+      param_offset[i] = static_cast<int64_t>(off);
       off += n;
     }
   }
+  bind_flat_parameters(params, param_offset, flat_param);
 
   std::unique_ptr<Communicator> comm;
   if (nranks > 1) {
@@ -511,16 +521,11 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     }
   }
 
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (s.training.optimizer == "adamw")
-    optimizer = std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(s.training.lr).weight_decay(s.training.weight_decay));
-  else if (s.training.optimizer == "adam")
-    optimizer = std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(s.training.lr).weight_decay(s.training.weight_decay));
-  else
-    optimizer = std::make_unique<torch::optim::SGD>(
-        params, torch::optim::SGDOptions(s.training.lr).momentum(0.9).weight_decay(s.training.weight_decay));
+  OptimizerConfig ocfg;
+  ocfg.kind = s.training.optimizer;
+  ocfg.lr = s.training.lr;
+  ocfg.weight_decay = s.training.weight_decay;
+  auto optimizer = std::make_unique<FlatOptimizer>(ocfg, flat_param, flat_grad);
 
   // Data.
   DatasetSplit train_set = open_dataset(s.dataset, s.model, "train");
@@ -548,6 +553,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   Position pos;
   if (opt.resume) {
     pos = load_checkpoint(s, nranks, *model, *optimizer, device);
+    bind_flat_parameters(params, param_offset, flat_param);
     scaler.scale = pos.loss_scale;
     scaler.good_steps = pos.good_steps;
   }
