@@ -178,3 +178,21 @@ TEST_CASE("Flat optimizer state and parameters survive a save and load", "[real]
   oc_in.load_from(os);
   CHECK_THROWS_WITH(opt_c.load(oc_in), "the checkpoint's optimizer is adamw, the scenario's sgd");
 }
+
+TEST_CASE("The encoder's self-attention equals LibTorch's MultiheadAttention on the same parameters", "[real][model]") {
+  // Reference: torch::nn::MultiheadAttention::forward(x, x, x) of the block's own module; the block
+  // computes attention itself (no torch::equal per call) and must give the same output and gradients
+  // (to float rounding: q * (1/sqrt(d)) there, q / sqrt(d) here).
+  torch::manual_seed(7);
+  const int width = 64, heads = 4;
+  real::EncoderBlock block(width, heads, 128, 0.0);
+  auto x = torch::randn({17, 5, width}, torch::requires_grad());
+  auto mine = block->self_attention(x);
+  auto ref = std::get<0>(block->attn->forward(x, x, x, torch::Tensor(), /*need_weights=*/false));
+  REQUIRE(mine.sizes() == ref.sizes());
+  CHECK((mine - ref).abs().max().item<double>() < 1e-5);
+  auto g_mine = torch::autograd::grad({mine.sum()}, {x, block->attn->in_proj_weight})[0];
+  auto g_ref = torch::autograd::grad({ref.sum()}, {x, block->attn->in_proj_weight})[0];
+  CHECK((g_mine - g_ref).abs().max().item<double>() < 1e-4);
+  CHECK(ref.abs().max().item<double>() > 1e-2);  // not a comparison of zeros
+}

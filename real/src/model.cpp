@@ -1,5 +1,7 @@
 #include "vitsim/real/model.hpp"
 
+#include <torch/version.h>
+
 #include <cmath>
 
 namespace vitsim::real {
@@ -7,7 +9,7 @@ namespace vitsim::real {
 // torchvision uses LayerNorm(eps=1e-6) throughout its ViT.
 constexpr double kLayerNormEps = 1e-6;
 
-EncoderBlockImpl::EncoderBlockImpl(int width, int heads, int mlp_hidden, double dropout) {
+EncoderBlockImpl::EncoderBlockImpl(int width, int heads_, int mlp_hidden, double dropout) : heads(heads_) {
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
   attn = register_module("attn", torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(width, heads)));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
@@ -21,10 +23,35 @@ EncoderBlockImpl::EncoderBlockImpl(int width, int heads, int mlp_hidden, double 
   }
 }
 
+// Self-attention with the MultiheadAttention module's parameters (in_proj, out_proj: torchvision's
+// layout and initialisation), computed here rather than by its forward: LibTorch's C++
+// multi_head_attention_forward tells self-attention apart with two torch::equal over the activations
+// (a full comparison and, on a GPU, a host synchronisation per layer), where PyTorch's Python checks
+// identity. x: [tokens, batch, width] (LibTorch 1.13's MultiheadAttention has no batch_first,
+// REFERENCE.md 7).
+torch::Tensor EncoderBlockImpl::self_attention(const torch::Tensor& x) {
+  namespace F = torch::nn::functional;
+  const int64_t T = x.size(0), B = x.size(1), W = x.size(2), H = heads, D = W / H;
+  auto qkv = F::linear(x, attn->in_proj_weight, attn->in_proj_bias).chunk(3, -1);  // 3 x [T, B, W]
+  torch::Tensor o;
+#if TORCH_VERSION_MAJOR >= 2
+  // [B, H, T, D] views; on CUDA the fused kernels (flash or memory-efficient attention) take them as they are.
+  auto split = [&](const torch::Tensor& t) { return t.view({T, B, H, D}).permute({1, 2, 0, 3}); };
+  o = at::scaled_dot_product_attention(split(qkv[0]), split(qkv[1]), split(qkv[2]));  // [B, H, T, D]
+  o = o.permute({2, 0, 1, 3}).reshape({T, B, W});
+#else
+  // The arithmetic of torch.nn.functional.multi_head_attention_forward (1.13) without mask or dropout.
+  auto split = [&](const torch::Tensor& t) { return t.contiguous().view({T, B * H, D}).transpose(0, 1); };
+  auto q = split(qkv[0]) / std::sqrt(static_cast<double>(D)), k = split(qkv[1]), v = split(qkv[2]);
+  auto a = torch::softmax(torch::bmm(q, k.transpose(1, 2)), -1);  // [B*H, T, T]
+  o = torch::bmm(a, v).transpose(0, 1).contiguous().view({T, B, W});
+#endif
+  return F::linear(o, attn->out_proj->weight, attn->out_proj->bias);
+}
+
 torch::Tensor EncoderBlockImpl::forward(torch::Tensor x) {
-  // LibTorch 1.13's MultiheadAttention has no batch_first: [tokens, batch, width] (REFERENCE.md 7).
   auto y = ln1(x);
-  y = std::get<0>(attn->forward(y, y, y, torch::Tensor(), /*need_weights=*/false));
+  y = self_attention(y);
   x = x + drop(y);
   y = ln2(x);
   y = fc2(drop(torch::gelu(fc1(y))));

@@ -12,6 +12,8 @@ namespace vitsim::real {
 struct EncoderBlockImpl : torch::nn::Module {
   EncoderBlockImpl(int width, int heads, int mlp_hidden, double dropout);
   torch::Tensor forward(torch::Tensor x);  // x: [tokens, batch, width]
+  torch::Tensor self_attention(const torch::Tensor& x);
+  int heads;
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   torch::nn::MultiheadAttention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
