@@ -6,7 +6,7 @@
 # bf16 autocast and prints images/s and model FLOP utilisation (MFU) as BENCHMARKS.md table rows.
 #
 #   bash bench/gpu/run.sh                          # on the GPU machine, from the repository root
-#   VITSIM_GPU_DEVICE=cpu VITSIM_GPU_STEPS=3 VITSIM_GPU_SET="training.micro_batch=2 training.precision=fp32" \
+#   VITSIM_GPU_DEVICE=cpu VITSIM_GPU_STEPS=3 VITSIM_GPU_SET="training.micro_batch=2 training.precision=fp32 run.eval_samples=4" \
 #     bash bench/gpu/run.sh                        # the same flow on a CPU, for testing
 #
 # MFU = model FLOPs per image (forward + backward, core's per-layer workload; bench/gpu/summarize.py)

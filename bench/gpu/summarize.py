@@ -114,8 +114,14 @@ def main():
     mfu = f"{100 * achieved / (peak * 1e12):.1f}%" if peak > 0 and device.startswith("cuda") else "n/a"
     prec = element_of(a.scenario, a.sets, "training").get("precision", "fp32")
     notes = " ".join(p.get("notes", []))
-    steps = re.search(r"measured: (\d+) steps per rank.*?first (\d+)", notes)
-    steps_txt = f"{int(steps.group(1)) - int(steps.group(2))} of {steps.group(1)}" if steps else "?"
+    # "measured: N steps per rank, statistics over steps after the first W" (or "over all of them" when
+    # N <= W: the trainer then leaves none out).
+    steps = re.search(r"measured: (\d+) steps per rank, statistics over (?:steps after the first (\d+)|all)", notes)
+    if steps:
+        n, w = int(steps.group(1)), int(steps.group(2) or 0)
+        steps_txt = f"{n - w} of {n}"
+    else:
+        steps_txt = "?"
     label = a.label or os.path.splitext(os.path.basename(a.scenario))[0]
     mem = p.get("memory_per_gpu_bytes", 0) / 2**30
     print(f"| {label} | {cfg['image_size']} px | {p['micro_batch']} | {prec} | {device} | {steps_txt} | {ips:.1f} | "

@@ -797,8 +797,13 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   p.bound = bound_of(p.breakdown_s);
   p.simulated_steps = 0;
   p.test_accuracy = pos.accuracy;
-  notes.push_back(fmt::format("measured: {} steps per rank, statistics over steps after the first {} (simulation.warmup)",
-                              steps.size(), warmup));
+  notes.push_back(steps.size() > static_cast<size_t>(warmup)
+                      ? fmt::format("measured: {} steps per rank, statistics over steps after the first {} "
+                                    "(simulation.warmup)",
+                                    steps.size(), warmup)
+                      : fmt::format("measured: {} steps per rank, statistics over all of them (no more than "
+                                    "simulation.warmup = {}: no step was left out)",
+                                    steps.size(), warmup));
   notes.push_back(device.is_cuda()
                       ? "memory_per_gpu_bytes: peak reserved by the CUDA caching allocator, largest rank"
                       : "memory_per_gpu_bytes: peak resident set size of the largest rank process (CPU device)");
