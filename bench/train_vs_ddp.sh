@@ -18,7 +18,9 @@ py=/usr/bin/python3  # Debian's python3-torch (the first python3 on PATH may lac
 cores=$(nproc)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mpirun_flags="--allow-run-as-root --oversubscribe"
+# Unbound, as the DDP processes are: mpirun binds each rank to one core when it starts two or fewer,
+# which put 1 rank x 2 threads on one core (the runs before 2026-12-01 03:50 UTC).
+mpirun_flags="--allow-run-as-root --oversubscribe --bind-to none"
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$cores $(lscpu | sed -n 's/^Model name: *//p')"
 echo "# buckets ${bucket_kib} KiB, $steps timed steps after $warmup warm-up, $reps runs per side and point"

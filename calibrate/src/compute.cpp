@@ -14,6 +14,8 @@
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/model.hpp"
+#include "vitsim/real/optim.hpp"
+#include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {
 namespace {
@@ -33,15 +35,6 @@ Clock::time_point mark(const torch::Device& d) {
 
 using real::Autocast;  // vitsim/real/autocast.hpp
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const Scenario& s, std::vector<torch::Tensor> params) {
-  const auto& t = s.training;
-  if (t.optimizer == "adamw")
-    return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(t.lr).weight_decay(t.weight_decay));
-  if (t.optimizer == "adam")
-    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(t.lr).weight_decay(t.weight_decay));
-  return std::make_unique<torch::optim::SGD>(params,
-                                             torch::optim::SGDOptions(t.lr).momentum(0.9).weight_decay(t.weight_decay));
-}
 }  // namespace
 
 std::string torch_version() { return TORCH_VERSION; }
@@ -57,8 +50,9 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size) {
   info.device = name == "cuda" ? fmt::format("cuda:{}", local_rank % torch::cuda::device_count()) : "cpu";
   info.name = "cpu";
   // Threads as the trainer sets them: ranks x threads never exceeds the cores (REFERENCE.md 7).
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  info.threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / std::max(1, local_size));
+  const real::ThreadPlan plan = real::plan_threads(s.run.threads, local_size);
+  info.threads = plan.threads;
+  if (!plan.warning.empty()) fmt::print(stderr, "vitsim calibrate: warning: {}\n", plan.warning);
   torch::set_num_threads(info.threads);
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(info.threads);
@@ -75,18 +69,27 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int mic
   model->to(dev);
   model->train();
   std::vector<torch::Tensor> params = model->parameters();
-  // Gradients in one flat buffer, as the trainer keeps them (its optimizer phase divides and zeroes it).
+  // Parameters and gradients in flat buffers and the flat optimizer, as the trainer keeps and steps them
+  // (its optimizer phase divides and zeroes the gradient buffer).
   int64_t total = 0;
   for (const auto& p : params) total += p.numel();
   auto flat_grad = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+  auto flat_param = torch::empty({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+  std::vector<int64_t> offsets(params.size());
   {
     int64_t off = 0;
     for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
       params[i].mutable_grad() = flat_grad.narrow(0, off, params[i].numel()).view(params[i].sizes());
+      offsets[i] = off;
       off += params[i].numel();
     }
   }
-  auto optimizer = make_optimizer(s, params);
+  real::bind_flat_parameters(params, offsets, flat_param);
+  real::OptimizerConfig ocfg;
+  ocfg.kind = s.training.optimizer;
+  ocfg.lr = s.training.lr;
+  ocfg.weight_decay = s.training.weight_decay;
+  auto optimizer = std::make_unique<real::FlatOptimizer>(ocfg, flat_param, flat_grad);
   const auto& m = s.model;
   auto x = torch::randn({micro_batch, m.channels, m.image_size, m.image_size}, torch::TensorOptions().device(dev));
   auto y = torch::randint(0, m.classes, {micro_batch}, torch::TensorOptions().dtype(torch::kInt64).device(dev));

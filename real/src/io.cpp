@@ -1,5 +1,6 @@
-// Torch-free helpers of the trainer: fault-injection parsing, saved parameters.
+// Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters.
 #include <fmt/format.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,12 +8,36 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::real {
 namespace fs = std::filesystem;
+
+ThreadPlan plan_threads(int requested, int local_size) {
+  ThreadPlan t;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  t.share = std::max(1, cores / std::max(1, local_size));
+  t.allowed_cpus = cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) t.allowed_cpus = std::max(1, CPU_COUNT(&set));
+  t.threads = requested > 0 ? requested : std::min(t.share, t.allowed_cpus);
+  const std::string fix = fmt::format(
+      "mpirun binds each rank to one core when it starts two or fewer; add --bind-to none or --map-by slot:PE={} "
+      "to mpirun",
+      std::max(t.threads, t.share));
+  if (t.threads > t.allowed_cpus)
+    t.warning = fmt::format("{} intra-op threads but this process may run on {} CPU(s) only, so they share them: {}",
+                            t.threads, t.allowed_cpus, fix);
+  else if (requested <= 0 && t.allowed_cpus < t.share)
+    t.warning = fmt::format("{} intra-op thread(s): this process may run on {} CPU(s) of the {} cores per rank of this "
+                            "node: {}",
+                            t.threads, t.allowed_cpus, t.share, fix);
+  return t;
+}
 
 FaultInjection parse_fault(const std::string& text) {
   FaultInjection f;

@@ -437,9 +437,11 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   if (s.parallel.comm_dtype && *s.parallel.comm_dtype != Precision::FP32)
     throw Error(fmt::format("parallelism.comm_dtype {}: the real trainer all-reduces fp32 gradients only",
                             precision_name(*s.parallel.comm_dtype)));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = s.run.threads > 0 ? s.run.threads : std::max(1, cores / world.local_size());
+  const ThreadPlan thread_plan = plan_threads(s.run.threads, world.local_size());
+  const int threads = thread_plan.threads;
   set_threads(threads);
+  if (!thread_plan.warning.empty() && world.local_rank() == 0)
+    fmt::print(stderr, "vitsim: warning: rank {}: {}\n", rank, thread_plan.warning);
   world.set_timeout_s(s.run.timeout_s);
 
   // Every rank must train the same thing: a rank started with other arguments (a forgotten --set or
@@ -531,6 +533,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   DatasetSplit train_set = open_dataset(s.dataset, s.model, "train");
   DatasetSplit test_set = open_dataset(s.dataset, s.model, "test");
   std::vector<std::string> notes;
+  if (!thread_plan.warning.empty()) notes.push_back(fmt::format("rank {}: {}", rank, thread_plan.warning));
   size_t n_train = std::min<size_t>(train_set.source->size(),
                                     static_cast<size_t>(s.dataset.effective_train_samples(nranks)));
   if (static_cast<long long>(train_set.source->size()) < s.dataset.effective_train_samples(nranks))

@@ -18,6 +18,16 @@ struct FaultInjection {
 };
 FaultInjection parse_fault(const std::string& text);  // "kill:STEP[:RANK]"; throws Error
 
+// Intra-op threads of one rank. requested > 0 is taken as given; 0 means the node's cores / its local
+// ranks, but no more than the CPUs this process may run on (mpirun binds each rank to one core when it
+// starts two or fewer, so 1 rank x 2 threads would share one core). warning is non-empty when the
+// threads exceed those CPUs or the binding leaves cores of the rank's share unused.
+struct ThreadPlan {
+  int threads = 1, allowed_cpus = 1, share = 1;  // share: cores / local ranks
+  std::string warning;
+};
+ThreadPlan plan_threads(int requested, int local_size);
+
 struct TrainOptions {
   std::string report_path;  // report JSON, written by rank 0 (temp file + rename); "" = none
   std::string trace_path;   // Chrome trace JSON of every rank (rank 0 writes it); "" = none
