@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <sched.h>
 #include <set>
+#include <thread>
 
 #include "image_files.hpp"
 #include "test_util.hpp"
@@ -332,4 +334,32 @@ TEST_CASE("Fault injection option parses KIND:STEP[:RANK]", "[real][negative]") 
   CHECK_THROWS_WITH(parse_fault("boom:1"),
                     "--fault 'boom:1': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0");
   CHECK_THROWS_AS(parse_fault("kill:x"), Error);
+}
+
+TEST_CASE("Threads per rank stay within the CPUs the rank may run on", "[real][threads]") {
+  // mpirun binds a rank to one core when it starts two or fewer: simulated here by narrowing this
+  // process's own affinity to one CPU (restored at the end).
+  cpu_set_t saved;
+  REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int allowed = CPU_COUNT(&saved);
+  auto wide = real::plan_threads(0, 1);
+  CHECK(wide.share == cores);
+  CHECK(wide.threads == std::min(cores, allowed));
+  CHECK(real::plan_threads(3, 1).threads == 3);  // an explicit run.threads is taken as given
+  CHECK(real::plan_threads(0, cores).threads == 1);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  auto bound = real::plan_threads(0, 1);
+  auto forced = real::plan_threads(2, 1);
+  REQUIRE(sched_setaffinity(0, sizeof saved, &saved) == 0);
+  CHECK(bound.allowed_cpus == 1);
+  CHECK(bound.threads == 1);
+  if (cores > 1) CHECK_THAT(bound.warning, Catch::Contains("--bind-to none"));
+  CHECK(forced.threads == 2);
+  CHECK_THAT(forced.warning, Catch::Contains("2 intra-op threads but this process may run on 1 CPU(s) only"));
 }
