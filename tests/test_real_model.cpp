@@ -47,22 +47,11 @@ namespace {
 struct FlatModel {
   real::VisionTransformer model;
   std::vector<torch::Tensor> params;
-  std::vector<int64_t> offsets;
+  real::FlatParameters flat;
   torch::Tensor flat_param, flat_grad;
-  explicit FlatModel(const ViTConfig& cfg) : model(cfg) {
-    params = model->parameters();
-    const int64_t n = real::parameter_count(*model);
-    flat_param = torch::empty({n});
-    flat_grad = torch::zeros({n});
-    offsets.resize(params.size());
-    int64_t off = 0;
-    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      offsets[i] = off;
-      params[i].mutable_grad() = flat_grad.narrow(0, off, params[i].numel()).view(params[i].sizes());
-      off += params[i].numel();
-    }
-    real::bind_flat_parameters(params, offsets, flat_param);
-  }
+  explicit FlatModel(const ViTConfig& cfg)
+      : model(cfg), params(model->parameters()), flat(real::flatten_parameters(params)),
+        flat_param(flat.params), flat_grad(flat.grads) {}
 };
 
 double max_param_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
@@ -158,9 +147,9 @@ TEST_CASE("Flat optimizer state and parameters survive a save and load", "[real]
   ob.load_from(os);
   b.model->load(mb);
   opt_b.load(ob);
-  real::bind_flat_parameters(b.params, b.offsets, b.flat_param);
+  real::bind_flat_parameters(b.params, b.flat.offsets, b.flat_param);
   for (size_t i = 0; i < b.params.size(); ++i)
-    CHECK(b.params[i].data_ptr<float>() == b.flat_param.data_ptr<float>() + b.offsets[i]);
+    CHECK(b.params[i].data_ptr<float>() == b.flat_param.data_ptr<float>() + b.flat.offsets[i]);
   CHECK(torch::equal(a.flat_param, b.flat_param));
   CHECK(opt_b.steps() == 2);
   train(a, opt_a, 2);

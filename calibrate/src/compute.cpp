@@ -71,25 +71,9 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int mic
   std::vector<torch::Tensor> params = model->parameters();
   // Parameters and gradients in flat buffers and the flat optimizer, as the trainer keeps and steps them
   // (its optimizer phase divides and zeroes the gradient buffer).
-  int64_t total = 0;
-  for (const auto& p : params) total += p.numel();
-  auto flat_grad = torch::zeros({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-  auto flat_param = torch::empty({total}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-  std::vector<int64_t> offsets(params.size());
-  {
-    int64_t off = 0;
-    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      params[i].mutable_grad() = flat_grad.narrow(0, off, params[i].numel()).view(params[i].sizes());
-      offsets[i] = off;
-      off += params[i].numel();
-    }
-  }
-  real::bind_flat_parameters(params, offsets, flat_param);
-  real::OptimizerConfig ocfg;
-  ocfg.kind = s.training.optimizer;
-  ocfg.lr = s.training.lr;
-  ocfg.weight_decay = s.training.weight_decay;
-  auto optimizer = std::make_unique<real::FlatOptimizer>(ocfg, flat_param, flat_grad);
+  real::FlatParameters flat = real::flatten_parameters(params);
+  torch::Tensor flat_grad = flat.grads;
+  auto optimizer = std::make_unique<real::FlatOptimizer>(real::optimizer_config(s.training), flat.params, flat.grads);
   const auto& m = s.model;
   auto x = torch::randn({micro_batch, m.channels, m.image_size, m.image_size}, torch::TensorOptions().device(dev));
   auto y = torch::randint(0, m.classes, {micro_batch}, torch::TensorOptions().dtype(torch::kInt64).device(dev));

@@ -79,6 +79,33 @@ void FlatOptimizer::load(torch::serialize::InputArchive& archive) {
   step_ = step.toInt();
 }
 
+OptimizerConfig optimizer_config(const TrainingSpec& t) {
+  OptimizerConfig c;
+  c.kind = t.optimizer;
+  c.lr = t.lr;
+  c.weight_decay = t.weight_decay;
+  return c;
+}
+
+FlatParameters flatten_parameters(const std::vector<torch::Tensor>& params) {
+  FlatParameters f;
+  int64_t total = 0;
+  for (const auto& p : params) total += p.numel();
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(params.empty() ? torch::kCPU : params[0].device());
+  f.grads = torch::zeros({total}, opts);
+  f.params = torch::empty({total}, opts);
+  f.offsets.resize(params.size());
+  int64_t off = 0;
+  for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
+    auto p = params[i];
+    f.offsets[i] = off;
+    p.mutable_grad() = f.grads.narrow(0, off, p.numel()).view(p.sizes());
+    off += p.numel();
+  }
+  bind_flat_parameters(params, f.offsets, f.params);
+  return f;
+}
+
 void bind_flat_parameters(const std::vector<torch::Tensor>& params, const std::vector<int64_t>& offsets,
                           torch::Tensor& flat) {
   if (params.size() != offsets.size()) throw Error("internal: one offset per parameter");

@@ -473,30 +473,24 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   }
 
   // Gradients live in one flat buffer, laid out in reverse parameter order (roughly the order backward
-  // produces them), so that each bucket is one contiguous slice.
-  // Parameters live the same way in a flat buffer, so that the optimizer steps the whole model at once.
-  auto flat_grad = torch::zeros({expected}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
-  auto flat_param = torch::empty({expected}, torch::TensorOptions().dtype(torch::kFloat32).device(device));
-  std::vector<int64_t> param_offset(params.size());
+  // produces them), so that each bucket is one contiguous slice; parameters live the same way in another,
+  // so that the optimizer steps the whole model at once.
+  FlatParameters flat = flatten_parameters(params);
+  torch::Tensor flat_grad = flat.grads, flat_param = flat.params;
+  const std::vector<int64_t>& param_offset = flat.offsets;
   std::vector<Bucket> buckets;
   std::vector<int> param_bucket(params.size());
   {
     const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(s.parallel.bucket_bytes / sizeof(float)));
-    size_t off = 0;
     for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      auto& p = params[i];
-      const size_t n = static_cast<size_t>(p.numel());
+      const size_t n = static_cast<size_t>(params[i].numel());
       if (buckets.empty() || (buckets.back().count > 0 && buckets.back().count + n > bucket_elems))
-        buckets.push_back({off, 0, 0});
+        buckets.push_back({static_cast<size_t>(param_offset[i]), 0, 0});
       buckets.back().count += n;
       buckets.back().params += 1;
       param_bucket[i] = static_cast<int>(buckets.size()) - 1;
-      p.mutable_grad() = flat_grad.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(n)).view(p.sizes());
-      param_offset[i] = static_cast<int64_t>(off);
-      off += n;
     }
   }
-  bind_flat_parameters(params, param_offset, flat_param);
 
   std::unique_ptr<Communicator> comm;
   if (nranks > 1) {
@@ -523,11 +517,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     }
   }
 
-  OptimizerConfig ocfg;
-  ocfg.kind = s.training.optimizer;
-  ocfg.lr = s.training.lr;
-  ocfg.weight_decay = s.training.weight_decay;
-  auto optimizer = std::make_unique<FlatOptimizer>(ocfg, flat_param, flat_grad);
+  auto optimizer = std::make_unique<FlatOptimizer>(optimizer_config(s.training), flat_param, flat_grad);
 
   // Data.
   DatasetSplit train_set = open_dataset(s.dataset, s.model, "train");

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/scenario.hpp"
+
 namespace vitsim::real {
 
 struct OptimizerConfig {
@@ -20,6 +22,16 @@ struct OptimizerConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam(W)
   double momentum = 0.9;                          // SGD
 };
+OptimizerConfig optimizer_config(const TrainingSpec& t);  // kind, lr and weight decay of the scenario
+
+// The trainer's layout: parameters and gradients as views into two flat fp32 buffers on the parameters'
+// device, in reverse parameter order (roughly the order backward produces gradients), params[i]
+// starting at element offsets[i]. The gradient buffer starts at zero.
+struct FlatParameters {
+  torch::Tensor params, grads;
+  std::vector<int64_t> offsets;
+};
+FlatParameters flatten_parameters(const std::vector<torch::Tensor>& params);
 
 class FlatOptimizer {
  public:
