@@ -118,6 +118,15 @@ struct PropReader {
       throw Error(origin(key), fmt::format("property {}: '{}' is not a number in {} .. {}", key, *v, lo, hi));
     return x;
   }
+  int integer(const std::string& key, int def, int lo, int hi) const {
+    const auto* v = get(key);
+    if (!v) return def;
+    const bool digits = !v->empty() && v->size() <= 9 && v->find_first_not_of("0123456789") == std::string::npos;
+    const long x = digits ? std::stol(*v) : -1;
+    if (!digits || x < lo || x > hi)
+      throw Error(origin(key), fmt::format("property {}: '{}' is not an integer in {} .. {}", key, *v, lo, hi));
+    return static_cast<int>(x);
+  }
 };
 
 GpuFacts gpu_facts(const Props& p, const Origin& where) {
@@ -132,9 +141,42 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
   g.mem_bw = r.quantity("gpu_mem_bw", units::Kind::Bandwidth, true);
   if (!(g.mem_bw > 0)) throw Error(r.origin("gpu_mem_bw"), "property gpu_mem_bw must be positive");
   g.mem_bytes = r.quantity("gpu_mem", units::Kind::Bytes, true);
-  g.efficiency = r.number("gpu_efficiency", true, 0, 1e-6, 1.0);
+  // One of gpu_gemm_efficiency (the compute model's) and gpu_efficiency (legacy, one figure per step) is required;
+  // each defaults to the other.
+  const bool has_gemm = r.get("gpu_gemm_efficiency") != nullptr;
+  const bool has_legacy = r.get("gpu_efficiency") != nullptr;
+  if (!has_gemm && !has_legacy)
+    throw Error(where, "GPU host lacks property 'gpu_gemm_efficiency' (or the legacy 'gpu_efficiency'), a number "
+                       "in (0, 1]: the fraction of peak a large GEMM reaches");
+  if (has_gemm) g.gemm_efficiency = r.number("gpu_gemm_efficiency", true, 0, 1e-6, 1.0);
+  if (has_legacy) g.efficiency = r.number("gpu_efficiency", true, 0, 1e-6, 1.0);
+  if (!has_gemm) g.gemm_efficiency = g.efficiency;
+  if (!has_legacy) g.efficiency = g.gemm_efficiency;
+  g.attn_efficiency = r.number("gpu_attn_efficiency", false, g.gemm_efficiency, 1e-6, 1.0);
+  g.mem_efficiency = r.number("gpu_mem_efficiency", false, 1.0, 1e-6, 1.0);
+  g.gemm_k_half = r.number("gpu_gemm_k_half", false, 0, 0, 1e12);
+  g.sm_count = r.integer("gpu_sm_count", 1, 1, 1 << 20);
+  if (const auto* tile = r.get("gpu_gemm_tile")) {
+    // "MxN": two positive integers.
+    const auto x = tile->find('x');
+    auto whole = [](const std::string& t, int& out) {
+      if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+      out = std::stoi(t);
+      return out >= 1;
+    };
+    if (x == std::string::npos || !whole(tile->substr(0, x), g.tile_m) || !whole(tile->substr(x + 1), g.tile_n))
+      throw Error(r.origin("gpu_gemm_tile"),
+                  fmt::format("property gpu_gemm_tile: '{}' is not MxN with two positive integers, e.g. 128x128", *tile));
+  }
   g.kernel_overhead = r.quantity("gpu_kernel_overhead", units::Kind::Time, false, 0);
+  g.sync_overhead = r.quantity("gpu_sync_overhead", units::Kind::Time, false, 0);
+  g.host_op_overhead = r.quantity("host_op_overhead", units::Kind::Time, false, 0);
   g.reserved_bytes = r.quantity("gpu_reserved", units::Kind::Bytes, false, 0);
+  if (const auto* kind = r.get("device_kind")) {
+    if (*kind == "gpu") g.async = true;
+    else if (*kind == "cpu") g.async = false;
+    else throw Error(r.origin("device_kind"), fmt::format("property device_kind: '{}' is not one of: gpu, cpu", *kind));
+  }
   return g;
 }
 

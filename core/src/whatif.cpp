@@ -38,6 +38,7 @@ const std::map<std::string, units::Kind>& prop_kinds() {
       {"gpu_mem", units::Kind::Bytes},        {"gpu_reserved", units::Kind::Bytes},
       {"gpu_kernel_overhead", units::Kind::Time}, {"loader_bw", units::Kind::Bandwidth},
       {"loader_image_overhead", units::Kind::Time}, {"h2d_pageable_bw", units::Kind::Bandwidth},
+      {"gpu_sync_overhead", units::Kind::Time}, {"host_op_overhead", units::Kind::Time},
   };
   return k;
 }

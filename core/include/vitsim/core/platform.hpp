@@ -24,9 +24,21 @@ struct GpuFacts {
   double flops_bf16 = 0;      // gpu_flops_bf16; = fp16 figure when not given
   double mem_bw = 0;          // gpu_mem_bw (bytes/s)
   double mem_bytes = 0;       // gpu_mem
-  double efficiency = 0;      // gpu_efficiency: fraction of peak a training step reaches (stated, 0..1]
-  double kernel_overhead = 0; // gpu_kernel_overhead: fixed cost per kernel launch (s)
+  double efficiency = 0;      // gpu_efficiency (legacy): fraction of peak a training step reaches (0..1];
+                              // = gemm_efficiency when only gpu_gemm_efficiency is given
+  double kernel_overhead = 0; // gpu_kernel_overhead: device-side fixed cost per kernel (s)
   double reserved_bytes = 0;  // gpu_reserved: CUDA context and workspaces (bytes)
+  int sm_count = 1;           // gpu_sm_count: streaming multiprocessors (waves of GEMM tiles)
+  int tile_m = 128;           // gpu_gemm_tile "MxN": output tile of a GEMM kernel (rows)
+  int tile_n = 128;           //   ... (columns)
+  double gemm_efficiency = 0; // gpu_gemm_efficiency (0..1]: fraction of the precision's peak a large GEMM whose
+                              // tiles fill every wave reaches; = gpu_efficiency when absent
+  double attn_efficiency = 0; // gpu_attn_efficiency (0..1]: same for attention's batched matmuls; = gemm_efficiency
+  double mem_efficiency = 1;  // gpu_mem_efficiency (0..1]: fraction of gpu_mem_bw memory-bound ops reach
+  double gemm_k_half = 0;     // gpu_gemm_k_half (>= 0): K at which a GEMM reaches half its efficiency (0 = off)
+  double sync_overhead = 0;   // gpu_sync_overhead: cost of one host<-device synchronisation (s)
+  double host_op_overhead = 0;// host_op_overhead: host time to issue one op (framework dispatch + launch) (s)
+  bool async = true;          // device_kind: "gpu" (ops queued asynchronously) or "cpu" (false: ops run on the host)
   double peak_flops(Precision p) const;
 };
 
