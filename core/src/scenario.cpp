@@ -1,5 +1,7 @@
 #include "vitsim/core/scenario.hpp"
 
+#include "vitsim/core/framework.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,9 +34,10 @@ const std::map<std::string, std::vector<std::string>>& schema() {
   static const std::map<std::string, std::vector<std::string>> s{
       {"cluster", {"platform", "nodes", "gpus_per_node", "hosts"}},
       {"model",
-       {"preset", "image_size", "patch", "channels", "width", "depth", "heads", "mlp_ratio", "classes", "dropout"}},
+       {"preset", "image_size", "patch", "channels", "width", "depth", "heads", "mlp_ratio", "classes", "dropout", "attention"}},
       {"dataset", {"name", "train_samples", "test_samples", "image_size", "channels", "resize", "per_gpu_fraction", "path"}},
-      {"training", {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed"}},
+      {"training",
+       {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed", "framework"}},
       {"parallelism",
        {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype", "sequence_parallel"}},
       {"loader", {"workers", "pinned", "prefetch"}},
@@ -200,6 +203,8 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
   if (ds.comm_dtype) put("parallelism.comm_dtype", *ds.comm_dtype, "communication_data_type");
   if (ds.optimizer) put("training.optimizer", *ds.optimizer, "optimizer.type");
   if (ds.lr) put("training.lr", fmt::format("{}", *ds.lr), "optimizer.params.lr");
+  // A DeepSpeed config means the step is DeepSpeed's (its optimizer wrapper and gradient handling).
+  put("training.framework", "deepspeed", "its engine");
 }
 
 }  // namespace
@@ -355,6 +360,7 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   m.mlp_ratio = r.number("model.mlp_ratio", m.mlp_ratio, 1e-3, 1e3);
   m.classes = static_cast<int>(r.integer("model.classes", m.classes, 1, 1 << 24));
   m.dropout = r.number("model.dropout", m.dropout, 0, 0.999);
+  m.attention = parse_attention_path(r.choice("model.attention", "math", {"math", "fused"}));
   try {
     m.validate();
   } catch (const Error& e) {
@@ -386,6 +392,7 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   t.lr = r.number("training.lr", 1e-4, 0, 1e3);
   t.weight_decay = r.number("training.weight_decay", 0.01, 0, 1e3);
   t.seed = static_cast<unsigned long long>(r.integer("training.seed", 1, 0));
+  t.framework = parse_framework(r.choice("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"}));
 
   ParallelSpec& p = s.parallel;
   p.zero = static_cast<int>(r.integer("parallelism.zero", 0, 0, 3));

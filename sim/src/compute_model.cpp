@@ -1,135 +1,179 @@
 #include "vitsim/sim/compute_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 namespace vitsim::sim {
 
-int kernels_fwd(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::PatchEmbed: return 4;
-    case LayerKind::Attention: return 10;
-    case LayerKind::Mlp: return 5;
-    case LayerKind::Head: return 3;
+DeviceFigures device_figures(const GpuFacts& g, Precision p) {
+  DeviceFigures d;
+  d.device_type = g.model;
+  d.peak_flops = g.peak_flops(p);
+  d.mem_bw = g.mem_bw;
+  d.sm_count = g.sm_count;
+  d.tile_m = g.tile_m;
+  d.tile_n = g.tile_n;
+  d.gemm_efficiency = g.gemm_efficiency > 0 ? g.gemm_efficiency : g.efficiency;
+  d.attn_efficiency = g.attn_efficiency > 0 ? g.attn_efficiency : d.gemm_efficiency;
+  d.mem_efficiency = g.mem_efficiency;
+  d.gemm_k_half = g.gemm_k_half;
+  d.kernel_s = g.kernel_overhead;
+  d.host_op_s = g.host_op_overhead;
+  d.sync_s = g.sync_overhead;
+  d.async = g.async;
+  return d;
+}
+
+std::vector<LayerTimes> op_layer_times(const Workload& w, int b, Precision p, const DeviceFigures& d) {
+  const std::vector<Op> ops = pass_ops(w, b, OpOptions{p});
+  const Timeline tl = run_ops(ops, d);
+  std::vector<LayerTimes> out(w.layers.size());
+  double prev = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const double dt = tl.op_end_s[i] - prev;
+    prev = tl.op_end_s[i];
+    LayerTimes& t = out.at(static_cast<size_t>(ops[i].layer));
+    (ops[i].pass == Pass::Fwd ? t.fwd_s : t.bwd_s) += dt;
   }
-  return 1;
+  // A host-bound tail (the host still issuing when the device is done) belongs to the last op's layer.
+  if (!ops.empty() && tl.end_s > prev) out.at(static_cast<size_t>(ops.back().layer)).bwd_s += tl.end_s - prev;
+  return out;
 }
 
-LayerTimes roofline_layer(const Workload& w, const LayerCost& l, int b, Precision p, const GpuFacts& g) {
-  (void)w;
-  const double peak = g.peak_flops(p) * g.efficiency;
-  const double elem = precision_bytes(p);
-  // Weights are read once per pass; activations scale with the batch (fwd_act_bytes is counted in fp32).
-  const double act_scale = elem / 4.0;
-  const double fwd_bytes = l.params * elem + b * l.fwd_act_bytes * act_scale;
-  const double bwd_bytes = 2 * fwd_bytes + l.params * elem;  // read activations and weights, write grads
-  LayerTimes t;
-  t.fwd_s = std::max(b * l.fwd_flops / peak, fwd_bytes / g.mem_bw) + kernels_fwd(l.kind) * g.kernel_overhead;
-  t.bwd_s = std::max(b * l.bwd_flops / peak, bwd_bytes / g.mem_bw) + 2 * kernels_fwd(l.kind) * g.kernel_overhead;
-  return t;
-}
-
-namespace {
-// Parameter tensors of the torchvision ViT: 12 per block (2 LayerNorms, in/out projections, fc1, fc2,
-// each weight + bias) and 8 outside (conv weight + bias, class token, position embedding, final LN, head).
-int param_tensors(const ViTConfig& m) { return 12 * m.depth + 8; }
-}  // namespace
-
-double roofline_optimizer(const Workload& w, Precision p, const GpuFacts& g) {
-  const double n = static_cast<double>(w.total_params());
-  // fp32 AdamW: read param, grad, m, v (16 B) and write param, m, v (12 B). Mixed precision also reads
-  // the fp32 master and writes the half copy back (+6 B).
-  const double bytes_per_param = p == Precision::FP32 ? 28.0 : 34.0;
-  return n * bytes_per_param / g.mem_bw + 4.0 * param_tensors(w.model) * g.kernel_overhead;
+double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigures& d) {
+  return run_ops(step_ops(w, step), d).end_s;
 }
 
 namespace {
 
-class RooflineModel : public ComputeModel {
+double sum_fwd(const std::vector<LayerTimes>& v) {
+  double s = 0;
+  for (const auto& t : v) s += t.fwd_s;
+  return s;
+}
+
+// Patch parallelism: a rank computes 1/split of every token-wise layer (the head runs whole).
+void split_tokens(const Workload& w, std::vector<LayerTimes>& t, int split) {
+  if (split <= 1) return;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (w.layers[i].kind != LayerKind::Head) {
+      t[i].fwd_s /= split;
+      t[i].bwd_s /= split;
+    }
+}
+
+class OpModel : public ComputeModel {
  public:
-  RooflineModel(const Workload& w, Precision p, GpuFacts g) : w_(w), p_(p), g_(std::move(g)) {}
-  std::string name() const override { return "roofline"; }
+  OpModel(const Workload& w, ComputeInputs in, DeviceFigures d, std::string name)
+      : w_(w), in_(std::move(in)), d_(std::move(d)), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
   std::vector<LayerTimes> layers(int b) const override {
-    std::vector<LayerTimes> out;
-    for (const auto& l : w_.layers) out.push_back(roofline_layer(w_, l, b, p_, g_));
-    return out;
+    auto t = op_layer_times(w_, b, in_.precision, d_);
+    split_tokens(w_, t, in_.token_split);
+    return t;
   }
-  double optimizer_s() const override { return roofline_optimizer(w_, p_, g_); }
+  double optimizer_s() const override { return op_step_time(w_, in_.step, d_); }
+  std::vector<std::string> notes(int b) const override {
+    const Timeline tl = run_ops(pass_ops(w_, b, OpOptions{in_.precision}), d_);
+    if (d_.async && tl.host_s > tl.device_s)
+      return {fmt::format("compute on {} at micro-batch {} is launch-bound: the host issues its ops in {:.3g} ms, "
+                          "the device runs them in {:.3g} ms",
+                          d_.device_type, b, 1e3 * tl.host_s, 1e3 * tl.device_s)};
+    return {};
+  }
 
  private:
   const Workload& w_;
-  Precision p_;
-  GpuFacts g_;
+  ComputeInputs in_;
+  DeviceFigures d_;
+  std::string name_;
 };
 
-// Measured totals, split over layers by the measured per-layer times when present, else by the
-// roofline's share of each layer on the measured device. With `scale_to`, every layer is scaled by the
-// roofline ratio target/measured device (cross-device prediction).
+// Measured times of this shape (affine in micro-batch), split over layers by the measured per-layer
+// times when present, else by the op model's shares on the measured device. With `target`, each layer
+// is scaled by the op model's ratio target / measured device (cross-device prediction).
 class CalibratedModel : public ComputeModel {
  public:
-  CalibratedModel(const Workload& w, Precision p, const DeviceCalibration& d, const GpuFacts* target,
-                  const GpuFacts& measured_as)
-      : w_(w), p_(p), d_(d), target_(target ? std::optional<GpuFacts>(*target) : std::nullopt), measured_(measured_as) {}
-  std::string name() const override { return target_ ? "calibrated+roofline-scaled" : "calibrated"; }
+  CalibratedModel(const Workload& w, ComputeInputs in, const DeviceCalibration& d, DeviceFigures measured,
+                  const DeviceFigures* target)
+      : w_(w), in_(std::move(in)), d_(d), measured_(std::move(measured)) {
+    if (target) target_ = *target;
+  }
+  std::string name() const override { return has_target() ? "calibrated+op-scaled" : "calibrated"; }
 
   std::vector<LayerTimes> layers(int b) const override {
-    ComputePoint cp = interpolate(d_, b);
+    const ComputePoint cp = interpolate(d_, b);
+    const bool by_measured = cp.layers.size() == w_.layers.size();
+    const std::vector<LayerTimes> model_m = op_layer_times(w_, b, in_.precision, measured_);
     std::vector<LayerTimes> shares;
     double fsum = 0, bsum = 0;
-    bool by_measured = cp.layers.size() == w_.layers.size();
     for (size_t i = 0; i < w_.layers.size(); ++i) {
-      LayerTimes s = by_measured ? LayerTimes{cp.layers[i].fwd_s, cp.layers[i].bwd_s}
-                                 : roofline_layer(w_, w_.layers[i], b, p_, measured_);
+      LayerTimes s = by_measured ? LayerTimes{cp.layers[i].fwd_s, cp.layers[i].bwd_s} : model_m[i];
       fsum += s.fwd_s;
       bsum += s.bwd_s;
       shares.push_back(s);
     }
     std::vector<LayerTimes> out;
+    std::vector<LayerTimes> model_t;
+    if (has_target()) model_t = op_layer_times(w_, b, in_.precision, target_);
     for (size_t i = 0; i < w_.layers.size(); ++i) {
       LayerTimes t{cp.fwd_s * shares[i].fwd_s / fsum, cp.bwd_s * shares[i].bwd_s / bsum};
-      if (target_) {
-        LayerTimes rt = roofline_layer(w_, w_.layers[i], b, p_, *target_);
-        LayerTimes rm = roofline_layer(w_, w_.layers[i], b, p_, measured_);
-        t.fwd_s *= rt.fwd_s / rm.fwd_s;
-        t.bwd_s *= rt.bwd_s / rm.bwd_s;
+      if (has_target()) {
+        t.fwd_s *= model_t[i].fwd_s / model_m[i].fwd_s;
+        t.bwd_s *= model_t[i].bwd_s / model_m[i].bwd_s;
       }
       out.push_back(t);
     }
+    split_tokens(w_, out, in_.token_split);
     return out;
   }
+  // The measured optimizer phase is vitsim's own trainer's; another framework's step comes from the op
+  // model on the measured device's figures (and is scaled like the layers across devices).
   double optimizer_s() const override {
-    double measured = interpolate(d_, d_.points.front().micro_batch).optimizer_s;
-    if (measured <= 0) return roofline_optimizer(w_, p_, target_ ? *target_ : measured_);
-    if (!target_) return measured;
-    return measured * roofline_optimizer(w_, p_, *target_) / roofline_optimizer(w_, p_, measured_);
+    const double measured = interpolate(d_, d_.points.front().micro_batch).optimizer_s;
+    const DeviceFigures& dev = has_target() ? target_ : measured_;
+    if (measured <= 0 || in_.step.framework != Framework::Vitsim) return op_step_time(w_, in_.step, dev);
+    const double part = in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
+    if (!has_target()) return measured * part;
+    return measured * part * op_step_time(w_, in_.step, target_) / op_step_time(w_, in_.step, measured_);
   }
 
  private:
+  bool has_target() const { return !target_.device_type.empty() || target_.peak_flops > 0; }
   const Workload& w_;
-  Precision p_;
+  ComputeInputs in_;
   const DeviceCalibration& d_;
-  std::optional<GpuFacts> target_;
-  GpuFacts measured_;
+  DeviceFigures measured_;
+  DeviceFigures target_{};
 };
 
 }  // namespace
 
-std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, Precision p, const GpuFacts& g,
+std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
                                                  const Calibration* calib) {
+  const DeviceFigures platform = device_figures(g, in.precision);
   if (calib) {
-    if (const auto* d = calib->find(g.model, w.model, p)) return std::make_unique<CalibratedModel>(w, p, *d, nullptr, g);
-    if (const auto* d = calib->find_any(w.model, p)) {
-      // The measured device as a roofline: its peak and bandwidth from the calibration file, with the
-      // target's efficiency and launch overhead so that the ratio compares the hardware alone.
-      GpuFacts measured = g;
-      measured.model = d->device_type;
-      measured.flops_fp32 = measured.flops_fp16 = measured.flops_bf16 = d->peak_flops;
-      measured.mem_bw = d->mem_bw;
-      return std::make_unique<CalibratedModel>(w, p, *d, &g, measured);
+    const OpModelCalibration* fitted = calib->op_model(g.model, in.precision);
+    if (const auto* d = calib->find(g.model, w.model, in.precision))
+      return std::make_unique<CalibratedModel>(w, in, *d, fitted ? fitted->figures : platform, nullptr);
+    if (fitted) return std::make_unique<OpModel>(w, in, fitted->figures, "op model (calibrated)");
+    if (const auto* d = calib->find_any(w.model, in.precision)) {
+      // The measured device: its fitted figures, else its stated peak and bandwidth with the target's
+      // efficiencies, so that the ratio compares the hardware alone.
+      DeviceFigures measured = platform;
+      if (const auto* m = calib->op_model(d->device_type, in.precision)) {
+        measured = m->figures;
+      } else {
+        measured.device_type = d->device_type;
+        measured.peak_flops = d->peak_flops;
+        measured.mem_bw = d->mem_bw;
+      }
+      return std::make_unique<CalibratedModel>(w, in, *d, measured, &platform);
     }
   }
-  return std::make_unique<RooflineModel>(w, p, g);
+  return std::make_unique<OpModel>(w, in, platform, "op model (platform)");
 }
 
 }  // namespace vitsim::sim

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/framework.hpp"
 #include "vitsim/core/vit.hpp"
 
 namespace vitsim {
@@ -42,6 +43,8 @@ struct TrainingSpec {
   double lr = 1e-4;
   double weight_decay = 0.01;
   unsigned long long seed = 1;
+  // Whose code runs the step (its fixed per-step work, core/framework.hpp): a <deepspeed> config sets deepspeed.
+  Framework framework = Framework::Vitsim;
 };
 
 struct ParallelSpec {

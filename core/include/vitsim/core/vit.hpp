@@ -12,6 +12,13 @@ const char* precision_name(Precision p);
 Precision parse_precision(const std::string& name);  // throws Error listing fp32, fp16, bf16
 int precision_bytes(Precision p);                    // bytes per activation/gradient element
 
+// How attention is computed: the math path (scores B x H x S x S written and read by the scale,
+// softmax and the matmuls, forward and backward: nn.MultiheadAttention on PyTorch <= 1.13, the study's
+// stack) or a fused kernel (scaled_dot_product_attention / flash attention: no S x S tensor in memory).
+enum class AttentionPath { Math, Fused };
+const char* attention_path_name(AttentionPath a);               // "math", "fused"
+AttentionPath parse_attention_path(const std::string& name);    // throws Error listing the valid names
+
 struct ViTConfig {
   std::string preset;  // the preset it came from, "" when given by parameters
   int image_size = 224;
@@ -25,6 +32,7 @@ struct ViTConfig {
   // Dropout probability. torchvision's vit_b_16 uses 0.0; with 0 the dropout masks and outputs that
   // Korthikanti et al. count are not stored, which changes activation memory.
   double dropout = 0.0;
+  AttentionPath attention = AttentionPath::Math;  // model.attention; not part of the shape (same_shape)
 
   int tokens() const;       // patches + class token
   int mlp_hidden() const;   // round(width * mlp_ratio)

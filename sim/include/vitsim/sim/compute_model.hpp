@@ -1,11 +1,24 @@
 #pragma once
-// How long a layer takes on a device: ComputeModel::duration(layer, micro_batch, device).
+// How long each layer and the optimizer step take on a device: ComputeModel::layers(micro_batch).
 // Pure arithmetic (no SimGrid), so it is unit-tested on its own.
+//
+// The models, chosen per device type (make_compute_model):
+// - "calibrated": this device, this ViT shape and precision were measured (vitsim calibrate): the
+//   measured per-layer times, affine in micro-batch; the framework's step ops on top when the scenario's
+//   framework is not the one measured (vitsim's own trainer).
+// - "op model (calibrated)": the operator-level model (core/ops.hpp) with this device's figures fitted by
+//   vitsim calibrate (efficiency per op class): carries to any ViT shape.
+// - "op model (platform)": the operator-level model with the platform file's figures (datasheet peaks,
+//   per-architecture efficiencies, each labelled in the platform file).
+// - "calibrated+op-scaled": another device measured on this shape, scaled by the op model's ratio of
+//   the two devices' times (cross-device prediction).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/framework.hpp"
+#include "vitsim/core/ops.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/vit.hpp"
 
@@ -19,27 +32,33 @@ struct LayerTimes {
 class ComputeModel {
  public:
   virtual ~ComputeModel() = default;
-  virtual std::string name() const = 0;  // "roofline", "calibrated", "calibrated+roofline-scaled"
+  virtual std::string name() const = 0;
   // Times of every layer of the workload (forward order) at this micro-batch on this device.
   virtual std::vector<LayerTimes> layers(int micro_batch) const = 0;
-  virtual double optimizer_s() const = 0;  // one optimizer step over all parameters (unpartitioned)
+  // One optimizer step with the framework's fixed per-step work (core/framework.hpp).
+  virtual double optimizer_s() const = 0;
+  // Lines for the report's notes (interpolation, extrapolation, what bounds the step); may be empty.
+  virtual std::vector<std::string> notes(int micro_batch) const { (void)micro_batch; return {}; }
 };
 
-// Kernel launches per layer, forward (PyTorch eager, counted from the ops each sub-block runs:
-// attention = LayerNorm, QKV GEMM, split/reshape, QK^T, softmax, AV, out GEMM, residual add, plus two
-// layout copies; MLP = LayerNorm, fc1, GELU, fc2, residual add; patch embedding = conv, flatten,
-// cat, add; head = LayerNorm, slice, GEMM). Backward launches twice as many.
-int kernels_fwd(LayerKind kind);
+// The op model's figures of a platform GPU at a precision (peak of that precision's GEMMs).
+DeviceFigures device_figures(const GpuFacts& g, Precision p);
 
-// Roofline: max(FLOPs / (peak * efficiency), bytes / memory bandwidth) + kernels * launch overhead.
-LayerTimes roofline_layer(const Workload& w, const LayerCost& l, int micro_batch, Precision p, const GpuFacts& g);
-// AdamW over all parameters: memory-bound, reads params, grads and two moments and writes three of them
-// (plus the fp32 master copy in mixed precision), 4 launches per parameter tensor.
-double roofline_optimizer(const Workload& w, Precision p, const GpuFacts& g);
+// Per-layer times of one micro-batch's forward and backward from the op timeline (core run_ops): each
+// op's share of the timeline is charged to its layer and pass, so host-bound stretches count where
+// they happen.
+std::vector<LayerTimes> op_layer_times(const Workload& w, int micro_batch, Precision p, const DeviceFigures& d);
+// The framework's step ops on this device.
+double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigures& d);
 
-// Picks the model for a device: the calibration when it covers this device type, model and precision;
-// else a calibrated device scaled by the roofline ratio; else the roofline from the platform figures.
-std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, Precision p, const GpuFacts& g,
+struct ComputeInputs {
+  Precision precision = Precision::FP32;
+  StepInputs step;    // framework, optimizer, ranks, ZeRO stage
+  int token_split = 1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
+};
+
+// Picks the model for a device (see the list above).
+std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
                                                  const Calibration* calib);
 
 }  // namespace vitsim::sim

@@ -1,0 +1,94 @@
+#pragma once
+// The kernels a ViT training step launches, and how long each takes on a device: the operator-level
+// compute model (README "The model"). Pure arithmetic, no SimGrid, no Torch: the simulator, the
+// calibration fit and the tests share it.
+//
+// Each layer of core's layer table (vit.hpp) is decomposed into the operators PyTorch runs for it
+// (torchvision's ViT on PyTorch <= 1.13, the math attention path by default): GEMMs (qkv, out-projection,
+// fc1, fc2, the patch embedding as a GEMM, the head), the attention batched matmuls (QK^T, AV), and the
+// memory-bound ops (LayerNorm, softmax, GELU, scale, layout copies, casts under autocast, residual adds,
+// bias-gradient reductions, dropout when on). Backward is its real kernels: a data-gradient and a
+// weight-gradient GEMM per linear, softmax/LayerNorm/GELU backward, gradient accumulation.
+//
+// Time of one op on a device:  max(FLOPs / (peak x efficiency(shape)), bytes / (bandwidth x fraction))
+//                              + the device's fixed cost per kernel.
+// A pass is the host issuing ops one after another (host_op_s each) and the device running them in
+// order: on an asynchronous device (a GPU) op i starts at max(issued_i, end_{i-1}), so the step is
+// max(device time, host time) where either dominates (launch-bound small models); on a synchronous
+// device (a CPU running LibTorch) the host runs each op itself: host_op_s + device time, summed.
+#include <string>
+#include <vector>
+
+#include "vitsim/core/vit.hpp"
+
+namespace vitsim {
+
+// The op classes calibration fits one efficiency for.
+enum class OpClass { Gemm, AttnMatmul, Memory };
+const char* op_class_name(OpClass c);  // "gemm", "attn_matmul", "memory"
+OpClass parse_op_class(const std::string& name);  // throws Error listing the valid names
+
+enum class Pass { Fwd, Bwd, Step };
+const char* pass_name(Pass p);  // "fwd", "bwd", "step"
+
+struct Op {
+  std::string name;       // "block3.attn.qkv", "block3.attn.qkv.dgrad", "step.adamw"
+  int layer = -1;         // index into Workload::layers; -1 for step-level ops (optimizer, framework)
+  Pass pass = Pass::Fwd;
+  OpClass cls = OpClass::Memory;
+  // GEMM shape (Gemm, AttnMatmul): `batch` independent products C[m, n] = A[m, k] B[k, n].
+  double batch = 1, m = 0, n = 0, k = 0;
+  double flops = 0;       // whole micro-batch; 2 m n k batch for matmuls, 0 for memory ops
+  double bytes = 0;       // bytes read + written, each tensor in the dtype the op runs in
+  int kernels = 1;        // kernel launches (and host dispatches) the op stands for
+  bool host_sync = false; // the host waits for the device after it (.item(), float(tensor))
+};
+
+struct OpOptions {
+  Precision precision = Precision::FP32;  // fp16/bf16: autocast (GEMMs in half, LayerNorm/softmax in fp32)
+  // The attention path is the model's (ViTConfig::attention).
+};
+
+// Forward then backward ops of one layer at this micro-batch, in issue order (backward in reverse).
+std::vector<Op> layer_ops(const Workload& w, int layer, int micro_batch, const OpOptions& o);
+// Every op of one micro-batch's forward (all layers, in order) then backward (all layers, reverse).
+std::vector<Op> pass_ops(const Workload& w, int micro_batch, const OpOptions& o);
+
+// A device's figures for the op model. From a platform file (device_figures below), or fitted by
+// `vitsim calibrate` (calibration schema 2, "op_models").
+struct DeviceFigures {
+  std::string device_type;   // a platform's gpu_model
+  double peak_flops = 0;     // FLOP/s of the GEMM dtype (tensor cores for fp16/bf16 where the GPU has them)
+  double mem_bw = 0;         // bytes/s, datasheet peak
+  int sm_count = 1;          // streaming multiprocessors (GPU) or threads (CPU): a wave's width
+  int tile_m = 128, tile_n = 128;  // the GEMM output tile one SM computes at a time
+  double gemm_efficiency = 1;      // fraction of peak a GEMM reaches when its tiles fill every wave, K long
+  double gemm_k_half = 0;          // K at which a GEMM reaches half its efficiency (short-K penalty; 0 = none)
+  double attn_efficiency = 1;      // the same for the attention batched matmuls
+  double mem_efficiency = 1;       // fraction of mem_bw that memory-bound ops reach
+  double kernel_s = 0;             // device-side fixed cost per kernel
+  double host_op_s = 0;            // host time to issue one op (framework dispatch + launch)
+  double sync_s = 0;               // extra cost of one host<-device synchronisation (a D2H copy's latency)
+  bool async = true;               // host issues ahead of the device (GPU); false: host runs each op (CPU)
+};
+
+// Shape efficiency of a matmul op on a device, in (0, 1]: output tiles (ceil(m/tile_m) x ceil(n/tile_n)
+// x batch) spread over sm_count SMs in waves, the last wave partial (tiles / (waves x SMs)); padding of
+// partial tiles (m n / (tiles' area)); short K (k / (k + gemm_k_half)). When the tiles fill less than
+// one wave and K is long, the K dimension is split over idle SMs (cuBLAS split-K; weight-gradient GEMMs
+// have small m x n and long k), up to k / 256 slices.
+double shape_efficiency(const Op& op, const DeviceFigures& d);
+// Device time of one op (without host issue cost).
+double op_device_time(const Op& op, const DeviceFigures& d);
+
+// The timeline of a list of ops issued by one host to one device, starting idle.
+struct Timeline {
+  double device_s = 0;  // sum of device times
+  double host_s = 0;    // sum of host issue times (+ sync costs)
+  double end_s = 0;     // when the last op ends (async: the recurrence; sync: host + device)
+  std::vector<double> op_end_s;  // end of each op
+};
+Timeline run_ops(const std::vector<Op>& ops, const DeviceFigures& d);
+
+// Optimizer + framework ops of one step (Pass::Step), see framework.hpp.
+}  // namespace vitsim

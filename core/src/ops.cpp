@@ -1,0 +1,336 @@
+#include "vitsim/core/ops.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "vitsim/core/error.hpp"
+
+namespace vitsim {
+
+const char* op_class_name(OpClass c) {
+  switch (c) {
+    case OpClass::Gemm: return "gemm";
+    case OpClass::AttnMatmul: return "attn_matmul";
+    case OpClass::Memory: return "memory";
+  }
+  return "?";
+}
+
+OpClass parse_op_class(const std::string& name) {
+  for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory})
+    if (name == op_class_name(c)) return c;
+  throw Error(fmt::format("unknown op class '{}'; valid: gemm, attn_matmul, memory", name));
+}
+
+const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::Fwd: return "fwd";
+    case Pass::Bwd: return "bwd";
+    case Pass::Step: return "step";
+  }
+  return "?";
+}
+
+const char* attention_path_name(AttentionPath a) { return a == AttentionPath::Math ? "math" : "fused"; }
+
+AttentionPath parse_attention_path(const std::string& name) {
+  if (name == "math") return AttentionPath::Math;
+  if (name == "fused") return AttentionPath::Fused;
+  throw Error(fmt::format("unknown attention path '{}'; valid: math, fused", name));
+}
+
+namespace {
+
+// Builds one layer's ops. Sizes: R = rows (micro-batch x tokens), d width, h MLP hidden. Element bytes:
+// `a` for what the GEMMs read and write (2 under autocast, 4 in fp32), 4 for fp32 tensors (the residual
+// stream, LayerNorm in and out, softmax under autocast, gradients of fp32 parameters).
+class LayerBuilder {
+ public:
+  LayerBuilder(const Workload& w, int layer, int b, const OpOptions& o)
+      : w_(w), l_(layer), b_(b), half_(o.precision != Precision::FP32), fused_(w.model.attention == AttentionPath::Fused) {
+    a_ = half_ ? 2 : 4;
+  }
+
+  std::vector<Op> build() {
+    const LayerCost& lc = w_.layers[l_];
+    switch (lc.kind) {
+      case LayerKind::PatchEmbed: patch_embed(); break;
+      case LayerKind::Attention: attention(); break;
+      case LayerKind::Mlp: mlp(); break;
+      case LayerKind::Head: head(); break;
+    }
+    // Backward ops were built in forward order: issue them in reverse.
+    std::reverse(bwd_.begin(), bwd_.end());
+    std::vector<Op> out = std::move(fwd_);
+    out.insert(out.end(), bwd_.begin(), bwd_.end());
+    return out;
+  }
+
+ private:
+  const Workload& w_;
+  int l_, b_;
+  bool half_, fused_;
+  double a_ = 4;
+  std::vector<Op> fwd_, bwd_;
+
+  std::string nm(const std::string& s) const { return w_.layers[l_].name + "." + s; }
+
+  void mem(Pass p, const std::string& name, double bytes, int kernels = 1) {
+    Op op;
+    op.name = nm(name);
+    op.layer = l_;
+    op.pass = p;
+    op.cls = OpClass::Memory;
+    op.bytes = bytes;
+    op.kernels = kernels;
+    (p == Pass::Fwd ? fwd_ : bwd_).push_back(op);
+  }
+  // C[m, n] = A[m, k] B[k, n], `batch` times; inputs and output in `e` bytes. `bias`: addmm, whose
+  // output is first filled with the broadcast bias, then read back by the GEMM (beta = 1).
+  void matmul(Pass p, OpClass cls, const std::string& name, double batch, double m, double n, double k, bool bias = false) {
+    Op op;
+    op.name = nm(name);
+    op.layer = l_;
+    op.pass = p;
+    op.cls = cls;
+    op.batch = batch;
+    op.m = m;
+    op.n = n;
+    op.k = k;
+    op.flops = 2 * batch * m * n * k;
+    op.bytes = batch * (m * k + k * n + m * n) * a_ + (bias ? 2 * m * n * a_ : 0);
+    op.kernels = bias ? 2 : 1;
+    (p == Pass::Fwd ? fwd_ : bwd_).push_back(op);
+  }
+  // A linear layer y[R, out] = x[R, in] W^T + bias, forward and backward, with its weight's autocast
+  // cast (forward) and gradient cast + accumulation into the fp32 .grad (backward).
+  void linear(const std::string& name, double rows, double in, double out, bool input_needs_grad = true) {
+    const double params = in * out + out;
+    if (half_) mem(Pass::Fwd, name + ".cast_w", params * (4 + 2), 2);  // fp32 weight, bias -> half (cached per forward)
+    matmul(Pass::Fwd, OpClass::Gemm, name, 1, rows, out, in, true);
+    // Backward (built in forward order, issued reversed): accumulation last, data gradient first.
+    mem(Pass::Bwd, name + ".grad_acc", params * ((half_ ? 2 + 4 : 0) + 4 + 4 + 4), half_ ? 4 : 2);
+    mem(Pass::Bwd, name + ".bias_grad", rows * out * a_ + out * a_);                 // sum over rows
+    matmul(Pass::Bwd, OpClass::Gemm, name + ".wgrad", 1, out, in, rows);           // dW = dY^T X
+    if (input_needs_grad) matmul(Pass::Bwd, OpClass::Gemm, name + ".dgrad", 1, rows, in, out);  // dX = dY W
+  }
+  // LayerNorm in fp32 (autocast's fp32 list): reads x, writes y and per-row mean and rstd; backward
+  // reads x, dy (and the stats), writes dx, and reduces the weight and bias gradients in a second pass.
+  void layer_norm(const std::string& name, double rows, double d) {
+    mem(Pass::Fwd, name, rows * d * (4 + 4) + rows * 2 * 4);
+    mem(Pass::Bwd, name + ".grad_acc", 2 * d * 12, 2);
+    mem(Pass::Bwd, name + ".bwd", rows * d * (4 + 4 + 4) + rows * d * (4 + 4) + rows * 2 * 4, 2);
+  }
+  // Autocast's cast of an fp32 activation to half before a GEMM, and its backward (half grad -> fp32).
+  void cast_in(const std::string& name, double elems) {
+    if (!half_) return;
+    mem(Pass::Fwd, name + ".cast", elems * (4 + 2));
+    mem(Pass::Bwd, name + ".cast_bwd", elems * (2 + 4));
+  }
+  void dropout(const std::string& name, double elems, double e) {
+    if (w_.model.dropout <= 0) return;
+    mem(Pass::Fwd, name + ".dropout", elems * (e + e + 1));  // x in, y out, 1-byte mask
+    mem(Pass::Bwd, name + ".dropout_bwd", elems * (e + e + 1));
+  }
+  // x + y into the fp32 residual stream; backward: the two gradient paths meet at the LayerNorm input
+  // (an fp32 add), and the branch's half gradient is cast from fp32 under autocast.
+  void residual(const std::string& name, double elems) {
+    mem(Pass::Fwd, name + ".residual", elems * (4 + a_ + 4));
+    mem(Pass::Bwd, name + ".residual_bwd", elems * (4 + 4 + 4));
+    if (half_) mem(Pass::Bwd, name + ".residual_cast", elems * (4 + 2));
+  }
+
+  void patch_embed() {
+    const ViTConfig& c = w_.model;
+    const double N = static_cast<double>(c.image_size / c.patch) * (c.image_size / c.patch);
+    const double T = c.tokens(), d = c.width, P = static_cast<double>(c.patch) * c.patch * c.channels;
+    const double image = static_cast<double>(b_) * c.channels * c.image_size * c.image_size;
+    if (half_) mem(Pass::Fwd, "cast_image", image * (4 + 2));
+    // The convolution with stride = kernel is a GEMM [b N, P] x [P, d] over the image's patches.
+    const double params = P * d + d;
+    if (half_) mem(Pass::Fwd, "conv.cast_w", params * (4 + 2), 2);
+    matmul(Pass::Fwd, OpClass::Gemm, "conv", 1, b_ * N, d, P, true);
+    mem(Pass::Fwd, "cat_class_token", b_ * T * d * (a_ + a_));
+    mem(Pass::Fwd, "pos_add", b_ * T * d * (a_ + 4) + T * d * 4);
+    dropout("embed", b_ * T * d, 4);
+    // Backward: the position embedding's gradient (a sum over the batch), the class token's, the
+    // slice back to the convolution's output, its weight gradient (the image needs none).
+    mem(Pass::Bwd, "conv.grad_acc", params * ((half_ ? 2 + 4 : 0) + 12), half_ ? 4 : 2);
+    mem(Pass::Bwd, "conv.bias_grad", b_ * N * d * a_ + d * a_);
+    matmul(Pass::Bwd, OpClass::Gemm, "conv.wgrad", 1, d, P, b_ * N);
+    mem(Pass::Bwd, "cat_bwd", b_ * N * d * (4 + a_));
+    mem(Pass::Bwd, "pos_grad", b_ * T * d * 4 + T * d * 12 + d * 12, 3);
+  }
+
+  void attention() {
+    const ViTConfig& c = w_.model;
+    const double T = c.tokens(), d = c.width, H = c.heads, hd = d / H, R = static_cast<double>(b_) * T;
+    const double S = static_cast<double>(b_) * H * T * T;  // attention scores
+    layer_norm("ln1", R, d);
+    cast_in("ln1", R * d);
+    linear("qkv", R, d, 3 * d);
+    if (fused_) {
+      // scaled_dot_product_attention: one kernel reads Q, K, V and writes O (and the softmax
+      // statistics); backward recomputes the scores on chip: reads Q, K, V, O, dO, writes dQ, dK, dV.
+      Op f;
+      f.name = nm("sdpa");
+      f.layer = l_;
+      f.pass = Pass::Fwd;
+      f.cls = OpClass::AttnMatmul;
+      f.batch = b_ * H;
+      f.m = T;
+      f.n = T;
+      f.k = hd;
+      f.flops = 4 * b_ * H * T * T * hd;
+      f.bytes = 4 * R * d * a_ + b_ * H * T * 4;
+      fwd_.push_back(f);
+      Op g = f;
+      g.name = nm("sdpa.bwd");
+      g.pass = Pass::Bwd;
+      g.flops = 8 * b_ * H * T * T * hd;
+      g.bytes = 8 * R * d * a_ + b_ * H * T * 4;
+      bwd_.push_back(g);
+      mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_);
+      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
+    } else {
+      // nn.functional.multi_head_attention_forward (1.13), need_weights=False: q, k, v made contiguous
+      // [B H, T, hd], q scaled, scores = bmm(q, k^T), softmax (fp32 under autocast: cast in, softmax,
+      // cast back for the next bmm), bmm(scores, v), transpose back and made contiguous.
+      mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_, 3);
+      mem(Pass::Fwd, "q_scale", R * d * 2 * a_);
+      matmul(Pass::Fwd, OpClass::AttnMatmul, "qk", b_ * H, T, T, hd);
+      if (half_) mem(Pass::Fwd, "scores.cast", S * (2 + 4));
+      mem(Pass::Fwd, "softmax", S * (4 + 4));  // a_ = 4 in fp32; under autocast softmax runs in fp32
+      dropout("attn", S, 4);
+      if (half_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
+      matmul(Pass::Fwd, OpClass::AttnMatmul, "av", b_ * H, T, hd, T);
+      mem(Pass::Fwd, "out_layout", R * d * 2 * a_);
+      // Backward, in forward order (reversed when issued).
+      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_, 3);
+      mem(Pass::Bwd, "q_scale_bwd", R * d * 2 * a_);
+      matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
+      matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
+      if (half_) mem(Pass::Bwd, "scores.cast_bwd", S * (4 + 2));
+      mem(Pass::Bwd, "softmax_bwd", S * (4 + 4 + 4));
+      if (half_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
+      matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
+      matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dv", b_ * H, T, hd, T);      // dV = P^T dO
+      mem(Pass::Bwd, "out_layout_bwd", R * d * 2 * a_);
+    }
+    linear("out_proj", R, d, d);
+    dropout("attn_out", R * d, a_);
+    residual("attn", R * d);
+  }
+
+  void mlp() {
+    const ViTConfig& c = w_.model;
+    const double T = c.tokens(), d = c.width, h = c.mlp_hidden(), R = static_cast<double>(b_) * T;
+    layer_norm("ln2", R, d);
+    cast_in("ln2", R * d);
+    linear("fc1", R, d, h);
+    mem(Pass::Fwd, "gelu", R * h * (a_ + a_));
+    mem(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_));
+    dropout("mlp_hidden", R * h, a_);
+    linear("fc2", R, h, d);
+    dropout("mlp_out", R * d, a_);
+    residual("mlp", R * d);
+  }
+
+  void head() {
+    const ViTConfig& c = w_.model;
+    const double T = c.tokens(), d = c.width, C = c.classes, R = static_cast<double>(b_) * T;
+    layer_norm("ln", R, d);  // torchvision normalises every token, then takes the class token
+    cast_in("cls", b_ * d);
+    linear("fc", b_, d, C);
+    // Cross-entropy (log_softmax in fp32 under autocast, then nll), and its backward; the class token's
+    // gradient is scattered into a zero tensor of every token.
+    mem(Pass::Fwd, "loss", b_ * C * (a_ + 4 + 4 + 4), 2);
+    mem(Pass::Bwd, "loss_bwd", b_ * C * (4 + 4 + 4 + a_), 2);
+    mem(Pass::Bwd, "select_bwd", R * d * 4 + b_ * d * 4, 2);
+  }
+};
+
+}  // namespace
+
+std::vector<Op> layer_ops(const Workload& w, int layer, int micro_batch, const OpOptions& o) {
+  if (layer < 0 || layer >= static_cast<int>(w.layers.size()))
+    throw Error(fmt::format("internal: layer {} out of range 0..{}", layer, w.layers.size()));
+  if (micro_batch < 1) throw Error(fmt::format("micro-batch must be >= 1, got {}", micro_batch));
+  return LayerBuilder(w, layer, micro_batch, o).build();
+}
+
+std::vector<Op> pass_ops(const Workload& w, int micro_batch, const OpOptions& o) {
+  std::vector<Op> fwd, bwd;
+  std::vector<std::vector<Op>> per_layer;
+  for (int l = 0; l < static_cast<int>(w.layers.size()); ++l) per_layer.push_back(layer_ops(w, l, micro_batch, o));
+  for (const auto& ops : per_layer)
+    for (const auto& op : ops)
+      if (op.pass == Pass::Fwd) fwd.push_back(op);
+  for (auto it = per_layer.rbegin(); it != per_layer.rend(); ++it)
+    for (const auto& op : *it)
+      if (op.pass == Pass::Bwd) bwd.push_back(op);
+  fwd.insert(fwd.end(), bwd.begin(), bwd.end());
+  return fwd;
+}
+
+double shape_efficiency(const Op& op, const DeviceFigures& d) {
+  if (op.cls == OpClass::Memory || !(op.m > 0) || !(op.n > 0) || !(op.k > 0)) return 1.0;
+  const double tm = std::max(1, d.tile_m), tn = std::max(1, d.tile_n), sms = std::max(1, d.sm_count);
+  const double tiles_m = std::ceil(op.m / tm), tiles_n = std::ceil(op.n / tn);
+  const double tiles = tiles_m * tiles_n * op.batch;
+  const double fill = (op.m * op.n) / (tiles_m * tm * tiles_n * tn);
+  // Split-K when the output tiles leave SMs idle and K is long (cuBLAS does it for such shapes; the
+  // weight-gradient GEMMs are the usual case): K slices of at least kMinSplitK go to idle SMs.
+  constexpr double kMinSplitK = 256;  // assumption: the shortest K slice worth a split (README "The model")
+  double split = 1;
+  if (tiles < sms) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(op.k / kMinSplitK)));
+  const double work = tiles * split;
+  const double waves = std::ceil(work / sms);
+  const double wave_eff = work / (waves * sms);
+  const double k_slice = op.k / split;
+  const double k_eff = d.gemm_k_half > 0 ? k_slice / (k_slice + d.gemm_k_half) : 1.0;
+  return fill * wave_eff * k_eff;
+}
+
+double op_device_time(const Op& op, const DeviceFigures& d) {
+  const double bw = d.mem_bw * d.mem_efficiency;
+  double t = bw > 0 ? op.bytes / bw : 0;
+  if (op.cls != OpClass::Memory && op.flops > 0) {
+    const double cls_eff = op.cls == OpClass::Gemm ? d.gemm_efficiency : d.attn_efficiency;
+    const double rate = d.peak_flops * cls_eff * shape_efficiency(op, d);
+    if (!(rate > 0)) throw Error(fmt::format("device {}: no positive GEMM rate for op {}", d.device_type, op.name));
+    t = std::max(t, op.flops / rate);
+  }
+  return t + op.kernels * d.kernel_s;
+}
+
+Timeline run_ops(const std::vector<Op>& ops, const DeviceFigures& d) {
+  Timeline tl;
+  tl.op_end_s.reserve(ops.size());
+  double issued = 0, end = 0;
+  for (const Op& op : ops) {
+    const double dev = op_device_time(op, d);
+    const double host = op.kernels * d.host_op_s;
+    tl.device_s += dev;
+    tl.host_s += host;
+    if (d.async) {
+      issued += host;                       // the host has issued this op
+      end = std::max(issued, end) + dev;    // the device runs it once issued and free
+      if (op.host_sync) {                   // the host waits for it, then pays the sync itself
+        issued = std::max(issued, end) + d.sync_s;
+        end = std::max(end, issued);
+        tl.host_s += d.sync_s;
+      }
+    } else {
+      end += host + dev + (op.host_sync ? d.sync_s : 0);
+      if (op.host_sync) tl.host_s += d.sync_s;
+    }
+    tl.op_end_s.push_back(end);
+  }
+  tl.end_s = std::max(end, issued);
+  return tl;
+}
+
+}  // namespace vitsim
