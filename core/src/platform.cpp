@@ -180,6 +180,46 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
   return g;
 }
 
+// The transport settings of one link (its own props over its zones'); `line` and `lat` as written.
+LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::string what, Transport t, double line,
+                     double lat, bool split_duplex) {
+  PropReader r{p, where};
+  LinkFacts l;
+  l.id = std::move(id);
+  l.what = std::move(what);
+  l.split_duplex = split_duplex;
+  l.transport = t;
+  l.bandwidth = line;
+  l.latency = lat;
+  l.origin = where;
+  if (t == Transport::Tcp) l.mtu = r.integer("mtu", transport_defaults::tcp_mtu, 576, 65535);
+  if (t == Transport::Ib) l.mtu = r.integer("mtu", transport_defaults::ib_mtu, 256, 4096);
+  l.socket_nthreads = r.integer("nccl_socket_nthreads", transport_defaults::socket_nthreads, 1, 16);
+  l.nsocks_perthread = r.integer("nccl_nsocks_perthread", transport_defaults::nsocks_perthread, 1, 64);
+  if (l.socket_nthreads * l.nsocks_perthread > 64)
+    throw Error(r.origin("nccl_nsocks_perthread"),
+                fmt::format("nccl_socket_nthreads x nccl_nsocks_perthread = {} x {} exceeds NCCL's 64 sockets",
+                            l.socket_nthreads, l.nsocks_perthread));
+  l.socket_bw = r.quantity("socket_bw", units::Kind::Bandwidth, false, transport_defaults::socket_bw);
+  l.staging_bw = r.quantity("staging_bw", units::Kind::Bandwidth, false, transport_defaults::staging_bw);
+  if (r.get("stack_latency")) l.stack_latency = r.quantity("stack_latency", units::Kind::Time, false, 0);
+  for (const char* key : {"socket_bw", "staging_bw"})
+    if (r.get(key) && !(r.quantity(key, units::Kind::Bandwidth, false) > 0))
+      throw Error(r.origin(key), fmt::format("property {} must be positive", key));
+  if (!(line > 0)) throw Error(where, fmt::format("link '{}' with a transport needs a positive bandwidth", l.id));
+  return l;
+}
+
+// A written link figure ("1.25GBps", "50us"), with file:line on error.
+double link_attr(const pugi::xml_node& n, const char* attr, units::Kind kind, const Origin& o) {
+  const char* v = n.attribute(attr).value();
+  try {
+    return units::parse(v, kind);
+  } catch (const Error& e) {
+    throw Error(o, fmt::format("{}=\"{}\": {}", attr, v, e.what()));
+  }
+}
+
 void node_facts(NodeFacts& n, const Props& p) {
   PropReader r{p, n.origin};
   n.cpu_cores = static_cast<int>(r.number("cpu_cores", false, 1, 1, 1 << 20));
@@ -219,6 +259,7 @@ struct Walker {
         Props cp = merged(props, own_props(c, el));
         if (!cp.count("gpu_model") && !cp.count("gpu_flops_fp32")) continue;  // a CPU-only cluster
         node_facts(n, cp);
+        cluster_transport(el, cp, n.origin);
         for (long i : parse_radical(el.attribute("radical").value(), n.origin))
           add_gpu(n, fmt::format("{}{}{}", el.attribute("prefix").value(), i, el.attribute("suffix").value()), cp,
                   n.origin);
@@ -234,6 +275,16 @@ struct Walker {
         add_gpu(n, n.name, hp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
+      } else if (tag == "link") {
+        Props lp = merged(props, own_props(c, el));
+        auto t = lp.find("transport");
+        if (t == lp.end()) continue;
+        const Origin o = c.at(el);
+        const Transport tr = parse_transport(t->second.first, t->second.second, "transport");
+        facts.links.push_back(link_facts(lp, o, el.attribute("id").value(), "NIC", tr,
+                                         link_attr(el, "bandwidth", units::Kind::Bandwidth, o),
+                                         el.attribute("latency") ? link_attr(el, "latency", units::Kind::Time, o) : 0,
+                                         std::string(el.attribute("sharing_policy").value()) == "SPLITDUPLEX"));
       } else if (tag == "zone") {
         size_t before = facts.nodes.size();
         walk_zone(el, props);
@@ -241,6 +292,20 @@ struct Walker {
       }
     }
     check_routes(zone, gpu_children);
+  }
+
+  // A cluster's intranode_transport is the transport of its backbone, SimGrid's "<id>_backbone" link.
+  void cluster_transport(const pugi::xml_node& el, const Props& cp, const Origin& o) {
+    auto t = cp.find("intranode_transport");
+    if (t == cp.end()) return;
+    const Transport tr = parse_transport(t->second.first, t->second.second, "intranode_transport",
+                                         {Transport::NvLink, Transport::PcieHost, Transport::PcieP2p});
+    if (!el.attribute("bb_bw"))
+      throw Error(t->second.second, "property intranode_transport: the cluster has no backbone (bb_bw) to carry it");
+    const std::string id = std::string(el.attribute("id").value()) + "_backbone";
+    facts.links.push_back(link_facts(cp, o, id, "GPU-GPU in node", tr, link_attr(el, "bb_bw", units::Kind::Bandwidth, o),
+                                     el.attribute("bb_lat") ? link_attr(el, "bb_lat", units::Kind::Time, o) : 0,
+                                     std::string(el.attribute("bb_sharing_policy").value()) == "SPLITDUPLEX"));
   }
 
   // SimGrid 3.32 crashes on a missing route in a Full zone instead of erroring: check every pair here.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/transport.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -17,6 +18,25 @@ const char* coll_op_name(CollOp op) {
     case CollOp::AllGather: return "allgather";
   }
   return "?";
+}
+
+std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts) {
+  for (const LinkFacts& l : facts.links) {
+    const LinkEffect eff = link_effect(l);
+    std::vector<sg4::Link*> sg;
+    if (l.split_duplex) {
+      for (const char* dir : {"_UP", "_DOWN"})
+        if (sg4::Link* x = e.link_by_name_or_null(l.id + dir)) sg.push_back(x);
+    } else if (sg4::Link* x = e.link_by_name_or_null(l.id)) {
+      sg.push_back(x);
+    }
+    if (sg.empty()) throw Error(l.origin, fmt::format("SimGrid has no link '{}' to apply transport {} to", l.id, transport_name(l.transport)));
+    for (sg4::Link* x : sg) {
+      x->set_bandwidth(eff.bandwidth);
+      if (eff.extra_latency > 0) x->set_latency(x->get_latency() + eff.extra_latency);
+    }
+  }
+  return transport_notes(facts.links);
 }
 
 LatencyModel::LatencyModel(sg4::Engine& e) {

@@ -479,6 +479,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   sg4::Engine e(&argc, argv.data());
   configure_engine(e);
   e.load_platform(s.cluster.platform);
+  for (auto& note : apply_link_transports(e, facts)) notes.push_back(std::move(note));  // before LatencyModel
 
   std::vector<sg4::Host*> hosts;
   for (const auto& name : place.hosts) {

@@ -8,11 +8,16 @@
 // - properties on a <cluster>, or on a <zone> enclosing it, apply to every GPU within (SimGrid passes
 //   cluster props to each host; vitsim also inherits zone props); a <host>'s own props win.
 // - the top zone's routing must connect every pair of nodes: with routing="Full", a <zoneRoute> per pair.
+// - transports (core/transport.hpp): a <link> with a `transport` prop (its own or an enclosing zone's: tcp, ib,
+//   nvlink, pcie_host, pcie_p2p) and its settings (mtu, nccl_socket_nthreads, nccl_nsocks_perthread, socket_bw,
+//   stack_latency, staging_bw); a cluster's `intranode_transport` prop (nvlink, pcie_host, pcie_p2p) is the
+//   transport of its backbone (the GPU-to-GPU path inside the node), with `staging_bw` for pcie_host.
 #include <map>
 #include <string>
 #include <vector>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/transport.hpp"
 #include "vitsim/core/vit.hpp"
 
 namespace vitsim {
@@ -57,6 +62,7 @@ struct PlatformFacts {
   std::vector<NodeFacts> nodes;               // file order
   std::map<std::string, GpuFacts> gpu;        // host name -> facts
   std::map<std::string, std::string> props;   // top-level <zone> props (price etc.)
+  std::vector<LinkFacts> links;               // links that state a transport (file order); others run as written
   const NodeFacts& node(const std::string& name) const;  // throws listing valid names
 };
 

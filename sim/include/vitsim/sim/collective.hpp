@@ -10,13 +10,23 @@
 #include <unordered_map>
 #include <vector>
 
+#include "vitsim/core/platform.hpp"
+
 namespace vitsim::sim {
+
+// Applies the platform's link transports (core/transport.hpp) to the loaded SimGrid links: each link that
+// states one gets its effective bandwidth, and its latency grows by the transport's per-message stack
+// latency (which LatencyModel then records with the rest). Call after load_platform, before LatencyModel.
+// Returns one note per class of links (what transport model gave which bandwidth). Throws Error naming the
+// platform file when SimGrid has no link of a stated id.
+std::vector<std::string> apply_link_transports(simgrid::s4u::Engine& e, const PlatformFacts& facts);
 
 // Link latencies as pure delays. SimGrid's CM02 model weighs each flow's share of a link by its route
 // latency (TCP round-trip unfairness), so flows with different latencies would split a link, even a
 // FATPIPE one, unequally. vitsim models NCCL-style transfers with the alpha-beta rule instead: a
 // transfer costs its route latency, then its bytes at a max-min fair share. LatencyModel records every
-// link's latency, sets it to zero in SimGrid, and the collectives add route latencies themselves.
+// link's latency (with any transport's stack latency, see apply_link_transports), sets it to zero in
+// SimGrid, and the collectives add route latencies themselves.
 class LatencyModel {
  public:
   explicit LatencyModel(simgrid::s4u::Engine& e);  // call after load_platform, before run
