@@ -73,10 +73,26 @@ TEST_CASE("scenario: DeepSpeed config import", "[scenario][deepspeed]") {
   CHECK(s.training.precision == Precision::FP16);
   CHECK(s.parallel.bucket_bytes == 5e7 * 2);  // elements x 2-byte fp16 gradients
   CHECK(s.training.lr == Approx(3e-4));
+  CHECK(s.training.framework == Framework::DeepSpeed);  // a DeepSpeed config means DeepSpeed's step
   // 32 x 4 x 2 ranks = 256: consistent. With 4 ranks DeepSpeed would refuse it, and so do we.
   apply_override(f, "cluster.gpus_per_node=4");
   CHECK_THROWS_WITH(expand(f), d / "s.xml" + ":7: train_batch_size 256 != micro_batch 32 x gradient_accumulation_steps 4 "
                                              "x ranks 4 = 512 (DeepSpeed requires equality)");
+}
+
+TEST_CASE("scenario: framework and attention path", "[scenario]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  auto s = expand(f).at(0);
+  CHECK(s.training.framework == Framework::Vitsim);      // default: vitsim's own trainer
+  CHECK(s.model.attention == AttentionPath::Math);       // default: the study's stack (PyTorch <= 1.13)
+  apply_override(f, "training.framework=ddp");
+  apply_override(f, "model.attention=fused");
+  s = expand(f).at(0);
+  CHECK(s.training.framework == Framework::Ddp);
+  CHECK(s.model.attention == AttentionPath::Fused);
+  apply_override(f, "training.framework=horovod");
+  CHECK_THROWS_WITH(expand(f), "--set training.framework: training.framework: unknown value 'horovod'; valid: vitsim, deepspeed, ddp");
 }
 
 TEST_CASE("scenario: a scenario value contradicting the DeepSpeed file is an error", "[scenario][negative]") {
@@ -101,7 +117,7 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
   text.replace(text.find("micro_batch"), 0, "mikro=\"1\" ");
   CHECK_THROWS_WITH(read_scenario_file(d.file("b.xml", text)),
                     d / "b.xml" + ":5: unknown attribute 'mikro' on <training>; valid: micro_batch, grad_accum, epochs, "
-                                  "precision, optimizer, lr, weight_decay, seed");
+                                  "precision, optimizer, lr, weight_decay, seed, framework");
   auto f = read_scenario_file(d.file("c.xml", kBase));
   CHECK_THROWS_WITH(apply_override(f, "training.microbatch=3"), Catch::StartsWith("--set training.microbatch: unknown key; valid: "));
   CHECK_THROWS_WITH(apply_override(f, "nonsense"), "--set 'nonsense': expected KEY=VALUE, e.g. training.micro_batch=32");

@@ -101,7 +101,7 @@ class CalibratedModel : public ComputeModel {
       : w_(w), in_(std::move(in)), d_(d), measured_(std::move(measured)) {
     if (target) target_ = *target;
   }
-  std::string name() const override { return has_target() ? "calibrated+op-scaled" : "calibrated"; }
+  std::string name() const override { return has_target() ? "calibrated+op-scaled model" : "calibrated model"; }
 
   std::vector<LayerTimes> layers(int b) const override {
     const ComputePoint cp = interpolate(d_, b);
@@ -158,7 +158,7 @@ std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const Comput
     const OpModelCalibration* fitted = calib->op_model(g.model, in.precision);
     if (const auto* d = calib->find(g.model, w.model, in.precision))
       return std::make_unique<CalibratedModel>(w, in, *d, fitted ? fitted->figures : platform, nullptr);
-    if (fitted) return std::make_unique<OpModel>(w, in, fitted->figures, "op model (calibrated)");
+    if (fitted) return std::make_unique<OpModel>(w, in, fitted->figures, "op-level model (calibrated figures)");
     if (const auto* d = calib->find_any(w.model, in.precision)) {
       // The measured device: its fitted figures, else its stated peak and bandwidth with the target's
       // efficiencies, so that the ratio compares the hardware alone.
@@ -173,7 +173,7 @@ std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const Comput
       return std::make_unique<CalibratedModel>(w, in, *d, measured, &platform);
     }
   }
-  return std::make_unique<OpModel>(w, in, platform, "op model (platform)");
+  return std::make_unique<OpModel>(w, in, platform, "op-level model (platform figures)");
 }
 
 }  // namespace vitsim::sim

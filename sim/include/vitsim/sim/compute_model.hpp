@@ -3,14 +3,14 @@
 // Pure arithmetic (no SimGrid), so it is unit-tested on its own.
 //
 // The models, chosen per device type (make_compute_model):
-// - "calibrated": this device, this ViT shape and precision were measured (vitsim calibrate): the
+// - "calibrated model": this device, this ViT shape and precision were measured (vitsim calibrate): the
 //   measured per-layer times, affine in micro-batch; the framework's step ops on top when the scenario's
 //   framework is not the one measured (vitsim's own trainer).
-// - "op model (calibrated)": the operator-level model (core/ops.hpp) with this device's figures fitted by
+// - "op-level model (calibrated figures)": the operator-level model (core/ops.hpp) with this device's figures fitted by
 //   vitsim calibrate (efficiency per op class): carries to any ViT shape.
-// - "op model (platform)": the operator-level model with the platform file's figures (datasheet peaks,
+// - "op-level model (platform figures)": the operator-level model with the platform file's figures (datasheet peaks,
 //   per-architecture efficiencies, each labelled in the platform file).
-// - "calibrated+op-scaled": another device measured on this shape, scaled by the op model's ratio of
+// - "calibrated+op-scaled model": another device measured on this shape, scaled by the op model's ratio of
 //   the two devices' times (cross-device prediction).
 #include <memory>
 #include <string>
