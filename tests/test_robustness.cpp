@@ -30,7 +30,7 @@ std::string scenario(const std::string& training = "micro_batch=\"16\"", const s
 }
 
 std::string calib(const std::string& device_body) {
-  return R"({"schema": "vitsim.calibration/1", "devices": [)" + device_body + "]}";
+  return R"({"schema": "vitsim.calibration/2", "devices": [)" + device_body + "]}";
 }
 
 std::vector<BadInput> cases();
@@ -88,7 +88,7 @@ std::vector<BadInput> cases() {
       {"scenario", "unknown element", {{"s.xml", scenario("micro_batch=\"16\"", "  <optimiser/>\n")}}, S,
        "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, dataset, deepspeed,", 1, true},
       {"scenario", "unknown attribute", {{"s.xml", scenario("micro_batch=\"16\" epoch=\"3\"")}}, S,
-       "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, precision, optimizer, lr, weight_decay, seed"},
+       "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, precision, optimizer, lr, weight_decay, seed, framework"},
       {"scenario", "element given twice", {{"s.xml", scenario("micro_batch=\"16\"", "  <training epochs=\"2\"/>\n")}}, S,
        "vitsim: error: s.xml:6: element <training> appears twice"},
       {"scenario", "element nested in another", {{"s.xml", "<scenario>\n  <cluster platform=\"p.xml\"/>\n  <training micro_batch=\"16\">\n    <lr/>\n  </training>\n</scenario>\n"}}, S,
@@ -191,9 +191,11 @@ std::vector<BadInput> cases() {
       {"calibration", "missing calibration file", {{"s.xml", scenario()}}, S + " --calibration none.json",
        "vitsim: error: none.json: cannot open calibration file"},
       {"calibration", "not a calibration", {{"c.json", "{\"schema\": \"vitsim.report/1\"}"}, {"s.xml", scenario()}}, S + " --calibration c.json",
-       "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")"},
+       "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/2\")"},
       {"calibration", "a schema that is not a string (fuzzer finding)", {{"c.json", "{\"schema\": {\"host\": \"x\"}}"}, {"s.xml", scenario()}},
-       S + " --calibration c.json", "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")"},
+       S + " --calibration c.json", "vitsim: error: c.json: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/2\")"},
+      {"calibration", "a calibration of the old schema 1", {{"c.json", R"({"schema": "vitsim.calibration/1", "devices": []})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
+       "vitsim: error: c.json: calibration schema vitsim.calibration/1 is no longer read (this vitsim reads vitsim.calibration/2: affine batch curves and op-class efficiencies); measure again with vitsim calibrate"},
       {"calibration", "a point without its backward time", {{"c.json", calib(R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1}]})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: devices[0].points[0]: missing key 'bwd_s'"},
       {"calibration", "a negative measured time", {{"c.json", calib(R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": -0.1, "bwd_s": 0.2}]})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
@@ -203,7 +205,9 @@ std::vector<BadInput> cases() {
       // Found by bench/fuzz.sh (fuzz_calibration): a device without "model" escaped as a JSON exception.
       {"calibration", "a device without its model (fuzzer finding)", {{"c.json", calib(R"({"device_type": "T4", "precision": "fp32", "points": []})")}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: devices[0]: missing object 'model'"},
-      {"calibration", "devices that are not a list", {{"c.json", R"({"schema": "vitsim.calibration/1", "devices": 5})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
+      {"calibration", "an op model efficiency above 1", {{"c.json", R"({"schema": "vitsim.calibration/2", "op_models": [{"device_type": "G8Tf", "precision": "fp32", "peak_flops": 8e12, "mem_bw": 3e11, "sm_count": 40, "tile": [128, 128], "gemm_efficiency": 1.5, "gemm_k_half": 0, "attn_efficiency": 0.5, "mem_efficiency": 0.8, "kernel_s": 3e-6, "host_op_s": 8e-6, "sync_s": 2e-5, "async": true}]})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
+       "vitsim: error: c.json: op_models[0]: 'gemm_efficiency' must be in (0, 1], got 1.5"},
+      {"calibration", "devices that are not a list", {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": 5})"}, {"s.xml", scenario()}}, S + " --calibration c.json",
        "vitsim: error: c.json: 'devices' must be a list, got 5"},
       // Found by bench/fuzz.sh (fuzz_calibration): a number beyond double escaped the JSON parser's handler.
       {"calibration", "a number too large for a double (fuzzer finding)", {{"c.json", R"({"schema": 1e999})"}, {"s.xml", scenario()}}, S + " --calibration c.json",

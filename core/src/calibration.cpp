@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "vitsim/core/error.hpp"
 
@@ -28,6 +32,12 @@ const DeviceCalibration* Calibration::find_any(const ViTConfig& m, Precision p) 
   return nullptr;
 }
 
+const OpModelCalibration* Calibration::op_model(const std::string& type, Precision p) const {
+  for (const auto& o : op_models)
+    if (o.figures.device_type == type && o.precision == p) return &o;
+  return nullptr;
+}
+
 const LoaderCalibration* Calibration::loader(const std::string& dataset, int resize) const {
   for (const auto& l : loaders)
     if (l.dataset == dataset && l.resize == resize) return &l;
@@ -41,14 +51,38 @@ json model_json(const ViTConfig& m) {
           {"mlp_ratio", m.mlp_ratio},   {"classes", m.classes}, {"preset", m.preset}};
 }
 
+// Whole numbers must be JSON integers within int's range: the JSON library would cast 16.5 to 16 and
+// 1e300 to whatever the hardware makes of it (undefined behaviour).
+bool fits_int(const json& v) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
+  const std::int64_t x = v.get<std::int64_t>();
+  return x >= INT_MIN && x <= INT_MAX;
+}
+
 template <typename T>
 T need(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object()) throw Error(fmt::format("{}: expected an object, got {}", where, j.dump()));
   if (!j.contains(key)) throw Error(fmt::format("{}: missing key '{}'", where, key));
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw Error(fmt::format("{}: key '{}' has the wrong type: {}", where, key, j.at(key).dump()));
+  const json& v = j.at(key);
+  auto wrong = [&] { return Error(fmt::format("{}: key '{}' has the wrong type: {}", where, key, v.dump())); };
+  if constexpr (std::is_same_v<T, int>) {
+    if (!fits_int(v)) throw wrong();
   }
+  if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) throw wrong();
+  }
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    throw wrong();
+  }
+}
+
+// An optional key: `fallback` when absent, else read as strictly as need<>.
+template <typename T>
+T opt(const json& j, const char* key, T fallback, const std::string& where) {
+  return j.is_object() && j.contains(key) ? need<T>(j, key, where) : fallback;
 }
 }  // namespace
 
@@ -65,13 +99,18 @@ Calibration read_calibration(const std::string& path) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
-  if (!j.is_object() || j.value("schema", json()) != "vitsim.calibration/1")
-    throw Error(fmt::format("{}: not a vitsim calibration (expected \"schema\": \"vitsim.calibration/1\")", path));
+  const json schema = j.is_object() ? j.value("schema", json()) : json();
+  if (schema == "vitsim.calibration/1")
+    throw Error(fmt::format("{}: calibration schema vitsim.calibration/1 is no longer read (this vitsim reads {}: affine "
+                            "batch curves and op-class efficiencies); measure again with vitsim calibrate",
+                            path, kCalibrationSchema));
+  if (schema != kCalibrationSchema)
+    throw Error(fmt::format("{}: not a vitsim calibration (expected \"schema\": \"{}\")", path, kCalibrationSchema));
   try {
     return parse_calibration(j, path);
   } catch (const json::exception& e) {
     // A value of the wrong type or shape anywhere (the fuzzer found a device without "model").
-    throw Error(fmt::format("{}: calibration does not follow vitsim.calibration/1: {}", path, e.what()));
+    throw Error(fmt::format("{}: calibration does not follow {}: {}", path, kCalibrationSchema, e.what()));
   }
 }
 
@@ -109,8 +148,9 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
     }
-    dc.peak_flops = d.value("peak_flops", 0.0);
-    dc.mem_bw = d.value("mem_bw", 0.0);
+    dc.peak_flops = opt<double>(d, "peak_flops", 0.0, where);
+    dc.mem_bw = opt<double>(d, "mem_bw", 0.0, where);
+    if (dc.peak_flops < 0 || dc.mem_bw < 0) throw Error(where + ": peak_flops and mem_bw must be >= 0 (0 = unknown)");
     int pi = 0;
     for (const auto& p : list_of(d, "points", where)) {
       std::string pw = fmt::format("{}.points[{}]", where, pi++);
@@ -118,22 +158,82 @@ Calibration parse_calibration(const json& j, const std::string& path) {
       cp.micro_batch = need<int>(p, "micro_batch", pw);
       cp.fwd_s = need<double>(p, "fwd_s", pw);
       cp.bwd_s = need<double>(p, "bwd_s", pw);
-      cp.optimizer_s = p.value("optimizer_s", 0.0);
+      cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0, pw);
       if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0)
         throw Error(pw + ": micro_batch must be >= 1 and fwd_s, bwd_s positive");
-      for (const auto& l : list_of(p, "layers", pw))
-        cp.layers.push_back({need<std::string>(l, "name", pw), need<double>(l, "fwd_s", pw), need<double>(l, "bwd_s", pw)});
+      int lj = 0;
+      for (const auto& l : list_of(p, "layers", pw)) {
+        std::string lw = fmt::format("{}.layers[{}]", pw, lj++);
+        LayerTime lt{need<std::string>(l, "name", lw), need<double>(l, "fwd_s", lw), need<double>(l, "bwd_s", lw)};
+        if (lt.fwd_s < 0 || lt.bwd_s < 0) throw Error(lw + ": fwd_s and bwd_s must be >= 0");
+        cp.layers.push_back(lt);
+      }
       dc.points.push_back(cp);
     }
     if (dc.points.empty()) throw Error(where + ": no measured points");
     std::sort(dc.points.begin(), dc.points.end(), [](auto& a, auto& b) { return a.micro_batch < b.micro_batch; });
     c.devices.push_back(dc);
   }
+  int mi = 0;
+  for (const auto& o : list_of(j, "op_models", path)) {
+    std::string where = fmt::format("{}: op_models[{}]", path, mi++);
+    OpModelCalibration oc;
+    DeviceFigures& f = oc.figures;
+    f.device_type = need<std::string>(o, "device_type", where);
+    try {
+      oc.precision = parse_precision(need<std::string>(o, "precision", where));
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    auto positive = [&](const char* key) {
+      const double v = need<double>(o, key, where);
+      if (!(v > 0)) throw Error(fmt::format("{}: '{}' must be positive, got {}", where, key, o.at(key).dump()));
+      return v;
+    };
+    auto fraction = [&](const char* key) {
+      const double v = need<double>(o, key, where);
+      if (!(v > 0 && v <= 1)) throw Error(fmt::format("{}: '{}' must be in (0, 1], got {}", where, key, o.at(key).dump()));
+      return v;
+    };
+    auto non_negative = [&](const char* key, double v) {
+      if (!(v >= 0)) throw Error(fmt::format("{}: '{}' must be >= 0, got {}", where, key, o.at(key).dump()));
+      return v;
+    };
+    f.peak_flops = positive("peak_flops");
+    f.mem_bw = positive("mem_bw");
+    f.sm_count = need<int>(o, "sm_count", where);
+    if (f.sm_count < 1) throw Error(fmt::format("{}: 'sm_count' must be >= 1, got {}", where, f.sm_count));
+    if (!o.contains("tile")) throw Error(fmt::format("{}: missing key 'tile'", where));
+    const json& tile = o.at("tile");
+    if (!tile.is_array() || tile.size() != 2 || !fits_int(tile[0]) || !fits_int(tile[1]) || tile[0].get<int>() < 1 ||
+        tile[1].get<int>() < 1)
+      throw Error(fmt::format("{}: 'tile' must be [m, n], two positive integers, got {}", where, tile.dump()));
+    f.tile_m = tile[0].get<int>();
+    f.tile_n = tile[1].get<int>();
+    f.gemm_efficiency = fraction("gemm_efficiency");
+    f.gemm_k_half = non_negative("gemm_k_half", need<double>(o, "gemm_k_half", where));
+    f.attn_efficiency = fraction("attn_efficiency");
+    f.mem_efficiency = fraction("mem_efficiency");
+    f.kernel_s = non_negative("kernel_s", need<double>(o, "kernel_s", where));
+    f.host_op_s = non_negative("host_op_s", need<double>(o, "host_op_s", where));
+    f.sync_s = non_negative("sync_s", need<double>(o, "sync_s", where));
+    f.async = need<bool>(o, "async", where);
+    oc.samples = opt<int>(o, "samples", 0, where);
+    if (oc.samples < 0) throw Error(fmt::format("{}: 'samples' must be >= 0, got {}", where, oc.samples));
+    oc.max_rel_residual = opt<double>(o, "max_rel_residual", 0.0, where);
+    if (o.contains("max_rel_residual")) non_negative("max_rel_residual", oc.max_rel_residual);
+    oc.median_rel_residual = opt<double>(o, "median_rel_residual", 0.0, where);
+    if (o.contains("median_rel_residual")) non_negative("median_rel_residual", oc.median_rel_residual);
+    if (c.op_model(f.device_type, oc.precision))
+      throw Error(fmt::format("{}: a second op model for device type '{}' at {}", where, f.device_type,
+                              precision_name(oc.precision)));
+    c.op_models.push_back(oc);
+  }
   int li = 0;
   for (const auto& l : list_of(j, "links", path)) {
     std::string where = fmt::format("{}: links[{}]", path, li++);
     LinkCalibration lc{need<std::string>(l, "class", where), need<double>(l, "bandwidth", where),
-                       need<double>(l, "latency", where), l.value("ranks", 0)};
+                       need<double>(l, "latency", where), opt<int>(l, "ranks", 0, where)};
     if (!(lc.bandwidth > 0) || lc.latency < 0) throw Error(where + ": bandwidth must be positive, latency >= 0");
     c.links.push_back(lc);
   }
@@ -146,8 +246,10 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     c.loaders.push_back(lc);
   }
   if (j.contains("h2d")) {
-    c.h2d_pinned_bw = j["h2d"].value("pinned_bw", 0.0);
-    c.h2d_pageable_bw = j["h2d"].value("pageable_bw", 0.0);
+    const std::string where = path + ": h2d";
+    c.h2d_pinned_bw = opt<double>(j.at("h2d"), "pinned_bw", 0.0, where);
+    c.h2d_pageable_bw = opt<double>(j.at("h2d"), "pageable_bw", 0.0, where);
+    if (c.h2d_pinned_bw < 0 || c.h2d_pageable_bw < 0) throw Error(where + ": pinned_bw and pageable_bw must be >= 0");
   }
   return c;
 }
@@ -155,7 +257,7 @@ Calibration parse_calibration(const json& j, const std::string& path) {
 
 std::string calibration_to_json(const Calibration& c) {
   json j;
-  j["schema"] = "vitsim.calibration/1";
+  j["schema"] = kCalibrationSchema;
   j["provenance"] = c.provenance;
   j["devices"] = json::array();
   for (const auto& d : c.devices) {
@@ -171,6 +273,27 @@ std::string calibration_to_json(const Calibration& c) {
     }
     j["devices"].push_back(dj);
   }
+  j["op_models"] = json::array();
+  for (const auto& o : c.op_models) {
+    const DeviceFigures& f = o.figures;
+    j["op_models"].push_back({{"device_type", f.device_type},
+                              {"precision", precision_name(o.precision)},
+                              {"peak_flops", f.peak_flops},
+                              {"mem_bw", f.mem_bw},
+                              {"sm_count", f.sm_count},
+                              {"tile", {f.tile_m, f.tile_n}},
+                              {"gemm_efficiency", f.gemm_efficiency},
+                              {"gemm_k_half", f.gemm_k_half},
+                              {"attn_efficiency", f.attn_efficiency},
+                              {"mem_efficiency", f.mem_efficiency},
+                              {"kernel_s", f.kernel_s},
+                              {"host_op_s", f.host_op_s},
+                              {"sync_s", f.sync_s},
+                              {"async", f.async},
+                              {"samples", o.samples},
+                              {"max_rel_residual", o.max_rel_residual},
+                              {"median_rel_residual", o.median_rel_residual}});
+  }
   j["links"] = json::array();
   for (const auto& l : c.links)
     j["links"].push_back({{"class", l.link_class}, {"bandwidth", l.bandwidth}, {"latency", l.latency}, {"ranks", l.ranks}});
@@ -182,35 +305,132 @@ std::string calibration_to_json(const Calibration& c) {
   return j.dump(2) + "\n";
 }
 
-ComputePoint interpolate(const DeviceCalibration& d, int b) {
-  const auto& pts = d.points;
-  auto scale = [](const ComputePoint& p, double f) {
-    ComputePoint out = p;
-    out.fwd_s *= f;
-    out.bwd_s *= f;
-    for (auto& l : out.layers) {
-      l.fwd_s *= f;
-      l.bwd_s *= f;
+namespace {
+constexpr double kMinTime = 1e-12;  // s: the floor of a fitted time
+
+// t(b) = fixed + per_sample x b.
+struct Affine {
+  double fixed = 0, per_sample = 0;
+  double at(double b) const { return fixed + per_sample * b; }
+};
+
+// Least squares on relative residuals over (b_i, t_i); at least two distinct b. Each point is weighted
+// by 1/t_i^2 (t_i relative to the largest, floored at 1e-6 of it so a zero time cannot dominate).
+Affine fit_affine(const std::vector<double>& b, const std::vector<double>& t) {
+  const double tmax = *std::max_element(t.begin(), t.end());
+  std::vector<double> w(t.size(), 1.0);
+  if (tmax > 0)
+    for (size_t i = 0; i < t.size(); ++i) {
+      const double r = std::max(t[i] / tmax, 1e-6);
+      w[i] = 1 / (r * r);
     }
-    return out;  // the optimizer step does not depend on the batch
+  double sw = 0, sb = 0, st = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    sw += w[i];
+    sb += w[i] * b[i];
+    st += w[i] * t[i];
+  }
+  const double bm = sb / sw, tm = st / sw;
+  double sbb = 0, sbt = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    sbb += w[i] * (b[i] - bm) * (b[i] - bm);
+    sbt += w[i] * (b[i] - bm) * (t[i] - tm);
+  }
+  Affine a;
+  a.per_sample = sbb > 0 ? sbt / sbb : 0;
+  a.fixed = tm - a.per_sample * bm;
+  return a;
+}
+
+// One micro-batch measured (possibly several times): proportional through the origin, from the mean.
+Affine proportional(const std::vector<double>& b, const std::vector<double>& t) {
+  double sum = 0;
+  for (double x : t) sum += x;
+  return {0, sum / t.size() / b.front()};
+}
+
+double max_rel_residual(const Affine& a, const std::vector<double>& b, const std::vector<double>& t) {
+  double worst = 0;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] > 0) worst = std::max(worst, std::abs(a.at(b[i]) - t[i]) / t[i]);
+  return worst;
+}
+}  // namespace
+
+Interpolated interpolate_with_notes(const DeviceCalibration& d, int micro_batch) {
+  const auto& pts = d.points;
+  if (pts.empty()) throw Error(fmt::format("calibration of {}: no measured points", d.device_type));
+  Interpolated out;
+  out.measured_min = out.measured_max = pts.front().micro_batch;
+  for (const auto& p : pts) {
+    out.measured_min = std::min(out.measured_min, p.micro_batch);
+    out.measured_max = std::max(out.measured_max, p.micro_batch);
+  }
+  out.single_point = out.measured_min == out.measured_max;
+  out.extrapolated = micro_batch < out.measured_min || micro_batch > out.measured_max;
+  const double b = micro_batch;
+  auto fit = [&](const std::vector<double>& bs, const std::vector<double>& ts) {
+    const bool one = std::all_of(bs.begin(), bs.end(), [&](double x) { return x == bs.front(); });
+    return one ? proportional(bs, ts) : fit_affine(bs, ts);
   };
-  if (pts.size() == 1) return scale(pts[0], static_cast<double>(b) / pts[0].micro_batch);
-  size_t hi = 1;
-  while (hi + 1 < pts.size() && pts[hi].micro_batch < b) ++hi;
-  const ComputePoint& p0 = pts[hi - 1];
-  const ComputePoint& p1 = pts[hi];
-  const double t = static_cast<double>(b - p0.micro_batch) / (p1.micro_batch - p0.micro_batch);
-  auto lerp = [t](double a, double c) { return a + t * (c - a); };
-  ComputePoint out;
-  out.micro_batch = b;
-  out.fwd_s = std::max(1e-12, lerp(p0.fwd_s, p1.fwd_s));
-  out.bwd_s = std::max(1e-12, lerp(p0.bwd_s, p1.bwd_s));
-  out.optimizer_s = std::max(0.0, lerp(p0.optimizer_s, p1.optimizer_s));
-  if (p0.layers.size() == p1.layers.size())
-    for (size_t i = 0; i < p0.layers.size(); ++i)
-      out.layers.push_back({p0.layers[i].name, std::max(0.0, lerp(p0.layers[i].fwd_s, p1.layers[i].fwd_s)),
-                            std::max(0.0, lerp(p0.layers[i].bwd_s, p1.layers[i].bwd_s))});
+
+  std::vector<double> bs, fwd, bwd;
+  double opt_sum = 0;
+  for (const auto& p : pts) {
+    bs.push_back(p.micro_batch);
+    fwd.push_back(p.fwd_s);
+    bwd.push_back(p.bwd_s);
+    opt_sum += p.optimizer_s;
+  }
+  const Affine af = fit(bs, fwd), ab = fit(bs, bwd);
+  ComputePoint& cp = out.point;
+  cp.micro_batch = micro_batch;
+  cp.fwd_s = std::max(kMinTime, af.at(b));
+  cp.bwd_s = std::max(kMinTime, ab.at(b));
+  cp.optimizer_s = opt_sum / pts.size();
+  out.fit_max_rel_residual = std::max(max_rel_residual(af, bs, fwd), max_rel_residual(ab, bs, bwd));
+
+  // Per layer: over the points that list layers, when they all list the same names.
+  std::vector<const ComputePoint*> with;
+  for (const auto& p : pts)
+    if (!p.layers.empty()) with.push_back(&p);
+  bool same = !with.empty();
+  for (const ComputePoint* p : with) {
+    if (p->layers.size() != with.front()->layers.size()) {
+      same = false;
+      break;
+    }
+    for (size_t i = 0; i < p->layers.size(); ++i) same = same && p->layers[i].name == with.front()->layers[i].name;
+  }
+  if (same) {
+    std::vector<double> lb;
+    for (const ComputePoint* p : with) lb.push_back(p->micro_batch);
+    for (size_t i = 0; i < with.front()->layers.size(); ++i) {
+      std::vector<double> lf, lw;
+      for (const ComputePoint* p : with) {
+        lf.push_back(p->layers[i].fwd_s);
+        lw.push_back(p->layers[i].bwd_s);
+      }
+      cp.layers.push_back({with.front()->layers[i].name, std::max(kMinTime, fit(lb, lf).at(b)),
+                           std::max(kMinTime, fit(lb, lw).at(b))});
+    }
+  }
   return out;
+}
+
+ComputePoint interpolate(const DeviceCalibration& d, int micro_batch) {
+  return interpolate_with_notes(d, micro_batch).point;
+}
+
+std::string interpolation_note(const DeviceCalibration& d, int micro_batch) {
+  const Interpolated r = interpolate_with_notes(d, micro_batch);
+  const std::string head = fmt::format("compute on {} at micro-batch {}: ", d.device_type, micro_batch);
+  if (r.single_point)
+    return r.extrapolated ? head + fmt::format("one measured point (micro-batch {}): scaled proportionally", r.measured_min)
+                          : "";
+  if (!r.extrapolated) return "";
+  return head + fmt::format("extrapolated {} the measured {}..{} (affine fit)",
+                            micro_batch < r.measured_min ? "below" : "beyond", r.measured_min, r.measured_max);
 }
 
 }  // namespace vitsim
