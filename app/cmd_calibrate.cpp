@@ -41,7 +41,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
       "calibrate", "measure compute, all-reduce, copies and loading on this job's ranks: mpirun -np N vitsim calibrate ...");
   c->add_option("--scenario", a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
   c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
-  c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/1)")->required();
+  c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
   c->add_flag("--force", a->opt.force, "overwrite existing output files");
   c->add_flag("--append", a->opt.append, "merge into an existing --out, replacing the entries measured again");
   c->add_option("--emit-platform", a->opt.emit_platform, "also write a SimGrid platform file for the machines measured");

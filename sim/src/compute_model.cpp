@@ -129,6 +129,11 @@ class CalibratedModel : public ComputeModel {
     split_tokens(w_, out, in_.token_split);
     return out;
   }
+  std::vector<std::string> notes(int b) const override {
+    const std::string n = interpolation_note(d_, b);
+    if (n.empty()) return {};
+    return {n};
+  }
   // The measured optimizer phase is vitsim's own trainer's; another framework's step comes from the op
   // model on the measured device's figures (and is scaled like the layers across devices).
   double optimizer_s() const override {
