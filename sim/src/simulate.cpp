@@ -354,7 +354,7 @@ struct Model {
       }
       // Optimizer: ZeRO-1+ updates this rank's partition only, then gathers the others' (ZeRO-1/2).
       double t0 = clk.now();
-      double opt = r.optimizer_s / (zero >= 1 ? n : 1);
+      double opt = r.optimizer_s;  // the compute model's step ops already update 1/n of the parameters under ZeRO
       clk.advance(opt);
       b.optimizer += opt;
       span(r.rank, 0, "optimizer", "optimizer", t0, clk.now());
@@ -500,16 +500,12 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
                                 "micro-batch around the attention layers",
                                 m.sp, 8 * s.model.depth, units::format_bytes(m.a2a_bytes)));
   }
-  // With patch parallelism a rank computes 1/sp of every token-wise layer (the head sees only the class
-  // token and runs whole): its compute model gets the split workload.
-  Workload compute_w = m.w;
-  if (m.sp > 1)
-    for (auto& l : compute_w.layers)
-      if (l.kind != LayerKind::Head) {
-        l.fwd_flops /= m.sp;
-        l.bwd_flops /= m.sp;
-        l.fwd_act_bytes /= m.sp;
-      }
+  // The compute model per device type; with patch parallelism a rank computes 1/sp of every token-wise
+  // layer (the head sees only the class token and runs whole).
+  ComputeInputs compute_in;
+  compute_in.precision = prec;
+  compute_in.step = StepInputs{s.training.framework, prec, s.training.optimizer, s.dp_ranks(), s.parallel.zero};
+  compute_in.token_split = m.sp;
   std::map<std::string, std::unique_ptr<ComputeModel>> models;
   m.ranks.resize(n);
   MemoryBreakdown mem_max;
@@ -523,8 +519,10 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     rs.device = g.model;
     auto& cm = models[g.model];
     if (!cm) {
-      cm = make_compute_model(compute_w, prec, g, calib);
-      notes.push_back(fmt::format("compute on {}: {} model", g.model, cm->name()));
+      cm = make_compute_model(m.w, compute_in, g, calib);
+      notes.push_back(fmt::format("compute on {}: {}, {} framework step", g.model, cm->name(),
+                                  framework_name(s.training.framework)));
+      for (auto& line : cm->notes(s.training.micro_batch)) notes.push_back(std::move(line));
     }
     rs.layer_times = cm->layers(s.training.micro_batch);
     rs.optimizer_s = cm->optimizer_s();
