@@ -7,6 +7,12 @@ limit, e.g. staging through host memory when GPUs lack peer-to-peer), and the lo
 host->device copy path. Nodes meet through their NIC links in a routing="Full" zone with one
 <zoneRoute> per pair of nodes (SimGrid 3.32 does not chain zone routes through a switch zone).
 
+Transports (README "Platform files", core/transport.hpp): a backbone {"transport": "pcie_host",
+"staging_bw": ...} becomes the cluster props intranode_transport and staging_bw, with bb_bw the staging
+figure; {"transport": "pcie_p2p"} takes bb_bw from the PCIe lane; a "bw" given in the backbone wins. The
+NICs' transport and its settings (transport, mtu, nccl_socket_nthreads, ...) go in "zone_props", so one
+zone what-if changes them all; a node's "nic" may carry "props" of its own.
+
 Usage: gen_platform.py SPEC.json > platform.xml   (see platforms/specs/*.json)
 """
 import json
@@ -41,7 +47,15 @@ def main():
         pcie = g.pop("_pcie", n.get("pcie"))
         props = {k: v for k, v in g.items() if not k.startswith("_")}
         props.update(n.get("props", {}))
-        bb = n.get("backbone", spec.get("backbone"))
+        bb = dict(n.get("backbone", spec.get("backbone")))
+        transport = bb.pop("transport", None)
+        if transport:
+            props["intranode_transport"] = transport
+        if transport == "pcie_host":
+            props["staging_bw"] = bb["staging_bw"]
+            bb.setdefault("bw", bb["staging_bw"])
+        elif transport == "pcie_p2p":
+            bb.setdefault("bw", n.get("pcie_bw", pcie["bw"]))
         out.append(
             f'    <cluster id={quoteattr(n["id"])} prefix={quoteattr(n["id"] + "-gpu")} suffix="" '
             f'radical="0-{n["gpus"] - 1}" speed={quoteattr(g["gpu_flops_fp32"])} '
@@ -54,8 +68,10 @@ def main():
     for n in nodes:
         nic = n.get("nic", spec.get("nic"))
         if len(nodes) > 1:
-            out.append(f'    <link id={quoteattr(n["id"] + "-nic")} bandwidth={quoteattr(nic["bw"])} '
-                       f'latency={quoteattr(nic["lat"])} sharing_policy="SPLITDUPLEX"/>\n')
+            head = (f'    <link id={quoteattr(n["id"] + "-nic")} bandwidth={quoteattr(nic["bw"])} '
+                    f'latency={quoteattr(nic["lat"])} sharing_policy="SPLITDUPLEX"')
+            nic_props = nic.get("props", {})
+            out.append(head + (">\n" + props_xml(nic_props, "      ") + "    </link>\n" if nic_props else "/>\n"))
     for i, a in enumerate(nodes):
         for b in nodes[i + 1:]:
             out.append(f'    <zoneRoute src="{a["id"]}" dst="{b["id"]}" gw_src="{a["id"]}-router" '

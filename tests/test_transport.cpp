@@ -98,7 +98,7 @@ TEST_CASE("tcp framing: payload (MTU-52) of (MTU+38) wire bytes", "[transport][t
   CHECK(tcp_framing(9000) == Approx(8948.0 / 9038.0));
 }
 
-TEST_CASE("NCCL sockets on 10 GbE: framing-limited goodput, stack latency per end", "[transport][tcp]") {
+TEST_CASE("NCCL sockets on 10 GbE: framing-limited goodput plus stack latency per end", "[transport][tcp]") {
   // 10 GbE line rate 1.25 GB/s; one socket at the default 2 GB/s does not bind.
   const LinkEffect e = link_effect(tcp_link(1.25e9));
   CHECK(e.bandwidth == Approx(1.25e9 * 1448 / 1538).epsilon(1e-12));
@@ -119,8 +119,7 @@ TEST_CASE("threads x sockets raise a per-socket-limited link up to the framing l
   CHECK(link_effect(tcp_link(line, 4, 8, per)).bandwidth == Approx(wire));
 }
 
-TEST_CASE("ib: line rate x MTU / (MTU + 26); pcie_host: the staging figure; nvlink and pcie_p2p as written",
-          "[transport]") {
+TEST_CASE("ib is line rate x MTU / (MTU + 26) and pcie_host the staging figure whatever the lane", "[transport]") {
   LinkFacts ib;
   ib.transport = Transport::Ib;
   ib.bandwidth = 12.5e9;  // EDR, 100 Gb/s data rate
@@ -136,8 +135,6 @@ TEST_CASE("ib: line rate x MTU / (MTU + 26); pcie_host: the staging figure; nvli
   }
   host.staging_bw = 3e9;
   CHECK(link_effect(host).bandwidth == Approx(3e9));
-  host.bandwidth = 2e9;  // a slower written path still limits
-  CHECK(link_effect(host).bandwidth == Approx(2e9));
 
   for (Transport t : {Transport::NvLink, Transport::PcieP2p}) {
     LinkFacts l;
@@ -146,9 +143,15 @@ TEST_CASE("ib: line rate x MTU / (MTU + 26); pcie_host: the staging figure; nvli
     CHECK(link_effect(l).bandwidth == 25e9);
     CHECK(link_effect(l).extra_latency == 0);
   }
+  // A cluster backbone under pcie_p2p runs at the GPUs' lane rate, whatever its written figure.
+  LinkFacts bb;
+  bb.transport = Transport::PcieP2p;
+  bb.bandwidth = 4e9;
+  bb.lane_bw = 12e9;
+  CHECK(link_effect(bb).bandwidth == 12e9);
 }
 
-TEST_CASE("platform files state transports: link props, zone defaults, cluster backbones", "[transport][platform]") {
+TEST_CASE("platform files state transports on links (own or zone props) and on cluster backbones", "[transport][platform]") {
   vt::TempDir d;
   const std::string p = d.file(
       "p.xml", two_nodes("10Gbps", "1us", "<prop id=\"transport\" value=\"tcp\"/>",
@@ -176,6 +179,7 @@ TEST_CASE("platform files state transports: link props, zone defaults, cluster b
   CHECK(g.links[0].id == "n0_backbone");
   CHECK(!g.links[0].split_duplex);
   CHECK(link_effect(g.links[0]).bandwidth == Approx(4e9));
+  CHECK(g.links[0].lane_bw == Approx(12e9));
 }
 
 TEST_CASE("a 2-node ring all-reduce over tcp links matches the closed form at the effective bandwidth",
@@ -195,7 +199,7 @@ TEST_CASE("a 2-node ring all-reduce over tcp links matches the closed form at th
   const std::string r = d.file(
       "r.xml", two_nodes("10Gbps", "1us",
                          "<prop id=\"transport\" value=\"tcp\"/><prop id=\"socket_bw\" value=\"0.5GBps\"/>"
-                         "<prop id=\"nccl_socket_nthreads\" value=\"2\"/><prop id=\"stack_latency\" value=\"0us\"/>"));
+                         "<prop id=\"nccl_socket_nthreads\" value=\"2\"/><prop id=\"tcp_stack_latency\" value=\"0us\"/>"));
   CHECK(ring_allreduce(r, S) == Approx(2 * 2e-6 + S / 1e9).epsilon(1e-6));
 }
 
@@ -210,8 +214,8 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
              Catch::Matches(".*c\\.xml:[0-9]+: property intranode_transport: unknown transport 'tcp'; valid: "
                             "nvlink, pcie_host, pcie_p2p"));
   const std::string m = d.file("m.xml", two_nodes("10Gbps", "1us",
-                                                  "<prop id=\"transport\" value=\"tcp\"/><prop id=\"mtu\" value=\"9k\"/>"));
-  CHECK_THAT(error_of(m), Catch::Contains("property mtu: '9k' is not an integer in 576 .. 65535"));
+                                                  "<prop id=\"transport\" value=\"tcp\"/><prop id=\"tcp_mtu\" value=\"9k\"/>"));
+  CHECK_THAT(error_of(m), Catch::Contains("property tcp_mtu: '9k' is not an integer in 576 .. 65535"));
   const std::string s = d.file("s.xml", two_nodes("10Gbps", "1us",
                                                   "<prop id=\"transport\" value=\"tcp\"/><prop id=\"nccl_socket_nthreads\" "
                                                   "value=\"16\"/><prop id=\"nccl_nsocks_perthread\" value=\"8\"/>"));
@@ -224,7 +228,7 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
   CHECK_THAT(r.out, Catch::Contains("unknown transport 'udp'; valid: tcp, ib, nvlink, pcie_host, pcie_p2p"));
 }
 
-TEST_CASE("GPU properties of the per-op compute model: defaults, fallbacks, errors", "[platform][gpu]") {
+TEST_CASE("GPU properties of the per-op compute model: defaults and fallbacks and errors", "[platform][gpu]") {
   vt::TempDir d;
   auto one = [&](const std::string& extra, const std::string& base = "") {
     std::string x = vt::platform_xml(1, 1, "12GBps", "1us", {}, {"1Tf"});
@@ -275,4 +279,36 @@ TEST_CASE("GPU properties of the per-op compute model: defaults, fallbacks, erro
   CHECK_THAT(error_of(one("<prop id=\"gpu_sync_overhead\" value=\"20\"/>")), Catch::Contains("property gpu_sync_overhead"));
   CHECK_THAT(error_of(one("<prop id=\"device_kind\" value=\"tpu\"/>")),
              Catch::Contains("property device_kind: 'tpu' is not one of: gpu, cpu"));
+}
+
+TEST_CASE("the study platforms carry their transports: Tesla's NICs over NCCL sockets and Vector's staged GPUs",
+          "[transport][platform][study]") {
+  const PlatformFacts tesla = read_platform_facts(vt::source("platforms/tesla.xml"));
+  REQUIRE(tesla.links.size() == 5);
+  for (const auto& l : tesla.links) {
+    INFO(l.id);
+    CHECK(l.transport == Transport::Tcp);
+    const double line = l.id == "tesla3-nic" ? 0.125e9 : 1.25e9;
+    CHECK(link_effect(l).bandwidth == Approx(line * 1448 / 1538).epsilon(1e-12));
+  }
+  const PlatformFacts vector = read_platform_facts(vt::source("platforms/vector.xml"));
+  int nics = 0, backbones = 0;
+  for (const auto& l : vector.links) {
+    if (l.transport == Transport::Tcp) {
+      ++nics;
+      CHECK(link_effect(l).bandwidth == Approx(l.socket_bw * l.socket_nthreads * l.nsocks_perthread));
+    } else {
+      ++backbones;
+      CHECK(l.transport == Transport::PcieHost);
+      CHECK(link_effect(l).bandwidth == Approx(l.staging_bw));
+      CHECK(link_effect(l).bandwidth == Approx(l.bandwidth));  // the file's bb_bw is the staging figure
+    }
+  }
+  CHECK(nics == 54);
+  CHECK(backbones == 54);
+  const PlatformFacts nebula = read_platform_facts(vt::source("platforms/nebula.xml"));
+  const auto bb = std::find_if(nebula.links.begin(), nebula.links.end(), [](const LinkFacts& l) { return l.id == "dualcard_backbone"; });
+  REQUIRE(bb != nebula.links.end());
+  CHECK(bb->transport == Transport::PcieP2p);
+  CHECK(link_effect(*bb).bandwidth == Approx(bb->lane_bw));
 }

@@ -192,8 +192,10 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
   l.bandwidth = line;
   l.latency = lat;
   l.origin = where;
-  if (t == Transport::Tcp) l.mtu = r.integer("mtu", transport_defaults::tcp_mtu, 576, 65535);
-  if (t == Transport::Ib) l.mtu = r.integer("mtu", transport_defaults::ib_mtu, 256, 4096);
+  // Settings are named per transport (tcp_mtu, ib_mtu, ...), so a zone can state both and a what-if that
+  // switches the transport picks the matching ones.
+  if (t == Transport::Tcp) l.mtu = r.integer("tcp_mtu", transport_defaults::tcp_mtu, 576, 65535);
+  if (t == Transport::Ib) l.mtu = r.integer("ib_mtu", transport_defaults::ib_mtu, 256, 4096);
   l.socket_nthreads = r.integer("nccl_socket_nthreads", transport_defaults::socket_nthreads, 1, 16);
   l.nsocks_perthread = r.integer("nccl_nsocks_perthread", transport_defaults::nsocks_perthread, 1, 64);
   if (l.socket_nthreads * l.nsocks_perthread > 64)
@@ -202,7 +204,9 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
                             l.socket_nthreads, l.nsocks_perthread));
   l.socket_bw = r.quantity("socket_bw", units::Kind::Bandwidth, false, transport_defaults::socket_bw);
   l.staging_bw = r.quantity("staging_bw", units::Kind::Bandwidth, false, transport_defaults::staging_bw);
-  if (r.get("stack_latency")) l.stack_latency = r.quantity("stack_latency", units::Kind::Time, false, 0);
+  const std::string lat_key = t == Transport::Ib ? "ib_stack_latency" : "tcp_stack_latency";
+  if ((t == Transport::Tcp || t == Transport::Ib) && r.get(lat_key))
+    l.stack_latency = r.quantity(lat_key, units::Kind::Time, false, 0);
   for (const char* key : {"socket_bw", "staging_bw"})
     if (r.get(key) && !(r.quantity(key, units::Kind::Bandwidth, false) > 0))
       throw Error(r.origin(key), fmt::format("property {} must be positive", key));
@@ -306,6 +310,7 @@ struct Walker {
     facts.links.push_back(link_facts(cp, o, id, "GPU-GPU in node", tr, link_attr(el, "bb_bw", units::Kind::Bandwidth, o),
                                      el.attribute("bb_lat") ? link_attr(el, "bb_lat", units::Kind::Time, o) : 0,
                                      std::string(el.attribute("bb_sharing_policy").value()) == "SPLITDUPLEX"));
+    facts.links.back().lane_bw = link_attr(el, "bw", units::Kind::Bandwidth, o);
   }
 
   // SimGrid 3.32 crashes on a missing route in a Full zone instead of erroring: check every pair here.

@@ -51,10 +51,11 @@ LinkEffect link_effect(const LinkFacts& l) {
       e.how = "nvlink: as written";
       break;
     case Transport::PcieP2p:
-      e.how = "pcie_p2p: peer-to-peer at the written rate";
+      if (l.lane_bw > 0) e.bandwidth = l.lane_bw;
+      e.how = l.lane_bw > 0 ? "pcie_p2p: peer-to-peer at the GPUs' PCIe lane rate" : "pcie_p2p: peer-to-peer as written";
       break;
     case Transport::PcieHost:
-      e.bandwidth = std::min(l.bandwidth, l.staging_bw);
+      e.bandwidth = l.staging_bw;
       e.how = fmt::format("pcie_host: staged through host memory at {}", units::format_bandwidth(l.staging_bw));
       break;
     case Transport::Tcp: {

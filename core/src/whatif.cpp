@@ -40,7 +40,7 @@ const std::map<std::string, units::Kind>& prop_kinds() {
       {"loader_image_overhead", units::Kind::Time}, {"h2d_pageable_bw", units::Kind::Bandwidth},
       {"gpu_sync_overhead", units::Kind::Time}, {"host_op_overhead", units::Kind::Time},
       {"socket_bw", units::Kind::Bandwidth},  {"staging_bw", units::Kind::Bandwidth},
-      {"stack_latency", units::Kind::Time},
+      {"tcp_stack_latency", units::Kind::Time}, {"ib_stack_latency", units::Kind::Time},
   };
   return k;
 }

@@ -9,8 +9,8 @@
 //   cluster props to each host; vitsim also inherits zone props); a <host>'s own props win.
 // - the top zone's routing must connect every pair of nodes: with routing="Full", a <zoneRoute> per pair.
 // - transports (core/transport.hpp): a <link> with a `transport` prop (its own or an enclosing zone's: tcp, ib,
-//   nvlink, pcie_host, pcie_p2p) and its settings (mtu, nccl_socket_nthreads, nccl_nsocks_perthread, socket_bw,
-//   stack_latency, staging_bw); a cluster's `intranode_transport` prop (nvlink, pcie_host, pcie_p2p) is the
+//   nvlink, pcie_host, pcie_p2p) and its settings (tcp_mtu, nccl_socket_nthreads, nccl_nsocks_perthread,
+//   socket_bw, tcp_stack_latency, ib_mtu, ib_stack_latency, staging_bw); a cluster's `intranode_transport` prop (nvlink, pcie_host, pcie_p2p) is the
 //   transport of its backbone (the GPU-to-GPU path inside the node), with `staging_bw` for pcie_host.
 #include <map>
 #include <string>

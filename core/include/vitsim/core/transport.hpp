@@ -8,14 +8,19 @@
 //                min(line rate x (MTU - 52) / (MTU + 38),  socket_bw x nccl_socket_nthreads x nccl_nsocks_perthread)
 //              (52: IPv4 20 + TCP 20 + timestamp option 12 bytes of each packet; 38: Ethernet header 14 + FCS 4
 //              + preamble 8 + inter-frame gap 12 bytes of each frame; NCCL's bandwidth is the slowest of its
-//              sockets times their number). Each direction of the link adds stack_latency (the kernel stack
-//              and NCCL's socket proxy of one end) to every message.
+//              sockets times their number). Each direction of the link adds tcp_stack_latency (the kernel
+//              stack and NCCL's socket proxy of one end) to every message: a message between two nodes
+//              crosses the sender's NIC and the receiver's, so it pays two.
 //   ib         InfiniBand / RoCE verbs: line rate (the data rate after 64b/66b encoding, as quoted: EDR 100
-//              Gb/s) x MTU / (MTU + 26) (LRH 8 + BTH 12 + ICRC 4 + VCRC 2 bytes per packet); + stack_latency.
+//              Gb/s) x MTU / (MTU + 26) (LRH 8 + BTH 12 + ICRC 4 + VCRC 2 bytes per packet, ib_mtu);
+//              + ib_stack_latency per end.
 //   nvlink     as written (the datasheet per-direction rate).
 //   pcie_host  GPU to GPU without peer-to-peer: NCCL stages through a host-memory buffer; the rate is that
-//              of the staging, not of the PCIe generation: min(written, staging_bw).
-//   pcie_p2p   GPU to GPU peer-to-peer over PCIe: as written (the lanes' rate).
+//              of the staging, not of the PCIe generation: staging_bw.
+//   pcie_p2p   GPU to GPU peer-to-peer over PCIe: the GPUs' PCIe lane rate (a cluster's bw; for a <link>,
+//              its written bandwidth).
+// A cluster backbone with a transport thus takes its rate from the transport (nvlink: bb_bw as written);
+// scripts/gen_platform.py writes bb_bw equal to it, so a reader of the file sees the same figure.
 #include <string>
 #include <vector>
 
@@ -50,12 +55,13 @@ struct LinkFacts {
   bool split_duplex = false;  // SimGrid names the two directions id_UP and id_DOWN
   Transport transport = Transport::Wire;
   double bandwidth = 0;  // as written, bytes/s
+  double lane_bw = 0;    // a cluster backbone's GPU lane rate (the cluster's bw), bytes/s; 0 for a <link>
   double latency = 0;    // as written, s
-  int mtu = 0;           // mtu (bytes); 0 = the transport's default
+  int mtu = 0;           // tcp_mtu or ib_mtu (bytes); 0 = the transport's default
   int socket_nthreads = transport_defaults::socket_nthreads;
   int nsocks_perthread = transport_defaults::nsocks_perthread;
   double socket_bw = transport_defaults::socket_bw;
-  double stack_latency = -1;  // < 0: the transport's default
+  double stack_latency = -1;  // tcp_stack_latency or ib_stack_latency; < 0: the transport's default
   double staging_bw = transport_defaults::staging_bw;
   Origin origin;
 };
