@@ -1,6 +1,6 @@
 #pragma once
 // `vitsim calibrate`: micro-benchmarks on real nodes that become a calibration file (schema
-// vitsim.calibration/1, core/calibration.hpp) and, on request, a platform file for the machines measured.
+// vitsim.calibration/2, core/calibration.hpp) and, on request, a platform file for the machines measured.
 //
 // Measured in the manner of nccl-tests: every quantity gets warm-up runs that are thrown away, then
 // repeated timed runs; the printed table and the details file show the median and the spread. For
@@ -14,7 +14,11 @@
 // - all-reduce: time against message size with the trainer's own communicator (MPI on CPU ranks),
 //   as algbw = S / t and busbw = algbw * 2(n-1)/n, fitted to t = 2(n-1) a + 2(n-1)/n S / B;
 // - host-to-device copies (on CPU: a memcpy into a freshly allocated tensor, pinned = pageable);
-// - loader throughput of one worker for the scenario's dataset and resize.
+// - loader throughput of one worker for the scenario's dataset and resize;
+// - the op model (core/ops.hpp): every op of one layer of each kind at the calibration micro-batches and a
+//   device sweep, each timed alone with the LibTorch kernel that stands for it, all ranks at once; per
+//   device type the efficiencies per op class, host time per op, GEMM tile and k_half fitted to them
+//   (fit_op_model), stored as Calibration::op_models so one calibration carries to other ViT shapes.
 // This header has no Torch and no MPI: app/ and the tests include it.
 #include <string>
 #include <vector>
@@ -54,6 +58,44 @@ struct RingFit {
 RingFit fit_ring_allreduce(const std::vector<AllreduceSample>& samples, int ranks);
 // The fit's prediction for S bytes.
 double ring_allreduce_time(const RingFit& f, double bytes, int ranks);
+
+// ---- the op model's fit (core/ops.hpp) ----
+
+// One op of the op model and its measured time on a device (mean of the timed runs, pooled over ranks).
+struct OpSample {
+  vitsim::Op op;
+  double seconds = 0;
+};
+// The ops `vitsim calibrate` times for the fit. First the scenario's model at each micro-batch:
+// layer_ops of the patch embedding, the first attention layer, the first MLP layer and the head (the
+// blocks repeat), tagged with their micro-batch. Then a device sweep (micro_batch 0) so the fit sees
+// more shapes than one ViT has: GEMMs C[m, n] = A[m, k] B[k, n] with m in {sweep_rows, 256, 1024, 4096}
+// and n, k in {32, 64, ..., 2048} (every other (n, k) in a checkerboard, at most 2^32 FLOPs each),
+// batched matmuls [B H, T, hd] x [B H, hd, T] and [B H, T, T] x [B H, T, hd] for hd in {16, 32, 64},
+// T in {17, 65, 197}, B H in {64, 256}, and copies ("sweep.copy.<bytes>": one tensor read, one written)
+// and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB to 64 MiB per tensor, x4 apart.
+// GEMM tensors in the precision's matmul dtype (2 bytes under fp16/bf16), the copies in fp32.
+struct OpBenchmark {
+  vitsim::Op op;
+  int micro_batch = 0;  // 0: the device sweep
+};
+std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p,
+                                       int sweep_rows);
+// What the fit predicts for one op measured alone: run_ops({op}, f).end_s, i.e. host_op_s x kernels
+// + op_device_time(op, f) (+ sync_s after an op that syncs).
+double op_sample_time(const vitsim::Op& op, const DeviceFigures& f);
+// Fits a device's op-model figures to measured op times: gemm_efficiency, attn_efficiency,
+// mem_efficiency (each in (0, 1], relative to start.peak_flops and start.mem_bw, which stay), host_op_s
+// (the per-op fixed cost; kernel_s stays start.kernel_s: one op timed alone on a synchronous CPU device
+// cannot tell the two apart, so pass 0 there), gemm_k_half on a grid (0, 8, 16, ..., 1024) and the
+// square GEMM tile on a grid (8, 16, 32, 64, 128; sm_count stays start.sm_count: the rank's threads on a
+// CPU). It minimises the sum over samples of ln(predicted / measured)^2 (relative errors, so 10 us ops
+// count as much as 100 ms ones): Levenberg-Marquardt on the logarithms of the four continuous figures
+// for each grid point, the best grid point kept (the first on ties: deterministic). A class without
+// samples keeps start's efficiency; without matmul samples the tile and k_half stay start's.
+// Fills samples and the median and largest |predicted - measured| / measured. Throws Error on no sample,
+// a non-positive time, or a missing peak_flops (matmul samples) / mem_bw.
+OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start);
 
 // ---- platform file for the machines measured ----
 
@@ -101,7 +143,8 @@ struct Options {
   // gradient). Larger sizes are measured and shown, not fitted: a communicator switches protocols with
   // the size, and one alpha-beta line cannot follow every regime.
   double fit_max_bytes = 0;
-  int warmup = 3, iters = 10;           // compute and copies
+  int warmup = 3, iters = 10;           // compute and copies (and the op benchmarks: at least these)
+  bool op_model = true;                 // time the op benchmarks and fit the op model (Calibration::op_models)
   int loader_batches = 0;               // 0 = enough for ~2048 images
   std::string command;                  // for the provenance
   bool verbose = true;

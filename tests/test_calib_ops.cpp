@@ -1,0 +1,237 @@
+// vitsim calibrate's op-model fit (calibrate/src/fit.cpp): efficiencies per op class, host time per op,
+// GEMM tile and short-K half point, fitted to op times. Pure: no Torch, no MPI.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/ops.hpp"
+#include "vitsim/core/vit.hpp"
+
+using namespace vitsim;
+using namespace vitsim::calibrate;
+
+namespace {
+
+// A CPU-like device (one thread, synchronous) and a GPU-like one (many SMs, asynchronous).
+DeviceFigures cpu_truth() {
+  DeviceFigures d;
+  d.device_type = "cpu-test";
+  d.peak_flops = 2e11;
+  d.mem_bw = 6e10;
+  d.sm_count = 1;
+  d.tile_m = d.tile_n = 32;
+  d.gemm_k_half = 64;
+  d.gemm_efficiency = 0.8;
+  d.attn_efficiency = 0.45;
+  d.mem_efficiency = 0.6;
+  d.host_op_s = 6e-6;
+  d.async = false;
+  return d;
+}
+DeviceFigures gpu_truth() {
+  DeviceFigures d;
+  d.device_type = "gpu-test";
+  d.peak_flops = 1e14;
+  d.mem_bw = 2e12;
+  d.sm_count = 16;
+  d.tile_m = d.tile_n = 64;
+  d.gemm_k_half = 128;
+  d.gemm_efficiency = 0.7;
+  d.attn_efficiency = 0.35;
+  d.mem_efficiency = 0.85;
+  d.host_op_s = 4e-6;
+  d.async = true;
+  return d;
+}
+// What the fit starts from: the truth's peak, bandwidth, SMs and sync mode, nothing else.
+DeviceFigures start_from(const DeviceFigures& t) {
+  DeviceFigures s;
+  s.device_type = t.device_type;
+  s.peak_flops = t.peak_flops;
+  s.mem_bw = t.mem_bw;
+  s.sm_count = t.sm_count;
+  s.async = t.async;
+  return s;
+}
+// The calibration's ops: vit_fmnist_tiny at micro-batches 32, 64, 128 plus the device sweep.
+std::vector<Op> calibration_ops() {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  std::vector<Op> ops;
+  for (const auto& b : op_benchmarks(w, {32, 64, 128}, Precision::FP32, 64 * w.model.tokens())) ops.push_back(b.op);
+  return ops;
+}
+// Deterministic noise in [-3%, +3%]: seven levels in a fixed pattern.
+double noise(size_t i) { return 0.03 * (static_cast<double>((i * 5) % 7) - 3.0) / 3.0; }
+
+std::vector<OpSample> samples_of(const std::vector<Op>& ops, const DeviceFigures& truth, bool noisy) {
+  std::vector<OpSample> out;
+  for (size_t i = 0; i < ops.size(); ++i)
+    out.push_back({ops[i], op_sample_time(ops[i], truth) * (noisy ? 1 + noise(i) : 1.0)});
+  return out;
+}
+
+// Another shape than the calibration's: width 128, depth 4, patch 4 on 32 px images.
+Workload held_out_shape() {
+  ViTConfig c;
+  c.image_size = 32;
+  c.patch = 4;
+  c.channels = 3;
+  c.width = 128;
+  c.depth = 4;
+  c.heads = 4;
+  c.mlp_ratio = 2.0;
+  c.classes = 10;
+  return build_workload(c);
+}
+
+}  // namespace
+
+TEST_CASE("calibrate ops: the benchmark list covers the model's layers and the sweep", "[calib][ops]") {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  const auto list = op_benchmarks(w, {32, 64}, Precision::FP32, 1088);
+  std::set<std::string> layers;
+  int sweep_gemm = 0, sweep_bmm = 0, sweep_mem = 0;
+  for (const auto& b : list) {
+    if (b.micro_batch > 0) {
+      CHECK((b.micro_batch == 32 || b.micro_batch == 64));
+      layers.insert(w.layers[b.op.layer].name);
+    } else if (b.op.cls == OpClass::Gemm) {
+      ++sweep_gemm;
+      CHECK(b.op.flops <= 4294967296.0);
+    } else if (b.op.cls == OpClass::AttnMatmul) {
+      ++sweep_bmm;
+    } else {
+      ++sweep_mem;
+    }
+  }
+  CHECK(layers == std::set<std::string>{"patch_embed", "block0.attn", "block0.mlp", "head"});
+  CHECK(sweep_gemm > 60);
+  CHECK(sweep_bmm == 36);
+  CHECK(sweep_mem == 12);  // copies and adds of 64 KiB .. 64 MiB
+  // The same list every time (every rank times the same ops, in the same order).
+  const auto again = op_benchmarks(w, {32, 64}, Precision::FP32, 1088);
+  REQUIRE(again.size() == list.size());
+  for (size_t i = 0; i < list.size(); ++i) CHECK(again[i].op.name == list[i].op.name);
+}
+
+TEST_CASE("calibrate ops: a sample's prediction is run_ops of the op alone", "[calib][ops]") {
+  const DeviceFigures d = cpu_truth();
+  for (const Op& op : calibration_ops()) {
+    CHECK(op_sample_time(op, d) == Approx(op.kernels * d.host_op_s + op_device_time(op, d)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("calibrate ops: the fit recovers the figures the times were made with", "[calib][ops]") {
+  for (const DeviceFigures& truth : {cpu_truth(), gpu_truth()}) {
+    INFO(truth.device_type);
+    const std::vector<Op> ops = calibration_ops();
+    const OpModelCalibration f = fit_op_model(samples_of(ops, truth, false), start_from(truth));
+    CHECK(f.samples == static_cast<int>(ops.size()));
+    CHECK(f.figures.device_type == truth.device_type);
+    CHECK(f.figures.peak_flops == truth.peak_flops);  // the reference figures stay
+    CHECK(f.figures.mem_bw == truth.mem_bw);
+    CHECK(f.figures.sm_count == truth.sm_count);
+    CHECK(f.figures.async == truth.async);
+    CHECK(f.figures.kernel_s == 0);
+    CHECK(f.figures.tile_m == truth.tile_m);
+    CHECK(f.figures.tile_n == truth.tile_n);
+    CHECK(f.figures.gemm_k_half == truth.gemm_k_half);
+    CHECK(f.figures.gemm_efficiency == Approx(truth.gemm_efficiency).epsilon(0.01));
+    CHECK(f.figures.attn_efficiency == Approx(truth.attn_efficiency).epsilon(0.01));
+    CHECK(f.figures.mem_efficiency == Approx(truth.mem_efficiency).epsilon(0.01));
+    CHECK(f.figures.host_op_s == Approx(truth.host_op_s).epsilon(0.01));
+    CHECK(f.max_rel_residual < 1e-6);
+    CHECK(f.median_rel_residual <= f.max_rel_residual);
+  }
+}
+
+TEST_CASE("calibrate ops: with +-3% noise the fit predicts another ViT shape within the noise", "[calib][ops]") {
+  // Training samples carry a deterministic +-3% error; the held-out ops (another shape, every layer,
+  // forward and backward) are predicted from the fitted figures and compared with the noiseless truth.
+  const Workload other = held_out_shape();
+  for (const DeviceFigures& truth : {cpu_truth(), gpu_truth()}) {
+    INFO(truth.device_type);
+    const OpModelCalibration f = fit_op_model(samples_of(calibration_ops(), truth, true), start_from(truth));
+    // Residuals against the noisy samples: the noise plus what the fit moved (under half a percent).
+    CHECK(f.max_rel_residual <= 0.035);
+    CHECK(f.median_rel_residual <= 0.03);
+    CHECK(f.figures.gemm_efficiency <= 1.0);
+    CHECK(f.figures.attn_efficiency <= 1.0);
+    CHECK(f.figures.mem_efficiency <= 1.0);
+    for (int b : {16, 64, 256}) {
+      const std::vector<Op> ops = pass_ops(other, b, OpOptions{Precision::FP32});
+      double worst = 0;
+      for (const Op& op : ops) worst = std::max(worst, std::abs(op_sample_time(op, f.figures) / op_sample_time(op, truth) - 1));
+      CHECK(worst <= 0.03);
+      const double predicted = run_ops(ops, f.figures).end_s, real = run_ops(ops, truth).end_s;
+      CHECK(predicted == Approx(real).epsilon(0.03));
+    }
+  }
+}
+
+TEST_CASE("calibrate ops: the fit is deterministic", "[calib][ops]") {
+  const auto samples = samples_of(calibration_ops(), cpu_truth(), true);
+  const OpModelCalibration a = fit_op_model(samples, start_from(cpu_truth()));
+  const OpModelCalibration b = fit_op_model(samples, start_from(cpu_truth()));
+  CHECK(a.figures.gemm_efficiency == b.figures.gemm_efficiency);
+  CHECK(a.figures.attn_efficiency == b.figures.attn_efficiency);
+  CHECK(a.figures.mem_efficiency == b.figures.mem_efficiency);
+  CHECK(a.figures.host_op_s == b.figures.host_op_s);
+  CHECK(a.figures.tile_m == b.figures.tile_m);
+  CHECK(a.figures.gemm_k_half == b.figures.gemm_k_half);
+  CHECK(a.max_rel_residual == b.max_rel_residual);
+}
+
+TEST_CASE("calibrate ops: efficiencies stay within (0, 1] when the reference peak is too low", "[calib][ops]") {
+  // Times made with a peak twice the stated one: a GEMM efficiency of 1.6 would fit; it is held at 1.
+  DeviceFigures truth = cpu_truth();
+  truth.peak_flops *= 2;
+  DeviceFigures start = start_from(cpu_truth());
+  const OpModelCalibration f = fit_op_model(samples_of(calibration_ops(), truth, false), start);
+  CHECK(f.figures.gemm_efficiency <= 1.0);
+  CHECK(f.figures.gemm_efficiency > 0.9);
+  CHECK(f.figures.attn_efficiency <= 1.0);
+  CHECK(f.figures.mem_efficiency <= 1.0);
+  CHECK(f.figures.peak_flops == start.peak_flops);
+}
+
+TEST_CASE("calibrate ops: a class without samples keeps the start's figures", "[calib][ops]") {
+  // Memory ops only: the memory efficiency and host time are fitted; GEMM figures, tile and k_half stay.
+  const DeviceFigures truth = cpu_truth();
+  std::vector<Op> mem;
+  for (const Op& op : calibration_ops())
+    if (op.cls == OpClass::Memory) mem.push_back(op);
+  DeviceFigures start = start_from(truth);
+  start.gemm_efficiency = 0.5;
+  start.attn_efficiency = 0.25;
+  start.tile_m = start.tile_n = 128;
+  start.gemm_k_half = 7;
+  const OpModelCalibration f = fit_op_model(samples_of(mem, truth, false), start);
+  CHECK(f.figures.mem_efficiency == Approx(truth.mem_efficiency).epsilon(0.01));
+  CHECK(f.figures.host_op_s == Approx(truth.host_op_s).epsilon(0.01));
+  CHECK(f.figures.gemm_efficiency == 0.5);
+  CHECK(f.figures.attn_efficiency == 0.25);
+  CHECK(f.figures.tile_m == 128);
+  CHECK(f.figures.gemm_k_half == 7);
+}
+
+TEST_CASE("calibrate ops: the fit refuses what it cannot fit", "[calib][ops][negative]") {
+  const DeviceFigures truth = cpu_truth();
+  CHECK_THROWS_WITH(fit_op_model({}, start_from(truth)), "op model fit: no op sample");
+  auto samples = samples_of(calibration_ops(), truth, false);
+  auto zero = samples;
+  zero[3].seconds = 0;
+  CHECK_THROWS_WITH(fit_op_model(zero, start_from(truth)),
+                    "op model fit: op " + zero[3].op.name + " measured in 0 s; times must be positive");
+  DeviceFigures no_peak = start_from(truth);
+  no_peak.peak_flops = 0;
+  CHECK_THROWS_WITH(fit_op_model(samples, no_peak),
+                    "op model fit: device cpu-test needs a positive peak_flops for its matmul samples");
+  DeviceFigures no_bw = start_from(truth);
+  no_bw.mem_bw = 0;
+  CHECK_THROWS_WITH(fit_op_model(samples, no_bw), "op model fit: device cpu-test needs a positive mem_bw");
+}
