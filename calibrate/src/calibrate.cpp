@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "measure.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
@@ -217,6 +218,121 @@ Calibration run(const Scenario& s, const Options& o) {
     }
   }
 
+  // ---- op model: the model's ops and a device sweep, each timed alone, fitted per op class ----
+  // Every rank times the same list at once (as in the compute phase); an op's time for a device type is
+  // the median over its ranks; every rank fits (deterministic), so the calibration is the same on all.
+  std::vector<OpModelCalibration> op_models;
+  if (o.op_model) {
+    const std::vector<OpBenchmark> list =
+        op_benchmarks(workload, mbs, s.training.precision, s.training.micro_batch * s.model.tokens());
+    size_t model_ops = 0;
+    for (const auto& b : list) model_ops += b.micro_batch > 0;
+    world.barrier("calibrate op barrier");
+    const auto t0 = Clock::now();
+    const std::vector<OpTiming> timings = measure_ops(s, dev, list, o.warmup, o.iters);
+    const double took = seconds(t0, Clock::now());
+    std::vector<double> mine;
+    for (const auto& t : timings) mine.push_back(t.skipped ? 0.0 : t.seconds.mean);
+    mine.push_back(dev.threads);
+    mine.push_back(dev.sm_count);
+    const size_t K = mine.size(), L = list.size();
+    auto all = world.allgather(mine, "calibrate op gather");
+    say(fmt::format("op model: {} ops timed alone on every rank at once in {:.1f} s ({} of the model at micro-batch {}, "
+                    "{} in the device sweep), at least {} runs each after {} warm-up; per device type the median over "
+                    "its ranks, fitted by least squares on ln(predicted / measured)\n",
+                    L, took, model_ops, fmt::join(mbs, ","), L - model_ops, std::max(3, o.iters), std::max(1, o.warmup)));
+    json jops = json::object();
+    for (const auto& type : type_order) {
+      std::vector<int> members;
+      for (int r = 0; r < nranks; ++r)
+        if (devices[r] == type) members.push_back(r);
+      std::vector<double> pooled(L, 0);
+      for (size_t i = 0; i < L; ++i) {
+        std::vector<double> v;
+        for (int r : members) v.push_back(all[r * K + i]);
+        pooled[i] = *std::min_element(v.begin(), v.end()) > 0 ? median_of(v) : 0;
+      }
+      DeviceFigures start;
+      start.device_type = type;
+      const bool cpu = dev.device == "cpu";
+      const int threads = static_cast<int>(all[members.front() * K + L]);
+      const int sms = static_cast<int>(all[members.front() * K + L + 1]);
+      start.sm_count = cpu ? std::max(1, threads) : std::max(1, sms);
+      start.async = !cpu;
+      double best_gemm = 0, best_copy = 0;
+      for (size_t i = 0; i < L; ++i) {
+        if (list[i].micro_batch != 0 || !(pooled[i] > 0)) continue;
+        const Op& op = list[i].op;
+        if (op.cls == OpClass::Gemm) best_gemm = std::max(best_gemm, op.flops / pooled[i]);
+        if (op.name.rfind("sweep.copy.", 0) == 0) best_copy = std::max(best_copy, op.bytes / pooled[i]);
+      }
+      start.peak_flops = o.peak_flops > 0 ? o.peak_flops : best_gemm;
+      start.mem_bw = o.mem_bw > 0 ? o.mem_bw : best_copy;
+      std::vector<OpSample> samples;
+      for (size_t i = 0; i < L; ++i)
+        if (pooled[i] > 0) samples.push_back({list[i].op, pooled[i]});
+      OpModelCalibration oc = fit_op_model(samples, start);
+      oc.precision = s.training.precision;
+      const DeviceFigures& f = oc.figures;
+      say(fmt::format("  {}: peak {} ({}), bandwidth {} ({}), {} {}; fitted host_op_s {}, tile {}x{}, k_half {:g}\n", type,
+                      units::format_flops(f.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM",
+                      units::format_bandwidth(f.mem_bw), o.mem_bw > 0 ? "--mem-bw" : "best sweep copy", f.sm_count,
+                      cpu ? "thread(s), synchronous" : "SMs, asynchronous", units::format_time(f.host_op_s), f.tile_m,
+                      f.tile_n, f.gemm_k_half));
+      say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "class", "ops", "efficiency", "host_op_s",
+                      "k_half", "tile", "med|res|", "max|res|"));
+      json jsamples = json::array();
+      std::map<OpClass, std::vector<double>> res;
+      std::vector<double> res_all;
+      for (size_t i = 0; i < L; ++i) {
+        const Op& op = list[i].op;
+        json js = {{"name", op.name}, {"micro_batch", list[i].micro_batch}, {"class", op_class_name(op.cls)},
+                   {"pass", pass_name(op.pass)}, {"batch", op.batch}, {"m", op.m}, {"n", op.n}, {"k", op.k},
+                   {"flops", op.flops}, {"bytes", op.bytes}, {"kernels", op.kernels}, {"kernel", timings[i].how}};
+        std::vector<double> per_rank;
+        for (int r : members) per_rank.push_back(all[r * K + i]);
+        js["seconds_per_rank"] = per_rank;
+        if (pooled[i] > 0) {
+          const double pred = op_sample_time(op, f);
+          js["seconds"] = pooled[i];
+          js["predicted_s"] = pred;
+          const double r = std::abs(pred - pooled[i]) / pooled[i];
+          res[op.cls].push_back(r);
+          res_all.push_back(r);
+          if (op.flops > 0) js["flops_per_s"] = op.flops / pooled[i];
+          if (op.bytes > 0) js["bytes_per_s"] = op.bytes / pooled[i];
+        } else {
+          js["skipped"] = true;
+        }
+        if (root && members.front() == 0 && !timings[i].skipped) js["rank0"] = spread_json(timings[i].seconds);
+        jsamples.push_back(js);
+      }
+      for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory}) {
+        if (!res.count(c)) continue;
+        const Spread sp = spread_of(res[c]);
+        const double eff = c == OpClass::Gemm ? f.gemm_efficiency : c == OpClass::AttnMatmul ? f.attn_efficiency : f.mem_efficiency;
+        const bool mm = c != OpClass::Memory;
+        say(fmt::format("  {:<12} {:>5} {:>10.3f} {:>10} {:>10} {:>10} {:>9} {:>9}\n", op_class_name(c), sp.count, eff,
+                        units::format_time(f.host_op_s), mm ? fmt::format("{:g}", f.gemm_k_half) : "-",
+                        mm ? fmt::format("{}x{}", f.tile_m, f.tile_n) : "-", pct(sp.median), pct(sp.max)));
+      }
+      say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "all", oc.samples, "", "", "", "",
+                      pct(oc.median_rel_residual), pct(oc.max_rel_residual)));
+      jops[type] = {{"figures",
+                     {{"peak_flops", f.peak_flops}, {"mem_bw", f.mem_bw}, {"sm_count", f.sm_count}, {"tile_m", f.tile_m},
+                      {"tile_n", f.tile_n}, {"gemm_efficiency", f.gemm_efficiency}, {"gemm_k_half", f.gemm_k_half},
+                      {"attn_efficiency", f.attn_efficiency}, {"mem_efficiency", f.mem_efficiency},
+                      {"kernel_s", f.kernel_s}, {"host_op_s", f.host_op_s}, {"async", f.async}}},
+                    {"peak_flops_source", o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM"},
+                    {"mem_bw_source", o.mem_bw > 0 ? "--mem-bw" : "best sweep copy"},
+                    {"samples", oc.samples}, {"median_rel_residual", oc.median_rel_residual},
+                    {"max_rel_residual", oc.max_rel_residual}, {"ops", jsamples}};
+      op_models.push_back(oc);
+    }
+    details["op_model"] = {{"precision", precision_name(s.training.precision)}, {"seconds_taken_rank0", took},
+                           {"device_types", jops}};
+  }
+
   // ---- occupancy: the largest micro-batch again on rank 0 alone while the others wait ----
   // Devices that share a host's resources (CPU cores sharing memory bandwidth or a physical core, GPUs
   // sharing a PCIe switch) can run slower when all are busy; the simulator takes a device's calibrated
@@ -386,8 +502,12 @@ Calibration run(const Scenario& s, const Options& o) {
       "compute: {} warm-up + {} timed iterations per micro-batch on every rank at once, mean per rank, then the median "
       "over the ranks of a device; layers timed one by one with detached inputs (their shares split the whole-model "
       "times); all-reduce: 5 warm-up + {} timed per size after a barrier, the slowest rank's time, median; loader: one "
-      "worker, 3 timed passes after one warm-up pass",
-      o.warmup, o.iters, std::max(10, o.iters));
+      "worker, 3 timed passes after one warm-up pass{}",
+      o.warmup, o.iters, std::max(10, o.iters),
+      o.op_model ? "; op model: every op of the model's layers and a GEMM/bmm/copy sweep timed alone with LibTorch "
+                   "kernels (mean of the timed runs, median over a device's ranks), efficiencies per op class, host "
+                   "time per op, GEMM tile and k_half fitted on ln(predicted / measured)"
+                 : "");
   c.provenance["noise"] = fmt::format(
       "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",
       pct(worst_rel_iqr), pct(worst_rank_gap));
@@ -418,6 +538,14 @@ Calibration run(const Scenario& s, const Options& o) {
                                  }),
                   c.loaders.end());
   c.loaders.push_back(loader_cal);
+  for (const auto& m : op_models) {
+    c.op_models.erase(std::remove_if(c.op_models.begin(), c.op_models.end(),
+                                     [&](const OpModelCalibration& e) {
+                                       return e.figures.device_type == m.figures.device_type && e.precision == m.precision;
+                                     }),
+                      c.op_models.end());
+    c.op_models.push_back(m);
+  }
   c.h2d_pinned_bw = h2d_pinned;
   c.h2d_pageable_bw = h2d_pageable;
 

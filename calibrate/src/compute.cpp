@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -56,6 +57,14 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size) {
   torch::set_num_threads(info.threads);
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(info.threads);
+  if (name == "cuda") {
+    // The multiprocessor count (cudaDevAttrMultiProcessorCount = 16) from the CUDA runtime LibTorch loaded.
+    using AttrFn = int (*)(int*, int, int);
+    if (auto fn = reinterpret_cast<AttrFn>(dlsym(RTLD_DEFAULT, "cudaDeviceGetAttribute"))) {
+      int v = 0;
+      if (fn(&v, 16, local_rank % static_cast<int>(torch::cuda::device_count())) == 0 && v > 0) info.sm_count = v;
+    }
+  }
   return info;
 }
 
@@ -166,6 +175,432 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int mic
       flat_grad.zero_();
     }
     for (size_t k = 0; k < n; ++k) out.layers.push_back({segs[k].name, spread_of(f[k]), spread_of(b[k])});
+  }
+  return out;
+}
+
+// ---- op benchmarks: one LibTorch kernel per op of the op model ----
+namespace {
+
+using Kernel = std::function<void()>;
+
+// The model's sizes at one micro-batch.
+struct Dims {
+  int64_t b = 0, T = 0, N = 0, d = 0, h = 0, H = 0, hd = 0, P = 0, C = 0, R = 0;
+};
+Dims dims_of(const ViTConfig& m, int b) {
+  Dims d;
+  d.b = b;
+  d.T = m.tokens();
+  d.N = d.T - 1;
+  d.d = m.width;
+  d.h = m.mlp_hidden();
+  d.H = m.heads;
+  d.hd = m.width / m.heads;
+  d.P = static_cast<int64_t>(m.patch) * m.patch * m.channels;
+  d.C = m.classes;
+  d.R = d.b * d.T;
+  return d;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
+
+class KernelMaker {
+ public:
+  KernelMaker(const Scenario& s, const torch::Device& dev)
+      : m_(s.model), dev_(dev), half_(s.training.precision != Precision::FP32) {
+    act_ = !half_ ? at::kFloat : s.training.precision == Precision::FP16 ? at::kHalf : at::kBFloat16;
+  }
+
+  // The kernel standing for one op, its inputs made here (not timed); `how` names it.
+  Kernel make(const OpBenchmark& ob, std::string& how) {
+    const Op& op = ob.op;
+    if (ob.micro_batch == 0) return sweep(op, how);
+    const Dims D = dims_of(m_, ob.micro_batch);
+    // The op's name without its layer's ("block0.attn.qkv.wgrad" -> "qkv.wgrad").
+    std::string rel = op.name;
+    for (const char* prefix : {"patch_embed.", "head."})
+      if (starts_with(rel, prefix)) rel = rel.substr(std::string(prefix).size());
+    if (starts_with(rel, "block")) {
+      const auto a = rel.find('.'), b = rel.find('.', a + 1);
+      rel = b == std::string::npos ? rel : rel.substr(b + 1);
+    }
+    if (op.cls != OpClass::Memory) return matmul(op, rel, how);
+    return memory(op, rel, D, how);
+  }
+
+ private:
+  const ViTConfig& m_;
+  torch::Device dev_;
+  bool half_;
+  at::ScalarType act_ = at::kFloat;
+
+  torch::Tensor rnd(at::IntArrayRef shape, at::ScalarType t) {
+    return torch::randn(shape, torch::TensorOptions().dtype(at::kFloat).device(dev_)).to(t);
+  }
+  torch::Tensor empty(at::IntArrayRef shape, at::ScalarType t) {
+    return torch::empty(shape, torch::TensorOptions().dtype(t).device(dev_));
+  }
+
+  // Sweep ops write into preallocated outputs: the device's throughput, no allocator in the way.
+  Kernel sweep(const Op& op, std::string& how) {
+    const at::ScalarType e = op.cls == OpClass::Memory ? at::kFloat : act_;
+    const int64_t m = static_cast<int64_t>(op.m), n = static_cast<int64_t>(op.n), k = static_cast<int64_t>(op.k);
+    if (op.cls == OpClass::Gemm) {
+      how = "mm_out";
+      auto a = rnd({m, k}, e), b = rnd({k, n}, e), c = empty({m, n}, e);
+      return [a, b, c]() mutable { at::mm_out(c, a, b); };
+    }
+    if (op.cls == OpClass::AttnMatmul) {
+      // In the layouts multi-head attention gives them: the [B H, T, hd] operand a transposed view of a
+      // contiguous [T, B H, hd] (bmm_qk: Q K^T, bmm_av: P V), the scores contiguous.
+      const int64_t bt = static_cast<int64_t>(op.batch);
+      auto c = empty({bt, m, n}, e);
+      if (starts_with(op.name, "sweep.bmm_qk.")) {
+        how = "bmm_out(Q, K^T) strided";
+        auto q = rnd({m, bt, k}, e).transpose(0, 1), kt = rnd({n, bt, k}, e).transpose(0, 1).transpose(1, 2);
+        return [q, kt, c]() mutable { at::bmm_out(c, q, kt); };
+      }
+      how = "bmm_out(P, V) strided";
+      auto p = rnd({bt, m, k}, e), v = rnd({k, bt, n}, e).transpose(0, 1);
+      return [p, v, c]() mutable { at::bmm_out(c, p, v); };
+    }
+    const bool add = starts_with(op.name, "sweep.add.");
+    const int64_t elems = static_cast<int64_t>(op.bytes / (add ? 3 : 2) / 4);
+    auto x = rnd({elems}, at::kFloat), y = rnd({elems}, at::kFloat), z = empty({elems}, at::kFloat);
+    if (add) {
+      how = "add_out";
+      return [x, y, z]() mutable { at::add_out(z, x, y); };
+    }
+    how = "copy_";
+    return [x, z]() mutable { z.copy_(x); };
+  }
+
+  // GEMMs as the trainer's linear layers run them; attention matmuls as bmm.
+  Kernel matmul(const Op& op, const std::string& rel, std::string& how) {
+    const int64_t m = static_cast<int64_t>(op.m), n = static_cast<int64_t>(op.n), k = static_cast<int64_t>(op.k);
+    if (op.cls == OpClass::AttnMatmul) {
+      if (starts_with(rel, "sdpa")) return nullptr;  // fused attention: no stand-in on this LibTorch
+      // bmm in the layouts of multi-head attention (real/src/model.cpp, torch 1.13's
+      // multi_head_attention_forward) and of its autograd backward: q, k, v and the output's gradient
+      // are transposed views [B H, T, hd] of contiguous [T, B H, hd] tensors; scores and probabilities
+      // [B H, T, T] are contiguous.
+      const int64_t bt = static_cast<int64_t>(op.batch);
+      auto heads = [&](int64_t t, int64_t hd) { return rnd({t, bt, hd}, act_).transpose(0, 1); };  // [BH, t, hd]
+      auto square = [&](int64_t t) { return rnd({bt, t, t}, act_); };
+      if (rel == "qk") {  // S = Q K^T: m = n = T, k = hd
+        how = "bmm(Q, K^T)";
+        auto q = heads(m, k), kk = heads(n, k);
+        return [q, kk] { (void)at::bmm(q, kk.transpose(1, 2)); };
+      }
+      if (rel == "av") {  // O = P V: m = T, n = hd, k = T
+        how = "bmm(P, V)";
+        auto p = square(m), v = heads(k, n);
+        return [p, v] { (void)at::bmm(p, v); };
+      }
+      if (rel == "qk.dq") {  // dQ = dS K
+        how = "bmm(dS, K)";
+        auto ds = square(m), kk = heads(k, n);
+        return [ds, kk] { (void)at::bmm(ds, kk); };
+      }
+      if (rel == "qk.dk") {  // dK^T = Q^T dS ([B H, hd, T], as autograd computes the second operand's gradient)
+        how = "bmm(Q^T, dS)";
+        auto q = heads(k, n), ds = square(k);
+        return [q, ds] { (void)at::bmm(q.transpose(1, 2), ds); };
+      }
+      if (rel == "av.dprobs") {  // dP = dO V^T
+        how = "bmm(dO, V^T)";
+        auto dout = heads(m, k), v = heads(n, k);
+        return [dout, v] { (void)at::bmm(dout, v.transpose(1, 2)); };
+      }
+      if (rel == "av.dv") {  // dV = P^T dO
+        how = "bmm(P^T, dO)";
+        auto p = square(m), dout = heads(k, n);
+        return [p, dout] { (void)at::bmm(p.transpose(1, 2), dout); };
+      }
+      how = "bmm";
+      auto a = rnd({bt, m, k}, act_), b = rnd({bt, k, n}, act_);
+      return [a, b] { (void)at::bmm(a, b); };
+    }
+    if (ends_with(rel, ".wgrad")) {  // dW[out, in] = dY^T X: dY [rows, out] read transposed
+      how = "mm(dY^T, X)";
+      auto dy = rnd({k, m}, act_), x = rnd({k, n}, act_);
+      return [dy, x] { (void)at::mm(dy.t(), x); };
+    }
+    if (ends_with(rel, ".dgrad") || op.kernels == 1) {  // dX[rows, in] = dY[rows, out] W[out, in]
+      how = "mm";
+      auto a = rnd({m, k}, act_), b = rnd({k, n}, act_);
+      return [a, b] { (void)at::mm(a, b); };
+    }
+    // y[rows, out] = x[rows, in] W[out, in]^T + bias. As torch 1.13's linear runs it: on the blocks' 3-D
+    // [T, b, in] input, matmul's mm then an in-place bias add; on a 2-D input (the head) and as the stand-in
+    // for the patch embedding's convolution, addmm (the bias broadcast into the output, then the GEMM).
+    auto bias = rnd({n}, act_), x = rnd({m, k}, act_), w = rnd({n, k}, act_);
+    if (starts_with(op.name, "block")) {
+      how = "mm + add_(bias)";
+      return [bias, x, w] { at::mm(x, w.t()).add_(bias); };
+    }
+    how = "addmm";
+    return [bias, x, w] { (void)at::addmm(bias, x, w.t()); };
+  }
+
+  // The (in, out) features of a linear layer's name.
+  std::pair<int64_t, int64_t> linear_shape(const std::string& lin, const Dims& D) {
+    if (lin == "qkv") return {D.d, 3 * D.d};
+    if (lin == "out_proj") return {D.d, D.d};
+    if (lin == "fc1") return {D.d, D.h};
+    if (lin == "fc2") return {D.h, D.d};
+    if (lin == "fc") return {D.d, D.C};
+    if (lin == "conv") return {D.P, D.d};
+    return {0, 0};
+  }
+  int64_t linear_rows(const std::string& lin, const Dims& D) {
+    return lin == "conv" ? D.b * D.N : lin == "fc" ? D.b : D.R;
+  }
+
+  Kernel memory(const Op& op, const std::string& rel, const Dims& D, std::string& how) {
+    const std::string first = rel.substr(0, rel.find('.'));
+    const bool is_ln = first == "ln" || first == "ln1" || first == "ln2";
+    const at::ScalarType f32 = at::kFloat;
+    // LayerNorm over the width, rows from the op's bytes (rows (d (4 + 4) + 2 x 4) forward).
+    if (is_ln && rel == first) {
+      how = "native_layer_norm";
+      const int64_t rows = static_cast<int64_t>(std::llround(op.bytes / (8.0 * D.d + 8)));
+      auto x = rnd({rows, D.d}, f32), w = rnd({D.d}, f32), b = rnd({D.d}, f32);
+      const int64_t d = D.d;
+      return [x, w, b, d] { (void)at::native_layer_norm(x, {d}, w, b, 1e-6); };
+    }
+    if (is_ln && rel == first + ".bwd") {
+      how = "native_layer_norm_backward";
+      const int64_t rows = static_cast<int64_t>(std::llround(op.bytes / (20.0 * D.d + 8)));
+      auto x = rnd({rows, D.d}, f32), w = rnd({D.d}, f32), b = rnd({D.d}, f32), dy = rnd({rows, D.d}, f32);
+      auto fwd = at::native_layer_norm(x, {D.d}, w, b, 1e-6);
+      auto mean = std::get<1>(fwd), rstd = std::get<2>(fwd);
+      const int64_t d = D.d;
+      return [x, w, b, dy, mean, rstd, d] {
+        (void)at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, b, {true, true, true});
+      };
+    }
+    // Gradient accumulation into the fp32 .grad (in place), after a cast of a half gradient.
+    if (ends_with(rel, ".grad_acc")) {
+      std::vector<int64_t> sizes;
+      if (is_ln) {
+        sizes = {D.d, D.d};
+      } else {
+        auto [in, out] = linear_shape(first, D);
+        if (in > 0) sizes = {in * out, out};
+      }
+      if (!sizes.empty()) {
+        std::vector<torch::Tensor> grads, news;
+        const bool cast = half_ && !is_ln;
+        for (int64_t n : sizes) {
+          grads.push_back(rnd({n}, f32));
+          news.push_back(rnd({n}, cast ? act_ : f32));
+        }
+        how = cast ? "to(float) + add_" : "add_";
+        return [grads, news, cast]() mutable {
+          for (size_t i = 0; i < grads.size(); ++i) grads[i].add_(cast ? news[i].to(at::kFloat) : news[i]);
+        };
+      }
+    }
+    if (ends_with(rel, ".bias_grad")) {
+      auto [in, out] = linear_shape(first, D);
+      if (in > 0) {
+        how = "sum(0)";
+        auto g = rnd({linear_rows(first, D), out}, act_);
+        return [g] { (void)g.sum(0); };
+      }
+    }
+    if (ends_with(rel, ".cast_w")) {
+      auto [in, out] = linear_shape(first, D);
+      if (in > 0) {
+        how = "to(half) x2";
+        auto w = rnd({out, in}, f32), b = rnd({out}, f32);
+        const auto t = act_;
+        return [w, b, t] {
+          (void)w.to(t);
+          (void)b.to(t);
+        };
+      }
+    }
+    // Casts of activations and their gradients (6 bytes an element): fp32 -> half, or half -> fp32.
+    if (ends_with(rel, "cast") || ends_with(rel, "cast_bwd") || rel == "cast_image") {
+      const bool from_half = ends_with(rel, "scores.cast") || ends_with(rel, "probs.cast_bwd") ||
+                             (ends_with(rel, ".cast_bwd") && !ends_with(rel, "scores.cast_bwd"));
+      const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / 6));
+      auto x = rnd({elems}, from_half ? act_ : f32);
+      const auto t = from_half ? f32 : act_;
+      how = from_half ? "to(float)" : "to(half)";
+      return [x, t] { (void)x.to(t); };
+    }
+    const double a = half_ ? 2 : 4;
+    if (rel == "cat_class_token") {  // cat(class token expanded, conv output [b, d, N] permuted to [N, b, d])
+      how = "cat";
+      auto cls = rnd({1, 1, D.d}, act_), x = rnd({D.b, D.d, D.N}, act_);
+      const int64_t b = D.b, d = D.d;
+      return [cls, x, b, d] { (void)torch::cat({cls.expand({1, b, d}), x.permute({2, 0, 1})}, 0); };
+    }
+    if (rel == "pos_add") {  // [T, b, d] + [T, 1, d] (fp32 parameter)
+      how = "add (broadcast)";
+      auto x = rnd({D.T, D.b, D.d}, act_), pos = rnd({D.T, 1, D.d}, f32);
+      return [x, pos] { (void)at::add(x, pos); };
+    }
+    if (rel == "cat_bwd") {  // the patches' gradient slice [N, b, d] back to the convolution's [b, d, N]
+      how = "copy (permuted)";
+      auto g = rnd({D.T, D.b, D.d}, f32);
+      const int64_t N = D.N;
+      const auto t = act_;
+      return [g, N, t] { (void)g.narrow(0, 1, N).permute({1, 2, 0}).to(t).contiguous(); };
+    }
+    if (rel == "pos_grad") {  // sum over the batch, accumulation into the position and class-token grads
+      how = "sum(1) + add_ x2";
+      auto g = rnd({D.T, D.b, D.d}, f32), pos = rnd({D.T, 1, D.d}, f32), cls = rnd({1, 1, D.d}, f32),
+           cls_new = rnd({1, 1, D.d}, f32);
+      return [g, pos, cls, cls_new]() mutable {
+        pos.add_(g.sum(1, true));
+        cls.add_(cls_new);
+      };
+    }
+    if (ends_with(rel, "dropout") || ends_with(rel, "dropout_bwd")) {
+      const double e = starts_with(rel, "embed") || starts_with(rel, "attn.") ? 4 : a;
+      const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / (2 * e + 1)));
+      const double p = m_.dropout;
+      auto x = rnd({elems}, e == 4 ? f32 : act_);
+      if (ends_with(rel, "dropout")) {
+        how = "native_dropout";
+        return [x, p] { (void)at::native_dropout(x, p, true); };
+      }
+      how = "native_dropout_backward";
+      auto mask = std::get<1>(at::native_dropout(x, p, true));
+      return [x, mask, p] { (void)at::native_dropout_backward(x, mask, 1.0 / (1.0 - p)); };
+    }
+    if (rel == "qkv_split") {  // q, k, v: three [T, b, d] slices of the [T, b, 3d] projection made contiguous
+      how = "contiguous x3";
+      auto qkv = rnd({D.T, D.b, 3 * D.d}, act_);
+      const int64_t d = D.d;
+      return [qkv, d] {
+        for (int i = 0; i < 3; ++i) (void)qkv.narrow(2, i * d, d).contiguous();
+      };
+    }
+    if (rel == "qkv_split_bwd") {  // chunk's backward (SplitBackward): the three gradients concatenated
+      how = "cat (SplitBackward)";
+      auto g0 = rnd({D.T, D.b, D.d}, act_), g1 = rnd({D.T, D.b, D.d}, act_), g2 = rnd({D.T, D.b, D.d}, act_);
+      return [g0, g1, g2] { (void)torch::cat({g0, g1, g2}, -1); };
+    }
+    if (rel == "q_scale" || rel == "q_scale_bwd") {  // q [B H, T, hd] (a transposed view) / sqrt(hd)
+      how = "div";
+      auto q = rnd({D.T, D.b * D.H, D.hd}, act_).transpose(0, 1);
+      const double sc = std::sqrt(static_cast<double>(D.hd));
+      return [q, sc] { (void)at::div(q, sc); };
+    }
+    if (rel == "softmax") {
+      how = "_softmax";
+      auto x = rnd({D.b * D.H, D.T, D.T}, f32);
+      return [x] { (void)at::_softmax(x, -1, false); };
+    }
+    if (rel == "softmax_bwd") {
+      how = "_softmax_backward_data";
+      auto y = at::_softmax(rnd({D.b * D.H, D.T, D.T}, f32), -1, false), g = rnd({D.b * D.H, D.T, D.T}, f32);
+      return [y, g] { (void)at::_softmax_backward_data(g, y, -1, at::kFloat); };
+    }
+    if (rel == "out_layout" || rel == "out_layout_bwd") {  // [B H, T, hd] -> [T, B H, hd] contiguous
+      how = "transpose.contiguous";
+      auto o = rnd({D.b * D.H, D.T, D.hd}, act_);
+      return [o] { (void)o.transpose(0, 1).contiguous(); };
+    }
+    if (ends_with(rel, ".residual")) {  // fp32 stream + branch output
+      how = "add";
+      auto x = rnd({D.R, D.d}, f32), y = rnd({D.R, D.d}, act_);
+      return [x, y] { (void)at::add(x, y); };
+    }
+    if (ends_with(rel, ".residual_bwd")) {  // the two gradient paths meeting, fp32
+      how = "add";
+      auto x = rnd({D.R, D.d}, f32), y = rnd({D.R, D.d}, f32);
+      return [x, y] { (void)at::add(x, y); };
+    }
+    if (rel == "gelu") {
+      how = "gelu";
+      auto x = rnd({D.R, D.h}, act_);
+      return [x] { (void)at::gelu(x); };
+    }
+    if (rel == "gelu_bwd") {
+      how = "gelu_backward";
+      auto x = rnd({D.R, D.h}, act_), g = rnd({D.R, D.h}, act_);
+      return [x, g] { (void)at::gelu_backward(g, x); };
+    }
+    if (rel == "loss") {  // log_softmax (fp32) + nll_loss
+      how = "cross_entropy_loss";
+      auto logits = rnd({D.b, D.C}, act_);
+      auto y = torch::randint(0, D.C, {D.b}, torch::TensorOptions().dtype(at::kLong).device(dev_));
+      return [logits, y] { (void)at::cross_entropy_loss(logits.to(at::kFloat), y); };
+    }
+    if (rel == "loss_bwd") {  // nll_loss_backward + _log_softmax_backward_data
+      how = "nll_loss_backward + _log_softmax_backward_data";
+      auto logp = at::log_softmax(rnd({D.b, D.C}, f32), 1);
+      auto y = torch::randint(0, D.C, {D.b}, torch::TensorOptions().dtype(at::kLong).device(dev_));
+      auto go = torch::ones({}, torch::TensorOptions().dtype(f32).device(dev_));
+      auto total = torch::tensor(static_cast<float>(D.b), torch::TensorOptions().dtype(f32).device(dev_));
+      return [logp, y, go, total] {
+        auto g = at::nll_loss_backward(go, logp, y, {}, at::Reduction::Mean, -100, total);
+        (void)at::_log_softmax_backward_data(g, logp, 1, at::kFloat);
+      };
+    }
+    if (rel == "select_bwd") {  // the class token's gradient into zeros of every token
+      how = "zeros + copy_";
+      auto g = rnd({D.b, D.d}, f32);
+      const int64_t T = D.T, b = D.b, d = D.d;
+      const auto dev = dev_;
+      return [g, T, b, d, dev] {
+        auto z = torch::zeros({T, b, d}, torch::TensorOptions().dtype(at::kFloat).device(dev));
+        z.select(0, 0).copy_(g);
+      };
+    }
+    // Anything else: a copy of as many fp32 elements as its bytes move (read + write).
+    how = "copy (generic)";
+    auto x = rnd({std::max<int64_t>(1, static_cast<int64_t>(op.bytes / 8))}, f32);
+    return [x] { (void)x.clone(); };
+  }
+};
+
+}  // namespace
+
+std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& info, const std::vector<OpBenchmark>& list,
+                                  int warmup, int iters) {
+  const torch::Device dev = device_of(info);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(s.training.seed);
+  KernelMaker maker(s, dev);
+  std::vector<OpTiming> out;
+  out.reserve(list.size());
+  constexpr double kTarget = 0.02, kCap = 0.25;  // seconds of timed runs per op: aimed at, at most
+  for (const OpBenchmark& ob : list) {
+    OpTiming t;
+    Kernel k = maker.make(ob, t.how);
+    if (!k) {
+      t.skipped = true;
+      t.how = "none";
+      out.push_back(t);
+      continue;
+    }
+    auto timed = [&] {
+      auto a = mark(dev);
+      k();
+      auto b = mark(dev);
+      return seconds(a, b);
+    };
+    double first = timed();  // also the first warm-up run
+    for (int i = 1; i < warmup; ++i) first = std::min(first, timed());
+    first = std::max(first, 1e-7);
+    int runs = std::max(iters, static_cast<int>(std::min(10.0 * iters, kTarget / first)));
+    runs = std::max(3, std::min(runs, static_cast<int>(kCap / first)));
+    std::vector<double> v;
+    v.reserve(runs);
+    for (int i = 0; i < runs; ++i) v.push_back(timed());
+    t.seconds = spread_of(v);
+    out.push_back(t);
   }
   return out;
 }

@@ -26,6 +26,16 @@ struct DeviceInfo {
   std::string name;         // CUDA device name, or "cpu"
   int threads = 0;          // intra-op threads
   double mem_bytes = 0;     // device memory (CUDA), else 0
+  int sm_count = 0;         // CUDA multiprocessors (cudaDeviceGetAttribute when the runtime is loaded), else 0
+};
+// One op benchmark timed: the mean (kept, as the compute phase keeps means) and the spread of its
+// timed runs. `how` says which LibTorch kernel stood for it ("addmm", "bmm", "native_layer_norm", ...;
+// "copy (generic)" for an op name without its own kernel here); `skipped` when none can (a fused
+// attention op on a LibTorch without scaled_dot_product_attention).
+struct OpTiming {
+  Spread seconds;
+  std::string how;
+  bool skipped = false;
 };
 
 // Opens the scenario's device (run.device), sets the intra-op threads (run.threads, else cores / local
@@ -34,6 +44,14 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size);
 // `ranks` is the world size: the optimizer phase divides the gradients by it, as the trainer does.
 ComputeSample measure_compute(const Scenario& s, const DeviceInfo& device, int micro_batch, int warmup, int iters,
                               int ranks);
+// Times every op of `list` (calibrate.hpp op_benchmarks) alone with real LibTorch kernels on the device,
+// with the threads open_device set: per op `warmup` runs thrown away, then timed runs (at least `iters`,
+// more for ops under 1 ms so each gets ~20 ms of runs, fewer for slow ones so each takes at most ~0.25 s,
+// never under 3), each run between two clock reads (on CUDA the device synchronised at both). Model ops
+// allocate their outputs as the trainer's ops do; sweep ops write into preallocated outputs (the
+// device's own throughput). Same order as `list`.
+std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& device, const std::vector<OpBenchmark>& list,
+                                  int warmup, int iters);
 CopySample measure_copy(const DeviceInfo& device, double bytes, int warmup, int iters);
 std::string torch_version();
 
