@@ -134,7 +134,7 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int mic
       auto* blk = (*model->blocks)[i]->as<real::EncoderBlockImpl>();
       segs.push_back({fmt::format("block{}.attn", i), [blk](const torch::Tensor& h) {
                         auto z = blk->ln1(h);
-                        z = std::get<0>(blk->attn->forward(z, z, z, torch::Tensor(), false));
+                        z = blk->self_attention(z);  // the trainer's attention (real/src/model.cpp)
                         return h + blk->drop(z);
                       }});
       segs.push_back({fmt::format("block{}.mlp", i), [blk](const torch::Tensor& h) {
