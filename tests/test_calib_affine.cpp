@@ -53,6 +53,8 @@ std::string op_model_json(const std::string& override_key = "", const std::strin
                              {"gemm_k_half", "96"},
                              {"attn_efficiency", "0.4"},
                              {"mem_efficiency", "0.8"},
+                             {"norm_efficiency", "0.6"},
+                             {"matrix_s", "0"},
                              {"kernel_s", "3e-06"},
                              {"host_op_s", "8e-06"},
                              {"sync_s", "2e-05"},
@@ -257,6 +259,8 @@ TEST_CASE("calibration: op models round-trip through the file", "[calib][ops]") 
   o.figures.gemm_k_half = 64;
   o.figures.attn_efficiency = 0.35;
   o.figures.mem_efficiency = 0.85;
+  o.figures.norm_efficiency = 0.5;
+  o.figures.matrix_s = 1e-6;
   o.figures.kernel_s = 2.5e-6;
   o.figures.host_op_s = 7e-6;
   o.figures.sync_s = 1.5e-5;

@@ -186,7 +186,7 @@ TEST_CASE("calibrate ops: the fit is deterministic", "[calib][ops]") {
   CHECK(a.max_rel_residual == b.max_rel_residual);
 }
 
-TEST_CASE("calibrate ops: efficiencies stay within (0, 1] when the reference peak is too low", "[calib][ops]") {
+TEST_CASE("calibrate ops: efficiencies stay at most 1 and positive when the reference peak is too low", "[calib][ops]") {
   // Times made with a peak twice the stated one: a GEMM efficiency of 1.6 would fit; it is held at 1.
   DeviceFigures truth = cpu_truth();
   truth.peak_flops *= 2;

@@ -43,7 +43,7 @@ TEST_CASE("ops: matmul FLOPs add up to the per-layer totals (which match the pub
           double fwd = 0, bwd = 0;
           for (const Op& op : layer_ops(w, l, b, OpOptions{p})) {
             CHECK(op.layer == l);
-            if (op.cls == OpClass::Memory) CHECK(op.flops == 0);
+            if (!is_matmul(op)) CHECK(op.flops == 0);
             (op.pass == Pass::Fwd ? fwd : bwd) += op.flops;
           }
           CHECK(fwd == Approx(b * w.layers[l].fwd_flops).epsilon(1e-12));
@@ -60,7 +60,7 @@ TEST_CASE("ops: the math attention path moves the B x H x S x S scores, the fuse
     const Workload w = build_workload(cfg);
     double bytes = 0;
     for (const Op& op : layer_ops(w, 1, b, OpOptions{Precision::FP32}))
-      if (op.cls == OpClass::Memory) bytes += op.bytes;
+      if (!is_matmul(op)) bytes += op.bytes;
     return bytes;
   };
   // fp32 math path: softmax reads and writes the scores (8 B each), its backward reads two and writes one

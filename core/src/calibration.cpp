@@ -214,6 +214,8 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     f.gemm_k_half = non_negative("gemm_k_half", need<double>(o, "gemm_k_half", where));
     f.attn_efficiency = fraction("attn_efficiency");
     f.mem_efficiency = fraction("mem_efficiency");
+    f.norm_efficiency = fraction("norm_efficiency");
+    f.matrix_s = non_negative("matrix_s", need<double>(o, "matrix_s", where));
     f.kernel_s = non_negative("kernel_s", need<double>(o, "kernel_s", where));
     f.host_op_s = non_negative("host_op_s", need<double>(o, "host_op_s", where));
     f.sync_s = non_negative("sync_s", need<double>(o, "sync_s", where));
@@ -286,6 +288,8 @@ std::string calibration_to_json(const Calibration& c) {
                               {"gemm_k_half", f.gemm_k_half},
                               {"attn_efficiency", f.attn_efficiency},
                               {"mem_efficiency", f.mem_efficiency},
+                              {"norm_efficiency", f.norm_efficiency > 0 ? f.norm_efficiency : f.mem_efficiency},
+                              {"matrix_s", f.matrix_s},
                               {"kernel_s", f.kernel_s},
                               {"host_op_s", f.host_op_s},
                               {"sync_s", f.sync_s},

@@ -14,14 +14,15 @@ const char* op_class_name(OpClass c) {
     case OpClass::Gemm: return "gemm";
     case OpClass::AttnMatmul: return "attn_matmul";
     case OpClass::Memory: return "memory";
+    case OpClass::Norm: return "norm";
   }
   return "?";
 }
 
 OpClass parse_op_class(const std::string& name) {
-  for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory})
+  for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory, OpClass::Norm})
     if (name == op_class_name(c)) return c;
-  throw Error(fmt::format("unknown op class '{}'; valid: gemm, attn_matmul, memory", name));
+  throw Error(fmt::format("unknown op class '{}'; valid: gemm, attn_matmul, memory, norm", name));
 }
 
 const char* pass_name(Pass p) {
@@ -51,6 +52,8 @@ class LayerBuilder {
   LayerBuilder(const Workload& w, int layer, int b, const OpOptions& o)
       : w_(w), l_(layer), b_(b), half_(o.precision != Precision::FP32), fused_(w.model.attention == AttentionPath::Fused) {
     a_ = half_ ? 2 : 4;
+    cast_ = half_ && o.autocast;
+    f_ = half_ && !o.autocast ? 2 : 4;
   }
 
   std::vector<Op> build() {
@@ -72,17 +75,19 @@ class LayerBuilder {
   const Workload& w_;
   int l_, b_;
   bool half_, fused_;
-  double a_ = 4;
+  bool cast_ = false;  // autocast: casts to half before GEMMs and back in backward
+  double a_ = 4;       // bytes of what GEMMs read and write
+  double f_ = 4;       // bytes of LayerNorm in/out, softmax, the residual stream, parameters and their gradients
   std::vector<Op> fwd_, bwd_;
 
   std::string nm(const std::string& s) const { return w_.layers[l_].name + "." + s; }
 
-  void mem(Pass p, const std::string& name, double bytes, int kernels = 1) {
+  void mem(Pass p, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory) {
     Op op;
     op.name = nm(name);
     op.layer = l_;
     op.pass = p;
-    op.cls = OpClass::Memory;
+    op.cls = cls;
     op.bytes = bytes;
     op.kernels = kernels;
     (p == Pass::Fwd ? fwd_ : bwd_).push_back(op);
@@ -108,24 +113,29 @@ class LayerBuilder {
   // cast (forward) and gradient cast + accumulation into the fp32 .grad (backward).
   void linear(const std::string& name, double rows, double in, double out, bool input_needs_grad = true) {
     const double params = in * out + out;
-    if (half_) mem(Pass::Fwd, name + ".cast_w", params * (4 + 2), 2);  // fp32 weight, bias -> half (cached per forward)
+    if (cast_) mem(Pass::Fwd, name + ".cast_w", params * (4 + 2), 2);  // fp32 weight, bias -> half (cached per forward)
     matmul(Pass::Fwd, OpClass::Gemm, name, 1, rows, out, in, true);
     // Backward (built in forward order, issued reversed): accumulation last, data gradient first.
-    mem(Pass::Bwd, name + ".grad_acc", params * ((half_ ? 2 + 4 : 0) + 4 + 4 + 4), half_ ? 4 : 2);
+    grad_acc(name, params);
     mem(Pass::Bwd, name + ".bias_grad", rows * out * a_ + out * a_);                 // sum over rows
     matmul(Pass::Bwd, OpClass::Gemm, name + ".wgrad", 1, out, in, rows);           // dW = dY^T X
     if (input_needs_grad) matmul(Pass::Bwd, OpClass::Gemm, name + ".dgrad", 1, rows, in, out);  // dX = dY W
   }
+  // The weight gradient accumulated into .grad (an add into the existing gradient), after the autocast
+  // cast of the half gradient to the fp32 parameter's dtype.
+  void grad_acc(const std::string& name, double params) {
+    mem(Pass::Bwd, name + ".grad_acc", params * ((cast_ ? 2 + 4 : 0) + 3 * f_), cast_ ? 4 : 2);
+  }
   // LayerNorm in fp32 (autocast's fp32 list): reads x, writes y and per-row mean and rstd; backward
   // reads x, dy (and the stats), writes dx, and reduces the weight and bias gradients in a second pass.
   void layer_norm(const std::string& name, double rows, double d) {
-    mem(Pass::Fwd, name, rows * d * (4 + 4) + rows * 2 * 4);
-    mem(Pass::Bwd, name + ".grad_acc", 2 * d * 12, 2);
-    mem(Pass::Bwd, name + ".bwd", rows * d * (4 + 4 + 4) + rows * d * (4 + 4) + rows * 2 * 4, 2);
+    mem(Pass::Fwd, name, rows * d * (f_ + f_) + rows * 2 * 4, 1, OpClass::Norm);
+    mem(Pass::Bwd, name + ".grad_acc", 2 * d * 3 * f_, 2);
+    mem(Pass::Bwd, name + ".bwd", rows * d * (f_ + f_ + f_) + rows * d * (f_ + f_) + rows * 2 * 4, 2, OpClass::Norm);
   }
   // Autocast's cast of an fp32 activation to half before a GEMM, and its backward (half grad -> fp32).
   void cast_in(const std::string& name, double elems) {
-    if (!half_) return;
+    if (!cast_) return;
     mem(Pass::Fwd, name + ".cast", elems * (4 + 2));
     mem(Pass::Bwd, name + ".cast_bwd", elems * (2 + 4));
   }
@@ -137,9 +147,9 @@ class LayerBuilder {
   // x + y into the fp32 residual stream; backward: the two gradient paths meet at the LayerNorm input
   // (an fp32 add), and the branch's half gradient is cast from fp32 under autocast.
   void residual(const std::string& name, double elems) {
-    mem(Pass::Fwd, name + ".residual", elems * (4 + a_ + 4));
-    mem(Pass::Bwd, name + ".residual_bwd", elems * (4 + 4 + 4));
-    if (half_) mem(Pass::Bwd, name + ".residual_cast", elems * (4 + 2));
+    mem(Pass::Fwd, name + ".residual", elems * (f_ + a_ + f_));
+    mem(Pass::Bwd, name + ".residual_bwd", elems * (f_ + f_ + f_));
+    if (cast_) mem(Pass::Bwd, name + ".residual_cast", elems * (4 + 2));
   }
 
   void patch_embed() {
@@ -147,21 +157,21 @@ class LayerBuilder {
     const double N = static_cast<double>(c.image_size / c.patch) * (c.image_size / c.patch);
     const double T = c.tokens(), d = c.width, P = static_cast<double>(c.patch) * c.patch * c.channels;
     const double image = static_cast<double>(b_) * c.channels * c.image_size * c.image_size;
-    if (half_) mem(Pass::Fwd, "cast_image", image * (4 + 2));
+    if (cast_) mem(Pass::Fwd, "cast_image", image * (4 + 2));
     // The convolution with stride = kernel is a GEMM [b N, P] x [P, d] over the image's patches.
     const double params = P * d + d;
-    if (half_) mem(Pass::Fwd, "conv.cast_w", params * (4 + 2), 2);
+    if (cast_) mem(Pass::Fwd, "conv.cast_w", params * (4 + 2), 2);
     matmul(Pass::Fwd, OpClass::Gemm, "conv", 1, b_ * N, d, P, true);
     mem(Pass::Fwd, "cat_class_token", b_ * T * d * (a_ + a_));
-    mem(Pass::Fwd, "pos_add", b_ * T * d * (a_ + 4) + T * d * 4);
-    dropout("embed", b_ * T * d, 4);
+    mem(Pass::Fwd, "pos_add", b_ * T * d * (a_ + f_) + T * d * f_);
+    dropout("embed", b_ * T * d, f_);
     // Backward: the position embedding's gradient (a sum over the batch), the class token's, the
     // slice back to the convolution's output, its weight gradient (the image needs none).
-    mem(Pass::Bwd, "conv.grad_acc", params * ((half_ ? 2 + 4 : 0) + 12), half_ ? 4 : 2);
+    grad_acc("conv", params);
     mem(Pass::Bwd, "conv.bias_grad", b_ * N * d * a_ + d * a_);
     matmul(Pass::Bwd, OpClass::Gemm, "conv.wgrad", 1, d, P, b_ * N);
-    mem(Pass::Bwd, "cat_bwd", b_ * N * d * (4 + a_));
-    mem(Pass::Bwd, "pos_grad", b_ * T * d * 4 + T * d * 12 + d * 12, 3);
+    mem(Pass::Bwd, "cat_bwd", b_ * N * d * (f_ + a_));
+    mem(Pass::Bwd, "pos_grad", b_ * T * d * f_ + (T * d + d) * 3 * f_, 3);
   }
 
   void attention() {
@@ -201,10 +211,10 @@ class LayerBuilder {
       mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_, 3);
       mem(Pass::Fwd, "q_scale", R * d * 2 * a_);
       matmul(Pass::Fwd, OpClass::AttnMatmul, "qk", b_ * H, T, T, hd);
-      if (half_) mem(Pass::Fwd, "scores.cast", S * (2 + 4));
-      mem(Pass::Fwd, "softmax", S * (4 + 4));  // a_ = 4 in fp32; under autocast softmax runs in fp32
-      dropout("attn", S, 4);
-      if (half_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
+      if (cast_) mem(Pass::Fwd, "scores.cast", S * (2 + 4));
+      mem(Pass::Fwd, "softmax", S * (f_ + f_), 1, OpClass::Norm);  // under autocast softmax runs in fp32
+      dropout("attn", S, f_);
+      if (cast_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
       matmul(Pass::Fwd, OpClass::AttnMatmul, "av", b_ * H, T, hd, T);
       mem(Pass::Fwd, "out_layout", R * d * 2 * a_);
       // Backward, in forward order (reversed when issued).
@@ -212,9 +222,9 @@ class LayerBuilder {
       mem(Pass::Bwd, "q_scale_bwd", R * d * 2 * a_);
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
-      if (half_) mem(Pass::Bwd, "scores.cast_bwd", S * (4 + 2));
-      mem(Pass::Bwd, "softmax_bwd", S * (4 + 4 + 4));
-      if (half_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
+      if (cast_) mem(Pass::Bwd, "scores.cast_bwd", S * (4 + 2));
+      mem(Pass::Bwd, "softmax_bwd", S * (f_ + f_ + f_), 1, OpClass::Norm);
+      if (cast_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dv", b_ * H, T, hd, T);      // dV = P^T dO
       mem(Pass::Bwd, "out_layout_bwd", R * d * 2 * a_);
@@ -230,8 +240,8 @@ class LayerBuilder {
     layer_norm("ln2", R, d);
     cast_in("ln2", R * d);
     linear("fc1", R, d, h);
-    mem(Pass::Fwd, "gelu", R * h * (a_ + a_));
-    mem(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_));
+    mem(Pass::Fwd, "gelu", R * h * (a_ + a_), 1, OpClass::Norm);
+    mem(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_), 1, OpClass::Norm);
     dropout("mlp_hidden", R * h, a_);
     linear("fc2", R, h, d);
     dropout("mlp_out", R * d, a_);
@@ -246,9 +256,9 @@ class LayerBuilder {
     linear("fc", b_, d, C);
     // Cross-entropy (log_softmax in fp32 under autocast, then nll), and its backward; the class token's
     // gradient is scattered into a zero tensor of every token.
-    mem(Pass::Fwd, "loss", b_ * C * (a_ + 4 + 4 + 4), 2);
-    mem(Pass::Bwd, "loss_bwd", b_ * C * (4 + 4 + 4 + a_), 2);
-    mem(Pass::Bwd, "select_bwd", R * d * 4 + b_ * d * 4, 2);
+    mem(Pass::Fwd, "loss", b_ * C * (a_ + 4 + 4 + 4), 2, OpClass::Norm);  // log_softmax in fp32 (autocast) then nll
+    mem(Pass::Bwd, "loss_bwd", b_ * C * (4 + 4 + 4 + a_), 2, OpClass::Norm);
+    mem(Pass::Bwd, "select_bwd", R * d * f_ + b_ * d * f_, 2);
   }
 };
 
@@ -275,8 +285,10 @@ std::vector<Op> pass_ops(const Workload& w, int micro_batch, const OpOptions& o)
   return fwd;
 }
 
+bool is_matmul(const Op& op) { return op.cls == OpClass::Gemm || op.cls == OpClass::AttnMatmul; }
+
 double shape_efficiency(const Op& op, const DeviceFigures& d) {
-  if (op.cls == OpClass::Memory || !(op.m > 0) || !(op.n > 0) || !(op.k > 0)) return 1.0;
+  if (!is_matmul(op) || !(op.m > 0) || !(op.n > 0) || !(op.k > 0)) return 1.0;
   const double tm = std::max(1, d.tile_m), tn = std::max(1, d.tile_n), sms = std::max(1, d.sm_count);
   const double tiles_m = std::ceil(op.m / tm), tiles_n = std::ceil(op.n / tn);
   const double tiles = tiles_m * tiles_n * op.batch;
@@ -295,13 +307,15 @@ double shape_efficiency(const Op& op, const DeviceFigures& d) {
 }
 
 double op_device_time(const Op& op, const DeviceFigures& d) {
-  const double bw = d.mem_bw * d.mem_efficiency;
+  const double frac = op.cls == OpClass::Norm && d.norm_efficiency > 0 ? d.norm_efficiency : d.mem_efficiency;
+  const double bw = d.mem_bw * frac;
   double t = bw > 0 ? op.bytes / bw : 0;
-  if (op.cls != OpClass::Memory && op.flops > 0) {
+  if (is_matmul(op) && op.flops > 0) {
     const double cls_eff = op.cls == OpClass::Gemm ? d.gemm_efficiency : d.attn_efficiency;
     const double rate = d.peak_flops * cls_eff * shape_efficiency(op, d);
     if (!(rate > 0)) throw Error(fmt::format("device {}: no positive GEMM rate for op {}", d.device_type, op.name));
     t = std::max(t, op.flops / rate);
+    t += op.batch * d.matrix_s;
   }
   return t + op.kernels * d.kernel_s;
 }

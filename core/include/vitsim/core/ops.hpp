@@ -23,9 +23,12 @@
 
 namespace vitsim {
 
-// The op classes calibration fits one efficiency for.
-enum class OpClass { Gemm, AttnMatmul, Memory };
-const char* op_class_name(OpClass c);  // "gemm", "attn_matmul", "memory"
+// The op classes calibration fits one efficiency for: GEMMs, the attention batched matmuls, data
+// movement (copies, casts, adds, sums, gradient accumulation, the optimizer's elementwise kernels), and
+// normalisation/activation (LayerNorm, softmax, GELU, the loss, and their backward), which do arithmetic
+// per element (exp, erf, row reductions) that can bound them below the bandwidth on a CPU.
+enum class OpClass { Gemm, AttnMatmul, Memory, Norm };
+const char* op_class_name(OpClass c);  // "gemm", "attn_matmul", "memory", "norm"
 OpClass parse_op_class(const std::string& name);  // throws Error listing the valid names
 
 enum class Pass { Fwd, Bwd, Step };
@@ -45,7 +48,12 @@ struct Op {
 };
 
 struct OpOptions {
-  Precision precision = Precision::FP32;  // fp16/bf16: autocast (GEMMs in half, LayerNorm/softmax in fp32)
+  Precision precision = Precision::FP32;  // fp16/bf16: see `autocast`
+  // With fp16/bf16: true = torch.autocast (fp32 weights cast to half before each GEMM, LayerNorm,
+  // softmax and the residual stream in fp32, casts in both passes: vitsim's trainer, DDP with AMP);
+  // false = the model itself in half (DeepSpeed fp16/bf16: module.half(), every activation and gradient
+  // in 2 bytes, no casts; the fp32 master weights live in the optimizer, core/framework.cpp).
+  bool autocast = true;
   // The attention path is the model's (ViTConfig::attention).
 };
 
@@ -65,12 +73,16 @@ struct DeviceFigures {
   double gemm_efficiency = 1;      // fraction of peak a GEMM reaches when its tiles fill every wave, K long
   double gemm_k_half = 0;          // K at which a GEMM reaches half its efficiency (short-K penalty; 0 = none)
   double attn_efficiency = 1;      // the same for the attention batched matmuls
-  double mem_efficiency = 1;       // fraction of mem_bw that memory-bound ops reach
+  double mem_efficiency = 1;       // fraction of mem_bw that data-movement ops reach
+  double norm_efficiency = 0;      // the same for normalisation/activation ops (0 = mem_efficiency)
+  double matrix_s = 0;             // fixed cost per matrix of a batched matmul (a CPU's bmm loops over them; 0 on a GPU)
   double kernel_s = 0;             // device-side fixed cost per kernel
   double host_op_s = 0;            // host time to issue one op (framework dispatch + launch)
   double sync_s = 0;               // extra cost of one host<-device synchronisation (a D2H copy's latency)
   bool async = true;               // host issues ahead of the device (GPU); false: host runs each op (CPU)
 };
+
+bool is_matmul(const Op& op);  // Gemm or AttnMatmul
 
 // Shape efficiency of a matmul op on a device, in (0, 1]: output tiles (ceil(m/tile_m) x ceil(n/tile_n)
 // x batch) spread over sm_count SMs in waves, the last wave partial (tiles / (waves x SMs)); padding of
