@@ -128,7 +128,7 @@ TEST_CASE("compute model: per-layer times are the op timeline charged to each la
     const DeviceFigures d = sim::device_figures(g, Precision::FP32);
     CHECK(d.gemm_efficiency == 0.5);
     CHECK(d.attn_efficiency == 0.5);  // defaults to the GEMM figure
-    auto t = sim::op_layer_times(w, 16, Precision::FP32, d);
+    auto t = sim::op_layer_times(w, 16, OpOptions{Precision::FP32}, d);
     double sum = 0;
     for (const auto& l : t) sum += l.fwd_s + l.bwd_s;
     const Timeline tl = run_ops(pass_ops(w, 16, OpOptions{Precision::FP32}), d);

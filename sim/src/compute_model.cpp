@@ -26,8 +26,8 @@ DeviceFigures device_figures(const GpuFacts& g, Precision p) {
   return d;
 }
 
-std::vector<LayerTimes> op_layer_times(const Workload& w, int b, Precision p, const DeviceFigures& d) {
-  const std::vector<Op> ops = pass_ops(w, b, OpOptions{p});
+std::vector<LayerTimes> op_layer_times(const Workload& w, int b, const OpOptions& o, const DeviceFigures& d) {
+  const std::vector<Op> ops = pass_ops(w, b, o);
   const Timeline tl = run_ops(ops, d);
   std::vector<LayerTimes> out(w.layers.size());
   double prev = 0;
@@ -70,13 +70,13 @@ class OpModel : public ComputeModel {
       : w_(w), in_(std::move(in)), d_(std::move(d)), name_(std::move(name)) {}
   std::string name() const override { return name_; }
   std::vector<LayerTimes> layers(int b) const override {
-    auto t = op_layer_times(w_, b, in_.precision, d_);
+    auto t = op_layer_times(w_, b, in_.ops(), d_);
     split_tokens(w_, t, in_.token_split);
     return t;
   }
   double optimizer_s() const override { return op_step_time(w_, in_.step, d_); }
   std::vector<std::string> notes(int b) const override {
-    const Timeline tl = run_ops(pass_ops(w_, b, OpOptions{in_.precision}), d_);
+    const Timeline tl = run_ops(pass_ops(w_, b, in_.ops()), d_);
     if (d_.async && tl.host_s > tl.device_s)
       return {fmt::format("compute on {} at micro-batch {} is launch-bound: the host issues its ops in {:.3g} ms, "
                           "the device runs them in {:.3g} ms",
@@ -106,7 +106,7 @@ class CalibratedModel : public ComputeModel {
   std::vector<LayerTimes> layers(int b) const override {
     const ComputePoint cp = interpolate(d_, b);
     const bool by_measured = cp.layers.size() == w_.layers.size();
-    const std::vector<LayerTimes> model_m = op_layer_times(w_, b, in_.precision, measured_);
+    const std::vector<LayerTimes> model_m = op_layer_times(w_, b, in_.ops(), measured_);
     std::vector<LayerTimes> shares;
     double fsum = 0, bsum = 0;
     for (size_t i = 0; i < w_.layers.size(); ++i) {
@@ -117,7 +117,7 @@ class CalibratedModel : public ComputeModel {
     }
     std::vector<LayerTimes> out;
     std::vector<LayerTimes> model_t;
-    if (has_target()) model_t = op_layer_times(w_, b, in_.precision, target_);
+    if (has_target()) model_t = op_layer_times(w_, b, in_.ops(), target_);
     for (size_t i = 0; i < w_.layers.size(); ++i) {
       LayerTimes t{cp.fwd_s * shares[i].fwd_s / fsum, cp.bwd_s * shares[i].bwd_s / bsum};
       if (has_target()) {

@@ -504,6 +504,8 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   // layer (the head sees only the class token and runs whole).
   ComputeInputs compute_in;
   compute_in.precision = prec;
+  // DeepSpeed's fp16/bf16 converts the model itself (module.half()); the others run torch.autocast.
+  compute_in.autocast = s.training.framework != Framework::DeepSpeed;
   compute_in.step = StepInputs{s.training.framework, prec, s.training.optimizer, s.dp_ranks(), s.parallel.zero};
   compute_in.token_split = m.sp;
   std::map<std::string, std::unique_ptr<ComputeModel>> models;

@@ -47,12 +47,14 @@ DeviceFigures device_figures(const GpuFacts& g, Precision p);
 // Per-layer times of one micro-batch's forward and backward from the op timeline (core run_ops): each
 // op's share of the timeline is charged to its layer and pass, so host-bound stretches count where
 // they happen.
-std::vector<LayerTimes> op_layer_times(const Workload& w, int micro_batch, Precision p, const DeviceFigures& d);
+std::vector<LayerTimes> op_layer_times(const Workload& w, int micro_batch, const OpOptions& o, const DeviceFigures& d);
 // The framework's step ops on this device.
 double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigures& d);
 
 struct ComputeInputs {
   Precision precision = Precision::FP32;
+  bool autocast = true;  // false: the model itself in half (DeepSpeed fp16/bf16), core/ops.hpp
+  OpOptions ops() const { return OpOptions{precision, autocast}; }
   StepInputs step;    // framework, optimizer, ranks, ZeRO stage
   int token_split = 1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
 };
