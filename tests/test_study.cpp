@@ -150,7 +150,8 @@ TEST_CASE("finding 3: on Nebula per-sample time improves to 128 then flattens, a
 
     // Which term flattens it: compute saturation. At 128 and 256 the step is compute-bound, the loader
     // never makes the GPU wait, and the host->device copy is a constant, negligible cost per sample
-    // (602 KB per 224 px fp32 image over 25 GB/s PCIe Gen4 = 24 us against milliseconds of compute). So
+    // (602 KB per 224 px fp32 image over 25 GB/s PCIe Gen4 = 24 us against more than 1.2 ms of compute
+    // per image on the A4500 in fp16, at most 2% of the step). So
     // per-sample time tends to per-sample compute, and what remains to amortise (optimizer, launches,
     // all-reduce) is a small and shrinking share.
     for (int b : {128, 256}) {
@@ -159,7 +160,7 @@ TEST_CASE("finding 3: on Nebula per-sample time improves to 128 then flattens, a
       INFO("micro-batch " << b);
       CHECK(p.bound == "compute");
       CHECK(bd.data == 0);
-      CHECK(bd.h2d < 0.01 * p.step_time_s.mean);
+      CHECK(bd.h2d < 0.02 * p.step_time_s.mean);
       CHECK(compute(bd) > 0.9 * p.step_time_s.mean);
     }
     const auto& p128 = at(r, gpus, 128);
