@@ -1,5 +1,6 @@
-// Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters.
+// Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters, malloc settings.
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -64,6 +65,25 @@ FaultInjection parse_fault(const std::string& text) {
     return fail();
   }
   return f;
+}
+
+// PyTorch's CPU allocator (c10::alloc_cpu) is posix_memalign and free: a tensor's memory goes back to
+// malloc as soon as its last reference dies, and a training step frees its whole activation set after
+// backward. With glibc's defaults that memory then leaves the process: blocks above M_MMAP_THRESHOLD
+// (128 KiB, rising with the blocks freed up to 32 MiB) are their own mmap, unmapped by free, and a heap
+// whose free top exceeds M_TRIM_THRESHOLD is shrunk. The next step maps it again and takes a page fault on
+// the first touch of every 4 KiB page (about 2 us each in a VM): residual adds and other memory-bound ops
+// ran 5-9x slower inside a pass than alone (README "vitsim calibrate"). Large thresholds keep the freed
+// blocks in the heap for the next step, as PyTorch's CUDA caching allocator does on a GPU; the process
+// holds its peak working set instead of returning it between steps. M_TOP_PAD grows the heap in large
+// steps (address space only: pages are committed when touched). Setting M_MMAP_THRESHOLD also turns off
+// glibc's sliding threshold.
+bool keep_freed_memory() {
+  constexpr int kGiB = 1 << 30;
+  bool ok = mallopt(M_MMAP_THRESHOLD, kGiB) == 1;
+  ok = mallopt(M_TRIM_THRESHOLD, kGiB) == 1 && ok;
+  ok = mallopt(M_TOP_PAD, kGiB) == 1 && ok;
+  return ok;
 }
 
 std::vector<float> read_saved_params(const std::string& path) {

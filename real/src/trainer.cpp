@@ -874,6 +874,7 @@ static Report train_all(World& world, const std::vector<Scenario>& points, const
 
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
   if (points.empty()) throw Error("no scenario point to train");
+  keep_freed_memory();  // before any tensor: freed activations stay in the process (real/src/io.cpp)
   World world(points.front().run.timeout_s);
   try {
     return train_all(world, points, scenario_name, opt);

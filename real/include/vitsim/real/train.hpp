@@ -45,6 +45,13 @@ struct TrainOptions {
 // makes the others abort the job after run.timeout.
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& options);
 
+// Makes glibc's malloc keep the memory this process frees instead of handing it back to the kernel
+// (mallopt: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_TOP_PAD at 1 GiB). PyTorch's CPU allocator takes
+// every tensor from malloc and frees it at once, so with glibc's defaults each training step maps its
+// activations afresh and faults every page in again. Called once at the start of `vitsim train` (train
+// below) and `vitsim calibrate`, before any tensor exists. Returns false if glibc refused a setting.
+bool keep_freed_memory();
+
 // Reads a file written through TrainOptions::save_params.
 std::vector<float> read_saved_params(const std::string& path);
 
