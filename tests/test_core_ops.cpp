@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "vitsim/core/framework.hpp"
 #include "vitsim/core/ops.hpp"
@@ -72,6 +73,27 @@ TEST_CASE("ops: the math attention path moves the B x H x S x S scores, the fuse
   const double fused = score_bytes(c, 8);
   CHECK(math - fused >= 20 * S);
   CHECK(math - fused < 20 * S + 8.0 * 8 * c.tokens() * c.width * 4 * 4);  // + layout copies of [b T d] only
+}
+
+TEST_CASE("ops: chunk's backward is one cat and two layout copies and out_layout's backward copies nothing", "[ops]") {
+  // What LibTorch 1.13's autograd runs for the math path (core/src/ops.cpp): SplitBackward's cat of the
+  // three [T, b, d] gradients, view's backward copying the q and v gradients out of [B H, T, hd], k's
+  // gradient a view; the output layout's contiguous and transpose pass the gradient on as a view.
+  const ViTConfig c = vit_preset("vit_b_16");
+  const Workload w = build_workload(c);
+  const int b = 4;
+  const double R = 1.0 * b * c.tokens(), d = c.width;
+  std::map<std::string, Op> ops;
+  for (const Op& op : layer_ops(w, 1, b, OpOptions{Precision::FP32})) ops[op.name] = op;
+  REQUIRE(ops.count("block0.attn.qkv_split_bwd"));
+  CHECK(ops["block0.attn.qkv_split_bwd"].kernels == 1);
+  CHECK(ops["block0.attn.qkv_split_bwd"].bytes == 6 * R * d * 4);
+  REQUIRE(ops.count("block0.attn.qv_grad_layout"));
+  CHECK(ops["block0.attn.qv_grad_layout"].kernels == 2);
+  CHECK(ops["block0.attn.qv_grad_layout"].bytes == 4 * R * d * 4);
+  CHECK(ops["block0.attn.qv_grad_layout"].pass == Pass::Bwd);
+  CHECK(ops.count("block0.attn.out_layout") == 1);
+  CHECK(ops.count("block0.attn.out_layout_bwd") == 0);
 }
 
 TEST_CASE("ops: a GEMM one tile past k full waves pays a whole extra wave", "[ops][waves]") {

@@ -217,8 +217,12 @@ class LayerBuilder {
       if (cast_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
       matmul(Pass::Fwd, OpClass::AttnMatmul, "av", b_ * H, T, hd, T);
       mem(Pass::Fwd, "out_layout", R * d * 2 * a_);
-      // Backward, in forward order (reversed when issued).
-      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_, 3);
+      // Backward, in forward order (reversed when issued). chunk's backward (SplitBackward) is one cat of
+      // the three gradients into [T, b, 3d]; before it, view's backward reshapes the q and v gradients
+      // (bmm outputs [B H, T, hd]) to [T, b, d], a transposing copy each, while k's gradient (from
+      // bmm(Q^T, dS): [B H, hd, T]) reshapes as a view with T innermost, which the cat reads strided.
+      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
+      mem(Pass::Bwd, "qv_grad_layout", 2 * R * d * 2 * a_, 2);
       mem(Pass::Bwd, "q_scale_bwd", R * d * 2 * a_);
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
@@ -227,7 +231,8 @@ class LayerBuilder {
       if (cast_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dv", b_ * H, T, hd, T);      // dV = P^T dO
-      mem(Pass::Bwd, "out_layout_bwd", R * d * 2 * a_);
+      // out_layout's backward is no copy: view, contiguous and transpose pass the gradient on as a
+      // transposed view, which the two bmm of AV's backward read as they are.
     }
     linear("out_proj", R, d, d);
     dropout("attn_out", R * d, a_);
