@@ -1,5 +1,7 @@
-// vitsim calibrate's op-model fit (calibrate/src/fit.cpp): efficiencies per op class, host time per op,
-// GEMM tile and short-K half point, fitted to op times. Pure: no Torch, no MPI.
+// vitsim calibrate's op-model fit (calibrate/src/fit.cpp): efficiencies per op class (GEMM, attention
+// matmul, memory, norm), host time per op, cost per matrix of a batched matmul, GEMM tile and short-K half
+// point, fitted to op times (stage 1); the host time per kernel from whole passes (stage 2). Pure: no
+// Torch, no MPI.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -28,6 +30,8 @@ DeviceFigures cpu_truth() {
   d.gemm_efficiency = 0.8;
   d.attn_efficiency = 0.45;
   d.mem_efficiency = 0.6;
+  d.norm_efficiency = 0.15;  // exp, erf and row reductions: far below the bandwidth on a CPU
+  d.matrix_s = 8e-7;         // a CPU's bmm: one GEMM call per matrix
   d.host_op_s = 6e-6;
   d.async = false;
   return d;
@@ -43,6 +47,7 @@ DeviceFigures gpu_truth() {
   d.gemm_efficiency = 0.7;
   d.attn_efficiency = 0.35;
   d.mem_efficiency = 0.85;
+  d.norm_efficiency = 0.7;
   d.host_op_s = 4e-6;
   d.async = true;
   return d;
@@ -118,6 +123,32 @@ TEST_CASE("calibrate ops: the benchmark list covers the model's layers and the s
   for (size_t i = 0; i < list.size(); ++i) CHECK(again[i].op.name == list[i].op.name);
 }
 
+TEST_CASE("calibrate ops: the copy sweep reaches 4x the last-level cache", "[calib][ops]") {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  auto largest_copy = [&](double llc) {
+    double largest = 0;
+    for (const auto& b : op_benchmarks(w, {32}, Precision::FP32, 1088, llc))
+      if (b.op.name.rfind("sweep.copy.", 0) == 0) largest = std::max(largest, b.op.bytes);
+    return largest;
+  };
+  const double MiB = 1024.0 * 1024;
+  CHECK(largest_copy(0) == 2 * 64 * MiB);         // read + written: 64 MiB each, the sweep's own end
+  CHECK(largest_copy(32 * MiB) == 2 * 64 * MiB);  // >= 4 x 32 MiB
+  CHECK(largest_copy(48 * MiB) == 2 * 256 * MiB); // the first size x4 apart of at least 2 x 48 MiB
+  CHECK(largest_copy(48 * MiB) >= 4 * 48 * MiB);
+}
+
+TEST_CASE("calibrate ops: cache sizes as sysfs writes them", "[calib][ops]") {
+  CHECK(parse_cache_size("32768K") == 32768.0 * 1024);
+  CHECK(parse_cache_size("2M\n") == 2.0 * 1024 * 1024);
+  CHECK(parse_cache_size("1G") == 1024.0 * 1024 * 1024);
+  CHECK(parse_cache_size("512") == 512);
+  CHECK(parse_cache_size("") == 0);
+  CHECK(parse_cache_size("big") == 0);
+  CHECK(parse_cache_size("12Q") == 0);
+  CHECK(parse_cache_size("-4K") == 0);
+}
+
 TEST_CASE("calibrate ops: a sample's prediction is run_ops of the op alone", "[calib][ops]") {
   const DeviceFigures d = cpu_truth();
   for (const Op& op : calibration_ops()) {
@@ -143,6 +174,11 @@ TEST_CASE("calibrate ops: the fit recovers the figures the times were made with"
     CHECK(f.figures.gemm_efficiency == Approx(truth.gemm_efficiency).epsilon(0.01));
     CHECK(f.figures.attn_efficiency == Approx(truth.attn_efficiency).epsilon(0.01));
     CHECK(f.figures.mem_efficiency == Approx(truth.mem_efficiency).epsilon(0.01));
+    CHECK(f.figures.norm_efficiency == Approx(truth.norm_efficiency).epsilon(0.01));
+    if (truth.matrix_s > 0)
+      CHECK(f.figures.matrix_s == Approx(truth.matrix_s).epsilon(0.01));
+    else
+      CHECK(f.figures.matrix_s < 1e-12);  // none on a GPU
     CHECK(f.figures.host_op_s == Approx(truth.host_op_s).epsilon(0.01));
     CHECK(f.max_rel_residual < 1e-6);
     CHECK(f.median_rel_residual <= f.max_rel_residual);
@@ -173,6 +209,43 @@ TEST_CASE("calibrate ops: with +-3% noise the fit predicts another ViT shape wit
   }
 }
 
+TEST_CASE("calibrate ops: weighted by time the fit recovers the figures too", "[calib][ops]") {
+  for (const DeviceFigures& truth : {cpu_truth(), gpu_truth()}) {
+    INFO(truth.device_type);
+    const OpModelCalibration f =
+        fit_op_model(samples_of(calibration_ops(), truth, false), start_from(truth), OpFitOptions{true});
+    CHECK(f.figures.tile_m == truth.tile_m);
+    CHECK(f.figures.gemm_k_half == truth.gemm_k_half);
+    CHECK(f.figures.gemm_efficiency == Approx(truth.gemm_efficiency).epsilon(0.01));
+    CHECK(f.figures.attn_efficiency == Approx(truth.attn_efficiency).epsilon(0.01));
+    CHECK(f.figures.mem_efficiency == Approx(truth.mem_efficiency).epsilon(0.01));
+    CHECK(f.figures.norm_efficiency == Approx(truth.norm_efficiency).epsilon(0.01));
+    CHECK(f.figures.host_op_s == Approx(truth.host_op_s).epsilon(0.01));
+    CHECK(f.max_rel_residual < 1e-6);
+  }
+}
+
+TEST_CASE("calibrate ops: weights by time make the long ops count", "[calib][ops]") {
+  // Two memory ops that disagree: a 10 us one says efficiency 1, a 10 ms one says 0.5. Alike, the fit
+  // splits the difference in ratio; by time, it follows the long op.
+  DeviceFigures start;
+  start.device_type = "cpu-test";
+  start.mem_bw = 1e10;
+  start.async = false;
+  auto mem_op = [](const std::string& name, double bytes) {
+    Op op;
+    op.name = name;
+    op.cls = OpClass::Memory;
+    op.bytes = bytes;
+    return op;
+  };
+  const std::vector<OpSample> samples{{mem_op("short", 1e5), 1e-5}, {mem_op("long", 5e7), 1e-2}};
+  const OpModelCalibration alike = fit_op_model(samples, start);
+  const OpModelCalibration by_time = fit_op_model(samples, start, OpFitOptions{true});
+  CHECK(by_time.figures.mem_efficiency < alike.figures.mem_efficiency);
+  CHECK(by_time.figures.mem_efficiency == Approx(0.5).epsilon(0.01));
+}
+
 TEST_CASE("calibrate ops: the fit is deterministic", "[calib][ops]") {
   const auto samples = samples_of(calibration_ops(), cpu_truth(), true);
   const OpModelCalibration a = fit_op_model(samples, start_from(cpu_truth()));
@@ -180,6 +253,8 @@ TEST_CASE("calibrate ops: the fit is deterministic", "[calib][ops]") {
   CHECK(a.figures.gemm_efficiency == b.figures.gemm_efficiency);
   CHECK(a.figures.attn_efficiency == b.figures.attn_efficiency);
   CHECK(a.figures.mem_efficiency == b.figures.mem_efficiency);
+  CHECK(a.figures.norm_efficiency == b.figures.norm_efficiency);
+  CHECK(a.figures.matrix_s == b.figures.matrix_s);
   CHECK(a.figures.host_op_s == b.figures.host_op_s);
   CHECK(a.figures.tile_m == b.figures.tile_m);
   CHECK(a.figures.gemm_k_half == b.figures.gemm_k_half);
@@ -210,8 +285,12 @@ TEST_CASE("calibrate ops: a class without samples keeps the start's figures", "[
   start.attn_efficiency = 0.25;
   start.tile_m = start.tile_n = 128;
   start.gemm_k_half = 7;
+  start.norm_efficiency = 0.4;
+  start.matrix_s = 3e-7;
   const OpModelCalibration f = fit_op_model(samples_of(mem, truth, false), start);
   CHECK(f.figures.mem_efficiency == Approx(truth.mem_efficiency).epsilon(0.01));
+  CHECK(f.figures.norm_efficiency == 0.4);  // no norm op among the samples
+  CHECK(f.figures.matrix_s == 3e-7);        // no batched matmul
   CHECK(f.figures.host_op_s == Approx(truth.host_op_s).epsilon(0.01));
   CHECK(f.figures.gemm_efficiency == 0.5);
   CHECK(f.figures.attn_efficiency == 0.25);
@@ -234,4 +313,88 @@ TEST_CASE("calibrate ops: the fit refuses what it cannot fit", "[calib][ops][neg
   DeviceFigures no_bw = start_from(truth);
   no_bw.mem_bw = 0;
   CHECK_THROWS_WITH(fit_op_model(samples, no_bw), "op model fit: device cpu-test needs a positive mem_bw");
+}
+
+// ---- stage 2: the host time per kernel from whole passes ----
+
+namespace {
+// Whole passes of vit_fmnist_tiny at three micro-batches made with `truth` (its host_op_s), the device
+// part slowed by `speed` (the passes timed in a slower spell than the ops).
+std::vector<PassSample> passes_of(const Workload& w, const DeviceFigures& truth, double speed) {
+  std::vector<PassSample> out;
+  for (int b : {16, 64, 128}) {
+    const std::vector<Op> ops = pass_ops(w, b, OpOptions{Precision::FP32});
+    DeviceFigures device_only = truth;
+    device_only.host_op_s = 0;
+    double kernels = 0;
+    for (const Op& op : ops) kernels += op.kernels;
+    out.push_back({b, speed * run_ops(ops, device_only).end_s + truth.host_op_s * kernels});
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("calibrate ops: stage 2 recovers the host time per kernel of whole passes", "[calib][ops][stage2]") {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  DeviceFigures stage1 = cpu_truth();
+  stage1.host_op_s = 5e-7;  // what ops timed alone showed
+  DeviceFigures truth = cpu_truth();
+  truth.host_op_s = 2e-5;   // inside a pass: autograd, the engine
+  for (double speed : {1.0, 1.25, 0.9}) {
+    INFO("speed " << speed);
+    const HostFit h = fit_host_op(w, passes_of(w, truth, speed), stage1, OpOptions{Precision::FP32});
+    CHECK(h.host_op_s == Approx(truth.host_op_s).epsilon(1e-6));
+    CHECK(h.speed == Approx(speed).epsilon(1e-6));
+    CHECK(h.max_rel_residual < 1e-9);
+    REQUIRE(h.points.size() == 3);
+    for (const auto& pt : h.points) {
+      CHECK(pt.kernels > 0);
+      CHECK(pt.residual == Approx(0).margin(1e-9));
+      // The prediction uses the ops' device times (s = 1) with the fitted host time.
+      DeviceFigures f = stage1;
+      f.host_op_s = h.host_op_s;
+      CHECK(pt.predicted_s == Approx(run_ops(pass_ops(w, pt.micro_batch, OpOptions{Precision::FP32}), f).end_s));
+    }
+  }
+}
+
+TEST_CASE("calibrate ops: stage 2 with one pass or faster passes than ops keeps s = 1 and clamps at 0", "[calib][ops][stage2]") {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  const DeviceFigures stage1 = cpu_truth();
+  DeviceFigures truth = cpu_truth();
+  truth.host_op_s = 2e-5;
+  auto passes = passes_of(w, truth, 1.0);
+  // One pass: s = 1, h = (measured - device) / kernels exactly.
+  const HostFit one = fit_host_op(w, {passes[1]}, stage1, OpOptions{Precision::FP32});
+  CHECK(one.speed == 1);
+  CHECK(one.host_op_s == Approx(truth.host_op_s).epsilon(1e-6));
+  CHECK(one.points[0].implied_host_op_s == Approx(truth.host_op_s).epsilon(1e-6));
+  // Passes quicker than the ops alone with no host time: h clamped at 0.
+  DeviceFigures none = stage1;
+  none.host_op_s = 0;
+  const HostFit quick = fit_host_op(w, passes_of(w, none, 0.8), stage1, OpOptions{Precision::FP32});
+  CHECK(quick.host_op_s >= 0);
+  CHECK(quick.host_op_s < 1e-9);
+}
+
+TEST_CASE("calibrate ops: stage 2 on an asynchronous device searches the host time", "[calib][ops][stage2]") {
+  // A launch-bound GPU pass (vit_fmnist_tiny's ops are small): the host time shows in the pass's end.
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  DeviceFigures truth = gpu_truth();
+  truth.host_op_s = 2e-5;
+  std::vector<PassSample> passes;
+  for (int b : {16, 64}) passes.push_back({b, run_ops(pass_ops(w, b, OpOptions{Precision::FP32}), truth).end_s});
+  DeviceFigures stage1 = gpu_truth();
+  stage1.host_op_s = 1e-6;
+  const HostFit h = fit_host_op(w, passes, stage1, OpOptions{Precision::FP32});
+  CHECK(h.speed == 1);
+  CHECK(h.host_op_s == Approx(truth.host_op_s).epsilon(1e-3));
+  CHECK(h.max_rel_residual < 1e-3);
+}
+
+TEST_CASE("calibrate ops: stage 2 refuses what it cannot fit", "[calib][ops][stage2][negative]") {
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  CHECK_THROWS_WITH(fit_host_op(w, {}, cpu_truth(), OpOptions{}), "host time fit: no whole-pass measurement");
+  CHECK_THROWS_WITH(fit_host_op(w, {{64, 0.0}}, cpu_truth(), OpOptions{}),
+                    "host time fit: the pass at micro-batch 64 measured in 0 s; times must be positive");
 }

@@ -25,6 +25,7 @@
 #include "vitsim/core/vit.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
+#include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {
 namespace fs = std::filesystem;
@@ -75,6 +76,21 @@ std::string mpi_version() {
 
 double median_of(std::vector<double> v) { return spread_of(std::move(v)).median; }
 
+// The largest data or unified cache of CPU 0 (/sys/devices/system/cpu/cpu0/cache/index*/size): bytes,
+// 0 when sysfs does not say.
+double last_level_cache_bytes() {
+  double best = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
+    std::ifstream size(dir + "size"), type(dir + "type");
+    std::string text, kind;
+    if (!std::getline(size, text)) continue;
+    if (std::getline(type, kind) && kind == "Instruction") continue;
+    best = std::max(best, parse_cache_size(text));
+  }
+  return best;
+}
+
 // The device name each rank calibrates as.
 std::vector<std::string> rank_devices(const Options& o, int ranks) {
   if (o.device_types.empty()) throw Error("calibrate: --device-type needs a name");
@@ -97,6 +113,11 @@ json spread_json(const Spread& s) {
 
 std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
+// Stage 1 of the op-model fit weights each op sample by its measured time (README "vitsim calibrate").
+constexpr bool kWeightByTime = false;
+// Passes over the op list (measure_ops): an op's time is the median of its rounds' means.
+constexpr int kOpRounds = 3;
+
 }  // namespace
 
 Calibration run(const Scenario& s, const Options& o) {
@@ -106,6 +127,9 @@ Calibration run(const Scenario& s, const Options& o) {
   refuse_overwrite(o.emit_platform, "platform file", o.force);
   refuse_overwrite(o.details, "details file", o.force);
 
+  // Freed memory stays in the process, as in `vitsim train` (real/src/io.cpp): the compute phase then
+  // times steps as the trainer runs them, without page faults on every step's activations.
+  real::keep_freed_memory();
   real::World world(s.run.timeout_s);
   const int rank = world.rank(), nranks = world.size();
   const bool root = rank == 0;
@@ -223,24 +247,30 @@ Calibration run(const Scenario& s, const Options& o) {
   // the median over its ranks; every rank fits (deterministic), so the calibration is the same on all.
   std::vector<OpModelCalibration> op_models;
   if (o.op_model) {
+    const double llc = last_level_cache_bytes();
     const std::vector<OpBenchmark> list =
-        op_benchmarks(workload, mbs, s.training.precision, s.training.micro_batch * s.model.tokens());
+        op_benchmarks(workload, mbs, s.training.precision, s.training.micro_batch * s.model.tokens(), llc);
     size_t model_ops = 0;
     for (const auto& b : list) model_ops += b.micro_batch > 0;
     world.barrier("calibrate op barrier");
     const auto t0 = Clock::now();
-    const std::vector<OpTiming> timings = measure_ops(s, dev, list, o.warmup, o.iters);
+    // Operands cold: each op cycles through input sets of twice the last-level cache (64 MiB when sysfs
+    // does not say).
+    const double cold_bytes = 2 * (llc > 0 ? llc : 32.0 * 1024 * 1024);
+    const std::vector<OpTiming> timings = measure_ops(s, dev, list, o.warmup, o.iters, cold_bytes, kOpRounds);
     const double took = seconds(t0, Clock::now());
     std::vector<double> mine;
-    for (const auto& t : timings) mine.push_back(t.skipped ? 0.0 : t.seconds.mean);
+    for (const auto& t : timings) mine.push_back(t.skipped ? 0.0 : t.round_median);
     mine.push_back(dev.threads);
     mine.push_back(dev.sm_count);
     const size_t K = mine.size(), L = list.size();
     auto all = world.allgather(mine, "calibrate op gather");
     say(fmt::format("op model: {} ops timed alone on every rank at once in {:.1f} s ({} of the model at micro-batch {}, "
-                    "{} in the device sweep), at least {} runs each after {} warm-up; per device type the median over "
-                    "its ranks, fitted by least squares on ln(predicted / measured)\n",
-                    L, took, model_ops, fmt::join(mbs, ","), L - model_ops, std::max(3, o.iters), std::max(1, o.warmup)));
+                    "{} in the device sweep), {} rounds over the list, at least {} runs each after {} warm-up, operands "
+                    "cold (input sets of {} in turn); an op's time the median of its rounds' means, per device type "
+                    "the median over its ranks, fitted by least squares on ln(predicted / measured)\n",
+                    L, took, model_ops, fmt::join(mbs, ","), L - model_ops, kOpRounds, std::max(3, o.iters),
+                    std::max(1, o.warmup), units::format_bytes(cold_bytes)));
     json jops = json::object();
     for (const auto& type : type_order) {
       std::vector<int> members;
@@ -259,26 +289,41 @@ Calibration run(const Scenario& s, const Options& o) {
       const int sms = static_cast<int>(all[members.front() * K + L + 1]);
       start.sm_count = cpu ? std::max(1, threads) : std::max(1, sms);
       start.async = !cpu;
-      double best_gemm = 0, best_copy = 0;
+      // The reference bandwidth: copies that stream from memory, at least 4x the last-level cache read
+      // and written (smaller ones run from the cache); without a known cache size, the largest copy.
+      double best_gemm = 0, big_copy = 0, largest_copy = 0, largest_copy_bw = 0;
       for (size_t i = 0; i < L; ++i) {
         if (list[i].micro_batch != 0 || !(pooled[i] > 0)) continue;
         const Op& op = list[i].op;
         if (op.cls == OpClass::Gemm) best_gemm = std::max(best_gemm, op.flops / pooled[i]);
-        if (op.name.rfind("sweep.copy.", 0) == 0) best_copy = std::max(best_copy, op.bytes / pooled[i]);
+        if (op.name.rfind("sweep.copy.", 0) != 0) continue;
+        if (llc > 0 && op.bytes >= 4 * llc) big_copy = std::max(big_copy, op.bytes / pooled[i]);
+        if (op.bytes > largest_copy) {
+          largest_copy = op.bytes;
+          largest_copy_bw = op.bytes / pooled[i];
+        }
       }
+      const double best_copy = big_copy > 0 ? big_copy : largest_copy_bw;
+      const std::string copy_source =
+          o.mem_bw > 0 ? "--mem-bw"
+          : big_copy > 0 ? fmt::format("best sweep copy of >= 4x the {} last-level cache", units::format_bytes(llc))
+                         : "the largest sweep copy (last-level cache size unknown)";
       start.peak_flops = o.peak_flops > 0 ? o.peak_flops : best_gemm;
       start.mem_bw = o.mem_bw > 0 ? o.mem_bw : best_copy;
       std::vector<OpSample> samples;
       for (size_t i = 0; i < L; ++i)
         if (pooled[i] > 0) samples.push_back({list[i].op, pooled[i]});
-      OpModelCalibration oc = fit_op_model(samples, start);
+      OpModelCalibration oc = fit_op_model(samples, start, OpFitOptions{kWeightByTime});
       oc.precision = s.training.precision;
-      const DeviceFigures& f = oc.figures;
-      say(fmt::format("  {}: peak {} ({}), bandwidth {} ({}), {} {}; fitted host_op_s {}, tile {}x{}, k_half {:g}\n", type,
-                      units::format_flops(f.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM",
-                      units::format_bandwidth(f.mem_bw), o.mem_bw > 0 ? "--mem-bw" : "best sweep copy", f.sm_count,
-                      cpu ? "thread(s), synchronous" : "SMs, asynchronous", units::format_time(f.host_op_s), f.tile_m,
-                      f.tile_n, f.gemm_k_half));
+      const DeviceFigures stage1 = oc.figures;
+      const DeviceFigures& f = stage1;
+      say(fmt::format("  {}: peak {} ({}), bandwidth {} ({}), {} {}\n  stage 1, ops alone ({}): host_op_s {}, "
+                      "matrix_s {}, tile {}x{}, k_half {:g}\n",
+                      type, units::format_flops(f.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM",
+                      units::format_bandwidth(f.mem_bw), copy_source, f.sm_count,
+                      cpu ? "thread(s), synchronous" : "SMs, asynchronous",
+                      kWeightByTime ? "each sample weighted by its time" : "relative errors, every sample alike",
+                      units::format_time(f.host_op_s), units::format_time(f.matrix_s), f.tile_m, f.tile_n, f.gemm_k_half));
       say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "class", "ops", "efficiency", "host_op_s",
                       "k_half", "tile", "med|res|", "max|res|"));
       json jsamples = json::array();
@@ -288,7 +333,8 @@ Calibration run(const Scenario& s, const Options& o) {
         const Op& op = list[i].op;
         json js = {{"name", op.name}, {"micro_batch", list[i].micro_batch}, {"class", op_class_name(op.cls)},
                    {"pass", pass_name(op.pass)}, {"batch", op.batch}, {"m", op.m}, {"n", op.n}, {"k", op.k},
-                   {"flops", op.flops}, {"bytes", op.bytes}, {"kernels", op.kernels}, {"kernel", timings[i].how}};
+                   {"flops", op.flops}, {"bytes", op.bytes}, {"kernels", op.kernels}, {"kernel", timings[i].how},
+                   {"input_sets", timings[i].copies}};
         std::vector<double> per_rank;
         for (int r : members) per_rank.push_back(all[r * K + i]);
         js["seconds_per_rank"] = per_rank;
@@ -304,27 +350,64 @@ Calibration run(const Scenario& s, const Options& o) {
         } else {
           js["skipped"] = true;
         }
-        if (root && members.front() == 0 && !timings[i].skipped) js["rank0"] = spread_json(timings[i].seconds);
+        if (root && members.front() == 0 && !timings[i].skipped) {
+          js["rank0"] = spread_json(timings[i].seconds);
+          js["rank0_round_median"] = timings[i].round_median;
+        }
         jsamples.push_back(js);
       }
-      for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory}) {
+      for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory, OpClass::Norm}) {
         if (!res.count(c)) continue;
         const Spread sp = spread_of(res[c]);
-        const double eff = c == OpClass::Gemm ? f.gemm_efficiency : c == OpClass::AttnMatmul ? f.attn_efficiency : f.mem_efficiency;
-        const bool mm = c != OpClass::Memory;
+        const double eff = c == OpClass::Gemm         ? f.gemm_efficiency
+                           : c == OpClass::AttnMatmul ? f.attn_efficiency
+                           : c == OpClass::Norm       ? (f.norm_efficiency > 0 ? f.norm_efficiency : f.mem_efficiency)
+                                                      : f.mem_efficiency;
+        const bool mm = c == OpClass::Gemm || c == OpClass::AttnMatmul;
         say(fmt::format("  {:<12} {:>5} {:>10.3f} {:>10} {:>10} {:>10} {:>9} {:>9}\n", op_class_name(c), sp.count, eff,
                         units::format_time(f.host_op_s), mm ? fmt::format("{:g}", f.gemm_k_half) : "-",
                         mm ? fmt::format("{}x{}", f.tile_m, f.tile_n) : "-", pct(sp.median), pct(sp.max)));
       }
       say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "all", oc.samples, "", "", "", "",
                       pct(oc.median_rel_residual), pct(oc.max_rel_residual)));
+      // Stage 2: the host time per kernel from this device's whole forward + backward passes measured in
+      // the compute phase above (the calibration shape, every calibration micro-batch), the device
+      // figures of stage 1 fixed.
+      std::vector<PassSample> passes;
+      for (const auto& cp : by_type[type].points) passes.push_back({cp.micro_batch, cp.fwd_s + cp.bwd_s});
+      const HostFit hf = fit_host_op(workload, passes, stage1, OpOptions{s.training.precision});
+      oc.figures.host_op_s = hf.host_op_s;
+      say(fmt::format("  stage 2, whole passes (forward + backward of this shape; measured = s x device sum + host_op_s "
+                      "x kernels, least squares on relative errors): host_op_s {} (stage 1: {}), s = {:.3f} (the "
+                      "passes' speed against the ops'); largest residual {}\n",
+                      units::format_time(hf.host_op_s), units::format_time(stage1.host_op_s), hf.speed,
+                      pct(hf.max_rel_residual)));
+      say(fmt::format("  {:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>9} {:>9}\n", "micro", "measured", "device sum",
+                      "kernels", "(m-d)/kern", "predicted", "pred/meas", "residual"));
+      json jpasses = json::array();
+      for (const auto& pt : hf.points) {
+        say(fmt::format("  {:>6} {:>12} {:>12} {:>8.0f} {:>12} {:>12} {:>+8.1f}% {:>+8.1f}%\n", pt.micro_batch,
+                        units::format_time(pt.measured_s), units::format_time(pt.device_s), pt.kernels,
+                        units::format_time(pt.implied_host_op_s), units::format_time(pt.predicted_s),
+                        100 * (pt.predicted_s / pt.measured_s - 1), 100 * pt.residual));
+        jpasses.push_back({{"micro_batch", pt.micro_batch}, {"measured_s", pt.measured_s}, {"device_s", pt.device_s},
+                           {"kernels", pt.kernels}, {"implied_host_op_s", pt.implied_host_op_s},
+                           {"predicted_s", pt.predicted_s}, {"residual", pt.residual}});
+      }
+      const DeviceFigures& f2 = oc.figures;
       jops[type] = {{"figures",
-                     {{"peak_flops", f.peak_flops}, {"mem_bw", f.mem_bw}, {"sm_count", f.sm_count}, {"tile_m", f.tile_m},
-                      {"tile_n", f.tile_n}, {"gemm_efficiency", f.gemm_efficiency}, {"gemm_k_half", f.gemm_k_half},
-                      {"attn_efficiency", f.attn_efficiency}, {"mem_efficiency", f.mem_efficiency},
-                      {"kernel_s", f.kernel_s}, {"host_op_s", f.host_op_s}, {"async", f.async}}},
+                     {{"peak_flops", f2.peak_flops}, {"mem_bw", f2.mem_bw}, {"sm_count", f2.sm_count}, {"tile_m", f2.tile_m},
+                      {"tile_n", f2.tile_n}, {"gemm_efficiency", f2.gemm_efficiency}, {"gemm_k_half", f2.gemm_k_half},
+                      {"attn_efficiency", f2.attn_efficiency}, {"mem_efficiency", f2.mem_efficiency},
+                      {"norm_efficiency", f2.norm_efficiency}, {"matrix_s", f2.matrix_s}, {"kernel_s", f2.kernel_s},
+                      {"host_op_s", f2.host_op_s}, {"async", f2.async}}},
+                    {"stage1_host_op_s", stage1.host_op_s},
+                    {"stage2", {{"host_op_s", hf.host_op_s}, {"speed", hf.speed}, {"max_rel_residual", hf.max_rel_residual},
+                                {"passes", jpasses}}},
+                    {"weight_by_time", kWeightByTime},
+                    {"last_level_cache_bytes", llc},
                     {"peak_flops_source", o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM"},
-                    {"mem_bw_source", o.mem_bw > 0 ? "--mem-bw" : "best sweep copy"},
+                    {"mem_bw_source", copy_source},
                     {"samples", oc.samples}, {"median_rel_residual", oc.median_rel_residual},
                     {"max_rel_residual", oc.max_rel_residual}, {"ops", jsamples}};
       op_models.push_back(oc);

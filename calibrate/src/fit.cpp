@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <iterator>
+#include <stdexcept>
 
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/error.hpp"
@@ -86,7 +88,7 @@ double ring_allreduce_time(const RingFit& f, double bytes, int ranks) {
 // ---- the op model's fit ----
 
 std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p,
-                                       int sweep_rows) {
+                                       int sweep_rows, double llc_bytes) {
   std::vector<OpBenchmark> out;
   // The model: one layer of each kind (the first attention and MLP blocks stand for all of them).
   std::vector<int> layers;
@@ -129,7 +131,8 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_qk.b{}.t{}.hd{}", bh, t, hd), bh, t, t, hd);
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_av.b{}.t{}.hd{}", bh, t, hd), bh, t, hd, t);
       }
-  for (double size = 64.0 * 1024; size <= 64.0 * 1024 * 1024; size *= 4)
+  const double largest = std::max(64.0 * 1024 * 1024, 2 * llc_bytes);
+  for (double size = 64.0 * 1024;; size *= 4) {
     for (int reads : {1, 2}) {
       Op op;
       op.name = fmt::format("sweep.{}.{:.0f}", reads == 1 ? "copy" : "add", size);
@@ -138,59 +141,92 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
       op.bytes = size * (reads + 1);
       out.push_back({op, 0});
     }
+    if (size >= largest) break;
+  }
   return out;
 }
 
 double op_sample_time(const vitsim::Op& op, const DeviceFigures& f) { return run_ops({op}, f).end_s; }
+
+double parse_cache_size(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    return 0;
+  }
+  std::string unit = text.substr(used);
+  while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.back()))) unit.pop_back();
+  const double scale = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1024.0 * 1024 : unit == "G" ? 1024.0 * 1024 * 1024 : 0;
+  return v > 0 ? v * scale : 0;
+}
 
 namespace {
 
 // Grids of the discrete figures (README "vitsim calibrate"): square tiles, and the short-K half point.
 constexpr int kTiles[] = {8, 16, 32, 64, 128};
 constexpr double kKHalves[] = {0, 8, 16, 32, 64, 128, 256, 512, 1024};
-// Bounds of the continuous figures: efficiencies in [1e-6, 1], host time per op in [1e-9 s, 1 s].
-constexpr double kMinEff = 1e-6, kMinHost = 1e-9, kMaxHost = 1.0;
+// Bounds of the continuous figures: efficiencies in [1e-6, 1], host time per op in [1e-9 s, 1 s], the
+// cost per matrix of a batched matmul in [1e-15 s, 10 ms] (at the lower bound it is reported as 0: none).
+constexpr double kMinEff = 1e-6, kMinHost = 1e-9, kMaxHost = 1.0, kMinMatrix = 1e-15, kMaxMatrix = 1e-2;
 
-// The four continuous figures as logarithms: ln gemm_eff, ln attn_eff, ln mem_eff, ln host_op_s.
-constexpr int kParams = 4;
+// The six continuous figures, fitted as logarithms: the efficiency of each op class, the host time per
+// kernel, the fixed cost per matrix of a batched matmul.
+enum Param { kGemm, kAttn, kMem, kNorm, kHost, kMatrix, kParams };
 using Params = std::array<double, kParams>;
+using Free = std::array<bool, kParams>;
 
 // One sample with its grid point's shape efficiency folded in: predicted =
-// max(compute / eff_class, memory / eff_mem) + host x kernels + fixed.
+// max(compute / eff_class, memory / eff_bytes) + host x kernels + matrix_s x matrices + fixed.
 struct Prepared {
-  int cls = 2;          // 0 gemm, 1 attn, 2 memory (the parameter index of its efficiency)
-  double compute = 0;   // flops / (peak x shape efficiency); 0 for memory ops
-  double memory = 0;    // bytes / mem_bw
+  int cls = kMem;          // kGemm, kAttn (matmuls), kMem or kNorm: the parameter of its class efficiency
+  int bytes_param = kMem;  // whose efficiency its bytes move at: kNorm for norm ops, else kMem
+  double compute = 0;      // flops / (peak x shape efficiency); 0 for memory and norm ops
+  double memory = 0;       // bytes / mem_bw
   double kernels = 1;
-  double fixed = 0;     // kernels x kernel_s (+ sync_s)
+  double matrices = 0;     // a matmul's batch (each matrix costs matrix_s) when matrix_s is fitted
+  double fixed = 0;        // kernels x kernel_s (+ sync_s) (+ matrices x matrix_s when it is not fitted)
   double log_measured = 0;
+  double weight = 1;       // normalised: the weights sum to the sample count
 };
 
-int class_index(OpClass c) { return c == OpClass::Gemm ? 0 : c == OpClass::AttnMatmul ? 1 : 2; }
+Param class_param(const Op& op) {
+  if (is_matmul(op) && op.flops > 0) return op.cls == OpClass::Gemm ? kGemm : kAttn;
+  return op.cls == OpClass::Norm ? kNorm : kMem;
+}
 
-double predict(const Prepared& s, const Params& p) {
-  const double mem = s.memory / std::exp(p[2]);
-  const double cmp = s.cls < 2 ? s.compute / std::exp(p[s.cls]) : 0;
-  return std::max(mem, cmp) + std::exp(p[3]) * s.kernels + s.fixed;
+struct Terms {
+  double mem, cmp, host, matrix, pred;
+};
+Terms terms(const Prepared& s, const Params& p) {
+  Terms t;
+  t.mem = s.memory / std::exp(p[s.bytes_param]);
+  t.cmp = s.cls == kGemm || s.cls == kAttn ? s.compute / std::exp(p[s.cls]) : 0;
+  t.host = std::exp(p[kHost]) * s.kernels;
+  t.matrix = std::exp(p[kMatrix]) * s.matrices;
+  t.pred = std::max(t.mem, t.cmp) + t.host + t.matrix + s.fixed;
+  return t;
 }
 
 double cost_of(const std::vector<Prepared>& v, const Params& p) {
   double c = 0;
   for (const auto& s : v) {
-    const double r = std::log(predict(s, p)) - s.log_measured;
-    c += r * r;
+    const double r = std::log(terms(s, p).pred) - s.log_measured;
+    c += s.weight * r * r;
   }
   return c;
 }
 
 void clamp_params(Params& p) {
-  for (int i = 0; i < 3; ++i) p[i] = std::min(0.0, std::max(std::log(kMinEff), p[i]));
-  p[3] = std::min(std::log(kMaxHost), std::max(std::log(kMinHost), p[3]));
+  for (int i : {kGemm, kAttn, kMem, kNorm}) p[i] = std::min(0.0, std::max(std::log(kMinEff), p[i]));
+  p[kHost] = std::min(std::log(kMaxHost), std::max(std::log(kMinHost), p[kHost]));
+  p[kMatrix] = std::min(std::log(kMaxMatrix), std::max(std::log(kMinMatrix), p[kMatrix]));
 }
 
 // Solves the small symmetric system a x = b (Gaussian elimination with partial pivoting) over the
 // free parameters; fixed ones get 0.
-Params solve(std::array<std::array<double, kParams>, kParams> a, Params b, const std::array<bool, kParams>& free) {
+Params solve(std::array<std::array<double, kParams>, kParams> a, Params b, const Free& free) {
   for (int i = 0; i < kParams; ++i)
     if (!free[i]) {
       for (int j = 0; j < kParams; ++j) a[i][j] = a[j][i] = 0;
@@ -219,8 +255,8 @@ Params solve(std::array<std::array<double, kParams>, kParams> a, Params b, const
   return x;
 }
 
-// Levenberg-Marquardt on the log residuals from `p`, the parameters kept inside their bounds.
-double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const std::array<bool, kParams>& free) {
+// Levenberg-Marquardt on the weighted log residuals from `p`, the parameters kept inside their bounds.
+double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const Free& free) {
   clamp_params(p);
   double cost = cost_of(v, p), lambda = 1e-3;
   int stalled = 0;  // accepted steps in a row that gained next to nothing
@@ -228,20 +264,18 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const std:
     std::array<std::array<double, kParams>, kParams> jtj{};
     Params jtr{};
     for (const auto& s : v) {
-      const double mem = s.memory / std::exp(p[2]);
-      const double cmp = s.cls < 2 ? s.compute / std::exp(p[s.cls]) : 0;
-      const double host = std::exp(p[3]) * s.kernels;
-      const double pred = std::max(mem, cmp) + host + s.fixed;
-      const double r = std::log(pred) - s.log_measured;
+      const Terms t = terms(s, p);
+      const double r = std::log(t.pred) - s.log_measured;
       Params j{};  // d ln(pred) / d p
-      if (s.cls < 2 && cmp >= mem)
-        j[s.cls] = -cmp / pred;
+      if ((s.cls == kGemm || s.cls == kAttn) && t.cmp >= t.mem)
+        j[s.cls] = -t.cmp / t.pred;
       else
-        j[2] = -mem / pred;
-      j[3] = host / pred;
+        j[s.bytes_param] = -t.mem / t.pred;
+      j[kHost] = t.host / t.pred;
+      j[kMatrix] = t.matrix / t.pred;
       for (int a = 0; a < kParams; ++a) {
-        jtr[a] += j[a] * r;
-        for (int b = 0; b < kParams; ++b) jtj[a][b] += j[a] * j[b];
+        jtr[a] += s.weight * j[a] * r;
+        for (int b = 0; b < kParams; ++b) jtj[a][b] += s.weight * j[a] * j[b];
       }
     }
     bool improved = false;
@@ -275,68 +309,82 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const std:
 
 }  // namespace
 
-OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start) {
+OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start, const OpFitOptions& options) {
   if (samples.empty()) throw Error("op model fit: no op sample");
-  bool has[3] = {false, false, false};
+  std::array<bool, kParams> has{};
+  double weight_sum = 0;
   for (const auto& s : samples) {
     if (!(s.seconds > 0) || !std::isfinite(s.seconds))
       throw Error(fmt::format("op model fit: op {} measured in {} s; times must be positive", s.op.name, s.seconds));
     if (s.op.kernels < 1) throw Error(fmt::format("op model fit: op {} has {} kernels", s.op.name, s.op.kernels));
-    const bool matmul = s.op.cls != OpClass::Memory && s.op.flops > 0;
-    if (matmul && !(start.peak_flops > 0))
+    const Param c = class_param(s.op);
+    if ((c == kGemm || c == kAttn) && !(start.peak_flops > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive peak_flops for its matmul samples", start.device_type));
     if (!(start.mem_bw > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive mem_bw", start.device_type));
-    has[matmul ? class_index(s.op.cls) : 2] = true;
+    has[c] = true;
+    if ((c == kGemm || c == kAttn) && s.op.batch > 1) has[kMatrix] = true;
+    weight_sum += options.weight_by_time ? s.seconds : 1.0;
   }
-  const std::array<bool, kParams> free{has[0], has[1], has[2], true};
+  has[kHost] = true;
+  const Free free = has;
+  const bool matmuls = has[kGemm] || has[kAttn];
   auto eff0 = [](double e) { return std::log(std::min(1.0, std::max(kMinEff, e > 0 ? e : 1.0))); };
 
-  std::vector<int> tiles;
+  std::vector<std::pair<int, int>> tiles;
   std::vector<double> k_halves;
-  if (has[0] || has[1]) {
-    tiles.assign(std::begin(kTiles), std::end(kTiles));
+  if (matmuls) {
+    for (int tm : kTiles)
+      for (int tn : kTiles)
+        if (tm == tn || !options.square_tiles) tiles.push_back({tm, tn});
     k_halves.assign(std::begin(kKHalves), std::end(kKHalves));
   } else {
-    tiles = {start.tile_m};
+    tiles = {{start.tile_m, start.tile_n}};
     k_halves = {start.gemm_k_half};
   }
 
   double best_cost = INFINITY;
   DeviceFigures best = start;
-  for (int tile : tiles)
+  for (const auto& [tm, tn] : tiles)
     for (double kh : k_halves) {
       DeviceFigures f = start;
-      if (has[0] || has[1]) {
-        f.tile_m = f.tile_n = tile;
+      if (matmuls) {
+        f.tile_m = tm;
+        f.tile_n = tn;
         f.gemm_k_half = kh;
       }
       std::vector<Prepared> v;
       v.reserve(samples.size());
       for (const auto& s : samples) {
         Prepared pr;
-        const bool matmul = s.op.cls != OpClass::Memory && s.op.flops > 0;
-        pr.cls = matmul ? class_index(s.op.cls) : 2;
+        pr.cls = class_param(s.op);
+        pr.bytes_param = pr.cls == kNorm ? kNorm : kMem;
+        const bool matmul = pr.cls == kGemm || pr.cls == kAttn;
         if (matmul) pr.compute = s.op.flops / (f.peak_flops * shape_efficiency(s.op, f));
         pr.memory = s.op.bytes / f.mem_bw;
         pr.kernels = s.op.kernels;
         pr.fixed = s.op.kernels * f.kernel_s + (s.op.host_sync ? f.sync_s : 0);
+        if (matmul) (free[kMatrix] ? pr.matrices : pr.fixed) += s.op.batch * (free[kMatrix] ? 1 : start.matrix_s);
         pr.log_measured = std::log(s.seconds);
+        pr.weight = (options.weight_by_time ? s.seconds : 1.0) * samples.size() / weight_sum;
         v.push_back(pr);
       }
-      // Start: host time a tenth of the fastest op per kernel; each efficiency the median of what its
-      // class's samples need with that host time.
+      // Start: host time (and cost per matrix) a tenth of the fastest op per kernel; each efficiency the
+      // median of what its class's samples need with those.
       double fastest = INFINITY;
       for (size_t i = 0; i < v.size(); ++i) fastest = std::min(fastest, samples[i].seconds / v[i].kernels);
+      const double small = std::log(std::max(kMinHost, 0.1 * fastest));
       Params p{eff0(start.gemm_efficiency), eff0(start.attn_efficiency), eff0(start.mem_efficiency),
-               std::log(std::max(kMinHost, 0.1 * fastest))};
-      for (int c = 0; c < 3; ++c) {
+               eff0(start.norm_efficiency > 0 ? start.norm_efficiency : start.mem_efficiency), small,
+               free[kMatrix] ? small : std::log(kMinMatrix)};
+      for (int c : {kGemm, kAttn, kMem, kNorm}) {
         if (!free[c]) continue;
         std::vector<double> need;
         for (size_t i = 0; i < v.size(); ++i) {
           if (v[i].cls != c) continue;
-          const double left = samples[i].seconds - std::exp(p[3]) * v[i].kernels - v[i].fixed;
-          const double work = c < 2 ? v[i].compute : v[i].memory;
+          const double left = samples[i].seconds - std::exp(p[kHost]) * v[i].kernels -
+                              std::exp(p[kMatrix]) * v[i].matrices - v[i].fixed;
+          const double work = c == kGemm || c == kAttn ? v[i].compute : v[i].memory;
           if (left > 0 && work > 0) need.push_back(work / left);
         }
         if (!need.empty()) p[c] = eff0(spread_of(need).median);
@@ -345,10 +393,12 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
       if (cost < best_cost) {
         best_cost = cost;
         best = f;
-        if (free[0]) best.gemm_efficiency = std::exp(p[0]);
-        if (free[1]) best.attn_efficiency = std::exp(p[1]);
-        if (free[2]) best.mem_efficiency = std::exp(p[2]);
-        best.host_op_s = std::exp(p[3]);
+        if (free[kGemm]) best.gemm_efficiency = std::exp(p[kGemm]);
+        if (free[kAttn]) best.attn_efficiency = std::exp(p[kAttn]);
+        if (free[kMem]) best.mem_efficiency = std::exp(p[kMem]);
+        if (free[kNorm]) best.norm_efficiency = std::exp(p[kNorm]);
+        if (free[kMatrix]) best.matrix_s = p[kMatrix] <= std::log(kMinMatrix) + 1e-6 ? 0 : std::exp(p[kMatrix]);
+        best.host_op_s = std::exp(p[kHost]);
       }
     }
 
@@ -360,6 +410,116 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
   const Spread sp = spread_of(rel);
   out.median_rel_residual = sp.median;
   out.max_rel_residual = sp.max;
+  return out;
+}
+
+HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
+                    const OpOptions& o) {
+  if (passes.empty()) throw Error("host time fit: no whole-pass measurement");
+  struct Point {
+    double measured, device, kernels;
+    std::vector<Op> ops;
+  };
+  DeviceFigures zero = stage1;
+  zero.host_op_s = 0;
+  std::vector<Point> pts;
+  for (const auto& ps : passes) {
+    if (!(ps.seconds > 0) || !std::isfinite(ps.seconds))
+      throw Error(fmt::format("host time fit: the pass at micro-batch {} measured in {} s; times must be positive",
+                              ps.micro_batch, ps.seconds));
+    Point pt;
+    pt.ops = pass_ops(w, ps.micro_batch, o);
+    pt.measured = ps.seconds;
+    pt.device = run_ops(pt.ops, zero).end_s;  // with no host time: device times (+ syncs)
+    pt.kernels = 0;
+    for (const Op& op : pt.ops) pt.kernels += op.kernels;
+    pts.push_back(std::move(pt));
+  }
+  auto with_host = [&](double h) {
+    DeviceFigures f = stage1;
+    f.host_op_s = h;
+    return f;
+  };
+  HostFit out;
+  if (!stage1.async) {
+    // end = device + h x kernels. The whole passes and the ops were timed at different moments, and a
+    // shared machine's speed drifts between them (memory bandwidth seen from 18 to 48 GB/s within
+    // minutes): measured = s x device + h x kernels, with s the speed of the pass phase relative to the op
+    // phase (a nuisance factor, not kept) and h the host time per kernel; least squares on relative errors,
+    // (s, h) from the 2x2 normal equations. With one pass, or h < 0, s = 1 is kept and h alone is fitted:
+    // h = sum(a_b (1 - device_b / measured_b)) / sum(a_b^2), a_b = kernels_b / measured_b.
+    double suu = 0, suv = 0, svv = 0, suy = 0, svy = 0;
+    for (const auto& pt : pts) {
+      const double u = pt.device / pt.measured, v = pt.kernels / pt.measured;  // y = 1
+      suu += u * u;
+      suv += u * v;
+      svv += v * v;
+      suy += u;
+      svy += v;
+    }
+    const double det = suu * svv - suv * suv;
+    double sc = 1, h = -1;
+    if (pts.size() >= 2 && det > 1e-12 * suu * svv) {
+      sc = (suy * svv - svy * suv) / det;
+      h = (suu * svy - suv * suy) / det;
+    }
+    if (!(h >= 0) || !(sc > 0)) {
+      sc = 1;
+      h = (svy - suv) / svv;  // s = 1: sum v (1 - u) / sum v^2
+    }
+    out.host_op_s = std::max(0.0, h);
+    out.speed = sc;
+  } else {
+    // The host and the device overlap (core/ops.hpp run_ops): the end is non-decreasing in h; golden-
+    // section search of the relative squared error between 0 and the h that makes the host alone the
+    // longest measured pass.
+    auto cost = [&](double h) {
+      const DeviceFigures f = with_host(h);
+      double c = 0;
+      for (const auto& pt : pts) {
+        const double r = run_ops(pt.ops, f).end_s / pt.measured - 1;
+        c += r * r;
+      }
+      return c;
+    };
+    double lo = 0, hi = 0;
+    for (const auto& pt : pts) hi = std::max(hi, pt.measured / pt.kernels);
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    double a = hi - g * (hi - lo), b = lo + g * (hi - lo), ca = cost(a), cb = cost(b);
+    for (int it = 0; it < 200 && hi - lo > 1e-15; ++it) {
+      if (ca <= cb) {
+        hi = b;
+        b = a;
+        cb = ca;
+        a = hi - g * (hi - lo);
+        ca = cost(a);
+      } else {
+        lo = a;
+        a = b;
+        ca = cb;
+        b = lo + g * (hi - lo);
+        cb = cost(b);
+      }
+    }
+    out.host_op_s = std::max(0.0, (lo + hi) / 2);
+    if (cost(0) <= cost(out.host_op_s)) out.host_op_s = 0;
+  }
+  const DeviceFigures f = with_host(out.host_op_s);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const auto& pt = pts[i];
+    HostFitPoint hp;
+    hp.micro_batch = passes[i].micro_batch;
+    hp.measured_s = pt.measured;
+    hp.device_s = pt.device;
+    hp.kernels = pt.kernels;
+    hp.implied_host_op_s = (pt.measured - pt.device) / pt.kernels;
+    hp.predicted_s = run_ops(pt.ops, f).end_s;
+    // The fit's own residual: on a synchronous device with the speed factor on the device part.
+    const double fitted = stage1.async ? hp.predicted_s : out.speed * pt.device + out.host_op_s * pt.kernels;
+    hp.residual = fitted / pt.measured - 1;
+    out.points.push_back(hp);
+    out.max_rel_residual = std::max(out.max_rel_residual, std::abs(hp.residual));
+  }
   return out;
 }
 

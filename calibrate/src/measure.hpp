@@ -36,6 +36,9 @@ struct OpTiming {
   Spread seconds;
   std::string how;
   bool skipped = false;
+  int copies = 1;           // input sets run in turn (cold operands)
+  double round_median = 0;  // the median over the rounds of each round's mean: the op's time
+  int rounds = 0;
 };
 
 // Opens the scenario's device (run.device), sets the intra-op threads (run.threads, else cores / local
@@ -45,13 +48,19 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size);
 ComputeSample measure_compute(const Scenario& s, const DeviceInfo& device, int micro_batch, int warmup, int iters,
                               int ranks);
 // Times every op of `list` (calibrate.hpp op_benchmarks) alone with real LibTorch kernels on the device,
-// with the threads open_device set: per op `warmup` runs thrown away, then timed runs (at least `iters`,
-// more for ops under 1 ms so each gets ~20 ms of runs, fewer for slow ones so each takes at most ~0.25 s,
-// never under 3), each run between two clock reads (on CUDA the device synchronised at both). Model ops
-// allocate their outputs as the trainer's ops do; sweep ops write into preallocated outputs (the
-// device's own throughput). Same order as `list`.
+// with the threads open_device set, in `rounds` passes over the whole list (each op's inputs made anew
+// each round): per op and round `warmup` runs thrown away, then timed runs (in all at least `iters`, more
+// for ops under 1 ms so each gets ~20 ms of runs, fewer for slow ones so each takes at most ~0.25 s,
+// never under 3 a round), each run between two clock reads (on CUDA the device synchronised at both).
+// An op's time is the median over the rounds of each round's mean: a shared machine slows down for
+// seconds at a time (memory bandwidth seen from 18 to 48 GB/s within minutes), and a slow spell then
+// spoils one round of the ops it covers, not their figure. Model ops allocate their outputs as the
+// trainer's ops do; sweep ops write into preallocated outputs (the device's own throughput). With
+// cold_bytes > 0 (on a CPU device) each op gets ceil(cold_bytes / its bytes) sets of inputs (at most 64),
+// run in turn, so that its operands come from memory as inside a training pass (README "vitsim
+// calibrate"); warm-up covers every set once. Same order as `list`.
 std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& device, const std::vector<OpBenchmark>& list,
-                                  int warmup, int iters);
+                                  int warmup, int iters, double cold_bytes = 0, int rounds = 1);
 CopySample measure_copy(const DeviceInfo& device, double bytes, int warmup, int iters);
 std::string torch_version();
 

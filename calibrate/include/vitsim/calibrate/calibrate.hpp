@@ -73,29 +73,75 @@ struct OpSample {
 // and n, k in {32, 64, ..., 2048} (every other (n, k) in a checkerboard, at most 2^32 FLOPs each),
 // batched matmuls [B H, T, hd] x [B H, hd, T] and [B H, T, T] x [B H, T, hd] for hd in {16, 32, 64},
 // T in {17, 65, 197}, B H in {64, 256}, and copies ("sweep.copy.<bytes>": one tensor read, one written)
-// and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB to 64 MiB per tensor, x4 apart.
+// and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB per tensor upwards, x4 apart, up to
+// the first size of at least 64 MiB and twice `llc_bytes` (the last-level cache; 0 = unknown), so that
+// the largest copies move at least 4x the cache: the reference bandwidth is taken from those.
 // GEMM tensors in the precision's matmul dtype (2 bytes under fp16/bf16), the copies in fp32.
 struct OpBenchmark {
   vitsim::Op op;
   int micro_batch = 0;  // 0: the device sweep
 };
 std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p,
-                                       int sweep_rows);
+                                       int sweep_rows, double llc_bytes = 0);
+// A cache size as /sys/devices/system/cpu/cpu0/cache/index*/size writes it ("32768K", "2M", "512"):
+// bytes; 0 when it cannot be read.
+double parse_cache_size(const std::string& text);
 // What the fit predicts for one op measured alone: run_ops({op}, f).end_s, i.e. host_op_s x kernels
 // + op_device_time(op, f) (+ sync_s after an op that syncs).
 double op_sample_time(const vitsim::Op& op, const DeviceFigures& f);
-// Fits a device's op-model figures to measured op times: gemm_efficiency, attn_efficiency,
-// mem_efficiency (each in (0, 1], relative to start.peak_flops and start.mem_bw, which stay), host_op_s
-// (the per-op fixed cost; kernel_s stays start.kernel_s: one op timed alone on a synchronous CPU device
-// cannot tell the two apart, so pass 0 there), gemm_k_half on a grid (0, 8, 16, ..., 1024) and the
-// square GEMM tile on a grid (8, 16, 32, 64, 128; sm_count stays start.sm_count: the rank's threads on a
-// CPU). It minimises the sum over samples of ln(predicted / measured)^2 (relative errors, so 10 us ops
-// count as much as 100 ms ones): Levenberg-Marquardt on the logarithms of the four continuous figures
-// for each grid point, the best grid point kept (the first on ties: deterministic). A class without
-// samples keeps start's efficiency; without matmul samples the tile and k_half stay start's.
-// Fills samples and the median and largest |predicted - measured| / measured. Throws Error on no sample,
-// a non-positive time, or a missing peak_flops (matmul samples) / mem_bw.
-OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start);
+// Fits a device's op-model figures to measured op times (stage 1 of the op model's calibration):
+// gemm_efficiency, attn_efficiency, mem_efficiency and norm_efficiency (each in (0, 1], relative to
+// start.peak_flops and start.mem_bw, which stay), host_op_s (the per-kernel fixed cost; kernel_s stays
+// start.kernel_s: one op timed alone on a synchronous CPU device cannot tell the two apart, so pass 0
+// there), matrix_s (the fixed cost per matrix of a batched matmul, fitted when some matmul sample has
+// batch > 1, else start's; a CPU's bmm loops over its matrices, one GEMM call each), gemm_k_half on a grid
+// (0, 8, 16, ..., 1024) and the square GEMM tile on a grid (8, 16, 32, 64, 128; sm_count stays
+// start.sm_count: the rank's threads on a CPU). It minimises the weighted sum over samples of
+// ln(predicted / measured)^2: Levenberg-Marquardt on the logarithms of the six continuous figures for
+// each grid point, the best grid point kept (the first on ties: deterministic). Weights: 1 per sample
+// (relative errors: a 10 us op counts as much as a 10 ms one), or with weight_by_time each sample's
+// measured time (an op's error then counts as much as it adds to a pass). A class without samples keeps
+// start's efficiency (norm: start's norm_efficiency, 0 = mem_efficiency); without matmul samples the tile
+// and k_half stay start's. Fills samples and the median and largest |predicted - measured| / measured.
+// Throws Error on no sample, a non-positive time, or a missing peak_flops (matmul samples) / mem_bw.
+struct OpFitOptions {
+  bool weight_by_time = false;
+  bool square_tiles = true;  // false: tile_m and tile_n on the grid independently
+};
+OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start,
+                                const OpFitOptions& options = {});
+
+// Stage 2: the host time per kernel from whole passes. With stage 1's device figures fixed, the
+// host_op_s that makes run_ops(pass_ops(w, b)) match the measured forward + backward of the calibration
+// shape at each micro-batch b, in the least-squares sense on relative errors. Inside a real pass each op
+// costs the framework more than when it is timed alone (autograd nodes for views and reshapes, the
+// backward engine, gradient accumulation hooks): stage 1 sees none of it. On a synchronous device (a
+// CPU) a pass is device + h x kernels; the passes and the ops are timed at different moments and a
+// shared machine's speed drifts in between, so the fit is measured = s x device + h x kernels over the
+// micro-batches, s the passes' speed relative to the ops' (reported, not kept: the prediction uses the
+// ops' device times), h the host time per kernel; with one pass, or where that gives h < 0, s = 1 and h
+// = sum(a_b (1 - device_b / measured_b)) / sum(a_b^2), a_b = kernels_b / measured_b. On an asynchronous
+// device a golden-section search over h (s = 1). Clamped at 0. Throws Error on no pass or a non-positive
+// time.
+struct PassSample {
+  int micro_batch = 0;
+  double seconds = 0;  // measured forward + backward (mean)
+};
+struct HostFitPoint {
+  int micro_batch = 0;
+  double measured_s = 0, device_s = 0, kernels = 0;
+  double implied_host_op_s = 0;  // (measured - device) / kernels: this pass alone, s = 1
+  double predicted_s = 0;        // run_ops with the fitted host_op_s (s = 1: what a prediction gives)
+  double residual = 0;           // (s x device + h x kernels) / measured - 1: the fit's own
+};
+struct HostFit {
+  double host_op_s = 0;
+  double speed = 1;              // s: the passes' speed factor against the ops' device times
+  double max_rel_residual = 0;   // largest |residual|
+  std::vector<HostFitPoint> points;
+};
+HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
+                    const OpOptions& o);
 
 // ---- platform file for the machines measured ----
 
