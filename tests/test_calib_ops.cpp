@@ -232,13 +232,7 @@ TEST_CASE("calibrate ops: weights by time make the long ops count", "[calib][ops
   start.device_type = "cpu-test";
   start.mem_bw = 1e10;
   start.async = false;
-  auto mem_op = [](const std::string& name, double bytes) {
-    Op op;
-    op.name = name;
-    op.cls = OpClass::Memory;
-    op.bytes = bytes;
-    return op;
-  };
+  auto mem_op = [](const std::string& name, double bytes) { return memory_op(name, Pass::Fwd, bytes); };
   const std::vector<OpSample> samples{{mem_op("short", 1e5), 1e-5}, {mem_op("long", 5e7), 1e-2}};
   const OpModelCalibration alike = fit_op_model(samples, start);
   const OpModelCalibration by_time = fit_op_model(samples, start, OpFitOptions{true});

@@ -21,15 +21,7 @@ DeviceFigures compute_only(double peak, int sms, int tile) {
   d.tile_m = d.tile_n = tile;
   return d;
 }
-Op gemm(double m, double n, double k) {
-  Op op;
-  op.cls = OpClass::Gemm;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.flops = 2 * m * n * k;
-  return op;
-}
+Op gemm(double m, double n, double k) { return matmul_op("gemm", Pass::Fwd, OpClass::Gemm, 1, m, n, k, 0); }
 }  // namespace
 
 TEST_CASE("ops: matmul FLOPs add up to the per-layer totals (which match the published MACs)", "[ops]") {
@@ -133,10 +125,7 @@ TEST_CASE("ops: time per op is the larger of its compute and memory times plus t
   d.mem_efficiency = 0.5;
   d.gemm_efficiency = 0.25;
   d.kernel_s = 5e-6;
-  Op mem;
-  mem.cls = OpClass::Memory;
-  mem.bytes = 1e6;
-  mem.kernels = 2;
+  const Op mem = memory_op("mem", Pass::Fwd, 1e6, 2);
   CHECK(op_device_time(mem, d) == Approx(1e6 / 0.5e9 + 2 * 5e-6));
   Op g = gemm(1000, 1000, 1000);  // 2 GFLOP at 0.25 TFLOP/s = 8 ms; no bytes
   CHECK(op_device_time(g, d) == Approx(8e-3 + 5e-6));

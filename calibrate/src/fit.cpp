@@ -104,17 +104,7 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
   // The sweep.
   const double e = p == Precision::FP32 ? 4 : 2;
   auto matmul = [&](OpClass cls, const std::string& name, double batch, double m, double n, double k) {
-    Op op;
-    op.name = name;
-    op.pass = Pass::Fwd;
-    op.cls = cls;
-    op.batch = batch;
-    op.m = m;
-    op.n = n;
-    op.k = k;
-    op.flops = 2 * batch * m * n * k;
-    op.bytes = batch * (m * k + k * n + m * n) * e;
-    out.push_back({op, 0});
+    out.push_back({matmul_op(name, Pass::Fwd, cls, batch, m, n, k, e), 0});
   };
   const int dims[] = {32, 64, 128, 256, 512, 1024, 2048};
   std::vector<int> ms{sweep_rows, 256, 1024, 4096};
@@ -134,12 +124,9 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
   const double largest = std::max(64.0 * 1024 * 1024, 2 * llc_bytes);
   for (double size = 64.0 * 1024;; size *= 4) {
     for (int reads : {1, 2}) {
-      Op op;
-      op.name = fmt::format("sweep.{}.{:.0f}", reads == 1 ? "copy" : "add", size);
-      op.pass = Pass::Fwd;
-      op.cls = OpClass::Memory;
-      op.bytes = size * (reads + 1);
-      out.push_back({op, 0});
+      out.push_back({memory_op(fmt::format("sweep.{}.{:.0f}", reads == 1 ? "copy" : "add", size), Pass::Fwd,
+                               size * (reads + 1)),
+                     0});
     }
     if (size >= largest) break;
   }

@@ -45,14 +45,8 @@ namespace {
 struct StepBuilder {
   std::vector<Op> ops;
   void mem(const std::string& name, double bytes, int kernels = 1, bool sync = false) {
-    Op op;
-    op.name = "step." + name;
-    op.pass = Pass::Step;
-    op.cls = OpClass::Memory;
-    op.bytes = bytes;
-    op.kernels = kernels;
-    op.host_sync = sync;
-    ops.push_back(op);
+    ops.push_back(memory_op("step." + name, Pass::Step, bytes, kernels));
+    ops.back().host_sync = sync;
   }
 };
 

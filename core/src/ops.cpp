@@ -42,6 +42,30 @@ AttentionPath parse_attention_path(const std::string& name) {
   throw Error(fmt::format("unknown attention path '{}'; valid: math, fused", name));
 }
 
+Op matmul_op(std::string name, Pass pass, OpClass cls, double batch, double m, double n, double k, double elem_bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.pass = pass;
+  op.cls = cls;
+  op.batch = batch;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.flops = 2 * batch * m * n * k;
+  op.bytes = batch * (m * k + k * n + m * n) * elem_bytes;
+  return op;
+}
+
+Op memory_op(std::string name, Pass pass, double bytes, int kernels, OpClass cls) {
+  Op op;
+  op.name = std::move(name);
+  op.pass = pass;
+  op.cls = cls;
+  op.bytes = bytes;
+  op.kernels = kernels;
+  return op;
+}
+
 namespace {
 
 // Builds one layer's ops. Sizes: R = rows (micro-batch x tokens), d width, h MLP hidden. Element bytes:
@@ -82,32 +106,20 @@ class LayerBuilder {
 
   std::string nm(const std::string& s) const { return w_.layers[l_].name + "." + s; }
 
-  void mem(Pass p, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory) {
-    Op op;
-    op.name = nm(name);
+  void push(Op op) {
     op.layer = l_;
-    op.pass = p;
-    op.cls = cls;
-    op.bytes = bytes;
-    op.kernels = kernels;
-    (p == Pass::Fwd ? fwd_ : bwd_).push_back(op);
+    (op.pass == Pass::Fwd ? fwd_ : bwd_).push_back(std::move(op));
+  }
+  void mem(Pass p, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory) {
+    push(memory_op(nm(name), p, bytes, kernels, cls));
   }
   // C[m, n] = A[m, k] B[k, n], `batch` times; inputs and output in `e` bytes. `bias`: addmm, whose
   // output is first filled with the broadcast bias, then read back by the GEMM (beta = 1).
   void matmul(Pass p, OpClass cls, const std::string& name, double batch, double m, double n, double k, bool bias = false) {
-    Op op;
-    op.name = nm(name);
-    op.layer = l_;
-    op.pass = p;
-    op.cls = cls;
-    op.batch = batch;
-    op.m = m;
-    op.n = n;
-    op.k = k;
-    op.flops = 2 * batch * m * n * k;
-    op.bytes = batch * (m * k + k * n + m * n) * a_ + (bias ? 2 * m * n * a_ : 0);
+    Op op = matmul_op(nm(name), p, cls, batch, m, n, k, a_);
+    op.bytes += bias ? 2 * m * n * a_ : 0;
     op.kernels = bias ? 2 : 1;
-    (p == Pass::Fwd ? fwd_ : bwd_).push_back(op);
+    push(std::move(op));
   }
   // A linear layer y[R, out] = x[R, in] W^T + bias, forward and backward, with its weight's autocast
   // cast (forward) and gradient cast + accumulation into the fp32 .grad (backward).
@@ -184,24 +196,15 @@ class LayerBuilder {
     if (fused_) {
       // scaled_dot_product_attention: one kernel reads Q, K, V and writes O (and the softmax
       // statistics); backward recomputes the scores on chip: reads Q, K, V, O, dO, writes dQ, dK, dV.
-      Op f;
-      f.name = nm("sdpa");
-      f.layer = l_;
-      f.pass = Pass::Fwd;
-      f.cls = OpClass::AttnMatmul;
-      f.batch = b_ * H;
-      f.m = T;
-      f.n = T;
-      f.k = hd;
-      f.flops = 4 * b_ * H * T * T * hd;
+      // Its matmuls are QK^T and PV (2 products; backward 4), shaped as QK^T for the wave model.
+      Op f = matmul_op(nm("sdpa"), Pass::Fwd, OpClass::AttnMatmul, b_ * H, T, T, hd, 0);
+      f.flops *= 2;
       f.bytes = 4 * R * d * a_ + b_ * H * T * 4;
-      fwd_.push_back(f);
-      Op g = f;
-      g.name = nm("sdpa.bwd");
-      g.pass = Pass::Bwd;
-      g.flops = 8 * b_ * H * T * T * hd;
+      Op g = matmul_op(nm("sdpa.bwd"), Pass::Bwd, OpClass::AttnMatmul, b_ * H, T, T, hd, 0);
+      g.flops *= 4;
       g.bytes = 8 * R * d * a_ + b_ * H * T * 4;
-      bwd_.push_back(g);
+      push(std::move(f));
+      push(std::move(g));
       mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_);
       mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
     } else {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace vitsim::sim {
 
@@ -97,16 +98,18 @@ class OpModel : public ComputeModel {
 class CalibratedModel : public ComputeModel {
  public:
   CalibratedModel(const Workload& w, ComputeInputs in, const DeviceCalibration& d, DeviceFigures measured,
-                  const DeviceFigures* target)
-      : w_(w), in_(std::move(in)), d_(d), measured_(std::move(measured)) {
-    if (target) target_ = *target;
-  }
-  std::string name() const override { return has_target() ? "calibrated+op-scaled model" : "calibrated model"; }
+                  std::optional<DeviceFigures> target)
+      : w_(w), in_(std::move(in)), d_(d), measured_(std::move(measured)), target_(std::move(target)) {}
+  std::string name() const override { return target_ ? "calibrated+op-scaled model" : "calibrated model"; }
 
   std::vector<LayerTimes> layers(int b) const override {
     const ComputePoint cp = interpolate(d_, b);
     const bool by_measured = cp.layers.size() == w_.layers.size();
-    const std::vector<LayerTimes> model_m = op_layer_times(w_, b, in_.ops(), measured_);
+    // The op model on the measured device: the split over layers when none was measured, and the
+    // denominator of the cross-device ratio.
+    std::vector<LayerTimes> model_m, model_t;
+    if (!by_measured || target_) model_m = op_layer_times(w_, b, in_.ops(), measured_);
+    if (target_) model_t = op_layer_times(w_, b, in_.ops(), *target_);
     std::vector<LayerTimes> shares;
     double fsum = 0, bsum = 0;
     for (size_t i = 0; i < w_.layers.size(); ++i) {
@@ -116,11 +119,9 @@ class CalibratedModel : public ComputeModel {
       shares.push_back(s);
     }
     std::vector<LayerTimes> out;
-    std::vector<LayerTimes> model_t;
-    if (has_target()) model_t = op_layer_times(w_, b, in_.ops(), target_);
     for (size_t i = 0; i < w_.layers.size(); ++i) {
       LayerTimes t{cp.fwd_s * shares[i].fwd_s / fsum, cp.bwd_s * shares[i].bwd_s / bsum};
-      if (has_target()) {
+      if (target_) {
         t.fwd_s *= model_t[i].fwd_s / model_m[i].fwd_s;
         t.bwd_s *= model_t[i].bwd_s / model_m[i].bwd_s;
       }
@@ -138,20 +139,19 @@ class CalibratedModel : public ComputeModel {
   // model on the measured device's figures (and is scaled like the layers across devices).
   double optimizer_s() const override {
     const double measured = interpolate(d_, d_.points.front().micro_batch).optimizer_s;
-    const DeviceFigures& dev = has_target() ? target_ : measured_;
+    const DeviceFigures& dev = target_ ? *target_ : measured_;
     if (measured <= 0 || in_.step.framework != Framework::Vitsim) return op_step_time(w_, in_.step, dev);
     const double part = in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
-    if (!has_target()) return measured * part;
-    return measured * part * op_step_time(w_, in_.step, target_) / op_step_time(w_, in_.step, measured_);
+    if (!target_) return measured * part;
+    return measured * part * op_step_time(w_, in_.step, *target_) / op_step_time(w_, in_.step, measured_);
   }
 
  private:
-  bool has_target() const { return !target_.device_type.empty() || target_.peak_flops > 0; }
   const Workload& w_;
   ComputeInputs in_;
   const DeviceCalibration& d_;
   DeviceFigures measured_;
-  DeviceFigures target_{};
+  std::optional<DeviceFigures> target_;  // cross-device: the device predicted for
 };
 
 }  // namespace
@@ -162,7 +162,7 @@ std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const Comput
   if (calib) {
     const OpModelCalibration* fitted = calib->op_model(g.model, in.precision);
     if (const auto* d = calib->find(g.model, w.model, in.precision))
-      return std::make_unique<CalibratedModel>(w, in, *d, fitted ? fitted->figures : platform, nullptr);
+      return std::make_unique<CalibratedModel>(w, in, *d, fitted ? fitted->figures : platform, std::nullopt);
     if (fitted) return std::make_unique<OpModel>(w, in, fitted->figures, "op-level model (calibrated figures)");
     if (const auto* d = calib->find_any(w.model, in.precision)) {
       // The measured device: its fitted figures, else its stated peak and bandwidth with the target's
@@ -175,7 +175,7 @@ std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const Comput
         measured.peak_flops = d->peak_flops;
         measured.mem_bw = d->mem_bw;
       }
-      return std::make_unique<CalibratedModel>(w, in, *d, measured, &platform);
+      return std::make_unique<CalibratedModel>(w, in, *d, measured, platform);
     }
   }
   return std::make_unique<OpModel>(w, in, platform, "op-level model (platform figures)");

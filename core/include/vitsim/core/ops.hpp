@@ -47,6 +47,11 @@ struct Op {
   bool host_sync = false; // the host waits for the device after it (.item(), float(tensor))
 };
 
+// The two kinds of op, built in one place: `batch` products C[m, n] = A[m, k] B[k, n] whose operands
+// and result are `elem_bytes` each (flops 2 batch m n k), and a bandwidth-bound op of `bytes`.
+Op matmul_op(std::string name, Pass pass, OpClass cls, double batch, double m, double n, double k, double elem_bytes);
+Op memory_op(std::string name, Pass pass, double bytes, int kernels = 1, OpClass cls = OpClass::Memory);
+
 struct OpOptions {
   Precision precision = Precision::FP32;  // fp16/bf16: see `autocast`
   // With fp16/bf16: true = torch.autocast (fp32 weights cast to half before each GEMM, LayerNorm,
