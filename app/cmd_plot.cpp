@@ -37,11 +37,12 @@ void add_plot(CLI::App& cli, Action& action) {
     action = [args] {
       plot::Options opt;
       opt.gnuplot = args->gnuplot;
-      // A capacity plan ("vitsim.plan/1") gets the plan plots.
+      // A capacity plan ("vitsim.plan/2") gets the plan plots.
       if (args->reports.size() == 1) {
         const std::string text = read_file(args->reports[0]);
-        if (text.find("\"vitsim.plan/1\"") != std::string::npos) {
-          const PlanResult plan = plan_from_json(text, args->reports[0]);
+        if (text.find("\"vitsim.plan/") != std::string::npos) {
+          PlanResult plan = plan_from_json(text, args->reports[0]);
+          if (plan.ranked) rank_plan(plan);  // ranks and the Pareto front from the figures, not as the file says
           plot::plot_plan(plan, args->out, plot::parse_plan_kind(args->kind), opt);
           return 0;
         }

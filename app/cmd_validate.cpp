@@ -53,12 +53,16 @@ void add_validate(CLI::App& cli, Action& action) {
       ScenarioFile f = read_scenario_file(a->scenario);
       for (const auto& s : a->sets) apply_override(f, s);
       const std::vector<Scenario> points = expand(f);
+      Report measured;
+      if (!a->run) {  // read and checked before simulating: a wrong file fails at once
+        measured = report_from_json(read_file(a->measured), a->measured);
+        require_report_kind(measured, "measured", "validate --measured");
+      }
       sim::PredictOptions po;
       po.calibration = a->calibration;
       po.jobs = a->jobs;
       po.progress = !a->quiet;
       Report predicted = sim::predict(f, po);
-      Report measured;
       if (a->run) {
         validate::RunOptions ro;
         ro.vitsim_exe = self_exe();
@@ -68,8 +72,6 @@ void add_validate(CLI::App& cli, Action& action) {
         ro.sets = a->sets;
         ro.quiet = a->quiet;
         measured = validate::run_measured(f, points, ro);
-      } else {
-        measured = report_from_json(read_file(a->measured), a->measured);
       }
       const double tol = a->tolerance >= 0 ? a->tolerance : points.front().validation.tolerance;
       validate::Validation v = validate::compare(predicted, measured, tol);

@@ -31,13 +31,22 @@ PlanPoint point(int index, int gpus, double epoch_s, bool fits = true) {
   p.collective = "ring";
   p.params = {{"cluster.gpus_per_node", std::to_string(gpus)}, {"gpus", std::to_string(gpus)}};
   p.simulated = true;
+  // A result the report reader accepts: 100 steps of epoch/100 s, 32 images a step.
+  p.global_batch = 32;
+  p.result.nodes = 1;
   p.result.gpus = gpus;
+  p.result.micro_batch = 32;
+  p.result.grad_accum = 1;
+  p.result.global_batch = 32;
+  p.result.steps_per_epoch = 100;
   p.result.epoch_time_s = epoch_s;
-  p.result.step_time_s.mean = epoch_s / 100;
+  p.result.step_time_s = {epoch_s / 100, epoch_s / 100, epoch_s / 100};
+  p.result.breakdown_s.compute_fwd = epoch_s / 100;
   p.result.throughput_img_s = 3200 / epoch_s;
   p.result.fits_in_memory = fits;
   p.result.bound = "compute";
-  p.memory_per_gpu_bytes = fits ? 1e9 : 3e9;
+  p.result.scenario_id = "sha256:" + std::string(63, '0') + std::to_string(index);
+  p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes = fits ? 1e9 : 3e9;
   p.gpu_memory_bytes = 2e9;
   return p;
 }
@@ -116,6 +125,7 @@ TEST_CASE("plan ranking by time then cost and a Pareto front without dominated p
     CHECK(ok == std::set<int>{0, 1});
   }
   SECTION("JSON round trip") {
+    plan.plan_id = "sha256:" + std::string(64, 'a');
     const std::string j = plan_to_json(plan);
     CHECK(plan_to_json(plan_from_json(j, "x.json")) == j);
   }
@@ -127,6 +137,9 @@ TEST_CASE("merging shards ranks the union and a missing point is an error", "[pl
     s->space_size = 4;
     s->shard_count = 2;
   }
+  a.origin = "a.json";
+  b.origin = "b.json";
+  b.shard_index = 1;
   a.points = {point(0, 1, 1000), point(2, 4, 300)};
   b.points = {point(1, 2, 520)};
   CHECK_THROWS_WITH(merge_plans({a, b}), "merge: the shards hold 3 of the plan's 4 points");
@@ -134,8 +147,8 @@ TEST_CASE("merging shards ranks the union and a missing point is an error", "[pl
   PlanResult m = merge_plans({a, b});
   CHECK(m.ranked);
   CHECK(m.points[0].index == 3);
-  b.points.push_back(point(2, 4, 300));
-  CHECK_THROWS_WITH(merge_plans({a, b}), "merge: point 2 appears in two shards");
+  a.points.push_back(point(2, 4, 300));
+  CHECK_THROWS_WITH(merge_plans({a, b}), "a.json: /points/2/index: point 2 appears twice (also in a.json)");
 }
 
 TEST_CASE("ZeRO-3 memory per GPU falls as 1/N for parameters and gradients and optimizer state", "[plan][zero]") {

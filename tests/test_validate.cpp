@@ -1,5 +1,6 @@
 // vitsim validate: the comparison arithmetic and the command's exit status.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
 #include "vitsim/core/error.hpp"
@@ -54,18 +55,28 @@ TEST_CASE("validate: exit status 0 within the tolerance, 4 beyond it", "[validat
   const std::string sc = vt::source("scenarios/study/vector-strong-b64.xml");
   auto pred = vt::vitsim("predict " + sc + " --set cluster.gpus_per_node=1,2 --format json -q --out " + d / "p.json");
   REQUIRE(pred.status == 0);
-  // The "measured" report is the prediction itself: every error is zero.
-  auto same = vt::vitsim("validate " + sc + " --set cluster.gpus_per_node=1,2 --measured " + d / "p.json" + " -q");
+  // The "measured" report is the prediction itself, relabelled as what `vitsim train` writes (a predicted
+  // report is refused as a measurement): every error is zero.
+  auto measured = [&](double k) {
+    nlohmann::json j = nlohmann::json::parse(vt::run("cat " + d / "p.json").out);
+    j["kind"] = j["source"] = "measured";
+    for (auto& p : j["points"]) {
+      p["simulated_steps"] = 0;
+      // Every time scaled by k: step statistics (the point's and each rank's), the epoch; throughput / k.
+      for (const char* q : {"mean", "p50", "p95"}) p["step_time_s"][q] = p["step_time_s"][q].get<double>() * k;
+      for (auto& r : p["per_rank"])
+        for (const char* q : {"mean", "p50", "p95"}) r["step_time_s"][q] = r["step_time_s"][q].get<double>() * k;
+      p["epoch_time_s"] = p["epoch_time_s"].get<double>() * k;
+      p["throughput_img_s"] = p["throughput_img_s"].get<double>() / k;
+    }
+    return j.dump(2);
+  };
+  d.file("m1.json", measured(1));
+  auto same = vt::vitsim("validate " + sc + " --set cluster.gpus_per_node=1,2 --measured " + d / "m1.json" + " -q");
   CHECK(same.status == 0);
   CHECK(same.out.find("step-time MAPE is within the tolerance of 10.0%: PASS") != std::string::npos);
   // Scaled by 1.25, the prediction is 20% low: 0.8/1.0 - 1 = -20%.
-  std::string text = vt::run("cat " + d / "p.json").out;
-  for (size_t pos = 0; (pos = text.find("\"mean\": ", pos)) != std::string::npos;) {
-    pos += 8;
-    size_t end = text.find_first_of(",\n}", pos);
-    text.replace(pos, end - pos, fmt::format("{:.17g}", std::stod(text.substr(pos, end - pos)) * 1.25));
-  }
-  d.file("m.json", text);
+  d.file("m.json", measured(1.25));
   auto off = vt::vitsim("validate " + sc + " --set cluster.gpus_per_node=1,2 --measured " + d / "m.json" + " -q");
   CHECK(off.status == 4);
   CHECK(off.out.find("step_time 20.0%") != std::string::npos);

@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
+#include "json_reader.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -125,21 +129,48 @@ PlanResult merge_plans(const std::vector<PlanResult>& shards) {
   out.points.clear();
   out.shard_index = 0;
   out.shard_count = 1;
-  std::set<int> seen;
+  auto name = [](const PlanResult& s) { return s.origin.empty() ? std::string("a shard") : s.origin; };
+  std::map<int, std::string> seen;        // point index -> the shard that holds it
+  std::map<int, std::string> shard_seen;  // shard index -> its file
   for (const auto& s : shards) {
+    const PlanResult& first = shards.front();
+    if (s.plan_id != first.plan_id)
+      throw Error(fmt::format("{}: /plan_id: this shard is of another plan than {} ({} vs {}): the scenario, its "
+                              "platform, what-ifs, calibration, epochs, objective, constraints or space differ; "
+                              "merge only the shards of one `vitsim plan --shard I/K` command",
+                              name(s), name(first), s.plan_id.substr(0, 19), first.plan_id.substr(0, 19)));
     if (s.space_size != out.space_size || s.epochs != out.epochs || s.what_ifs != out.what_ifs ||
         s.objective != out.objective || s.price_per_gpu_hour != out.price_per_gpu_hour || s.scenario != out.scenario)
-      throw Error(fmt::format("merge: shard {}/{} is of another plan (scenario, space, epochs, objective, price or "
-                              "what-ifs differ)", s.shard_index, s.shard_count));
-    for (const auto& p : s.points) {
-      if (!seen.insert(p.index).second) throw Error(fmt::format("merge: point {} appears in two shards", p.index));
+      throw Error(fmt::format("{}: shard {}/{} is of another plan than {} (scenario, space, epochs, objective, price "
+                              "or what-ifs differ)", name(s), s.shard_index, s.shard_count, name(first)));
+    if (s.shard_count != first.shard_count)
+      throw Error(fmt::format("{}: /shard/count: {} shards, but {} says {}", name(s), s.shard_count, name(first),
+                              first.shard_count));
+    if (!shard_seen.emplace(s.shard_index, name(s)).second)
+      throw Error(fmt::format("{}: /shard/index: shard {}/{} given twice (also {})", name(s), s.shard_index,
+                              s.shard_count, shard_seen[s.shard_index]));
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const PlanPoint& p = s.points[i];
+      if (p.index % s.shard_count != s.shard_index)
+        throw Error(fmt::format("{}: /points/{}/index: point {} does not belong to shard {}/{} (index % {} = {})", name(s), i,
+                                p.index, s.shard_index, s.shard_count, s.shard_count, p.index % s.shard_count));
+      auto [it, fresh] = seen.emplace(p.index, name(s));
+      if (!fresh)
+        throw Error(fmt::format("{}: /points/{}/index: point {} appears twice (also in {})", name(s), i, p.index, it->second));
       out.points.push_back(p);
     }
   }
-  if (static_cast<int>(seen.size()) != out.space_size)
-    throw Error(fmt::format("merge: the shards hold {} of the plan's {} points", seen.size(), out.space_size));
+  if (static_cast<int>(seen.size()) != out.space_size) {
+    const int count = shards.front().shard_count;
+    std::string absent;
+    for (int k = 0; k < count && k < 64; ++k)
+      if (!shard_seen.count(k)) absent += fmt::format("{}{}/{}", absent.empty() ? "" : ", ", k, count);
+    throw Error(fmt::format("merge: the shards hold {} of the plan's {} points{}", seen.size(), out.space_size,
+                            absent.empty() ? "" : " (missing shard " + absent + ")"));
+  }
   std::sort(out.points.begin(), out.points.end(), [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
   out.provenance.erase("shard");
+  out.origin.clear();
   rank_plan(out);
   return out;
 }
@@ -309,21 +340,25 @@ json constraints_json(const PlanConstraints& c) {
   j["must_fit"] = c.must_fit;
   return j;
 }
-PlanConstraints constraints_from(const json& j) {
+PlanConstraints constraints_from(const detail::JsonField& f) {
   PlanConstraints c;
-  if (j.contains("global_batch")) c.global_batch = j["global_batch"].get<long long>();
-  if (j.contains("global_batch_min")) c.global_batch_min = j["global_batch_min"].get<long long>();
-  if (j.contains("global_batch_max")) c.global_batch_max = j["global_batch_max"].get<long long>();
-  if (j.contains("deadline_s")) c.deadline_s = j["deadline_s"].get<double>();
-  if (j.contains("budget")) c.budget = j["budget"].get<double>();
-  c.must_fit = j.value("must_fit", true);
+  constexpr long long kMax = std::numeric_limits<long long>::max();
+  if (f.has("global_batch")) c.global_batch = f.at("global_batch").integer(1, kMax);
+  if (f.has("global_batch_min")) c.global_batch_min = f.at("global_batch_min").integer(1, kMax);
+  if (f.has("global_batch_max")) c.global_batch_max = f.at("global_batch_max").integer(1, kMax);
+  if (f.has("deadline_s")) c.deadline_s = f.at("deadline_s").non_negative("the deadline");
+  if (f.has("budget")) c.budget = f.at("budget").non_negative("the budget");
+  c.must_fit = f.at("must_fit").boolean();
   return c;
 }
 }  // namespace
 
 std::string plan_to_json(const PlanResult& plan) {
   json j;
-  j["schema"] = "vitsim.plan/1";
+  j["schema"] = "vitsim.plan/2";
+  j["kind"] = "plan";
+  j["vitsim_version"] = vitsim_version();
+  j["plan_id"] = plan.plan_id;
   j["scenario"] = plan.scenario;
   j["provenance"] = plan.provenance;
   j["what_ifs"] = plan.what_ifs;
@@ -375,64 +410,106 @@ std::string plan_to_json(const PlanResult& plan) {
 }
 
 PlanResult plan_from_json(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
+  const json j = detail::parse_json(text, origin);
+  const detail::JsonField top(j, origin, "");
+  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  if (schema == "vitsim.plan/1")
+    throw Error(fmt::format("{}: a vitsim.plan/1 file (written before plans carried their identity): run `vitsim plan` "
+                            "again with this vitsim ({})", origin, vitsim_version()));
+  if (schema != "vitsim.plan/2") {
+    const std::string what = detail::what_schema(j);
+    if (!what.empty())
+      throw Error(fmt::format("{}: this is {}, not a plan: give the JSON of `vitsim plan [--shard I/K] --format json`",
+                              origin, what));
+    throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/2\")", origin));
   }
-  if (!j.is_object() || j.value("schema", json()) != "vitsim.plan/1")
-    throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/1\")", origin));
+  if (top.at("kind").string() != "plan") top.at("kind").fail("expected \"plan\"");
   PlanResult plan;
-  try {
-    plan.scenario = j.value("scenario", "");
-    plan.provenance = j.value("provenance", std::map<std::string, std::string>{});
-    plan.what_ifs = j.value("what_ifs", std::vector<std::string>{});
-    plan.what_if_changes = j.value("what_if_changes", std::vector<std::string>{});
-    plan.epochs = j.at("epochs").get<int>();
-    plan.price_per_gpu_hour = j.at("price_per_gpu_hour").get<double>();
-    plan.objective = j.at("objective").get<std::string>();
-    plan.constraints = constraints_from(j.at("constraints"));
-    plan.space_size = j.at("space_size").get<int>();
-    plan.shard_index = j.at("shard").at("index").get<int>();
-    plan.shard_count = j.at("shard").at("count").get<int>();
-    plan.ranked = j.value("ranked", false);
-    plan.explanation = j.value("explanation", std::vector<std::string>{});
-    json report = {{"schema", "vitsim.report/1"}, {"points", json::array()}};
-    for (const auto& pj : j.at("points"))
-      if (pj.at("simulated").get<bool>()) report["points"].push_back(pj.at("result"));
-    Report sims = report_from_json(report.dump(), origin);
-    size_t k = 0;
-    for (const auto& pj : j.at("points")) {
-      PlanPoint p;
-      p.index = pj.at("index").get<int>();
-      p.params = pj.at("params").get<std::map<std::string, std::string>>();
-      p.nodes = pj.at("nodes").get<int>();
-      p.gpus_per_node = pj.at("gpus_per_node").get<int>();
-      p.gpus = pj.at("gpus").get<int>();
-      p.micro_batch = pj.at("micro_batch").get<int>();
-      p.grad_accum = pj.at("grad_accum").get<int>();
-      p.zero = pj.at("zero").get<int>();
-      p.sequence_parallel = pj.at("sequence_parallel").get<int>();
-      p.precision = pj.at("precision").get<std::string>();
-      p.collective = pj.at("collective").get<std::string>();
-      p.overlap = pj.at("overlap").get<bool>();
-      p.global_batch = pj.at("global_batch").get<long long>();
-      p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").get<double>();
-      p.gpu_memory_bytes = pj.at("gpu_memory_bytes").get<double>();
-      p.simulated = pj.at("simulated").get<bool>();
-      p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").get<std::string>();
-      p.time_to_train_s = pj.at("time_to_train_s").get<double>();
-      p.gpu_hours = pj.at("gpu_hours").get<double>();
-      p.cost = pj.at("cost").get<double>();
-      p.pareto = pj.at("pareto").get<bool>();
-      p.rank = pj.at("rank").get<int>();
-      if (p.simulated) p.result = sims.points.at(k++);
-      plan.points.push_back(std::move(p));
-    }
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: plan does not follow vitsim.plan/1: {}", origin, e.what()));
+  plan.origin = origin;
+  plan.vitsim_version = top.at("vitsim_version").string();
+  plan.plan_id = top.at("plan_id").string();
+  {
+    bool hex = plan.plan_id.size() == 7 + 64 && plan.plan_id.rfind("sha256:", 0) == 0;
+    for (size_t i = 7; hex && i < plan.plan_id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(plan.plan_id[i]));
+    if (!hex) top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
   }
+  plan.scenario = top.at("scenario").string();
+  plan.provenance = top.at("provenance").string_map();
+  plan.what_ifs = top.at("what_ifs").strings();
+  plan.what_if_changes = top.at("what_if_changes").strings();
+  plan.epochs = static_cast<int>(top.at("epochs").integer(1, 1 << 20));
+  plan.price_per_gpu_hour = top.at("price_per_gpu_hour").non_negative("the price per GPU-hour");
+  plan.objective = top.at("objective").string();
+  if (plan.objective != "time" && plan.objective != "cost" && plan.objective != "throughput")
+    top.at("objective").fail(fmt::format("unknown objective '{}'; valid: cost, throughput, time", plan.objective.substr(0, 40)));
+  plan.constraints = constraints_from(top.at("constraints"));
+  plan.space_size = static_cast<int>(top.at("space_size").integer(1, std::numeric_limits<int>::max()));
+  plan.shard_count = static_cast<int>(top.at("shard").at("count").integer(1, plan.space_size));
+  plan.shard_index = static_cast<int>(top.at("shard").at("index").integer(0, plan.shard_count - 1));
+  plan.ranked = top.at("ranked").boolean();
+  plan.explanation = top.at("explanation").strings();
+  const detail::JsonField points = top.at("points");
+  std::set<int> indices;
+  constexpr long long kMaxCount = std::numeric_limits<int>::max();
+  for (size_t i = 0, n = points.size(); i < n; ++i) {
+    const detail::JsonField pj = points[i];
+    PlanPoint p;
+    p.index = static_cast<int>(pj.at("index").integer(0, plan.space_size - 1));
+    if (!indices.insert(p.index).second) pj.at("index").fail(fmt::format("point {} appears twice", p.index));
+    p.params = pj.at("params").string_map();
+    p.simulated = pj.at("simulated").boolean();
+    const long long least = p.simulated ? 1 : 0;  // a point excluded before placement has no shape
+    p.nodes = static_cast<int>(pj.at("nodes").integer(least, kMaxCount));
+    p.gpus_per_node = static_cast<int>(pj.at("gpus_per_node").integer(least, kMaxCount));
+    p.gpus = static_cast<int>(pj.at("gpus").integer(least, kMaxCount));
+    p.micro_batch = static_cast<int>(pj.at("micro_batch").integer(least, kMaxCount));
+    p.grad_accum = static_cast<int>(pj.at("grad_accum").integer(least, kMaxCount));
+    p.zero = static_cast<int>(pj.at("zero").integer(0, 3));
+    p.sequence_parallel = static_cast<int>(pj.at("sequence_parallel").integer(1, kMaxCount));
+    p.precision = pj.at("precision").string();
+    p.collective = pj.at("collective").string();
+    p.overlap = pj.at("overlap").boolean();
+    p.global_batch = pj.at("global_batch").integer(0, std::numeric_limits<long long>::max());
+    p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").non_negative("the memory per GPU");
+    p.gpu_memory_bytes = pj.at("gpu_memory_bytes").non_negative("a GPU's memory");
+    if (p.gpu_memory_bytes > kMaxMemoryPerGpuBytes)
+      pj.at("gpu_memory_bytes").fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
+    p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").string();
+    if (!p.simulated && p.excluded.empty())
+      pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
+    p.time_to_train_s = pj.at("time_to_train_s").non_negative("the time to train");
+    p.gpu_hours = pj.at("gpu_hours").non_negative("the GPU-hours");
+    p.cost = pj.at("cost").non_negative("the cost");
+    p.pareto = pj.at("pareto").boolean();
+    p.rank = static_cast<int>(pj.at("rank").integer(0, plan.space_size));
+    if (p.simulated) {
+      p.result = report_point_from_json(pj.at("result").raw(), origin, pj.pointer() + "/result", false);
+      const ReportPoint& r = p.result;
+      if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch || r.grad_accum != p.grad_accum ||
+          r.global_batch != p.global_batch)
+        pj.at("result").fail("the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the point's");
+      if (p.gpus != p.nodes * p.gpus_per_node)
+        pj.at("gpus").fail(fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
+      if (std::fabs(p.memory_per_gpu_bytes - r.memory_per_gpu_bytes) > 1e-6 * r.memory_per_gpu_bytes + 1)
+        pj.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}",
+                                                       p.memory_per_gpu_bytes, r.memory_per_gpu_bytes));
+      if (plan.ranked) {  // derived figures must be the result's: time to train = epochs x epoch time, and so on
+        const double time = r.epoch_time_s * plan.epochs, hours = time * p.gpus / 3600.0;
+        const double cost = plan.price_per_gpu_hour > 0 ? hours * plan.price_per_gpu_hour : hours;
+        auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12; };
+        if (!same(p.time_to_train_s, time))
+          pj.at("time_to_train_s").fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
+                                                    plan.epochs, r.epoch_time_s));
+        if (!same(p.gpu_hours, hours))
+          pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
+        if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
+      }
+    } else if (!pj.at("result").is_null()) {
+      pj.at("result").fail("a point that was not simulated has no result (expected null)");
+    }
+    plan.points.push_back(std::move(p));
+  }
+  if (plan.ranked && plan.shard_count > 1) top.at("ranked").fail("a shard's points are unranked; this one says ranked");
   return plan;
 }
 

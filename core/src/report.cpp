@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
+#include "json_reader.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -64,30 +68,55 @@ json breakdown_json(const Breakdown& b) {
           {"compute_bwd", b.compute_bwd}, {"optimizer", b.optimizer}, {"comm_total", b.comm_total},
           {"comm_exposed", b.comm_exposed}};
 }
-StepStats stats_from(const json& j) { return {j.at("mean").get<double>(), j.at("p50").get<double>(), j.at("p95").get<double>()}; }
-Breakdown breakdown_from(const json& j) {
+
+using detail::JsonField;
+
+// A step's statistics: finite, a step takes time, the median is not above the 95th percentile.
+StepStats stats_from(const JsonField& f) {
+  StepStats s;
+  s.mean = f.at("mean").non_negative("a step time");
+  s.p50 = f.at("p50").non_negative("a step time");
+  s.p95 = f.at("p95").non_negative("a step time");
+  if (s.mean <= 0) f.at("mean").fail("a step takes time: the mean step time is 0");
+  if (s.p50 > s.p95 * (1 + 1e-9)) f.at("p50").fail(fmt::format("the median step ({:.6g} s) is above the 95th percentile ({:.6g} s)", s.p50, s.p95));
+  return s;
+}
+Breakdown breakdown_from(const JsonField& f) {
   Breakdown b;
-  b.data = j.at("data").get<double>();
-  b.h2d = j.at("h2d").get<double>();
-  b.compute_fwd = j.at("compute_fwd").get<double>();
-  b.compute_bwd = j.at("compute_bwd").get<double>();
-  b.optimizer = j.at("optimizer").get<double>();
-  b.comm_total = j.at("comm_total").get<double>();
-  b.comm_exposed = j.at("comm_exposed").get<double>();
+  b.data = f.at("data").non_negative("a time");
+  b.h2d = f.at("h2d").non_negative("a time");
+  b.compute_fwd = f.at("compute_fwd").non_negative("a time");
+  b.compute_bwd = f.at("compute_bwd").non_negative("a time");
+  b.optimizer = f.at("optimizer").non_negative("a time");
+  b.comm_total = f.at("comm_total").non_negative("a time");
+  b.comm_exposed = f.at("comm_exposed").non_negative("a time");
   return b;
 }
+
+const char* const kBounds[] = {"compute", "exposed_comm", "data", "h2d", "optimizer"};
+constexpr long long kMaxCount = 1LL << 31;  // nodes, GPUs, micro-batch, accumulation: an int
 }  // namespace
+
+std::string report_scenario_id(const Report& r) {
+  std::string ids;
+  for (const auto& p : r.points) ids += p.scenario_id + "\n";
+  return "sha256:" + sha256_hex(ids);
+}
 
 std::string report_to_json(const Report& r) {
   json j;
-  j["schema"] = "vitsim.report/1";
+  j["schema"] = "vitsim.report/2";
+  j["kind"] = r.kind();
+  j["vitsim_version"] = vitsim_version();
   j["scenario"] = r.scenario;
+  j["scenario_id"] = report_scenario_id(r);
   j["source"] = r.source;
   j["provenance"] = r.provenance;
   j["points"] = json::array();
   for (const auto& p : r.points) {
     json pj;
     pj["params"] = p.params;
+    pj["scenario_id"] = p.scenario_id;
     pj["nodes"] = p.nodes;
     pj["gpus"] = p.gpus;
     pj["micro_batch"] = p.micro_batch;
@@ -121,65 +150,181 @@ std::string report_to_json(const Report& r) {
   return j.dump(2) + "\n";
 }
 
-Report report_from_json(const std::string& text, const std::string& origin) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
-    throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
+ReportPoint report_point_from_json(const json& j, const std::string& origin, const std::string& pointer, bool measured,
+                                   int schema_version) {
+  const JsonField f(j, origin, pointer);
+  ReportPoint p;
+  // Types and ranges, field by field.
+  p.params = f.at("params").string_map();
+  if (schema_version >= 2) {
+    p.scenario_id = f.at("scenario_id").string();
+    bool hex = p.scenario_id.size() == 7 + 64 && p.scenario_id.rfind("sha256:", 0) == 0;
+    for (size_t i = 7; hex && i < p.scenario_id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(p.scenario_id[i]));
+    if (!hex) f.at("scenario_id").fail("expected \"sha256:\" and 64 hex digits (the identity of the scenario point)");
   }
-  if (!j.is_object() || j.value("schema", json()) != "vitsim.report/1")
-    throw Error(fmt::format("{}: not a vitsim report (expected \"schema\": \"vitsim.report/1\")", origin));
-  Report r;
-  try {
-    r.scenario = j.value("scenario", "");
-    r.source = j.value("source", "");
-    if (j.contains("provenance")) r.provenance = j["provenance"].get<std::map<std::string, std::string>>();
-    for (const auto& pj : j.at("points")) {
-      ReportPoint p;
-      p.params = pj.at("params").get<std::map<std::string, std::string>>();
-      p.nodes = pj.at("nodes").get<int>();
-      p.gpus = pj.at("gpus").get<int>();
-      p.micro_batch = pj.at("micro_batch").get<int>();
-      p.grad_accum = pj.at("grad_accum").get<int>();
-      p.global_batch = pj.value("global_batch", 0LL);
-      p.steps_per_epoch = pj.value("steps_per_epoch", 0LL);
-      p.step_time_s = stats_from(pj.at("step_time_s"));
-      p.breakdown_s = breakdown_from(pj.at("breakdown_s"));
-      p.epoch_time_s = pj.at("epoch_time_s").get<double>();
-      p.throughput_img_s = pj.at("throughput_img_s").get<double>();
-      p.scaling_efficiency = pj.at("scaling_efficiency").is_null() ? -1 : pj.at("scaling_efficiency").get<double>();
-      p.memory_per_gpu_bytes = pj.value("memory_per_gpu_bytes", 0.0);
-      if (pj.contains("memory_breakdown_bytes")) {
-        const json& m = pj["memory_breakdown_bytes"];
-        p.memory.params = m.at("params").get<double>();
-        p.memory.grads = m.at("grads").get<double>();
-        p.memory.optimizer = m.at("optimizer").get<double>();
-        p.memory.activations = m.at("activations").get<double>();
-        p.memory.buffers = m.at("buffers").get<double>();
-        p.memory.reserved = m.at("reserved").get<double>();
+  p.nodes = static_cast<int>(f.at("nodes").integer(1, kMaxCount - 1));
+  p.gpus = static_cast<int>(f.at("gpus").integer(1, kMaxCount - 1));
+  p.micro_batch = static_cast<int>(f.at("micro_batch").integer(1, kMaxCount - 1));
+  p.grad_accum = static_cast<int>(f.at("grad_accum").integer(1, kMaxCount - 1));
+  p.global_batch = f.at("global_batch").integer(1, std::numeric_limits<long long>::max());
+  p.steps_per_epoch = f.at("steps_per_epoch").integer(1, std::numeric_limits<long long>::max());
+  p.step_time_s = stats_from(f.at("step_time_s"));
+  p.breakdown_s = breakdown_from(f.at("breakdown_s"));
+  p.epoch_time_s = f.at("epoch_time_s").non_negative("the epoch time");
+  p.throughput_img_s = f.at("throughput_img_s").non_negative("the throughput");
+  p.scaling_efficiency = f.at("scaling_efficiency").is_null() ? -1 : f.at("scaling_efficiency").non_negative("the scaling efficiency");
+  p.memory_per_gpu_bytes = f.at("memory_per_gpu_bytes").non_negative("the memory per GPU");
+  {
+    const JsonField m = f.at("memory_breakdown_bytes");
+    p.memory.params = m.at("params").non_negative("a memory figure");
+    p.memory.grads = m.at("grads").non_negative("a memory figure");
+    p.memory.optimizer = m.at("optimizer").non_negative("a memory figure");
+    p.memory.activations = m.at("activations").non_negative("a memory figure");
+    p.memory.buffers = m.at("buffers").non_negative("a memory figure");
+    p.memory.reserved = m.at("reserved").non_negative("a memory figure");
+  }
+  p.fits_in_memory = f.at("fits_in_memory").boolean();
+  p.bound = f.at("bound").string();
+  p.extrapolated = f.at("extrapolated").boolean();
+  p.simulated_steps = static_cast<int>(f.at("simulated_steps").integer(0, kMaxCount - 1));
+  {
+    const JsonField acc = f.at("test_accuracy");
+    for (size_t i = 0, n = acc.size(); i < n; ++i) p.test_accuracy.push_back(acc[i].number(0, 1, "an accuracy"));
+  }
+  p.notes = f.at("notes").strings();
+  {
+    const JsonField ranks = f.at("per_rank");
+    std::vector<bool> seen(static_cast<size_t>(std::min<long long>(p.gpus, 1 << 20)), false);
+    for (size_t i = 0, n = ranks.size(); i < n; ++i) {
+      const JsonField rj = ranks[i];
+      RankReport rr;
+      rr.rank = static_cast<int>(rj.at("rank").integer(0, p.gpus - 1));
+      if (static_cast<size_t>(rr.rank) < seen.size()) {
+        if (seen[rr.rank]) rj.at("rank").fail(fmt::format("rank {} appears twice", rr.rank));
+        seen[rr.rank] = true;
       }
-      p.fits_in_memory = pj.value("fits_in_memory", true);
-      p.bound = pj.value("bound", "");
-      p.extrapolated = pj.value("extrapolated", false);
-      p.simulated_steps = pj.value("simulated_steps", 0);
-      if (pj.contains("test_accuracy")) p.test_accuracy = pj["test_accuracy"].get<std::vector<double>>();
-      if (pj.contains("notes")) p.notes = pj["notes"].get<std::vector<std::string>>();
-      for (const auto& rj : pj.value("per_rank", json::array())) {
-        RankReport rr;
-        rr.rank = rj.at("rank").get<int>();
-        rr.host = rj.value("host", "");
-        rr.device = rj.value("device", "");
-        rr.step_time_s = stats_from(rj.at("step_time_s"));
-        rr.breakdown_s = breakdown_from(rj.at("breakdown_s"));
-        p.per_rank.push_back(rr);
-      }
-      r.points.push_back(p);
+      rr.host = rj.at("host").string();
+      rr.device = rj.at("device").string();
+      rr.step_time_s = stats_from(rj.at("step_time_s"));
+      rr.breakdown_s = breakdown_from(rj.at("breakdown_s"));
+      // The point's step is the slowest rank's (or the per-step maximum over ranks): never below a rank's.
+      if (rr.step_time_s.mean > p.step_time_s.mean * (1 + 1e-9))
+        f.at("step_time_s").at("mean").fail(fmt::format("the point's mean step ({:.6g} s) is below rank {}'s ({:.6g} s)",
+                                                        p.step_time_s.mean, rr.rank, rr.step_time_s.mean));
+      p.per_rank.push_back(rr);
     }
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: report does not follow vitsim.report/1: {}", origin, e.what()));
+  }
+
+  // The figures must agree with each other.
+  for (const auto& [key, value] : std::initializer_list<std::pair<const char*, long long>>{
+           {"nodes", p.nodes}, {"gpus", p.gpus}, {"micro_batch", p.micro_batch}, {"grad_accum", p.grad_accum}}) {
+    auto it = p.params.find(key);
+    if (it != p.params.end() && it->second != std::to_string(value))
+      f.at("params").at(key).fail(fmt::format("\"{}\" disagrees with the point's {} ({})", it->second, key, value));
+  }
+  if (p.gpus < p.nodes) f.at("gpus").fail(fmt::format("{} GPUs on {} nodes: fewer GPUs than nodes", p.gpus, p.nodes));
+  const double replicas_batch = 1.0 * p.micro_batch * p.grad_accum * p.gpus;
+  if (p.global_batch > replicas_batch)
+    f.at("global_batch").fail(fmt::format("{} is more than micro_batch x grad_accum x gpus = {:.0f}", p.global_batch, replicas_batch));
+  const double step = p.step_time_s.mean;
+  const double steps = static_cast<double>(p.steps_per_epoch);
+  const double expected_epoch = step * steps;
+  if (p.extrapolated) {
+    if (std::fabs(p.epoch_time_s - expected_epoch) > kEpochTolerance * expected_epoch + kWarmupSteps * step)
+      f.at("epoch_time_s").fail(fmt::format(
+          "{:.6g} s disagrees with the mean step x steps_per_epoch = {:.6g} s x {} = {:.6g} s (an extrapolated epoch "
+          "must be within {:.0f}% + {:.0f} steps of it)",
+          p.epoch_time_s, step, p.steps_per_epoch, expected_epoch, 100 * kEpochTolerance, kWarmupSteps));
+  } else if (p.epoch_time_s < step * (1 - 1e-9) || p.epoch_time_s > kFullEpochMaxFactor * expected_epoch) {
+    f.at("epoch_time_s").fail(fmt::format(
+        "{:.6g} s is outside [one mean step, {:.0f} x mean step x steps_per_epoch] = [{:.6g} s, {:.6g} s] for an epoch "
+        "run in full",
+        p.epoch_time_s, kFullEpochMaxFactor, step, kFullEpochMaxFactor * expected_epoch));
+  }
+  {
+    const double expected = p.global_batch / step;
+    const double low = p.steps_per_epoch > 1 ? expected * (steps - 1) / steps * (1 - kThroughputTolerance) : 0;
+    if (p.throughput_img_s > expected * (1 + kThroughputTolerance) || p.throughput_img_s < low || p.throughput_img_s <= 0)
+      f.at("throughput_img_s").fail(fmt::format(
+          "{:.6g} images/s disagrees with global_batch / mean step = {} / {:.6g} s = {:.6g} images/s", p.throughput_img_s,
+          p.global_batch, step, expected));
+  }
+  if ((p.fits_in_memory || measured) && p.memory_per_gpu_bytes > kMaxMemoryPerGpuBytes)
+    f.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes ({:.1f} TiB) per GPU is beyond any device (limit 16 TiB)",
+                                                  p.memory_per_gpu_bytes, p.memory_per_gpu_bytes / std::pow(1024.0, 4)));
+  {
+    const double sum = p.memory.total();
+    if (sum > 0 && std::fabs(sum - p.memory_per_gpu_bytes) > 1e-6 * sum + 1)
+      f.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the sum of memory_breakdown_bytes ({:.6g})",
+                                                    p.memory_per_gpu_bytes, sum));
+  }
+  if (std::find(std::begin(kBounds), std::end(kBounds), p.bound) == std::end(kBounds))
+    f.at("bound").fail(fmt::format("unknown bound '{}'; valid: compute, exposed_comm, data, h2d, optimizer",
+                                   p.bound.size() > 40 ? p.bound.substr(0, 40) + "..." : p.bound));
+  if (p.bound != bound_of(p.breakdown_s))
+    f.at("bound").fail(fmt::format("\"{}\", but the breakdown's largest term is {}", p.bound, bound_of(p.breakdown_s)));
+  if (measured && p.simulated_steps != 0)
+    f.at("simulated_steps").fail(fmt::format("{} simulated steps in a measured report", p.simulated_steps));
+  return p;
+}
+
+Report report_from_json(const std::string& text, const std::string& origin) {
+  const json j = detail::parse_json(text, origin);
+  const JsonField top(j, origin, "");
+  const std::string schema = top.has("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  Report r;
+  r.origin = origin;
+  if (schema == "vitsim.report/1") {
+    r.schema_version = 1;
+  } else if (schema != "vitsim.report/2") {
+    const std::string what = detail::what_schema(j);
+    if (!what.empty() && schema.rfind("vitsim.report/", 0) != 0)
+      throw Error(fmt::format("{}: this is {}, not a report (vitsim predict or vitsim train)", origin, what));
+    throw Error(fmt::format("{}: not a vitsim report (expected \"schema\": \"vitsim.report/2\" or \"vitsim.report/1\")", origin));
+  }
+  r.scenario = top.at("scenario").string();
+  r.source = top.at("source").string();
+  if (r.source != "simulated" && r.source != "measured")
+    top.at("source").fail(fmt::format("\"{}\": expected \"simulated\" or \"measured\"", r.source.substr(0, 40)));
+  if (r.schema_version >= 2) {
+    const std::string kind = top.at("kind").string();
+    if (kind != "predicted" && kind != "measured")
+      top.at("kind").fail(fmt::format("\"{}\": a report is \"predicted\" or \"measured\"", kind.substr(0, 40)));
+    if (kind != r.kind())
+      top.at("kind").fail(fmt::format("\"{}\" contradicts \"source\": \"{}\"", kind, r.source));
+    r.vitsim_version = top.at("vitsim_version").string();
+  }
+  if (top.has("provenance")) r.provenance = top.at("provenance").string_map();
+  const JsonField points = top.at("points");
+  for (size_t i = 0, n = points.size(); i < n; ++i)
+    r.points.push_back(report_point_from_json(points[i].raw(), origin, points[i].pointer(), r.source == "measured",
+                                              r.schema_version));
+  if (r.schema_version >= 2 && top.at("scenario_id").string() != report_scenario_id(r))
+    top.at("scenario_id").fail("does not match the points' scenario_id values (the report was edited)");
+  // A stored scaling efficiency must be the one its 1-GPU reference gives.
+  Report recomputed = r;
+  fill_scaling_efficiency(recomputed);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const double stored = r.points[i].scaling_efficiency, again = recomputed.points[i].scaling_efficiency;
+    if (stored >= 0 && (again < 0 || std::fabs(stored - again) > 1e-6 * std::max(1.0, again)))
+      points[i].at("scaling_efficiency").fail(
+          again < 0 ? fmt::format("{:.6g}, but the report has no 1-GPU point with the same settings to compare with", stored)
+                    : fmt::format("{:.6g} disagrees with throughput / (gpus x the 1-GPU throughput) = {:.6g}", stored, again));
   }
   return r;
+}
+
+void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose) {
+  if (r.schema_version < 2)
+    throw Error(fmt::format("{}: a vitsim.report/1 file (written before reports carried their kind and scenario "
+                            "identity): {} needs a report from this vitsim ({}); run it again",
+                            r.origin, purpose, vitsim_version()));
+  if (r.kind() == kind) return;
+  if (r.kind() == "predicted")
+    throw Error(fmt::format("{}: /kind: this report is predicted (simulated by vitsim predict), not measured: {} needs "
+                            "a report written by `vitsim train`",
+                            r.origin, purpose));
+  throw Error(fmt::format("{}: /kind: this report is {}, but {} needs a {} one", r.origin, r.kind(), purpose, kind));
 }
 
 std::string report_to_csv(const Report& r) {

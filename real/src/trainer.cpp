@@ -26,6 +26,7 @@
 
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
@@ -746,6 +747,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   PointResult out;
   ReportPoint& p = out.point;
   p.params = s.params;
+  p.scenario_id = scenario_id(s);  // the identity a report fed back in is checked against
   p.nodes = world.nodes();
   p.gpus = nranks;
   p.micro_batch = micro;

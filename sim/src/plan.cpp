@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/platform.hpp"
@@ -142,7 +143,7 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
   result.shard_index = opt.shard_index;
   result.shard_count = opt.shard_count;
   result.provenance["scenario_file"] = file.path;
-  result.provenance["generator"] = "vitsim 0.1.0 (SimGrid S4U)";
+  result.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
   if (!opt.calibration.empty()) result.provenance["calibration"] = opt.calibration;
 
   // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
@@ -166,6 +167,27 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     }
   for (const auto& e : edited.effects())
     for (const auto& ch : e.changes) result.what_if_changes.push_back(fmt::format("[{}] {}", e.edit, ch));
+  // The plan's identity: every point of the whole space (not only this shard's), the platforms as
+  // simulated (what-ifs applied), the calibration, and the plan's own settings. Shards of one plan share it.
+  {
+    PlanResult settings;
+    settings.constraints = opt.constraints;
+    std::string id = fmt::format("space={}\nepochs={}\nobjective={}\nconstraints={}\n", cands.size(), opt.epochs,
+                                 opt.objective, json::parse(plan_to_json(settings))["constraints"].dump());
+    std::map<std::string, std::string> platform_sha;
+    for (const auto& c : cands) {
+      id += fmt::format("{}:{}\n", c.index, c.scenario ? scenario_id(*c.scenario) : "invalid " + json(c.params).dump());
+      if (c.scenario && !platform_sha.count(c.scenario->cluster.platform) && fs::exists(c.scenario->cluster.platform))
+        platform_sha[c.scenario->cluster.platform] = sha256_hex(read_file(c.scenario->cluster.platform));
+    }
+    for (const auto& [path, sha] : platform_sha) id += "platform=" + sha + "\n";
+    for (const auto& w : result.what_ifs) id += "what_if=" + w + "\n";
+    if (!opt.calibration.empty()) id += "calibration=" + sha256_hex(read_file(opt.calibration)) + "\n";
+    result.plan_id = "sha256:" + sha256_hex(id);
+    std::string shas;
+    for (const auto& [path, sha] : platform_sha) shas += (shas.empty() ? "" : ",") + sha;
+    result.provenance["platform_sha256"] = shas;
+  }
 
   std::map<std::string, PlatformFacts> platforms;
   auto facts_of = [&](const Scenario& s) -> const PlatformFacts& {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/whatif.hpp"
@@ -93,7 +94,12 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   report.scenario = file.name;
   report.source = "simulated";
   report.provenance["scenario_file"] = file.path;
-  report.provenance["generator"] = "vitsim 0.1.0 (SimGrid S4U)";
+  report.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
+  {  // the platforms as simulated (what-ifs applied), by content
+    std::string shas;
+    for (const auto& [path, facts] : platforms) shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
+    report.provenance["platform_sha256"] = shas;
+  }
   if (calib) report.provenance["calibration"] = opt.calibration;
   if (!points.empty() && !points.front().what_ifs.empty()) {
     std::string w;

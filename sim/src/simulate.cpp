@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "vitsim/core/memory.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/compute_model.hpp"
@@ -589,6 +590,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   SimResult out;
   ReportPoint& p = out.point;
   p.params = s.params;
+  p.scenario_id = scenario_id(s);  // the identity a report fed back in is checked against
   p.nodes = s.cluster.nodes;
   p.gpus = n;
   p.micro_batch = s.training.micro_batch;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -53,11 +54,27 @@ Validation compare(const Report& predicted, const Report& measured, double toler
   Validation v;
   v.scenario = measured.scenario.empty() ? predicted.scenario : measured.scenario;
   v.tolerance = tolerance;
+  v.scenario_id = report_scenario_id(predicted);
+  const std::string from = measured.origin.empty() ? std::string("the measured report") : measured.origin;
   std::map<std::string, std::pair<double, int>> sums;
-  for (const auto& m : measured.points) {
+  for (size_t mi = 0; mi < measured.points.size(); ++mi) {
+    const ReportPoint& m = measured.points[mi];
+    for (size_t k = 0; k < mi; ++k)
+      if (matches(measured.points[k], m) && measured.points[k].scenario_id == m.scenario_id)
+        throw Error(fmt::format("{}: /points/{}: a second measurement of point {} (also /points/{}): which one to "
+                                "compare is ambiguous; keep one",
+                                from, mi, describe(m.params), k));
     auto it = std::find_if(predicted.points.begin(), predicted.points.end(), [&](const ReportPoint& p) { return matches(p, m); });
     if (it == predicted.points.end())
       throw Error(fmt::format("measured point {} has no predicted point with the same parameters", describe(m.params)));
+    // The same parameters are not the same scenario: the identity covers the model, dataset, cluster,
+    // training and parallelism settings (core/identity.hpp).
+    if (m.scenario_id != it->scenario_id)
+      throw Error(fmt::format("{}: /points/{}/scenario_id: the run measured another scenario than {}'s point {} ({} vs "
+                              "{}): measure it with this scenario file and the same --set values",
+                              from, mi, predicted.scenario.empty() ? std::string("the scenario") : predicted.scenario,
+                              describe(m.params), m.scenario_id.empty() ? "none" : m.scenario_id.substr(0, 19),
+                              it->scenario_id.empty() ? "none" : it->scenario_id.substr(0, 19)));
     PointComparison pc;
     pc.params = m.params;
     auto pm = metrics_of(*it);
@@ -101,8 +118,11 @@ std::string to_table(const Validation& v) {
 
 std::string to_json(const Validation& v) {
   json j;
-  j["schema"] = "vitsim.validation/1";
+  j["schema"] = "vitsim.validation/2";
+  j["kind"] = "validation";
+  j["vitsim_version"] = vitsim_version();
   j["scenario"] = v.scenario;
+  j["scenario_id"] = v.scenario_id;
   j["tolerance"] = v.tolerance;
   j["pass"] = v.pass;
   j["mape"] = v.mape;
@@ -154,6 +174,7 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
                               WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
     }
     Report one = report_from_json(read_file(out), out);
+    require_report_kind(one, "measured", "validate --run");
     for (auto& p : one.points) all.points.push_back(std::move(p));
     if (all.provenance.empty()) all.provenance = one.provenance;
   }

@@ -41,6 +41,12 @@ struct PlanPoint {
 
 struct PlanResult {
   std::string scenario;
+  // Provenance (schema vitsim.plan/2): "sha256:" of what the plan answers: every point's scenario identity,
+  // the platforms' content, what-ifs, calibration, epochs, objective, constraints, price. Shards of one
+  // plan share it; --merge refuses shards whose identities differ.
+  std::string plan_id;
+  std::string vitsim_version;  // filled by plan_from_json
+  std::string origin;          // the file plan_from_json read it from
   std::map<std::string, std::string> provenance;
   std::vector<std::string> what_ifs;         // the edits, one line each
   std::vector<std::string> what_if_changes;  // what they changed in the platform
@@ -62,6 +68,7 @@ struct PlanResult {
 void rank_plan(PlanResult& plan);
 // Shards of one plan (same space, constraints, what-ifs) into one ranked plan; throws Error when the
 // shards do not belong together or a point is missing or twice.
+// Each shard's errors name its origin (the file it was read from).
 PlanResult merge_plans(const std::vector<PlanResult>& shards);
 // The Pareto front of time against cost among feasible points, by increasing time.
 std::vector<const PlanPoint*> pareto_front(const PlanResult& plan);
@@ -72,6 +79,9 @@ std::vector<std::string> explain_plan(const PlanResult& plan);
 std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited);
 
 std::string plan_to_json(const PlanResult& plan);  // deterministic
+// The one plan reader (plan --merge, plot): schema vitsim.plan/2, every field's type and range, each
+// simulated point's result through the report reader's checks, derived figures (time to train, GPU-hours,
+// cost) against the result, indices unique and in the space. Throws Error "ORIGIN: /json/pointer: ...".
 PlanResult plan_from_json(const std::string& text, const std::string& origin);
 std::string plan_to_table(const PlanResult& plan, int top);  // top: feasible rows shown (0 = all)
 std::string plan_to_csv(const PlanResult& plan);

@@ -1,6 +1,9 @@
 #pragma once
-// The one result schema ("vitsim.report/1") written by the simulator and the real trainer alike.
+// The one result schema ("vitsim.report/2") written by the simulator and the real trainer alike.
+// Schema 2 adds provenance (README "Report files"): the report's kind (predicted or measured), the vitsim
+// version that wrote it and, per point, the identity of the scenario point it answers (core/identity.hpp).
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -52,14 +55,36 @@ struct ReportPoint {
   std::vector<double> test_accuracy;  // per epoch (real runs)
   std::vector<std::string> notes;
   std::vector<RankReport> per_rank;
+  std::string scenario_id;  // "sha256:..." of the resolved point (scenario_id()); "" in schema-1 reports
 };
 
 struct Report {
   std::string scenario;
-  std::string source;  // "simulated" or "measured"
+  std::string source = "simulated";  // or "measured"; written as the kind "predicted" or "measured"
   std::map<std::string, std::string> provenance;
   std::vector<ReportPoint> points;
+  // Filled by report_from_json:
+  int schema_version = 2;      // 1: an older vitsim's report, without kind or identities
+  std::string vitsim_version;  // of the vitsim that wrote it ("" in schema 1)
+  std::string origin;          // the file it was read from
+  std::string kind() const { return source == "measured" ? "measured" : "predicted"; }
 };
+
+// The report's own identity: "sha256:" of its points' scenario identities, in order.
+std::string report_scenario_id(const Report& r);
+
+// Plausibility limits of the report reader (README "Report files"). 16 TiB: no accelerator or host of
+// 2026 holds that much per device (the largest GPUs have 288 GB; large hosts a few TiB).
+inline constexpr double kMaxMemoryPerGpuBytes = 16.0 * 1024 * 1024 * 1024 * 1024;
+// An epoch simulated or measured in full takes at least one mean step and at most this many times
+// mean step x steps_per_epoch (warm-up steps are slower and left out of the mean).
+inline constexpr double kFullEpochMaxFactor = 20;
+// An extrapolated epoch is mean step x steps_per_epoch, within this fraction plus kWarmupSteps steps
+// (the tail and warm-up steps may be counted at their own cost).
+inline constexpr double kEpochTolerance = 0.05;
+inline constexpr double kWarmupSteps = 20;
+// Throughput is global_batch / mean step within this fraction (below: a partial last batch may count).
+inline constexpr double kThroughputTolerance = 0.01;
 
 // Fills scaling_efficiency for every point that has a 1-GPU point with the same other parameters:
 // throughput / (gpus * throughput of that point), valid for strong and weak scaling alike.
@@ -67,7 +92,17 @@ void fill_scaling_efficiency(Report& r);
 std::string bound_of(const Breakdown& b);
 
 std::string report_to_json(const Report& r);  // deterministic: sorted keys, fixed number format
+// The one reader of reports (validate, plan, plot, predict's children): parses schema 1 or 2 and checks
+// every field's type and range and the figures' consistency (README "Report files"). Throws Error, one
+// line: "ORIGIN: /json/pointer: what is wrong".
 Report report_from_json(const std::string& text, const std::string& origin);
+// One point as a report holds it, read and checked the same way; `pointer` is where it sits in the file
+// (a plan's "/points/3/result"). `measured`: the point is a real run's.
+ReportPoint report_point_from_json(const nlohmann::json& j, const std::string& origin, const std::string& pointer,
+                                   bool measured, int schema_version = 2);
+// Throws Error unless `r` is of `kind` ("predicted" or "measured"), naming what it is instead and where
+// it came from; a schema-1 report (no kind, no identities) is refused with a line saying so.
+void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose);
 std::string report_to_csv(const Report& r);
 std::string report_to_table(const Report& r);
 

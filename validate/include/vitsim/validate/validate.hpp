@@ -24,6 +24,7 @@ struct PointComparison {
 
 struct Validation {
   std::string scenario;
+  std::string scenario_id;              // the predicted report's identity (report_scenario_id)
   double tolerance = 0;                 // step-time MAPE above which validation fails
   std::vector<PointComparison> points;
   std::map<std::string, double> mape;   // per metric, over the points where it was scored
@@ -31,7 +32,8 @@ struct Validation {
 };
 
 // Matches points by the parameters both reports carry (nodes, gpus, micro_batch, grad_accum and every
-// swept or overridden key); a measured point with no predicted twin is an error naming it. A term is
+// swept or overridden key); a measured point with no predicted twin, a twin of another scenario identity
+// (ReportPoint::scenario_id) or a point measured twice is an error naming it. A term is
 // scored when the measured value is at least `min_share` of the measured step time.
 Validation compare(const Report& predicted, const Report& measured, double tolerance, double min_share = 0.02);
 
