@@ -13,6 +13,7 @@ void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
 void add_plan(CLI::App& cli, Action& action);
+void add_platform(CLI::App& cli, Action& action);
 #ifdef VITSIM_HAVE_REAL
 void add_train(CLI::App& cli, Action& action);
 void add_calibrate(CLI::App& cli, Action& action);

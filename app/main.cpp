@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   vitsim::app::add_validate(cli, action);
   vitsim::app::add_plot(cli, action);
   vitsim::app::add_plan(cli, action);
+  vitsim::app::add_platform(cli, action);
 #ifdef VITSIM_HAVE_REAL
   vitsim::app::add_train(cli, action);
   vitsim::app::add_calibrate(cli, action);

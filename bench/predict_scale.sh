@@ -29,15 +29,9 @@ measure() {
 echo "vitsim predict scaling benchmark: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores"
 echo "binary: $vitsim"
 for nodes in 1 8 32 128 512; do
-  python3 - "$here/platforms/specs/vector.json" "$nodes" >"$tmp/spec$nodes.json" <<'PY'
-import json, sys
-spec = json.load(open(sys.argv[1]))
-n = int(sys.argv[2])
-spec["id"] = f"bench{n}"
-spec["node_groups"] = [{"prefix": "n", "count": n, "gpus": 8, "gpu": "T4"}]
-json.dump(spec, sys.stdout)
-PY
-  python3 "$here/scripts/gen_platform.py" "$tmp/spec$nodes.json" >"$tmp/p$nodes.xml"
+  # Vector's nodes (8 T4s, host-staged, 25 GbE over NCCL sockets), $nodes of them.
+  "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
+    --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --out "$tmp/p$nodes.xml"
   # A synthetic set large enough that every size runs 20 steps (4096 GPUs x 64 x 20 = 5.2 M samples).
   cat >"$tmp/s$nodes.xml" <<XML
 <scenario name="scale-$nodes">

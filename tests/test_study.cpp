@@ -295,7 +295,7 @@ TEST_CASE("study platforms: each XML is what its spec generates, with the study'
   // The XML and its spec must not drift apart: a what-if edited in one is lost when the other regenerates.
   for (const char* name : {"vector", "nebula", "tesla"}) {
     INFO(name);
-    const std::string cmd = std::string("cd '") + VITSIM_SOURCE_DIR + "' && python3 scripts/gen_platform.py platforms/specs/" +
+    const std::string cmd = std::string("cd '") + VITSIM_SOURCE_DIR + "' && '" + VITSIM_BINARY + "' platform platforms/specs/" +
                             name + ".json";
     FILE* p = popen(cmd.c_str(), "r");
     REQUIRE(p);

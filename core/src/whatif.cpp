@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -187,7 +188,7 @@ class Editor {
                        ids.size() > 12 ? join({ids.begin(), ids.begin() + 12}) + ", ..." : join(ids)));
   }
 
-  // GPU properties of another node of this platform, or of a gen_platform.py spec's GPU type.
+  // GPU properties of another node of this platform, or of a `vitsim platform` spec's GPU type.
   std::vector<std::pair<std::string, std::string>> gpu_source(const std::string& src) const {
     std::vector<std::pair<std::string, std::string>> props;
     const auto js = src.find(".json:");
@@ -195,22 +196,21 @@ class Editor {
       fs::path file = src.substr(0, js + 5);
       const std::string type = src.substr(js + 6);
       if (file.is_relative() && !fs::exists(file)) file = fs::path(base_dir_) / file;
-      nlohmann::json spec;
+      // A `vitsim platform` spec (platforms/specs/*.json): the type's properties as the writer states them.
+      PlatformSpec spec;
       try {
-        spec = nlohmann::json::parse(read_file(file.string()));
-      } catch (const nlohmann::json::exception& e) {
-        fail(fmt::format("{}: {}", file.string(), e.what()));
+        spec = parse_platform_spec(read_file(file.string()), file.string());
       } catch (const Error& e) {
         fail(e.what());
       }
-      if (!spec.contains("gpu_types") || !spec["gpu_types"].contains(type)) {
+      auto t = spec.gpu_types.find(type);
+      if (t == spec.gpu_types.end()) {
         std::vector<std::string> valid;
-        if (spec.contains("gpu_types"))
-          for (auto& [k, v] : spec["gpu_types"].items()) valid.push_back(k);
+        for (const auto& [k, v] : spec.gpu_types) valid.push_back(k);
         fail(fmt::format("{} has no GPU type '{}'; types: {}", file.string(), type, join(valid)));
       }
-      for (auto& [k, v] : spec["gpu_types"][type].items())
-        if (k.rfind("gpu_", 0) == 0 && v.is_string()) props.push_back({k, v.get<std::string>()});
+      for (const auto& [k, v] : t->second.props)
+        if (k.rfind("gpu_", 0) == 0) props.push_back({k, v});
     } else {
       pugi::xml_node c = cluster(src);
       for (auto p : c.children("prop")) {

@@ -20,7 +20,7 @@
 //   pcie_p2p   GPU to GPU peer-to-peer over PCIe: the GPUs' PCIe lane rate (a cluster's bw; for a <link>,
 //              its written bandwidth).
 // A cluster backbone with a transport thus takes its rate from the transport (nvlink: bb_bw as written);
-// scripts/gen_platform.py writes bb_bw equal to it, so a reader of the file sees the same figure.
+// `vitsim platform` (core/platform_writer.hpp) writes bb_bw equal to it, so a reader of the file sees the same figure.
 #include <string>
 #include <vector>
 

@@ -1,0 +1,868 @@
+#include "vitsim/core/platform_writer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "vitsim/core/transport.hpp"
+#include "vitsim/core/units.hpp"
+
+namespace vitsim {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// The closest of `names` (canonical) whose own name or an alias is near `typed`; empty when none is close.
+std::string closest(const std::string& typed, const std::vector<std::pair<std::string, std::vector<std::string>>>& names) {
+  const std::string t = normalise_name(typed);
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& [name, aliases] : names) {
+    std::vector<std::string> all = aliases;
+    all.push_back(name);
+    for (const auto& a : all) {
+      const std::string n = normalise_name(a);
+      size_t d = edit_distance(t, n);
+      // A typed prefix of a name ("h100" of "h100sxm") is close whatever its length.
+      if (!t.empty() && n.rfind(t, 0) == 0) d = std::min<size_t>(d, 1);
+      if (d < best_d) best_d = d, best = name;
+    }
+  }
+  return best_d <= std::max<size_t>(2, t.size() / 3) ? best : std::string();
+}
+
+std::string xml_attr(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string props_xml(const Props& props, const std::string& indent) {
+  std::string out;
+  for (const auto& [k, v] : props) out += indent + "<prop id=" + xml_attr(k) + " value=" + xml_attr(v) + "/>\n";
+  return out;
+}
+
+// Sets `key` in place when present, else appends it.
+void set_prop(Props& props, const std::string& key, const std::string& value) {
+  for (auto& [k, v] : props)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  props.emplace_back(key, value);
+}
+
+const std::string* find_prop(const Props& props, const std::string& key) {
+  for (const auto& [k, v] : props)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// Bandwidth with its unit, written as a decimal GBps figure ("400GBps", "3.125GBps").
+std::string gbps_text(double bytes_per_s) { return fmt::format("{:g}GBps", bytes_per_s / 1e9); }
+
+// ------------------------------------------------------------------------------------- JSON helpers
+struct Json {
+  const std::string& file;
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw Error(Origin{file, 0}, where.empty() ? what : where + ": " + what);
+  }
+  void keys(const ojson& j, const std::string& where, const std::vector<std::string>& valid) const {
+    if (!j.is_object()) fail(where, "expected an object");
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (std::find(valid.begin(), valid.end(), it.key()) == valid.end())
+        fail(where.empty() ? it.key() : where + "." + it.key(), fmt::format("unknown key; valid: {}", join(valid)));
+  }
+  // A string, or a number written back as its shortest text (0.35 -> "0.35", 32 -> "32").
+  std::string text(const ojson& j, const std::string& where) const {
+    if (j.is_string()) return j.get<std::string>();
+    if (j.is_number_integer()) return std::to_string(j.get<long long>());
+    if (j.is_number()) return fmt::format("{}", j.get<double>());
+    fail(where, "expected a string or a number");
+  }
+  std::string quantity(const ojson& j, const std::string& where, units::Kind kind) const {
+    std::string t = text(j, where);
+    double v = 0;
+    try {
+      v = units::parse(t, kind);
+    } catch (const Error& e) {
+      fail(where, e.what());
+    }
+    // Times may be zero; bandwidths, rates and sizes must be positive.
+    if (!std::isfinite(v) || v < 0 || (v == 0 && kind != units::Kind::Time))
+      fail(where, fmt::format("'{}' must be {}", t, kind == units::Kind::Time ? "non-negative" : "positive"));
+    return t;
+  }
+  int integer(const ojson& j, const std::string& where, int lo, int hi) const {
+    if (!j.is_number_integer()) fail(where, "expected an integer");
+    const long long v = j.get<long long>();
+    if (v < lo || v > hi) fail(where, fmt::format("{} is out of range [{}, {}]", v, lo, hi));
+    return static_cast<int>(v);
+  }
+  Props props(const ojson& j, const std::string& where) const {
+    if (!j.is_object()) fail(where, "expected an object of property: value");
+    Props out;
+    for (auto it = j.begin(); it != j.end(); ++it) out.emplace_back(it.key(), text(it.value(), where + "." + it.key()));
+    return out;
+  }
+};
+
+std::string require_source(const Json& js, const ojson& j, const std::string& where) {
+  if (!j.contains("source") || !j["source"].is_string() || j["source"].get<std::string>().size() < 8)
+    js.fail(where, "has no source (every figure needs one: datasheet, public measurement or ASSUMPTION)");
+  return j["source"].get<std::string>();
+}
+
+const std::vector<std::string>& precisions() {
+  static const std::vector<std::string> p{"fp32", "tf32", "fp16", "bf16", "fp8"};
+  return p;
+}
+
+}  // namespace
+
+std::string normalise_name(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (c != '-' && c != '_' && c != ' ' && c != '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// ----------------------------------------------------------------------------------------- catalogue
+namespace {
+Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin);
+}
+
+// A wrong JSON type (a number where a string belongs) is nlohmann's exception: one line naming the file.
+Catalogue parse_catalogue(const std::string& json_text, const std::string& origin) {
+  try {
+    return parse_catalogue_json(json_text, origin);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Origin{origin, 0}, e.what());
+  }
+}
+
+namespace {
+Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin) {
+  const Json js{origin};
+  ojson j;
+  try {
+    j = ojson::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    js.fail("", e.what());
+  }
+  js.keys(j, "", {"format", "about", "defaults", "architectures", "gpus", "links"});
+  if (j.value("format", "") != "vitsim.catalogue/1") js.fail("format", "expected \"vitsim.catalogue/1\"");
+  Catalogue cat;
+  for (auto it = j.at("defaults").begin(); it != j.at("defaults").end(); ++it) {
+    const std::string where = "defaults." + it.key();
+    js.keys(it.value(), where, {"value", "source"});
+    cat.defaults.push_back({it.key(), js.text(it.value().at("value"), where), require_source(js, it.value(), where)});
+  }
+  for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
+    const std::string where = "architectures." + it.key();
+    js.keys(it.value(), where, {"gemm_efficiency", "mem_efficiency", "source"});
+    CatalogueArch a;
+    a.name = it.key();
+    a.source = require_source(js, it.value(), where);
+    for (auto e = it.value().at("gemm_efficiency").begin(); e != it.value().at("gemm_efficiency").end(); ++e) {
+      if (std::find(precisions().begin(), precisions().end(), e.key()) == precisions().end())
+        js.fail(where + ".gemm_efficiency." + e.key(), "unknown precision; valid: " + join(precisions()));
+      const double v = e.value().get<double>();
+      if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + e.key(), "must be in (0, 1]");
+      a.gemm_efficiency[e.key()] = v;
+    }
+    if (!a.gemm_efficiency.count("fp32")) js.fail(where, "gemm_efficiency needs an fp32 figure");
+    a.mem_efficiency = it.value().at("mem_efficiency").get<double>();
+    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1)) js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+    cat.archs[a.name] = a;
+  }
+  std::set<std::string> seen;
+  auto unique = [&](const std::string& name, const std::string& where) {
+    if (!seen.insert(normalise_name(name)).second) js.fail(where, fmt::format("name '{}' is not unique", name));
+  };
+  for (size_t i = 0; i < j.at("gpus").size(); ++i) {
+    const ojson& e = j.at("gpus")[i];
+    const std::string where = fmt::format("gpus[{}] ({})", i, e.value("name", "?"));
+    js.keys(e, where, {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
+                       "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
+    CatalogueGpu g;
+    g.name = e.at("name").get<std::string>();
+    g.model = e.at("model").get<std::string>();
+    g.aliases = e.value("aliases", std::vector<std::string>{});
+    g.vendor = e.at("vendor").get<std::string>();
+    g.arch = e.at("arch").get<std::string>();
+    if (!cat.archs.count(g.arch)) js.fail(where + ".arch", fmt::format("unknown architecture '{}'", g.arch));
+    js.keys(e.at("flops"), where + ".flops", precisions());
+    for (auto f = e.at("flops").begin(); f != e.at("flops").end(); ++f)
+      if (!f.value().is_null()) g.flops[f.key()] = js.quantity(f.value(), where + ".flops." + f.key(), units::Kind::Flops);
+    for (const char* p : {"fp32", "fp16", "bf16"})
+      if (!g.flops.count(p)) js.fail(where + ".flops", fmt::format("needs {} (the rate it runs at, fp32's if no fast path)", p));
+    g.memory_sold = js.quantity(e.at("memory_sold"), where + ".memory_sold", units::Kind::Bytes);
+    g.memory = js.quantity(e.at("memory"), where + ".memory", units::Kind::Bytes);
+    g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
+    g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
+    g.tdp = e.at("tdp").get<std::string>();
+    if (g.tdp.size() < 2 || g.tdp.back() != 'W' || !(std::atof(g.tdp.c_str()) > 0))
+      js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
+    g.host_link = e.at("host_link").get<std::string>();
+    if (!e.at("gpu_link").is_null()) {
+      js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
+      g.gpu_link = e.at("gpu_link").at("name").get<std::string>();
+      g.gpu_link_bw = js.quantity(e.at("gpu_link").at("bw"), where + ".gpu_link.bw", units::Kind::Bandwidth);
+    }
+    g.note = e.value("note", "");
+    g.source = require_source(js, e, where);
+    unique(g.name, where + ".name");
+    for (const auto& a : g.aliases) unique(a, where + ".aliases");
+    cat.gpus.push_back(std::move(g));
+  }
+  seen.clear();
+  for (size_t i = 0; i < j.at("links").size(); ++i) {
+    const ojson& e = j.at("links")[i];
+    const std::string where = fmt::format("links[{}] ({})", i, e.value("name", "?"));
+    js.keys(e, where, {"name", "aliases", "kind", "line_rate", "effective", "transport", "source"});
+    CatalogueLink l;
+    l.name = e.at("name").get<std::string>();
+    l.aliases = e.value("aliases", std::vector<std::string>{});
+    l.kind = e.at("kind").get<std::string>();
+    l.line_rate = e.at("line_rate").get<std::string>();
+    l.effective = e.at("effective").get<std::string>();
+    // Fabrics whose rate is the GPU's (NVSwitch) and RoCE (a transport over any Ethernet speed) say so in words.
+    if (l.kind != "transport" && l.line_rate.rfind("per ", 0) != 0) {
+      js.quantity(l.line_rate, where + ".line_rate", units::Kind::Bandwidth);
+      js.quantity(l.effective, where + ".effective", units::Kind::Bandwidth);
+    }
+    l.transport = e.at("transport").get<std::string>();
+    parse_transport(l.transport, Origin{origin, 0}, where + ".transport");
+    l.source = require_source(js, e, where);
+    unique(l.name, where + ".name");
+    for (const auto& a : l.aliases) unique(a, where + ".aliases");
+    cat.links.push_back(std::move(l));
+  }
+  for (const auto& g : cat.gpus) {
+    cat.link(g.host_link);
+    if (!g.gpu_link.empty()) cat.link(g.gpu_link);
+  }
+  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved",
+                        "pcie_lat", "h2d_lat"})
+    cat.default_entry(d);
+  return cat;
+}
+}  // namespace
+
+const CatalogueGpu& Catalogue::gpu(const std::string& name) const {
+  const std::string n = normalise_name(name);
+  for (const auto& g : gpus) {
+    if (normalise_name(g.name) == n) return g;
+    for (const auto& a : g.aliases)
+      if (normalise_name(a) == n) return g;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> names;
+  std::vector<std::string> known;
+  for (const auto& g : gpus) names.push_back({g.name, g.aliases}), known.push_back(g.name);
+  const std::string near = closest(name, names);
+  throw Error(fmt::format("unknown GPU '{}'{}; known: {} (vitsim platform --list-gpus)", name,
+                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known)));
+}
+
+const CatalogueLink& Catalogue::link(const std::string& name) const {
+  const std::string n = normalise_name(name);
+  for (const auto& l : links) {
+    if (normalise_name(l.name) == n) return l;
+    for (const auto& a : l.aliases)
+      if (normalise_name(a) == n) return l;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> names;
+  std::vector<std::string> known;
+  for (const auto& l : links) names.push_back({l.name, l.aliases}), known.push_back(l.name);
+  const std::string near = closest(name, names);
+  throw Error(fmt::format("unknown link '{}'{}; known: {} (vitsim platform --list-links)", name,
+                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known)));
+}
+
+const CatalogueArch& Catalogue::arch_of(const CatalogueGpu& g) const { return archs.at(g.arch); }
+
+const CatalogueDefault& Catalogue::default_entry(const std::string& name) const {
+  for (const auto& d : defaults)
+    if (d.name == name) return d;
+  throw Error(fmt::format("catalogue: no default '{}'", name));
+}
+const std::string& Catalogue::default_value(const std::string& name) const { return default_entry(name).value; }
+
+const Catalogue& builtin_catalogue() {
+  static const Catalogue cat = parse_catalogue(builtin_catalogue_text(), "data/catalogue.json (built in)");
+  return cat;
+}
+
+std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catalogue& cat, const CatalogueGpu& g,
+                                                                      const std::string& precision,
+                                                                      std::string* used_precision) {
+  const CatalogueArch& a = cat.arch_of(g);
+  std::string used;
+  for (const std::string& p : {precision, std::string("fp16"), std::string("fp32")})
+    if (a.gemm_efficiency.count(p)) {
+      used = p;
+      break;
+    }
+  if (used_precision) *used_precision = used;
+  return {{"gpu_model", g.model},
+          {"gpu_flops_fp32", g.flops.at("fp32")},
+          {"gpu_flops_fp16", g.flops.at("fp16")},
+          {"gpu_flops_bf16", g.flops.at("bf16")},
+          {"gpu_mem_bw", g.mem_bw},
+          {"gpu_mem", g.memory},
+          {"gpu_sm_count", std::to_string(g.sm_count)},
+          {"gpu_gemm_tile", cat.default_value("gpu_gemm_tile")},
+          {"gpu_gemm_efficiency", fmt::format("{:.2f}", a.gemm_efficiency.at(used))},
+          {"gpu_mem_efficiency", fmt::format("{:.2f}", a.mem_efficiency)},
+          {"gpu_kernel_overhead", cat.default_value("gpu_kernel_overhead")},
+          {"gpu_sync_overhead", cat.default_value("gpu_sync_overhead")},
+          {"host_op_overhead", cat.default_value("host_op_overhead")},
+          {"gpu_reserved", cat.default_value("gpu_reserved")}};
+}
+
+GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gpu, const std::string& precision) {
+  const CatalogueGpu* g = &gpu;
+  GpuTypeSpec t;
+  t.name = g->name;
+  std::string used;
+  t.props = catalogue_gpu_props(cat, *g, precision, &used);
+  const CatalogueLink& host = cat.link(g->host_link);
+  t.pcie = {host.effective, cat.default_value("pcie_lat"), host.effective, cat.default_value("h2d_lat")};
+  t.gpu_link_bw = g->gpu_link_bw;
+  t.notes.push_back(fmt::format("{} ({} {}): fp32 {}, fp16 {}, bf16 {}{}{}, memory {} ({} as sold), {}, {} {}, "
+                                "TDP {}{}: {}",
+                                g->name, g->vendor, g->arch, g->flops.at("fp32"), g->flops.at("fp16"), g->flops.at("bf16"),
+                                g->flops.count("tf32") ? ", tf32 " + g->flops.at("tf32") : "",
+                                g->flops.count("fp8") ? ", fp8 " + g->flops.at("fp8") : "", g->memory, g->memory_sold,
+                                g->mem_bw, g->sm_count, g->vendor == "AMD" ? "CUs" : "SMs", g->tdp,
+                                g->gpu_link.empty() ? "" : ", " + g->gpu_link + " " + g->gpu_link_bw + " per direction",
+                                g->source));
+  if (!g->note.empty()) t.notes.push_back("(" + g->note + ")");
+  const CatalogueArch& a = cat.arch_of(*g);
+  t.notes.push_back(fmt::format("gpu_gemm_efficiency {:.2f} ({}{}), gpu_mem_efficiency {:.2f}: {}", a.gemm_efficiency.at(used),
+                                used, used == precision ? "" : ", no " + precision + " figure", a.mem_efficiency, a.source));
+  t.notes.push_back(fmt::format("PCIe: {} at {} ({} line): {}", host.name, host.effective, host.line_rate, host.source));
+  return t;
+}
+
+// --------------------------------------------------------------------------------------- spec parsing
+Props nic_transport_props(const std::string& transport) {
+  const std::string t = normalise_name(transport);
+  if (t == "tcp" || t == "sockets" || t == "socket")
+    return {{"transport", "tcp"}, {"tcp_mtu", "1500"}, {"nccl_socket_nthreads", "1"}, {"nccl_nsocks_perthread", "1"},
+            {"socket_bw", "2GBps"}, {"tcp_stack_latency", "20us"}};
+  if (t == "ib" || t == "infiniband" || t == "roce" || t == "rocev2")
+    return {{"transport", "ib"}, {"ib_mtu", "4096"}, {"ib_stack_latency", "1us"}};
+  throw Error(fmt::format("unknown NIC transport '{}'; valid: tcp (NCCL sockets), roce, ib", transport));
+}
+
+std::string parse_topology_kind(const std::string& name) {
+  const std::string t = normalise_name(name);
+  if (t == "star" || t == "nonblocking") return "star";
+  if (t == "fattree") return "fat-tree";
+  if (t == "dragonfly" || t == "torus")
+    throw Error(fmt::format("topology '{}' is not yet supported: SimGrid's {} zones need the flat platform layout "
+                            "(issue 14, item 3); use star or fat-tree", name, t));
+  throw Error(fmt::format("unknown topology '{}'; valid: star (non-blocking), fat-tree (--oversubscription, "
+                          "--pod-nodes); not yet: dragonfly, torus", name));
+}
+
+namespace {
+
+void parse_pcie(const Json& js, const ojson& j, const std::string& where, PcieSpec& p) {
+  js.keys(j, where, {"bw", "lat", "h2d_bw", "h2d_lat"});
+  if (j.contains("bw")) p.bw = js.quantity(j["bw"], where + ".bw", units::Kind::Bandwidth);
+  if (j.contains("lat")) p.lat = js.quantity(j["lat"], where + ".lat", units::Kind::Time);
+  if (j.contains("h2d_bw")) p.h2d_bw = js.quantity(j["h2d_bw"], where + ".h2d_bw", units::Kind::Bandwidth);
+  if (j.contains("h2d_lat")) p.h2d_lat = js.quantity(j["h2d_lat"], where + ".h2d_lat", units::Kind::Time);
+}
+
+void parse_fabric(const Json& js, const ojson& j, const std::string& where, FabricSpec& f) {
+  js.keys(j, where, {"fabric", "bw", "lat", "staging_bw"});
+  if (j.contains("fabric")) {
+    f.kind = j["fabric"].get<std::string>();
+    static const std::vector<std::string> kinds{"pcie_host", "pcie_p2p", "nvlink", "nvswitch", "nvlink_bridge"};
+    if (std::find(kinds.begin(), kinds.end(), f.kind) == kinds.end())
+      js.fail(where + ".fabric", fmt::format("unknown fabric '{}'; valid: {}", f.kind, join(kinds)));
+  }
+  if (j.contains("bw")) f.bw = js.quantity(j["bw"], where + ".bw", units::Kind::Bandwidth);
+  if (j.contains("lat")) f.lat = js.quantity(j["lat"], where + ".lat", units::Kind::Time);
+  if (j.contains("staging_bw")) f.staging_bw = js.quantity(j["staging_bw"], where + ".staging_bw", units::Kind::Bandwidth);
+}
+
+void parse_nic(const Json& js, const ojson& j, const std::string& where, NicSpec& n, const Catalogue& cat) {
+  js.keys(j, where, {"count", "speed", "lat", "transport", "rail_optimised", "props"});
+  if (j.contains("count")) n.count = js.integer(j["count"], where + ".count", 1, 64);
+  if (j.contains("speed")) {
+    const std::string s = js.text(j["speed"], where + ".speed");
+    bool is_rate = true;
+    try {
+      units::parse(s, units::Kind::Bandwidth);
+    } catch (const Error&) {
+      is_rate = false;
+    }
+    if (is_rate) {
+      n.speed = js.quantity(j["speed"], where + ".speed", units::Kind::Bandwidth);
+    } else {
+      const CatalogueLink* l = nullptr;
+      try {
+        l = &cat.link(s);
+      } catch (const Error& e) {
+        js.fail(where + ".speed", fmt::format("'{}' is neither a bandwidth (\"400Gbps\") nor a catalogue NIC: {}", s, e.what()));
+      }
+      if (l->kind != "nic") js.fail(where + ".speed", fmt::format("'{}' is not a NIC (a {} link)", s, l->kind));
+      n.speed = l->line_rate;
+      n.transport = l->transport;  // a "transport" key in the same object wins (read below)
+    }
+  }
+  if (j.contains("lat")) n.lat = js.quantity(j["lat"], where + ".lat", units::Kind::Time);
+  if (j.contains("transport")) {
+    n.transport = j["transport"].get<std::string>();
+    try {
+      nic_transport_props(n.transport);
+    } catch (const Error& e) {
+      js.fail(where + ".transport", e.what());
+    }
+  }
+  if (j.contains("rail_optimised")) n.rail_optimised = j["rail_optimised"].get<bool>();
+  if (j.contains("props"))
+    for (const auto& [k, v] : js.props(j["props"], where + ".props")) set_prop(n.props, k, v);
+}
+
+}  // namespace
+
+namespace {
+PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::string& path, const Catalogue& cat);
+}
+
+PlatformSpec parse_platform_spec(const std::string& json_text, const std::string& path, const Catalogue& cat) {
+  try {
+    return parse_platform_spec_json(json_text, path, cat);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Origin{path, 0}, e.what());
+  }
+}
+
+namespace {
+PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::string& path, const Catalogue& cat) {
+  const Json js{path};
+  ojson j;
+  try {
+    j = ojson::parse(json_text);
+  } catch (const nlohmann::json::exception& e) {
+    js.fail("", e.what());
+  }
+  js.keys(j, "", {"id", "comment", "price_per_gpu_hour", "gpu_types", "node", "intranode", "nic", "topology",
+                  "zone_props", "nodes", "node_groups"});
+  PlatformSpec spec;
+  spec.id = j.value("id", "platform");
+  spec.comment = j.value("comment", "");
+  if (j.contains("price_per_gpu_hour")) {
+    const std::string p = js.text(j["price_per_gpu_hour"], "price_per_gpu_hour");
+    char* end = nullptr;
+    const double v = std::strtod(p.c_str(), &end);
+    if (end == p.c_str() || *end || !(v >= 0) || !std::isfinite(v))
+      js.fail("price_per_gpu_hour", fmt::format("'{}' is not a non-negative number (currency units per GPU-hour)", p));
+    spec.zone_props.emplace_back("price_per_gpu_hour", p);
+  }
+
+  if (!j.contains("gpu_types") || j["gpu_types"].empty()) js.fail("gpu_types", "missing: name at least one GPU type");
+  for (auto it = j["gpu_types"].begin(); it != j["gpu_types"].end(); ++it) {
+    const std::string where = "gpu_types." + it.key();
+    js.keys(it.value(), where, {"catalogue", "efficiency_precision", "props", "pcie"});
+    GpuTypeSpec t;
+    t.name = it.key();
+    const std::string precision = it.value().value("efficiency_precision", "bf16");
+    if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+      js.fail(where + ".efficiency_precision", fmt::format("'{}': valid: fp32, fp16, bf16", precision));
+    if (it.value().contains("catalogue")) {
+      const CatalogueGpu* g = nullptr;
+      try {
+        g = &cat.gpu(it.value()["catalogue"].get<std::string>());
+      } catch (const Error& e) {
+        js.fail(where + ".catalogue", e.what());
+      }
+      t = gpu_type_from_catalogue(cat, *g, precision);
+      t.name = it.key();
+    }
+    if (it.value().contains("pcie")) parse_pcie(js, it.value()["pcie"], where + ".pcie", t.pcie);
+    if (it.value().contains("props"))
+      for (const auto& [k, v] : js.props(it.value()["props"], where + ".props")) set_prop(t.props, k, v);
+    if (!find_prop(t.props, "gpu_flops_fp32"))
+      js.fail(where, "names no catalogue GPU (\"catalogue\": \"h100-sxm\") and gives no gpu_flops_fp32 in props");
+    if (t.pcie.bw.empty() || t.pcie.h2d_bw.empty()) js.fail(where, "needs pcie.bw and pcie.h2d_bw (no catalogue GPU to take them from)");
+    if (t.pcie.lat.empty()) t.pcie.lat = cat.default_value("pcie_lat");
+    if (t.pcie.h2d_lat.empty()) t.pcie.h2d_lat = cat.default_value("h2d_lat");
+    spec.gpu_types[t.name] = std::move(t);
+  }
+
+  Props node_props;
+  if (j.contains("node")) {
+    js.keys(j["node"], "node", {"cpu_cores", "loader_bw", "loader_image_overhead", "h2d_pageable_bw"});
+    const std::map<std::string, units::Kind> kinds{{"loader_bw", units::Kind::Bandwidth},
+                                                   {"loader_image_overhead", units::Kind::Time},
+                                                   {"h2d_pageable_bw", units::Kind::Bandwidth}};
+    for (auto it = j["node"].begin(); it != j["node"].end(); ++it) {
+      const std::string where = "node." + it.key();
+      if (it.key() == "cpu_cores") node_props.emplace_back(it.key(), std::to_string(js.integer(it.value(), where, 1, 1 << 20)));
+      else node_props.emplace_back(it.key(), js.quantity(it.value(), where, kinds.at(it.key())));
+    }
+  }
+  FabricSpec fabric;
+  if (j.contains("intranode")) parse_fabric(js, j["intranode"], "intranode", fabric);
+  NicSpec nic;
+  if (j.contains("nic")) parse_nic(js, j["nic"], "nic", nic, cat);
+  if (j.contains("topology")) {
+    js.keys(j["topology"], "topology", {"kind", "oversubscription", "pod_nodes", "uplink_lat"});
+    try {
+      spec.topology.kind = parse_topology_kind(j["topology"].value("kind", "star"));
+    } catch (const Error& e) {
+      js.fail("topology.kind", e.what());
+    }
+    if (j["topology"].contains("oversubscription")) spec.topology.oversubscription = j["topology"]["oversubscription"].get<double>();
+    if (j["topology"].contains("pod_nodes")) spec.topology.pod_nodes = js.integer(j["topology"]["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
+    if (j["topology"].contains("uplink_lat"))
+      spec.topology.uplink_lat = js.quantity(j["topology"]["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
+  }
+
+  auto add_node = [&](const ojson& n, const std::string& where, const std::string& id) {
+    NodeSpec node;
+    node.id = id;
+    node.gpus = js.integer(n.at("gpus"), where + ".gpus", 1, 1 << 16);
+    node.gpu_type = n.at("gpu").get<std::string>();
+    auto t = spec.gpu_types.find(node.gpu_type);
+    if (t == spec.gpu_types.end()) {
+      std::vector<std::string> names;
+      for (const auto& [k, v] : spec.gpu_types) names.push_back(k);
+      js.fail(where + ".gpu", fmt::format("'{}' is not a gpu_types entry; entries: {}", node.gpu_type, join(names)));
+    }
+    node.pcie = t->second.pcie;
+    if (n.contains("pcie")) parse_pcie(js, n["pcie"], where + ".pcie", node.pcie);
+    node.fabric = fabric;
+    if (n.contains("intranode")) parse_fabric(js, n["intranode"], where + ".intranode", node.fabric);
+    node.nic = nic;
+    if (n.contains("nic")) parse_nic(js, n["nic"], where + ".nic", node.nic, cat);
+    node.props = node_props;
+    if (n.contains("props"))
+      for (const auto& [k, v] : js.props(n["props"], where + ".props")) set_prop(node.props, k, v);
+    spec.nodes.push_back(std::move(node));
+  };
+  if (j.contains("nodes"))
+    for (size_t i = 0; i < j["nodes"].size(); ++i) {
+      const std::string where = fmt::format("nodes[{}]", i);
+      js.keys(j["nodes"][i], where, {"id", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
+      add_node(j["nodes"][i], where, j["nodes"][i].at("id").get<std::string>());
+    }
+  if (j.contains("node_groups"))
+    for (size_t i = 0; i < j["node_groups"].size(); ++i) {
+      const ojson& g = j["node_groups"][i];
+      const std::string where = fmt::format("node_groups[{}]", i);
+      js.keys(g, where, {"prefix", "count", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
+      const int count = js.integer(g.at("count"), where + ".count", 1, 1 << 20);
+      const size_t width = std::to_string(count - 1).size();
+      for (int k = 0; k < count; ++k)
+        add_node(g, where, fmt::format("{}{:0{}d}", g.at("prefix").get<std::string>(), k, width));
+    }
+  if (j.contains("zone_props"))
+    for (const auto& [k, v] : js.props(j["zone_props"], "zone_props")) set_prop(spec.zone_props, k, v);
+  try {
+    check_platform_spec(spec);
+  } catch (const Error& e) {
+    js.fail("", e.what());
+  }
+  return spec;
+}
+}  // namespace
+
+void check_platform_spec(const PlatformSpec& spec) {
+  if (spec.nodes.empty()) throw Error("no nodes: give at least one (--nodes N, or \"nodes\"/\"node_groups\" in a spec)");
+  std::set<std::string> ids;
+  for (const auto& n : spec.nodes) {
+    if (!ids.insert(n.id).second) throw Error(fmt::format("node '{}' is named twice", n.id));
+    if (n.gpus < 1) throw Error(fmt::format("node '{}': GPUs per node must be at least 1", n.id));
+    const GpuTypeSpec& t = spec.gpu_types.at(n.gpu_type);
+    const std::string& k = n.fabric.kind;
+    if ((k == "nvlink" || k == "nvswitch" || k == "nvlink_bridge") && n.fabric.bw.empty() && t.gpu_link_bw.empty())
+      throw Error(fmt::format("node '{}': fabric {} needs a per-GPU NVLink bandwidth, and GPU type '{}' has no NVLink or "
+                              "Infinity Fabric in the catalogue; use pcie_p2p or pcie_host, or give the bandwidth "
+                              "(--intranode-bw)", n.id, k, n.gpu_type));
+    if (k == "nvlink_bridge" && n.gpus > 2)
+      throw Error(fmt::format("node '{}': NVLink bridges join GPUs two by two; with {} GPUs a node the cluster layout gives "
+                              "every pair the same path (not yet): use pcie_p2p (a ring of more than 2 GPUs crosses PCIe "
+                              "anyway) or nvswitch", n.id, n.gpus));
+    if (spec.nodes.size() > 1 && n.nic.speed.empty())
+      throw Error(fmt::format("node '{}': no NIC speed (--nic-speed 400Gbps or a catalogue NIC: ndr, 100gbe, ...)", n.id));
+  }
+  const TopologySpec& topo = spec.topology;
+  if (topo.kind != "star" && topo.kind != "fat-tree") parse_topology_kind(topo.kind);
+  if (topo.kind == "fat-tree") {
+    if (!(topo.oversubscription >= 1) || !std::isfinite(topo.oversubscription))
+      throw Error(fmt::format("fat-tree oversubscription {} must be at least 1 (1 = non-blocking, 4 = 4:1)", topo.oversubscription));
+    if (topo.pod_nodes < 1) throw Error("fat-tree needs nodes per pod (--pod-nodes N, at least 1)");
+    if (find_prop(spec.zone_props, "transport"))
+      throw Error("a fat-tree writes the NIC transport on each NIC link (the pods' up-links carry none): drop 'transport' "
+                  "from zone_props and give it as the NIC's");
+  }
+}
+
+// --------------------------------------------------------------------------------------------- writer
+namespace {
+
+struct NodeLinks {
+  std::string lane_bw, bb_bw, bb_lat;
+  Props fabric_props;  // intranode_transport, staging_bw
+};
+
+NodeLinks node_links(const PlatformSpec& spec, const NodeSpec& n) {
+  const GpuTypeSpec& t = spec.gpu_types.at(n.gpu_type);
+  NodeLinks out;
+  out.lane_bw = n.pcie.bw;
+  out.bb_lat = n.fabric.lat;
+  const std::string& k = n.fabric.kind;
+  if (k.empty()) {
+    out.bb_bw = n.fabric.bw.empty() ? n.pcie.bw : n.fabric.bw;  // as written; default: never below the lane
+  } else if (k == "pcie_host") {
+    const std::string staging = n.fabric.staging_bw.empty() ? builtin_catalogue().link("pcie_host").effective : n.fabric.staging_bw;
+    out.bb_bw = n.fabric.bw.empty() ? staging : n.fabric.bw;
+    out.fabric_props = {{"intranode_transport", "pcie_host"}, {"staging_bw", staging}};
+  } else if (k == "pcie_p2p") {
+    out.bb_bw = n.fabric.bw.empty() ? n.pcie.bw : n.fabric.bw;
+    out.fabric_props = {{"intranode_transport", "pcie_p2p"}};
+  } else {  // nvlink, nvswitch, nvlink_bridge: GPU to GPU over the GPU's NVLink, both its own link and the backbone
+    const std::string bw = n.fabric.bw.empty() ? t.gpu_link_bw : n.fabric.bw;
+    out.lane_bw = bw;
+    out.bb_bw = bw;
+    out.fabric_props = {{"intranode_transport", "nvlink"}};
+  }
+  return out;
+}
+
+// The bandwidth of a node's NIC link: count x speed (NCCL spreads its channels over every NIC).
+std::string nic_bw(const NicSpec& nic) {
+  if (nic.count == 1) return nic.speed;
+  return gbps_text(nic.count * units::parse(nic.speed, units::Kind::Bandwidth));
+}
+
+// "  - text" wrapped at 110 columns, continuation lines indented under the text.
+std::string bullet(const std::string& text) {
+  std::string out = "  -", word;
+  size_t col = 3;
+  std::istringstream words(text);
+  while (words >> word) {
+    if (col + 1 + word.size() > 110 && col > 4) out += "\n   ", col = 3;
+    out += ' ' + word;
+    col += 1 + word.size();
+  }
+  return out + "\n";
+}
+
+std::string default_comment(const PlatformSpec& spec) {
+  std::map<std::string, int> per_type;
+  int gpus = 0;
+  for (const auto& n : spec.nodes) per_type[n.gpu_type] += n.gpus, gpus += n.gpus;
+  const NodeSpec& first = spec.nodes.front();
+  std::string types;
+  for (const auto& [t, c] : per_type) types += (types.empty() ? "" : ", ") + fmt::format("{} x {}", c, t);
+  const std::string fabric = first.fabric.kind.empty() ? "as written" : first.fabric.kind;
+  const bool multi = spec.nodes.size() > 1;
+  const std::string nics = multi ? fmt::format("{} x {} NIC{}, {}", first.nic.count, first.nic.speed, first.nic.count > 1 ? "s" : "",
+                                               first.nic.transport.empty() ? "no transport" : first.nic.transport)
+                                 : "no NIC (one node)";
+  const std::string core = spec.topology.kind == "star"
+                               ? "non-blocking switch (star)"
+                               : fmt::format("fat-tree: pods of {} nodes, up-links {:g}:1 oversubscribed", spec.topology.pod_nodes,
+                                             spec.topology.oversubscription);
+  std::string c = fmt::format("  {}: {} node{}, {} GPUs ({}).\n\n", spec.id, spec.nodes.size(), multi ? "s" : "", gpus, types);
+  auto row = [](const std::string& text) { return fmt::format("   | {:<32}|\n", text); };
+  c += fmt::format("      {:<30}{}\n", first.id, multi ? "...   " + spec.nodes.back().id : "");
+  c += "   +---------------------------------+\n";
+  c += row(fmt::format("gpu0 ... gpu{} ({})", first.gpus - 1, first.gpu_type));
+  c += row("GPU<->GPU: " + fabric);
+  c += row(nics);
+  c += "   +----------------+----------------+\n";
+  if (multi) c += "                    |\n   +---- " + core + " ----+\n";
+  c += "\n  Every figure with its source (data/catalogue.json, docs/sources.md):\n";
+  for (const auto& [name, t] : spec.gpu_types)
+    for (const auto& note : t.notes) c += bullet(note);
+  const Catalogue& cat = builtin_catalogue();
+  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved", "pcie_lat", "h2d_lat"})
+    c += bullet(fmt::format("{} {}: {}", d, cat.default_value(d), cat.default_entry(d).source));
+  if (!first.fabric.kind.empty()) {
+    const CatalogueLink& l = cat.link(first.fabric.kind == "nvlink_bridge" ? "nvlink3_bridge"
+                                      : first.fabric.kind == "nvlink"      ? "infinity_fabric"
+                                                                           : first.fabric.kind);
+    c += bullet(fmt::format("GPU<->GPU {}{}: {}", first.fabric.kind, first.fabric.bw.empty() ? "" : " at " + first.fabric.bw + " (given)",
+                            first.fabric.kind == "nvlink" ? "direct links (NVLink without a switch, Infinity Fabric), ASSUMPTION: "
+                                                            "collectives spread over every link, as NCCL/RCCL run a ring per link; " +
+                                                                l.source
+                                                          : l.source));
+    c += bullet(fmt::format("GPU<->GPU latency {}: ASSUMPTION (NCCL's per-step cost inside a node); an 8-byte all_reduce_perf "
+                            "on one node replaces it", first.fabric.lat));
+  }
+  if (multi) {
+    c += bullet(fmt::format("NICs: {} x {} line rate, {} per end (NIC, cable and switch: ASSUMPTION; ping replaces it); the node's "
+                            "NICs are one link of {} (NCCL spreads its channels over every NIC){}",
+                            first.nic.count, first.nic.speed, first.nic.lat, nic_bw(first.nic),
+                            first.nic.rail_optimised ? "; rail-optimised: in this layout a rail is not a separate path" : ""));
+    if (!first.nic.transport.empty())
+      c += bullet(fmt::format("transport {}: README 'Platform files' (link transports) and docs/sources.md give each setting's source",
+                              normalise_name(first.nic.transport) == "roce" ? "roce (written as ib: RoCE v2 runs NCCL's verbs)"
+                                                                            : first.nic.transport));
+  }
+  if (spec.topology.kind == "fat-tree")
+    c += bullet(fmt::format("fat-tree: each pod's up-link is its nodes' NIC capacity / {:g}, latency {} (a leaf-to-spine hop: "
+                            "ASSUMPTION); a route between pods crosses both pods' up-links",
+                            spec.topology.oversubscription, spec.topology.uplink_lat));
+  std::string node;
+  for (const auto& [k, v] : first.props) node += (node.empty() ? "" : ", ") + k + " " + v;
+  if (!node.empty())
+    c += bullet(node + ": given, or the defaults (14 CPU cores a GPU, as a DGX H100's 112 for 8; the study's loader figures, "
+                       "docs/sources.md): ASSUMPTIONS that `vitsim calibrate` replaces");
+  if (const std::string* p = find_prop(spec.zone_props, "price_per_gpu_hour")) c += bullet("price per GPU-hour " + *p + ": as given");
+  return c;
+}
+
+}  // namespace
+
+std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
+  check_platform_spec(spec);
+  if (layout != Layout::ClusterPerNode) throw Error("unknown platform layout");
+  const bool multi = spec.nodes.size() > 1;
+  const bool fat_tree = spec.topology.kind == "fat-tree";
+  // The NIC transport of the platform: on the zone for a star (one zone what-if switches it), on each NIC link
+  // for a fat-tree (the pods' up-links must run as written).
+  const std::string& zone_transport = spec.nodes.front().nic.transport;
+  Props zone_props = spec.zone_props;
+  if (multi && !fat_tree && !zone_transport.empty()) {
+    Props t = nic_transport_props(zone_transport);
+    for (const auto& [k, v] : spec.nodes.front().nic.props) set_prop(t, k, v);
+    Props merged;
+    if (const std::string* p = find_prop(zone_props, "price_per_gpu_hour")) merged.emplace_back("price_per_gpu_hour", *p);
+    for (const auto& kv : t) set_prop(merged, kv.first, kv.second);
+    for (const auto& kv : zone_props) set_prop(merged, kv.first, kv.second);
+    zone_props = merged;
+  }
+  std::string out = "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
+  std::string comment = spec.comment.empty() ? default_comment(spec) : spec.comment;
+  while (!comment.empty() && std::isspace(static_cast<unsigned char>(comment.back()))) comment.pop_back();
+  out += "<!--\n" + comment + "\n\n  " + (spec.generated_by.empty() ? "Generated by vitsim platform." : spec.generated_by) + "\n-->\n";
+  out += "<platform version=\"4.1\">\n";
+  out += "  <zone id=" + xml_attr(spec.id) + " routing=\"Full\">\n";
+  out += props_xml(zone_props, "    ");
+  for (const auto& n : spec.nodes) {
+    const GpuTypeSpec& t = spec.gpu_types.at(n.gpu_type);
+    const NodeLinks l = node_links(spec, n);
+    Props props = t.props;
+    for (const auto& [k, v] : n.props) set_prop(props, k, v);
+    for (const auto& [k, v] : l.fabric_props) set_prop(props, k, v);
+    out += fmt::format(
+        "    <cluster id={} prefix={} suffix=\"\" radical=\"0-{}\" speed={} bw={} lat={} sharing_policy=\"SPLITDUPLEX\" "
+        "bb_bw={} bb_lat={} bb_sharing_policy=\"FATPIPE\" loopback_bw={} loopback_lat={} router_id={}>\n",
+        xml_attr(n.id), xml_attr(n.id + "-gpu"), n.gpus - 1, xml_attr(*find_prop(props, "gpu_flops_fp32")), xml_attr(l.lane_bw),
+        xml_attr(n.pcie.lat), xml_attr(l.bb_bw), xml_attr(l.bb_lat), xml_attr(n.pcie.h2d_bw), xml_attr(n.pcie.h2d_lat),
+        xml_attr(n.id + "-router"));
+    out += props_xml(props, "      ");
+    out += "    </cluster>\n";
+  }
+  if (multi) {
+    for (const auto& n : spec.nodes) {
+      Props lp;
+      // A node whose transport differs from the zone's (or every node of a fat-tree) states its own.
+      if (!n.nic.transport.empty() && (fat_tree || normalise_name(n.nic.transport) != normalise_name(zone_transport)))
+        lp = nic_transport_props(n.nic.transport);
+      for (const auto& [k, v] : n.nic.props)
+        if (fat_tree || !lp.empty() || n.nic.props != spec.nodes.front().nic.props || zone_transport.empty()) set_prop(lp, k, v);
+      const std::string head = "    <link id=" + xml_attr(n.id + "-nic") + " bandwidth=" + xml_attr(nic_bw(n.nic)) +
+                               " latency=" + xml_attr(n.nic.lat) + " sharing_policy=\"SPLITDUPLEX\"";
+      out += lp.empty() ? head + "/>\n" : head + ">\n" + props_xml(lp, "      ") + "    </link>\n";
+    }
+    std::vector<int> pod(spec.nodes.size(), 0);
+    if (fat_tree) {
+      const int pods = static_cast<int>((spec.nodes.size() + spec.topology.pod_nodes - 1) / spec.topology.pod_nodes);
+      for (size_t i = 0; i < spec.nodes.size(); ++i) pod[i] = static_cast<int>(i) / spec.topology.pod_nodes;
+      for (int p = 0; p < pods; ++p) {
+        // A pod's up-link carries what its nodes' NICs can send, divided by the oversubscription.
+        double down = 0;
+        for (size_t i = 0; i < spec.nodes.size(); ++i)
+          if (pod[i] == p) down += units::parse(nic_bw(spec.nodes[i].nic), units::Kind::Bandwidth);
+        out += fmt::format("    <link id=\"pod{}-uplink\" bandwidth={} latency={} sharing_policy=\"SPLITDUPLEX\"/>\n", p,
+                           xml_attr(gbps_text(down / spec.topology.oversubscription)), xml_attr(spec.topology.uplink_lat));
+      }
+    }
+    for (size_t i = 0; i < spec.nodes.size(); ++i)
+      for (size_t k = i + 1; k < spec.nodes.size(); ++k) {
+        const std::string& a = spec.nodes[i].id;
+        const std::string& b = spec.nodes[k].id;
+        std::string links = fmt::format("<link_ctn id=\"{}-nic\" direction=\"UP\"/>", a);
+        if (pod[i] != pod[k])
+          links += fmt::format("<link_ctn id=\"pod{}-uplink\" direction=\"UP\"/><link_ctn id=\"pod{}-uplink\" direction=\"DOWN\"/>",
+                               pod[i], pod[k]);
+        links += fmt::format("<link_ctn id=\"{}-nic\" direction=\"DOWN\"/>", b);
+        out += fmt::format("    <zoneRoute src=\"{0}\" dst=\"{1}\" gw_src=\"{0}-router\" gw_dst=\"{1}-router\">{2}</zoneRoute>\n",
+                           a, b, links);
+      }
+  }
+  out += "  </zone>\n</platform>\n";
+  return out;
+}
+
+// --------------------------------------------------------------------------------------------- tables
+std::string catalogue_gpu_table(const Catalogue& cat) {
+  std::string out = fmt::format("{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n", "name",
+                                "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "sold", "memory", "mem_bw", "SMs", "TDP", "host",
+                                "GPU link/direction", "aliases");
+  auto f = [](const CatalogueGpu& g, const char* p) { return g.flops.count(p) ? g.flops.at(p) : std::string("-"); };
+  for (const auto& g : cat.gpus) {
+    const double gib = units::parse(g.memory, units::Kind::Bytes) / (1024.0 * 1024 * 1024);
+    out += fmt::format("{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n", g.name, g.arch,
+                       f(g, "fp32"), f(g, "tf32"), f(g, "fp16"), f(g, "bf16"), f(g, "fp8"), g.memory_sold, fmt::format("{:.1f}GiB", gib), g.mem_bw,
+                       g.sm_count, g.tdp, g.host_link, g.gpu_link.empty() ? "-" : g.gpu_link + " " + g.gpu_link_bw, join(g.aliases));
+  }
+  out += "Dense peaks (no sparsity); memory as vitsim uses it (GiB); sources: data/catalogue.json, docs/sources.md.\n";
+  return out;
+}
+
+std::string catalogue_link_table(const Catalogue& cat) {
+  std::string out = fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", "name", "kind", "line rate", "vitsim writes", "transport", "aliases");
+  for (const auto& l : cat.links)
+    out += fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", l.name, l.kind, l.line_rate, l.effective, l.transport, join(l.aliases));
+  out += "Rates per direction; sources: data/catalogue.json, docs/sources.md.\n";
+  return out;
+}
+
+}  // namespace vitsim
