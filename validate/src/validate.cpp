@@ -70,8 +70,8 @@ Validation compare(const Report& predicted, const Report& measured, double toler
     // The same parameters are not the same scenario: the identity covers the model, dataset, cluster,
     // training and parallelism settings (core/identity.hpp).
     if (m.scenario_id != it->scenario_id)
-      throw Error(fmt::format("{}: /points/{}/scenario_id: the run measured another scenario than {}'s point {} ({} vs "
-                              "{}): measure it with this scenario file and the same --set values",
+      throw Error(fmt::format("{}: /points/{}/scenario_id: the run measured another scenario than '{}' at point {} ({} "
+                              "measured, {} predicted): measure it with this scenario file and the same --set values",
                               from, mi, predicted.scenario.empty() ? std::string("the scenario") : predicted.scenario,
                               describe(m.params), m.scenario_id.empty() ? "none" : m.scenario_id.substr(0, 19),
                               it->scenario_id.empty() ? "none" : it->scenario_id.substr(0, 19)));
