@@ -62,7 +62,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "vitsim: error: s.xml:6: train_batch_size 64 != micro_batch 16 x gradient_accumulation_steps 1 x ranks 2 = 32 "
        "(DeepSpeed requires equality)"},
       {"unknown DeepSpeed key", scenario(kCluster, kModel, kTraining, "  <deepspeed config=\"bad.json\"/>\n"), "predict s.xml",
-       "vitsim: error: s.xml:6: bad.json: unknown DeepSpeed key 'gradient_accumulation_step'; known: amp, bf16, "
+       "vitsim: error: s.xml:6: bad.json: unknown DeepSpeed key 'gradient_accumulation_step' (did you mean 'gradient_accumulation_steps'?); known: amp, bf16, "
        "comms_logger, communication_data_type, dump_state, flops_profiler, fp16, gradient_accumulation_steps, "
        "gradient_clipping, gradient_predivide_factor, optimizer, prescale_gradients, scheduler, seed, "
        "sparse_gradients, steps_per_print, tensorboard, train_batch_size, train_micro_batch_size_per_gpu, "

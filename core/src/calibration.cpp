@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <type_traits>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
+#include "vitsim/core/io.hpp"
 
 namespace vitsim {
 using json = nlohmann::json;
@@ -91,11 +94,10 @@ Calibration parse_calibration(const json& j, const std::string& path);
 }  // namespace
 
 Calibration read_calibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open calibration file", path));
+  const std::string text = read_input_file(path, "calibration file");  // regular files only, size-limited
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
@@ -132,6 +134,7 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     std::string where = fmt::format("{}: devices[{}]", path, di++);
     DeviceCalibration dc;
     dc.device_type = need<std::string>(d, "device_type", where);
+    where += fmt::format(" ('{}')", echo(dc.device_type));  // each message names the file and the device
     if (!d.contains("model") || !d["model"].is_object()) throw Error(where + ": missing object 'model'");
     const json& m = d.at("model");
     dc.model.preset = m.value("preset", "");
@@ -144,6 +147,15 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     dc.model.mlp_ratio = need<double>(m, "mlp_ratio", where + ".model");
     dc.model.classes = need<int>(m, "classes", where + ".model");
     try {
+      if (dc.model.image_size < 1 || dc.model.patch < 1 || dc.model.channels < 1 || dc.model.width < 1 ||
+          dc.model.depth < 1 || dc.model.heads < 1 || dc.model.classes < 1 || !(dc.model.mlp_ratio > 0) ||
+          dc.model.depth > 4096 || dc.model.width > (1 << 20))
+        throw Error("sizes must be positive (depth <= 4096, width <= 1048576)");
+      dc.model.validate();
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}.model: {}", where, e.what()));
+    }
+    try {
       dc.precision = parse_precision(need<std::string>(d, "precision", where));
     } catch (const Error& e) {
       throw Error(where + ": " + e.what());
@@ -151,27 +163,58 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     dc.peak_flops = opt<double>(d, "peak_flops", 0.0, where);
     dc.mem_bw = opt<double>(d, "mem_bw", 0.0, where);
     if (dc.peak_flops < 0 || dc.mem_bw < 0) throw Error(where + ": peak_flops and mem_bw must be >= 0 (0 = unknown)");
+    // The layer names a point may list: those of this model (core/vit.cpp's workload).
+    std::set<std::string> layer_names;
+    for (const auto& l : build_workload(dc.model).layers) layer_names.insert(l.name);
     int pi = 0;
     for (const auto& p : list_of(d, "points", where)) {
       std::string pw = fmt::format("{}.points[{}]", where, pi++);
       ComputePoint cp;
+      if (p.is_object() && p.contains("micro_batch") && p.at("micro_batch").is_number() && !fits_int(p.at("micro_batch")))
+        throw Error(fmt::format("{}: micro_batch must be a whole number of samples >= 1, got {}", pw,
+                                echo(p.at("micro_batch").dump())));
       cp.micro_batch = need<int>(p, "micro_batch", pw);
       cp.fwd_s = need<double>(p, "fwd_s", pw);
       cp.bwd_s = need<double>(p, "bwd_s", pw);
       cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0, pw);
-      if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0)
+      if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0 || !std::isfinite(cp.fwd_s) ||
+          !std::isfinite(cp.bwd_s) || !std::isfinite(cp.optimizer_s))
         throw Error(pw + ": micro_batch must be >= 1 and fwd_s, bwd_s positive");
       int lj = 0;
+      std::set<std::string> listed;
       for (const auto& l : list_of(p, "layers", pw)) {
         std::string lw = fmt::format("{}.layers[{}]", pw, lj++);
         LayerTime lt{need<std::string>(l, "name", lw), need<double>(l, "fwd_s", lw), need<double>(l, "bwd_s", lw)};
-        if (lt.fwd_s < 0 || lt.bwd_s < 0) throw Error(lw + ": fwd_s and bwd_s must be >= 0");
+        if (!(lt.fwd_s >= 0) || !(lt.bwd_s >= 0) || !std::isfinite(lt.fwd_s) || !std::isfinite(lt.bwd_s))
+          throw Error(lw + ": fwd_s and bwd_s must be >= 0");
+        if (!layer_names.count(lt.name))
+          throw Error(fmt::format("{}: '{}' is not a layer of this model (patch_embed, block0.attn .. block{}.mlp, head)",
+                                  lw, echo(lt.name), dc.model.depth - 1));
+        if (!listed.insert(lt.name).second) throw Error(fmt::format("{}: layer '{}' is listed twice", lw, lt.name));
         cp.layers.push_back(lt);
       }
       dc.points.push_back(cp);
     }
     if (dc.points.empty()) throw Error(where + ": no measured points");
     std::sort(dc.points.begin(), dc.points.end(), [](auto& a, auto& b) { return a.micro_batch < b.micro_batch; });
+    // Two points at one micro-batch leave the affine fit's slope undefined (it gave 0 ns); a pass that
+    // gets faster with more samples is a measurement gone wrong. Falls within 5% are measurement noise.
+    constexpr double kNoise = 0.05;
+    for (size_t i = 1; i < dc.points.size(); ++i) {
+      const ComputePoint& a = dc.points[i - 1];
+      const ComputePoint& b = dc.points[i];
+      if (a.micro_batch == b.micro_batch)
+        throw Error(fmt::format("{}: two points at micro_batch {}; measure each micro-batch once", where, a.micro_batch));
+      const double ta = a.fwd_s + a.bwd_s, tb = b.fwd_s + b.bwd_s;
+      if (tb < ta * (1 - kNoise))
+        throw Error(fmt::format("{}: fwd_s + bwd_s falls from {:.4g} s at micro_batch {} to {:.4g} s at {} (a larger batch "
+                                "cannot take less time; more than the 5% of measurement noise)",
+                                where, ta, a.micro_batch, tb, b.micro_batch));
+    }
+    for (size_t k = 0; k < c.devices.size(); ++k)
+      if (c.devices[k].device_type == dc.device_type && c.devices[k].precision == dc.precision &&
+          same_shape(c.devices[k].model, dc.model))
+        throw Error(fmt::format("{}: the same device, precision and model as devices[{}]; give each once", where, k));
     c.devices.push_back(dc);
   }
   int mi = 0;
@@ -180,6 +223,7 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     OpModelCalibration oc;
     DeviceFigures& f = oc.figures;
     f.device_type = need<std::string>(o, "device_type", where);
+    where += fmt::format(" ('{}')", echo(f.device_type));
     try {
       oc.precision = parse_precision(need<std::string>(o, "precision", where));
     } catch (const Error& e) {
@@ -236,7 +280,8 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     std::string where = fmt::format("{}: links[{}]", path, li++);
     LinkCalibration lc{need<std::string>(l, "class", where), need<double>(l, "bandwidth", where),
                        need<double>(l, "latency", where), opt<int>(l, "ranks", 0, where)};
-    if (!(lc.bandwidth > 0) || lc.latency < 0) throw Error(where + ": bandwidth must be positive, latency >= 0");
+    if (!(lc.bandwidth > 0) || !(lc.latency >= 0) || !std::isfinite(lc.bandwidth) || !std::isfinite(lc.latency) || lc.ranks < 0)
+      throw Error(where + ": bandwidth must be positive, latency >= 0, ranks >= 0");
     c.links.push_back(lc);
   }
   int oi = 0;
@@ -244,14 +289,20 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     std::string where = fmt::format("{}: loaders[{}]", path, oi++);
     LoaderCalibration lc{need<std::string>(l, "dataset", where), need<int>(l, "resize", where),
                          need<double>(l, "images_per_s_per_worker", where)};
-    if (!(lc.images_per_s_per_worker > 0)) throw Error(where + ": images_per_s_per_worker must be positive");
+    if (!(lc.images_per_s_per_worker > 0) || !std::isfinite(lc.images_per_s_per_worker))
+      throw Error(where + ": images_per_s_per_worker must be positive");
+    if (lc.resize < 1) throw Error(fmt::format("{}: resize must be >= 1, got {}", where, lc.resize));
+    if (c.loader(lc.dataset, lc.resize))
+      throw Error(fmt::format("{}: a second loader for dataset '{}' at resize {}", where, echo(lc.dataset), lc.resize));
     c.loaders.push_back(lc);
   }
   if (j.contains("h2d")) {
     const std::string where = path + ": h2d";
     c.h2d_pinned_bw = opt<double>(j.at("h2d"), "pinned_bw", 0.0, where);
     c.h2d_pageable_bw = opt<double>(j.at("h2d"), "pageable_bw", 0.0, where);
-    if (c.h2d_pinned_bw < 0 || c.h2d_pageable_bw < 0) throw Error(where + ": pinned_bw and pageable_bw must be >= 0");
+    if (!(c.h2d_pinned_bw >= 0) || !(c.h2d_pageable_bw >= 0) || !std::isfinite(c.h2d_pinned_bw) ||
+        !std::isfinite(c.h2d_pageable_bw))
+      throw Error(where + ": pinned_bw and pageable_bw must be >= 0 (0 = not measured)");
   }
   return c;
 }

@@ -6,9 +6,13 @@
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <set>
+#include <vector>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
+#include "vitsim/core/io.hpp"
 
 namespace vitsim {
 
@@ -21,10 +25,104 @@ std::string join(const std::set<std::string>& names) {
   return out;
 }
 
+// Edit distance, for "did you mean".
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
 void check_keys(const json& obj, const std::set<std::string>& known, const std::string& where, const Origin& o) {
-  for (const auto& [key, value] : obj.items())
-    if (!known.count(key))
-      throw Error(o, fmt::format("unknown DeepSpeed key '{}{}'; known: {}", where, key, join(known)));
+  for (const auto& [key, value] : obj.items()) {
+    if (known.count(key)) continue;
+    std::string best;
+    size_t best_d = std::string::npos;
+    for (const auto& k : known) {
+      const size_t d = distance(key, k);
+      if (d < best_d) best_d = d, best = k;
+    }
+    const bool close = best_d <= std::max<size_t>(2, key.size() / 4);
+    throw Error(o, fmt::format("unknown DeepSpeed key '{}{}'{}; known: {}", where, echo(key),
+                               close ? fmt::format(" (did you mean '{}{}'?)", where, best) : "", join(known)));
+  }
+}
+
+// The keys DeepSpeed v0.12 reads in each section (deepspeed/runtime/config.py, fp16/loss_scaler.py,
+// zero/config.py and zero/offload_config.py, ops/adam, ops/lamb, runtime/lr_schedules.py): a key outside
+// these is a typo that DeepSpeed would ignore or reject.
+const std::set<std::string> kFp16Keys{"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
+                                      "hysteresis", "consecutive_hysteresis", "min_loss_scale",
+                                      "fp16_master_weights_and_grads"};
+const std::set<std::string> kBf16Keys{"enabled"};
+const std::set<std::string> kOptimizerKeys{"type", "params", "legacy_fusion"};
+const std::set<std::string> kOptimizerParams{
+    "lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "amsgrad", "bias_correction", "momentum",
+    "dampening", "nesterov", "max_coeff", "min_coeff", "max_grad_norm", "freeze_step", "cuda_aware",
+    "comm_backend_name", "coeff_beta", "factor_max", "factor_min", "factor_threshold", "var_freeze_step",
+    "var_update_scaler", "local_step_scaler", "local_step_clipper", "fused"};
+const std::set<std::string> kSchedulerKeys{"type", "params"};
+const std::set<std::string> kSchedulerParams{
+    "warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration",
+    "cycle_min_lr", "cycle_max_lr", "decay_lr_rate", "cycle_first_step_size", "cycle_second_step_size",
+    "cycle_first_stair_count", "cycle_second_stair_count", "decay_step_size", "cycle_momentum", "cycle_min_mom",
+    "cycle_max_mom", "decay_mom_rate", "lr_range_test_min_lr", "lr_range_test_step_size", "lr_range_test_step_rate",
+    "lr_range_test_staircase"};
+const std::set<std::string> kZeroKeys{
+    "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "use_multi_rank_bucket_allreduce",
+    "allgather_partitions", "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint",
+    "offload_param", "offload_optimizer", "sub_group_size", "cpu_offload", "cpu_offload_param",
+    "cpu_offload_use_pin_memory", "prefetch_bucket_size", "stage3_prefetch_bucket_size", "param_persistence_threshold",
+    "stage3_param_persistence_threshold", "model_persistence_threshold", "stage3_model_persistence_threshold",
+    "max_live_parameters", "stage3_max_live_parameters", "max_reuse_distance", "stage3_max_reuse_distance",
+    "gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients",
+    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
+    "pipeline_loading_checkpoint", "override_module_apply"};
+const std::set<std::string> kOffloadKeys{"device",        "nvme_path",      "buffer_count", "buffer_size", "max_in_cpu",
+                                         "pin_memory",    "pipeline_read",  "pipeline_write", "fast_init", "ratio"};
+
+// A section that must be an object, its keys checked.
+const json* section(const json& parent, const std::string& key, const std::set<std::string>& known,
+                    const std::string& prefix, const Origin& o) {
+  if (!parent.contains(key)) return nullptr;
+  const json& v = parent.at(key);
+  if (!v.is_object())
+    throw Error(o, fmt::format("DeepSpeed key '{}{}' must be an object, got {}", prefix, key, echo(v.dump())));
+  check_keys(v, known, prefix + key + ".", o);
+  return &v;
+}
+
+// Values: a JSON number of the right kind within its range; `name` is the dotted key for the message.
+long long int_in(const json& j, const std::string& key, const std::string& name, long long lo, long long hi,
+                 const Origin& o, const char* what = "an integer") {
+  const json& v = j.at(key);
+  const bool integral = v.is_number_integer() ||
+                        (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() == std::floor(v.get<double>()) &&
+                         std::fabs(v.get<double>()) < 9e15);
+  const double x = v.is_number() ? v.get<double>() : 0;
+  if (!integral || x < static_cast<double>(lo) || x > static_cast<double>(hi))
+    throw Error(o, fmt::format("DeepSpeed key '{}' must be {} in {} .. {}, got {}", name, what, lo, hi, echo(v.dump())));
+  return v.is_number_integer() ? v.get<long long>() : static_cast<long long>(x);
+}
+
+double number_in(const json& j, const std::string& key, const std::string& name, const units::Range& r, const Origin& o) {
+  const json& v = j.at(key);
+  if (!v.is_number() || !r.contains(v.get<double>()))
+    throw Error(o, fmt::format("DeepSpeed key '{}' must be a number {}{}, got {}", name,
+                               r.str().find("..") != std::string::npos ? "in " : "", r.str(), echo(v.dump())));
+  return v.get<double>();
+}
+
+void bool_of(const json& j, const std::string& key, const std::string& name, const Origin& o) {
+  if (!j.at(key).is_boolean())
+    throw Error(o, fmt::format("DeepSpeed key '{}' must be true or false, got {}", name, echo(j.at(key).dump())));
 }
 
 long long get_int(const json& j, const std::string& key, const Origin& o) {
@@ -32,29 +130,103 @@ long long get_int(const json& j, const std::string& key, const Origin& o) {
   if (v.is_number_integer()) return v.get<long long>();
   if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())))
     return static_cast<long long>(v.get<double>());
-  throw Error(o, fmt::format("DeepSpeed key '{}' must be an integer, got {}", key, v.dump()));
+  throw Error(o, fmt::format("DeepSpeed key '{}' must be an integer, got {}", key, echo(v.dump())));
 }
 
 double get_number(const json& j, const std::string& key, const Origin& o) {
   const json& v = j.at(key);
-  if (!v.is_number()) throw Error(o, fmt::format("DeepSpeed key '{}' must be a number, got {}", key, v.dump()));
+  if (!v.is_number()) throw Error(o, fmt::format("DeepSpeed key '{}' must be a number, got {}", key, echo(v.dump())));
   return v.get<double>();
 }
 
 bool get_bool(const json& j, const std::string& key, const Origin& o) {
   const json& v = j.at(key);
-  if (!v.is_boolean()) throw Error(o, fmt::format("DeepSpeed key '{}' must be true or false, got {}", key, v.dump()));
+  if (!v.is_boolean()) throw Error(o, fmt::format("DeepSpeed key '{}' must be true or false, got {}", key, echo(v.dump())));
   return v.get<bool>();
+}
+
+// Every section's values range-checked (those vitsim reads and those it does not: a wrong value is wrong
+// either way).
+void check_sections(const json& j, const Origin& o) {
+  constexpr long long kMaxInt = 1LL << 53;
+  for (const char* key : {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                          "steps_per_print"})
+    if (j.contains(key)) int_in(j, key, key, 1, kMaxInt, o, "a positive integer");
+  if (j.contains("gradient_clipping")) number_in(j, "gradient_clipping", "gradient_clipping", units::non_negative(), o);
+  if (const json* f = section(j, "fp16", kFp16Keys, "", o)) {
+    for (const char* k : {"enabled", "auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads"})
+      if (f->contains(k)) bool_of(*f, k, std::string("fp16.") + k, o);
+    if (f->contains("loss_scale")) number_in(*f, "loss_scale", "fp16.loss_scale", units::non_negative(), o);
+    if (f->contains("initial_scale_power")) int_in(*f, "initial_scale_power", "fp16.initial_scale_power", 0, 64, o);
+    if (f->contains("loss_scale_window")) int_in(*f, "loss_scale_window", "fp16.loss_scale_window", 1, kMaxInt, o);
+    if (f->contains("hysteresis")) int_in(*f, "hysteresis", "fp16.hysteresis", 1, kMaxInt, o);
+    if (f->contains("min_loss_scale")) number_in(*f, "min_loss_scale", "fp16.min_loss_scale", units::positive(), o);
+  }
+  if (const json* b = section(j, "bf16", kBf16Keys, "", o))
+    if (b->contains("enabled")) bool_of(*b, "enabled", "bf16.enabled", o);
+  if (const json* opt = section(j, "optimizer", kOptimizerKeys, "", o)) {
+    if (const json* p = section(*opt, "params", kOptimizerParams, "optimizer.", o)) {
+      if (p->contains("lr")) number_in(*p, "lr", "optimizer.params.lr", units::closed(0, 1e3), o);
+      if (p->contains("eps")) number_in(*p, "eps", "optimizer.params.eps", units::positive(), o);
+      if (p->contains("weight_decay"))
+        number_in(*p, "weight_decay", "optimizer.params.weight_decay", units::closed(0, 1e3), o);
+      if (p->contains("momentum")) number_in(*p, "momentum", "optimizer.params.momentum", units::closed(0, 1), o);
+      if (p->contains("betas")) {
+        const json& betas = p->at("betas");
+        const units::Range beta{0, 1, false, true};
+        if (!betas.is_array() || betas.size() != 2 || !betas[0].is_number() || !betas[1].is_number() ||
+            !beta.contains(betas[0].get<double>()) || !beta.contains(betas[1].get<double>()))
+          throw Error(o, fmt::format("DeepSpeed key 'optimizer.params.betas' must be two numbers {}, got {}", beta.str(),
+                                     echo(betas.dump())));
+      }
+    }
+  }
+  if (const json* sch = section(j, "scheduler", kSchedulerKeys, "", o)) {
+    if (sch->contains("type") && !sch->at("type").is_string())
+      throw Error(o, fmt::format("DeepSpeed key 'scheduler.type' must be a string, got {}", echo(sch->at("type").dump())));
+    if (const json* p = section(*sch, "params", kSchedulerParams, "scheduler.", o))
+      for (const auto& [k, v] : p->items()) {
+        if (k == "warmup_type" || k == "cycle_momentum" || k == "lr_range_test_staircase") continue;
+        if (k.find("num_steps") != std::string::npos || k.find("step_size") != std::string::npos ||
+            k.find("stair_count") != std::string::npos)
+          int_in(*p, k, "scheduler.params." + k, k == "last_batch_iteration" ? -1 : 0, kMaxInt, o);
+        else if (k == "last_batch_iteration")
+          int_in(*p, k, "scheduler.params." + k, -1, kMaxInt, o);
+        else
+          number_in(*p, k, "scheduler.params." + k, units::non_negative(), o);
+      }
+  }
+  if (const json* z = section(j, "zero_optimization", kZeroKeys, "", o)) {
+    // Bucket sizes and thresholds count elements: positive whole numbers (0.5 of an element is a typo).
+    for (const char* k : {"reduce_bucket_size", "allgather_bucket_size", "prefetch_bucket_size",
+                          "stage3_prefetch_bucket_size", "sub_group_size", "max_live_parameters",
+                          "stage3_max_live_parameters"})
+      if (z->contains(k))
+        int_in(*z, k, std::string("zero_optimization.") + k, 1, kMaxInt, o, "a positive integer number of elements");
+    for (const char* k : {"param_persistence_threshold", "stage3_param_persistence_threshold", "model_persistence_threshold",
+                          "stage3_model_persistence_threshold", "max_reuse_distance", "stage3_max_reuse_distance"})
+      if (z->contains(k))
+        int_in(*z, k, std::string("zero_optimization.") + k, 0, kMaxInt, o, "a whole number of elements");
+    for (const char* k : {"contiguous_gradients", "reduce_scatter", "allgather_partitions", "overlap_comm",
+                          "round_robin_gradients", "cpu_offload", "ignore_unused_parameters"})
+      if (z->contains(k)) bool_of(*z, k, std::string("zero_optimization.") + k, o);
+    for (const char* k : {"offload_optimizer", "offload_param"})
+      if (const json* off = section(*z, k, kOffloadKeys, "zero_optimization.", o)) {
+        if (off->contains("buffer_count"))
+          int_in(*off, "buffer_count", std::string("zero_optimization.") + k + ".buffer_count", 1, 1 << 20, o);
+        if (off->contains("ratio"))
+          number_in(*off, "ratio", std::string("zero_optimization.") + k + ".ratio", units::closed(0, 1), o);
+      }
+  }
 }
 }  // namespace
 
 DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   const Origin o{path, 0};
-  std::ifstream in(path);
-  if (!in) throw Error(o, "cannot open DeepSpeed config");
+  const std::string text = read_input_file(path, "DeepSpeed config");  // regular files only, size-limited
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
     throw Error(o, fmt::format("malformed JSON: {}", e.what()));
   }
@@ -68,6 +240,7 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
                                          "gradient_predivide_factor", "sparse_gradients", "flops_profiler",
                                          "tensorboard", "comms_logger", "seed"};
   check_keys(j, top, "", o);
+  check_sections(j, o);
   DeepSpeedConfig c;
   c.path = path;
   if (j.contains("train_batch_size")) c.train_batch_size = get_int(j, "train_batch_size", o);
@@ -76,13 +249,6 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   if (j.contains("gradient_accumulation_steps")) c.grad_accum = get_int(j, "gradient_accumulation_steps", o);
   if (j.contains("zero_optimization")) {
     const json& z = j["zero_optimization"];
-    if (!z.is_object()) throw Error(o, "DeepSpeed key 'zero_optimization' must be an object");
-    static const std::set<std::string> zkeys{"stage", "overlap_comm", "reduce_bucket_size", "allgather_bucket_size",
-                                             "contiguous_gradients", "reduce_scatter", "allgather_partitions",
-                                             "round_robin_gradients", "offload_optimizer", "offload_param",
-                                             "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                                             "stage3_max_live_parameters", "stage3_max_reuse_distance"};
-    check_keys(z, zkeys, "zero_optimization.", o);
     if (z.contains("stage")) {
       long long s = get_int(z, "stage", o);
       if (s < 0 || s > 3) throw Error(o, fmt::format("zero_optimization.stage must be 0..3, got {}", s));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <functional>
 #include <pugixml.hpp>
@@ -16,7 +17,9 @@
 #include <sstream>
 
 #include "vitsim/core/deepspeed.hpp"
+#include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
+#include "vitsim/core/whatif.hpp"
 
 namespace vitsim {
 namespace fs = std::filesystem;
@@ -41,7 +44,7 @@ const std::map<std::string, std::vector<std::string>>& schema() {
       {"parallelism",
        {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype", "sequence_parallel"}},
       {"loader", {"workers", "pinned", "prefetch"}},
-      {"simulation", {"steps", "warmup", "full_epoch"}},
+      {"simulation", {"steps", "warmup", "full_epoch", "max_steps", "max_memory", "max_routes", "max_points"}},
       {"run", {"device", "max_steps", "checkpoint_every", "checkpoint_dir", "timeout", "check_every", "threads",
                "augment", "eval_samples"}},
       {"validation", {"tolerance"}},
@@ -97,35 +100,30 @@ class Reader {
     const auto* v = raw(key);
     return v ? *v : def;
   }
+  // Whole numbers, through the one strict number reader (units::parse_number: NaN, inf, trailing text
+  // refused); "1e5" is 100000, "16.5" is refused.
   long long integer(const std::string& key, long long def, long long min, long long max = (1LL << 53)) const {
     const auto* v = raw(key);
     if (!v) return def;
-    long long out = 0;
-    size_t used = 0;
+    double d = 0;
     try {
-      double d = std::stod(*v, &used);
-      if (used != v->size() || d != std::floor(d)) throw std::invalid_argument("not integer");
-      if (std::fabs(d) > 9.0e15) fail(key, fmt::format("'{}' is out of range (expected {} .. {})", *v, min, max));
-      out = static_cast<long long>(d);
-    } catch (const std::logic_error&) {
-      fail(key, fmt::format("'{}' is not an integer", *v));
+      d = units::parse_number(*v, units::Range{});
+    } catch (const Error&) {
+      fail(key, fmt::format("'{}' is not an integer", echo(*v)));
     }
-    if (out < min || out > max) fail(key, fmt::format("{} is out of range (expected {} .. {})", out, min, max));
-    return out;
+    if (d != std::floor(d)) fail(key, fmt::format("'{}' is not an integer", echo(*v)));
+    if (d < static_cast<double>(min) || d > static_cast<double>(max))
+      fail(key, fmt::format("{} is out of range (expected {} .. {})", echo(*v), min, max));
+    return static_cast<long long>(d);
   }
   double number(const std::string& key, double def, double min, double max) const {
     const auto* v = raw(key);
     if (!v) return def;
-    double d = 0;
-    size_t used = 0;
     try {
-      d = std::stod(*v, &used);
-    } catch (const std::logic_error&) {
-      fail(key, fmt::format("'{}' is not a number", *v));
+      return units::parse_number(*v, units::closed(min, max));
+    } catch (const Error& e) {
+      fail(key, e.what());
     }
-    if (used != v->size() || !std::isfinite(d)) fail(key, fmt::format("'{}' is not a number", *v));
-    if (d < min || d > max) fail(key, fmt::format("{} is out of range (expected {} .. {})", *v, min, max));
-    return d;
   }
   bool boolean(const std::string& key, bool def) const {
     const auto* v = raw(key);
@@ -141,11 +139,11 @@ class Reader {
       fail(key, fmt::format("unknown value '{}'; valid: {}", *v, join(valid)));
     return *v;
   }
-  double quantity(const std::string& key, double def, units::Kind kind) const {
+  double quantity(const std::string& key, double def, units::Kind kind, const units::Range& r = units::Range{}) const {
     const auto* v = raw(key);
     if (!v) return def;
     try {
-      return units::parse(*v, kind);
+      return units::parse(*v, kind, r);
     } catch (const Error& e) {
       fail(key, e.what());
     }
@@ -221,9 +219,7 @@ std::vector<std::string> scenario_keys() {
 ScenarioFile read_scenario_file(const std::string& path) {
   ScenarioFile f;
   f.path = path;
-  std::ifstream probe(path);
-  if (!probe) throw Error(Origin{path, 0}, "cannot open scenario file");
-  std::string text((std::istreambuf_iterator<char>(probe)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(path, "scenario file");  // regular files only, size-limited
   pugi::xml_document doc;
   auto res = doc.load_buffer(text.data(), text.size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
   if (!res) throw Error(Origin{path, line_of(text, res.offset)}, fmt::format("malformed XML: {}", res.description()));
@@ -426,6 +422,10 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   s.simulation.steps = static_cast<int>(r.integer("simulation.steps", 20, 1, 1 << 24));
   s.simulation.warmup = static_cast<int>(r.integer("simulation.warmup", 2, 0, 1 << 24));
   s.simulation.full_epoch = r.boolean("simulation.full_epoch", false);
+  s.simulation.max_steps = static_cast<int>(r.integer("simulation.max_steps", kDefaultMaxSteps, 1, 1 << 24));
+  s.simulation.max_memory = r.quantity("simulation.max_memory", 0, units::Kind::Bytes, units::positive());
+  s.simulation.max_routes = r.integer("simulation.max_routes", kDefaultMaxRoutes, 1);
+  s.simulation.max_points = r.integer("simulation.max_points", kDefaultMaxPoints, 1);
   if (s.simulation.warmup >= s.simulation.steps)
     r.fail("simulation.warmup", fmt::format("{} warm-up steps leave none of the {} steps to measure",
                                             s.simulation.warmup, s.simulation.steps));
@@ -476,9 +476,40 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   return s;
 }
 
+// The number of points before any is built: a sweep of 10^9 points would run until memory runs out.
+long long sweep_points(const ScenarioFile& f) {
+  double n = 1;
+  for (const auto& s : f.sweeps) n *= static_cast<double>(s.values.size());
+  return n > 9e18 ? std::numeric_limits<long long>::max() : static_cast<long long>(n);
+}
+
+void check_sweep_size(const ScenarioFile& f) {
+  long long limit = kDefaultMaxPoints;
+  if (auto it = f.attrs.find("simulation.max_points"); it != f.attrs.end()) {
+    try {
+      limit = units::parse_integer(it->second.value, 1, std::numeric_limits<long long>::max());
+    } catch (const Error& e) {
+      throw Error(it->second.origin, fmt::format("simulation.max_points: {}", e.what()));
+    }
+  }
+  const long long n = sweep_points(f);
+  if (n <= limit) return;
+  std::string sizes, keys;
+  for (const auto& s : f.sweeps) {
+    sizes += (sizes.empty() ? "" : " x ") + std::to_string(s.values.size());
+    keys += (keys.empty() ? "" : ", ") + s.key;
+  }
+  throw Error(f.sweeps.front().origin,
+              fmt::format("the sweeps make {} points ({} values of {}), above the limit of {} points (each point is "
+                          "one simulation); sweep fewer values or raise the limit with --set simulation.max_points=N",
+                          n == std::numeric_limits<long long>::max() ? std::string("more than 9e18") : std::to_string(n),
+                          sizes, keys, limit));
+}
+
 void for_each_combination(const ScenarioFile& f,
                           const std::function<void(const std::map<std::string, Attribute>&,
                                                    const std::map<std::string, std::string>&)>& fn) {
+  check_sweep_size(f);
   std::map<std::string, Attribute> attrs = f.attrs;
   std::map<std::string, std::string> params;
   for (const auto& [k, a] : f.attrs)
@@ -506,6 +537,28 @@ void for_each_combination(const ScenarioFile& f,
 std::vector<Scenario> expand(const ScenarioFile& f) {
   std::vector<Scenario> out;
   for_each_combination(f, [&](const auto& attrs, const auto& params) { out.push_back(resolve(f, attrs, params)); });
+  return out;
+}
+
+std::vector<NamedPath> scenario_inputs(const ScenarioFile& f) {
+  std::vector<NamedPath> out{{f.path, "the scenario"}};
+  // Each value once, given or swept: the number of combinations does not matter here.
+  auto add = [&](const std::string& key, const std::string& value, const Origin& o) {
+    if (value.empty()) return;
+    auto path = [&] {  // as Reader::path resolves it
+      fs::path p(value);
+      if (p.is_absolute() || o.line == 0) return p.string();
+      return (fs::path(o.file).parent_path() / p).lexically_normal().string();
+    };
+    if (key == "cluster.platform") out.push_back({path(), "the platform"});
+    else if (key == "deepspeed.config") out.push_back({path(), "the DeepSpeed config"});
+    else if (key == "whatif.edits")
+      for (const auto& file : what_if_files(split(value, ';'), fs::path(f.path).parent_path().string()))
+        out.push_back({file, "the what-if spec"});
+  };
+  for (const auto& [key, a] : f.attrs) add(key, a.value, a.origin);
+  for (const auto& s : f.sweeps)
+    for (const auto& v : s.values) add(s.key, v, s.origin);
   return out;
 }
 

@@ -10,6 +10,15 @@
 
 #include "vitsim/core/error.hpp"
 
+namespace vitsim {
+
+std::string echo(std::string_view v, size_t max) {
+  if (v.size() <= max) return std::string(v);
+  return fmt::format("{}... ({} characters)", v.substr(0, max), v.size());
+}
+
+}  // namespace vitsim
+
 namespace vitsim::units {
 namespace {
 
@@ -63,9 +72,74 @@ std::string valid_units(Kind kind) {
   return out;
 }
 
+bool Range::contains(double x) const {
+  if (!std::isfinite(x)) return false;
+  if (lo_open ? !(x > lo) : !(x >= lo)) return false;
+  if (hi_open ? !(x < hi) : !(x <= hi)) return false;
+  return true;
+}
+
+std::string Range::str() const {
+  const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+  const std::string low = fmt::format("{} {}", lo_open ? ">" : ">=", lo), high = fmt::format("{} {}", hi_open ? "<" : "<=", hi);
+  if (has_lo && has_hi && !lo_open && !hi_open) return fmt::format("{} .. {}", lo, hi);
+  if (has_lo && has_hi) return low + " and " + high;
+  if (has_lo) return low;
+  if (has_hi) return high;
+  return "a finite number";
+}
+
+Range positive() { return Range{0, std::numeric_limits<double>::infinity(), true, false}; }
+Range non_negative() { return Range{0, std::numeric_limits<double>::infinity(), false, false}; }
+Range closed(double lo, double hi) { return Range{lo, hi, false, false}; }
+Range fraction() { return Range{0, 1, true, false}; }
+
+namespace {
+// The whole of `s` (spaces trimmed) as a finite decimal number; nullopt otherwise. from_chars takes no
+// leading '+', no hex without "0x"; "nan" and "inf" parse but are refused here.
+bool whole_number(std::string_view s, double& out, const char** end_out = nullptr) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (end_out) *end_out = end;
+  if (ec == std::errc::result_out_of_range) return false;
+  if (ec != std::errc() || end == s.data()) return false;
+  if (!end_out && end != s.data() + s.size()) return false;
+  return std::isfinite(out);
+}
+}  // namespace
+
+double parse_number(std::string_view text, const Range& r) {
+  double x = 0;
+  if (!whole_number(text, x)) throw Error(fmt::format("'{}' is not a number (expected {})", echo(text), r.str()));
+  if (!r.contains(x)) throw Error(fmt::format("{} is out of range (expected {})", echo(text), r.str()));
+  return x;
+}
+
+long long parse_integer(std::string_view text, long long lo, long long hi) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  long long x = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (s.empty() || ec == std::errc::invalid_argument || end != s.data() + s.size())
+    throw Error(fmt::format("'{}' is not an integer in {} .. {}", echo(text), lo, hi));
+  if (ec == std::errc::result_out_of_range || x < lo || x > hi)
+    throw Error(fmt::format("{} is out of range (expected {} .. {})", echo(text), lo, hi));
+  return x;
+}
+
+double parse(std::string_view text, Kind kind, const Range& r) {
+  const double x = parse(text, kind);
+  if (!r.contains(x))
+    throw Error(fmt::format("bad {} '{}': out of range (expected {})", kind_name(kind), echo(text), r.str()));
+  return x;
+}
+
 double parse(std::string_view text, Kind kind) {
   auto fail = [&](const std::string& why) -> Error {
-    return Error(fmt::format("bad {} '{}': {}; valid units: {}", kind_name(kind), text, why, valid_units(kind)));
+    return Error(fmt::format("bad {} '{}': {}; valid units: {}", kind_name(kind), echo(text), why, valid_units(kind)));
   };
   std::string_view s = text;
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -73,13 +147,17 @@ double parse(std::string_view text, Kind kind) {
   if (s.empty()) throw fail("empty value");
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range) throw fail("not a finite number");
   if (ec != std::errc() || end == s.data()) throw fail("no number");
   std::string_view unit(end, static_cast<size_t>(s.data() + s.size() - end));
-  if (unit.empty()) throw fail("missing unit");
   if (!std::isfinite(value)) throw fail("not a finite number");
+  if (unit.empty()) throw fail("missing unit");
   for (const auto& [name, factor] : table(kind))
-    if (name == unit) return value * factor;
-  throw fail(fmt::format("unknown unit '{}'", unit));
+    if (name == unit) {
+      if (!std::isfinite(value * factor)) throw fail("not a finite number");
+      return value * factor;
+    }
+  throw fail(fmt::format("unknown unit '{}'", echo(unit, 16)));
 }
 
 std::string format_time(double s) {

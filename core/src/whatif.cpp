@@ -14,6 +14,7 @@
 
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform_writer.hpp"
+#include "vitsim/core/platform.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -31,7 +32,8 @@ bool glob_match(const std::string& pattern, const std::string& name) {
   return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
-// The unit each known property carries, so that a what-if with a bad value fails on the edit itself.
+// The unit each known property carries, so that a what-if with a bad value fails on the edit itself
+// (with the same range the platform reader applies: bandwidths and speeds > 0, times >= 0).
 const std::map<std::string, units::Kind>& prop_kinds() {
   static const std::map<std::string, units::Kind> k{
       {"gpu_flops_fp32", units::Kind::Flops}, {"gpu_flops_fp16", units::Kind::Flops},
@@ -48,8 +50,8 @@ const std::map<std::string, units::Kind>& prop_kinds() {
 
 class Editor {
  public:
-  Editor(pugi::xml_document& doc, std::string edit, std::string base_dir)
-      : doc_(doc), edit_(std::move(edit)), base_dir_(std::move(base_dir)) {}
+  Editor(pugi::xml_document& doc, std::string edit, std::string base_dir, long long max_routes)
+      : doc_(doc), edit_(std::move(edit)), base_dir_(std::move(base_dir)), max_routes_(max_routes) {}
 
   WhatIfEffect run() {
     WhatIfEffect eff;
@@ -76,9 +78,10 @@ class Editor {
   pugi::xml_document& doc_;
   std::string edit_;
   std::string base_dir_;
+  long long max_routes_;
   std::vector<std::string> changes_;
 
-  [[noreturn]] void fail(const std::string& why) const { throw Error(fmt::format("what-if '{}': {}", edit_, why)); }
+  [[noreturn]] void fail(const std::string& why) const { throw Error(fmt::format("what-if '{}': {}", echo(edit_, 60), why)); }
 
   pugi::xml_node top_zone() const {
     auto z = doc_.document_element().child("zone");
@@ -129,11 +132,25 @@ class Editor {
     if (a.name.empty() || a.value.empty()) fail("expected NAME=VALUE with both given");
     return a;
   }
-  void check_unit(const std::string& value, units::Kind kind) const {
+  void check_unit(const std::string& value, units::Kind kind, bool may_be_zero = false) const {
     try {
-      units::parse(value, kind);
+      units::parse(value, kind, kind == units::Kind::Time || may_be_zero ? units::non_negative() : units::positive());
     } catch (const Error& e) {
       fail(e.what());
+    }
+  }
+  // Plain-number properties, with the platform reader's ranges.
+  void check_number(const std::string& key, const std::string& value) const {
+    try {
+      if (key == "gpu_efficiency" || key == "gpu_gemm_efficiency" || key == "gpu_attn_efficiency" ||
+          key == "gpu_mem_efficiency")
+        units::parse_number(value, units::fraction());
+      else if (key == "gpu_gemm_k_half")
+        units::parse_number(value, units::closed(0, 1e12));
+      else if (key == "cpu_cores" || key == "gpu_sm_count")
+        units::parse_integer(value, 1, 1 << 20);
+    } catch (const Error& e) {
+      fail(fmt::format("{}: {}", key, e.what()));
     }
   }
   void set_attr(pugi::xml_node n, const char* attr, const std::string& value, const std::string& what) {
@@ -199,7 +216,7 @@ class Editor {
       // A `vitsim platform` spec (platforms/specs/*.json): the type's properties as the writer states them.
       PlatformSpec spec;
       try {
-        spec = parse_platform_spec(read_file(file.string()), file.string());
+        spec = parse_platform_spec(read_input_file(file.string(), "GPU type spec"), file.string());
       } catch (const Error& e) {
         fail(e.what());
       }
@@ -249,7 +266,9 @@ class Editor {
 
   void prop(const std::string& rest) {
     Assign a = split_assign(rest, true);
-    if (auto it = prop_kinds().find(a.name); it != prop_kinds().end()) check_unit(a.value, it->second);
+    if (auto it = prop_kinds().find(a.name); it != prop_kinds().end())
+      check_unit(a.value, it->second, a.name == "gpu_reserved");
+    check_number(a.name, a.value);
     for (auto c : match_clusters(a.target)) set_prop(c, a.name, a.value, fmt::format("node {}", c.attribute("id").value()));
   }
 
@@ -326,6 +345,17 @@ class Editor {
 
   void add_nodes(int count, const std::string& like_name) {
     pugi::xml_node zone = top_zone();
+    {
+      // The layout is a Full zone: a route per pair of nodes. Estimate before building it.
+      const double have = static_cast<double>(std::distance(zone.children("cluster").begin(), zone.children("cluster").end()));
+      const double total = have + count;
+      const double routes = total * (total - 1) / 2;
+      constexpr double kBytesPerRoute = 600;  // measured: ~330 B of XML + pugixml nodes, and SimGrid's copy
+      if (routes > static_cast<double>(max_routes_))
+        fail(fmt::format("{} nodes in a Full zone need {:.3g} routes (one per pair, about {} to build and "
+                         "simulate); the limit is {} routes: raise it with --set simulation.max_routes=N",
+                         static_cast<long long>(total), routes, units::format_bytes(routes * kBytesPerRoute), max_routes_));
+    }
     pugi::xml_node like = cluster(like_name);
     if (like.parent() != zone) fail(fmt::format("node '{}' is not in the top zone", like_name));
     const auto like_nics = nic_links(zone, like_name);
@@ -405,7 +435,7 @@ class Editor {
         n = std::stol(v, &used);
       } catch (const std::logic_error&) {
       }
-      if (used != v.size() || n < 0 || n > 100000) fail(fmt::format("'{}' is not a node count", v));
+      if (used != v.size() || n < 0 || n > 100000) fail(fmt::format("'{}' is not a node count (0 .. 100000)", echo(v)));
       return static_cast<int>(n);
     };
     auto names = cluster_names();
@@ -435,13 +465,13 @@ class Editor {
 }  // namespace
 
 std::string apply_what_ifs(const std::string& platform_path, const std::vector<std::string>& edits,
-                           std::vector<WhatIfEffect>* effects, const std::string& base_dir) {
-  const std::string text = read_file(platform_path);
+                           std::vector<WhatIfEffect>* effects, const std::string& base_dir, long long max_routes) {
+  const std::string text = read_input_file(platform_path, "platform file");
   pugi::xml_document doc;
   auto res = doc.load_buffer(text.data(), text.size(), pugi::parse_full);
   if (!res) throw Error(Origin{platform_path, 0}, fmt::format("malformed XML: {}", res.description()));
   for (const auto& e : edits) {
-    WhatIfEffect eff = Editor(doc, e, base_dir).run();
+    WhatIfEffect eff = Editor(doc, e, base_dir, max_routes).run();
     if (effects) effects->push_back(std::move(eff));
   }
   // Name the edits in the copy, for whoever opens it.
@@ -456,11 +486,7 @@ std::string apply_what_ifs(const std::string& platform_path, const std::vector<s
   return out.str();
 }
 
-EditedPlatforms::~EditedPlatforms() {
-  if (dir_.empty()) return;
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
-}
+EditedPlatforms::~EditedPlatforms() = default;  // the TempDir removes the edited copies
 
 void EditedPlatforms::apply(std::vector<Scenario>& points) {
   for (auto& s : points) {
@@ -471,25 +497,48 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
     const std::string key = s.cluster.platform + "\n" + join(edits, "\n");
     auto it = cache_.find(key);
     if (it == cache_.end()) {
-      if (dir_.empty()) {
-        std::string tmpl = (fs::temp_directory_path() / "vitsim-whatif-XXXXXX").string();
-        if (!mkdtemp(tmpl.data())) throw Error("cannot create a temporary directory for what-if platforms");
-        dir_ = tmpl;
-      }
+      if (!dir_) dir_ = std::make_unique<TempDir>("vitsim-whatif-");  // registered: removed on Ctrl-C too
       std::vector<WhatIfEffect> eff;
       std::string text;
       try {
-        text = apply_what_ifs(s.cluster.platform, edits, &eff, fs::path(s.file).parent_path().string());
+        text = apply_what_ifs(s.cluster.platform, edits, &eff, fs::path(s.file).parent_path().string(),
+                              s.simulation.max_routes);
+        // The edited copy is read here, under the user's names: an error in it names the scenario line that
+        // holds the what-ifs and the platform they edit, never the temporary copy.
+        read_platform_text(s.cluster.platform + " (as edited by the what-ifs)", text);
       } catch (const Error& e) {
-        throw Error(s.origin_of("whatif.edits"), e.what());
+        // A line of the in-memory copy would mislead (the copy is re-indented): name the platform alone.
+        std::string what = e.what();
+        const std::string tag = " (as edited by the what-ifs):";
+        if (auto at = what.find(tag); at != std::string::npos) {
+          size_t end = at + tag.size();
+          while (end < what.size() && std::isdigit(static_cast<unsigned char>(what[end]))) ++end;
+          if (end < what.size() && what[end] == ':' && end > at + tag.size()) what.erase(at + tag.size() - 1, end - (at + tag.size() - 1));
+        }
+        throw Error(s.origin_of("whatif.edits"), what);
       }
-      const std::string path = fmt::format("{}/{}-{}.xml", dir_, fs::path(s.cluster.platform).stem().string(), cache_.size());
+      const std::string path = fmt::format("{}/{}-{}.xml", dir_->path(), fs::path(s.cluster.platform).stem().string(), cache_.size());
       write_file_atomic(path, text);
       for (auto& e : eff) effects_.push_back(std::move(e));
       it = cache_.emplace(key, path).first;
     }
     s.cluster.platform = it->second;
   }
+}
+
+std::vector<std::string> what_if_files(const std::vector<std::string>& edits, const std::string& base_dir) {
+  std::vector<std::string> out;
+  for (const auto& e : edits) {
+    const auto eq = e.find('=');
+    if (e.rfind("gpu:", 0) != 0 || eq == std::string::npos) continue;
+    const std::string src = e.substr(eq + 1);
+    const auto js = src.find(".json:");
+    if (js == std::string::npos) continue;
+    fs::path file = src.substr(0, js + 5);
+    if (file.is_relative() && !fs::exists(file)) file = fs::path(base_dir) / file;  // as gpu_source does
+    out.push_back(file.string());
+  }
+  return out;
 }
 
 }  // namespace vitsim

@@ -10,12 +10,26 @@
 
 #include <simgrid/s4u.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
+#include <regex>
+#include <sstream>
+#include <cstring>
+#include <cerrno>
 
+#include "vitsim/core/epoch.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/units.hpp"
@@ -129,6 +143,16 @@ struct RankState {
   Totals totals;
   double comm_busy = 0;  // comm stream time during measured steps
   bool measuring = false;
+  // Per measured step, for statistics over a later window when the steady-state search ran more steps.
+  std::vector<Breakdown> step_b;
+  std::vector<double> step_comm;
+  int measured_index = 0;  // the measured step the compute stream is in
+  void add_comm(double dt) {
+    if (!measuring) return;
+    comm_busy += dt;
+    if (step_comm.size() <= static_cast<size_t>(measured_index)) step_comm.resize(measured_index + 1, 0.0);
+    step_comm[measured_index] += dt;
+  }
 };
 
 struct Model {
@@ -149,6 +173,29 @@ struct Model {
   std::vector<std::pair<int, double>> z3_bwd_gathers;  // (last layer in reverse order, bytes)
   double h2d_bytes = 0;
   int steps = 0, warmup = 0;
+  // Steady-state search: at the planned last step, the first rank to arrive judges the steps every rank
+  // has finished (steady_state()); when they are not steady it raises `steps` for every rank (ranks meet
+  // in each step's collectives, so none has started the next step on the old plan), up to `bound`.
+  int bound = 0;
+  int decided_at = -1;
+  int period = 1;             // steps after which the loader's delivery pattern repeats
+  double loader_step_s = 0;   // the slowest rank's loader-sustained step time (0: not modelled)
+  bool extended = false;
+
+  bool extend(int k) {
+    if (decided_at == k) return steps > k;  // another rank decided at this boundary
+    decided_at = k;
+    if (k >= bound) return false;
+    size_t known = SIZE_MAX;
+    for (const auto& r : ranks) known = std::min(known, r.step_times.size());
+    std::vector<double> step_max(known, 0.0);
+    for (const auto& r : ranks)
+      for (size_t i = 0; i < known; ++i) step_max[i] = std::max(step_max[i], r.step_times[i]);
+    if (steady_state(step_max, period, loader_step_s).steady) return false;
+    steps = static_cast<int>(std::min<long long>(bound, std::max<long long>(2LL * k, warmup + 4LL * period + 2)));
+    extended = true;
+    return steps > k;
+  }
   bool want_trace = false;
   std::vector<TraceEvent> trace;
 
@@ -178,7 +225,7 @@ struct Model {
     double t0 = sg4::Engine::get_clock();
     coll->run(*group, r.rank, job.bytes, job.op);
     double t1 = sg4::Engine::get_clock();
-    if (r.measuring) r.comm_busy += t1 - t0;
+    r.add_comm(t1 - t0);
     span(r.rank, 1, "comm", job.label, t0, t1);
   }
 
@@ -209,7 +256,7 @@ struct Model {
     const double t0 = sg4::Engine::get_clock();
     all_to_all(*sp_groups[r.rank / sp], r.rank % sp, tensors * a2a_bytes);
     const double t1 = sg4::Engine::get_clock();
-    if (r.measuring) r.comm_busy += t1 - t0;
+    r.add_comm(t1 - t0);
     span(r.rank, 1, "comm", label, t0, t1);
     return t1 - t0;
   }
@@ -233,8 +280,9 @@ struct Model {
     double fwd_total = 0;
     for (const auto& t : r.layer_times) fwd_total += t.fwd_s;
     LazyClock clk;
-    for (int step = 0; step < steps; ++step) {
+    for (int step = 0; step < steps || (step == steps && extend(step)); ++step) {
       r.measuring = step >= warmup;
+      r.measured_index = step - warmup;
       Breakdown b;
       const double t_step = clk.now();
       for (int m = 0; m < accum; ++m) {
@@ -367,6 +415,7 @@ struct Model {
       const double dt = clk.now() - t_step;
       if (r.measuring) {
         r.step_times.push_back(dt);
+        r.step_b.push_back(b);
         Breakdown& t = r.totals.b;
         t.data += b.data;
         t.h2d += b.h2d;
@@ -408,6 +457,105 @@ std::vector<Bucket> make_grad_buckets(const Workload& w, double elem_bytes, doub
 }
 
 }  // namespace
+
+SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s, double tolerance) {
+  SteadyState v;
+  const size_t q = static_cast<size_t>(std::max(1, period));
+  const size_t m = step_s.size() / (2 * q);
+  if (m == 0) {
+    v.why = fmt::format("{} measured steps are fewer than two loader periods ({} steps each)", step_s.size(), q);
+    return v;
+  }
+  const size_t half = m * q;
+  const auto first = step_s.end() - static_cast<ptrdiff_t>(2 * half), mid = first + static_cast<ptrdiff_t>(half);
+  const double a = std::accumulate(first, mid, 0.0) / half, b = std::accumulate(mid, step_s.end(), 0.0) / half;
+  const double mean = (a + b) / 2;
+  v.window = static_cast<int>(2 * half);
+  if (std::fabs(b - a) > tolerance * std::max(a, b)) {
+    v.why = fmt::format("the step time still trends ({} then {} over two halves of {} steps)", units::format_time(a),
+                        units::format_time(b), half);
+    return v;
+  }
+  if (loader_step_s > 0 && mean < loader_step_s * (1 - tolerance)) {
+    v.why = fmt::format("steps of {} are faster than the loader can sustain ({} a step): its prefetched queue is "
+                        "draining", units::format_time(mean), units::format_time(loader_step_s));
+    return v;
+  }
+  v.steady = true;
+  return v;
+}
+
+double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long long steps) {
+  // Measured (maximum RSS of vitsim predict, README "Limits"): Vector at 8 and 432 GPUs differ by 34 KB
+  // per rank; a 100,352-GPU point held 5 GB (50 KB per rank) after two minutes. Per rank 48 KiB (two
+  // actors' touched stacks, semaphores, mailboxes, state), per platform host 6 KiB, per step and rank
+  // 200 B of records (loader, statistics).
+  constexpr double kPerRank = 48 * 1024.0, kPerHost = 6 * 1024.0, kPerRankStep = 200;
+  const double hosts = static_cast<double>(facts.gpu.size());
+  const double ranks = s.ranks();
+  return ranks * kPerRank + hosts * kPerHost + ranks * static_cast<double>(steps) * s.training.grad_accum * kPerRankStep;
+}
+
+namespace {
+// SimGrid's last words as one line: "[0.000000] ./src/x.cpp:69: [root/CRITICAL] The route ... exists." ->
+// "The route ... exists."; backtrace lines are skipped.
+std::string simgrid_reason(const std::string& out) {
+  std::istringstream in(out);
+  std::string line;
+  static const std::regex prefix(R"(^(\[[^\]]*\] )?(\S+:\d+: )?(\[[^\]]*\] )?)");
+  while (std::getline(in, line)) {
+    if (line.empty() || line.rfind("Backtrace", 0) == 0 || line.rfind("  ->", 0) == 0) continue;
+    line = std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
+    if (!line.empty()) return line;
+  }
+  return "";
+}
+}  // namespace
+
+void check_platform_loads(const std::string& path, const Origin& where) {
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("pipe failed");
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    std::signal(SIGPIPE, SIG_DFL);
+    try {
+      std::vector<std::string> args{"vitsim", "--log=root.thres:critical"};
+      int argc = static_cast<int>(args.size());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      sg4::Engine e(&argc, argv.data());
+      e.load_platform(path);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "%s\n", ex.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0)
+    if (out.size() < (1 << 16)) out.append(buf, static_cast<size_t>(got));
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  std::string reason = simgrid_reason(out);
+  if (WIFSIGNALED(status))
+    reason = fmt::format("it crashed ({}){}{}", strsignal(WTERMSIG(status)), reason.empty() ? "" : ": ", reason);
+  if (reason.empty()) reason = fmt::format("its loader exited with status {}", WEXITSTATUS(status));
+  throw Error(where, fmt::format("SimGrid cannot load the platform: {}", echo(reason, 200)));
+}
 
 double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes) {
   return static_cast<double>(micro_batch) * model.tokens() / sp * model.width * elem_bytes;
@@ -457,13 +605,39 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
 
   // A sequence-parallel group shares its micro-batch: the sampler shards over data-parallel replicas.
   const int dp = s.dp_ranks();
-  const long long train = s.dataset.effective_train_samples(dp);
-  const long long per_rank = (train + dp - 1) / dp;  // DistributedSampler pads to equal shards
-  const long long micro_batches = (per_rank + s.training.micro_batch - 1) / s.training.micro_batch;
-  const long long steps_per_epoch = std::max(1LL, (micro_batches + accum - 1) / accum);
+  // The epoch's steps by the trainer's rule (core/epoch.hpp: padded shards, the last partial micro-batch
+  // and step kept, as PyTorch's and DeepSpeed's defaults).
+  const EpochShape epoch = epoch_shape(s.dataset.effective_train_samples(dp), dp, s.training.micro_batch, accum,
+                                       "dataset.train_samples");
+  const long long steps_per_epoch = epoch.steps;
   bool full = s.simulation.full_epoch || steps_per_epoch <= s.simulation.steps;
   m.steps = full ? static_cast<int>(steps_per_epoch) : s.simulation.steps;
   m.warmup = m.steps > s.simulation.warmup ? s.simulation.warmup : 0;
+  {
+    // Sizes: estimate the memory before building anything (a 100k-GPU point ran into std::bad_alloc).
+    const double phys = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    double limit = s.simulation.max_memory > 0 ? s.simulation.max_memory : phys / 2;
+    double need = estimated_sim_memory(s, facts, m.steps);
+    // Under an address-space limit (ulimit -v) every actor's 128 KiB stack counts whole.
+    if (rlimit as{}; getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && s.simulation.max_memory <= 0) {
+      limit = std::min(limit, 0.9 * static_cast<double>(as.rlim_cur));
+      need += 2.0 * n * 128 * 1024;
+    }
+    if (need > limit)
+      throw Error(s.origin_of("cluster.nodes"),
+                  fmt::format("simulating {} GPUs for {} steps needs about {} of memory (~48 KiB per rank, 6 KiB per "
+                              "platform host, 200 B per rank and micro-batch step), above the limit of {}{}; raise it "
+                              "with --set simulation.max_memory=SIZE",
+                              n, m.steps, units::format_bytes(need), units::format_bytes(limit),
+                              s.simulation.max_memory > 0 ? "" : " (half of this machine's memory, or 90% of ulimit -v)"));
+    // The steady-state search may go on to the epoch or simulation.max_steps, within the same memory.
+    const double per_step = estimated_sim_memory(s, facts, 1) - estimated_sim_memory(s, facts, 0);
+    const long long fit = per_step > 0 ? static_cast<long long>((limit - estimated_sim_memory(s, facts, 0)) / per_step)
+                                       : steps_per_epoch;
+    m.bound = full ? m.steps
+                   : static_cast<int>(std::max<long long>(
+                         m.steps, std::min({steps_per_epoch, static_cast<long long>(s.simulation.max_steps), fit})));
+  }
 
   std::vector<std::string> notes;
   // Engine, platform, actors.
@@ -477,6 +651,10 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   std::vector<char*> argv;
   for (auto& a : args_store) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // What SimGrid would abort on is checked in core (read_platform_facts); anything left is contained here.
+  check_platform_loads(s.cluster.platform, s.what_ifs.empty()
+                                               ? Origin{facts.path, 0}
+                                               : Origin{s.origin_of("whatif.edits").str() + ": the platform as edited by the what-ifs", 0});
   sg4::Engine e(&argc, argv.data());
   configure_engine(e);
   e.load_platform(s.cluster.platform);
@@ -541,6 +719,12 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     const int free_cores = std::max(1, node.cpu_cores - s.cluster.gpus_per_node);
     if (workers_on_node > free_cores) per_image *= static_cast<double>(workers_on_node) / free_cores;
     rs.loader = std::make_unique<Loader>(s.loader.workers, s.loader.prefetch, per_image * s.training.micro_batch);
+    if (s.loader.workers > 0 && per_image > 0) {
+      // W workers deliver W batches per batch time: a step of `accum` batches needs accum x batch / W at
+      // least, and the delivery pattern repeats every W batches (W / gcd(W, accum) steps).
+      m.loader_step_s = std::max(m.loader_step_s, accum * per_image * s.training.micro_batch / s.loader.workers);
+      m.period = s.loader.workers / std::gcd(s.loader.workers, accum);
+    }
     if (calib && calib->h2d_pinned_bw > 0 && s.loader.pinned) rs.h2d_sleep_bw = calib->h2d_pinned_bw;
     if (!s.loader.pinned) {
       double pageable = calib && calib->h2d_pageable_bw > 0 ? calib->h2d_pageable_bw : node.h2d_pageable_bw;
@@ -602,19 +786,42 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   p.global_batch = s.global_batch();
   p.steps_per_epoch = steps_per_epoch;
   const int measured = m.steps - m.warmup;
-  std::vector<double> step_max(measured, 0.0);
+  std::vector<double> all_max(measured, 0.0);
+  for (auto& rs : m.ranks)
+    for (int i = 0; i < measured; ++i) all_max[i] = std::max(all_max[i], rs.step_times[i]);
+  // The steady-state search may have simulated to the end of the epoch: then nothing is extrapolated.
+  if (!full && m.steps >= steps_per_epoch) full = true;
+  SteadyState verdict;
+  if (!full) verdict = steady_state(all_max, m.period, m.loader_step_s);
+  // After a search the statistics are those of the steady window (the steps before it were the transient
+  // the search ran past); without one, of every measured step, as always.
+  const int first = m.extended && verdict.steady ? measured - verdict.window : 0;
+  const int counted = measured - first;
+  std::vector<double> step_max(all_max.begin() + first, all_max.end());
   Breakdown mean;
   for (auto& rs : m.ranks) {
-    for (int i = 0; i < measured; ++i) step_max[i] = std::max(step_max[i], rs.step_times[i]);
     RankReport rr;
     rr.rank = rs.rank;
     rr.host = rs.host->get_name();
     rr.device = rs.device;
-    rr.step_time_s = step_stats(rs.step_times);
+    rr.step_time_s = step_stats(std::vector<double>(rs.step_times.begin() + first, rs.step_times.end()));
     Breakdown b = rs.totals.b;
     b.comm_total = rs.comm_busy;
+    if (first > 0) {
+      b = Breakdown{};
+      for (int i = first; i < measured; ++i) {
+        const Breakdown& x = rs.step_b[i];
+        b.data += x.data;
+        b.h2d += x.h2d;
+        b.compute_fwd += x.compute_fwd;
+        b.compute_bwd += x.compute_bwd;
+        b.optimizer += x.optimizer;
+        b.comm_exposed += x.comm_exposed;
+        if (static_cast<size_t>(i) < rs.step_comm.size()) b.comm_total += rs.step_comm[i];
+      }
+    }
     for (double* v : {&b.data, &b.h2d, &b.compute_fwd, &b.compute_bwd, &b.optimizer, &b.comm_total, &b.comm_exposed})
-      *v /= measured;
+      *v /= counted;
     rr.breakdown_s = b;
     mean.data += b.data / n;
     mean.h2d += b.h2d / n;
@@ -630,18 +837,30 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   p.bound = bound_of(mean);
   p.simulated_steps = m.steps;
   p.extrapolated = !full;
-  const double exact_steps = static_cast<double>(micro_batches) / accum;
+  const double exact_steps = epoch.exact_steps();
   p.epoch_time_s = full ? end_time : p.step_time_s.mean * exact_steps;
   p.throughput_img_s = p.step_time_s.mean > 0 ? p.global_batch / p.step_time_s.mean : 0;
   p.memory = mem_max;
   p.memory_per_gpu_bytes = mem_max.total();
   p.fits_in_memory = fits;
   if (full)
-    notes.push_back("epoch simulated step by step");
-  else
+    notes.push_back(m.extended ? fmt::format("epoch simulated step by step: the first {} steps were not steady, so "
+                                             "the steady-state search ran the whole epoch",
+                                             s.simulation.steps)
+                               : "epoch simulated step by step");
+  else if (verdict.steady && m.extended)
+    notes.push_back(fmt::format("epoch time extrapolated from the last {} steps of {} simulated (the first {} were not "
+                                "steady: the steady-state search ran more) to the epoch's steps_per_epoch",
+                                counted, m.steps, s.simulation.steps));
+  else if (verdict.steady)
     notes.push_back(fmt::format("epoch time extrapolated from {} steady-state steps ({} warm-up steps excluded) to "
                                 "the epoch's steps_per_epoch",
                                 measured, m.warmup));
+  else
+    notes.push_back(fmt::format("extrapolation unsafe: after {} simulated steps (the bound: simulation.max_steps {}, "
+                                "the epoch {}, memory) {}; the epoch time extrapolated from them may be far off: "
+                                "simulate the epoch with --set simulation.full_epoch=true",
+                                m.steps, s.simulation.max_steps, steps_per_epoch, verdict.why));
   if (!fits) notes.push_back("does not fit in GPU memory: predicted time is for a run that would fail");
   for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
   p.notes = notes;

@@ -67,5 +67,8 @@ struct PlatformFacts {
 };
 
 PlatformFacts read_platform_facts(const std::string& path);  // throws Error with file:line
+// The same on text already in memory (a what-if's edited copy, a fuzzer's input): `path` names it in messages.
+// Checks first what SimGrid 3.32's parser would abort on (README "Platform files": limits).
+PlatformFacts read_platform_text(const std::string& path, const std::string& text);
 
 }  // namespace vitsim

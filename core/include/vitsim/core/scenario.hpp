@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
 #include "vitsim/core/framework.hpp"
 #include "vitsim/core/vit.hpp"
 
@@ -65,10 +66,22 @@ struct LoaderSpec {
   int prefetch = 2;  // batches each worker keeps ready (PyTorch prefetch_factor)
 };
 
+// Limits on the work one command may start (README "Limits"): estimated before the work, refused beyond
+// them with what it would cost; each is raised with --set simulation.max_...=N.
+constexpr long long kDefaultMaxPoints = 100'000;     // sweep points per command (a point is a simulation)
+constexpr long long kDefaultMaxRoutes = 1'000'000;   // routes a what-if may leave in a Full zone (1,415 nodes)
+constexpr int kDefaultMaxSteps = 5'000;              // steps the steady-state search may simulate
+
 struct SimulationSpec {
   int steps = 20;       // optimizer steps simulated (steady-state mode)
   int warmup = 2;       // first steps excluded from the statistics
   bool full_epoch = false;  // simulate every step of one epoch instead of extrapolating
+  // Steady-state search (sim/simulate.cpp): when the measured steps are not steady, simulate more, up to
+  // the epoch or this many steps.
+  int max_steps = kDefaultMaxSteps;
+  double max_memory = 0;                  // bytes one simulated point may need (0: half the machine's memory)
+  long long max_routes = kDefaultMaxRoutes;
+  long long max_points = kDefaultMaxPoints;
 };
 
 // Settings only the real trainer reads.
@@ -147,8 +160,15 @@ std::vector<std::string> scenario_keys();
 void for_each_combination(const ScenarioFile& f,
                           const std::function<void(const std::map<std::string, Attribute>& attrs,
                                                    const std::map<std::string, std::string>& params)>& fn);
+// The number of points the sweeps make (their product), and the check for_each_combination makes first:
+// more than simulation.max_points (default kDefaultMaxPoints) is an Error saying how many and why.
+long long sweep_points(const ScenarioFile& f);
+void check_sweep_size(const ScenarioFile& f);
 // Expands sweeps and resolves each point; throws Error naming the attribute's origin.
 std::vector<Scenario> expand(const ScenarioFile& f);
+// The files a scenario reads, for check_output_paths: the scenario itself, every platform and DeepSpeed
+// config it names or sweeps, every what-if spec its edits name.
+std::vector<NamedPath> scenario_inputs(const ScenarioFile& f);
 Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& attrs,
                  const std::map<std::string, std::string>& params);
 

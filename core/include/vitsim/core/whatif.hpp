@@ -14,9 +14,11 @@
 //   nodes:count=N                                     add copies of the last node, or remove the last nodes, to N
 //   loader:workers=N                                  a scenario edit (loader.workers), applied by resolve()
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "vitsim/core/io.hpp"
 #include "vitsim/core/scenario.hpp"
 
 namespace vitsim {
@@ -31,7 +33,11 @@ struct WhatIfEffect {
 // resolves relative spec paths. Throws Error("what-if '<edit>': ...") naming what is wrong and the
 // valid names. A loader:workers edit is accepted and left to the scenario.
 std::string apply_what_ifs(const std::string& platform_path, const std::vector<std::string>& edits,
-                           std::vector<WhatIfEffect>* effects = nullptr, const std::string& base_dir = ".");
+                           std::vector<WhatIfEffect>* effects = nullptr, const std::string& base_dir = ".",
+                           long long max_routes = kDefaultMaxRoutes);
+
+// The files these edits read (gpu:NODES=SPEC.json:TYPE), resolved as apply_what_ifs resolves them.
+std::vector<std::string> what_if_files(const std::vector<std::string>& edits, const std::string& base_dir = ".");
 
 // Owns a temporary folder of edited platforms: apply() rewrites each point's cluster.platform to an
 // edited copy when the point has what-ifs (one copy per distinct platform and edit list).
@@ -46,7 +52,7 @@ class EditedPlatforms {
   const std::vector<WhatIfEffect>& effects() const { return effects_; }
 
  private:
-  std::string dir_;
+  std::unique_ptr<TempDir> dir_;
   std::map<std::string, std::string> cache_;  // platform + edits -> edited path
   std::vector<WhatIfEffect> effects_;
 };

@@ -42,6 +42,29 @@ void check_point(const Scenario& s, const PlatformFacts& facts);
 // after) and 4 in backward; an all-to-all sends (sp-1)/sp of them to the other group members.
 double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes);
 
+// Steady state of a run of step times (README "Simulated window"). Steady when, over the last 2m whole
+// loader periods (m as large as fits; `period` steps is how often the loader's delivery pattern repeats),
+// (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the mean is
+// not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
+// eating its prefetched queue: it drains). Fewer than two periods is not steady. `window` is how many of
+// the last steps the verdict rests on; `why` says what is not steady.
+struct SteadyState {
+  bool steady = false;
+  int window = 0;
+  std::string why;
+};
+SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s, double tolerance = 0.02);
+
+// What simulating `s` is estimated to need in memory (bytes), before the engine starts: the actors'
+// stacks and state per rank, the platform's hosts, the loader's and the statistics' records per step.
+// simulate_point refuses a point above simulation.max_memory (default: half the machine's memory).
+double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long long steps);
+
+// Loads the platform with SimGrid in a throwaway child process: SimGrid 3.32 aborts with a backtrace
+// (or segfaults) on some faults instead of throwing. A death becomes Error("<where>: SimGrid cannot load
+// the platform: <its one-line reason>").
+void check_platform_loads(const std::string& path, const Origin& where);
+
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace);
 
 }  // namespace vitsim::sim
