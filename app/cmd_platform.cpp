@@ -111,10 +111,17 @@ PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_l
       nic.speed = a.nic_speed;
       nic.transport = "tcp";
     } else {
-      const CatalogueLink& l = cat.link(a.nic_speed);
+      const CatalogueLink* found = nullptr;
+      try {
+        found = &cat.link(a.nic_speed);
+      } catch (const Error& e) {
+        throw Error(fmt::format("--nic-speed {}: neither a rate with its unit (\"400Gbps\") nor a catalogue NIC: {}", a.nic_speed,
+                                e.what()));
+      }
+      const CatalogueLink& l = *found;
       if (l.kind != "nic")
-        throw Error(fmt::format("--nic-speed {}: a {} link, not a NIC; NICs: 1gbe ... 400gbe, edr, hdr, ndr, xdr, or a rate "
-                                "(\"400Gbps\")", a.nic_speed, l.kind));
+        throw Error(fmt::format("--nic-speed {}: '{}' is {} link, not a NIC; NICs: 1gbe ... 400gbe, edr, hdr, ndr, xdr, or a rate "
+                                "(\"400Gbps\")", a.nic_speed, l.name, l.kind == "intranode" ? "an intranode" : "a " + l.kind));
       nic.speed = l.line_rate;
       nic.transport = l.transport;
     }

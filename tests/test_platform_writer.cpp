@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <sstream>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -14,20 +16,11 @@
 #include "vitsim/core/units.hpp"
 
 using namespace vitsim;
+namespace fs = std::filesystem;
 
 namespace {
 
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
-
-// Runs `vitsim platform ARGS` expecting a failure: exit status 1, one line starting "vitsim: error: ".
-std::string platform_error(const std::string& args) {
-  const vt::CmdResult r = vt::vitsim("platform " + args);
-  INFO("vitsim platform " << args << "\n" << r.out);
-  CHECK(r.status == 1);
-  CHECK(lines(r.out) == 1);
-  CHECK(r.out.rfind("vitsim: error: ", 0) == 0);
-  return r.out;
-}
 
 nlohmann::json predict_json(const std::string& scenario) {
   const vt::CmdResult r = vt::vitsim("predict '" + scenario + "' --format json -q -j1");
@@ -141,38 +134,70 @@ TEST_CASE("catalogue: names resolve as users type them; unknown ones list the kn
   CHECK_THAT(error_of("quantum-9000"), Catch::StartsWith("unknown GPU 'quantum-9000'; known: T4, P4"));
 }
 
-TEST_CASE("vitsim platform: bad flags get one clear line", "[platform][cli]") {
-  CHECK_THAT(platform_error("--gpu h100-sxn"), Catch::Contains("unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?); known:"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --topology dragonfly"), Catch::Contains("topology 'dragonfly' is not yet supported"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --topology torus"), Catch::Contains("not yet supported"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --topology ring"), Catch::Contains("unknown topology 'ring'; valid: star"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 0"), Catch::Contains("--nodes 0: a platform needs at least 1 node"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --gpus-per-node 0"), Catch::Contains("--gpus-per-node 0"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 2"), Catch::Contains("--nic-speed is required"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 2 --nic-speed 400"), Catch::Contains("unknown link '400'"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 2 --nic-speed nvlink4"), Catch::Contains("not a NIC"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 2 --nic-speed ndr --nic-transport udp"), Catch::Contains("unknown NIC transport 'udp'"));
-  CHECK_THAT(platform_error("--gpu t4 --gpus-per-node 8 --intranode nvswitch"), Catch::Contains("has no NVLink"));
-  CHECK_THAT(platform_error("--gpu a40 --gpus-per-node 4 --intranode nvlink_bridge"), Catch::Contains("two by two"));
-  CHECK_THAT(platform_error("--gpu t4 --intranode pcie"), Catch::Contains("--intranode pcie: valid: pcie_host"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 4 --nic-speed ndr --topology fat-tree"), Catch::Contains("nodes per pod"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --nodes 4 --nic-speed ndr --topology fat-tree --pod-nodes 2 --oversubscription 0.5"),
-             Catch::Contains("at least 1"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --oversubscription 4"), Catch::Contains("need --topology fat-tree"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --precision fp8"), Catch::Contains("--precision fp8: valid"));
-  CHECK_THAT(platform_error("--gpu h100-sxm --loader-bw 600"), Catch::Contains("--loader-bw 600"));
-  CHECK_THAT(platform_error("platforms/specs/tesla.json --nodes 3"), Catch::Contains("not both"));
+TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform][cli]") {
   vt::TempDir d;
-  CHECK_THAT(platform_error(d.file("s.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"h100-sxn\"}}}")),
-             Catch::Contains("gpu_types.X.catalogue: unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?)"));
-  CHECK_THAT(platform_error(d.file("s2.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"topology\": {\"kind\": \"torus\"}}")),
-             Catch::Contains("topology.kind: topology 'torus' is not yet supported"));
-  CHECK_THAT(platform_error(d.file("s3.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodez\": []}")),
-             Catch::Contains("nodez: unknown key; valid:"));
-  CHECK_THAT(platform_error(d.file("s4.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}}")), Catch::Contains("no nodes"));
-  CHECK_THAT(platform_error(d.file("s5.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", "
-                                              "\"gpus\": 1, \"gpu\": \"Y\"}]}")),
-             Catch::Contains("nodes[0].gpu: 'Y' is not a gpu_types entry; entries: X"));
+  d.file("unknown-gpu.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"h100-sxn\"}}}");
+  d.file("torus.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"topology\": {\"kind\": \"torus\"}}");
+  d.file("typo.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodez\": []}");
+  d.file("no-nodes.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}}");
+  d.file("bad-type.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", \"gpus\": 1, \"gpu\": \"Y\"}]}");
+  d.file("bad-unit.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\", \"pcie\": {\"bw\": \"12\"}}}, \"nodes\": [{\"id\": \"a\", "
+                          "\"gpus\": 1, \"gpu\": \"X\"}]}");
+  d.file("wrong-type.json", "{\"gpu_types\": {\"X\": {\"catalogue\": 4}}}");
+  // {what, arguments, a part of the one line it must print}
+  const std::vector<std::array<std::string, 3>> cases{
+      {"unknown GPU, near a known one", "--gpu h100-sxn", "unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?); known:"},
+      {"unknown GPU", "--gpu quantum-9000", "unknown GPU 'quantum-9000'; known: T4, P4"},
+      {"no GPU", "--nodes 2", "--gpu is required"},
+      {"topology not yet supported", "--gpu h100-sxm --topology dragonfly", "topology 'dragonfly' is not yet supported"},
+      {"topology not yet supported", "--gpu h100-sxm --topology torus", "topology 'torus' is not yet supported"},
+      {"unknown topology", "--gpu h100-sxm --topology ring", "unknown topology 'ring'; valid: star"},
+      {"zero nodes", "--gpu h100-sxm --nodes 0", "--nodes 0: a platform needs at least 1 node"},
+      {"zero GPUs a node", "--gpu h100-sxm --gpus-per-node 0", "--gpus-per-node 0: a node needs at least 1 GPU"},
+      {"too many NICs", "--gpu h100-sxm --nics 65", "--nics 65: between 1 and 64"},
+      {"several nodes, no NIC", "--gpu h100-sxm --nodes 2", "--nic-speed is required"},
+      {"NIC speed without unit", "--gpu h100-sxm --nodes 2 --nic-speed 400", "--nic-speed 400: neither a rate with its unit"},
+      {"NIC speed zero", "--gpu h100-sxm --nodes 2 --nic-speed 0Gbps", "--nic-speed 0Gbps: must be positive"},
+      {"a fabric as NIC", "--gpu h100-sxm --nodes 2 --nic-speed nvlink4", "not a NIC"},
+      {"unknown NIC transport", "--gpu h100-sxm --nodes 2 --nic-speed ndr --nic-transport udp", "unknown NIC transport 'udp'"},
+      {"NVSwitch on a PCIe card", "--gpu t4 --gpus-per-node 8 --intranode nvswitch", "has no NVLink"},
+      {"bridges for 4 GPUs", "--gpu a40 --gpus-per-node 4 --intranode nvlink_bridge", "two by two"},
+      {"unknown fabric", "--gpu t4 --intranode pcie", "--intranode pcie: valid: pcie_host"},
+      {"fat-tree without pods", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology fat-tree", "nodes per pod"},
+      {"oversubscription below 1", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology fat-tree --pod-nodes 2 --oversubscription 0.5",
+       "must be at least 1"},
+      {"oversubscription on a star", "--gpu h100-sxm --oversubscription 4", "need --topology fat-tree"},
+      {"unknown precision", "--gpu h100-sxm --precision fp8", "--precision fp8: valid"},
+      {"loader rate without unit", "--gpu h100-sxm --loader-bw 600", "--loader-bw 600"},
+      {"negative price", "--gpu h100-sxm --price-per-gpu-hour -1", "--price-per-gpu-hour -1"},
+      {"spec and flags", "tesla.json --nodes 3", "not both"},
+      {"spec: unknown GPU", "unknown-gpu.json", "unknown-gpu.json: gpu_types.X.catalogue: unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?)"},
+      {"spec: topology", "torus.json", "torus.json: topology.kind: topology 'torus' is not yet supported"},
+      {"spec: unknown key", "typo.json", "typo.json: nodez: unknown key; valid:"},
+      {"spec: no nodes", "no-nodes.json", "no-nodes.json: no nodes"},
+      {"spec: node of no type", "bad-type.json", "bad-type.json: nodes[0].gpu: 'Y' is not a gpu_types entry; entries: X"},
+      {"spec: figure without unit", "bad-unit.json", "bad-unit.json: gpu_types.X.pcie.bw: bad bandwidth '12'"},
+      {"spec: wrong JSON type", "wrong-type.json", "wrong-type.json: "},
+      {"spec: missing file", "nope.json", "nope.json"},
+  };
+  std::ostringstream table;
+  table << "Every row is a case of `tests/test_platform_writer.cpp`, which checks that the answer is one line, exit status\n"
+           "1, containing the expected text, and regenerates this table (`VITSIM_UPDATE_DOCS=1 build/tests/test_platform_writer`).\n"
+           "Spec files are written in the folder the command runs in.\n\n"
+           "| # | bad input | command | message |\n| --- | --- | --- | --- |\n";
+  int row = 0;
+  for (const auto& [what, args, part] : cases) {
+    fs::copy_file(vt::source("platforms/specs/tesla.json"), d / "tesla.json", fs::copy_options::overwrite_existing);
+    const vt::CmdResult r = vt::run(fmt::format("cd '{}' && '{}' platform {}", d.path.string(), VITSIM_BINARY, args));
+    INFO(what << ": vitsim platform " << args << "\n" << r.out);
+    CHECK(r.status == 1);
+    CHECK(lines(r.out) == 1);
+    CHECK_THAT(r.out, Catch::StartsWith("vitsim: error: ") && Catch::Contains(part));
+    std::string msg = r.out.substr(0, r.out.size() - (r.out.empty() ? 0 : 1));
+    for (size_t p = 0; (p = msg.find('|', p)) != std::string::npos; p += 2) msg.replace(p, 1, "\\|");
+    table << "| " << ++row << " | " << what << " | `vitsim platform " << args << "` | `" << msg << "` |\n";
+  }
+  CHECK(vt::doc_section(vt::source("docs/robustness.md"), "test_platform_writer", table.str()) == table.str());
   // --list-gpus prints the table.
   const vt::CmdResult list = vt::vitsim("platform --list-gpus");
   CHECK(list.status == 0);

@@ -445,7 +445,7 @@ void parse_nic(const Json& js, const ojson& j, const std::string& where, NicSpec
       } catch (const Error& e) {
         js.fail(where + ".speed", fmt::format("'{}' is neither a bandwidth (\"400Gbps\") nor a catalogue NIC: {}", s, e.what()));
       }
-      if (l->kind != "nic") js.fail(where + ".speed", fmt::format("'{}' is not a NIC (a {} link)", s, l->kind));
+      if (l->kind != "nic") js.fail(where + ".speed", fmt::format("'{}' is not a NIC ({} link)", s, l->kind == "intranode" ? "an intranode" : "a " + l->kind));
       n.speed = l->line_rate;
       n.transport = l->transport;  // a "transport" key in the same object wins (read below)
     }
