@@ -31,7 +31,7 @@ nlohmann::json predict_json(const std::string& scenario) {
 
 }  // namespace
 
-TEST_CASE("catalogue: every GPU the issue names is there, its figures parse with units and carry a source", "[platform][catalogue]") {
+TEST_CASE("catalogue: every GPU the issue names is there and its figures parse with units and carry a source", "[platform][catalogue]") {
   const Catalogue& cat = builtin_catalogue();
   // issue 14's list, as a user would type each.
   for (const char* name : {"t4", "p4", "p100", "v100-pcie", "v100-sxm2", "gtx1070", "rtx3070", "rtx3090", "rtx4090", "a4500",
@@ -106,7 +106,7 @@ TEST_CASE("catalogue: a figure without its unit or an entry without a source is 
   CHECK_THAT(broken("\"aliases\": [\"tesla-p4\"]", "\"aliases\": [\"t-4\"]"), Catch::Contains("not unique"));
 }
 
-TEST_CASE("catalogue: names resolve as users type them; unknown ones list the known and the nearest", "[platform][catalogue]") {
+TEST_CASE("catalogue: names resolve as users type them and unknown ones list the known and the nearest", "[platform][catalogue]") {
   const Catalogue& cat = builtin_catalogue();
   const std::vector<std::pair<const char*, const char*>> typed{
       {"a100-sxm-80gb", "A100-SXM-80GB"}, {"A100_SXM_80GB", "A100-SXM-80GB"}, {"h100-sxm", "H100-SXM"},
@@ -290,7 +290,7 @@ TEST_CASE("vitsim platform: a fat-tree oversubscribed 4:1 slows cross-pod all-re
   CHECK(comm("onepod.xml") == Approx(star).epsilon(1e-9));
 }
 
-TEST_CASE("vitsim platform: the shipped H100 example is what its command writes; docs/sources.md lists the catalogue", "[platform]") {
+TEST_CASE("vitsim platform: the shipped H100 example is what its command writes and docs/sources.md lists the catalogue", "[platform]") {
   // platforms/h100-16x8-ndr.xml, the README's newcomer example (its header names the command).
   const vt::CmdResult r = vt::vitsim("platform --nodes 16 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr");
   REQUIRE(r.status == 0);
