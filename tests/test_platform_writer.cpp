@@ -252,6 +252,37 @@ TEST_CASE("vitsim platform: 16 x 8 H100 with NVSwitch and 8 x 400 Gb InfiniBand 
   CHECK(p["fits_in_memory"] == true);
 }
 
+TEST_CASE("vitsim platform: every fabric and transport writes a platform that loads", "[platform]") {
+  vt::TempDir d;
+  const std::vector<std::pair<std::string, std::string>> runs{
+      {"--gpu a100-pcie-40gb --gpus-per-node 4 --intranode pcie_p2p", "pcie_p2p"},
+      {"--gpu a100-pcie-40gb --gpus-per-node 4 --intranode pcie_host", "pcie_host"},
+      {"--gpu a100-pcie-40gb --gpus-per-node 2 --intranode nvlink_bridge", "nvlink"},
+      {"--gpu v100-sxm2 --gpus-per-node 8", "nvlink"},
+      {"--gpu mi300x --gpus-per-node 8", "nvlink"},
+      {"--gpu rtx3090 --gpus-per-node 4", "pcie_host"},
+      {"--gpu l4 --gpus-per-node 8", "pcie_p2p"},
+      {"--gpu b200 --gpus-per-node 8 --intranode-bw 800GBps", "nvlink"}};
+  int i = 0;
+  for (const auto& [flags, transport] : runs) {
+    for (const char* nic : {"--nic-speed 100gbe", "--nic-speed 100gbe --nic-transport roce", "--nic-speed hdr --nics 4 --rail-optimised"}) {
+      const std::string out = d / fmt::format("p{}.xml", i++);
+      const vt::CmdResult r = vt::vitsim(fmt::format("platform --nodes 3 {} {} --out '{}'", flags, nic, out));
+      INFO(flags << " " << nic << "\n" << r.out);
+      REQUIRE(r.status == 0);
+      const PlatformFacts f = read_platform_facts(out);
+      CHECK(f.nodes.size() == 3);
+      bool backbone = false;
+      for (const auto& l : f.links) {
+        if (l.id != "node1_backbone") continue;
+        backbone = true;
+        CHECK(transport_name(l.transport) == transport);
+      }
+      CHECK(backbone);
+    }
+  }
+}
+
 TEST_CASE("vitsim platform: a fat-tree oversubscribed 4:1 slows cross-pod all-reduce by the ratio", "[platform][sim]") {
   // 4 nodes of one GPU, one pod per node: every ring edge crosses two pods' up-links, each 1 x NIC / 4.
   // Star: an edge runs at the NIC's ib rate, 100 Gb/s x 4096/4122 (ib framing, core/transport.hpp); fat-tree: at the
