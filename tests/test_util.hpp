@@ -96,7 +96,7 @@ inline std::string gpu_props(const std::string& model, const std::string& flops,
 }
 
 // Nodes of `gpus` GPUs each (one <cluster> per node), joined by NICs in a Full zone, in the layout
-// scripts/gen_platform.py writes. nic_bw[i] is node i's NIC bandwidth.
+// `vitsim platform` writes. nic_bw[i] is node i's NIC bandwidth.
 inline std::string platform_xml(int nodes, int gpus, const std::string& pcie_bw, const std::string& lat,
                                 const std::vector<std::string>& nic_bw, const std::vector<std::string>& flops,
                                 const std::string& backbone_bw = "1000GBps", const std::string& bb_policy = "FATPIPE") {

@@ -278,7 +278,7 @@ class Editor {
     set_prop(z, a.name, a.value, fmt::format("zone {}", z.attribute("id").value()));
   }
 
-  // --- nodes: the layout scripts/gen_platform.py writes (README "Platform files"): clusters in a Full
+  // --- nodes: the layout `vitsim platform` writes (README "Platform files"): clusters in a Full
   // zone, one NIC <link> per node, a <zoneRoute> per pair: src's NIC UP, then dst's NIC DOWN.
   std::vector<pugi::xml_node> routes_of(const pugi::xml_node& zone) const {
     std::vector<pugi::xml_node> out;
@@ -297,7 +297,7 @@ class Editor {
       if (!out.empty()) return out;
     }
     fail(fmt::format("node '{}' has no zoneRoute with UP/DOWN NIC links to copy (a one-node platform, or not "
-                     "the layout scripts/gen_platform.py writes)", node));
+                     "the layout vitsim platform writes)", node));
   }
 
   void remove_nodes(const std::vector<std::string>& names) {

@@ -6,7 +6,7 @@
 //   link:GLOB:bandwidth=Q | link:GLOB:latency=Q      a <link> by id (glob * ?), e.g. link:tesla3-nic:bandwidth=1.25GBps
 //   link:NODEGLOB.pcie|.backbone|.h2d:bandwidth=Q   a node's PCIe lane, GPU-to-GPU backbone, host->device copy path
 //   gpu:NODEGLOB=NODE                                 the GPUs of these nodes become NODE's GPU model (gpu_* props)
-//   gpu:NODEGLOB=SPEC.json:TYPE                       ... or a gpu_types entry of a scripts/gen_platform.py spec
+//   gpu:NODEGLOB=SPEC.json:TYPE                       ... or a gpu_types entry of a `vitsim platform` spec
 //   prop:NODEGLOB:KEY=VALUE                           set any <prop> of these nodes (gpu_mem, loader_bw, cpu_cores...)
 //   zone:KEY=VALUE                                    set a <prop> of the top zone (price_per_gpu_hour)
 //   nodes:remove=GLOB[ GLOB...]                       remove nodes, their routes and their NIC links
