@@ -59,6 +59,20 @@ TEST_CASE("catalogue: every GPU the issue names is there and its figures parse w
   CHECK(cat.gpu("h100-sxm").flops.count("fp8") == 1);
   CHECK(cat.gpu("a100-sxm-80gb").flops.count("fp8") == 0);
   for (const auto& d : cat.defaults) CHECK(d.source.size() > 20);
+  // The GEMM efficiency written for a precision the architecture has no figure for: a T4 runs bf16 at its fp32 rate
+  // (no bf16 tensor path), so bf16 takes turing's fp32 figure (0.53), not its fp16 one (0.65).
+  auto efficiency = [&](const char* gpu, const char* precision, std::string* used) {
+    for (const auto& [k, v] : catalogue_gpu_props(cat, cat.gpu(gpu), precision, used))
+      if (k == "gpu_gemm_efficiency") return v;
+    return std::string();
+  };
+  std::string used;
+  CHECK(efficiency("t4", "bf16", &used) == "0.53");
+  CHECK(used == "fp32");
+  CHECK(efficiency("t4", "fp16", &used) == "0.65");
+  CHECK(efficiency("v100-sxm2", "bf16", &used) == "0.83");  // volta: no bf16 path either
+  CHECK(efficiency("h100-sxm", "bf16", &used) == "0.80");
+  CHECK(used == "bf16");
   // Interconnects: line rates as the standards give them, with their transport.
   const std::vector<std::tuple<const char*, double, const char*>> links{
       {"pcie3", 15.75e9, "pcie_p2p"}, {"pcie4", 31.5e9, "pcie_p2p"}, {"pcie5", 63e9, "pcie_p2p"},

@@ -332,8 +332,14 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
                                                                       const std::string& precision,
                                                                       std::string* used_precision) {
   const CatalogueArch& a = cat.arch_of(g);
+  // Without a measured figure for the precision: bf16 takes fp16's when the chip runs bf16 on the same tensor path
+  // (same peak, above fp32's); otherwise, and for fp16, the fp32 figure (the chip runs it at the fp32 rate).
+  std::vector<std::string> order{precision};
+  auto peak = [&](const char* p) { return units::parse(g.flops.at(p), units::Kind::Flops); };
+  if (precision == "bf16" && peak("bf16") == peak("fp16") && peak("bf16") > peak("fp32")) order.push_back("fp16");
+  order.push_back("fp32");
   std::string used;
-  for (const std::string& p : {precision, std::string("fp16"), std::string("fp32")})
+  for (const std::string& p : order)
     if (a.gemm_efficiency.count(p)) {
       used = p;
       break;

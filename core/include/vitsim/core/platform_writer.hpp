@@ -86,8 +86,8 @@ const std::string& builtin_catalogue_text();
 std::string normalise_name(const std::string& name);
 
 // The gpu_* properties a platform states for a catalogue GPU, in the order they are written; the GEMM
-// efficiency is the architecture's figure for `precision` (fp32, fp16, bf16; falls back to fp16 then fp32,
-// and `used_precision` says which one was taken).
+// efficiency is the architecture's figure for `precision` (fp32, fp16, bf16; without one, bf16 takes fp16's where
+// the chip runs both on one tensor path, else fp32's; `used_precision` says which one was taken).
 std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catalogue& cat, const CatalogueGpu& g,
                                                                       const std::string& precision,
                                                                       std::string* used_precision = nullptr);
