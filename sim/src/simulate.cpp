@@ -5,6 +5,7 @@
 // like an NCCL stream). Backward fills gradient buckets in reverse layer order; each full bucket goes to
 // the communication stream at once when overlap is on, after backward when it is off.
 #include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/platform_build.hpp"
 
 #include <fmt/format.h>
 
@@ -460,7 +461,11 @@ std::vector<Bucket> make_grad_buckets(const Workload& w, double elem_bytes, doub
 
 SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s, double tolerance) {
   SteadyState v;
-  const size_t q = static_cast<size_t>(std::max(1, period));
+  // A loader that sustains twice the pace of the steps keeps its queue full: its bursts do not show in
+  // the steps, so they need not be averaged over whole periods.
+  const double overall = step_s.empty() ? 0 : std::accumulate(step_s.begin(), step_s.end(), 0.0) / step_s.size();
+  const bool loader_binds = loader_step_s > 0 && loader_step_s >= 0.5 * overall;
+  const size_t q = static_cast<size_t>(loader_binds ? std::max(1, period) : 1);
   const size_t m = step_s.size() / (2 * q);
   if (m == 0) {
     v.why = fmt::format("{} measured steps are fewer than two loader periods ({} steps each)", step_s.size(), q);
@@ -513,6 +518,11 @@ std::string simgrid_reason(const std::string& out) {
 }  // namespace
 
 void check_platform_loads(const std::string& path, const Origin& where) {
+  // A flat-star file is checked by its reader (core/platform_flat.hpp) and built by vitsim's own code.
+  if (is_flat_layout_file(path)) {
+    read_flat_platform_file(path);
+    return;
+  }
   int fds[2];
   if (pipe(fds) != 0) throw Error("pipe failed");
   std::fflush(nullptr);
@@ -530,7 +540,7 @@ void check_platform_loads(const std::string& path, const Origin& where) {
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       sg4::Engine e(&argc, argv.data());
-      e.load_platform(path);
+      load_platform_file(e, path);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "%s\n", ex.what());
       std::fflush(stderr);
@@ -657,7 +667,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
                                                : Origin{s.origin_of("whatif.edits").str() + ": the platform as edited by the what-ifs", 0});
   sg4::Engine e(&argc, argv.data());
   configure_engine(e);
-  e.load_platform(s.cluster.platform);
+  load_platform_file(e, s.cluster.platform);  // flat-star files built in code (platform_build.hpp)
   for (auto& note : apply_link_transports(e, facts)) notes.push_back(std::move(note));  // before LatencyModel
 
   std::vector<sg4::Host*> hosts;

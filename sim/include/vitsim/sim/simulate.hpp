@@ -46,7 +46,8 @@ double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int
 // loader periods (m as large as fits; `period` steps is how often the loader's delivery pattern repeats),
 // (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the mean is
 // not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
-// eating its prefetched queue: it drains). Fewer than two periods is not steady. `window` is how many of
+// eating its prefetched queue: it drains). Fewer than two periods is not steady. A loader that sustains
+// at least twice the steps' pace (loader_step_s < half their mean) keeps its queue full: period 1 then. `window` is how many of
 // the last steps the verdict rests on; `why` says what is not steady.
 struct SteadyState {
   bool steady = false;
