@@ -14,6 +14,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/units.hpp"
+#include "vitsim/real/train.hpp"
 
 namespace vitsim::app {
 
@@ -66,6 +67,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   c->callback([&action, a] {
     action = [a] {
+      real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
       if (a->scenario.empty())
         throw Error("calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision");
       ScenarioFile f = read_scenario_file(a->scenario);

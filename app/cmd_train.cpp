@@ -32,10 +32,11 @@ void add_train(CLI::App& cli, Action& action) {
   cmd->add_option("--save-params", args->save_params,
                   "each rank writes its final parameters (raw fp32) to PREFIX.rank<R>.bin");
   cmd->add_option("--fault", args->fault,
-                  "testing: KIND:STEP[:RANK] kills (kill), hangs (hang) or exits (exit) a rank after STEP");
+                  "testing: KIND:STEP[:RANK] kills (kill), hangs (hang) or exits (exit) a rank after STEP, or makes its loss NaN in STEP (nan)");
   cmd->add_flag("--quiet,-q", args->quiet, "no progress lines");
   cmd->callback([&action, args] {
   action = [args]() {
+    real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
     // Outputs that could not be written would be found out only after the training: check them first.
     for (const std::string* out : {&args->out, &args->trace})
       if (!out->empty()) check_writable(*out);

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <numeric>
 #include <sched.h>
+#include <sys/stat.h>
+#include <zlib.h>
 #include <set>
 #include <thread>
 
@@ -332,7 +334,7 @@ TEST_CASE("Fault injection option parses KIND:STEP[:RANK]", "[real][negative]") 
   CHECK(f.rank == 1);
   CHECK(parse_fault("kill:5").rank == -1);
   CHECK_THROWS_WITH(parse_fault("boom:1"),
-                    "--fault 'boom:1': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0");
+                    "--fault 'boom:1': expected KIND:STEP[:RANK] with KIND kill, hang, exit or nan, STEP >= 1, RANK >= 0");
   CHECK_THROWS_AS(parse_fault("kill:x"), Error);
 }
 
@@ -362,4 +364,167 @@ TEST_CASE("Threads per rank stay within the CPUs the rank may run on", "[real][t
   if (cores > 1) CHECK_THAT(bound.warning, Catch::Contains("--bind-to none"));
   CHECK(forced.threads == 2);
   CHECK_THAT(forced.warning, Catch::Contains("2 intra-op threads but this process may run on 1 CPU(s) only"));
+}
+
+TEST_CASE("JPEG and PNG variants decode to the right values: CMYK, progressive, 16-bit, grey", "[real][data]") {
+  vt::TempDir dir;
+  struct Case {
+    const char* what;
+    std::function<void(const std::string&)> write;
+    std::vector<int> rgb;  // expected value per channel when decoded to 3 channels
+    int tolerance;         // JPEG's loss on a flat image: a level or two; PNG exact
+  };
+  // CMYK as libjpeg writes it (Adobe marker, inverted: 255 = no ink). (255, 255, 255, 255): no ink at
+  // all, white; (255, 0, 255, 255): full magenta ink, (255, 0, 255); (255, 255, 255, 0): full black.
+  const std::vector<Case> cases{
+      {"CMYK JPEG, no ink", [](const std::string& p) { vt::write_jpeg_pixels(p, 16, 16, {255, 255, 255, 255}); }, {255, 255, 255}, 2},
+      {"CMYK JPEG, magenta", [](const std::string& p) { vt::write_jpeg_pixels(p, 16, 16, {255, 0, 255, 255}); }, {255, 0, 255}, 3},
+      {"CMYK JPEG, black", [](const std::string& p) { vt::write_jpeg_pixels(p, 16, 16, {255, 255, 255, 0}); }, {0, 0, 0}, 2},
+      {"progressive RGB JPEG", [](const std::string& p) { vt::write_jpeg_pixels(p, 24, 16, {200, 100, 50}, true); }, {200, 100, 50}, 3},
+      {"progressive grey JPEG", [](const std::string& p) { vt::write_jpeg_pixels(p, 24, 16, {77}, true); }, {77, 77, 77}, 2},
+      {"16-bit RGB PNG", [](const std::string& p) { vt::write_png16(p, 7, 5, 0x8080); }, {0x80, 0x80, 0x80}, 1},
+      {"16-bit RGB PNG, white", [](const std::string& p) { vt::write_png16(p, 7, 5, 0xffff); }, {255, 255, 255}, 0},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    const std::string path = dir / "img";
+    c.write(path);
+    Image img = decode_image_file(path, 3);
+    REQUIRE(img.channels == 3);
+    const size_t n = size_t(img.height) * img.width;
+    for (int ch = 0; ch < 3; ++ch)
+      for (size_t i = 0; i < n; ++i) CHECK(std::abs(int(img.pixels[ch * n + i]) - c.rgb[ch]) <= c.tolerance);
+    // Decoded to one channel: ITU-R 601 luma of the same colour (libjpeg's and the CMYK path's rule).
+    Image grey = decode_image_file(path, 1);
+    REQUIRE(grey.channels == 1);
+    const int luma = (299 * c.rgb[0] + 587 * c.rgb[1] + 114 * c.rgb[2] + 500) / 1000;
+    for (uint8_t v : grey.pixels) CHECK(std::abs(int(v) - luma) <= c.tolerance + 1);
+  }
+}
+
+TEST_CASE("Decode failures are one line naming the file", "[real][data][negative]") {
+  vt::TempDir dir;
+  auto one_line = [](const std::string& m) { return m.find('\n') == std::string::npos; };
+  // Cut short at several points, JPEG (baseline, progressive, CMYK) and PNG (8 and 16 bit).
+  const std::vector<std::pair<const char*, std::function<void(const std::string&)>>> writers{
+      {"baseline JPEG", [](const std::string& p) { vt::write_jpeg_pixels(p, 64, 64, {10, 20, 30}); }},
+      {"progressive JPEG", [](const std::string& p) { vt::write_jpeg_pixels(p, 64, 64, {10, 20, 30}, true); }},
+      {"CMYK JPEG", [](const std::string& p) { vt::write_jpeg_pixels(p, 64, 64, {1, 2, 3, 4}); }},
+      {"8-bit PNG", [](const std::string& p) { vt::write_png(p, 64, 64, 9); }},
+      {"16-bit PNG", [](const std::string& p) { vt::write_png16(p, 64, 64, 999); }},
+  };
+  for (const auto& [what, write] : writers) {
+    const std::string path = dir / "cut";
+    write(path);
+    const auto size = std::filesystem::file_size(path);
+    for (double keep : {0.1, 0.5, 0.9}) {
+      INFO(what << " cut to " << keep << " of its " << size << " bytes");
+      write(path);
+      truncate_file(path, static_cast<size_t>(size * keep));
+      const std::string m = error_of([&] { decode_image_file(path, 3); });
+      CHECK_THAT(m, Catch::StartsWith(path + ": corrupt"));
+      CHECK(one_line(m));
+    }
+  }
+  // A file that is not a regular file.
+  const std::string fifo = dir / "fifo.png";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of([&] { decode_image_file(fifo, 3); }) == fifo + ": not a regular file (an image file must be one)");
+}
+
+TEST_CASE("Gzipped IDX files are read no further than their header states", "[real][data][negative]") {
+  vt::TempDir dir;
+  // An IDX file with the header of `stated` images but `bytes` of pixels, gzipped.
+  auto idx = [&](const std::string& name, uint32_t magic, std::vector<uint32_t> dims, size_t bytes) {
+    const std::string path = dir / name;
+    gzFile f = gzopen(path.c_str(), "wb");
+    std::string head;
+    for (uint32_t v : std::vector<uint32_t>{magic}) head += std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    for (uint32_t v : dims) head += std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    gzwrite(f, head.data(), static_cast<unsigned>(head.size()));
+    std::vector<char> zeros(1 << 20, 1);
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(zeros.size(), bytes - done);
+      gzwrite(f, zeros.data(), static_cast<unsigned>(n));
+      done += n;
+    }
+    gzclose(f);
+    return path;
+  };
+  const std::string labels = idx("labels.gz", 0x801, {300}, 300);
+  // Bombs: 300 images stated (235,200 pixel bytes), 16 MiB, 64 MiB and 256 MiB inside. The reader stops
+  // one byte past the stated size (the test would take the 256 MiB in memory otherwise: not a timing).
+  for (size_t mib : {16, 64, 256}) {
+    INFO(mib << " MiB of pixels under a header of 300 images");
+    const std::string bomb = idx("bomb.gz", 0x803, {300, 28, 28}, mib << 20);
+    CHECK(error_of([&] { read_idx(bomb, labels, 10); }) ==
+          bomb + ": larger than its header states: more than 235216 bytes decompressed, expected 235216 (16 header + "
+                 "300 images of 28x28); stopped reading there");
+  }
+  // Headers that state more than the gzip can hold (deflate: at most 1032:1).
+  for (uint32_t n : {60000u, 1000000u, 4000000000u}) {
+    INFO(n << " images stated in a small file");
+    const std::string liar = idx("liar.gz", 0x803, {n, 28, 28}, 100);
+    CHECK_THAT(error_of([&] { read_idx(liar, labels, 10); }),
+               Catch::StartsWith(liar + ": header states " + std::to_string(16 + uint64_t(n) * 784) + " bytes (16 header + " +
+                                 std::to_string(n) + " images of 28x28), more than a ") &&
+                   Catch::EndsWith("-byte gzip file can hold (deflate expands at most 1032:1): a corrupt header"));
+  }
+  // One image more or fewer than stated, and labels that do not match their header.
+  const std::string more = idx("more.gz", 0x803, {300, 28, 28}, 301 * 784);
+  CHECK(error_of([&] { read_idx(more, labels, 10); }) ==
+        more + ": larger than its header states: more than 235216 bytes decompressed, expected 235216 (16 header + 300 "
+               "images of 28x28); stopped reading there");
+  const std::string fewer = idx("fewer.gz", 0x803, {300, 28, 28}, 299 * 784);
+  CHECK(error_of([&] { read_idx(fewer, labels, 10); }) ==
+        fewer + ": truncated: decompresses to 234432 bytes, expected 235216 (16 header + 300 images of 28x28)");
+  const std::string good = idx("good.gz", 0x803, {300, 28, 28}, 300 * 784);
+  const std::string long_labels = idx("long-labels.gz", 0x801, {300}, 310);
+  CHECK(error_of([&] { read_idx(good, long_labels, 10); }) ==
+        long_labels + ": larger than its header states: more than 308 bytes decompressed, expected 308 (8 header + 300 "
+                      "labels); stopped reading there");
+  CHECK(read_idx(good, labels, 10).size() == 300);
+}
+
+TEST_CASE("Training sampler: DistributedSampler's padding, every sample at least once", "[real][data]") {
+  for (auto [n, world] : {std::pair<size_t, int>{103, 2}, {100, 3}, {7, 4}, {64, 2}}) {
+    INFO(n << " samples over " << world << " ranks");
+    std::multiset<size_t> all;
+    const size_t per = (n + world - 1) / world;
+    for (int r = 0; r < world; ++r) {
+      auto s = padded_shard(n, r, world, 7, 1);
+      CHECK(s.size() == per);
+      all.insert(s.begin(), s.end());
+    }
+    CHECK(all.size() == per * world);
+    for (size_t i = 0; i < n; ++i) CHECK(all.count(i) >= 1);
+    // The padding repeats the epoch's first samples: per * world - n of them appear twice.
+    size_t twice = 0;
+    for (size_t i = 0; i < n; ++i) twice += all.count(i) == 2;
+    CHECK(twice == per * world - n);
+  }
+}
+
+TEST_CASE("ImageFolder: train and val must have the same classes", "[real][data][negative]") {
+  vt::TempDir dir;
+  ViTConfig m;
+  m.channels = 3;
+  m.classes = 10;
+  DatasetSpec spec;
+  spec.name = "imagefolder";
+  spec.path = dir / "set";
+  for (const char* c : {"ant", "bee", "cat"}) vt::write_png(dir / fmt::format("set/train/{}/1.png", c), 4, 4, 1);
+  auto check = [&](std::vector<const char*> val, const std::string& expect) {
+    std::filesystem::remove_all(dir / "set/val");
+    for (const char* c : val) vt::write_png(dir / fmt::format("set/val/{}/1.png", c), 4, 4, 1);
+    auto train = open_dataset(spec, m, "train");
+    auto test = open_dataset(spec, m, "test");
+    CHECK(error_of([&] { check_same_classes(*train.source, *test.source); }) == expect);
+  };
+  const std::string t = dir / "set/train", v = dir / "set/val";
+  const std::string head = t + " and " + v + " have different classes (labels are the sorted class folders, so they would not match): ";
+  check({"ant", "bee", "cat"}, "(no error)");
+  check({"ant", "cat"}, head + "only in " + t + ": bee; only in " + v + ": none");
+  check({"ant", "bee", "cat", "dog"}, head + "only in " + t + ": none; only in " + v + ": dog");
+  check({"ant", "bee", "cow"}, head + "only in " + t + ": cat; only in " + v + ": cow");
 }

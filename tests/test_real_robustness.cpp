@@ -2,6 +2,7 @@
 // renders the "Datasets and training runs" section of docs/robustness.md: the test fails when the
 // document is out of date (VITSIM_UPDATE_DOCS=1 rewrites it). One process, no mpirun: every case fails
 // before any collective.
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
@@ -68,6 +69,19 @@ void png_header_only(const std::string& path, uint32_t w, uint32_t h) {
                                         << chunk("IDAT");
 }
 
+// A gzipped IDX file: the header (magic and dims) then `bytes` bytes of value 1, streamed through zlib.
+void idx_gz(const std::string& path, uint32_t magic, const std::vector<uint32_t>& dims, size_t bytes) {
+  auto be = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
+  std::string head = be(magic);
+  for (uint32_t v : dims) head += be(v);
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, head.data(), static_cast<unsigned>(head.size()));
+  std::vector<char> ones(1 << 20, 1);
+  for (size_t done = 0; done < bytes; done += ones.size())
+    gzwrite(f, ones.data(), static_cast<unsigned>(std::min(ones.size(), bytes - done)));
+  gzclose(f);
+}
+
 // An ImageFolder tree in i/ with two classes of two 8x8 PNGs in train/ and val/.
 void image_folder(const vt::TempDir& d) {
   for (const char* split : {"train", "val"})
@@ -86,7 +100,7 @@ std::string render(const std::vector<BadRun>& all) {
        "exact output and the exit status 1 and regenerates this table (`VITSIM_UPDATE_DOCS=1\n"
        "build/tests/test_real`). Runs happen in a folder holding a valid platform `p.xml`, a scenario `s.xml`\n"
        "training the tiny Fashion-MNIST ViT on one CPU rank from `d/`, and the files each case writes (IDX and\n"
-       "CIFAR files by the project's writers, images by libpng and libjpeg).\n\n"
+       "CIFAR files by the project's writers or zlib, images by libpng and libjpeg).\n\n"
        "| # | category | bad input | command | message |\n| --- | --- | --- | --- | --- |\n";
   int i = 0;
   for (const auto& c : all)
@@ -166,6 +180,43 @@ std::vector<BadRun> cases() {
          d.file("d/train-images-idx3-ubyte.gz", "");
        },
        T, "vitsim: error: d/train-images-idx3-ubyte.gz: truncated IDX header: 0 bytes, expected at least 16"},
+      {"idx", "a gzip bomb: 300 images stated, 256 MiB inside",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         idx_gz(d / "d/train-images-idx3-ubyte.gz", 0x803, {300, 28, 28}, size_t(256) << 20);
+       },
+       T, "vitsim: error: d/train-images-idx3-ubyte.gz: larger than its header states: more than 235216 bytes decompressed, expected 235216 (16 header + 300 images of 28x28); stopped reading there"},
+      {"idx", "a header stating 4 billion images in a small gzip",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         idx_gz(d / "d/train-images-idx3-ubyte.gz", 0x803, {4000000000u, 28, 28}, 784);
+       },
+       T, "vitsim: error: d/train-images-idx3-ubyte.gz: header states 3136000000016 bytes (16 header + 4000000000 images of 28x28), more than a ", true},
+      {"idx", "gzipped images: 21 images under a header of 20",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         idx_gz(d / "d/train-images-idx3-ubyte.gz", 0x803, {20, 28, 28}, 21 * 784);
+       },
+       T, "vitsim: error: d/train-images-idx3-ubyte.gz: larger than its header states: more than 15696 bytes decompressed, expected 15696 (16 header + 20 images of 28x28); stopped reading there"},
+      {"idx", "gzipped images: 19 images under a header of 20",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         idx_gz(d / "d/train-images-idx3-ubyte.gz", 0x803, {20, 28, 28}, 19 * 784);
+       },
+       T, "vitsim: error: d/train-images-idx3-ubyte.gz: truncated: decompresses to 14912 bytes, expected 15696 (16 header + 20 images of 28x28)"},
+      {"idx", "gzipped labels: 1 MiB under a header of 20",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         idx_gz(d / "d/train-labels-idx1-ubyte.gz", 0x801, {20}, 1 << 20);
+       },
+       T, "vitsim: error: d/train-labels-idx1-ubyte.gz: larger than its header states: more than 28 bytes decompressed, expected 28 (8 header + 20 labels); stopped reading there"},
+      {"idx", "a FIFO as the image file",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         vt::fs::remove(d / "d/train-images-idx3-ubyte.gz");
+         mkfifo((d / "d/train-images-idx3-ubyte.gz").c_str(), 0600);
+       },
+       T, "vitsim: error: d/train-images-idx3-ubyte.gz: not a regular file (a dataset file must be one)"},
       {"idx", "a 1-channel set for a 3-channel model", fm, T + " --set model.channels=3", "vitsim: error: s.xml:4: dataset.name: dataset has 1 channels but the model takes 3"},
       {"idx", "a 10-class set for a 5-class head", fm, T + " --set model.classes=5", "vitsim: error: dataset fashion_mnist (d/train-images-idx3-ubyte.gz): 10 classes but the model's head has 5"},
       // --- CIFAR ---
@@ -183,6 +234,13 @@ std::vector<BadRun> cases() {
          vitsim::real::write_cifar(d / "c/data_batch_2.bin", digits(3073, 3, 32, 100), 2);
        },
        T + " --set dataset.name=cifar10 --set dataset.path=c --set model.channels=3 --set model.image_size=32 --set model.patch=4", "vitsim: error: c/data_batch_2.bin: record 1: label 243 is out of range (expected 0 .. 9); not a CIFAR-10 file?"},
+      {"cifar", "a FIFO as a batch file",
+       [](const vt::TempDir& d) {
+         cifar10(d);
+         vt::fs::remove(d / "c/data_batch_1.bin");
+         mkfifo((d / "c/data_batch_1.bin").c_str(), 0600);
+       },
+       T + " --set dataset.name=cifar10 --set dataset.path=c --set model.channels=3 --set model.image_size=32 --set model.patch=4", "vitsim: error: c/data_batch_1.bin: not a regular file (a dataset file must be one)"},
       // --- ImageFolder (JPEG/PNG) ---
       {"images", "no images in the class folders",
        [](const vt::TempDir& d) {
@@ -203,6 +261,25 @@ std::vector<BadRun> cases() {
          png_header_only(d / "i/train/a/bomb.png", 100000, 100000);
        },
        T + " --set dataset.name=imagefolder --set dataset.path=i" + kFolderModel, "vitsim: error: i/train/a/bomb.png: PNG header claims 100000x100000 pixels; the limit is 89478485 pixels (a decompression bomb?)"},
+      {"images", "a class in train/ missing from val/",
+       [](const vt::TempDir& d) {
+         image_folder(d);
+         vt::write_png(d / "i/train/c/0.png", 8, 8, 1);
+       },
+       T + " --set dataset.name=imagefolder --set dataset.path=i" + kFolderModel + " --set model.classes=3", "vitsim: error: i/train and i/val have different classes (labels are the sorted class folders, so they would not match): only in i/train: c; only in i/val: none"},
+      {"images", "val/ naming a class differently",
+       [](const vt::TempDir& d) {
+         image_folder(d);
+         vt::fs::rename(d / "i/val/b", d / "i/val/B");
+       },
+       T + " --set dataset.name=imagefolder --set dataset.path=i" + kFolderModel, "vitsim: error: i/train and i/val have different classes (labels are the sorted class folders, so they would not match): only in i/train: b; only in i/val: B"},
+      {"images", "a PNG cut short",
+       [](const vt::TempDir& d) {
+         image_folder(d);
+         vt::write_png(d / "i/train/b/cut.png", 64, 64, 90);
+         vt::fs::resize_file(d / "i/train/b/cut.png", 60);
+       },
+       T + " --set dataset.name=imagefolder --set dataset.path=i" + kFolderModel, "vitsim: error: i/train/b/cut.png: corrupt PNG: ", true},
       {"images", "a text file named .jpg",
        [](const vt::TempDir& d) {
          image_folder(d);
@@ -221,10 +298,16 @@ std::vector<BadRun> cases() {
          d.file("ck/checkpoint.pt", "not a checkpoint");
        },
        T + " --set run.checkpoint_dir=ck --resume", "vitsim: error: ck/checkpoint.pt: unreadable checkpoint: ", true},
+      {"run", "fewer samples than one global batch", fm, T + " --set training.micro_batch=32",
+       "vitsim: error: dataset fashion_mnist (d/train-images-idx3-ubyte.gz): 20 training samples are fewer than one global batch of 32 (micro_batch 32 x grad_accum 1 x 1 data-parallel ranks)"},
+      {"run", "fewer samples than one global batch with accumulation", fm, T + " --set training.grad_accum=3",
+       "vitsim: error: dataset fashion_mnist (d/train-images-idx3-ubyte.gz): 20 training samples are fewer than one global batch of 24 (micro_batch 8 x grad_accum 3 x 1 data-parallel ranks)"},
+      {"run", "fewer samples asked than one global batch", fm, T + " --set dataset.train_samples=7",
+       "vitsim: error: dataset.train_samples: 7 training samples are fewer than one global batch of 8 (micro_batch 8 x grad_accum 1 x 1 data-parallel ranks)"},
       {"run", "fp16 on a CPU", fm, T + " --set training.precision=fp16", "vitsim: error: training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)"},
       {"run", "ZeRO stage 1 (simulated, not trained)", fm, T + " --set parallelism.zero=1", "vitsim: error: parallelism.zero 1: the real trainer implements stage 0 (replicated optimizer state, gradient all-reduce) only"},
       {"run", "CUDA asked of a CPU-only LibTorch", fm, T + " --set run.device=cuda", "vitsim: error: run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via Torch_DIR)"},
-      {"run", "a malformed fault injection", fm, T + " --fault kill:soon", "vitsim: error: --fault 'kill:soon': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0"},
+      {"run", "a malformed fault injection", fm, T + " --fault kill:soon", "vitsim: error: --fault 'kill:soon': expected KIND:STEP[:RANK] with KIND kill, hang, exit or nan, STEP >= 1, RANK >= 0"},
   };
 }
 }  // namespace

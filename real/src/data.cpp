@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "vitsim/core/error.hpp"
@@ -38,34 +39,76 @@ std::string gz_reason(const std::string& path, const char* msg) {
   return m;
 }
 
-// Reads a whole file, through zlib so gzip and plain files are both accepted.
-std::vector<uint8_t> read_maybe_gz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> chunk(1 << 20);
-  for (;;) {
-    int got = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
-    if (got < 0) {
-      int code = 0;
-      std::string msg = gz_reason(path, gzerror(f, &code));
-      gzclose(f);
-      throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, msg));
-    }
-    if (got == 0) break;
-    out.insert(out.end(), chunk.begin(), chunk.begin() + got);
-  }
-  // zlib reports a gzip stream cut short only through gzerror after the last read.
-  int code = 0;
-  const char* msg = gzerror(f, &code);
-  if (code != Z_OK && code != Z_STREAM_END) {
-    std::string m = gz_reason(path, msg);
-    gzclose(f);
-    throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path, m));
-  }
-  gzclose(f);
-  return out;
+// A dataset file must be a regular file: a FIFO would block, /dev/zero would never end.
+void need_regular_file(const std::string& path, const char* what = "a dataset file") {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw Error(fmt::format("{}: not a regular file ({} must be one)", path, what));
 }
+
+// Deflate expands at most 1032:1 (zlib's technical notes: a 258-byte match coded in 2 bits), so a
+// gzip file of S bytes cannot hold more than about 1032 x S bytes: a header stating more is corrupt.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
+// Reads a gzipped or plain file through zlib, never more than the caller asks for: the reader of a
+// format with a header (IDX) reads the header, works out how many bytes the header states, and reads
+// exactly that many plus one byte to tell "larger than stated" apart. A gzip bomb (a small file whose
+// data inflates without end) is stopped there instead of running out of memory.
+class BoundedGzip {
+ public:
+  explicit BoundedGzip(std::string path) : path_(std::move(path)) {
+    need_regular_file(path_);
+    std::error_code ec;
+    const auto size = fs::file_size(path_, ec);
+    file_size_ = ec ? 0 : size;
+    f_ = gzopen(path_.c_str(), "rb");
+    if (!f_) throw Error(fmt::format("{}: cannot open: {}", path_, std::strerror(errno)));
+  }
+  ~BoundedGzip() { gzclose(f_); }
+  BoundedGzip(const BoundedGzip&) = delete;
+  BoundedGzip& operator=(const BoundedGzip&) = delete;
+
+  // Appends up to n bytes to out; returns how many came (fewer only at the end of the data).
+  size_t read(std::vector<uint8_t>& out, uint64_t n) {
+    size_t total = 0;
+    while (n > 0) {
+      const unsigned ask = static_cast<unsigned>(std::min<uint64_t>(n, 1u << 20));
+      const size_t at = out.size();
+      out.resize(at + ask);
+      const int got = gzread(f_, out.data() + at, ask);
+      if (got < 0) fail();
+      out.resize(at + static_cast<size_t>(got));
+      total += static_cast<size_t>(got);
+      n -= static_cast<uint64_t>(got);
+      if (got == 0) break;
+    }
+    // zlib reports a gzip stream cut short only through gzerror after the last read.
+    int code = 0;
+    gzerror(f_, &code);
+    if (code != Z_OK && code != Z_STREAM_END) fail();
+    return total;
+  }
+  // Whether the file holds more data than has been read (reads one byte, at most).
+  bool more() {
+    std::vector<uint8_t> one;
+    return read(one, 1) > 0;
+  }
+  bool compressed() const { return gzdirect(f_) == 0; }
+  // The most data this file can hold: its size when plain, 1032 x its size when gzipped.
+  uint64_t capacity() const { return compressed() ? kMaxDeflateRatio * file_size_ + 1024 : file_size_; }
+  uint64_t file_size() const { return file_size_; }
+
+ private:
+  [[noreturn]] void fail() {
+    int code = 0;
+    std::string msg = gz_reason(path_, gzerror(f_, &code));
+    throw Error(fmt::format("{}: corrupt or truncated gzip data: {}", path_, msg));
+  }
+  std::string path_;
+  gzFile f_ = nullptr;
+  uint64_t file_size_ = 0;
+};
 
 uint32_t be32(const uint8_t* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
@@ -110,40 +153,74 @@ void MemorySource::get(size_t index, Image& image, int& label) const {
   label = labels_[index];
 }
 
-// IDX: big-endian magic 0x0000 08 <ndims>, then ndims 32-bit sizes, then the bytes.
+// IDX: big-endian magic 0x0000 08 <ndims>, then ndims 32-bit sizes, then the bytes. Reads the header,
+// then exactly the bytes it states (bounded: a file larger than its header says is an error, and is
+// not decompressed beyond the stated size + 1 byte).
+namespace {
+struct IdxFile {
+  std::vector<uint8_t> bytes;  // header and data
+  std::vector<uint64_t> dims;
+};
+IdxFile read_idx_file(const std::string& path, uint32_t magic, const char* kind) {
+  const size_t ndims = magic & 0xff, header = 4 + 4 * ndims;
+  BoundedGzip in(path);
+  IdxFile f;
+  in.read(f.bytes, 4);
+  if (f.bytes.size() >= 4 && be32(f.bytes.data()) != magic)
+    throw Error(fmt::format("{}: not an IDX {} file: magic 0x{:08x}, expected 0x{:08x} (ubyte, {} dim{})", path, kind,
+                            be32(f.bytes.data()), magic, ndims, ndims == 1 ? "" : "s"));
+  in.read(f.bytes, header - f.bytes.size());
+  if (f.bytes.size() < header)
+    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least {}", path, f.bytes.size(), header));
+  for (size_t d = 0; d < ndims; ++d) f.dims.push_back(be32(f.bytes.data() + 4 + 4 * d));
+  for (size_t d = 1; d < ndims; ++d)
+    if (f.dims[d] == 0 || f.dims[d] > 65536)
+      throw Error(fmt::format("{}: implausible image size {}x{}", path, f.dims[1], f.dims[2]));
+  uint64_t data = 1;  // below 2^32 x 2^16 x 2^16: no overflow
+  for (uint64_t d : f.dims) data *= d;
+  const uint64_t want = header + data;
+  const std::string stated = ndims == 3 ? fmt::format("{} header + {} images of {}x{}", header, f.dims[0], f.dims[1], f.dims[2])
+                                        : fmt::format("{} header + {} labels", header, f.dims[0]);
+  // A header may state anything; the file's own size bounds what it can hold.
+  if (want > in.capacity()) {
+    if (!in.compressed())
+      throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} ({})", path, in.file_size(), want, stated));
+    throw Error(fmt::format("{}: header states {} bytes ({}), more than a {}-byte gzip file can hold (deflate expands at "
+                            "most {}:1): a corrupt header",
+                            path, want, stated, in.file_size(), kMaxDeflateRatio));
+  }
+  in.read(f.bytes, want - f.bytes.size());
+  const bool larger = f.bytes.size() == want && in.more();
+  if (f.bytes.size() != want || larger) {
+    if (!in.compressed())
+      throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} ({})", path, in.file_size(), want, stated));
+    if (larger)
+      throw Error(fmt::format("{}: larger than its header states: more than {} bytes decompressed, expected {} ({}); "
+                              "stopped reading there",
+                              path, want, want, stated));
+    throw Error(fmt::format("{}: truncated: decompresses to {} bytes, expected {} ({})", path, f.bytes.size(), want,
+                            stated));
+  }
+  return f;
+}
+}  // namespace
+
 MemorySource read_idx(const std::string& images_path, const std::string& labels_path, int classes) {
-  auto img = read_maybe_gz(images_path);
-  auto lab = read_maybe_gz(labels_path);
-  if (img.size() >= 4 && be32(img.data()) != 0x00000803)
-    throw Error(fmt::format("{}: not an IDX image file: magic 0x{:08x}, expected 0x00000803 (ubyte, 3 dims)", images_path,
-                            be32(img.data())));
-  if (img.size() < 16)
-    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 16", images_path, img.size()));
-  if (lab.size() >= 4 && be32(lab.data()) != 0x00000801)
-    throw Error(fmt::format("{}: not an IDX label file: magic 0x{:08x}, expected 0x00000801 (ubyte, 1 dim)", labels_path,
-                            be32(lab.data())));
-  if (lab.size() < 8)
-    throw Error(fmt::format("{}: truncated IDX header: {} bytes, expected at least 8", labels_path, lab.size()));
-  const size_t n = be32(img.data() + 4), h = be32(img.data() + 8), w = be32(img.data() + 12);
-  const size_t nl = be32(lab.data() + 4);
+  // The image file is read first (its errors come first), then the labels against its count.
+  IdxFile img = read_idx_file(images_path, 0x00000803, "image");
+  const size_t n = img.dims[0], h = img.dims[1], w = img.dims[2];
+  IdxFile lab = read_idx_file(labels_path, 0x00000801, "label");
+  const size_t nl = lab.dims[0];
   if (n != nl) throw Error(fmt::format("{}: {} labels but {} has {} images", labels_path, nl, images_path, n));
-  if (h == 0 || w == 0 || h > 65536 || w > 65536)
-    throw Error(fmt::format("{}: implausible image size {}x{}", images_path, h, w));
-  const size_t want = 16 + n * h * w;
-  if (img.size() != want)
-    throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} (16 header + {} images of {}x{})",
-                            images_path, img.size(), want, n, h, w));
-  if (lab.size() != 8 + n)
-    throw Error(fmt::format("{}: truncated or oversized: {} bytes, expected {} (8 header + {} labels)", labels_path,
-                            lab.size(), 8 + n, n));
+  const auto& labs = lab.bytes;
   std::vector<int32_t> labels(n);
   for (size_t i = 0; i < n; ++i) {
-    labels[i] = lab[8 + i];
+    labels[i] = labs[8 + i];
     if (labels[i] >= classes)
       throw Error(fmt::format("{}: label {} of sample {} is out of range (expected 0 .. {})", labels_path, labels[i], i,
                               classes - 1));
   }
-  std::vector<uint8_t> pixels(img.begin() + 16, img.end());
+  std::vector<uint8_t> pixels(img.bytes.begin() + 16, img.bytes.end());
   return MemorySource(images_path, 1, static_cast<int>(h), static_cast<int>(w), classes, std::move(pixels),
                       std::move(labels));
 }
@@ -169,6 +246,7 @@ MemorySource read_cifar(const std::vector<std::string>& files, int label_bytes, 
   std::vector<uint8_t> pixels;
   std::vector<int32_t> labels;
   for (const auto& path : files) {
+    need_regular_file(path);
     std::ifstream f(path, std::ios::binary);
     if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
     std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -256,12 +334,22 @@ Image decode_jpeg(const std::string& path, const std::vector<uint8_t>& data, int
     jpeg_destroy_decompress(&cinfo);
     too_large(path, "JPEG", w, h);
   }
-  cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  // libjpeg converts YCbCr and greyscale to RGB or grey but not CMYK/YCCK (print JPEGs, often from
+  // Photoshop): those are decoded as CMYK and converted here, as PIL's Image.convert("RGB") does.
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  const bool inverted = cmyk && cinfo.saw_Adobe_marker;  // Adobe writes CMYK inverted (0 = full ink)
+  cinfo.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  const int decoded = cmyk ? 4 : channels;
   jpeg_start_decompress(&cinfo);
   const int w = static_cast<int>(cinfo.output_width), h = static_cast<int>(cinfo.output_height);
-  hwc.resize(size_t(w) * h * channels);
+  if (cinfo.output_components != decoded) {
+    const int got = cinfo.output_components;
+    jpeg_destroy_decompress(&cinfo);
+    throw Error(fmt::format("{}: unsupported JPEG: {} components decoded, expected {}", path, got, decoded));
+  }
+  hwc.resize(size_t(w) * h * decoded);
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = hwc.data() + size_t(cinfo.output_scanline) * w * channels;
+    JSAMPROW row = hwc.data() + size_t(cinfo.output_scanline) * w * decoded;
     jpeg_read_scanlines(&cinfo, &row, 1);
   }
   // libjpeg only warns on a truncated stream (and pads with grey): treat it as the corrupt file it is.
@@ -269,6 +357,20 @@ Image decode_jpeg(const std::string& path, const std::vector<uint8_t>& data, int
   jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   if (warnings > 0) throw Error(fmt::format("{}: corrupt or truncated JPEG ({} decoder warnings)", path, warnings));
+  if (cmyk) {
+    std::vector<uint8_t> out(size_t(w) * h * channels);
+    for (size_t i = 0; i < size_t(w) * h; ++i) {
+      int ink[4];
+      for (int k = 0; k < 4; ++k) ink[k] = inverted ? 255 - hwc[4 * i + k] : hwc[4 * i + k];
+      int rgb[3];
+      for (int k = 0; k < 3; ++k) rgb[k] = (255 - ink[k]) * (255 - ink[3]) / 255;
+      if (channels == 3)
+        for (int k = 0; k < 3; ++k) out[3 * i + k] = static_cast<uint8_t>(rgb[k]);
+      else  // ITU-R 601 luma, as libjpeg's RGB to greyscale
+        out[i] = static_cast<uint8_t>((299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2] + 500) / 1000);
+    }
+    hwc = std::move(out);
+  }
   return interleaved_to_chw(hwc, h, w, channels);
 }
 
@@ -283,6 +385,10 @@ Image decode_png(const std::string& path, const std::vector<uint8_t>& data, int 
     png_image_free(&png);
     too_large(path, "PNG", w, h);
   }
+  // libpng's simplified API takes 16-bit samples without a gAMA or sRGB chunk as linear light and would
+  // gamma-encode them (half scale 0x8080 became 186, not 128); PIL and torchvision keep the stored values
+  // (the high byte): take them as sRGB, as they are.
+  png.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
   png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   std::vector<uint8_t> hwc(PNG_IMAGE_SIZE(png));
   if (!png_image_finish_read(&png, nullptr, hwc.data(), 0, nullptr)) {
@@ -296,6 +402,7 @@ Image decode_png(const std::string& path, const std::vector<uint8_t>& data, int 
 
 Image decode_image_file(const std::string& path, int channels) {
   if (channels != 1 && channels != 3) throw Error(fmt::format("{}: can decode to 1 or 3 channels, not {}", path, channels));
+  need_regular_file(path, "an image file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -328,6 +435,7 @@ class FolderSource : public Source {
       for (auto& p : imgs) files_.push_back({std::move(p), static_cast<int>(c)});
     }
     classes_ = static_cast<int>(dirs.size());
+    for (const auto& d : dirs) class_names_.push_back(d.filename().string());
     if (files_.empty())
       throw Error(fmt::format("{}: no .jpg/.jpeg/.png files in class subfolders (ImageFolder layout: root/<class>/<image>)", root));
   }
@@ -339,10 +447,12 @@ class FolderSource : public Source {
     label = files_[index].second;
   }
   std::string describe() const override { return root_; }
+  std::vector<std::string> class_names() const override { return class_names_; }
 
  private:
   std::string root_;
   int channels_, classes_ = 0;
+  std::vector<std::string> class_names_;
   std::vector<std::pair<std::string, int>> files_;
 };
 
@@ -486,7 +596,8 @@ void Transform::apply(const Image& in, int epoch, size_t sample_index, float* ou
   }
 }
 
-std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, int epoch, bool shuffle, bool drop_tail) {
+namespace {
+std::vector<size_t> epoch_order(size_t n, uint64_t seed, int epoch, bool shuffle) {
   std::vector<size_t> perm(n);
   for (size_t i = 0; i < n; ++i) perm[i] = i;
   if (shuffle) {
@@ -497,11 +608,46 @@ std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, 
       std::swap(perm[i - 1], perm[s % i]);
     }
   }
+  return perm;
+}
+}  // namespace
+
+std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, int epoch, bool shuffle, bool drop_tail) {
+  const std::vector<size_t> perm = epoch_order(n, seed, epoch, shuffle);
   const size_t per_rank = drop_tail ? n / world : (n + world - 1 - rank) / world;
   std::vector<size_t> out;
   out.reserve(per_rank);
   for (size_t k = 0; k < per_rank; ++k) out.push_back(perm[rank + k * world]);
   return out;
+}
+
+std::vector<size_t> padded_shard(size_t n, int rank, int world, uint64_t seed, int epoch) {
+  if (n == 0) return {};
+  const std::vector<size_t> perm = epoch_order(n, seed, epoch, true);
+  const size_t per_rank = (n + world - 1) / world;
+  std::vector<size_t> out;
+  out.reserve(per_rank);
+  // DistributedSampler: indices += indices[:padding]; rank r takes indices[r::world].
+  for (size_t k = 0; k < per_rank; ++k) out.push_back(perm[(rank + k * world) % n]);
+  return out;
+}
+
+void check_same_classes(const Source& train, const Source& test) {
+  const auto a = train.class_names(), b = test.class_names();
+  if (a == b) return;
+  std::vector<std::string> only_train, only_test;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only_train));
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(only_test));
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 8; ++i) out += (i ? ", " : "") + v[i];
+    if (v.size() > 8) out += fmt::format(" and {} more", v.size() - 8);
+    return v.empty() ? std::string("none") : out;
+  };
+  throw Error(fmt::format("{} and {} have different classes (labels are the sorted class folders, so they would not "
+                          "match): only in {}: {}; only in {}: {}",
+                          train.describe(), test.describe(), train.describe(), list(only_train), test.describe(),
+                          list(only_test)));
 }
 
 Loader::Loader(const Source& source, Transform transform, std::vector<size_t> indices, int batch_size, int epoch,

@@ -1,17 +1,22 @@
 // Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters, malloc settings.
 #include <fmt/format.h>
 #include <malloc.h>
+#include <zlib.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/real/checkpoint_file.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::real {
@@ -43,13 +48,14 @@ ThreadPlan plan_threads(int requested, int local_size) {
 FaultInjection parse_fault(const std::string& text) {
   FaultInjection f;
   auto fail = [&]() -> FaultInjection {
-    throw Error(fmt::format("--fault '{}': expected KIND:STEP[:RANK] with KIND kill, hang or exit, STEP >= 1, RANK >= 0",
+    throw Error(fmt::format("--fault '{}': expected KIND:STEP[:RANK] with KIND kill, hang, exit or nan, STEP >= 1, "
+                            "RANK >= 0",
                             text));
   };
   auto c1 = text.find(':');
   if (c1 == std::string::npos) return fail();
   f.kind = text.substr(0, c1);
-  if (f.kind != "kill" && f.kind != "hang" && f.kind != "exit") return fail();
+  if (f.kind != "kill" && f.kind != "hang" && f.kind != "exit" && f.kind != "nan") return fail();
   auto c2 = text.find(':', c1 + 1);
   try {
     size_t used = 0;
@@ -95,6 +101,123 @@ std::vector<float> read_saved_params(const std::string& path) {
   std::vector<float> out(bytes.size() / sizeof(float));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
+}
+
+// libgomp reads OMP_WAIT_POLICY once, in its constructor, as the program is loaded: setting it later in
+// the process changes nothing, so the process starts itself again with it set (execv keeps the pid, the
+// environment and the open files; nothing has run yet but argument parsing, MPI is not initialised).
+bool ensure_passive_openmp() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return false;  // the user's choice (or this is the re-exec)
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return false;
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = all.find('\0', at);
+    args.push_back(all.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  if (args.empty()) return false;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv("/proc/self/exe", argv.data());
+  return false;  // exec failed: carry on with the default policy (the variable is set, for child processes)
+}
+
+// ---- the checkpoint envelope (checkpoint_file.hpp) ----
+
+namespace {
+constexpr char kHeadMagic[8] = {'V', 'I', 'T', 'S', 'I', 'M', 'C', 'K'};
+constexpr char kTailMagic[4] = {'V', 'C', 'K', 'E'};
+constexpr uint32_t kEnvelopeVersion = 1;
+constexpr size_t kHead = 12, kTail = 16;
+
+void put_le(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t get_le(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+}  // namespace
+
+uint32_t crc32_of(const void* data, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (size > 0) {  // zlib's length is a uInt: feed it in chunks
+    const uInt n = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    size -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+void write_checkpoint_envelope(const ChunkSink& sink, const std::function<void(const ChunkSink&)>& archive) {
+  std::string head(kHeadMagic, sizeof kHeadMagic);
+  put_le(head, kEnvelopeVersion, 4);
+  sink(head.data(), head.size());
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t length = 0;
+  archive([&](const void* data, size_t size) {
+    const auto* p = static_cast<const Bytef*>(data);
+    for (size_t done = 0; done < size;) {
+      const uInt n = static_cast<uInt>(std::min<size_t>(size - done, 1u << 30));
+      crc = crc32(crc, p + done, n);
+      done += n;
+    }
+    length += size;
+    sink(data, size);
+  });
+  std::string tail;
+  put_le(tail, length, 8);
+  put_le(tail, static_cast<uint32_t>(crc), 4);
+  tail.append(kTailMagic, sizeof kTailMagic);
+  sink(tail.data(), tail.size());
+}
+
+CheckpointBytes read_checkpoint_envelope(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: not a regular file (a checkpoint must be one)", path));
+  CheckpointBytes c;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    c.file.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (f.bad()) throw Error(fmt::format("{}: read error", path));
+  }
+  const auto& b = c.file;
+  if (b.size() >= 4 && std::memcmp(b.data(), "PK\x03\x04", 4) == 0) {
+    c.legacy = true;
+    c.size = b.size();
+    return c;
+  }
+  if (b.size() < kHead + kTail || std::memcmp(b.data(), kHeadMagic, sizeof kHeadMagic) != 0)
+    throw Error(fmt::format("{}: unreadable checkpoint: not a vitsim checkpoint ({} bytes, no VITSIMCK header)", path,
+                            b.size()));
+  const uint64_t version = get_le(b.data() + 8, 4);
+  if (version != kEnvelopeVersion)
+    throw Error(fmt::format("{}: unreadable checkpoint: envelope version {} (this vitsim reads {}); damaged header?", path,
+                            version, kEnvelopeVersion));
+  c.offset = kHead;
+  c.size = b.size() - kHead - kTail;
+  const char* tail = b.data() + b.size() - kTail;
+  const uint64_t length = get_le(tail, 8);
+  const uint32_t written = static_cast<uint32_t>(get_le(tail + 8, 4));
+  if (std::memcmp(tail + 12, kTailMagic, sizeof kTailMagic) != 0)
+    c.damage = "the trailer's end mark is damaged (or the file was cut short)";
+  else if (length != c.size)
+    c.damage = fmt::format("the trailer records a {}-byte archive, the file holds {} bytes (cut short, extended or "
+                           "damaged trailer)",
+                           length, c.size);
+  else if (const uint32_t crc = crc32_of(b.data() + c.offset, c.size); crc != written)
+    c.damage = fmt::format("CRC32 {:08x} of the archive, {:08x} written", crc, written);
+  return c;
 }
 
 }  // namespace vitsim::real

@@ -60,6 +60,12 @@ void FlatOptimizer::save(torch::serialize::OutputArchive& archive) const {
   if (v_.defined()) archive.write("optimizer_v", v_, /*is_buffer=*/true);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> FlatOptimizer::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out{{"optimizer_m", m_}};
+  if (v_.defined()) out.push_back({"optimizer_v", v_});
+  return out;
+}
+
 void FlatOptimizer::load(torch::serialize::InputArchive& archive) {
   c10::IValue kind, step;
   if (!archive.try_read("optimizer_kind", kind) || !kind.isString() || !archive.try_read("optimizer_step", step) ||

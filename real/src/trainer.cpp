@@ -11,6 +11,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -18,6 +19,9 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -25,6 +29,8 @@
 #include <fmt/format.h>
 
 #include "vitsim/real/autocast.hpp"
+#include "vitsim/real/checkpoint_file.hpp"
+#include "vitsim/core/epoch.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
@@ -44,6 +50,12 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// An error every rank raises at the same step with the same message (training diverged: the decision
+// rests on the all-reduced gradient and loss): the ranks end together, without MPI_Abort.
+struct Diverged : Error {
+  using Error::Error;
+};
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -278,6 +290,44 @@ std::string fingerprint(const Scenario& s, int world) {
 
 std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
 
+// Every tensor a checkpoint holds, by name: the per-tensor CRC32s are computed over these at save and
+// recomputed over what was loaded at resume.
+std::vector<std::pair<std::string, torch::Tensor>> checkpoint_tensors(torch::nn::Module& model, const FlatOptimizer& opt) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& p : model.named_parameters(true)) out.push_back({"model/" + p.key(), p.value()});
+  for (const auto& b : model.named_buffers(true)) out.push_back({"model/" + b.key(), b.value()});
+  for (auto& t : opt.state()) out.push_back({"optimizer/" + t.first, t.second});
+  return out;
+}
+
+uint32_t tensor_crc(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kCPU).contiguous();
+  return crc32_of(c.data_ptr(), c.numel() * c.element_size());
+}
+
+// "name crc32\n" per tensor, the archive's "checksums" entry.
+std::string tensor_checksums(const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  std::string out;
+  for (const auto& [name, t] : tensors) out += fmt::format("{} {:08x}\n", name, tensor_crc(t));
+  return out;
+}
+
+// The first tensor whose CRC32 differs from the one written, as "tensor NAME (CRC32 X, Y written)"; ""
+// when all match. A name missing from `written` (or a damaged list) counts as a difference.
+std::string damaged_tensor(const std::vector<std::pair<std::string, torch::Tensor>>& tensors, const std::string& written) {
+  std::map<std::string, std::string> recorded;
+  std::istringstream in(written);
+  std::string name, crc;
+  while (in >> name >> crc) recorded[name] = crc;
+  for (const auto& [n, t] : tensors) {
+    const std::string now = fmt::format("{:08x}", tensor_crc(t));
+    auto it = recorded.find(n);
+    if (it == recorded.end()) return fmt::format("tensor {} (no checksum recorded for it)", n);
+    if (it->second != now) return fmt::format("tensor {} (CRC32 {}, {} written)", n, now, it->second);
+  }
+  return "";
+}
+
 // previous_step: the global step of the checkpoint already in place (-1: none), for the error message.
 void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, const FlatOptimizer& opt,
                      const Position& pos, long long previous_step) {
@@ -293,22 +343,30 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, con
   archive.write("global_step", c10::IValue(static_cast<int64_t>(pos.global_step)));
   archive.write("loss_scale", c10::IValue(pos.loss_scale));
   archive.write("loss_scale_good_steps", c10::IValue(static_cast<int64_t>(pos.good_steps)));
-  archive.write("accuracy", torch::tensor(pos.accuracy.empty() ? std::vector<double>{-1.0} : pos.accuracy,
-                                          torch::kFloat64),
-                /*is_buffer=*/true);
+  auto tensors = checkpoint_tensors(model, opt);
+  torch::Tensor accuracy =
+      torch::tensor(pos.accuracy.empty() ? std::vector<double>{-1.0} : pos.accuracy, torch::kFloat64);
+  archive.write("accuracy", accuracy, /*is_buffer=*/true);
+  tensors.push_back({"accuracy", accuracy});
   {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    archive.write("cpu_rng", gen.get_state(), /*is_buffer=*/true);
+    torch::Tensor rng = gen.get_state();
+    archive.write("cpu_rng", rng, /*is_buffer=*/true);
+    tensors.push_back({"cpu_rng", rng});
   }
+  archive.write("checksums", c10::IValue(tensor_checksums(tensors)));
   const std::string path = checkpoint_path(s);
   // Streamed through core's atomic writer, not torch's own file writer: on a full disk that one throws
-  // from a destructor (std::terminate) and leaves its partial file behind.
+  // from a destructor (std::terminate) and leaves its partial file behind. The envelope adds the
+  // archive's length and CRC32 (real/include/vitsim/real/checkpoint_file.hpp).
   try {
     write_file_atomic(path, [&](const ChunkSink& sink) {
-      archive.save_to([&](const void* data, size_t size) -> size_t {
-        sink(data, size);
-        return size;
+      write_checkpoint_envelope(sink, [&](const ChunkSink& inner) {
+        archive.save_to([&](const void* data, size_t size) -> size_t {
+          inner(data, size);
+          return size;
+        });
       });
     });
   } catch (const Error& e) {
@@ -319,52 +377,103 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, con
   }
 }
 
-Position load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, FlatOptimizer& opt,
-                         const torch::Device& device) {
+struct Loaded {
+  Position pos;
+  bool legacy = false;  // an older vitsim's checkpoint, without checksums
+};
+
+Loaded load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, FlatOptimizer& opt,
+                       const torch::Device& device) {
   const std::string path = checkpoint_path(s);
   if (!fs::exists(path))
     throw Error(fmt::format("--resume: no checkpoint at {} (run.checkpoint_dir)", path));
+  const CheckpointBytes bytes = read_checkpoint_envelope(path);
+  const std::string unusable = "the checkpoint cannot be used: restore a copy or start again without --resume";
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path, device);  // rank 0 wrote it from its GPU: every rank maps it to its own
+    // rank 0 wrote it from its GPU: every rank maps it to its own
+    archive.load_from(bytes.file.data() + bytes.offset, bytes.size, device);
+  } catch (const c10::Error& e) {
+    if (!bytes.damage.empty())
+      throw Error(fmt::format("{}: checksum mismatch ({}); the archive inside no longer opens: {}", path, bytes.damage,
+                              unusable));
+    throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
+  }
+  if (!bytes.damage.empty()) {
+    // Which part is damaged: load what still loads and compare each tensor with its own checksum.
+    std::string where;
+    try {
+      torch::serialize::InputArchive model_archive, opt_archive;
+      archive.read("model", model_archive);
+      archive.read("optimizer", opt_archive);
+      model.load(model_archive);
+      opt.load(opt_archive);
+      auto tensors = checkpoint_tensors(model, opt);
+      torch::Tensor acc, rng;
+      archive.read("accuracy", acc, /*is_buffer=*/true);
+      archive.read("cpu_rng", rng, /*is_buffer=*/true);
+      tensors.push_back({"accuracy", acc});
+      tensors.push_back({"cpu_rng", rng});
+      c10::IValue sums;
+      archive.read("checksums", sums);
+      where = damaged_tensor(tensors, sums.toStringRef());
+      if (where.empty()) where = "no tensor: the damage is in the archive's names, scalars or layout";
+    } catch (const std::exception&) {
+      where = "the archive's structure (it no longer loads whole)";
+    }
+    throw Error(fmt::format("{}: checksum mismatch ({}); damaged: {}; {}", path, bytes.damage, where, unusable));
+  }
+  Loaded out;
+  out.legacy = bytes.legacy;
+  try {
+    c10::IValue v;
+    archive.read("fingerprint", v);
+    if (v.toStringRef() != fingerprint(s, world))
+      throw Error(fmt::format("{}: checkpoint is of another run:\n  checkpoint: {}\n  this run:   {}", path,
+                              v.toStringRef(), fingerprint(s, world)));
+    torch::serialize::InputArchive model_archive, opt_archive;
+    archive.read("model", model_archive);
+    archive.read("optimizer", opt_archive);
+    model.load(model_archive);  // rebinds the parameters' storage: the caller binds them to the flat buffer again
+    try {
+      opt.load(opt_archive);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", path, e.what()));
+    }
+    Position& pos = out.pos;
+    archive.read("epoch", v);
+    pos.epoch = static_cast<int>(v.toInt());
+    archive.read("step_in_epoch", v);
+    pos.step_in_epoch = v.toInt();
+    archive.read("global_step", v);
+    pos.global_step = v.toInt();
+    archive.read("loss_scale", v);
+    pos.loss_scale = v.toDouble();
+    archive.read("loss_scale_good_steps", v);
+    pos.good_steps = v.toInt();
+    torch::Tensor acc, rng;
+    archive.read("accuracy", acc, /*is_buffer=*/true);
+    archive.read("cpu_rng", rng, /*is_buffer=*/true);
+    if (!bytes.legacy) {
+      // The file's CRC matched; each tensor is checked against its own checksum too, after loading.
+      auto tensors = checkpoint_tensors(model, opt);
+      tensors.push_back({"accuracy", acc});
+      tensors.push_back({"cpu_rng", rng});
+      archive.read("checksums", v);
+      const std::string where = damaged_tensor(tensors, v.toStringRef());
+      if (!where.empty())
+        throw Error(fmt::format("{}: checksum mismatch: damaged: {}; {}", path, where, unusable));
+    }
+    acc = acc.to(torch::kCPU);
+    for (int64_t i = 0; i < acc.numel(); ++i)
+      if (acc[i].item<double>() >= 0) pos.accuracy.push_back(acc[i].item<double>());
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng.to(torch::kCPU));
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
   }
-  c10::IValue v;
-  archive.read("fingerprint", v);
-  if (v.toStringRef() != fingerprint(s, world))
-    throw Error(fmt::format("{}: checkpoint is of another run:\n  checkpoint: {}\n  this run:   {}", path, v.toStringRef(),
-                            fingerprint(s, world)));
-  torch::serialize::InputArchive model_archive, opt_archive;
-  archive.read("model", model_archive);
-  archive.read("optimizer", opt_archive);
-  model.load(model_archive);  // rebinds the parameters' storage: the caller binds them to the flat buffer again
-  try {
-    opt.load(opt_archive);
-  } catch (const Error& e) {
-    throw Error(fmt::format("{}: {}", path, e.what()));
-  }
-  Position pos;
-  archive.read("epoch", v);
-  pos.epoch = static_cast<int>(v.toInt());
-  archive.read("step_in_epoch", v);
-  pos.step_in_epoch = v.toInt();
-  archive.read("global_step", v);
-  pos.global_step = v.toInt();
-  archive.read("loss_scale", v);
-  pos.loss_scale = v.toDouble();
-  archive.read("loss_scale_good_steps", v);
-  pos.good_steps = v.toInt();
-  torch::Tensor acc, rng;
-  archive.read("accuracy", acc, /*is_buffer=*/true);
-  acc = acc.to(torch::kCPU);
-  for (int64_t i = 0; i < acc.numel(); ++i)
-    if (acc[i].item<double>() >= 0) pos.accuracy.push_back(acc[i].item<double>());
-  archive.read("cpu_rng", rng, /*is_buffer=*/true);
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(rng.to(torch::kCPU));
-  return pos;
+  return out;
 }
 
 [[noreturn]] void inject(const FaultInjection& f, const World& world) {
@@ -525,17 +634,20 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   DatasetSplit test_set = open_dataset(s.dataset, s.model, "test");
   std::vector<std::string> notes;
   if (!thread_plan.warning.empty()) notes.push_back(fmt::format("rank {}: {}", rank, thread_plan.warning));
+  check_same_classes(*train_set.source, *test_set.source);
   size_t n_train = std::min<size_t>(train_set.source->size(),
                                     static_cast<size_t>(s.dataset.effective_train_samples(nranks)));
-  if (static_cast<long long>(train_set.source->size()) < s.dataset.effective_train_samples(nranks))
+  const bool short_set = static_cast<long long>(train_set.source->size()) < s.dataset.effective_train_samples(nranks);
+  if (short_set)
     notes.push_back(fmt::format("dataset has {} training samples, fewer than the {} the scenario asks for",
                                 train_set.source->size(), s.dataset.effective_train_samples(nranks)));
   const int micro = s.training.micro_batch, accum = s.training.grad_accum;
-  const long long per_rank = static_cast<long long>(n_train / nranks);
-  const long long full_steps = per_rank / (1LL * micro * accum);
-  if (full_steps < 1)
-    throw Error(fmt::format("{} training samples over {} ranks give no full step of micro_batch {} x grad_accum {}",
-                            n_train, nranks, micro, accum));
+  // The simulator's rule (core/epoch.hpp): padded shards, the last partial micro-batch and step kept.
+  const EpochShape epoch_plan =
+      epoch_shape(static_cast<long long>(n_train), nranks, micro, accum,
+                  short_set ? fmt::format("dataset {} ({})", s.dataset.name, train_set.source->describe())
+                            : std::string("dataset.train_samples"));
+  const long long full_steps = epoch_plan.steps;
   const long long run_steps = s.run.max_steps > 0 ? std::min(s.run.max_steps, full_steps) : full_steps;
   if (nranks != s.ranks())
     notes.push_back(fmt::format("measured with {} ranks; the scenario's cluster has {} nodes x {} GPUs", nranks,
@@ -546,8 +658,15 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
 
   Position pos;
   if (opt.resume) {
-    pos = load_checkpoint(s, nranks, *model, *optimizer, device);
+    Loaded loaded = load_checkpoint(s, nranks, *model, *optimizer, device);
+    pos = loaded.pos;
     bind_flat_parameters(params, param_offset, flat_param);
+    if (loaded.legacy) {
+      const std::string warning = fmt::format(
+          "{} was written by an older vitsim without checksums: resumed from it unverified", checkpoint_path(s));
+      if (rank == 0) fmt::print(stderr, "vitsim: warning: {}\n", warning);
+      notes.push_back(warning);
+    }
     scaler.scale = pos.loss_scale;
     scaler.good_steps = pos.good_steps;
   }
@@ -574,6 +693,10 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     if (nranks == 1) return;
     auto mine = checksum(params);
     auto all = world.allgather(mine, "replica checksum");
+    for (int r = 0; r < nranks; ++r)
+      if (!std::isfinite(all[2 * r]) || !std::isfinite(all[2 * r + 1]))
+        throw Error(fmt::format("training diverged ({} global step {}): rank {}'s parameters are not finite", when,
+                                pos.global_step, r));
     for (int r = 1; r < nranks; ++r)
       if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
         throw Error(fmt::format("replicas diverged ({} global step {}): rank {} parameter checksums {:.17g} / {:.17g} "
@@ -610,14 +733,17 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     const auto epoch_start = Clock::now();
     const long long first_step = pos.step_in_epoch;
     if (pos.step_in_epoch < run_steps) {
-      auto idx = shard_indices(n_train, rank, nranks, s.training.seed, pos.epoch, true, true);
-      idx.resize(static_cast<size_t>(run_steps * micro * accum));
+      auto idx = padded_shard(n_train, rank, nranks, s.training.seed, pos.epoch);
+      idx.resize(std::min<size_t>(idx.size(), static_cast<size_t>(run_steps * micro * accum)));
       Loader loader(*train_set.source, train_tf, std::move(idx), micro, pos.epoch, pos.step_in_epoch * accum,
                     s.loader.workers, s.loader.prefetch);
       for (; pos.step_in_epoch < run_steps; ++pos.step_in_epoch) {
         StepTimes st;
         const auto step_start = Clock::now();
-        for (int m = 0; m < accum; ++m) {
+        // The epoch's last step takes the micro-batches that are left (core/epoch.hpp).
+        const int step_micro = static_cast<int>(std::min<long long>(accum, loader.batches() - pos.step_in_epoch * accum));
+        torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+        for (int m = 0; m < step_micro; ++m) {
           auto a = Clock::now();
           auto batch = loader.next();
           if (!batch) throw Error("internal: the loader ran out of batches");
@@ -639,13 +765,16 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           torch::Tensor loss;
           {
             Autocast ac(device.is_cuda(), precision);
-            loss = torch::cross_entropy_loss(model->forward(x), y) / accum;
+            loss = torch::cross_entropy_loss(model->forward(x), y) / step_micro;
           }
+          if (opt.fault.kind == "nan" && pos.global_step + 1 == opt.fault.step && (opt.fault.rank < 0 || opt.fault.rank == rank))
+            loss = loss * std::numeric_limits<float>::quiet_NaN();
+          step_loss += loss.detach().to(torch::kFloat64);
           if (scaling) loss = loss * scaler.scale;
           auto d = phase_end(device);
           st.b.compute_fwd += seconds(c, d);
           record("forward", c, d);
-          const bool reduce = sync && m == accum - 1;
+          const bool reduce = sync && m == step_micro - 1;
           if (sync) sync->begin_backward(reduce);
           loss.backward();
           auto e = phase_end(device);
@@ -662,8 +791,25 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
         auto a = Clock::now();
         const double unscale = nranks * (scaling ? scaler.scale : 1.0);
         if (unscale != 1.0) flat_grad.div_(unscale);
-        // Every rank holds the same reduced gradient, so every rank takes the same decision.
-        if (scaling && !flat_grad.isfinite().all().item<bool>()) {
+        // Every rank holds the same reduced gradient, so every rank takes the same decision. A loss or a
+        // gradient that is not finite (fp32, bf16; under fp16 a non-finite gradient is an overflow the
+        // loss scaler skips) ends the run on every rank at once, with the same message.
+        const bool grad_finite = flat_grad.isfinite().all().item<bool>();
+        double mean_loss = step_loss.item<double>();
+        if (nranks > 1) mean_loss = world.allreduce_sum(mean_loss, "loss check") / nranks;
+        if (!std::isfinite(mean_loss) || (!grad_finite && !scaling))
+          throw Diverged(fmt::format(
+              "training diverged at global step {} (epoch {}, step {} of {}): {}; the parameters are not updated "
+              "with it{}; lower training.lr (now {:g}) or check the data",
+              pos.global_step + 1, pos.epoch + 1, pos.step_in_epoch + 1, run_steps,
+              !std::isfinite(mean_loss)
+                  ? fmt::format("the loss is {}{}", mean_loss, nranks > 1 ? " (mean over the ranks)" : "")
+                  : fmt::format("the loss is finite ({:.4g}) but the {}gradient holds {} non-finite values", mean_loss,
+                                nranks > 1 ? "all-reduced " : "", (~flat_grad.isfinite()).sum().item<int64_t>()),
+              checkpointed >= 0 ? fmt::format(", and the last checkpoint (global step {}) is intact", checkpointed)
+                                : std::string(),
+              s.training.lr));
+        if (scaling && !grad_finite) {
           scaler.scale /= 2;
           scaler.good_steps = 0;
           ++scaler.skipped;
@@ -686,7 +832,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           checkpoint();
           pos = at;
         }
-        if (!opt.fault.kind.empty() && pos.global_step == opt.fault.step && (opt.fault.rank < 0 || opt.fault.rank == rank))
+        if (!opt.fault.kind.empty() && opt.fault.kind != "nan" && pos.global_step == opt.fault.step && (opt.fault.rank < 0 || opt.fault.rank == rank))
           inject(opt.fault, world);
       }
     }
@@ -785,7 +931,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   }
   p.step_time_s = {all[slowest * K], all[slowest * K + 1], all[slowest * K + 2]};
   p.extrapolated = run_steps < full_steps || epoch_times.empty();
-  p.epoch_time_s = p.extrapolated ? p.step_time_s.mean * full_steps : epoch_max;
+  p.epoch_time_s = p.extrapolated ? p.step_time_s.mean * epoch_plan.exact_steps() : epoch_max;
   p.throughput_img_s = p.step_time_s.mean > 0 ? p.global_batch / p.step_time_s.mean : 0;
   p.memory_per_gpu_bytes = rss_max;
   p.fits_in_memory = true;
@@ -803,7 +949,9 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
                       ? "memory_per_gpu_bytes: peak reserved by the CUDA caching allocator, largest rank"
                       : "memory_per_gpu_bytes: peak resident set size of the largest rank process (CPU device)");
   if (p.extrapolated)
-    notes.push_back(fmt::format("epoch_time_s extrapolated: mean step time x {} steps per epoch", full_steps));
+    notes.push_back(fmt::format("epoch_time_s extrapolated: mean step time x {:g} steps per epoch ({} micro-batches "
+                                "/ grad_accum {})",
+                                epoch_plan.exact_steps(), epoch_plan.micro_batches, accum));
   if (nranks > 1) notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks));
   if (precision != Precision::FP32)
     notes.push_back(fmt::format("{} autocast; parameters, gradients and optimizer state fp32", precision_name(precision)));
@@ -877,15 +1025,28 @@ static Report train_all(World& world, const std::vector<Scenario>& points, const
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
   if (points.empty()) throw Error("no scenario point to train");
   keep_freed_memory();  // before any tensor: freed activations stay in the process (real/src/io.cpp)
-  World world(points.front().run.timeout_s);
-  try {
-    return train_all(world, points, scenario_name, opt);
-  } catch (const std::exception& e) {
-    // A rank that fails (bad input, a file missing on its node, diverged replicas) ends the whole job at
-    // once with its message, instead of leaving the others in a collective until the timeout.
-    if (world.size() > 1) world.abort(e.what(), 1);
-    throw;
+  bool quiet_exit = false;
+  {
+    World world(points.front().run.timeout_s);
+    try {
+      return train_all(world, points, scenario_name, opt);
+    } catch (const Diverged&) {
+      // Every rank stopped at the same step with the same message: rank 0 reports it, the others end
+      // quietly with the same status once MPI is finalised (World's destructor).
+      if (world.rank() == 0) throw;
+      quiet_exit = true;
+    } catch (const std::exception& e) {
+      // A rank that fails (bad input, a file missing on its node, diverged replicas) ends the whole job at
+      // once with its message, instead of leaving the others in a collective until the timeout.
+      if (world.size() > 1) world.abort(e.what(), 1);
+      throw;
+    }
   }
+  if (quiet_exit) {
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  throw Error("internal: training ended without a report");
 }
 
 }  // namespace vitsim::real

@@ -37,7 +37,15 @@ class Source {
   virtual int channels() const = 0;
   virtual void get(size_t index, Image& image, int& label) const = 0;
   virtual std::string describe() const = 0;
+  // The classes by name, in label order, where the set names them (ImageFolder: its sorted sub-folders);
+  // empty where labels are only numbers.
+  virtual std::vector<std::string> class_names() const { return {}; }
 };
+
+// A training and a test split must label the same classes the same way: ImageFolder's labels are the
+// positions of the sorted class folders, so a class missing from one split shifts every label after it.
+// Throws Error listing the classes found in only one of them.
+void check_same_classes(const Source& train, const Source& test);
 
 // An in-memory set: IDX, CIFAR and tests. All images share one shape.
 class MemorySource : public Source {
@@ -104,6 +112,10 @@ struct Transform {
 // floor(n / world) samples (the same number of steps everywhere); evaluation keeps every sample.
 std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, int epoch, bool shuffle,
                                   bool drop_tail);
+// The training sampler: torch.utils.data.DistributedSampler(shuffle=True, drop_last=False). The epoch's
+// permutation is padded with its first samples to a multiple of the ranks, so every rank gets
+// ceil(n / world) samples (core/epoch.hpp: the steps of an epoch, the same rule as the simulator).
+std::vector<size_t> padded_shard(size_t n, int rank, int world, uint64_t seed, int epoch);
 
 struct Batch {
   long long number = 0;  // position of the batch in the epoch

@@ -43,6 +43,8 @@ class FlatOptimizer {
   // optimizer or size.
   void save(torch::serialize::OutputArchive& archive) const;
   void load(torch::serialize::InputArchive& archive);
+  // The state tensors by their archive names (the checkpoint's per-tensor checksums cover them).
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
 
  private:
   OptimizerConfig cfg_;

@@ -10,9 +10,10 @@ namespace vitsim::real {
 
 // A deliberate failure, for the tests of the fault paths: after optimizer step `step` (counted over
 // the whole run, after that step's checkpoint), rank `rank` (-1: every rank) is killed (SIGKILL),
-// hangs (sleeps forever) or exits with status 17.
+// hangs (sleeps forever) or exits with status 17; "nan" instead makes rank `rank`'s loss NaN in step
+// `step` (before its backward), as a diverging run would.
 struct FaultInjection {
-  std::string kind;  // "", "kill", "hang", "exit"
+  std::string kind;  // "", "kill", "hang", "exit", "nan"
   long long step = 0;
   int rank = -1;
 };
@@ -51,6 +52,16 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
 // activations afresh and faults every page in again. Called once at the start of `vitsim train` (train
 // below) and `vitsim calibrate`, before any tensor exists. Returns false if glibc refused a setting.
 bool keep_freed_memory();
+
+// On two cores LibTorch's OpenMP pool (libgomp) and OpenBLAS's own pthread pool take turns: libgomp's
+// default lets its idle threads spin (GOMP_SPINCOUNT) while OpenBLAS's threads wait for the cores, and
+// a training step took 0.99 s instead of 0.42 s (BENCHMARKS.md). OMP_WAIT_POLICY=PASSIVE makes them
+// sleep. libgomp reads the variable only as the program loads, so when it is unset this sets it and
+// re-executes the process (/proc/self/exe with the same arguments); it does not return then. A value
+// the user set is kept (OMP_WAIT_POLICY=ACTIVE measures the old behaviour). Called first thing by
+// `vitsim train` and `vitsim calibrate`, before MPI or any thread starts. Returns false when it did
+// nothing (already set, or the exec failed).
+bool ensure_passive_openmp();
 
 // Reads a file written through TrainOptions::save_params.
 std::vector<float> read_saved_params(const std::string& path);
