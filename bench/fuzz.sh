@@ -2,7 +2,8 @@
 # Builds the libFuzzer harnesses (fuzz/) with clang and runs each for a fixed time on a seed corpus made
 # from the shipped files. Prints, per harness: executions, executions/s, corpus size, findings.
 # Usage: bench/fuzz.sh [seconds per harness, default 600] [harness names..., default all]
-# Harnesses: scenario platform calibration deepspeed units report (core readers), idx cifar image (dataset
+# Harnesses: scenario platform calibration deepspeed units report (core readers), report_roundtrip plan (the
+# report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
 # readers of real/src/data.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
 set -euo pipefail
@@ -10,7 +11,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-600}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(scenario platform calibration deepspeed units report idx cifar image)
+[ ${#names[@]} -gt 0 ] || names=(scenario platform calibration deepspeed units report report_roundtrip plan idx cifar image)
 
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/14*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -44,6 +45,15 @@ for v in "$here/build/app/vitsim" "$here/build-sim/app/vitsim"; do
   fi
 done
 
+mkdir -p "$b/corpus/report_roundtrip" "$b/corpus/plan"
+cp "$b/corpus/report/"* "$b/corpus/report_roundtrip/" 2>/dev/null || true
+for v in "$here/build/app/vitsim" "$here/build-sim/app/vitsim"; do
+  if [ -x "$v" ]; then
+    for i in 0 1; do
+      "$v" plan "$here/scenarios/study/tesla-strong-b16.xml" --shard $i/2 --format json -q --out "$b/corpus/plan/shard$i.json"
+    done && break
+  fi
+done
 echo "vitsim fuzzing: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, ${secs} s per harness, $(clang++ --version | head -1)"
 for n in "${names[@]}"; do
   mkdir -p "$b/findings/$n"

@@ -12,6 +12,7 @@
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/deepspeed.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/plan.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
@@ -38,10 +39,55 @@ const std::string& scratch(int which = 0) {
   std::fclose(f);
 }
 
+#if defined(VITSIM_FUZZ_REPORTS)
+// VITSIM_FUZZ_REPORTS 1: reports (report_from_json, the kind checks); 2: plans (plan_from_json, merge, rank).
+// Beyond "no crash": what the reader accepts, its writer writes back and the reader accepts again.
+void fuzz_reports(const std::string& text) {
+  using namespace vitsim;
+#if VITSIM_FUZZ_REPORTS == 1
+  Report r = report_from_json(text, "input");
+  for (const char* kind : {"predicted", "measured"}) {
+    try {
+      require_report_kind(r, kind, "fuzz");
+    } catch (const Error&) {
+    }
+  }
+  report_to_table(r);
+  report_to_csv(r);
+  if (r.schema_version >= 2) {
+    try {
+      report_from_json(report_to_json(r), "round trip");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "accepted report not accepted after its own round trip: %s\n", e.what());
+      std::abort();
+    }
+  }
+#else
+  PlanResult plan = plan_from_json(text, "input");
+  try {
+    plan_from_json(plan_to_json(plan), "round trip");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "accepted plan not accepted after its own round trip: %s\n", e.what());
+    std::abort();
+  }
+  try {
+    PlanResult merged = merge_plans({plan});
+    plan_to_table(merged, 3);
+  } catch (const Error&) {
+  }
+  rank_plan(plan);
+  plan_to_table(plan, 0);
+  plan_to_csv(plan);
+#endif
+}
+#endif
+
 void run(const uint8_t* data, size_t size) {
   using namespace vitsim;
   const std::string text(reinterpret_cast<const char*>(data), size);
-#if VITSIM_FUZZ_TARGET == 1  // scenario files: parse, then resolve every point
+#if defined(VITSIM_FUZZ_REPORTS)  // the report and plan readers (issue 12): their own targets
+  fuzz_reports(text);
+#elif VITSIM_FUZZ_TARGET == 1  // scenario files: parse, then resolve every point
   write(data, size);
   ScenarioFile f = read_scenario_file(scratch());
   if (f.sweeps.size() <= 3) expand(f);

@@ -51,13 +51,18 @@ void fill_scaling_efficiency(Report& r) {
     for (const char* k : {"cluster.nodes", "cluster.gpus_per_node", "nodes", "gpus", "cluster.hosts"}) params.erase(k);
     return params;
   };
-  for (auto& p : r.points) {
-    p.scaling_efficiency = -1;
-    for (const auto& ref : r.points)
-      if (ref.gpus == 1 && group_key(ref) == group_key(p) && ref.throughput_img_s > 0) {
-        p.scaling_efficiency = p.throughput_img_s / (p.gpus * ref.throughput_img_s);
-        break;
-      }
+  // One pass for the references (the first 1-GPU point of each group), one for the points: a report read
+  // back may hold many points, and comparing every pair was quadratic.
+  std::vector<std::map<std::string, std::string>> keys;
+  keys.reserve(r.points.size());
+  for (const auto& p : r.points) keys.push_back(group_key(p));
+  std::map<std::map<std::string, std::string>, double> reference;
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].gpus == 1 && r.points[i].throughput_img_s > 0) reference.emplace(keys[i], r.points[i].throughput_img_s);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    ReportPoint& p = r.points[i];
+    auto it = reference.find(keys[i]);
+    p.scaling_efficiency = it == reference.end() ? -1 : p.throughput_img_s / (p.gpus * it->second);
   }
 }
 

@@ -57,13 +57,14 @@ Validation compare(const Report& predicted, const Report& measured, double toler
   v.scenario_id = report_scenario_id(predicted);
   const std::string from = measured.origin.empty() ? std::string("the measured report") : measured.origin;
   std::map<std::string, std::pair<double, int>> sums;
+  std::map<std::pair<std::map<std::string, std::string>, std::string>, size_t> seen;  // (params, identity) -> index
   for (size_t mi = 0; mi < measured.points.size(); ++mi) {
     const ReportPoint& m = measured.points[mi];
-    for (size_t k = 0; k < mi; ++k)
-      if (matches(measured.points[k], m) && measured.points[k].scenario_id == m.scenario_id)
-        throw Error(fmt::format("{}: /points/{}: a second measurement of point {} (also /points/{}): which one to "
-                                "compare is ambiguous; keep one",
-                                from, mi, describe(m.params), k));
+    auto [first, fresh] = seen.emplace(std::make_pair(m.params, m.scenario_id), mi);
+    if (!fresh)
+      throw Error(fmt::format("{}: /points/{}: a second measurement of point {} (also /points/{}): which one to "
+                              "compare is ambiguous; keep one",
+                              from, mi, describe(m.params), first->second));
     auto it = std::find_if(predicted.points.begin(), predicted.points.end(), [&](const ReportPoint& p) { return matches(p, m); });
     if (it == predicted.points.end())
       throw Error(fmt::format("measured point {} has no predicted point with the same parameters", describe(m.params)));
