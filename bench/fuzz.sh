@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses (fuzz/) with clang and runs each for a fixed time on a seed corpus made
 # from the shipped files. Prints, per harness: executions, executions/s, corpus size, findings.
 # Usage: bench/fuzz.sh [seconds per harness, default 600] [harness names..., default all]
-# Harnesses: scenario platform calibration deepspeed units report (core readers), report_roundtrip plan (the
+# Harnesses: scenario platform platform_structure numbers calibration deepspeed units report (core readers), report_roundtrip plan (the
 # report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
 # readers of real/src/data.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-600}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(scenario platform calibration deepspeed units report report_roundtrip plan idx cifar image)
+[ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report report_roundtrip plan idx cifar image)
 
 if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/14*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
@@ -32,6 +32,8 @@ seed() {  # seed NAME FILES...: copy the files that exist into the harness's cor
 }
 seed scenario "$here"/scenarios/*/*.xml
 seed platform "$here"/platforms/nebula.xml "$here"/platforms/tesla.xml "$here"/platforms/local/*.xml
+mkdir -p "$b/corpus/platform_structure"; printf '\x00\x02\x01\x02\x0a\x03\x00\x04\x09' >"$b/corpus/platform_structure/a"
+mkdir -p "$b/corpus/numbers"; printf '0.5' >"$b/corpus/numbers/a"; printf '12GBps' >"$b/corpus/numbers/b"; printf 'nan' >"$b/corpus/numbers/c"
 seed deepspeed "$here"/scenarios/*/*.json
 mkdir -p "$b/corpus/units"; printf '12GBps' >"$b/corpus/units/a"; printf '5us' >"$b/corpus/units/b"; printf '16GiB' >"$b/corpus/units/c"
 mkdir -p "$b/corpus/calibration"

@@ -1,8 +1,10 @@
 // libFuzzer harnesses for vitsim's input readers. One binary per reader (VITSIM_FUZZ_TARGET picks it).
 // A reader may reject any input with vitsim::Error; anything else escaping (another exception, a crash,
 // a sanitizer report, a hang) is a finding.
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -82,10 +84,86 @@ void fuzz_reports(const std::string& text) {
 }
 #endif
 
+#if defined(VITSIM_FUZZ_NUMBERS)
+// VITSIM_FUZZ_NUMBERS 1: the platform validator (core/platform.cpp's structure check and figure reads),
+// on platforms built from the bytes: each byte pair is an operation (open/close a zone, a host, a link, a
+// route between two of a few names, a cluster, a prop) with its argument, so the fuzzer reaches deep
+// nesting, duplicate names, routes both ways, dangling references and odd figures far more often than
+// with raw XML. 2: the strict number readers (units::parse_number, parse_integer, parse with ranges, echo).
+std::string platform_from_bytes(const uint8_t* data, size_t size) {
+  static const char* names[] = {"a", "b", "c", "z", "l", "r", "1", "c-0"};
+  static const char* figures[] = {"1GBps", "0GBps", "-1GBps", "nanGBps", "1e400GBps", "1us", "-1us", "0x10",
+                                  "1Gf", "0f", "nan", "inf", "2.5", "1", "", "16GiB"};
+  static const char* props[] = {"gpu_model", "gpu_flops_fp32", "gpu_mem_bw", "gpu_mem", "gpu_efficiency",
+                                "cpu_cores", "loader_bw", "h2d_pageable_bw", "gpu_flops_fp16", "transport"};
+  std::string x = "<platform version=\"4.1\">\n<zone id=\"top\" routing=\"Full\">\n";
+  int depth = 1;
+  for (size_t i = 0; i + 1 < size; i += 2) {
+    const uint8_t op = data[i] % 10, arg = data[i + 1];
+    const char* n1 = names[arg % 8];
+    const char* n2 = names[(arg >> 3) % 8];
+    const char* f = figures[arg % 16];
+    switch (op) {
+      case 0: x += fmt::format("<zone id=\"{}{}\" routing=\"{}\">\n", n1, i, arg & 0x80 ? "Full" : "Floyd"); ++depth; break;
+      case 1: if (depth > 1) { x += "</zone>\n"; --depth; } break;
+      case 2: x += fmt::format("<host id=\"{}\" speed=\"{}\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/></host>\n", n1, arg & 1 ? "1Gf" : f); break;
+      case 3: x += fmt::format("<link id=\"{}\" bandwidth=\"{}\" latency=\"{}\"/>\n", n1, f, figures[(arg >> 4) % 16]); break;
+      case 4: x += fmt::format("<route src=\"{}\" dst=\"{}\"{}><link_ctn id=\"{}\"/></route>\n", n1, n2, arg & 0x40 ? " symmetrical=\"NO\"" : "", names[(arg >> 6) % 4 + 4]); break;
+      case 5: x += fmt::format("<zoneRoute src=\"{}\" dst=\"{}\" gw_src=\"{}\" gw_dst=\"{}\"><link_ctn id=\"l\"/></zoneRoute>\n", n1, n2, n2, n1); break;
+      case 6: x += fmt::format("<cluster id=\"{}{}\" prefix=\"{}-\" suffix=\"\" radical=\"0-{}\" speed=\"1Gf\" bw=\"{}\" lat=\"1us\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"1\"/></cluster>\n", n1, i, n1, arg % 4, f); break;
+      case 7: x += fmt::format("<host id=\"h{}\" speed=\"1Gf\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/><prop id=\"{}\" value=\"{}\"/></host>\n", i, props[arg % 10], figures[(arg >> 4) % 16]); break;
+      case 8: x += fmt::format("<router id=\"{}\"/>\n", n1); break;
+      default: for (int k = 0; k < arg % 64; ++k, ++depth) x += fmt::format("<zone id=\"d{}_{}\" routing=\"Full\">\n", i, k); break;
+    }
+  }
+  while (depth-- > 0) x += "</zone>\n";
+  return x + "</platform>\n";
+}
+
+void fuzz_numbers(const uint8_t* data, size_t size) {
+  using namespace vitsim;
+#if VITSIM_FUZZ_NUMBERS == 1
+  // Half the inputs as raw XML (the validator on anything), half built from the bytes.
+  if (size > 0 && data[0] & 1) {
+    read_platform_text("fuzz.xml", std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
+  } else {
+    read_platform_text("fuzz.xml", platform_from_bytes(data + (size > 0), size > 0 ? size - 1 : 0));
+  }
+#else
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  const units::Range ranges[] = {units::Range{}, units::positive(), units::non_negative(), units::fraction(),
+                                 units::closed(-1, 1)};
+  for (const auto& r : ranges) {
+    try {
+      const double x = units::parse_number(text, r);
+      if (!r.contains(x)) std::abort();  // accepted outside its range
+    } catch (const Error&) {
+    }
+    for (auto k : {units::Kind::Time, units::Kind::Bandwidth, units::Kind::Flops, units::Kind::Bytes}) {
+      try {
+        const double x = units::parse(text, k, r);
+        if (!std::isfinite(x) || !r.contains(x)) std::abort();
+      } catch (const Error&) {
+      }
+    }
+  }
+  try {
+    const long long v = units::parse_integer(text, -5, 1LL << 40);
+    if (v < -5 || v > (1LL << 40)) std::abort();
+  } catch (const Error&) {
+  }
+  if (echo(text).size() > 80) std::abort();  // the cap holds whatever the input
+#endif
+}
+#endif
+
 void run(const uint8_t* data, size_t size) {
   using namespace vitsim;
   const std::string text(reinterpret_cast<const char*>(data), size);
-#if defined(VITSIM_FUZZ_REPORTS)  // the report and plan readers (issue 12): their own targets
+#if defined(VITSIM_FUZZ_NUMBERS)  // the platform validator and the number readers (issue 12)
+  fuzz_numbers(data, size);
+  (void)text;
+#elif defined(VITSIM_FUZZ_REPORTS)  // the report and plan readers (issue 12): their own targets
   fuzz_reports(text);
 #elif VITSIM_FUZZ_TARGET == 1  // scenario files: parse, then resolve every point
   write(data, size);
