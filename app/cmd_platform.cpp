@@ -31,6 +31,7 @@ struct PlatformArgs {
   std::string nic_transport;
   std::string nic_lat = "5us";
   bool rail_optimised = false;
+  std::string layout = "auto";  // --layout
   std::string topology = "star";
   double oversubscription = 1;
   int pod_nodes = 0;
@@ -61,6 +62,18 @@ std::string default_fabric(const CatalogueGpu& g) {
   if (g.gpu_link == "nvlink2" || g.gpu_link == "infinity_fabric") return "nvlink";
   if (g.arch.find("geforce") != std::string::npos || g.name.rfind("GTX", 0) == 0) return "pcie_host";
   return "pcie_p2p";
+}
+
+// --layout: auto is flat-star for more than 64 nodes (a full mesh of routes grows with nodes squared) or for
+// rail-optimised NICs (rails are separate links only there).
+Layout choose_layout(const std::string& name, const PlatformSpec& spec) {
+  const std::string n = normalise_name(name);
+  if (n == "clusterpernode") return Layout::ClusterPerNode;
+  if (n == "flatstar") return Layout::FlatStar;
+  if (n != "auto") throw Error(fmt::format("--layout {}: valid: auto, cluster-per-node, flat-star", name));
+  bool rails = false;
+  for (const auto& node : spec.nodes) rails = rails || (node.nic.rail_optimised && node.nic.count > 1);
+  return spec.nodes.size() > 64 || (rails && spec.nodes.size() > 1) ? Layout::FlatStar : Layout::ClusterPerNode;
 }
 
 PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_line) {
@@ -203,6 +216,9 @@ void add_platform(CLI::App& cli, Action& action) {
   c->add_option("--loader-bw", a->loader_bw, "bytes of input tensor one loader worker makes per second (default 600MBps)");
   c->add_option("--loader-image-overhead", a->loader_image_overhead, "loader CPU time per image (default 100us)");
   c->add_option("--price-per-gpu-hour", a->price, "price of one GPU-hour (vitsim plan --objective cost)");
+  c->add_option("--layout", a->layout,
+                "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node (routes listed; "
+                "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; README 'Platform files')");
   c->add_flag("--list-gpus", a->list_gpus, "print the GPU catalogue and exit");
   c->add_flag("--list-links", a->list_links, "print the interconnect catalogue and exit");
   c->callback([&action, a, c] {
@@ -233,7 +249,7 @@ void add_platform(CLI::App& cli, Action& action) {
                     (o->get_type_size() == 0 ? std::string("true") : o->as<std::string>());
         spec = spec_from_flags(*a, line);
       }
-      const std::string xml = write_platform_xml(spec);
+      const std::string xml = write_platform_xml(spec, choose_layout(a->layout, spec));
       if (a->out.empty()) std::fputs(xml.c_str(), stdout);
       else write_file_atomic(a->out, xml);
       return 0;

@@ -142,7 +142,14 @@ struct TopologySpec {
   std::string uplink_lat = "1us";  // fat-tree: a pod's up-link (leaf -> spine hop)
 };
 
-enum class Layout { ClusterPerNode };  // a flat star zone for very large platforms comes later (issue 14 item 3)
+// ClusterPerNode: one <cluster> per node and one <zoneRoute> per pair of nodes (SimGrid loads it; quadratic in
+// nodes). FlatStar: the same <cluster>s and NIC links with no routes, in a routing="None" zone marked with the
+// prop vitsim_layout=flat-star; vitsim builds one star zone in code (core/platform_flat.hpp,
+// sim/platform_build.hpp): linear in GPUs. A fat-tree's pods are nested zones; rail-optimised NICs are one
+// link per NIC ("<node>-nic<r>").
+enum class Layout { ClusterPerNode, FlatStar };
+inline constexpr const char* kFlatStarProp = "vitsim_layout";
+inline constexpr const char* kFlatStarValue = "flat-star";
 
 struct PlatformSpec {
   std::string id = "platform";

@@ -1,0 +1,30 @@
+#pragma once
+// Loading a platform into SimGrid: flat-star files (core/platform_flat.hpp) are built in code through the s4u
+// NetZone API, linear in GPUs; every other file goes to SimGrid's own parser unchanged.
+//
+// The flat build: one star zone (a fat-tree: a star zone per pod under a top star zone of pods). Each GPU's route
+// to the star's centre is its lane ("<node>_link_<r>", split-duplex) + its node's backbone ("<node>_backbone",
+// FATPIPE) + its node's NIC ("<node>-nic"), or, rail-optimised, its lane + its rail's NIC ("<node>-nic<r>");
+// a pair of GPUs in one node takes a bypass route lane + backbone + lane (no NIC); a GPU to itself its loopback
+// ("<node>_link_<r>_loopback"). The links and their names are those SimGrid's <cluster> creates, so a route
+// between two GPUs holds the same links as in the cluster-per-node layout; a pod's route to the top adds its
+// up-link ("<pod>-uplink"), as the cluster-per-node fat-tree's zoneRoutes do.
+#include <simgrid/s4u.hpp>
+
+#include <string>
+
+#include "vitsim/core/platform_flat.hpp"
+
+namespace vitsim::sim {
+
+struct BuildCounts {
+  size_t zones = 0, hosts = 0, routers = 0, links = 0, routes = 0, bypass_routes = 0;
+};
+
+// Builds `p` into `e` (whose configuration is already set; no zone may exist yet), then seals the platform.
+BuildCounts build_flat_platform(simgrid::s4u::Engine& e, const FlatPlatform& p);
+// The one loader of platform files: a flat-star file is read (core) and built; any other goes to
+// Engine::load_platform. Returns the counts of a flat build (zeros for a parsed file).
+BuildCounts load_platform_file(simgrid::s4u::Engine& e, const std::string& path);
+
+}  // namespace vitsim::sim

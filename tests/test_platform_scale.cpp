@@ -1,0 +1,324 @@
+// Platforms that scale (issue 14, item 3): the flat-star layout (core/platform_flat.hpp) built in code
+// (sim/platform_build.hpp). Building is linear (counts of what is created, not time); a pair of GPUs in one node
+// bypasses the NIC; a cross-node route crosses both NICs; rails; pods; every route holds the links the
+// cluster-per-node layout gives the same spec; the study platforms predict the same in either layout.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "test_util.hpp"
+#include "vitsim/core/platform.hpp"
+#include "vitsim/core/platform_flat.hpp"
+#include "vitsim/core/platform_writer.hpp"
+#include "vitsim/sim/platform_build.hpp"
+
+using namespace vitsim;
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// nodes x gpus H100s with `nics` NICs of 400 Gb/s InfiniBand (rails or not), a star or pods of `pod` nodes.
+PlatformSpec spec(int nodes, int gpus, int nics = 1, bool rails = false, int pod = 0, double oversub = 1) {
+  std::string topo = pod > 0 ? fmt::format(R"(, "topology": {{"kind": "fat-tree", "pod_nodes": {}, "oversubscription": {}}})", pod, oversub) : "";
+  const std::string transport = pod > 0 ? "" : R"(, "transport": "ib")";
+  const std::string text = fmt::format(R"({{"id": "p", "gpu_types": {{"H100": {{"catalogue": "h100-sxm"}}}},
+    "intranode": {{"fabric": "nvswitch"}},
+    "nic": {{"count": {}, "speed": "400Gbps", "rail_optimised": {}{}}},
+    "node_groups": [{{"prefix": "node", "count": {}, "gpus": {}, "gpu": "H100"}}]{}}})",
+                                       nics, rails ? "true" : "false", transport, nodes, gpus, topo);
+  return parse_platform_spec(text, "test.json");
+}
+
+// What a child process that loaded or built a platform reports: the counts and, for each asked pair, the
+// route's link names (sorted) and latency.
+struct Loaded {
+  sim::BuildCounts counts;
+  std::map<std::pair<std::string, std::string>, std::pair<std::set<std::string>, double>> routes;
+  std::string error;
+};
+
+// Loads `path` (flat: built by vitsim; else SimGrid's parser) in a child process (SimGrid has one engine per
+// process) and asks for the routes of `pairs`.
+Loaded load_in_child(const std::string& path, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      std::vector<std::string> args{"t", "--log=root.thres:critical"};
+      int argc = 2;
+      std::vector<char*> argv{args[0].data(), args[1].data(), nullptr};
+      sg4::Engine e(&argc, argv.data());
+      const sim::BuildCounts c = sim::load_platform_file(e, path);
+      out += fmt::format("counts {} {} {} {} {} {}\n", c.zones, c.hosts, c.routers, c.links, c.routes, c.bypass_routes);
+      for (const auto& [a, b] : pairs) {
+        std::vector<sg4::Link*> links;
+        double lat = 0;
+        e.host_by_name(a)->route_to(e.host_by_name(b), links, &lat);
+        out += fmt::format("route {} {} {:.17g}", a, b, lat);
+        for (auto* l : links) out += " " + l->get_name();
+        out += "\n";
+      }
+    } catch (const std::exception& ex) {
+      out = std::string("error ") + ex.what() + "\n";
+    }
+    if (write(fds[1], out.data(), out.size()) < 0) std::_Exit(3);
+    close(fds[1]);
+    std::_Exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(text);
+  REQUIRE(WIFEXITED(status));
+  Loaded r;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream w(line);
+    std::string kind;
+    w >> kind;
+    if (kind == "error") r.error = line.substr(6);
+    if (kind == "counts") w >> r.counts.zones >> r.counts.hosts >> r.counts.routers >> r.counts.links >> r.counts.routes >> r.counts.bypass_routes;
+    if (kind == "route") {
+      std::string a, b, l;
+      double lat = 0;
+      w >> a >> b >> lat;
+      std::set<std::string> links;
+      while (w >> l) links.insert(l);
+      r.routes[{a, b}] = {links, lat};
+    }
+  }
+  return r;
+}
+
+std::string write(vt::TempDir& d, const std::string& name, const PlatformSpec& s, Layout layout) {
+  return d.file(name, write_platform_xml(s, layout));
+}
+
+}  // namespace
+
+TEST_CASE("flat-star: building is linear in GPUs (hosts, links, routes, bypass routes counted)", "[scale]") {
+  vt::TempDir d;
+  // Per GPU: a host, a lane and a loopback link, an up route and a loopback route, and a bypass route to each of
+  // the node's other GPUs (G - 1); per node: a backbone and a NIC link. The cluster-per-node layout writes
+  // N (N - 1) / 2 zoneRoutes instead.
+  for (int nodes : {2, 4, 16, 64}) {
+    for (int g : {1, 4, 8}) {
+      const std::string f = write(d, fmt::format("n{}g{}.xml", nodes, g), spec(nodes, g), Layout::FlatStar);
+      const Loaded r = load_in_child(f, {});
+      INFO(nodes << " x " << g << ": " << r.error);
+      REQUIRE(r.error.empty());
+      CHECK(r.counts.zones == 1);
+      CHECK(r.counts.hosts == size_t(nodes * g));
+      CHECK(r.counts.links == size_t(nodes * (2 * g + 2)));
+      CHECK(r.counts.routes == size_t(2 * nodes * g));
+      CHECK(r.counts.bypass_routes == size_t(nodes * g * (g - 1)));
+      const std::string cluster = write_platform_xml(spec(nodes, g), Layout::ClusterPerNode);
+      CHECK(count_of(cluster, "<zoneRoute ") == nodes * (nodes - 1) / 2);
+      CHECK(count_of(slurp(f), "<zoneRoute ") == 0);
+    }
+  }
+}
+
+TEST_CASE("flat-star: a pair inside a node bypasses the NIC and a cross-node route crosses both NICs", "[scale]") {
+  vt::TempDir d;
+  const std::string f = write(d, "flat.xml", spec(3, 8, 8), Layout::FlatStar);
+  const Loaded r = load_in_child(f, {{"node0-gpu0", "node0-gpu5"}, {"node0-gpu0", "node2-gpu5"}, {"node1-gpu3", "node1-gpu3"}});
+  REQUIRE(r.error.empty());
+  using S = std::set<std::string>;
+  CHECK(r.routes.at({"node0-gpu0", "node0-gpu5"}).first == S{"node0_link_0_UP", "node0_backbone", "node0_link_5_DOWN"});
+  CHECK(r.routes.at({"node0-gpu0", "node2-gpu5"}).first ==
+        S{"node0_link_0_UP", "node0_backbone", "node0-nic_UP", "node2-nic_DOWN", "node2_backbone", "node2_link_5_DOWN"});
+  CHECK(r.routes.at({"node1-gpu3", "node1-gpu3"}).first == S{"node1_link_3_loopback"});
+  // Latencies (catalogue defaults): lane 1us (pcie_lat) each end, NVSwitch backbone 5us, NIC 5us per end.
+  CHECK(r.routes.at({"node0-gpu0", "node0-gpu5"}).second == Approx(1e-6 + 5e-6 + 1e-6));
+  CHECK(r.routes.at({"node0-gpu0", "node2-gpu5"}).second == Approx(2 * (1e-6 + 5e-6 + 5e-6)));
+}
+
+TEST_CASE("flat-star: every route holds the links and latency of the cluster-per-node layout (stars and pods)", "[scale]") {
+  vt::TempDir d;
+  struct Case {
+    const char* name;
+    PlatformSpec s;
+  };
+  std::vector<Case> cases{{"star", spec(5, 4)}, {"one node", spec(1, 8)}, {"pods", spec(6, 2, 2, false, 2, 4)}};
+  for (const char* study : {"vector", "tesla", "nebula"}) {
+    const std::string path = std::string(VITSIM_SOURCE_DIR) + "/platforms/specs/" + study + ".json";
+    cases.push_back({study, parse_platform_spec(slurp(path), path)});
+  }
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const std::string flat = write(d, std::string(c.name) + "-flat.xml", c.s, Layout::FlatStar);
+    const std::string full = write(d, std::string(c.name) + "-full.xml", c.s, Layout::ClusterPerNode);
+    // Every pair of the first two nodes, the last node, and one GPU of each node to one of every other (capped).
+    std::vector<std::string> hosts;
+    const PlatformFacts facts = read_platform_facts(full);
+    for (size_t n = 0; n < facts.nodes.size(); ++n)
+      if (n < 2 || n + 1 == facts.nodes.size())
+        for (const auto& h : facts.nodes[n].gpus) hosts.push_back(h);
+    std::vector<std::pair<std::string, std::string>> pairs;
+    for (const auto& a : hosts)
+      for (const auto& b : hosts) pairs.emplace_back(a, b);
+    for (size_t n = 0; n < facts.nodes.size() && n < 24; ++n)
+      for (size_t m = 0; m < facts.nodes.size() && m < 24; ++m) pairs.emplace_back(facts.nodes[n].gpus.front(), facts.nodes[m].gpus.back());
+    const Loaded a = load_in_child(flat, pairs), b = load_in_child(full, pairs);
+    REQUIRE(a.error.empty());
+    REQUIRE(b.error.empty());
+    // The facts vitsim reads are the same but for the layout's mark.
+    const PlatformFacts ff = read_platform_facts(flat);
+    CHECK(ff.nodes.size() == facts.nodes.size());
+    CHECK(ff.gpu.size() == facts.gpu.size());
+    CHECK(ff.links.size() == facts.links.size());
+    CHECK(ff.props.at(kFlatStarProp) == kFlatStarValue);
+    int checked = 0;
+    for (const auto& p : pairs) {
+      INFO(p.first << " -> " << p.second);
+      CHECK(a.routes.at(p).first == b.routes.at(p).first);
+      CHECK(a.routes.at(p).second == Approx(b.routes.at(p).second));
+      ++checked;
+    }
+    CHECK(checked == static_cast<int>(pairs.size()));
+  }
+}
+
+TEST_CASE("flat-star: rail-optimised NICs are one link per NIC and GPU k rides rail k x NICs / GPUs", "[scale]") {
+  vt::TempDir d;
+  const std::string f = write(d, "rails.xml", spec(2, 8, 4, true), Layout::FlatStar);
+  const std::string text = slurp(f);
+  CHECK(count_of(text, "<link id=\"node0-nic") == 4);
+  CHECK(count_of(text, "bandwidth=\"400Gbps\"") == 8);  // 400 Gb/s per rail (2 nodes x 4), not 4 x 400 per node
+  const FlatPlatform p = read_flat_platform(f, text);
+  REQUIRE(p.groups.front().nodes.front().nics.size() == 4);
+  const Loaded r = load_in_child(f, {{"node0-gpu0", "node1-gpu1"}, {"node0-gpu6", "node1-gpu2"}, {"node0-gpu3", "node0-gpu4"}});
+  REQUIRE(r.error.empty());
+  using S = std::set<std::string>;
+  // GPUs 0,1 on rail 0; 2,3 on rail 1; 4,5 on rail 2; 6,7 on rail 3. A rail's GPU goes lane then NIC.
+  CHECK(r.routes.at({"node0-gpu0", "node1-gpu1"}).first == S{"node0_link_0_UP", "node0-nic0_UP", "node1-nic0_DOWN", "node1_link_1_DOWN"});
+  CHECK(r.routes.at({"node0-gpu6", "node1-gpu2"}).first == S{"node0_link_6_UP", "node0-nic3_UP", "node1-nic1_DOWN", "node1_link_2_DOWN"});
+  CHECK(r.routes.at({"node0-gpu3", "node0-gpu4"}).first == S{"node0_link_3_UP", "node0_backbone", "node0_link_4_DOWN"});
+}
+
+TEST_CASE("flat-star: vitsim platform picks the layout (auto: over 64 nodes or rails) and --layout forces it", "[scale][cli]") {
+  vt::TempDir d;
+  struct Row {
+    std::string flags;
+    bool flat;
+  };
+  for (const Row& row : std::vector<Row>{{"--nodes 64 --gpus-per-node 8", false},
+                                         {"--nodes 65 --gpus-per-node 8", true},
+                                         {"--nodes 4 --gpus-per-node 8 --nics 4 --rail-optimised", true},
+                                         {"--nodes 4 --gpus-per-node 8 --layout flat-star", true},
+                                         {"--nodes 100 --gpus-per-node 2 --layout cluster-per-node", false}}) {
+    const vt::CmdResult r = vt::vitsim("platform --gpu h100-sxm --nic-speed ndr " + row.flags + " --out '" + (d / "p.xml") + "'");
+    INFO(row.flags << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    CHECK(is_flat_layout_file(d / "p.xml") == row.flat);
+  }
+  const vt::CmdResult bad = vt::vitsim("platform --gpu h100-sxm --layout mesh");
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("--layout mesh: valid: auto, cluster-per-node, flat-star") != std::string::npos);
+}
+
+TEST_CASE("flat-star: what the layout does not allow is one line with file and line", "[scale]") {
+  vt::TempDir d;
+  const std::string good = write_platform_xml(spec(2, 2), Layout::FlatStar);
+  struct Row {
+    std::string from, to, message;
+  };
+  for (const Row& row : std::vector<Row>{
+           {"  </zone>\n</platform>", "    <zoneRoute src=\"node0\" dst=\"node1\" gw_src=\"node0-router\" gw_dst=\"node1-router\"/>\n  </zone>\n</platform>",
+            "<zoneRoute> is not part of the flat-star layout"},
+           {"<link id=\"node1-nic\" bandwidth=\"400Gbps\" latency=\"5us\" sharing_policy=\"SPLITDUPLEX\"/>", "",
+            "node 'node1' has no NIC link 'node1-nic'"},
+           {"<link id=\"node1-nic\"", "<link id=\"nodeX-nic\"", "link 'nodeX-nic' is neither a node's NIC"},
+           {"routing=\"None\"", "routing=\"Full\"", "zone has routing=\"None\""},
+           {"bb_sharing_policy=\"FATPIPE\"", "bb_sharing_policy=\"SHARED\"", "the flat-star layout builds FATPIPE links"},
+           {"radical=\"0-1\"", "radical=\"1-0\"", "a range runs upwards"},
+       }) {
+    std::string text = good;
+    const size_t at = text.find(row.from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, row.from.size(), row.to);
+    INFO(row.message);
+    REQUIRE(is_flat_layout_text(text));
+    try {
+      read_flat_platform("bad.xml", text);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(row.message) != std::string::npos);
+      CHECK(std::regex_search(std::string(e.what()), std::regex("^bad\\.xml:[0-9]+: ")));
+    }
+  }
+  CHECK_FALSE(is_flat_layout_text(write_platform_xml(spec(2, 2), Layout::ClusterPerNode)));
+}
+
+namespace {
+// Removes what names the platform file (its path in the overrides, its digest) from a report.
+void strip_platform(nlohmann::json& j) {
+  if (j.is_object()) {
+    j.erase("platform_sha256");
+    j.erase("cluster.platform");
+    for (auto& [k, v] : j.items()) strip_platform(v);
+  } else if (j.is_array()) {
+    for (auto& v : j) strip_platform(v);
+  }
+}
+}  // namespace
+
+TEST_CASE("flat-star: the study scenarios predict the same on their platforms written in the flat-star layout", "[scale][sim]") {
+  vt::TempDir d;
+  const std::string src = VITSIM_SOURCE_DIR;
+  for (const char* p : {"vector", "tesla", "nebula"}) {
+    const vt::CmdResult w = vt::vitsim(fmt::format("platform '{}/platforms/specs/{}.json' --layout flat-star --out '{}'", src, p, d / (std::string(p) + ".xml")));
+    INFO(w.out);
+    REQUIRE(w.status == 0);
+  }
+  int compared = 0;
+  for (const char* s : {"vector-strong-b16", "vector-strong-b64", "vector-weak-b64", "vector-internode-b64", "vector-intranode-cifar100-b64",
+                        "tesla-strong-b16", "tesla-weak-b16", "nebula-batch"}) {
+    const std::string scenario = src + "/scenarios/study/" + s + ".xml";
+    const std::string platform = d / (std::string(s).substr(0, std::string(s).find('-')) + ".xml");
+    const vt::CmdResult a = vt::vitsim("predict '" + scenario + "' --format json -q -j1");
+    const vt::CmdResult b = vt::vitsim("predict '" + scenario + "' --set cluster.platform='" + platform + "' --format json -q -j1");
+    INFO(s << "\n" << a.out << "\n" << b.out);
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+    CHECK(ja["provenance"].dump() != jb["provenance"].dump());  // the platform digest differs
+    strip_platform(ja);
+    strip_platform(jb);
+    CHECK(ja.dump(1) == jb.dump(1));
+    ++compared;
+  }
+  CHECK(compared == 8);
+}
