@@ -2,6 +2,7 @@
 //                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
 // Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,8 @@
 #include "commands.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/memory.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/real/train.hpp"
@@ -25,6 +28,27 @@ struct CalibrateArgs {
   calibrate::Options opt;
   bool quiet = false;
 };
+
+// A micro-batch the machine cannot hold ends in the allocator's exception or a LibTorch backtrace after
+// minutes of measuring: refuse it first, by the core memory model (one rank's weights, gradients,
+// optimizer state and activations) against this machine's physical memory.
+void check_micro_batches(const std::vector<int>& mbs, const Scenario& s) {
+  const Workload w = build_workload(s.model);
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  for (int mb : mbs) {
+    if (mb < 1 || mb > (1 << 24))  // training.micro_batch's range
+      throw Error(fmt::format("--micro-batches: {} is out of range (expected 1 .. 16777216)", mb));
+    MemoryInputs mi;
+    mi.micro_batch = mb;
+    mi.precision = s.training.precision;
+    mi.optimizer = s.training.optimizer;
+    const double need = memory_per_gpu(w, mi).total();
+    if (ram > 0 && need > ram)
+      throw Error(fmt::format("--micro-batches: a micro-batch of {} needs about {} for one rank (core memory model); "
+                              "this machine has {}",
+                              mb, units::format_bytes(need), units::format_bytes(ram)));
+  }
+}
 
 // The command as typed (for the provenance), from /proc/self/cmdline.
 std::string command_line() {
@@ -72,7 +96,11 @@ void add_calibrate(CLI::App& cli, Action& action) {
         throw Error("calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision");
       ScenarioFile f = read_scenario_file(a->scenario);
       for (const auto& s : a->sets) apply_override(f, s);
+      // --out is read too with --append: that is its purpose, not an input to protect.
+      check_output_paths({{a->opt.out, "--out"}, {a->opt.emit_platform, "--emit-platform"}, {a->opt.details, "--details"}},
+                         scenario_inputs(f));
       const std::vector<Scenario> points = expand(f);
+      check_micro_batches(a->opt.micro_batches, points.front());
       calibrate::Options o = a->opt;
       for (const auto& s : a->sizes) o.sizes.push_back(units::parse(s, units::Kind::Bytes));
       if (!a->fit_max.empty()) o.fit_max_bytes = units::parse(a->fit_max, units::Kind::Bytes);

@@ -66,8 +66,11 @@ void add_plan(CLI::App& cli, Action& action) {
       PlanResult result;
       if (!a->merge.empty()) {
         if (!a->scenario.empty()) throw Error("plan: give either a scenario or --merge, not both");
+        std::vector<NamedPath> inputs;
+        for (const auto& f : a->merge) inputs.push_back({f, "--merge shard"});
+        check_output_paths({{a->out, "--out"}}, inputs);
         std::vector<PlanResult> shards;
-        for (const auto& f : a->merge) shards.push_back(plan_from_json(read_file(f), f));
+        for (const auto& f : a->merge) shards.push_back(plan_from_json(read_input_file(f, "plan shard"), f));
         result = merge_plans(shards);
       } else {
         if (a->scenario.empty()) throw Error("plan: a scenario file is required (or --merge SHARD.json...)");
@@ -92,7 +95,10 @@ void add_plan(CLI::App& cli, Action& action) {
         if (a->budget >= 0) k.budget = a->budget;
         k.must_fit = !a->allow_oom;
         if (!a->shard.empty()) parse_shard(a->shard, a->opt);
-        if (!a->out.empty()) check_writable(a->out);  // before the sweep, not after it
+        // Before the sweep, not after it: --out writable, and not one of the inputs.
+        std::vector<NamedPath> inputs = scenario_inputs(f);
+        inputs.push_back({a->opt.calibration, "--calibration"});
+        check_output_paths({{a->out, "--out"}}, inputs);
         a->opt.progress = !a->quiet;
         if (a->baseline) {
           if (!f.attrs.count("whatif.edits")) throw Error("plan: --baseline compares against what-ifs: give --what-if EDIT");

@@ -35,11 +35,14 @@ void add_plot(CLI::App& cli, Action& action) {
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {
     action = [args] {
+      std::vector<NamedPath> inputs;
+      for (const auto& r : args->reports) inputs.push_back({r, "the report"});
+      check_output_paths({{args->out, "--out"}}, inputs);
       plot::Options opt;
       opt.gnuplot = args->gnuplot;
       // A capacity plan ("vitsim.plan/2") gets the plan plots.
       if (args->reports.size() == 1) {
-        const std::string text = read_file(args->reports[0]);
+        const std::string text = read_input_file(args->reports[0], "report");
         if (text.find("\"vitsim.plan/") != std::string::npos) {
           PlanResult plan = plan_from_json(text, args->reports[0]);
           if (plan.ranked) rank_plan(plan);  // ranks and the Pareto front from the figures, not as the file says
@@ -48,7 +51,7 @@ void add_plot(CLI::App& cli, Action& action) {
         }
       }
       std::vector<Report> reports;
-      for (const auto& path : args->reports) reports.push_back(report_from_json(read_file(path), path));
+      for (const auto& path : args->reports) reports.push_back(report_from_json(read_input_file(path, "report"), path));
       const Report r = plot::merge_reports(reports);
       opt.kind = plot::parse_kind(args->kind);
       plot::plot_report(r, args->out, opt);

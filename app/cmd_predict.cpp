@@ -45,6 +45,10 @@ void add_predict(CLI::App& cli, Action& action) {
         for (const auto& w : args->what_ifs) edits += (edits.empty() ? "" : ";") + w;
         f.attrs["whatif.edits"] = Attribute{edits, Origin{"--what-if", 0}};
       }
+      // Before any work: outputs writable, none of them an input or another output.
+      std::vector<NamedPath> inputs = scenario_inputs(f);
+      inputs.push_back({args->opt.calibration, "--calibration"});
+      check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
       Report r = sim::predict(f, args->opt);
       std::string text = args->format == "json" ? report_to_json(r)

@@ -37,12 +37,14 @@ void add_train(CLI::App& cli, Action& action) {
   cmd->callback([&action, args] {
   action = [args]() {
     real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
-    // Outputs that could not be written would be found out only after the training: check them first.
-    for (const std::string* out : {&args->out, &args->trace})
-      if (!out->empty()) check_writable(*out);
-    if (!args->save_params.empty()) check_writable(args->save_params + ".rank0.bin");
+    // Outputs that could not be written would be found out only after the training: check them first,
+    // and that none of them is an input or another output.
     ScenarioFile file = read_scenario_file(args->scenario);
     for (const auto& s : args->sets) apply_override(file, s);
+    check_output_paths({{args->out, "--out"},
+                        {args->trace, "--trace"},
+                        {args->save_params.empty() ? "" : args->save_params + ".rank0.bin", "--save-params"}},
+                       scenario_inputs(file));
     std::vector<Scenario> points = expand(file);
     real::TrainOptions opt;
     opt.report_path = args->out;

@@ -52,10 +52,14 @@ void add_validate(CLI::App& cli, Action& action) {
       if (!a->run && a->measured.empty()) throw Error("validate needs --measured REPORT.json or --run");
       ScenarioFile f = read_scenario_file(a->scenario);
       for (const auto& s : a->sets) apply_override(f, s);
+      std::vector<NamedPath> inputs = scenario_inputs(f);
+      inputs.push_back({a->calibration, "--calibration"});
+      inputs.push_back({a->measured, "--measured"});
+      check_output_paths({{a->out, "--out"}}, inputs);  // before predicting and running
       const std::vector<Scenario> points = expand(f);
       Report measured;
       if (!a->run) {  // read and checked before simulating: a wrong file fails at once
-        measured = report_from_json(read_file(a->measured), a->measured);
+        measured = report_from_json(read_input_file(a->measured, "measured report"), a->measured);
         require_report_kind(measured, "measured", "validate --measured");
       }
       sim::PredictOptions po;

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/plan.hpp"
+#include "vitsim/core/scenario.hpp"
 
 extern char** environ;
 
@@ -75,12 +77,29 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// --out must not be one of the inputs: every pass-through argument that names an existing file, and the
+// files a scenario among them reads (its platforms, DeepSpeed configs, what-if specs).
+void check_outputs(const Args& a) {
+  std::vector<vitsim::NamedPath> inputs;
+  for (const auto& s : a.plan) {
+    std::error_code ec;
+    if (s.empty() || s[0] == '-' || !fs::is_regular_file(s, ec)) continue;
+    inputs.push_back({s, "the input"});
+    try {
+      if (fs::path(s).extension() == ".xml")
+        for (auto& in : vitsim::scenario_inputs(vitsim::read_scenario_file(s))) inputs.push_back(std::move(in));
+    } catch (const vitsim::Error&) {
+      // not a scenario (or a broken one, which vitsim plan reports)
+    }
+  }
+  vitsim::check_output_paths({{a.out, "--out"}}, inputs);
+}
+
 // Runs `vitsim plan ... --shard rank/size --format json --out FILE` and returns FILE's text, or an error
 // line starting with "error: ".
 std::string run_shard(const Args& a, int rank, int size) {
-  std::string tmpl = (fs::temp_directory_path() / "vitsim-plan-mpi-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return "error: cannot create a temporary directory";
-  const std::string out = tmpl + "/shard.json";
+  vitsim::TempDir tmp("vitsim-plan-mpi-");  // registered: removed on SIGINT/SIGTERM too
+  const std::string out = tmp.path() + "/shard.json";
   std::vector<std::string> args{a.vitsim, "plan"};
   for (const auto& s : a.plan) args.push_back(s);
   for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", rank, size), std::string("--format"),
@@ -89,21 +108,31 @@ std::string run_shard(const Args& a, int rank, int size) {
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  pid_t pid = 0;
   std::string result;
-  if (posix_spawn(&pid, a.vitsim.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
-    result = fmt::format("error: cannot start {}", a.vitsim);
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();  // not posix_spawn: the child must die with this rank (child_after_fork)
+  if (pid == 0) {
+    vitsim::child_after_fork(parent);
+    execv(a.vitsim.c_str(), argv.data());
+    std::fprintf(stderr, "vitsim-plan-mpi: cannot start %s: %s\n", a.vitsim.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  if (pid < 0) {
+    result = fmt::format("error: cannot start {}: {}", a.vitsim, std::strerror(errno));
   } else {
+    vitsim::register_child(pid);
     int status = 0;
-    waitpid(pid, &status, 0);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    vitsim::unregister_child(pid);
+    vitsim::stop_if_interrupted();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       result = fmt::format("error: rank {}: vitsim plan --shard {}/{} failed (exit status {}; its message is above)",
                            rank, rank, size, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     else
       result = vitsim::read_file(out);
   }
-  std::error_code ec;
-  fs::remove_all(tmpl, ec);
   return result;
 }
 
@@ -118,7 +147,9 @@ int main(int argc, char** argv) {
   std::string mine;
   Args a;
   try {
+    vitsim::install_interrupt_cleanup("vitsim-plan-mpi");
     a = parse(argc, argv);
+    check_outputs(a);  // on every rank (it only reads): none of them starts a shard in vain
     mine = run_shard(a, rank, size);
   } catch (const std::exception& e) {
     mine = std::string("error: ") + e.what();

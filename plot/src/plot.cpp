@@ -243,42 +243,22 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
   return sc;
 }
 
-namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "vitsim-plot-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw Error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-}  // namespace
-
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
   run_script(make_script(r, opt.kind, "plot.svg"), svg_path, opt);
 }
 
 void run_script(const Script& sc, const std::string& svg_path, const Options& opt) {
-  TempDir tmp;
-  for (const auto& [name, content] : sc.data) write_file_atomic((tmp.path() / name).string(), content);
-  write_file_atomic((tmp.path() / "plot.gp").string(), "cd " + gp_string(tmp.path().string()) + "\n" + sc.text);
+  const TempDir tmp_dir("vitsim-plot-");  // core's registry: removed on Ctrl-C too
+  const fs::path dir = tmp_dir.path();
+  for (const auto& [name, content] : sc.data) write_file_atomic((dir / name).string(), content);
+  write_file_atomic((dir / "plot.gp").string(), "cd " + gp_string(dir.string()) + "\n" + sc.text);
 
-  const std::string err_path = (tmp.path() / "gnuplot.err").string();
+  const std::string err_path = (dir / "gnuplot.err").string();
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::string script = (tmp.path() / "plot.gp").string();
+  std::string script = (dir / "plot.gp").string();
   std::vector<char*> argv{const_cast<char*>(opt.gnuplot.c_str()), script.data(), nullptr};
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, opt.gnuplot.c_str(), &fa, nullptr, argv.data(), environ);
@@ -288,16 +268,19 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
                             "or scripts/setup.sh)",
                             opt.gnuplot, std::strerror(rc)));
   if (rc != 0) throw Error(fmt::format("cannot run '{}': {}", opt.gnuplot, std::strerror(rc)));
+  register_child(pid);  // ended by an interruption
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw Error(fmt::format("waiting for {} failed: {}", opt.gnuplot, std::strerror(errno)));
+  unregister_child(pid);
+  stop_if_interrupted();
   std::string err;
   try {
     err = read_file(err_path);
   } catch (const Error&) {
   }
   // posix_spawnp reports a missing program through the child on some libcs: exit status 127.
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(tmp.path() / "plot.svg"))
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(dir / "plot.svg"))
     throw Error(fmt::format("cannot run '{}'; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
                             "or scripts/setup.sh)",
                             opt.gnuplot));
@@ -306,7 +289,7 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
                             WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
                                               : fmt::format("signal {}", WTERMSIG(status)),
                             err.empty() ? "no message" : err));
-  const fs::path svg = tmp.path() / "plot.svg";
+  const fs::path svg = dir / "plot.svg";
   if (!fs::exists(svg) || fs::file_size(svg) == 0)
     throw Error(fmt::format("{} wrote no SVG{}", opt.gnuplot, err.empty() ? "" : ": " + err));
   write_file_atomic(svg_path, read_file(svg.string()));

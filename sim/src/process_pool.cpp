@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -19,19 +21,39 @@ std::vector<std::string> run_forked(size_t count, int jobs, const std::function<
   std::map<pid_t, size_t> running;
   size_t next = 0, done = 0;
   std::fflush(nullptr);  // a child must not flush the parent's buffered output a second time
+  const pid_t parent = getpid();
+  // An exception (or an interruption) must not leave children running: end and reap them.
+  struct Reaper {
+    std::map<pid_t, size_t>& running;
+    ~Reaper() {
+      for (const auto& [pid, idx] : running) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        unregister_child(pid);
+      }
+    }
+  } reaper{running};
   while (done < count) {
     while (next < count && static_cast<int>(running.size()) < std::max(1, jobs)) {
+      stop_if_interrupted();
       pid_t pid = fork();
-      if (pid < 0) throw Error("fork failed");
+      if (pid < 0) throw Error(fmt::format("fork failed: {}", std::strerror(errno)));
       if (pid == 0) {
+        child_after_fork(parent);  // dies with the parent, even of SIGKILL
         child(next);
         std::_Exit(5);  // child() must not return
       }
+      register_child(pid);
       running[pid] = next++;
     }
     int status = 0;
     pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) throw Error("waitpid failed");
+    stop_if_interrupted();  // its children were ended by the interruption, not by a failure
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("waitpid failed: {}", std::strerror(errno)));
+    }
+    unregister_child(pid);
     auto it = running.find(pid);
     if (it == running.end()) continue;
     const size_t idx = it->second;

@@ -33,6 +33,7 @@
 #include "vitsim/core/epoch.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/identity.hpp"
+#include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/compute_model.hpp"
@@ -526,9 +527,11 @@ void check_platform_loads(const std::string& path, const Origin& where) {
   int fds[2];
   if (pipe(fds) != 0) throw Error("pipe failed");
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error("fork failed");
   if (pid == 0) {
+    child_after_fork(parent);  // ends with vitsim (core/io.hpp)
     close(fds[0]);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
@@ -549,6 +552,7 @@ void check_platform_loads(const std::string& path, const Origin& where) {
     std::fflush(nullptr);
     std::_Exit(0);
   }
+  register_child(pid);  // ended by an interruption (core/io.hpp)
   close(fds[1]);
   std::string out;
   char buf[4096];
@@ -559,6 +563,8 @@ void check_platform_loads(const std::string& path, const Origin& where) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  unregister_child(pid);
+  stop_if_interrupted();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   std::string reason = simgrid_reason(out);
   if (WIFSIGNALED(status))
