@@ -19,6 +19,7 @@
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/platform_flat.hpp"
 #include "vitsim/core/platform_writer.hpp"
+#include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/platform_build.hpp"
 
 using namespace vitsim;
@@ -321,4 +322,63 @@ TEST_CASE("flat-star: the study scenarios predict the same on their platforms wr
     ++compared;
   }
   CHECK(compared == 8);
+}
+
+namespace {
+// One collective of `bytes` over every GPU of a flat-star platform (nodes in order, GPUs in order); its time.
+double collective_time(const std::string& platform, const std::string& algo, double bytes, sim::CollOp op) {
+  return vt::in_child([&] {
+    int argc = 2;
+    char a0[] = "t", a1[] = "--log=root.thres:critical";
+    char* argv[] = {a0, a1, nullptr};
+    sg4::Engine e(&argc, argv);
+    // The plain bandwidth model (as tests/test_sim_collectives.cpp): figures exactly as written.
+    for (const char* c : {"network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0", "network/latency-factor:1",
+                          "network/bandwidth-factor:1", "network/weight-S:0"})
+      e.set_config(c);
+    const FlatPlatform p = read_flat_platform_file(platform);
+    sim::load_platform_file(e, platform);
+    std::vector<sg4::Host*> hosts;
+    std::vector<int> node;
+    int n = 0;
+    for (const auto& g : p.groups)
+      for (const auto& nd : g.nodes) {
+        for (const auto& h : nd.hosts) hosts.push_back(e.host_by_name(h)), node.push_back(n);
+        ++n;
+      }
+    sim::LatencyModel lat(e);
+    sim::Group g("g", hosts, node, lat);
+    auto coll = sim::make_collective(algo);
+    double end = 0;
+    for (int i = 0; i < g.size(); ++i)
+      sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
+        coll->run(g, i, bytes, op);
+        end = std::max(end, sg4::Engine::get_clock());
+      });
+    e.run();
+    return end;
+  });
+}
+}  // namespace
+
+TEST_CASE("rail all-reduce on N nodes x G GPUs = intra reduce-scatter + per-rail all-reduce of S/G + intra all-gather", "[scale][collective]") {
+  vt::TempDir d;
+  // H100 nodes (catalogue): NVLink 4 lane 450 GB/s per direction, 1 us (pcie_lat) per end, NVSwitch backbone
+  // 5 us (FATPIPE); G NICs of 400 Gb/s = 50 GB/s, 5 us per end, rail-optimised (GPU k on NIC k).
+  const double b_node = 450e9, a_node = 1e-6 + 5e-6 + 1e-6;
+  const double b_rail = 50e9, a_rail = 1e-6 + 5e-6 + 5e-6 + 1e-6;
+  const double S = 256e6;
+  for (int nodes : {2, 3, 5}) {
+    for (int g : {2, 4, 8}) {
+      const std::string f = write(d, fmt::format("r{}x{}.xml", nodes, g), spec(nodes, g, g, true), Layout::FlatStar);
+      const double intra = (g - 1) * a_node + (g - 1.0) / g * S / b_node;  // ring reduce-scatter (or all-gather)
+      const double inter = 2 * (nodes - 1) * a_rail + 2.0 * (nodes - 1) / nodes * (S / g) / b_rail;
+      INFO(nodes << " nodes x " << g << " GPUs");
+      CHECK(collective_time(f, "rail", S, sim::CollOp::AllReduce) == Approx(intra + inter + intra).epsilon(1e-6));
+      // Reduce-scatter: the intra half, then the rails' reduce-scatter of S/G: (N-1) a + (N-1)/N (S/G)/B.
+      CHECK(collective_time(f, "rail", S, sim::CollOp::ReduceScatter) == Approx(intra + inter / 2).epsilon(1e-6));
+      // A flat ring over all N x G GPUs crosses a NIC on N of its edges: slower than the rails for G > 1.
+      CHECK(collective_time(f, "ring", S, sim::CollOp::AllReduce) > intra + inter + intra);
+    }
+  }
 }

@@ -103,6 +103,78 @@ class Hierarchical : public Collective {
   mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
 };
 
+// "rail": NCCL's hierarchical shape on rail-optimised clusters. Inside each node a ring reduce-scatter leaves
+// local rank k with 1/G of the sum; across nodes, local rank k of every node all-reduces that 1/G in a ring of
+// its own (rail k: GPU k's NIC to GPU k's NIC, the rails run at once); inside the node a ring all-gather. On
+// identical links: t = [(G-1) a_node + (G-1)/G S/B_node] x 2 + 2(N-1) a_rail + 2(N-1)/N (S/G)/B_rail.
+// Reduce-scatter and all-gather run their half of each stage. Nodes with different GPU counts: "hierarchical".
+class Rail : public Collective {
+ public:
+  std::string name() const override { return "rail"; }
+
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    const Layout& L = layout(g);
+    if (!L.even || L.nodes < 2) {
+      if (L.nodes < 2) ring_collective(g, me, bytes, op, true);
+      else fallback_.run(g, me, bytes, op);
+      return;
+    }
+    const Group& local = *L.local.at(g.node_of(me));
+    const Group& rail = *L.rails.at(L.local_index[me]);
+    const int lme = L.local_index[me];
+    const int rme = L.rail_index[me];
+    const double part = bytes / local.size();
+    if (op == CollOp::AllReduce || op == CollOp::ReduceScatter) ring_phase(local, lme, bytes, true);
+    ring_collective(rail, rme, part, op, true);
+    if (op == CollOp::AllReduce || op == CollOp::AllGather) ring_phase(local, lme, bytes, true);
+  }
+
+ private:
+  struct Layout {
+    int nodes = 0;
+    bool even = true;                                // every node holds the same number of the group's ranks
+    std::map<int, std::unique_ptr<Group>> local;     // node -> its members in group order
+    std::vector<std::unique_ptr<Group>> rails;       // local index k -> the k-th member of every node
+    std::vector<int> local_index, rail_index;
+  };
+
+  const Layout& layout(const Group& g) const {
+    auto it = cache_.find(g.name());
+    if (it != cache_.end()) return *it->second;
+    auto L = std::make_unique<Layout>();
+    std::map<int, std::vector<int>> members;
+    for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
+    L->nodes = static_cast<int>(members.size());
+    L->local_index.assign(g.size(), 0);
+    L->rail_index.assign(g.size(), 0);
+    const size_t per = members.begin()->second.size();
+    for (const auto& [node, ms] : members) L->even = L->even && ms.size() == per;
+    if (L->even) {
+      std::vector<std::vector<sg4::Host*>> rail_hosts(per);
+      std::vector<std::vector<int>> rail_nodes(per);
+      for (const auto& [node, ms] : members) {
+        std::vector<sg4::Host*> hosts;
+        for (size_t k = 0; k < ms.size(); ++k) {
+          hosts.push_back(g.host(ms[k]));
+          L->local_index[ms[k]] = static_cast<int>(k);
+          L->rail_index[ms[k]] = static_cast<int>(rail_hosts[k].size());
+          rail_hosts[k].push_back(g.host(ms[k]));
+          rail_nodes[k].push_back(node);
+        }
+        L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts,
+                                                 std::vector<int>(hosts.size(), node), g.latency_model());
+      }
+      for (size_t k = 0; k < per; ++k)
+        L->rails.push_back(std::make_unique<Group>(fmt::format("{}/rail{}", g.name(), k), rail_hosts[k], rail_nodes[k],
+                                                   g.latency_model()));
+    }
+    return *(cache_[g.name()] = std::move(L));
+  }
+
+  Hierarchical fallback_;
+  mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
+};
+
 // "auto": hierarchical when the group spans several nodes with more than one GPU on some node, else ring
 // (the choice NCCL's tuner makes for bandwidth-bound messages on PCIe nodes joined by a slower network).
 class Auto : public Collective {
@@ -131,4 +203,5 @@ class Auto : public Collective {
 }  // namespace
 VITSIM_REGISTER_COLLECTIVE("hierarchical", Hierarchical);
 VITSIM_REGISTER_COLLECTIVE("auto", Auto);
+VITSIM_REGISTER_COLLECTIVE("rail", Rail);
 }  // namespace vitsim::sim
