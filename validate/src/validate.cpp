@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -168,8 +169,12 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
     pid_t pid = 0;
     if (posix_spawnp(&pid, opt.mpirun.c_str(), nullptr, nullptr, cargv.data(), environ) != 0)
       throw Error(fmt::format("cannot start '{}' (is OpenMPI installed?)", opt.mpirun));
+    register_child(pid);  // Ctrl-C / SIGTERM end the run (core/io.hpp)
     int status = 0;
-    waitpid(pid, &status, 0);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    unregister_child(pid);
+    stop_if_interrupted();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(out)) {
       throw Error(fmt::format("the real run of point {} failed ({}): {}", i + 1,
                               WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
