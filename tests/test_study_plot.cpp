@@ -201,7 +201,7 @@ TEST_CASE("plot: the command line names a missing report and a report with nothi
   };
   std::string out;
   CHECK(run("plot " + (tmp / "none.json") + " --out " + (tmp / "x.svg"), out) == 1);
-  CHECK(out == "vitsim: error: cannot open " + (tmp / "none.json") + "\n");
+  CHECK(out == "vitsim: error: " + (tmp / "none.json") + ": cannot open report\n");  // core read_input_file's form
 
   vitsim::Report one = predict("tesla-strong-b16.xml");
   one.points.resize(1);

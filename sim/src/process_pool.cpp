@@ -40,7 +40,11 @@ std::vector<std::string> run_forked(size_t count, int jobs, const std::function<
       if (pid < 0) throw Error(fmt::format("fork failed: {}", std::strerror(errno)));
       if (pid == 0) {
         child_after_fork(parent);  // dies with the parent, even of SIGKILL
-        child(next);
+        try {
+          child(next);
+        } catch (...) {
+          // Never unwind into the parent's frames: their destructors (a TempDir) are the parent's.
+        }
         std::_Exit(5);  // child() must not return
       }
       register_child(pid);
