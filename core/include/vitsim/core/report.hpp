@@ -77,8 +77,10 @@ std::string report_scenario_id(const Report& r);
 // 2026 holds that much per device (the largest GPUs have 288 GB; large hosts a few TiB).
 inline constexpr double kMaxMemoryPerGpuBytes = 16.0 * 1024 * 1024 * 1024 * 1024;
 // An epoch simulated or measured in full takes at least one mean step and at most this many times
-// mean step x steps_per_epoch (warm-up steps are slower and left out of the mean).
+// mean step x steps_per_epoch (warm-up steps are slower and left out of the mean; a measured epoch also
+// holds the loader's start, checkpoints and replica checks, which a tiny model's steps may not outweigh).
 inline constexpr double kFullEpochMaxFactor = 20;
+inline constexpr double kMeasuredEpochMaxFactor = 100;
 // An extrapolated epoch is mean step x steps_per_epoch, within this fraction plus kWarmupSteps steps
 // (the tail and warm-up steps may be counted at their own cost).
 inline constexpr double kEpochTolerance = 0.05;
