@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -130,9 +131,9 @@ std::string write(vt::TempDir& d, const std::string& name, const PlatformSpec& s
 
 TEST_CASE("flat-star: building is linear in GPUs (hosts, links, routes, bypass routes counted)", "[scale]") {
   vt::TempDir d;
-  // Per GPU: a host, a lane and a loopback link, an up route and a loopback route, and a bypass route to each of
-  // the node's other GPUs (G - 1); per node: a backbone and a NIC link. The cluster-per-node layout writes
-  // N (N - 1) / 2 zoneRoutes instead.
+  // Per GPU: a host, a lane, a loopback and two backbone pieces (out, in), an up, a down and a loopback route, and
+  // a bypass route to each of the node's other GPUs (G - 1); per node: a NIC link. The cluster-per-node layout
+  // writes N (N - 1) / 2 zoneRoutes instead.
   for (int nodes : {2, 4, 16, 64}) {
     for (int g : {1, 4, 8}) {
       const std::string f = write(d, fmt::format("n{}g{}.xml", nodes, g), spec(nodes, g), Layout::FlatStar);
@@ -141,8 +142,8 @@ TEST_CASE("flat-star: building is linear in GPUs (hosts, links, routes, bypass r
       REQUIRE(r.error.empty());
       CHECK(r.counts.zones == 1);
       CHECK(r.counts.hosts == size_t(nodes * g));
-      CHECK(r.counts.links == size_t(nodes * (2 * g + 2)));
-      CHECK(r.counts.routes == size_t(2 * nodes * g));
+      CHECK(r.counts.links == size_t(nodes * (4 * g + 1)));
+      CHECK(r.counts.routes == size_t(3 * nodes * g));
       CHECK(r.counts.bypass_routes == size_t(nodes * g * (g - 1)));
       const std::string cluster = write_platform_xml(spec(nodes, g), Layout::ClusterPerNode);
       CHECK(count_of(cluster, "<zoneRoute ") == nodes * (nodes - 1) / 2);
@@ -157,9 +158,9 @@ TEST_CASE("flat-star: a pair inside a node bypasses the NIC and a cross-node rou
   const Loaded r = load_in_child(f, {{"node0-gpu0", "node0-gpu5"}, {"node0-gpu0", "node2-gpu5"}, {"node1-gpu3", "node1-gpu3"}});
   REQUIRE(r.error.empty());
   using S = std::set<std::string>;
-  CHECK(r.routes.at({"node0-gpu0", "node0-gpu5"}).first == S{"node0_link_0_UP", "node0_backbone", "node0_link_5_DOWN"});
-  CHECK(r.routes.at({"node0-gpu0", "node2-gpu5"}).first ==
-        S{"node0_link_0_UP", "node0_backbone", "node0-nic_UP", "node2-nic_DOWN", "node2_backbone", "node2_link_5_DOWN"});
+  CHECK(r.routes.at({"node0-gpu0", "node0-gpu5"}).first == S{"node0_link_0_UP", "node0_backbone_0_UP", "node0_link_5_DOWN"});
+  CHECK(r.routes.at({"node0-gpu0", "node2-gpu5"}).first == S{"node0_link_0_UP", "node0_backbone_0_UP", "node0-nic_UP", "node2-nic_DOWN",
+                                                             "node2_backbone_5_DOWN", "node2_link_5_DOWN"});
   CHECK(r.routes.at({"node1-gpu3", "node1-gpu3"}).first == S{"node1_link_3_loopback"});
   // Latencies (catalogue defaults): lane 1us (pcie_lat) each end, NVSwitch backbone 5us, NIC 5us per end.
   CHECK(r.routes.at({"node0-gpu0", "node0-gpu5"}).second == Approx(1e-6 + 5e-6 + 1e-6));
@@ -202,9 +203,13 @@ TEST_CASE("flat-star: every route holds the links and latency of the cluster-per
     CHECK(ff.links.size() == facts.links.size());
     CHECK(ff.props.at(kFlatStarProp) == kFlatStarValue);
     int checked = 0;
+    // The flat build's backbone pieces ("<node>_backbone_<r>_UP"/"_DOWN") stand for SimGrid's "<node>_backbone".
+    const std::regex piece("(_backbone)_[0-9]+_(UP|DOWN)$");
     for (const auto& p : pairs) {
       INFO(p.first << " -> " << p.second);
-      CHECK(a.routes.at(p).first == b.routes.at(p).first);
+      std::set<std::string> flat_links;
+      for (const auto& l : a.routes.at(p).first) flat_links.insert(std::regex_replace(l, piece, "$1"));
+      CHECK(flat_links == b.routes.at(p).first);
       CHECK(a.routes.at(p).second == Approx(b.routes.at(p).second));
       ++checked;
     }
@@ -226,7 +231,7 @@ TEST_CASE("flat-star: rail-optimised NICs are one link per NIC and GPU k rides r
   // GPUs 0,1 on rail 0; 2,3 on rail 1; 4,5 on rail 2; 6,7 on rail 3. A rail's GPU goes lane then NIC.
   CHECK(r.routes.at({"node0-gpu0", "node1-gpu1"}).first == S{"node0_link_0_UP", "node0-nic0_UP", "node1-nic0_DOWN", "node1_link_1_DOWN"});
   CHECK(r.routes.at({"node0-gpu6", "node1-gpu2"}).first == S{"node0_link_6_UP", "node0-nic3_UP", "node1-nic1_DOWN", "node1_link_2_DOWN"});
-  CHECK(r.routes.at({"node0-gpu3", "node0-gpu4"}).first == S{"node0_link_3_UP", "node0_backbone", "node0_link_4_DOWN"});
+  CHECK(r.routes.at({"node0-gpu3", "node0-gpu4"}).first == S{"node0_link_3_UP", "node0_backbone_3_UP", "node0_link_4_DOWN"});
 }
 
 TEST_CASE("flat-star: vitsim platform picks the layout (auto: over 64 nodes or rails) and --layout forces it", "[scale][cli]") {
@@ -294,9 +299,33 @@ void strip_platform(nlohmann::json& j) {
     for (auto& v : j) strip_platform(v);
   }
 }
+// Every field equal; numbers to a relative 1e-12 (`worst` gets the largest relative difference seen).
+void compare_json(const nlohmann::json& a, const nlohmann::json& b, const std::string& at, double& worst) {
+  INFO(at);
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    const double rel = x == y ? 0 : std::abs(x - y) / std::max(std::abs(x), std::abs(y));
+    worst = std::max(worst, rel);
+    CHECK(rel < 1e-12);
+    return;
+  }
+  REQUIRE(a.type() == b.type());
+  if (a.is_object()) {
+    REQUIRE(a.size() == b.size());
+    for (auto& [k, v] : a.items()) {
+      REQUIRE(b.contains(k));
+      compare_json(v, b[k], at + "/" + k, worst);
+    }
+  } else if (a.is_array()) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) compare_json(a[i], b[i], at + "/" + std::to_string(i), worst);
+  } else {
+    CHECK(a == b);
+  }
+}
 }  // namespace
 
-TEST_CASE("flat-star: the study scenarios predict the same on their platforms written in the flat-star layout", "[scale][sim]") {
+TEST_CASE("flat-star: the study scenarios predict the same (to the last bits) on their platforms written in the flat-star layout", "[scale][sim]") {
   vt::TempDir d;
   const std::string src = VITSIM_SOURCE_DIR;
   for (const char* p : {"vector", "tesla", "nebula"}) {
@@ -318,7 +347,11 @@ TEST_CASE("flat-star: the study scenarios predict the same on their platforms wr
     CHECK(ja["provenance"].dump() != jb["provenance"].dump());  // the platform digest differs
     strip_platform(ja);
     strip_platform(jb);
-    CHECK(ja.dump(1) == jb.dump(1));
+    // Equal but for the last bits of some times: SimGrid's solver meets each flat backbone as per-GPU pieces
+    // (platform_build.hpp), the same caps solved as a different system, so a sum may round differently.
+    double worst = 0;
+    compare_json(ja, jb, "", worst);
+    CHECK(worst < 1e-13);
     ++compared;
   }
   CHECK(compared == 8);

@@ -6,6 +6,7 @@
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/transport.hpp"
+#include "vitsim/sim/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -29,6 +30,8 @@ std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFac
         if (sg4::Link* x = e.link_by_name_or_null(l.id + dir)) sg.push_back(x);
     } else if (sg4::Link* x = e.link_by_name_or_null(l.id)) {
       sg.push_back(x);
+    } else if (const auto* pieces = flat_link_pieces(l.id)) {  // a flat-star backbone (platform_build.hpp)
+      sg = *pieces;
     }
     if (sg.empty()) throw Error(l.origin, fmt::format("SimGrid has no link '{}' to apply transport {} to", l.id, transport_name(l.transport)));
     for (sg4::Link* x : sg) {

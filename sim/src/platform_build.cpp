@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <vector>
 
 #include "vitsim/core/error.hpp"
@@ -13,21 +14,31 @@ namespace {
 
 using Dir = sg4::LinkInRoute::Direction;
 
-// The nodes of one star zone: hosts, links, routes to the centre, bypass routes inside each node.
+// The links a flat build split a node's backbone into ("<node>_backbone" -> its per-GPU pieces), for
+// apply_link_transports (a transport's effect goes to every piece).
+std::map<std::string, std::vector<sg4::Link*>>& aliases() {
+  static std::map<std::string, std::vector<sg4::Link*>> a;
+  return a;
+}
+
+// The nodes of one star zone: hosts, links, routes to and from the centre, bypass routes inside each node.
+//
+// The node's backbone is FATPIPE: a cap on each transfer, not a shared capacity. It is built as one FATPIPE link
+// per GPU and direction ("<node>_backbone_<r>_UP" on the GPU's way out, "_DOWN" on its way in): each transfer
+// meets the same cap and latency as on one backbone, but transfers of different GPUs share no constraint, so
+// SimGrid's solver does not walk every flow of a ring (through the backbones, all of them were one connected
+// system: solving grew with GPUs squared).
 void build_group(sg4::NetZone* zone, const FlatPod& g, BuildCounts& c) {
   for (const FlatNode& n : g.nodes) {
-    sg4::Link* bb = nullptr;
-    if (n.bb_bw > 0) {
-      bb = zone->create_link(n.id + "_backbone", n.bb_bw)->set_latency(n.bb_lat)->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)->seal();
-      ++c.links;
-    }
     std::vector<sg4::Link*> nics;
     for (const FlatLink& l : n.nics) {
       nics.push_back(zone->create_split_duplex_link(l.id, l.bw)->set_latency(l.lat)->seal());
       ++c.links;
     }
+    const bool rails = nics.size() > 1;
     std::vector<sg4::Host*> hosts;
-    std::vector<sg4::Link*> lanes;
+    std::vector<sg4::Link*> lanes, bb_up;
+    std::vector<sg4::Link*>& bb_all = aliases()[n.id + "_backbone"];
     for (size_t k = 0; k < n.hosts.size(); ++k) {
       sg4::Host* h = zone->create_host(n.hosts[k], n.speed)->seal();
       ++c.hosts;
@@ -36,6 +47,19 @@ void build_group(sg4::NetZone* zone, const FlatPod& g, BuildCounts& c) {
       ++c.links;
       hosts.push_back(h);
       lanes.push_back(lane);
+      sg4::Link* up_bb = nullptr;
+      sg4::Link* down_bb = nullptr;
+      if (n.bb_bw > 0) {
+        for (sg4::Link** l : {&up_bb, &down_bb}) {
+          *l = zone->create_link(fmt::format("{}_backbone_{}_{}", n.id, n.radicals[k], l == &up_bb ? "UP" : "DOWN"), n.bb_bw)
+                   ->set_latency(n.bb_lat)
+                   ->set_sharing_policy(sg4::Link::SharingPolicy::FATPIPE)
+                   ->seal();
+          bb_all.push_back(*l);
+          ++c.links;
+        }
+      }
+      bb_up.push_back(up_bb);
       if (n.loopback_bw > 0) {
         sg4::Link* lo = zone->create_link(link + "_loopback", n.loopback_bw)
                             ->set_latency(n.loopback_lat)
@@ -45,26 +69,32 @@ void build_group(sg4::NetZone* zone, const FlatPod& g, BuildCounts& c) {
         zone->add_route(h->get_netpoint(), h->get_netpoint(), nullptr, nullptr, {sg4::LinkInRoute(lo)}, false);
         ++c.routes;
       }
-      // Up to the centre (and, symmetrically, down from it in reverse).
+      // Up to the centre and down from it: lane, backbone piece, NIC (a rail: lane, the rail's NIC).
       std::vector<sg4::LinkInRoute> up{sg4::LinkInRoute(lane, Dir::UP)};
+      std::vector<sg4::LinkInRoute> down;
       const int rail = n.rail_of(static_cast<int>(k));
-      const bool rails = nics.size() > 1;
-      if (bb && !rails) up.emplace_back(bb);
+      if (rail >= 0) down.emplace_back(nics[static_cast<size_t>(rail)], Dir::DOWN);
+      if (up_bb && !rails) {
+        up.emplace_back(up_bb);
+        down.emplace_back(down_bb);
+      }
       if (rail >= 0) up.emplace_back(nics[static_cast<size_t>(rail)], Dir::UP);
-      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, up, true);
-      ++c.routes;
+      down.emplace_back(lane, Dir::DOWN);
+      zone->add_route(h->get_netpoint(), nullptr, nullptr, nullptr, up, false);
+      zone->add_route(nullptr, h->get_netpoint(), nullptr, nullptr, down, false);
+      c.routes += 2;
     }
-    // Inside the node: lane, backbone, lane; the NIC is not crossed. Without a NIC the star's own route is that.
-    if (!nics.empty())
-      for (size_t a = 0; a < hosts.size(); ++a)
-        for (size_t b = 0; b < hosts.size(); ++b) {
-          if (a == b) continue;
-          std::vector<sg4::LinkInRoute> links{sg4::LinkInRoute(lanes[a], Dir::UP)};
-          if (bb) links.emplace_back(bb);
-          links.emplace_back(lanes[b], Dir::DOWN);
-          zone->add_bypass_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, links);
-          ++c.bypass_routes;
-        }
+    // Inside the node: lane, backbone, lane; the NIC is not crossed. Without a NIC the star's own routes are
+    // lane, backbone (out), backbone (in), lane: the bypass keeps the one backbone latency of SimGrid's cluster.
+    for (size_t a = 0; a < hosts.size(); ++a)
+      for (size_t b = 0; b < hosts.size(); ++b) {
+        if (a == b) continue;
+        std::vector<sg4::LinkInRoute> links{sg4::LinkInRoute(lanes[a], Dir::UP)};
+        if (bb_up[a]) links.emplace_back(bb_up[a]);
+        links.emplace_back(lanes[b], Dir::DOWN);
+        zone->add_bypass_route(hosts[a]->get_netpoint(), hosts[b]->get_netpoint(), nullptr, nullptr, links);
+        ++c.bypass_routes;
+      }
   }
 }
 
@@ -74,6 +104,7 @@ BuildCounts build_flat_platform(sg4::Engine& e, const FlatPlatform& p) {
   if (e.get_netzone_root() != nullptr)
     throw Error(fmt::format("{}: a flat-star platform is built into an engine without a platform", p.path));
   BuildCounts c;
+  aliases().clear();
   sg4::NetZone* top = sg4::create_star_zone(p.zone_id);
   ++c.zones;
   if (!p.pods) {
@@ -87,8 +118,9 @@ BuildCounts build_flat_platform(sg4::Engine& e, const FlatPlatform& p) {
       // NICs from paths that leave the pod).
       simgrid::kernel::routing::NetPoint* router = pod->create_router(g.id + "-router");
       ++c.routers;
-      pod->add_route(router, nullptr, nullptr, nullptr, {}, true);
-      ++c.routes;
+      pod->add_route(router, nullptr, nullptr, nullptr, {}, false);
+      pod->add_route(nullptr, router, nullptr, nullptr, {}, false);
+      c.routes += 2;
       pod->seal();
       sg4::Link* up = top->create_split_duplex_link(g.uplink.id, g.uplink.bw)->set_latency(g.uplink.lat)->seal();
       ++c.links;
@@ -98,6 +130,11 @@ BuildCounts build_flat_platform(sg4::Engine& e, const FlatPlatform& p) {
   }
   top->seal();
   return c;
+}
+
+const std::vector<sg4::Link*>* flat_link_pieces(const std::string& name) {
+  auto it = aliases().find(name);
+  return it == aliases().end() ? nullptr : &it->second;
 }
 
 BuildCounts load_platform_file(sg4::Engine& e, const std::string& path) {

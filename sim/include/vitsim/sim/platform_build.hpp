@@ -6,12 +6,15 @@
 // to the star's centre is its lane ("<node>_link_<r>", split-duplex) + its node's backbone ("<node>_backbone",
 // FATPIPE) + its node's NIC ("<node>-nic"), or, rail-optimised, its lane + its rail's NIC ("<node>-nic<r>");
 // a pair of GPUs in one node takes a bypass route lane + backbone + lane (no NIC); a GPU to itself its loopback
-// ("<node>_link_<r>_loopback"). The links and their names are those SimGrid's <cluster> creates, so a route
-// between two GPUs holds the same links as in the cluster-per-node layout; a pod's route to the top adds its
-// up-link ("<pod>-uplink"), as the cluster-per-node fat-tree's zoneRoutes do.
+// ("<node>_link_<r>_loopback"). The links and their names are those SimGrid's <cluster> creates, but for the
+// FATPIPE backbone, built as one FATPIPE piece per GPU and direction ("<node>_backbone_<r>_UP"/"_DOWN": the same
+// cap and latency for every transfer, without coupling all flows of a ring in SimGrid's solver); so a route
+// between two GPUs holds the same links, caps and latency as in the cluster-per-node layout; a pod's route to
+// the top adds its up-link ("<pod>-uplink"), as the cluster-per-node fat-tree's zoneRoutes do.
 #include <simgrid/s4u.hpp>
 
 #include <string>
+#include <vector>
 
 #include "vitsim/core/platform_flat.hpp"
 
@@ -26,5 +29,7 @@ BuildCounts build_flat_platform(simgrid::s4u::Engine& e, const FlatPlatform& p);
 // The one loader of platform files: a flat-star file is read (core) and built; any other goes to
 // Engine::load_platform. Returns the counts of a flat build (zeros for a parsed file).
 BuildCounts load_platform_file(simgrid::s4u::Engine& e, const std::string& path);
+// The pieces of a link of the file that the last flat build split ("<node>_backbone"), or nullptr.
+const std::vector<simgrid::s4u::Link*>* flat_link_pieces(const std::string& name);
 
 }  // namespace vitsim::sim
