@@ -48,10 +48,11 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
       {"unknown preset", scenario(kCluster, "preset=\"vit_b_17\"", kTraining), "predict s.xml",
        "vitsim: error: s.xml:3: model.preset: unknown model preset 'vit_b_17'; valid: vit_b_16, vit_base_patch16_224, "
        "vit_cifar_small, vit_cifar_tiny, vit_fmnist_tiny, vit_h_16, vit_huge_patch16_224, vit_l_16, "
-       "vit_large_patch16_224, vit_small_patch16_224, vit_tiny_patch16_224"},
+       "vit_large_patch16_224, vit_small_patch16_224, vit_tiny_patch16_224, or timm's "
+       "vit_{tiny,small,base,large,huge,giant}_patch<P>_<image> (e.g. vit_large_patch16_384)"},
       {"unknown collective", scenario(kCluster, kModel, kTraining, "  <parallelism collective=\"butterfly\"/>\n"),
        "predict s.xml",
-       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, "
+       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, rail, "
        "ring, ring_msg, tree"},
       {"zero batch", scenario(kCluster, kModel, "micro_batch=\"0\""), "predict s.xml",
        "vitsim: error: s.xml:5: training.micro_batch: 0 is out of range (expected 1 .. 16777216)"},

@@ -24,7 +24,7 @@ TEST_CASE("units: a missing or unknown unit is an error with the valid units", "
   CHECK_THROWS_WITH(parse("12", Kind::Bandwidth),
                     Catch::StartsWith("bad bandwidth '12': missing unit; valid units: Bps, kBps, KBps"));
   CHECK_THROWS_WITH(parse("5 parsecs", Kind::Time),
-                    "bad time '5 parsecs': unknown unit ' parsecs'; valid units: w, d, h, m, s, ms, us, ns, ps");
+                    "bad time '5 parsecs': unknown unit ' parsecs'; valid units: w, d, h, min, m, s, ms, us, ns, ps");
   CHECK_THROWS_WITH(parse("GBps", Kind::Bandwidth), Catch::StartsWith("bad bandwidth 'GBps': no number"));
   CHECK_THROWS_WITH(parse("", Kind::Bytes), Catch::StartsWith("bad size '': empty value"));
 }

@@ -140,7 +140,7 @@ std::vector<BadInput> cases() {
       {"names", "unknown dataset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\"", "name=\"mnist\"")}}, S,
        "vitsim: error: s.xml:4: dataset.name: unknown value 'mnist'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic"},
       {"names", "unknown model preset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_g_14\"")}}, S,
-       "vitsim: error: s.xml:3: model.preset: unknown model preset 'vit_g_14'; valid: vit_b_16, vit_base_patch16_224, vit_cifar_small, vit_cifar_tiny, vit_fmnist_tiny, vit_h_16, vit_huge_patch16_224, vit_l_16, vit_large_patch16_224, vit_small_patch16_224, vit_tiny_patch16_224"},
+       "vitsim: error: s.xml:3: model.preset: unknown model preset 'vit_g_14'; valid: vit_b_16, vit_base_patch16_224, vit_cifar_small, vit_cifar_tiny, vit_fmnist_tiny, vit_h_16, vit_huge_patch16_224, vit_l_16, vit_large_patch16_224, vit_small_patch16_224, vit_tiny_patch16_224, or timm's vit_{tiny,small,base,large,huge,giant}_patch<P>_<image> (e.g. vit_large_patch16_384)"},
       {"model", "image not a multiple of the patch", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\" patch=\"15\"")}}, S,
        "vitsim: error: s.xml:3: model image_size 224 is not a multiple of patch 15"},
       {"model", "width not a multiple of the heads", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\" heads=\"7\"")}}, S,

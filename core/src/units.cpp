@@ -27,7 +27,8 @@ using Table = std::initializer_list<std::pair<std::string_view, double>>;
 // Same spellings as SimGrid's surf_parse_get_{time,bandwidth,speed,size}; "K" is accepted beside "k".
 constexpr double kKi = 1024.0;
 const Table& table(Kind kind) {
-  static const Table time{{"w", 7 * 86400.0}, {"d", 86400.0}, {"h", 3600.0}, {"m", 60.0}, {"s", 1.0},
+  // "min" beside SimGrid's "m": users write 90min; compound durations ("1h30m") are read by parse().
+  static const Table time{{"w", 7 * 86400.0}, {"d", 86400.0}, {"h", 3600.0}, {"min", 60.0}, {"m", 60.0}, {"s", 1.0},
                           {"ms", 1e-3},       {"us", 1e-6},     {"ns", 1e-9},   {"ps", 1e-12}};
   static const Table bandwidth{
       {"Bps", 1.0},          {"kBps", 1e3},          {"KBps", 1e3},          {"MBps", 1e6},
@@ -149,15 +150,47 @@ double parse(std::string_view text, Kind kind) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec == std::errc::result_out_of_range) throw fail("not a finite number");
   if (ec != std::errc() || end == s.data()) throw fail("no number");
-  std::string_view unit(end, static_cast<size_t>(s.data() + s.size() - end));
+  std::string_view rest(end, static_cast<size_t>(s.data() + s.size() - end));
   if (!std::isfinite(value)) throw fail("not a finite number");
-  if (unit.empty()) throw fail("missing unit");
-  for (const auto& [name, factor] : table(kind))
-    if (name == unit) {
-      if (!std::isfinite(value * factor)) throw fail("not a finite number");
-      return value * factor;
-    }
-  throw fail(fmt::format("unknown unit '{}'", echo(unit, 16)));
+  // The unit: the letters after the number. A duration may go on with more number+unit parts, largest
+  // unit first, each unit once ("1h30m", "2d12h", "1m30s", "1h30min"); other kinds take one unit.
+  // The unit runs to the next digit, so that "5 parsecs" names ' parsecs' as the unknown unit.
+  auto unit_of = [&](std::string_view& r) {
+    size_t n = 0;
+    while (n < r.size() && !std::isdigit(static_cast<unsigned char>(r[n])) && r[n] != '.') ++n;
+    std::string_view u = r.substr(0, n);
+    r.remove_prefix(n);
+    return u;
+  };
+  auto factor_of = [&](std::string_view unit) -> double {
+    if (unit.empty()) throw fail("missing unit");
+    for (const auto& [name, factor] : table(kind))
+      if (name == unit) return factor;
+    throw fail(fmt::format("unknown unit '{}'", echo(unit, 16)));
+  };
+  std::string_view unit = rest;
+  if (kind == Kind::Time) unit = unit_of(rest);
+  else rest = {};
+  double factor = factor_of(unit);
+  double total = value * factor;
+  if (!std::isfinite(total)) throw fail("not a finite number");
+  while (!rest.empty()) {  // only durations get here
+    double part = 0;
+    auto [e, ec2] = std::from_chars(rest.data(), rest.data() + rest.size(), part);
+    if (ec2 != std::errc() || e == rest.data() || !(part >= 0) || !std::isfinite(part))
+      throw fail(fmt::format("'{}' after '{}' is not a number and unit", echo(rest, 16), unit));
+    if (value < 0) throw fail("a compound duration cannot be negative");
+    rest.remove_prefix(static_cast<size_t>(e - rest.data()));
+    const std::string_view next = unit_of(rest);
+    const double next_factor = factor_of(next);
+    if (!(next_factor < factor))
+      throw fail(fmt::format("in a compound duration each unit is smaller than the one before ('{}' after '{}')", next, unit));
+    unit = next;
+    factor = next_factor;
+    total += part * factor;
+    if (!std::isfinite(total)) throw fail("not a finite number");
+  }
+  return total;
 }
 
 std::string format_time(double s) {

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace vitsim {
 
@@ -82,14 +84,49 @@ std::vector<std::string> vit_preset_names() {
   return out;
 }
 
+namespace {
+// timm's naming (timm/models/vision_transformer.py): vit_<size>_patch<P>_<image>, optionally followed by
+// a pretrained tag after a dot ("vit_base_patch16_224.augreg_in21k", which does not change the shape).
+// The sizes' width, depth, heads and MLP ratio are timm's (ViT paper Table 1; DeiT for tiny and small;
+// giant from Zhai et al. 2022, timm vit_giant_patch14_224: 1408 wide, 40 deep, 16 heads, MLP 6144 = 48/11).
+std::optional<Preset> timm_preset(const std::string& full) {
+  const std::string name = full.substr(0, full.find('.'));
+  static const std::map<std::string, Preset> sizes{
+      {"tiny", {0, 0, 3, 192, 12, 3, 4.0, 1000}},   {"small", {0, 0, 3, 384, 12, 6, 4.0, 1000}},
+      {"base", {0, 0, 3, 768, 12, 12, 4.0, 1000}},  {"large", {0, 0, 3, 1024, 24, 16, 4.0, 1000}},
+      {"huge", {0, 0, 3, 1280, 32, 16, 4.0, 1000}}, {"giant", {0, 0, 3, 1408, 40, 16, 48.0 / 11.0, 1000}}};
+  if (name.rfind("vit_", 0) != 0) return std::nullopt;
+  const size_t a = name.find("_patch", 4);
+  if (a == std::string::npos) return std::nullopt;
+  auto it = sizes.find(name.substr(4, a - 4));
+  if (it == sizes.end()) return std::nullopt;
+  const size_t b = name.find('_', a + 6);
+  if (b == std::string::npos) return std::nullopt;
+  auto whole = [](const std::string& t) -> int {
+    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos || t[0] == '0') return 0;
+    return std::stoi(t);
+  };
+  const int patch = whole(name.substr(a + 6, b - a - 6)), image = whole(name.substr(b + 1));
+  if (patch <= 0 || image <= 0) return std::nullopt;
+  Preset p = it->second;
+  p.patch = patch;
+  p.image = image;
+  return p;
+}
+}  // namespace
+
 ViTConfig vit_preset(const std::string& name) {
   auto it = presets().find(name);
-  if (it == presets().end()) {
+  std::optional<Preset> timm;
+  if (it == presets().end()) timm = timm_preset(name);
+  if (it == presets().end() && !timm) {
     std::string valid;
     for (const auto& n : vit_preset_names()) valid += (valid.empty() ? "" : ", ") + n;
-    throw Error(fmt::format("unknown model preset '{}'; valid: {}", name, valid));
+    throw Error(fmt::format("unknown model preset '{}'; valid: {}, or timm's vit_{{tiny,small,base,large,huge,giant}}"
+                            "_patch<P>_<image> (e.g. vit_large_patch16_384)",
+                            echo(name), valid));
   }
-  const Preset& p = it->second;
+  const Preset& p = timm ? *timm : it->second;
   ViTConfig c;
   c.preset = name;
   c.image_size = p.image;

@@ -39,10 +39,11 @@ long long parse_integer(std::string_view text, long long lo, long long hi);
 enum class Kind { Time, Bandwidth, Flops, Bytes };
 
 const char* kind_name(Kind kind);
-// The units accepted for a kind, for error messages: "s, ms, us, ns, ps, m, h, d, w".
+// The units accepted for a kind, for error messages: "w, d, h, min, m, s, ms, us, ns, ps".
 std::string valid_units(Kind kind);
 
-// Parses "<number><unit>". Throws vitsim::Error("bad <kind> '<text>': <reason>; valid units: ...")
+// Parses "<number><unit>"; a duration may be compound, largest unit first ("1h30m", "2d12h", "1m30s").
+// Throws vitsim::Error("bad <kind> '<text>': <reason>; valid units: ...")
 // without location; callers prefix file:line by catching and rethrowing with an Origin.
 double parse(std::string_view text, Kind kind);
 // The same, then range-checked: "bad bandwidth '0GBps': out of range, expected > 0; ...".

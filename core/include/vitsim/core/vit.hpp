@@ -40,7 +40,8 @@ struct ViTConfig {
 };
 
 // Named presets: vit_tiny/small/base/large/huge_patch16_224 (aliases vit_b_16, vit_l_16, vit_h_16 as in
-// torchvision), and small variants for 32 px CIFAR and 28 px Fashion-MNIST.
+// torchvision), and small variants for 32 px CIFAR and 28 px Fashion-MNIST; any timm name
+// vit_<tiny|small|base|large|huge|giant>_patch<P>_<image>[.tag] (vit_large_patch16_384).
 ViTConfig vit_preset(const std::string& name);  // throws Error listing the valid names
 std::vector<std::string> vit_preset_names();
 
