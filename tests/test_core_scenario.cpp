@@ -26,7 +26,7 @@ TEST_CASE("scenario: a file resolves into typed values", "[scenario]") {
   CHECK(s.cluster.platform == d / "p.xml");  // relative to the scenario's folder
   CHECK(s.ranks() == 2);
   CHECK(s.model.width == 768);
-  CHECK(s.dataset.train_samples == 50000);  // CIFAR-10 training set (REFERENCE.md section 1)
+  CHECK(s.dataset.train_samples == 50000);  // CIFAR-10 training set (docs/sources.md "Datasets")
   CHECK(s.parallel.bucket_bytes == 25e6);
   CHECK(s.global_batch() == 64);
 }

@@ -11,7 +11,7 @@ double gmacs(const Workload& w) { return w.fwd_flops_per_sample() / 2 / 1e9; }  
 }  // namespace
 
 TEST_CASE("workload: parameters and MACs match the timm/torchvision reference sizes", "[workload]") {
-  // REFERENCE.md section 4: ViT-Ti 5.72 M / 1.26 GMACs, ViT-S 22.05 M / 4.61, ViT-B 86.57 M / 17.58.
+  // docs/sources.md "ViT sizes": ViT-Ti 5.72 M / 1.26 GMACs, ViT-S 22.05 M / 4.61, ViT-B 86.57 M / 17.58.
   // Issue 2 asks params within 0.5% and MACs within 2%.
   struct Ref {
     const char* preset;
@@ -37,7 +37,7 @@ TEST_CASE("workload: per-layer table", "[workload]") {
   CHECK(w.layers.front().name == "patch_embed");
   CHECK(w.layers[1].name == "block0.attn");
   CHECK(w.layers.back().name == "head");
-  // Per block: 12 d^2 + 13 d weights (REFERENCE.md section 4: about 12 d^2).
+  // Per block: 12 d^2 + 13 d weights (docs/sources.md "ViT sizes", one encoder block).
   const double d = 768;
   CHECK(w.layers[1].params + w.layers[2].params == 12 * d * d + 13 * d);
   // Backward costs twice the forward for every layer but the patch embedding (no input gradient).

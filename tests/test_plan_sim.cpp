@@ -39,7 +39,8 @@ const ReportPoint& find(const Report& r, const std::string& key, const std::stri
 TEST_CASE("ZeRO-1 and 2 move the all-reduce volume and ZeRO-3 1.5 times it", "[plan][zero]") {
   // One node of 4 compute-bound GPUs, PCIe lanes of 10 GB/s, no latency: every collective is pure
   // bandwidth, so its time is proportional to its volume. A ring all-reduce moves 2(n-1)/n S per rank,
-  // a reduce-scatter or an all-gather (n-1)/n S (REFERENCE.md s3). ZeRO-1/2: reduce-scatter of the
+  // a reduce-scatter or an all-gather (n-1)/n S (docs/sources.md "Collectives"). ZeRO-1/2:
+  // reduce-scatter of the
   // gradients + all-gather of the updated parameters = one all-reduce's volume; ZeRO-3: reduce-scatter
   // + all-gathers of the parameters in forward and in backward = 1.5 times it (the ZeRO paper's 1.5x).
   vt::TempDir d;

@@ -325,7 +325,8 @@ TEST_CASE("vitsim platform: a fat-tree oversubscribed 4:1 slows cross-pod all-re
   const double star = comm("star.xml");
   const double tree = comm("tree.xml");
   INFO("star " << star << " s, fat-tree " << tree << " s");
-  // The star against the ring's closed form (../shared/REFERENCE.md s3): 2 (n-1)/n x S / B with n = 4, S = ViT-B/16's
+  // The star against the ring's closed form (docs/sources.md "Collectives"): 2 (n-1)/n x S / B with
+  // n = 4, S = ViT-B/16's
   // 86.57 M fp32 gradients (torchvision's count), B = 12.5 GB/s x 4096/4122; latencies add well under 1%.
   CHECK(star == Approx(2.0 * 3 / 4 * 86.57e6 * 4 / (12.5e9 * 4096 / 4122)).epsilon(0.01));
   CHECK(tree / star == Approx(4.0 * 4096 / 4122).epsilon(0.01));

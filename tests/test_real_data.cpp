@@ -84,7 +84,7 @@ TEST_CASE("A truncated or corrupt IDX file is a clear error", "[real][data][nega
 }
 
 TEST_CASE("The installed Fashion-MNIST reads as 60,000 + 10,000 28x28 images", "[real][data]") {
-  // Debian's dataset-fashion-mnist (REFERENCE.md section 6); skip where it is not installed.
+  // Debian's dataset-fashion-mnist (docs/sources.md "Datasets"); skip where it is not installed.
   const std::string dir = "/usr/share/datasets/fashion-mnist";
   if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz")) return;
   auto train = read_idx(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", 10);

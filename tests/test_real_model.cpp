@@ -15,7 +15,7 @@ using namespace vitsim;
 
 TEST_CASE("The LibTorch ViT has exactly core's parameter count", "[real][model]") {
   // Every preset small enough to build quickly, plus vit_b_16, whose count torchvision prints as
-  // 86,567,656 (REFERENCE.md section 4: ViT-B 86.57 M).
+  // 86,567,656 (docs/sources.md "ViT sizes").
   for (const char* name : {"vit_fmnist_tiny", "vit_cifar_tiny", "vit_cifar_small", "vit_tiny_patch16_224", "vit_b_16"}) {
     ViTConfig cfg = vit_preset(name);
     real::VisionTransformer model(cfg);

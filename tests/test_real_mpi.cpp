@@ -13,7 +13,8 @@
 
 namespace {
 
-// Two cores here: one rank per core, one thread each (ranks x threads <= cores, REFERENCE.md 7).
+// Two cores here: one rank per core, one thread each (ranks x threads <= cores,
+// docs/sources.md "Software and machine facts").
 std::string mpirun(int ranks) {
   return fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} {} train ", ranks, VITSIM_BINARY);
 }
@@ -175,7 +176,8 @@ TEST_CASE("bf16 autocast trains on CPU with identical replicas and fp16 on CPU i
 
 TEST_CASE("Without a usable GPU the NCCL communicator fails naming rank, host, call and file:line", "[real][nccl]") {
   // Built whenever nccl.h, libnccl and the CUDA runtime are found, as here (/usr/local/cuda); this
-  // machine has no GPU driver, so cudaSetDevice fails (CUDA error 35, REFERENCE.md 7) and the check
+  // machine has no GPU driver, so cudaSetDevice fails (CUDA error 35, docs/sources.md "Software and
+  // machine facts") and the check
   // macro must turn that into an Error, not a crash. On a machine with a GPU the communicator comes up.
   if (!vitsim::real::nccl_built()) return;
   vitsim::real::World world(10);  // a singleton MPI job: rank 0 of 1

@@ -1,4 +1,5 @@
-// Collectives against their closed formulas (REFERENCE.md section 3), each simulation in its own process.
+// Collectives against their closed formulas (docs/sources.md "Collectives"), each simulation in its own
+// process.
 #include <catch2/catch.hpp>
 
 #include <simgrid/s4u.hpp>
@@ -100,7 +101,8 @@ TEST_CASE("a ring through one slow link runs at that link's speed", "[collective
 }
 
 TEST_CASE("double binary tree: 2 S/B + 2 depth a", "[collective][tree]") {
-  // REFERENCE.md section 3: latency term ~ 2 log2(n) a, bandwidth term ~ 2 S / B for large S. In vitsim's
+  // docs/sources.md "Collectives", double binary tree: latency term ~ 2 log2(n) a, bandwidth term
+  // ~ 2 S / B for large S. In vitsim's
   // pipelined form each phase costs S/B + depth * a (every node is inner in at most one tree).
   const double B = 10e9, a = 2e-6, S = 100e6;
   vt::TempDir d;

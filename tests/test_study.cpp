@@ -1,5 +1,5 @@
-// The study's seven findings (REFERENCE.md section 1, issue 3), each reproduced by the simulator from the
-// shipped platform and scenario files alone, as golden-shape tests.
+// The study's seven findings (docs/sources.md "The study", issue 3), each reproduced by the simulator
+// from the shipped platform and scenario files alone, as golden-shape tests.
 //
 // Each test asserts the shape the finding describes, never a number copied from a run. Where a tolerance
 // is needed it is derived in a comment from the model's arithmetic (the closed-form terms the simulator
@@ -99,7 +99,7 @@ TEST_CASE("finding 1: on Tesla the slow card and the 1 GbE node make strong scal
 
   // Why, 2: the ring runs at its slowest edge. With tesla3 in the ring, every one of the 2(n-1) ring
   // steps moves S/n bytes through tesla3's NIC, so the all-reduce takes at least 2(n-1)/n * S / B_1GbE
-  // (REFERENCE.md s3). The bandwidth is read from the platform file.
+  // (docs/sources.md "Collectives", ring all-reduce). The bandwidth is read from the platform file.
   const double s = gradient_bytes(4);
   const double b_slow = platform_bw("platforms/tesla.xml", "tesla3-nic", "bandwidth");
   const double ring_bound = 2.0 * 4 / 5 * s / b_slow;

@@ -50,7 +50,8 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size) {
     throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
   info.device = name == "cuda" ? fmt::format("cuda:{}", local_rank % torch::cuda::device_count()) : "cpu";
   info.name = "cpu";
-  // Threads as the trainer sets them: ranks x threads never exceeds the cores (REFERENCE.md 7).
+  // Threads as the trainer sets them: ranks x threads never exceeds the cores
+  // (docs/sources.md "Software and machine facts", threads per rank).
   const real::ThreadPlan plan = real::plan_threads(s.run.threads, local_size);
   info.threads = plan.threads;
   if (!plan.warning.empty()) fmt::print(stderr, "vitsim calibrate: warning: {}\n", plan.warning);

@@ -512,7 +512,7 @@ DatasetSplit open_dataset(const DatasetSpec& spec, const ViTConfig& model, const
   DatasetSplit out;
   out.norm = normalization_for(spec.name, model.channels);
   if (spec.name == "fashion_mnist") {
-    // Debian's dataset-fashion-mnist package installs here (REFERENCE.md section 6).
+    // Debian's dataset-fashion-mnist package installs here (docs/sources.md "Datasets").
     std::string dir = spec.path.empty() ? "/usr/share/datasets/fashion-mnist" : spec.path;
     std::string stem = train ? "train" : "t10k";
     const std::string images = need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name);  // checked first

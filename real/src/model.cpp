@@ -28,7 +28,7 @@ EncoderBlockImpl::EncoderBlockImpl(int width, int heads_, int mlp_hidden, double
 // multi_head_attention_forward tells self-attention apart with two torch::equal over the activations
 // (a full comparison and, on a GPU, a host synchronisation per layer), where PyTorch's Python checks
 // identity. x: [tokens, batch, width] (LibTorch 1.13's MultiheadAttention has no batch_first,
-// REFERENCE.md 7).
+// docs/sources.md "Software and machine facts").
 torch::Tensor EncoderBlockImpl::self_attention(const torch::Tensor& x) {
   namespace F = torch::nn::functional;
   const int64_t T = x.size(0), B = x.size(1), W = x.size(2), H = heads, D = W / H;

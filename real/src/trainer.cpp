@@ -226,7 +226,8 @@ class GradientSync {
 
 // ---- threads ----
 
-// torch's intra-op threads times OpenBLAS's own threads must not exceed the cores (REFERENCE.md 7).
+// torch's intra-op threads times OpenBLAS's own threads must not exceed the cores
+// (docs/sources.md "Software and machine facts", threads per rank).
 // OpenBLAS is reached through Debian's alternatives, so its setter is looked up, not linked.
 void set_threads(int threads) {
   torch::set_num_threads(threads);

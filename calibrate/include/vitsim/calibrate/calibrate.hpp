@@ -38,7 +38,8 @@ struct Spread {
 };
 Spread spread_of(std::vector<double> values);
 
-// nccl-tests conventions (REFERENCE.md 3): algbw = S / t; all-reduce busbw = algbw * 2(n-1)/n.
+// nccl-tests conventions (docs/sources.md "Collectives", nccl-tests bandwidths): algbw = S / t;
+// all-reduce busbw = algbw * 2(n-1)/n.
 double algbw(double bytes, double seconds);
 double busbw_allreduce(double bytes, double seconds, int ranks);
 

@@ -45,7 +45,7 @@ inline constexpr int nsocks_perthread = 1;         // NCCL_NSOCKS_PERTHREAD like
 inline constexpr double socket_bw = 2e9;           // bytes/s one NCCL socket reached (NVIDIA/nccl#209, 1 ring)
 inline constexpr double tcp_stack_latency = 20e-6; // s per end per message (NVIDIA/nccl-tests#82)
 inline constexpr double ib_stack_latency = 1e-6;   // s per end per message (assumption)
-inline constexpr double staging_bw = 4e9;          // bytes/s, NCCL without P2P over PCIe (REFERENCE s3)
+inline constexpr double staging_bw = 4e9;          // bytes/s, no P2P (docs/sources.md "Links and transports")
 }  // namespace transport_defaults
 
 // One link as the platform file states it.
