@@ -6,9 +6,17 @@
 #include <cmath>
 #include <string>
 
+#include "test_util.hpp"
+#include "vitsim/core/deepspeed.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/framework.hpp"
+#include "vitsim/core/memory.hpp"
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/core/vit.hpp"
+#include "vitsim/sim/compute_model.hpp"
+#include "vitsim/sim/predict.hpp"
 
 using namespace vitsim;
 using units::Kind;
@@ -70,4 +78,269 @@ TEST_CASE("habits: timm model names are presets", "[habits][vit]") {
   // 384/14 is not whole).
   CHECK_THROWS_WITH(vit_preset("vit_base_patch14_384").validate(),
                     "model image_size 384 is not a multiple of patch 14");
+}
+
+namespace {
+
+// A DeepSpeed config corpus in the shapes DeepSpeed's own examples and the HF integration docs use.
+// cifar: DeepSpeedExamples training/cifar/ds_config.json (Adam, WarmupLR, fp16 dynamic scale, ZeRO-0
+// buckets of 5e7, clipping 1.0). bing_bert: DeepSpeedExamples training/bing_bert/
+// deepspeed_bsz64k_lamb_config_seq128.json (LAMB, fp16). hf_zero2 / hf_zero3: the HF Trainer docs'
+// ds_config_zero2.json / ds_config_zero3.json ("auto" values; zero3 with CPU offload). megatron_ckpt: the
+// Megatron-DeepSpeed examples' ds_config with bf16, ZeRO-1 and activation_checkpointing.
+const char* kCifar = R"({
+  "train_batch_size": 64, "steps_per_print": 2000,
+  "optimizer": {"type": "Adam", "params": {"lr": 0.001, "betas": [0.8, 0.999], "eps": 1e-8, "weight_decay": 3e-7}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.001, "warmup_num_steps": 1000}},
+  "gradient_clipping": 1.0, "prescale_gradients": false,
+  "bf16": {"enabled": false},
+  "fp16": {"enabled": true, "fp16_master_weights_and_grads": false, "loss_scale": 0, "loss_scale_window": 500,
+           "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 15},
+  "wall_clock_breakdown": false,
+  "zero_optimization": {"stage": 0, "allgather_partitions": true, "reduce_scatter": true, "allgather_bucket_size": 50000000,
+                        "reduce_bucket_size": 50000000, "overlap_comm": true, "contiguous_gradients": true, "cpu_offload": false}
+})";
+const char* kBingBert = R"({
+  "train_batch_size": 65536, "train_micro_batch_size_per_gpu": 64, "steps_per_print": 1000, "prescale_gradients": false,
+  "optimizer": {"type": "Lamb", "params": {"lr": 11e-3, "weight_decay": 0.01, "bias_correction": false,
+                                           "max_coeff": 0.3, "min_coeff": 0.01}},
+  "gradient_clipping": 1.0, "wall_clock_breakdown": false,
+  "fp16": {"enabled": true, "loss_scale": 0}
+})";
+const char* kHfZero2 = R"({
+  "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16, "hysteresis": 2,
+           "min_loss_scale": 1},
+  "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
+  "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "none"}, "allgather_partitions": true,
+                        "allgather_bucket_size": 2e8, "overlap_comm": true, "reduce_scatter": true,
+                        "reduce_bucket_size": "auto", "contiguous_gradients": true},
+  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
+  "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": false
+})";
+const char* kHfZero3Offload = R"({
+  "bf16": {"enabled": "auto"},
+  "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                        "offload_param": {"device": "cpu", "pin_memory": true}, "overlap_comm": true,
+                        "contiguous_gradients": true, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
+                        "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+                        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+                        "stage3_gather_16bit_weights_on_model_save": true},
+  "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto"
+})";
+const char* kMegatronCkpt = R"({
+  "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 2,
+  "bf16": {"enabled": true}, "zero_optimization": {"stage": 1},
+  "activation_checkpointing": {"partition_activations": false, "contiguous_memory_optimization": false,
+                               "cpu_checkpointing": false, "synchronize_checkpoint_boundary": false, "profile": false},
+  "tensorboard": {"enabled": true, "output_path": "logs/"}, "flops_profiler": {"enabled": false},
+  "communication_data_type": "bf16"
+})";
+
+// A scenario around a DeepSpeed config on two one-GPU nodes (test_util's platform).
+std::string ds_scenario(const vt::TempDir& d, const std::string& training) {
+  d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"10Tf", "10Tf"}));
+  return d.file("s.xml", R"(<scenario name="ds">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  )" + training + R"(
+  <deepspeed config="ds.json"/>
+  <simulation steps="6" warmup="1"/>
+</scenario>
+)");
+}
+
+Scenario resolve_ds(const vt::TempDir& d, const std::string& json, const std::string& training) {
+  if (!json.empty()) d.file("ds.json", json);
+  const auto points = expand(read_scenario_file(ds_scenario(d, training)));
+  REQUIRE(points.size() == 1);
+  return points.front();
+}
+
+}  // namespace
+
+TEST_CASE("habits: real DeepSpeed configs import or fail as documented", "[habits][deepspeed]") {
+  vt::TempDir d;
+  SECTION("cifar (DeepSpeedExamples): fp16, dynamic scale, clipping, ZeRO-0 buckets in elements") {
+    const Scenario s = resolve_ds(d, kCifar, R"(<training micro_batch="32"/>)");
+    CHECK(s.training.framework == Framework::DeepSpeed);
+    CHECK(s.training.precision == Precision::FP16);
+    CHECK(s.training.optimizer == "adam");
+    CHECK(s.training.gradient_clipping == 1.0);
+    CHECK(s.training.loss_scale == 0);  // dynamic
+    CHECK(s.training.weight_decay == 3e-7);
+    CHECK(s.parallel.overlap);
+    CHECK(s.parallel.bucket_bytes == 5e7 * 2);  // 5e7 fp16 elements
+    const DeepSpeedConfig c = read_deepspeed_config((d / "ds.json"));
+    CHECK(unmodelled_warning(c) ==
+          (d / "ds.json") + ": DeepSpeed keys vitsim does not model (no effect on the prediction): "
+                              "fp16.fp16_master_weights_and_grads, prescale_gradients, wall_clock_breakdown, "
+                              "zero_optimization.allgather_partitions, zero_optimization.contiguous_gradients, "
+                              "zero_optimization.reduce_scatter");
+  }
+  SECTION("bing_bert (DeepSpeedExamples): LAMB is refused by the optimizer list") {
+    d.file("ds.json", kBingBert);
+    CHECK_THROWS_WITH(expand(read_scenario_file(ds_scenario(d, R"(<training micro_batch="64" grad_accum="512"/>)"))),
+                      Catch::Contains("training.optimizer") && Catch::Contains("'lamb'"));
+  }
+  SECTION("HF zero2: \"auto\" filled from the scenario") {
+    const Scenario s = resolve_ds(d, kHfZero2,
+                                  R"(<training micro_batch="16" grad_accum="4" precision="fp16" lr="3e-4" gradient_clipping="0.5"/>)");
+    CHECK(s.training.micro_batch == 16);
+    CHECK(s.training.grad_accum == 4);
+    CHECK(s.training.precision == Precision::FP16);
+    CHECK(s.training.lr == 3e-4);
+    CHECK(s.training.gradient_clipping == 0.5);
+    CHECK(s.parallel.zero == 2);
+    // reduce_bucket_size "auto" = hidden^2 elements (vit_cifar_tiny: 192), fp16.
+    CHECK(s.parallel.bucket_bytes == 192.0 * 192 * 2);
+    CHECK(s.parallel.allgather_bucket_bytes == 2e8 * 2);
+    const DeepSpeedConfig c = read_deepspeed_config((d / "ds.json"));
+    CHECK(c.auto_keys.size() == 13);  // fp16.enabled, 4 optimizer params, 3 scheduler params, bucket, 4 top-level
+  }
+  SECTION("HF zero3 with CPU offload is refused, naming the key") {
+    d.file("ds.json", kHfZero3Offload);
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")),
+                      (d / "ds.json") + ": DeepSpeed key 'zero_optimization.offload_optimizer.device' is not modelled by "
+                                          "vitsim ('cpu': the optimizer state and step on the host and the PCIe traffic per "
+                                          "step); remove it or turn it off to predict without it");
+  }
+  SECTION("Megatron-DeepSpeed shape: bf16, ZeRO-1, activation checkpointing, monitors warned") {
+    const Scenario s = resolve_ds(d, kMegatronCkpt, "");
+    CHECK(s.training.precision == Precision::BF16);
+    CHECK(s.training.activation_checkpointing);
+    CHECK(s.parallel.zero == 1);
+    CHECK(s.parallel.comm_dtype == Precision::BF16);
+    CHECK(read_deepspeed_config((d / "ds.json")).unmodelled == std::vector<std::string>{"flops_profiler", "tensorboard"});
+  }
+  SECTION("a typo is an error with 'did you mean'; \"auto\" where HF fills none is an error") {
+    d.file("ds.json", R"({"zero_optimisation": {"stage": 2}})");
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")),
+                      Catch::Contains("unknown DeepSpeed key 'zero_optimisation' (did you mean 'zero_optimization'?)"));
+    d.file("ds.json", R"({"zero_optimization": {"stage": "auto"}})");
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")),
+                      Catch::Contains("DeepSpeed key 'zero_optimization.stage' cannot be \"auto\""));
+    d.file("ds.json", R"({"activation_checkpointing": {"cpu_checkpointing": true}})");
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")),
+                      Catch::Contains("'activation_checkpointing.cpu_checkpointing' is not modelled"));
+    d.file("ds.json", R"({"activation_checkpointing": {"partition_activation": true}})");
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")),
+                      Catch::Contains("(did you mean 'activation_checkpointing.partition_activations'?)"));
+    d.file("ds.json", R"({"zero_optimization": {"stage": 2, "zero_quantized_gradients": true}})");
+    CHECK_THROWS_WITH(read_deepspeed_config((d / "ds.json")), Catch::Contains("ZeRO++ quantized communication"));
+    d.file("ds.json", R"({"bfloat16": {"enabled": true}, "fp32_allreduce": true})");
+    const DeepSpeedConfig c = read_deepspeed_config((d / "ds.json"));
+    CHECK(c.precision == std::string("bf16"));
+    CHECK(c.comm_dtype == std::string("fp32"));
+  }
+  SECTION("a scenario value contradicting the config is an error; the config's static loss scale is read") {
+    d.file("ds.json", R"({"fp16": {"enabled": true, "loss_scale": 1024}, "gradient_clipping": 1.0})");
+    const Scenario s = resolve_ds(d, "", "");
+    CHECK(s.training.loss_scale == 1024);
+    CHECK_THROWS_WITH(expand(read_scenario_file(ds_scenario(d, R"(<training gradient_clipping="2"/>)"))),
+                      Catch::Contains("training.gradient_clipping=2 contradicts"));
+  }
+}
+
+TEST_CASE("habits: activation checkpointing keeps block inputs and recomputes each block", "[habits][checkpointing]") {
+  const Workload w = build_workload(vit_preset("vit_base_patch16_224"));
+  for (Precision prec : {Precision::FP32, Precision::BF16}) {
+    for (int b : {1, 8, 64}) {
+      MemoryInputs in;
+      in.micro_batch = b;
+      in.precision = prec;
+      const MemoryBreakdown full = memory_per_gpu(w, in);
+      in.activation_checkpointing = true;
+      const MemoryBreakdown ck = memory_per_gpu(w, in);
+      // Closed form: patch embedding and head as before, plus depth x T x d block inputs, plus one block's
+      // (attention + MLP) saved activations, all x micro-batch.
+      const double T = w.model.tokens(), dm = w.model.width;
+      const double block = w.saved_activation_bytes(w.layers[1], prec) + w.saved_activation_bytes(w.layers[2], prec);
+      const double outside = w.saved_activation_bytes(w.layers.front(), prec) + w.saved_activation_bytes(w.layers.back(), prec);
+      CHECK(ck.activations == Approx(b * (outside + w.model.depth * T * dm * precision_bytes(prec) + block)));
+      CHECK(full.activations == Approx(b * (outside + w.model.depth * block)));
+      CHECK(ck.params == full.params);
+    }
+  }
+  // Recompute: every encoder layer's backward grows by its forward; patch embedding and head unchanged.
+  GpuFacts g;
+  g.model = "G";
+  g.flops_fp32 = 10e12;
+  g.mem_bw = 1e12;
+  g.gemm_efficiency = 1;
+  sim::ComputeInputs in;
+  const auto plain = sim::make_compute_model(w, in, g, nullptr)->layers(8);
+  in.recompute = true;
+  const auto again = sim::make_compute_model(w, in, g, nullptr)->layers(8);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const bool block = w.layers[i].kind == LayerKind::Attention || w.layers[i].kind == LayerKind::Mlp;
+    CHECK(again[i].fwd_s == plain[i].fwd_s);
+    CHECK(again[i].bwd_s == Approx(plain[i].bwd_s + (block ? plain[i].fwd_s : 0)));
+  }
+}
+
+TEST_CASE("habits: gradient clipping adds a norm and a scale over the gradients", "[habits][clipping]") {
+  const Workload w = build_workload(vit_preset("vit_cifar_tiny"));
+  const double P = static_cast<double>(w.total_params());
+  for (Framework f : {Framework::Vitsim, Framework::Ddp, Framework::DeepSpeed}) {
+    StepInputs in{f, Precision::FP32, "adamw", 4, 0};
+    double plain = 0, clipped = 0;
+    for (const Op& op : step_ops(w, in)) plain += op.bytes;
+    in.gradient_clipping = 1.0;
+    for (const Op& op : step_ops(w, in)) clipped += op.bytes;
+    // fp32 gradients: the norm reads P x 4 bytes, the scale reads and writes P x 4 bytes each.
+    CHECK(clipped - plain == Approx(P * 4 + P * 8));
+  }
+  // DeepSpeed fp16 folds clipping into its unscale (unscale_and_clip_grads): no extra bytes.
+  StepInputs half{Framework::DeepSpeed, Precision::FP16, "adamw", 4, 0};
+  const auto a = step_ops(w, half);
+  half.gradient_clipping = 1.0;
+  CHECK(step_ops(w, half).size() == a.size());
+}
+
+TEST_CASE("habits: MFU is the op model's FLOPs over step time and peak", "[habits][mfu]") {
+  vt::TempDir d;
+  d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"10Tf", "10Tf"}));
+  for (const char* ckpt : {"false", "true"}) {
+    INFO(ckpt);
+    auto f = read_scenario_file(d.file("s.xml", std::string(R"(<scenario name="m">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32" grad_accum="2" precision="fp32" activation_checkpointing=")") + ckpt + R"("/>
+  <loader workers="0"/>
+  <simulation steps="6" warmup="1"/>
+</scenario>
+)"));
+    sim::PredictOptions o;
+    o.progress = false;
+    const Report r = sim::predict(f, o);
+    REQUIRE(r.points.size() == 1);
+    const ReportPoint& p = r.points.front();
+    // The closed form: the matmul FLOPs of one micro-batch's forward and backward (core pass_ops), x 2
+    // micro-batches; the peak is the platform's gpu_flops_fp32 (10 TFLOP/s).
+    const Workload w = build_workload(vit_preset("vit_cifar_tiny"));
+    double fwd = 0, all = 0;
+    for (const Op& op : pass_ops(w, 32, OpOptions{Precision::FP32, true})) {
+      all += op.flops;
+      const LayerKind k = w.layers[static_cast<size_t>(op.layer)].kind;
+      if (op.pass == Pass::Fwd && (k == LayerKind::Attention || k == LayerKind::Mlp)) fwd += op.flops;
+    }
+    CHECK(p.model_flops == Approx(2 * all));
+    CHECK(p.recompute_flops == Approx(std::string(ckpt) == "true" ? 2 * fwd : 0));
+    CHECK(p.peak_flops == 10e12);
+    CHECK(p.mfu() * p.peak_flops * p.step_time_s.mean == Approx(p.model_flops));
+    CHECK(p.hfu() * p.peak_flops * p.step_time_s.mean == Approx(p.model_flops + p.recompute_flops));
+    CHECK(p.tflops_per_gpu() * 1e12 * p.step_time_s.mean == Approx(p.model_flops));
+    CHECK(p.mfu() > 0);
+    CHECK(p.mfu() <= 1);
+    // Written and read back; the CSV and table carry the columns.
+    const Report back = report_from_json(report_to_json(r), "r.json");
+    CHECK(back.points.front().mfu() == Approx(p.mfu()));
+    const std::string csv = report_to_csv(r);
+    CHECK(csv.find(",bound,tflops_per_gpu,mfu,hfu\n") != std::string::npos);
+    CHECK(report_to_table(r).find("MFU") != std::string::npos);
+    CHECK(report_to_table(r).find(fmt::format("{:.1f}%", 100 * p.mfu())) != std::string::npos);
+  }
 }

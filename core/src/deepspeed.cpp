@@ -85,6 +85,10 @@ const std::set<std::string> kZeroKeys{
     "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
     "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
     "pipeline_loading_checkpoint", "override_module_apply"};
+// runtime/activation_checkpointing/config.py.
+const std::set<std::string> kActivationCheckpointingKeys{"partition_activations", "contiguous_memory_optimization",
+                                                         "cpu_checkpointing", "number_checkpoints",
+                                                         "synchronize_checkpoint_boundary", "profile"};
 const std::set<std::string> kOffloadKeys{"device",        "nvme_path",      "buffer_count", "buffer_size", "max_in_cpu",
                                          "pin_memory",    "pipeline_read",  "pipeline_write", "fast_init", "ratio"};
 
@@ -219,7 +223,135 @@ void check_sections(const json& j, const Origin& o) {
       }
   }
 }
+// Keys the HF/DeepSpeed integration (transformers/integrations/deepspeed.py, HfTrainerDeepSpeedConfig
+// .trainer_config_process and trainer_config_finalize) fills when they read "auto"; vitsim fills them
+// from the scenario the same way: batch sizes, lr, weight decay, betas, eps, clipping and fp16/bf16 from
+// training.*, reduce_bucket_size from the model's hidden size (hidden^2), ZeRO-3's prefetch and
+// persistence thresholds (0.9 hidden^2, 10 hidden: not modelled), scheduler parameters (no effect).
+bool auto_allowed(const std::string& dotted) {
+  static const std::set<std::string> keys{
+      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+      "fp16.enabled", "bf16.enabled", "optimizer.params.lr", "optimizer.params.betas", "optimizer.params.eps",
+      "optimizer.params.weight_decay", "zero_optimization.reduce_bucket_size",
+      "zero_optimization.stage3_prefetch_bucket_size", "zero_optimization.stage3_param_persistence_threshold",
+      "zero_optimization.stage3_gather_16bit_weights_on_model_save", "communication_data_type"};
+  return keys.count(dotted) || dotted.rfind("scheduler.params.", 0) == 0;
+}
+
+// Removes every "auto" value (recording its key), refusing one where the integration fills none.
+void take_autos(json& j, const std::string& prefix, std::vector<std::string>& autos, const Origin& o) {
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end();) {
+    const std::string dotted = prefix + it.key();
+    if (it->is_string() && it->get<std::string>() == "auto") {
+      if (!auto_allowed(dotted))
+        throw Error(o, fmt::format("DeepSpeed key '{}' cannot be \"auto\": the HF integration fills only batch sizes, "
+                                   "gradient_clipping, fp16/bf16.enabled, optimizer and scheduler params and ZeRO "
+                                   "bucket sizes",
+                                   echo(dotted)));
+      autos.push_back(dotted);
+      it = j.erase(it);
+      continue;
+    }
+    if (it->is_object()) take_autos(*it, dotted + ".", autos, o);
+    ++it;
+  }
+}
+
+bool enabled(const json& j, const std::string& key) {
+  if (!j.contains(key)) return false;
+  const json& v = j.at(key);
+  if (v.is_boolean()) return v.get<bool>();
+  return v.is_object() && v.contains("enabled") && v.at("enabled").is_boolean() && v.at("enabled").get<bool>();
+}
+
+// Settings that change time or memory in ways vitsim does not model: refused, never ignored.
+void refuse_unmodelled(const json& j, const Origin& o) {
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    throw Error(o, fmt::format("DeepSpeed key '{}' is not modelled by vitsim ({}); remove it or turn it off to "
+                               "predict without it",
+                               key, why));
+  };
+  if (enabled(j, "amp")) refuse("amp.enabled", "NVIDIA apex AMP; use fp16 or bf16");
+  if (j.contains("sparse_attention")) refuse("sparse_attention", "block-sparse attention changes the attention kernels");
+  if (enabled(j, "progressive_layer_drop")) refuse("progressive_layer_drop.enabled", "skips layers during training");
+  if (j.contains("compression_training")) refuse("compression_training", "quantized or pruned layers");
+  if (enabled(j, "curriculum_learning")) refuse("curriculum_learning.enabled", "changes the sequence length per step");
+  if (j.contains("data_efficiency") && enabled(j.at("data_efficiency"), "enabled"))
+    refuse("data_efficiency.enabled", "data sampling and routing change the work per step");
+  if (enabled(j, "elasticity")) refuse("elasticity.enabled", "changes the batch and GPU count at run time");
+  if (enabled(j, "hybrid_engine")) refuse("hybrid_engine.enabled", "RLHF inference/training switch");
+  if (enabled(j, "torch_autocast")) refuse("torch_autocast.enabled", "torch.autocast inside DeepSpeed's engine");
+  if (j.contains("zero_optimization") && j.at("zero_optimization").is_object()) {
+    const json& z = j.at("zero_optimization");
+    for (const char* k : {"offload_optimizer", "offload_param"})
+      if (z.contains(k) && z.at(k).is_object() && z.at(k).contains("device") && z.at(k).at("device").is_string()) {
+        const std::string dev = z.at(k).at("device").get<std::string>();
+        if (dev == "none") continue;
+        if (dev != "cpu" && dev != "nvme")
+          throw Error(o, fmt::format("DeepSpeed key 'zero_optimization.{}.device' must be none, cpu or nvme, got {}", k,
+                                     echo(z.at(k).at("device").dump())));
+        refuse(fmt::format("zero_optimization.{}.device", k),
+               fmt::format("'{}': the optimizer state and step on the host and the PCIe traffic per step", dev));
+      }
+    if (enabled(z, "cpu_offload") || enabled(z, "cpu_offload_param"))
+      refuse(enabled(z, "cpu_offload") ? "zero_optimization.cpu_offload" : "zero_optimization.cpu_offload_param",
+             "the optimizer state and step on the host and the PCIe traffic per step");
+    for (const char* k : {"zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients"})
+      if (enabled(z, k)) refuse(std::string("zero_optimization.") + k, "ZeRO++ quantized communication");
+    if (z.contains("zero_hpz_partition_size") && z.at("zero_hpz_partition_size").is_number() &&
+        z.at("zero_hpz_partition_size").get<double>() > 1)
+      refuse("zero_optimization.zero_hpz_partition_size", "ZeRO++ hierarchical partitioning");
+    if (z.contains("mics_shard_size") && z.at("mics_shard_size").is_number() && z.at("mics_shard_size").get<double>() > 0)
+      refuse("zero_optimization.mics_shard_size", "MiCS sharding");
+  }
+  if (j.contains("activation_checkpointing") && j.at("activation_checkpointing").is_object() &&
+      enabled(j.at("activation_checkpointing"), "cpu_checkpointing"))
+    refuse("activation_checkpointing.cpu_checkpointing", "checkpoints copied to host memory and back");
+}
+
+// Keys present that vitsim neither reads nor needs (see DeepSpeedConfig::unmodelled), dotted.
+std::vector<std::string> unmodelled_keys(const json& j) {
+  // Read (modelled) or validated keys with no effect on time or memory (scheduler, logging cadence, seed).
+  static const std::set<std::string> read_top{
+      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization", "fp16",
+      "bf16", "communication_data_type", "optimizer", "scheduler", "steps_per_print", "gradient_clipping",
+      "activation_checkpointing", "seed", "fp32_allreduce", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+      "amp", "sparse_attention", "progressive_layer_drop", "compression_training", "curriculum_learning",
+      "data_efficiency", "elasticity", "hybrid_engine", "torch_autocast"};
+  static const std::set<std::string> read_zero{"stage", "overlap_comm", "reduce_bucket_size", "allgather_bucket_size",
+                                               "offload_optimizer", "offload_param", "cpu_offload",
+                                               "cpu_offload_param", "zero_quantized_weights",
+                                               "zero_quantized_nontrainable_weights", "zero_quantized_gradients",
+                                               "zero_hpz_partition_size", "mics_shard_size"};
+  // fp16's loss-scale schedule (window, hysteresis, minimum) changes no step's work; the activation
+  // checkpointing options other than cpu_checkpointing change nothing under data parallelism alone
+  // (partition_activations splits over the model-parallel group; the others are bookkeeping).
+  std::vector<std::string> out;
+  for (const auto& [k, v] : j.items()) {
+    if (!read_top.count(k)) {
+      out.push_back(k);
+      continue;
+    }
+    if (k == "zero_optimization" && v.is_object())
+      for (const auto& [zk, zv] : v.items())
+        if (!read_zero.count(zk)) out.push_back("zero_optimization." + zk);
+    if (k == "fp16" && v.is_object() && v.contains("auto_cast")) out.push_back("fp16.auto_cast");
+    if (k == "fp16" && v.is_object() && v.contains("fp16_master_weights_and_grads"))
+      out.push_back("fp16.fp16_master_weights_and_grads");
+    if (k == "optimizer" && v.is_object() && v.contains("legacy_fusion")) out.push_back("optimizer.legacy_fusion");
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string unmodelled_warning(const DeepSpeedConfig& c) {
+  if (c.unmodelled.empty()) return "";
+  std::string names;
+  for (const auto& k : c.unmodelled) names += (names.empty() ? "" : ", ") + k;
+  return fmt::format("{}: DeepSpeed keys vitsim does not model (no effect on the prediction): {}", c.path, names);
+}
 
 DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   const Origin o{path, 0};
@@ -232,17 +364,44 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   }
   if (!j.is_object()) throw Error(o, "a DeepSpeed config must be a JSON object");
   // Keys vitsim reads, and keys DeepSpeed users commonly set that do not change the performance model.
-  static const std::set<std::string> top{"train_batch_size", "train_micro_batch_size_per_gpu",
-                                         "gradient_accumulation_steps", "zero_optimization", "fp16", "bf16",
-                                         "communication_data_type", "optimizer", "scheduler", "steps_per_print",
-                                         "wall_clock_breakdown", "gradient_clipping", "prescale_gradients",
-                                         "zero_allow_untested_optimizer", "dump_state", "amp",
-                                         "gradient_predivide_factor", "sparse_gradients", "flops_profiler",
-                                         "tensorboard", "comms_logger", "seed"};
+  // Every top-level key DeepSpeed v0.12-v0.14 reads (runtime/config.py, runtime/constants.py and the
+  // feature configs it imports); any other is a typo.
+  static const std::set<std::string> top{
+      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization", "fp16",
+      "bf16", "communication_data_type", "optimizer", "scheduler", "steps_per_print", "wall_clock_breakdown",
+      "gradient_clipping", "prescale_gradients", "zero_allow_untested_optimizer", "dump_state", "amp",
+      "gradient_predivide_factor", "sparse_gradients", "flops_profiler", "tensorboard", "comms_logger", "seed",
+      "activation_checkpointing", "aio", "autotuning", "checkpoint", "compression_training", "curriculum_learning",
+      "data_efficiency", "data_types", "elasticity", "nebula", "pipeline", "sparse_attention",
+      "zero_force_ds_cpu_optimizer", "memory_breakdown", "disable_allgather", "fp32_allreduce", "csv_monitor", "wandb",
+      "progressive_layer_drop", "eigenvalue", "quantize_training", "weight_quantization", "hybrid_engine",
+      "torch_autocast", "graph_harvesting", "use_data_before_expert_parallelism", "compile", "timers",
+      "load_universal_checkpoint", "use_node_local_storage", "zero_legacy_stage1", "dataloader_drop_last",
+      "moe", "bfloat16", "monitor_config", "gradient_accumulation_dtype"};
   check_keys(j, top, "", o);
-  check_sections(j, o);
   DeepSpeedConfig c;
   c.path = path;
+  // DeepSpeed reads "bfloat16" as another name of "bf16" (runtime/config.py get_bfloat16_config).
+  if (j.contains("bfloat16")) {
+    if (j.contains("bf16")) throw Error(o, "both 'bf16' and 'bfloat16' are given; DeepSpeed reads one");
+    j["bf16"] = j["bfloat16"];
+    j.erase("bfloat16");
+  }
+  take_autos(j, "", c.auto_keys, o);
+  check_sections(j, o);
+  if (j.contains("activation_checkpointing")) section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);
+  refuse_unmodelled(j, o);
+  c.unmodelled = unmodelled_keys(j);
+  for (const auto& k : c.auto_keys)
+    if (k == "zero_optimization.reduce_bucket_size") c.reduce_bucket_auto = true;
+  if (j.contains("activation_checkpointing")) c.activation_checkpointing = true;
+  if (j.contains("gradient_clipping")) c.gradient_clipping = j.at("gradient_clipping").get<double>();
+  if (j.contains("fp16") && j.at("fp16").contains("loss_scale")) c.loss_scale = j.at("fp16").at("loss_scale").get<double>();
+  if (j.contains("fp32_allreduce") && !j.contains("communication_data_type")) {
+    if (!j.at("fp32_allreduce").is_boolean())
+      throw Error(o, fmt::format("DeepSpeed key 'fp32_allreduce' must be true or false, got {}", echo(j.at("fp32_allreduce").dump())));
+    if (j.at("fp32_allreduce").get<bool>()) c.comm_dtype = "fp32";
+  }
   if (j.contains("train_batch_size")) c.train_batch_size = get_int(j, "train_batch_size", o);
   if (j.contains("train_micro_batch_size_per_gpu"))
     c.micro_batch = get_int(j, "train_micro_batch_size_per_gpu", o);
@@ -286,6 +445,8 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
     c.optimizer = t;
     if (opt.contains("params") && opt["params"].is_object() && opt["params"].contains("lr"))
       c.lr = get_number(opt["params"], "lr", o);
+    if (opt.contains("params") && opt["params"].is_object() && opt["params"].contains("weight_decay"))
+      c.weight_decay = get_number(opt["params"], "weight_decay", o);
   }
   return c;
 }

@@ -93,6 +93,11 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
       // real/src/trainer.cpp + optim.cpp: gradients live in one flat fp32 buffer (no copies); it is
       // divided by the ranks after the all-reduce, stepped once, then zeroed.
       if (n > 1) s.mem("grad_average", P * (4 + 4));
+      // Clipping over the flat buffer: one norm reduction (reads it) and one scale (reads and writes it).
+      if (in.gradient_clipping > 0) {
+        s.mem("clip_grad_norm", P * 4);
+        s.mem("clip_grad_scale", P * (4 + 4));
+      }
       unfused_optimizer(s, in.optimizer, Pp, 1);
       s.mem("zero_grad", P * 4);
       break;
@@ -104,6 +109,11 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
       if (n > 1) {
         s.mem("bucket_copy_in", P * (4 + 4), nt);
         s.mem("bucket_copy_out", P * (4 + 4), nt);
+      }
+      // torch.nn.utils.clip_grad_norm_ (1.13): a norm per tensor, stack + norm, a mul_ per tensor (no sync).
+      if (in.gradient_clipping > 0) {
+        s.mem("clip_grad_norm", P * 4, nt + 2);
+        s.mem("clip_grad_scale", P * (4 + 4), nt);
       }
       unfused_optimizer(s, in.optimizer, Pp, nt_p);
       s.mem("zero_grad", P * 4, nt);
@@ -140,10 +150,20 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
         s.mem("grad_norm", P * 4, 2, /*sync=*/true);
         s.mem("grad_norm_tensor", 4, 1, /*sync=*/true);
         s.mem("grad_norm_item", 4, 1, /*sync=*/true);
+        // Clipping folds into this one mul_ (unscale_and_clip_grads: combined scale); a static loss
+        // scale (fp16.loss_scale > 0) keeps the overflow check above: FP16_Optimizer.step calls
+        // has_overflow whatever the scale and skips the step on overflow either way.
         s.mem("unscale", P * (4 + 4));
         fused_adam(s, Pp, 4, 0);
         s.mem("master_to_fp16", P * (4 + 2), nt);
       } else {
+        // gradient_clipping: engine._take_model_step -> clip_fp32_gradients -> runtime/utils.py
+        // clip_grad_norm_: a norm per tensor, their norm, .item() (one sync), a mul_ per tensor (counted
+        // on every step: the scale applies when the norm exceeds the limit, an upper bound).
+        if (in.gradient_clipping > 0) {
+          s.mem("clip_grad_norm", P * gb, nt + 2, /*sync=*/true);
+          s.mem("clip_grad_scale", P * (gb + gb), nt);
+        }
         // FusedAdam (DeepSpeed builds it for "type": "AdamW", adam_w_mode) over the fp32 parameters;
         // zero_grad sets the gradients to None (no kernels).
         fused_adam(s, Pp, 4, 0);

@@ -108,6 +108,10 @@ std::string scenario_identity_text(const Scenario& s) {
   line("training.precision", precision_name(s.training.precision));
   line("training.optimizer", s.training.optimizer);
   line("training.framework", framework_name(s.training.framework));
+  // Issue 15's settings, written only when set so that earlier reports' identities stay valid.
+  if (s.training.activation_checkpointing) line("training.activation_checkpointing", "true");
+  if (s.training.gradient_clipping > 0) num("training.gradient_clipping", s.training.gradient_clipping);
+  if (s.training.loss_scale > 0) num("training.loss_scale", s.training.loss_scale);
   line("parallelism.zero", s.parallel.zero);
   line("parallelism.overlap", s.parallel.overlap ? "true" : "false");
   num("parallelism.bucket_bytes", s.parallel.bucket_bytes);

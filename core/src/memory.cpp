@@ -29,10 +29,25 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
   m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) / (in.zero_stage >= 1 ? n : 1.0);
   const double sp = std::max(1, in.sequence_parallel);
+  // A block is an attention layer and the MLP layer after it (vit.cpp's layer table).
+  double largest_block = 0, block = 0;
   for (const auto& l : w.layers) {
     const bool split = l.kind == LayerKind::Attention || l.kind == LayerKind::Mlp;
-    m.activations += w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
+    const double saved = w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
+    if (!split || !in.activation_checkpointing) {
+      m.activations += saved;
+      continue;
+    }
+    if (l.kind == LayerKind::Attention) {
+      block = saved;
+      // The checkpoint: the block's input, T x d elements (fp32 doubles the 2-byte term as above).
+      m.activations += w.model.tokens() * static_cast<double>(w.model.width) * elem / sp;
+    } else {
+      block += saved;
+      largest_block = std::max(largest_block, block);
+    }
   }
+  m.activations += largest_block;  // one block recomputed at a time in backward
   m.activations *= in.micro_batch;
   m.buffers = std::min(in.bucket_bytes, m.grads);  // a bucket never holds more than all gradients
   if (in.zero_stage >= 3) {

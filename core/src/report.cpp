@@ -139,6 +139,13 @@ std::string report_to_json(const Report& r) {
                                     {"buffers", p.memory.buffers},       {"reserved", p.memory.reserved}};
     pj["fits_in_memory"] = p.fits_in_memory;
     pj["bound"] = p.bound;
+    if (p.model_flops > 0) {  // issue 15: MFU (absent from older reports)
+      pj["flops_per_gpu_step"] = {{"model", p.model_flops}, {"recompute", p.recompute_flops}};
+      pj["peak_flops_per_gpu"] = p.peak_flops;
+      pj["tflops_per_gpu"] = p.tflops_per_gpu();
+      pj["mfu"] = p.mfu();
+      pj["hfu"] = p.hfu();
+    }
     pj["extrapolated"] = p.extrapolated;
     pj["simulated_steps"] = p.simulated_steps;
     pj["test_accuracy"] = p.test_accuracy;
@@ -190,6 +197,12 @@ ReportPoint report_point_from_json(const json& j, const std::string& origin, con
   }
   p.fits_in_memory = f.at("fits_in_memory").boolean();
   p.bound = f.at("bound").string();
+  if (j.contains("flops_per_gpu_step")) {  // optional: written since issue 15; mfu/hfu/tflops derive from these
+    const JsonField fl = f.at("flops_per_gpu_step");
+    p.model_flops = fl.at("model").non_negative("a FLOP count");
+    p.recompute_flops = fl.at("recompute").non_negative("a FLOP count");
+    p.peak_flops = f.at("peak_flops_per_gpu").non_negative("a peak FLOP/s");
+  }
   p.extrapolated = f.at("extrapolated").boolean();
   p.simulated_steps = static_cast<int>(f.at("simulated_steps").integer(0, kMaxCount - 1));
   {
@@ -346,7 +359,7 @@ std::string report_to_csv(const Report& r) {
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
          "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
-         "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound\n";
+         "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu\n";
   for (const auto& p : r.points) {
     for (const auto& k : keys) {
       auto it = p.params.find(k);
@@ -355,12 +368,15 @@ std::string report_to_csv(const Report& r) {
     }
     const Breakdown& b = p.breakdown_s;
     out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
-                       "{:.9g},{},{:.0f},{},{}\n",
+                       "{:.9g},{},{:.0f},{},{},{},{},{}\n",
                        p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch,
                        p.step_time_s.mean, p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd,
                        b.compute_bwd, b.optimizer, b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
                        p.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", p.scaling_efficiency),
-                       p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound);
+                       p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
+                       p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
+                       p.mfu() > 0 ? fmt::format("{:.6g}", p.mfu()) : std::string(),
+                       p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string());
   }
   return out;
 }
@@ -369,7 +385,7 @@ std::string report_to_table(const Report& r) {
   std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed", "epoch",
-                  "img/s", "eff", "mem/GPU", "fits", "bound"});
+                  "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
   for (const auto& p : r.points) {
     const Breakdown& b = p.breakdown_s;
     rows.push_back({std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
@@ -395,3 +411,5 @@ std::string report_to_table(const Report& r) {
 }
 
 }  // namespace vitsim
+                    p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
+                    p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",

@@ -13,6 +13,8 @@
 #include <optional>
 #include <functional>
 #include <pugixml.hpp>
+#include <cstdio>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -40,7 +42,8 @@ const std::map<std::string, std::vector<std::string>>& schema() {
        {"preset", "image_size", "patch", "channels", "width", "depth", "heads", "mlp_ratio", "classes", "dropout", "attention"}},
       {"dataset", {"name", "train_samples", "test_samples", "image_size", "channels", "resize", "per_gpu_fraction", "path"}},
       {"training",
-       {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed", "framework"}},
+       {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed", "framework",
+        "activation_checkpointing", "gradient_clipping", "loss_scale"}},
       {"parallelism",
        {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype", "sequence_parallel"}},
       {"loader", {"workers", "pinned", "prefetch"}},
@@ -201,6 +204,10 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
   if (ds.comm_dtype) put("parallelism.comm_dtype", *ds.comm_dtype, "communication_data_type");
   if (ds.optimizer) put("training.optimizer", *ds.optimizer, "optimizer.type");
   if (ds.lr) put("training.lr", fmt::format("{}", *ds.lr), "optimizer.params.lr");
+  if (ds.weight_decay) put("training.weight_decay", fmt::format("{}", *ds.weight_decay), "optimizer.params.weight_decay");
+  if (ds.activation_checkpointing) put("training.activation_checkpointing", "true", "activation_checkpointing");
+  if (ds.gradient_clipping) put("training.gradient_clipping", fmt::format("{}", *ds.gradient_clipping), "gradient_clipping");
+  if (ds.loss_scale) put("training.loss_scale", fmt::format("{}", *ds.loss_scale), "fp16.loss_scale");
   // A DeepSpeed config means the step is DeepSpeed's (its optimizer wrapper and gradient handling).
   put("training.framework", "deepspeed", "its engine");
 }
@@ -314,6 +321,12 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
         throw Error(r0.origin("deepspeed.config"), e.what());
       }
       merge_deepspeed(attrs, *ds);
+      // One warning line per config file and process (a sweep resolves the same file at every point).
+      static std::mutex warned_mutex;
+      static std::set<std::string> warned;
+      const std::string line = unmodelled_warning(*ds);
+      std::lock_guard<std::mutex> lock(warned_mutex);
+      if (!line.empty() && warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
     }
   }
   Reader r(attrs, f.path);
@@ -389,6 +402,11 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   t.weight_decay = r.number("training.weight_decay", 0.01, 0, 1e3);
   t.seed = static_cast<unsigned long long>(r.integer("training.seed", 1, 0));
   t.framework = parse_framework(r.choice("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"}));
+  t.activation_checkpointing = r.boolean("training.activation_checkpointing", false);
+  t.gradient_clipping = r.number("training.gradient_clipping", 0, 0, 1e9);
+  t.loss_scale = r.number("training.loss_scale", 0, 0, 1e30);
+  if (t.loss_scale > 0 && t.precision != Precision::FP16)
+    r.fail("training.loss_scale", fmt::format("a loss scale applies to fp16 training, not {}", precision_name(t.precision)));
 
   ParallelSpec& p = s.parallel;
   p.zero = static_cast<int>(r.integer("parallelism.zero", 0, 0, 3));
@@ -398,10 +416,31 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
     p.comm_dtype = parse_precision(r.choice("parallelism.comm_dtype", "fp32", {"fp32", "fp16", "bf16"}));
   const double grad_elem = precision_bytes(p.comm_dtype ? *p.comm_dtype : t.precision);
   // DeepSpeed sizes buckets in elements; the scenario in bytes.
-  double bucket_default = (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements : 5e8) * grad_elem;
+  // reduce_bucket_size "auto": hidden_size x hidden_size elements, as the HF integration fills it.
+  double bucket_default = (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements
+                           : ds && ds->reduce_bucket_auto ? static_cast<double>(m.width) * m.width
+                                                          : 5e8) * grad_elem;
   double ag_default = (ds && ds->allgather_bucket_elements ? *ds->allgather_bucket_elements : 5e8) * grad_elem;
   p.bucket_bytes = r.quantity("parallelism.bucket_size", bucket_default, units::Kind::Bytes);
   p.allgather_bucket_bytes = r.quantity("parallelism.allgather_bucket_size", ag_default, units::Kind::Bytes);
+  // A bucket written in bits ("25Mb": 3.1 MB) is almost surely megabytes mistyped: DDP's bucket_cap_mb
+  // and DeepSpeed's bucket sizes are bytes and elements. One warning line per key and value.
+  for (const char* key : {"parallelism.bucket_size", "parallelism.allgather_bucket_size"})
+    if (const auto* v = r.raw(key)) {
+      const size_t u = v->find_first_not_of("0123456789.+-eE ");
+      const std::string unit = u == std::string::npos ? "" : v->substr(u);
+      if (!unit.empty() && unit.back() == 'b') {
+        const double bytes = key == std::string("parallelism.bucket_size") ? p.bucket_bytes : p.allgather_bucket_bytes;
+        static std::mutex mb_mutex;
+        static std::set<std::string> mb_warned;
+        const std::string line = fmt::format(
+            "{}: {}={} is in bits: {} ({}); if bytes were meant, write {}B", r.origin(key).str(), key, *v,
+            units::format_bytes(bytes), bytes < 1e6 ? "under 1 MB, too small for a communication bucket" : "a bucket in bits is unusual",
+            v->substr(0, u) + unit.substr(0, unit.size() - 1));
+        std::lock_guard<std::mutex> lock(mb_mutex);
+        if (mb_warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
+      }
+    }
   if (!(p.bucket_bytes > 0)) r.fail("parallelism.bucket_size", "must be positive");
   if (!(p.allgather_bucket_bytes > 0)) r.fail("parallelism.allgather_bucket_size", "must be positive");
 

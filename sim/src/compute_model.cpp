@@ -43,6 +43,19 @@ std::vector<LayerTimes> op_layer_times(const Workload& w, int b, const OpOptions
   return out;
 }
 
+StepFlops step_flops(const Workload& w, int micro_batch, int grad_accum, const ComputeInputs& in) {
+  StepFlops f;
+  for (const Op& op : pass_ops(w, micro_batch, in.ops())) {
+    const LayerKind kind = w.layers.at(static_cast<size_t>(op.layer)).kind;
+    const bool token_wise = kind != LayerKind::Head;
+    const double flops = op.flops * grad_accum / (token_wise ? std::max(1, in.token_split) : 1);
+    f.model += flops;
+    if (in.recompute && op.pass == Pass::Fwd && (kind == LayerKind::Attention || kind == LayerKind::Mlp))
+      f.recompute += flops;
+  }
+  return f;
+}
+
 double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigures& d) {
   return run_ops(step_ops(w, step), d).end_s;
 }
@@ -65,6 +78,14 @@ void split_tokens(const Workload& w, std::vector<LayerTimes>& t, int split) {
     }
 }
 
+// Activation checkpointing: backward of an encoder layer first runs its forward again (the recompute),
+// at the forward's own time on this device.
+void add_recompute(const Workload& w, std::vector<LayerTimes>& t, bool recompute) {
+  if (!recompute) return;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (w.layers[i].kind == LayerKind::Attention || w.layers[i].kind == LayerKind::Mlp) t[i].bwd_s += t[i].fwd_s;
+}
+
 class OpModel : public ComputeModel {
  public:
   OpModel(const Workload& w, ComputeInputs in, DeviceFigures d, std::string name)
@@ -73,6 +94,7 @@ class OpModel : public ComputeModel {
   std::vector<LayerTimes> layers(int b) const override {
     auto t = op_layer_times(w_, b, in_.ops(), d_);
     split_tokens(w_, t, in_.token_split);
+    add_recompute(w_, t, in_.recompute);
     return t;
   }
   double optimizer_s() const override { return op_step_time(w_, in_.step, d_); }
@@ -128,6 +150,7 @@ class CalibratedModel : public ComputeModel {
       out.push_back(t);
     }
     split_tokens(w_, out, in_.token_split);
+    add_recompute(w_, out, in_.recompute);
     return out;
   }
   std::vector<std::string> notes(int b) const override {

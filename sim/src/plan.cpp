@@ -100,6 +100,7 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
     mi.reserved_bytes = g.reserved_bytes;
     mi.optimizer = s.training.optimizer;
     mi.sequence_parallel = s.parallel.sequence_parallel;
+    mi.activation_checkpointing = s.training.activation_checkpointing;
     const double need = memory_per_gpu(w, mi).total();
     p.memory_per_gpu_bytes = std::max(p.memory_per_gpu_bytes, need);
     p.gpu_memory_bytes = std::min(p.gpu_memory_bytes, g.mem_bytes);

@@ -701,8 +701,10 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   compute_in.precision = prec;
   // DeepSpeed's fp16/bf16 converts the model itself (module.half()); the others run torch.autocast.
   compute_in.autocast = s.training.framework != Framework::DeepSpeed;
-  compute_in.step = StepInputs{s.training.framework, prec, s.training.optimizer, s.dp_ranks(), s.parallel.zero};
+  compute_in.step = StepInputs{s.training.framework, prec, s.training.optimizer, s.dp_ranks(), s.parallel.zero,
+                               s.training.gradient_clipping, s.training.loss_scale};
   compute_in.token_split = m.sp;
+  compute_in.recompute = s.training.activation_checkpointing;
   std::map<std::string, std::unique_ptr<ComputeModel>> models;
   m.ranks.resize(n);
   MemoryBreakdown mem_max;
@@ -769,6 +771,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     mi.reserved_bytes = g.reserved_bytes;
     mi.optimizer = s.training.optimizer;
     mi.sequence_parallel = m.sp;
+    mi.activation_checkpointing = s.training.activation_checkpointing;
     MemoryBreakdown mb = memory_per_gpu(m.w, mi);
     if (mb.total() > g.mem_bytes) fits = false;
     if (mb.total() > mem_max.total()) mem_max = mb;
@@ -859,6 +862,15 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   p.memory = mem_max;
   p.memory_per_gpu_bytes = mem_max.total();
   p.fits_in_memory = fits;
+  {
+    // MFU: the op model's FLOPs per rank and step over the GPUs' dense peak in this precision.
+    const StepFlops fl = step_flops(m.w, s.training.micro_batch, accum, compute_in);
+    p.model_flops = fl.model;
+    p.recompute_flops = fl.recompute;
+    double peak = 0;
+    for (int r = 0; r < n; ++r) peak += facts.gpu.at(place.hosts[r]).peak_flops(prec);
+    p.peak_flops = n > 0 ? peak / n : 0;
+  }
   if (full)
     notes.push_back(m.extended ? fmt::format("epoch simulated step by step: the first {} steps were not steady, so "
                                              "the steady-state search ran the whole epoch",

@@ -2,6 +2,7 @@
 // DeepSpeed JSON config import: the keys that change what vitsim models.
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vitsim {
 
@@ -18,10 +19,26 @@ struct DeepSpeedConfig {
   std::optional<std::string> comm_dtype;          // communication_data_type
   std::optional<std::string> optimizer;           // optimizer.type, lower-cased
   std::optional<double> lr;                       // optimizer.params.lr
+  std::optional<double> weight_decay;             // optimizer.params.weight_decay
+  std::optional<bool> activation_checkpointing;   // the activation_checkpointing section is present
+  std::optional<double> gradient_clipping;        // 0 = off
+  std::optional<double> loss_scale;               // fp16.loss_scale: 0 = dynamic, > 0 static
+  bool reduce_bucket_auto = false;                // zero_optimization.reduce_bucket_size "auto": hidden^2 (HF)
+  // Keys set to "auto" (dotted), filled from the scenario as the HF/DeepSpeed integration fills them
+  // from its TrainingArguments.
+  std::vector<std::string> auto_keys;
+  // Keys DeepSpeed reads that change nothing vitsim predicts (logging, monitors, checkpoint I/O,
+  // schedules) or that vitsim does not model, dotted, in file order: one warning line names them.
+  std::vector<std::string> unmodelled;
 };
 
-// Reads and checks the file; throws Error("ds_config.json: ...") on malformed JSON, wrong types and
-// unknown keys (listing the known ones).
+// "PATH: DeepSpeed keys vitsim does not model (no effect on the prediction): a, b.c"; "" when none.
+std::string unmodelled_warning(const DeepSpeedConfig& c);
+
+// Reads and checks the file; throws Error("ds_config.json: ...") on malformed JSON, wrong types, keys
+// DeepSpeed does not have (typos: "did you mean", listing the known ones), "auto" where the HF
+// integration fills none, and settings that change time or memory in a way vitsim does not model
+// (offload to CPU or NVMe, CPU activation checkpointing, quantized or hierarchical ZeRO, ...).
 DeepSpeedConfig read_deepspeed_config(const std::string& path);
 
 }  // namespace vitsim

@@ -24,6 +24,8 @@ struct StepInputs {
   std::string optimizer = "adamw";  // adamw, adam, sgd
   int dp_ranks = 1;                 // gradients are averaged over these (no averaging work at 1)
   int zero_stage = 0;               // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
+  double gradient_clipping = 0;     // > 0: the gradients' global norm, then a scale when above it
+  double loss_scale = 0;            // fp16: 0 = dynamic, > 0 static (see step_ops)
 };
 
 // Ops of one optimizer step, Pass::Step, in issue order.

@@ -25,6 +25,9 @@ struct MemoryInputs {
   // Patch (sequence) parallelism (Ulysses): each rank keeps the encoder blocks' activations of 1/S of
   // the tokens (attention scores: 1/S of the heads); the input image and the head stay whole.
   int sequence_parallel = 1;
+  // Activation checkpointing of every encoder block: each block keeps only its input (tokens x width at
+  // the activation precision) and, during backward, one block's activations are rebuilt at a time.
+  bool activation_checkpointing = false;
 };
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps

@@ -56,6 +56,18 @@ struct ReportPoint {
   std::vector<std::string> notes;
   std::vector<RankReport> per_rank;
   std::string scenario_id;  // "sha256:..." of the resolved point (scenario_id()); "" in schema-1 reports
+  // Model FLOPs utilisation (README "Report files"): per GPU and optimizer step, the op model's forward +
+  // backward FLOPs (core/ops pass_ops x grad_accum, 1/sequence_parallel of the token-wise layers), the
+  // activation-checkpointing recompute (hardware FLOPs only), and the GPUs' dense peak in the precision
+  // used (mean over ranks). 0 when unknown (older reports, measured runs without a platform).
+  double model_flops = 0;
+  double recompute_flops = 0;
+  double peak_flops = 0;
+  double tflops_per_gpu() const { return step_time_s.mean > 0 ? model_flops / step_time_s.mean / 1e12 : 0; }
+  double mfu() const { return step_time_s.mean > 0 && peak_flops > 0 ? model_flops / (step_time_s.mean * peak_flops) : 0; }
+  double hfu() const {
+    return step_time_s.mean > 0 && peak_flops > 0 ? (model_flops + recompute_flops) / (step_time_s.mean * peak_flops) : 0;
+  }
 };
 
 struct Report {

@@ -46,6 +46,11 @@ struct TrainingSpec {
   unsigned long long seed = 1;
   // Whose code runs the step (its fixed per-step work, core/framework.hpp): a <deepspeed> config sets deepspeed.
   Framework framework = Framework::Vitsim;
+  // Activation checkpointing of every encoder block (torch.utils.checkpoint / deepspeed.checkpointing):
+  // only each block's input is kept; backward runs the block's forward again first.
+  bool activation_checkpointing = false;
+  double gradient_clipping = 0;  // max gradient norm; 0 = no clipping (DeepSpeed gradient_clipping)
+  double loss_scale = 0;         // fp16 loss scale: 0 = dynamic (DeepSpeed fp16.loss_scale), > 0 static
 };
 
 struct ParallelSpec {

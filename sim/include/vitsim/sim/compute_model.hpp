@@ -57,7 +57,19 @@ struct ComputeInputs {
   OpOptions ops() const { return OpOptions{precision, autocast}; }
   StepInputs step;    // framework, optimizer, ranks, ZeRO stage
   int token_split = 1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
+  // Activation checkpointing: each encoder block's forward runs again at the start of its backward.
+  bool recompute = false;
 };
+
+// FLOPs one rank runs per optimizer step (MFU, README "Report files"): `model` is the op model's forward
+// and backward FLOPs (matmuls; memory-bound ops count none) of grad_accum micro-batches, the token-wise
+// layers' share divided by token_split; `recompute` the forward FLOPs that activation checkpointing runs
+// again (hardware FLOPs, not model FLOPs).
+struct StepFlops {
+  double model = 0;
+  double recompute = 0;
+};
+StepFlops step_flops(const Workload& w, int micro_batch, int grad_accum, const ComputeInputs& in);
 
 // Picks the model for a device (see the list above).
 std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
