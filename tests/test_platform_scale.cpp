@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -413,5 +415,35 @@ TEST_CASE("rail all-reduce on N nodes x G GPUs = intra reduce-scatter + per-rail
       // A flat ring over all N x G GPUs crosses a NIC on N of its edges: slower than the rails for G > 1.
       CHECK(collective_time(f, "ring", S, sim::CollOp::AllReduce) > intra + inter + intra);
     }
+  }
+}
+
+// Not run by default (hidden tag): the time and counts of reading and building flat-star platforms up to
+// 16,384 nodes x 8 GPUs, for BENCHMARKS.md. Prints; asserts only that the build completes with its counts.
+TEST_CASE("flat-star build time at 512 to 131072 GPUs", "[.buildbench]") {
+  vt::TempDir d;
+  for (int nodes : {64, 512, 2048, 8192, 16384}) {
+    const std::string f = write(d, "b.xml", spec(nodes, 8), Layout::FlatStar);
+    const double t = vt::in_child([&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      int argc = 2;
+      char a0[] = "t", a1[] = "--log=root.thres:critical";
+      char* argv[] = {a0, a1, nullptr};
+      sg4::Engine e(&argc, argv);
+      const FlatPlatform p = read_flat_platform_file(f);
+      const auto t1 = std::chrono::steady_clock::now();
+      const sim::BuildCounts c = sim::build_flat_platform(e, p);
+      const auto t2 = std::chrono::steady_clock::now();
+      std::vector<sg4::Link*> links;
+      double lat = 0;
+      e.host_by_name(p.groups.front().nodes.front().hosts.front())
+          ->route_to(e.host_by_name(p.groups.back().nodes.back().hosts.back()), links, &lat);
+      std::printf("%6d GPUs: read %.2f s, build %.2f s (hosts %zu, links %zu, routes %zu, bypass %zu), file %.1f MiB\n", nodes * 8,
+                  std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(), c.hosts, c.links,
+                  c.routes, c.bypass_routes, static_cast<double>(std::filesystem::file_size(f)) / 1048576);
+      std::fflush(stdout);
+      return static_cast<double>(c.hosts);
+    });
+    CHECK(t == nodes * 8);
   }
 }
