@@ -16,6 +16,8 @@
 #include "vitsim/core/units.hpp"
 #include "vitsim/core/vit.hpp"
 #include "vitsim/sim/compute_model.hpp"
+#include "vitsim/core/plan.hpp"
+#include "vitsim/sim/plan.hpp"
 #include "vitsim/sim/predict.hpp"
 
 using namespace vitsim;
@@ -343,4 +345,46 @@ TEST_CASE("habits: MFU is the op model's FLOPs over step time and peak", "[habit
     CHECK(report_to_table(r).find("MFU") != std::string::npos);
     CHECK(report_to_table(r).find(fmt::format("{:.1f}%", 100 * p.mfu())) != std::string::npos);
   }
+}
+
+TEST_CASE("habits: plan sweeps activation checkpointing; memory and MFU follow", "[habits][checkpointing][plan]") {
+  vt::TempDir d;
+  d.file("p.xml", vt::platform_xml(1, 1, "100GBps", "0us", {}, {"10Tf"}));
+  auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="ck">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
+  <model preset="vit_base_patch16_224"/>
+  <dataset name="synthetic" train_samples="4096" image_size="224" channels="3"/>
+  <training micro_batch="1024" precision="fp32"/>
+  <loader workers="0"/>
+  <simulation steps="3" warmup="1"/>
+</scenario>
+)"));
+  apply_override(f, "training.activation_checkpointing=false,true");
+  sim::PlanOptions o;
+  o.progress = false;
+  o.jobs = 1;
+  const PlanResult plan = sim::plan(f, o);
+  REQUIRE(plan.points.size() == 2);
+  // vit_b_16 at micro-batch 1024 in fp32 keeps ~140 GB of activations (Korthikanti's formulas, core/vit.cpp):
+  // more than the test GPU's 80 GiB; checkpointed, the block inputs and one block fit.
+  const Workload w = build_workload(vit_preset("vit_base_patch16_224"));
+  MemoryInputs mi;
+  mi.micro_batch = 1024;
+  const double full = memory_per_gpu(w, mi).total();
+  mi.activation_checkpointing = true;
+  const double ck = memory_per_gpu(w, mi).total();
+  REQUIRE(full > 80.0 * (1 << 30));
+  REQUIRE(ck < 80.0 * (1 << 30));
+  for (const auto& p : plan.points) {
+    const bool on = p.params.at("training.activation_checkpointing") == "true";
+    INFO(on);
+    CHECK(p.memory_per_gpu_bytes >= (on ? ck : full));
+    CHECK(p.excluded.empty() == on);
+    if (on) {
+      CHECK(p.result.mfu() > 0);
+      CHECK(p.result.hfu() > p.result.mfu());
+    }
+  }
+  CHECK(plan_to_csv(plan).find(",excluded,tflops_per_gpu,mfu\n") != std::string::npos);
+  CHECK(plan_to_table(plan, 0).find("MFU") != std::string::npos);
 }

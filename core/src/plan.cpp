@@ -539,7 +539,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
   for (const auto& k : extra) rows[0].push_back(k.substr(k.find('.') + 1));
   for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
   rows[0].push_back(fmt::format("{} ep", plan.epochs));
-  for (const char* h : {"img/s", "eff", "mem/GPU", "fits"}) rows[0].push_back(h);
+  for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
   rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
   for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
   int shown = 0, feasible = 0;
@@ -556,6 +556,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
     for (std::string v : {std::to_string(p.global_batch), units::format_time(r.epoch_time_s),
                           units::format_time(p.time_to_train_s), fmt::format("{:.0f}", r.throughput_img_s),
                           r.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * r.scaling_efficiency),
+                          r.mfu() > 0 ? fmt::format("{:.1f}%", 100 * r.mfu()) : std::string("-"),
                           units::format_bytes(p.memory_per_gpu_bytes), std::string(r.fits_in_memory ? "yes" : "NO"),
                           fmt::format("{:.2f}", p.cost), r.bound, std::string(p.pareto ? "*" : "")})
       row.push_back(v);
@@ -599,7 +600,7 @@ std::string plan_to_csv(const PlanResult& plan) {
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
          "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
-         "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded\n";
+         "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu\n";
   for (const auto& p : plan.points) {
     out += fmt::format("{},{},", p.rank, p.index);
     for (const auto& k : keys) {
@@ -610,13 +611,15 @@ std::string plan_to_csv(const PlanResult& plan) {
     const ReportPoint& r = p.result;
     std::string excl = p.excluded;
     std::replace(excl.begin(), excl.end(), '"', '\'');
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{:.0f},{:.0f},{:.9g},{:.9g},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{:.0f},{:.0f},{:.9g},{:.9g},{},{},{},{},{}\n",
                        p.nodes, p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel,
                        p.precision, p.collective, p.overlap ? "true" : "false", p.global_batch, r.step_time_s.mean,
                        r.epoch_time_s, p.time_to_train_s, r.throughput_img_s,
                        r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
                        p.memory_per_gpu_bytes, p.gpu_memory_bytes, p.gpu_hours, p.cost, r.bound,
-                       p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"");
+                       p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
+                       r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
+                       r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string());
   }
   return out;
 }
