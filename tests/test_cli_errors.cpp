@@ -41,7 +41,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "parallelism, run, simulation, training, validation, whatif, sweep"},
       {"unknown attribute", scenario(kCluster, kModel, "micro_batch=\"16\" epoch=\"3\""), "predict s.xml",
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, "
-       "precision, optimizer, lr, weight_decay, seed, framework"},
+       "precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, gradient_clipping, loss_scale"},
       {"missing unit", scenario(kCluster, kModel, kTraining, "  <parallelism bucket_size=\"25\"/>\n"), "predict s.xml",
        "vitsim: error: s.xml:6: parallelism.bucket_size: bad size '25': missing unit; valid units: B, kB, KB, MB, GB, "
        "TB, KiB, MiB, GiB, TiB, b, kb, Kb, Mb, Gb"},

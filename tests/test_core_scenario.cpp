@@ -117,7 +117,7 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
   text.replace(text.find("micro_batch"), 0, "mikro=\"1\" ");
   CHECK_THROWS_WITH(read_scenario_file(d.file("b.xml", text)),
                     d / "b.xml" + ":5: unknown attribute 'mikro' on <training>; valid: micro_batch, grad_accum, epochs, "
-                                  "precision, optimizer, lr, weight_decay, seed, framework");
+                                  "precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, gradient_clipping, loss_scale");
   auto f = read_scenario_file(d.file("c.xml", kBase));
   CHECK_THROWS_WITH(apply_override(f, "training.microbatch=3"), Catch::StartsWith("--set training.microbatch: unknown key; valid: "));
   CHECK_THROWS_WITH(apply_override(f, "nonsense"), "--set 'nonsense': expected KEY=VALUE, e.g. training.micro_batch=32");

@@ -88,7 +88,7 @@ std::vector<BadInput> cases() {
       {"scenario", "unknown element", {{"s.xml", scenario("micro_batch=\"16\"", "  <optimiser/>\n")}}, S,
        "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, dataset, deepspeed,", 1, true},
       {"scenario", "unknown attribute", {{"s.xml", scenario("micro_batch=\"16\" epoch=\"3\"")}}, S,
-       "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, precision, optimizer, lr, weight_decay, seed, framework"},
+       "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, gradient_clipping, loss_scale"},
       {"scenario", "element given twice", {{"s.xml", scenario("micro_batch=\"16\"", "  <training epochs=\"2\"/>\n")}}, S,
        "vitsim: error: s.xml:6: element <training> appears twice"},
       {"scenario", "element nested in another", {{"s.xml", "<scenario>\n  <cluster platform=\"p.xml\"/>\n  <training micro_batch=\"16\">\n    <lr/>\n  </training>\n</scenario>\n"}}, S,
