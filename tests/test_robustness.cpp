@@ -136,7 +136,7 @@ std::vector<BadInput> cases() {
       {"units", "zero timeout", {{"s.xml", scenario("micro_batch=\"16\"", "  <run timeout=\"0s\"/>\n")}}, S,
        "vitsim: error: s.xml:6: run.timeout: must be positive"},
       {"names", "unknown collective", {{"s.xml", scenario("micro_batch=\"16\"", "  <parallelism collective=\"butterfly\"/>\n")}}, S,
-       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, ring, ring_msg, tree"},
+       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, rail, ring, ring_msg, tree"},
       {"names", "unknown dataset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\"", "name=\"mnist\"")}}, S,
        "vitsim: error: s.xml:4: dataset.name: unknown value 'mnist'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic"},
       {"names", "unknown model preset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_g_14\"")}}, S,

@@ -131,5 +131,5 @@ TEST_CASE("hierarchical all-reduce: the inter-node ring carries S only between l
 }
 
 TEST_CASE("unknown collective names list the valid ones", "[collective][negative]") {
-  CHECK_THROWS_WITH(make_collective("butterfly"), "unknown collective 'butterfly'; valid: auto, hierarchical, ring, ring_msg, tree");
+  CHECK_THROWS_WITH(make_collective("butterfly"), "unknown collective 'butterfly'; valid: auto, hierarchical, rail, ring, ring_msg, tree");
 }
