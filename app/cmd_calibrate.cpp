@@ -1,4 +1,4 @@
-// vitsim calibrate --scenario S --out calib.json [--force] [--append] [--emit-platform FILE] [--details FILE]
+// vitsim calibrate SCENARIO.xml (or --scenario S) --out calib.json [--force] [--append] [--emit-platform FILE] [--details FILE]
 //                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
 // Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
 #include <fmt/format.h>
@@ -64,7 +64,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
   auto a = std::make_shared<CalibrateArgs>();
   auto* c = cli.add_subcommand(
       "calibrate", "measure compute, all-reduce, copies and loading on this job's ranks: mpirun -np N vitsim calibrate ...");
-  c->add_option("--scenario", a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
+  add_scenario(c, a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
   c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
   c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
   c->add_flag("--force", a->opt.force, "overwrite existing output files");
@@ -83,19 +83,18 @@ void add_calibrate(CLI::App& cli, Action& action) {
   c->add_option("--peak-flops", a->peak_flops, "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
   c->add_option("--mem-bw", a->mem_bw, "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
   c->add_option("--platform-devices", a->opt.platform_devices, "devices per host in the emitted platform (default: the cores)")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")->check(CLI::NonNegativeNumber);
-  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")->check(CLI::Range(3, 100000));
+      ->check(integer(1, 1 << 20));
+  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")->check(integer(0, 1 << 20));
+  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")->check(integer(3, 100000));
   c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer(1, 1 << 24));
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   c->callback([&action, a] {
     action = [a] {
       real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
-      if (a->scenario.empty())
-        throw Error("calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision");
+      require_scenario("calibrate", a->scenario, " --out CALIB.json: it measures that scenario's ViT, dataset and precision");
       ScenarioFile f = read_scenario_file(a->scenario);
-      for (const auto& s : a->sets) apply_override(f, s);
+      apply_sets(f, a->sets);
       // --out is read too with --append: that is its purpose, not an input to protect.
       check_output_paths({{a->opt.out, "--out"}, {a->opt.emit_platform, "--emit-platform"}, {a->opt.details, "--details"}},
                          scenario_inputs(f));

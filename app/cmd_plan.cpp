@@ -4,6 +4,7 @@
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <memory>
 
 #include "commands.hpp"
@@ -32,7 +33,7 @@ void parse_shard(const std::string& text, sim::PlanOptions& opt) {
   int i = -1, k = -1;
   char slash = 0, extra = 0;
   if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &k, &extra) != 3 || slash != '/' || k < 1 || i < 0 || i >= k)
-    throw Error(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", text));
+    throw UsageError(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", echo(text)));
   opt.shard_index = i;
   opt.shard_count = k;
 }
@@ -41,23 +42,23 @@ void parse_shard(const std::string& text, sim::PlanOptions& opt) {
 void add_plan(CLI::App& cli, Action& action) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = cli.add_subcommand("plan", "search a scenario's space under constraints; rank, Pareto front, explanation");
-  c->add_option("scenario", a->scenario, "scenario XML file whose sweeps (and --set lists) open the space");
+  add_scenario(c, a->scenario, "scenario XML file whose sweeps (and --set lists) open the space");
   c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep it");
   c->add_option("--what-if", a->what_ifs, "a platform edit, e.g. link:tesla3-nic:bandwidth=1.25GBps (repeatable)");
   c->add_option("--calibration", a->opt.calibration, "calibration JSON from `vitsim calibrate`");
-  c->add_option("--global-batch", a->global_batch, "images per optimizer step, fixed (accumulation follows)")->check(CLI::PositiveNumber);
-  c->add_option("--global-batch-min", a->global_batch_min, "smallest global batch allowed")->check(CLI::PositiveNumber);
-  c->add_option("--global-batch-max", a->global_batch_max, "largest global batch allowed")->check(CLI::PositiveNumber);
+  c->add_option("--global-batch", a->global_batch, "images per optimizer step, fixed (accumulation follows)")->check(integer(1, 1LL << 40));
+  c->add_option("--global-batch-min", a->global_batch_min, "smallest global batch allowed")->check(integer(1, 1LL << 40));
+  c->add_option("--global-batch-max", a->global_batch_max, "largest global batch allowed")->check(integer(1, 1LL << 40));
   c->add_option("--deadline", a->deadline, "longest time to train the epochs, with its unit (\"12h\")");
-  c->add_option("--budget", a->budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")->check(CLI::NonNegativeNumber);
+  c->add_option("--budget", a->budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")->check(number(units::non_negative()));
   c->add_flag("--allow-oom", a->allow_oom, "keep points that do not fit in GPU memory");
   c->add_flag("--baseline", a->baseline, "also plan without the what-ifs and compare the top picks");
-  c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(CLI::Range(1, 1 << 20));
+  c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(integer(1, 1 << 20));
   c->add_option("--objective", a->opt.objective, "what ranks first")->check(CLI::IsMember({"time", "cost", "throughput"}));
   c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
-  c->add_option("--top", a->top, "feasible rows in the table (0 = all; Pareto points always shown)")->check(CLI::NonNegativeNumber);
+  c->add_option("--top", a->top, "feasible rows in the table (0 = all; Pareto points always shown)")->check(integer(0, 1 << 30));
   c->add_option("--out", a->out, "write the output to this file instead of stdout");
-  c->add_option("--jobs,-j", a->opt.jobs, "points simulated at once (default: the cores)")->check(CLI::Range(1, 4096));
+  c->add_option("--jobs,-j", a->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
   c->add_option("--shard", a->shard, "simulate only points with index % K == I and write them unranked (I/K)");
   c->add_option("--merge", a->merge, "rank the union of shard outputs (vitsim plan --shard ... --format json)");
   c->add_flag("--quiet,-q", a->quiet, "no progress line on stderr");
@@ -65,7 +66,7 @@ void add_plan(CLI::App& cli, Action& action) {
     action = [a] {
       PlanResult result;
       if (!a->merge.empty()) {
-        if (!a->scenario.empty()) throw Error("plan: give either a scenario or --merge, not both");
+        if (!a->scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
         std::vector<NamedPath> inputs;
         for (const auto& f : a->merge) inputs.push_back({f, "--merge shard"});
         check_output_paths({{a->out, "--out"}}, inputs);
@@ -73,9 +74,9 @@ void add_plan(CLI::App& cli, Action& action) {
         for (const auto& f : a->merge) shards.push_back(plan_from_json(read_input_file(f, "plan shard"), f));
         result = merge_plans(shards);
       } else {
-        if (a->scenario.empty()) throw Error("plan: a scenario file is required (or --merge SHARD.json...)");
+        require_scenario("plan", a->scenario, " (or --merge SHARD.json...)");
         ScenarioFile f = read_scenario_file(a->scenario);
-        for (const auto& s : a->sets) apply_override(f, s);
+        apply_sets(f, a->sets);
         if (!a->what_ifs.empty()) {
           std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
           for (const auto& w : a->what_ifs) edits += (edits.empty() ? "" : ";") + w;
@@ -89,7 +90,7 @@ void add_plan(CLI::App& cli, Action& action) {
           try {
             k.deadline_s = units::parse(a->deadline, units::Kind::Time);
           } catch (const Error& e) {
-            throw Error(fmt::format("--deadline: {}", e.what()));
+            throw UsageError(fmt::format("--deadline: {}", e.what()));
           }
         }
         if (a->budget >= 0) k.budget = a->budget;
@@ -101,8 +102,8 @@ void add_plan(CLI::App& cli, Action& action) {
         check_output_paths({{a->out, "--out"}}, inputs);
         a->opt.progress = !a->quiet;
         if (a->baseline) {
-          if (!f.attrs.count("whatif.edits")) throw Error("plan: --baseline compares against what-ifs: give --what-if EDIT");
-          if (a->opt.shard_count > 1) throw Error("plan: --baseline does not combine with --shard");
+          if (!f.attrs.count("whatif.edits")) throw UsageError("plan: --baseline compares against what-ifs: give --what-if EDIT");
+          if (a->opt.shard_count > 1) throw UsageError("plan: --baseline does not combine with --shard");
           ScenarioFile base = f;
           base.attrs.erase("whatif.edits");
           const PlanResult without = sim::plan(base, a->opt);
@@ -121,6 +122,16 @@ void add_plan(CLI::App& cli, Action& action) {
         fmt::print("{}", text);
       else
         write_file_atomic(a->out, text);
+      // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr
+      // and exit 5 so that a script does not take the first row of an empty ranking.
+      if (result.ranked) {
+        const std::string why = infeasible_reason(result);
+        if (!why.empty()) {
+          std::fflush(stdout);
+          fmt::print(stderr, "vitsim: error: plan: {}\n", why);
+          return 5;
+        }
+      }
       return 0;
     };
   });

@@ -194,8 +194,8 @@ void add_platform(CLI::App& cli, Action& action) {
   c->add_option("spec", a->spec_file, "JSON spec (platforms/specs/*.json; per-node GPU types and figures); or use the flags");
   c->add_option("--out", a->out, "platform file to write (atomically); default: standard output");
   c->add_option("--id", a->id, "the platform's zone id (default: platform)");
-  c->add_option("--nodes", a->nodes, "nodes (default 1)");
-  c->add_option("--gpus-per-node", a->gpus_per_node, "GPUs in each node (default 1)");
+  c->add_option("--nodes", a->nodes, "nodes (default 1)")->check(integer(0, 1 << 20));
+  c->add_option("--gpus-per-node", a->gpus_per_node, "GPUs in each node (default 1)")->check(integer(0, 1 << 16));
   c->add_option("--gpu", a->gpu, "GPU type from the catalogue, case-insensitive, with aliases (h100-sxm, a100-sxm-80gb, rtx3070)");
   c->add_option("--precision", a->precision,
                 "the precision whose measured GEMM efficiency the file carries: fp32, fp16, bf16 (default bf16)");
@@ -204,15 +204,16 @@ void add_platform(CLI::App& cli, Action& action) {
                 "nvswitch, nvlink_bridge (2 GPUs); default: the GPU's NVLink/NVSwitch, else PCIe");
   c->add_option("--intranode-bw", a->intranode_bw, "per-GPU bandwidth of that path per direction (default: the catalogue's)");
   c->add_option("--staging-bw", a->staging_bw, "pcie_host: the staging rate (default 4GBps)");
-  c->add_option("--nics", a->nics, "NICs per node (default 1); they form one link of NICs x speed");
+  c->add_option("--nics", a->nics, "NICs per node (default 1); they form one link of NICs x speed")->check(integer(0, 1 << 16));
   c->add_option("--nic-speed", a->nic_speed, "one NIC's line rate (400Gbps) or a catalogue NIC: 1gbe ... 400gbe, edr, hdr, ndr, xdr");
   c->add_option("--nic-transport", a->nic_transport, "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
   c->add_option("--nic-lat", a->nic_lat, "NIC + cable + switch latency per end (default 5us)");
   c->add_flag("--rail-optimised", a->rail_optimised, "the NICs are rails (recorded; see README)");
   c->add_option("--topology", a->topology, "star (non-blocking, default) or fat-tree; dragonfly, torus: not yet");
-  c->add_option("--oversubscription", a->oversubscription, "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)");
-  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod");
-  c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)");
+  c->add_option("--oversubscription", a->oversubscription, "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
+      ->check(number(units::Range{}));
+  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod")->check(integer(0, 1 << 20));
+  c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)")->check(integer(0, 1 << 20));
   c->add_option("--loader-bw", a->loader_bw, "bytes of input tensor one loader worker makes per second (default 600MBps)");
   c->add_option("--loader-image-overhead", a->loader_image_overhead, "loader CPU time per image (default 100us)");
   c->add_option("--price-per-gpu-hour", a->price, "price of one GPU-hour (vitsim plan --objective cost)");

@@ -1,4 +1,6 @@
-// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg [--kind auto|scaling|batch] [--gnuplot PROGRAM]
+// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch] [--gnuplot PROGRAM]
+#include <fmt/format.h>
+
 #include <memory>
 
 #include "commands.hpp"
@@ -27,7 +29,7 @@ void add_plot(CLI::App& cli, Action& action) {
   c->add_option("reports", args->reports,
                  "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
       ->required();
-  c->add_option("--out", args->out, "SVG file to write")->required();
+  c->add_option("--out", args->out, "image to write: .svg, .png or .pdf (gnuplot's svg, pngcairo or pdfcairo)")->required();
   c->add_option("--kind", args->kind,
                 "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
                 "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
@@ -38,6 +40,11 @@ void add_plot(CLI::App& cli, Action& action) {
       std::vector<NamedPath> inputs;
       for (const auto& r : args->reports) inputs.push_back({r, "the report"});
       check_output_paths({{args->out, "--out"}}, inputs);
+      try {
+        plot::output_format(args->out);  // before reading the reports
+      } catch (const Error& e) {
+        throw UsageError(fmt::format("--out {}", e.what()));
+      }
       plot::Options opt;
       opt.gnuplot = args->gnuplot;
       // A capacity plan ("vitsim.plan/2") gets the plan plots.

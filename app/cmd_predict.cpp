@@ -27,19 +27,20 @@ struct PredictArgs {
 void add_predict(CLI::App& cli, Action& action) {
   auto args = std::make_shared<PredictArgs>();
   CLI::App* c = cli.add_subcommand("predict", "simulate every point of a scenario and print the prediction");
-  c->add_option("scenario", args->scenario, "scenario XML file")->required();
+  add_scenario(c, args->scenario);
   c->add_option("--calibration", args->opt.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--set", args->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
   c->add_option("--what-if", args->what_ifs, "a platform edit applied before simulating (README, What-ifs; repeatable)");
   c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
   c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
-  c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(CLI::Range(1, 4096));
+  c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args] {
     action = [args] {
+      require_scenario("predict", args->scenario);
       ScenarioFile f = read_scenario_file(args->scenario);
-      for (const auto& s : args->sets) apply_override(f, s);
+      apply_sets(f, args->sets);
       if (!args->what_ifs.empty()) {
         std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
         for (const auto& w : args->what_ifs) edits += (edits.empty() ? "" : ";") + w;

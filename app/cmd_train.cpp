@@ -24,7 +24,7 @@ void add_train(CLI::App& cli, Action& action) {
   auto args = std::make_shared<TrainArgs>();
   auto* cmd = cli.add_subcommand(
       "train", "Train the scenario's ViT for real, data-parallel: mpirun -np N vitsim train SCENARIO.xml");
-  cmd->add_option("scenario", args->scenario, "scenario XML file")->required();
+  add_scenario(cmd, args->scenario);
   cmd->add_option("--set", args->sets, "override a scenario attribute: KEY=VALUE (a comma list sweeps)");
   cmd->add_option("--out", args->out, "write the measured report (vitsim.report/1 JSON) here");
   cmd->add_option("--trace", args->trace, "write a Chrome trace (chrome://tracing, Perfetto) of every rank here");
@@ -39,8 +39,9 @@ void add_train(CLI::App& cli, Action& action) {
     real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
     // Outputs that could not be written would be found out only after the training: check them first,
     // and that none of them is an input or another output.
+    require_scenario("train", args->scenario);
     ScenarioFile file = read_scenario_file(args->scenario);
-    for (const auto& s : args->sets) apply_override(file, s);
+    apply_sets(file, args->sets);
     check_output_paths({{args->out, "--out"},
                         {args->trace, "--trace"},
                         {args->save_params.empty() ? "" : args->save_params + ".rank0.bin", "--save-params"}},

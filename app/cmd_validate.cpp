@@ -35,7 +35,7 @@ std::string self_exe() {
 void add_validate(CLI::App& cli, Action& action) {
   auto a = std::make_shared<ValidateArgs>();
   CLI::App* c = cli.add_subcommand("validate", "predict a scenario and compare it with measured runs");
-  c->add_option("scenario", a->scenario, "scenario XML file")->required();
+  add_scenario(c, a->scenario);
   c->add_option("--calibration", a->calibration, "calibration JSON from `vitsim calibrate`");
   auto* m = c->add_option("--measured", a->measured, "a report written by `vitsim train` (here or elsewhere)");
   auto* r = c->add_flag("--run", a->run, "run `mpirun ... vitsim train` on every point now");
@@ -43,15 +43,17 @@ void add_validate(CLI::App& cli, Action& action) {
   c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
   c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a->out, "write the comparison to this file instead of stdout");
-  c->add_option("--tolerance", a->tolerance, "step-time MAPE allowed (default: the scenario's validation.tolerance)");
+  c->add_option("--tolerance", a->tolerance, "step-time MAPE allowed (default: the scenario's validation.tolerance)")
+      ->check(number(units::non_negative()));
   c->add_option("--mpirun-arg", a->mpirun_args, "an extra argument for mpirun (repeat it), e.g. --mpirun-arg=--hostfile --mpirun-arg=hosts");
-  c->add_option("--jobs,-j", a->jobs, "points simulated at once (default: the cores)");
+  c->add_option("--jobs,-j", a->jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
   c->add_flag("--quiet,-q", a->quiet, "no progress on stderr");
   c->callback([&action, a] {
     action = [a] {
-      if (!a->run && a->measured.empty()) throw Error("validate needs --measured REPORT.json or --run");
+      require_scenario("validate", a->scenario, " (--measured REPORT.json | --run)");
+      if (!a->run && a->measured.empty()) throw UsageError("validate needs --measured REPORT.json or --run");
       ScenarioFile f = read_scenario_file(a->scenario);
-      for (const auto& s : a->sets) apply_override(f, s);
+      apply_sets(f, a->sets);
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({a->calibration, "--calibration"});
       inputs.push_back({a->measured, "--measured"});

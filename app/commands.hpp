@@ -3,20 +3,46 @@
 // it parses flags, calls the libraries and turns their exceptions into exit codes (main.cpp).
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace vitsim::app {
 
 // The action of the chosen subcommand; returns the process exit status.
 using Action = std::function<int()>;
 
+// A bad command line found after CLI11's parse (flags that do not go together, a malformed flag value):
+// exit status 2, like CLI11's own errors.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Every subcommand takes its scenario the same way: positional SCENARIO.xml, `--scenario FILE` kept as an
+// alias. require_scenario throws UsageError when neither was given (`what`: the rest of the usage line).
+void add_scenario(CLI::App* c, std::string& scenario, const std::string& help = "scenario XML file");
+void require_scenario(const std::string& command, const std::string& scenario, const std::string& what = "");
+
+// --set KEY=VALUE for every subcommand: an unknown key gets "did you mean" (core/suggest.hpp), the rest is
+// core's apply_override.
+void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets);
+
+// CLI11 checks by core's strict number readers: "--budget: '$100' is not a number", "--jobs: 0 is out of
+// range: expected 1 .. 4096", instead of CLI11's conversion errors.
+CLI::Validator number(const units::Range& r);
+CLI::Validator integer(long long lo, long long hi);
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
 void add_plan(CLI::App& cli, Action& action);
 void add_platform(CLI::App& cli, Action& action);
-#ifdef VITSIM_HAVE_REAL
+// `train` and `calibrate`: the real ones where LibTorch was found, else stand-ins that say how to rebuild.
 void add_train(CLI::App& cli, Action& action);
 void add_calibrate(CLI::App& cli, Action& action);
-#endif
 
 }  // namespace vitsim::app

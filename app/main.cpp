@@ -4,18 +4,25 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/suggest.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace {
+
+using vitsim::did_you_mean;
+using vitsim::echo;
 
 // A command line error on one line: CLI11's text without its second line, a value longer than 48
 // characters cut to its start (a 10^6-digit number is not echoed back).
@@ -36,6 +43,67 @@ std::string one_line(const std::string& what) {
   flush();
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
+}
+
+// The long and short names ("--calibration", "-j") of a command's options and flags.
+std::vector<std::string> option_names(const CLI::App* app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app->get_options()) {
+    for (const auto& n : o->get_lnames()) out.push_back("--" + n);
+    for (const auto& n : o->get_snames()) out.push_back("-" + n);
+  }
+  return out;
+}
+
+// What CLI11 failed on, said the way vitsim says it: an unknown command or flag named with the closest
+// known one ("did you mean"), else CLI11's own line. Finds the first word of argv that the command line
+// does not know, scanning as CLI11 does (the first non-flag word is the subcommand).
+std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::ParseError& e) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : cli.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  const CLI::App* sub = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;
+    if (!sub) {
+      if (word.empty() || word[0] != '-') {
+        for (const CLI::App* c : cli.get_subcommands([](const CLI::App*) { return true; }))
+          if (c->get_name() == word) sub = c;
+        if (!sub) {
+          std::string list;
+          for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
+          return fmt::format("unknown command '{}'{}; commands: {}", echo(word), did_you_mean(word, commands), list);
+        }
+      } else if (word != "--help" && word != "-h" && word != "--version") {
+        return fmt::format("unknown option '{}' before the command{}", echo(word), did_you_mean(word, {"--help", "--version"}));
+      }
+      continue;
+    }
+    if (word.size() < 2 || word[0] != '-' || (word[1] != '-' && std::isdigit(static_cast<unsigned char>(word[1]))))
+      continue;  // a value (or a negative number)
+    // "--name=value", "-j4" and "-qj" (short flags take their value or more flags attached).
+    const std::string name = word[1] == '-' ? word.substr(0, word.find('=')) : word.substr(0, 2);
+    if (name == "--help" || name == "-h") continue;
+    bool known = false;
+    for (const CLI::Option* o : sub->get_options()) known = known || o->check_name(name);
+    if (!known) {
+      const std::vector<std::string> names = option_names(sub);
+      return fmt::format("vitsim {}: unknown option '{}'{} (vitsim {} --help lists them)", sub->get_name(), echo(name),
+                         did_you_mean(name, names), sub->get_name());
+    }
+  }
+  if (!sub && e.get_name() == "RequiredError")
+    return "a command is required: vitsim COMMAND ...; commands: " + [&] {
+      std::string list;
+      for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
+      return list;
+    }();
+  const std::string what = one_line(e.what());
+  if (sub && what.rfind("scenario excludes --scenario", 0) == 0)  // app/common.cpp add_scenario
+    return fmt::format("vitsim {}: the scenario given twice (SCENARIO.xml and --scenario): give it once", sub->get_name());
+  // A flag's value refused by its check (core's number readers) says what is expected already.
+  if (e.get_name() == "ValidationError") return what;
+  return fmt::format("{} (vitsim {}--help lists the options)", what, sub ? sub->get_name() + " " : "");
 }
 
 // Output to stdout that could not be written (a full disk, a closed pipe) is an error, not a success:
@@ -78,16 +146,15 @@ int main(int argc, char** argv) {
   vitsim::app::add_plot(cli, action);
   vitsim::app::add_plan(cli, action);
   vitsim::app::add_platform(cli, action);
-#ifdef VITSIM_HAVE_REAL
+  // Without LibTorch these two say how to rebuild (app/cmd_no_torch.cpp).
   vitsim::app::add_train(cli, action);
   vitsim::app::add_calibrate(cli, action);
-#endif
 #endif
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return finish_stdout(cli.exit(e));  // --help, --version
-    fmt::print(stderr, "vitsim: error: {} (vitsim --help lists the options)\n", one_line(e.what()));
+    fmt::print(stderr, "vitsim: error: {}\n", usage_error(cli, argc, argv, e));
     return 2;
   }
   int status = 3;
@@ -98,6 +165,9 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : cli.get_subcommands()) train = train || sub->get_name() == "train";
     if (!train) vitsim::install_interrupt_cleanup("vitsim");
     status = action ? action() : 2;
+  } catch (const vitsim::app::UsageError& e) {  // a bad command line found after parsing
+    fmt::print(stderr, "vitsim: error: {}\n", e.what());
+    status = 2;
   } catch (const vitsim::Error& e) {
     vitsim::stop_if_interrupted();  // an interruption's consequence, reported by its watcher
     fmt::print(stderr, "vitsim: error: {}\n", e.what());

@@ -655,12 +655,12 @@ std::vector<FileCase> file_cases() {
        "vitsim: error: none.xml: cannot open scenario file"},
       // --- command-line messages ---
       {"messages", "a number too large for an option", "", P + " --jobs 99999999999999999999999999999999999999999999999999", 2,
-       "vitsim: error: --jobs: Value 999999999999999999999999... (50 characters) not in range 1 to 4096 (vitsim --help lists "
-       "the options)"},
+       "vitsim: error: --jobs: 9999999999999999999999999999999999999999... (50 characters) is out of range (expected 1 .. "
+       "4096)"},
       {"messages", "an option out of range", "", P + " --jobs 0", 2,
-       "vitsim: error: --jobs: Value 0 not in range 1 to 4096 (vitsim --help lists the options)"},
+       "vitsim: error: --jobs: 0 is out of range (expected 1 .. 4096)"},
       {"messages", "an unknown option", "", P + " --jbos 2", 2,
-       "vitsim: error: The following arguments were not expected: 2 --jbos (vitsim --help lists the options)"},
+       "vitsim: error: vitsim predict: unknown option '--jbos' (did you mean '--jobs'?) (vitsim predict --help lists them)"},
   };
 }
 

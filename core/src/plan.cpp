@@ -12,6 +12,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "json_reader.hpp"
+#include "vitsim/core/suggest.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -104,7 +105,7 @@ void rank_plan(PlanResult& plan) {
     if (c.must_fit && !p.result.fits_in_memory)
       p.excluded = fmt::format("memory: needs {} per GPU", units::format_bytes(p.result.memory_per_gpu_bytes));
     else if (c.deadline_s && p.time_to_train_s > *c.deadline_s)
-      p.excluded = fmt::format("deadline: {} epochs take {} > {}", plan.epochs, units::format_time(p.time_to_train_s),
+      p.excluded = fmt::format("deadline: {} take {} > {}", count_noun(plan.epochs, "epoch"), units::format_time(p.time_to_train_s),
                                units::format_time(*c.deadline_s));
     else if (c.budget && p.cost > *c.budget)
       p.excluded = fmt::format("budget: {} > {}", cost_text(plan, p.cost), cost_text(plan, *c.budget));
@@ -175,18 +176,29 @@ PlanResult merge_plans(const std::vector<PlanResult>& shards) {
   return out;
 }
 
+std::string infeasible_reason(const PlanResult& plan) {
+  for (const auto& p : plan.points)
+    if (p.rank > 0) return {};
+  std::map<std::string, int> why;
+  for (const auto& p : plan.points) why[p.excluded.substr(0, p.excluded.find(':'))]++;
+  std::vector<std::pair<std::string, int>> order(why.begin(), why.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string list;
+  for (const auto& [k, n] : order)
+    list += list.empty() ? fmt::format(", {} excluded by {}", n, k) : fmt::format(", {} by {}", n, k);
+  return fmt::format("no point meets the constraints: {}{}; relax them or widen the space",
+                     count_noun(static_cast<long long>(plan.points.size()), "point"), list);
+}
+
 std::vector<std::string> explain_plan(const PlanResult& plan) {
   std::vector<std::string> out;
   const PlanPoint* top = nullptr;
   for (const auto& p : plan.points)
     if (p.rank == 1) top = &p;
   if (!top) {
-    std::map<std::string, int> why;
-    for (const auto& p : plan.points) why[p.excluded.substr(0, p.excluded.find(':'))]++;
-    std::string list;
-    for (const auto& [k, n] : why) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", n, k);
-    out.push_back(fmt::format("No point meets the constraints ({} excluded: {}). Relax them or widen the space.",
-                              plan.points.size(), list));
+    std::string why = infeasible_reason(plan);
+    if (!why.empty()) why[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(why[0])));
+    out.push_back(why + ".");
     return out;
   }
   const ReportPoint& r = top->result;
@@ -259,13 +271,13 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
       }
       if (!neighbour) continue;
       if (q.rank > 0)
-        moves.push_back(fmt::format("{}={}: {:+.0f}% time, {:+.0f}% cost", key, q.params.at(key),
-                                    pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s),
-                                    pct(q.cost - top->cost, top->cost)));
+        moves.push_back(fmt::format("{}={}: {} time, {} cost", key, q.params.at(key),
+                                    signed_percent(pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s) / 100),
+                                    signed_percent(pct(q.cost - top->cost, top->cost) / 100)));
       else if (q.simulated && q.excluded.rfind("memory", 0) != 0)
-        moves.push_back(fmt::format("{}={}: {:+.0f}% time, {:+.0f}% cost, but excluded ({})", key, q.params.at(key),
-                                    pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s),
-                                    pct(q.cost - top->cost, top->cost), q.excluded));
+        moves.push_back(fmt::format("{}={}: {} time, {} cost, but excluded ({})", key, q.params.at(key),
+                                    signed_percent(pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s) / 100),
+                                    signed_percent(pct(q.cost - top->cost, top->cost) / 100), q.excluded));
       else
         moves.push_back(fmt::format("{}={}: excluded ({})", key, q.params.at(key), q.excluded));
     }
@@ -313,14 +325,15 @@ std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanRes
   }
   out.push_back(fmt::format("  top pick without: {}: {}, {}", settings_text(*b), units::format_time(b->time_to_train_s),
                             cost_text(baseline, b->cost)));
-  out.push_back(fmt::format("  top pick with:    {}: {}, {} ({:+.0f}% time, {:+.0f}% cost)", settings_text(*e),
+  out.push_back(fmt::format("  top pick with:    {}: {}, {} ({} time, {} cost)", settings_text(*e),
                             units::format_time(e->time_to_train_s), cost_text(edited, e->cost),
-                            pct(e->time_to_train_s - b->time_to_train_s, b->time_to_train_s), pct(e->cost - b->cost, b->cost)));
+                            signed_percent(pct(e->time_to_train_s - b->time_to_train_s, b->time_to_train_s) / 100),
+                            signed_percent(pct(e->cost - b->cost, b->cost) / 100)));
   for (const auto& q : edited.points)
     if (q.index == b->index) {
       if (q.rank > 0)
-        out.push_back(fmt::format("  the same settings as the top pick without: {} ({:+.0f}%)", units::format_time(q.time_to_train_s),
-                                  pct(q.time_to_train_s - b->time_to_train_s, b->time_to_train_s)));
+        out.push_back(fmt::format("  the same settings as the top pick without: {} ({})", units::format_time(q.time_to_train_s),
+                                  signed_percent(pct(q.time_to_train_s - b->time_to_train_s, b->time_to_train_s) / 100)));
       else
         out.push_back(fmt::format("  the same settings as the top pick without: excluded ({})", q.excluded));
     }
@@ -514,8 +527,8 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
 }
 
 std::string plan_to_table(const PlanResult& plan, int top) {
-  std::string out = fmt::format("vitsim plan: {} ({} points, {} epochs, ranked by {})\n", plan.scenario,
-                                plan.space_size, plan.epochs, plan.objective);
+  std::string out = fmt::format("vitsim plan: {} ({}, {}, ranked by {})\n", plan.scenario,
+                                count_noun(plan.space_size, "point"), count_noun(plan.epochs, "epoch"), plan.objective);
   for (size_t i = 0; i < plan.what_ifs.size(); ++i) out += fmt::format("what-if {}: {}\n", i + 1, plan.what_ifs[i]);
   {
     // Up to 4 changes per edit (a glob can touch every node); the JSON lists them all.
@@ -538,7 +551,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
   rows.push_back({"#", "nodes", "gpn", "micro", "accum", "zero", "sp", "prec", "coll", "ovl"});
   for (const auto& k : extra) rows[0].push_back(k.substr(k.find('.') + 1));
   for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
-  rows[0].push_back(fmt::format("{} ep", plan.epochs));
+  rows[0].push_back(fmt::format("{} ep", plan.epochs));  // a column head: "1 ep", "3 ep"
   for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
   rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
   for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
@@ -567,7 +580,8 @@ std::string plan_to_table(const PlanResult& plan, int top) {
     for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i) out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
-  if (shown < feasible) out += fmt::format("({} more feasible points not shown; --top 0 shows all)\n", feasible - shown);
+  if (shown < feasible)
+    out += fmt::format("({} not shown; --top 0 shows all)\n", count_noun(feasible - shown, "more feasible point"));
   auto front = pareto_front(plan);
   if (!front.empty()) {
     out += "Pareto front (time to train against cost; no other point is both faster and cheaper):\n";
@@ -583,7 +597,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
     }
   if (!why.empty()) {
     out += "Excluded (count, first example; --format json lists each point's reason):\n";
-    for (const auto& [k, w] : why) out += fmt::format("  {} {}, e.g. {}\n", w.first, k, w.second);
+    for (const auto& [k, w] : why) out += fmt::format("  {} {}, e.g. {}\n", w.first, k, w.second);  // "3 memory, e.g. ..."
   }
   for (const auto& line : plan.explanation) out += line + "\n";
   return out;
@@ -601,8 +615,11 @@ std::string plan_to_csv(const PlanResult& plan) {
   out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
          "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
          "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu\n";
+  // A figure the point does not have is an empty cell, not 0: no rank for an excluded point, no times,
+  // throughput, GPU-hours, cost or bound for one excluded before simulating.
+  auto num = [](bool has, double v) { return has ? fmt::format("{:.9g}", v) : std::string(); };
   for (const auto& p : plan.points) {
-    out += fmt::format("{},{},", p.rank, p.index);
+    out += fmt::format("{},{},", p.rank > 0 ? std::to_string(p.rank) : std::string(), p.index);
     for (const auto& k : keys) {
       auto it = p.params.find(k);
       std::string v = it == p.params.end() ? "" : it->second;
@@ -611,12 +628,13 @@ std::string plan_to_csv(const PlanResult& plan) {
     const ReportPoint& r = p.result;
     std::string excl = p.excluded;
     std::replace(excl.begin(), excl.end(), '"', '\'');
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{:.0f},{:.0f},{:.9g},{:.9g},{},{},{},{},{}\n",
+    const bool sim = p.simulated;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{}\n",
                        p.nodes, p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel,
-                       p.precision, p.collective, p.overlap ? "true" : "false", p.global_batch, r.step_time_s.mean,
-                       r.epoch_time_s, p.time_to_train_s, r.throughput_img_s,
-                       r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
-                       p.memory_per_gpu_bytes, p.gpu_memory_bytes, p.gpu_hours, p.cost, r.bound,
+                       p.precision, p.collective, p.overlap ? "true" : "false", p.global_batch, num(sim, r.step_time_s.mean),
+                       num(sim, r.epoch_time_s), num(sim, p.time_to_train_s), num(sim, r.throughput_img_s),
+                       !sim || r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
+                       p.memory_per_gpu_bytes, p.gpu_memory_bytes, num(sim, p.gpu_hours), num(sim, p.cost), sim ? r.bound : "",
                        p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
                        r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
                        r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string());

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "vitsim/core/error.hpp"
@@ -381,8 +382,25 @@ std::string report_to_csv(const Report& r) {
   return out;
 }
 
+std::string straggler(const ReportPoint& p) {
+  std::set<std::string> devices;
+  for (const auto& rr : p.per_rank) devices.insert(rr.device);
+  if (devices.size() < 2) return {};
+  const RankReport* worst = nullptr;
+  double worst_busy = -1;
+  for (const auto& rr : p.per_rank) {
+    const Breakdown& b = rr.breakdown_s;
+    const double busy = b.data + b.h2d + b.compute_fwd + b.compute_bwd + b.optimizer;
+    if (busy > worst_busy) worst_busy = busy, worst = &rr;
+  }
+  return fmt::format("rank {} ({}{})", worst->rank, worst->device, worst->host.empty() ? "" : " on " + worst->host);
+}
+
 std::string report_to_table(const Report& r) {
   std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
+  // On heterogeneous platforms the rank that bounds the step gets a column (core straggler()).
+  bool stragglers = false;
+  for (const auto& p : r.points) stragglers = stragglers || !straggler(p).empty();
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed", "epoch",
                   "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
@@ -395,7 +413,9 @@ std::string report_to_table(const Report& r) {
                     units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
                     p.scaling_efficiency < 0 ? "-" : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
                     units::format_bytes(p.memory_per_gpu_bytes), p.fits_in_memory ? "yes" : "NO", p.bound});
+    if (stragglers) rows.back().push_back(straggler(p));
   }
+  if (stragglers) rows[0].push_back("straggler");
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& row : rows)
     for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/suggest.hpp"
 
 namespace vitsim::plot {
 
@@ -69,7 +70,7 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
   const PlanKind kind = resolve_plan_kind(plan, requested);
   Script sc;
   std::string t = "# Written by vitsim plot; run with: gnuplot plot.gp\n";
-  t += "set terminal svg size 900,480 dynamic noenhanced font \"sans,11\" background \"white\"\n";
+  t += terminal_line(output_format(svg_name), 900, 480);
   t += "set output " + quoted(svg_name) + "\nset grid\nset key outside right\nset pointsize 0.8\n";
   const std::string title = plan.scenario.empty() ? "vitsim plan" : plan.scenario;
   auto lines = [&](const std::map<std::string, std::vector<std::pair<double, double>>>& curves, const char* prefix) {
@@ -96,7 +97,7 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
       auto& c = curves[fmt::format("micro-batch {:>5}", mb)];
       for (const auto& [n, s] : by_nodes) c.push_back({static_cast<double>(n), s / 3600.0});
     }
-    t += "set title " + quoted(fmt::format("{}: time to train {} epochs against nodes (best feasible point)", title, plan.epochs)) + "\n";
+    t += "set title " + quoted(fmt::format("{}: time to train {} against nodes (best feasible point)", title, count_noun(plan.epochs, "epoch"))) + "\n";
     t += "set xlabel \"nodes\"\nset ylabel \"time to train (h)\"\nset logscale xy 2\n";
     t += lines(curves, "nodes") + "\n";
   } else if (kind == PlanKind::Pareto) {
@@ -107,7 +108,7 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
     std::sort(all.begin(), all.end());
     sc.data["points.dat"] = data_lines(all);
     sc.data["front.dat"] = data_lines(front);
-    t += "set title " + quoted(fmt::format("{}: time to train {} epochs against cost", title, plan.epochs)) + "\n";
+    t += "set title " + quoted(fmt::format("{}: time to train {} against cost", title, count_noun(plan.epochs, "epoch"))) + "\n";
     t += "set xlabel \"time to train (h)\"\nset ylabel " + quoted(fmt::format("cost ({})", plan.cost_unit())) + "\n";
     t += "set logscale x 2\n";
     t += "plot \"points.dat\" using 1:2 with points pointtype 7 title \"feasible points\", "
@@ -139,7 +140,7 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
 }
 
 void plot_plan(const PlanResult& plan, const std::string& svg_path, PlanKind kind, const Options& opt) {
-  run_script(make_plan_script(plan, kind, "plot.svg"), svg_path, opt);
+  run_script(make_plan_script(plan, kind, "plot." + output_format(svg_path)), svg_path, opt);
 }
 
 }  // namespace vitsim::plot

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/units.hpp"
 
 extern char** environ;
 
@@ -204,7 +206,7 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
   const std::string title = r.scenario.empty() ? "vitsim" : r.scenario;
   std::string t;
   t += "# Written by vitsim plot; run with: gnuplot plot.gp\n";
-  t += "set terminal svg size 1000,440 dynamic noenhanced font \"sans,11\" background \"white\"\n";
+  t += terminal_line(output_format(svg_name), 1000, 440);
   t += "set output " + gp_string(svg_name) + "\n";
   t += "set grid\nset key top right\nset pointsize 0.8\n";
   if (log_x) t += "set logscale x 2\n";
@@ -243,11 +245,31 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
   return sc;
 }
 
+std::string output_format(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const auto dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return "svg";  // /dev/stdout, a FIFO: SVG, as before
+  std::string ext = name.substr(dot + 1);
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (ext == "svg" || ext == "png" || ext == "pdf") return ext;
+  throw Error(fmt::format("{}: unknown plot format '{}'; valid: .svg, .png, .pdf", echo(path), echo(name.substr(dot))));
+}
+
+std::string terminal_line(const std::string& format, int width, int height) {
+  if (format == "png")
+    return fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\" background \"white\"\n", width, height);
+  if (format == "pdf")  // pdfcairo sizes in inches
+    return fmt::format("set terminal pdfcairo size {:.2f}in,{:.2f}in noenhanced font \"sans,11\" background \"white\"\n",
+                       width / 100.0, height / 100.0);
+  return fmt::format("set terminal svg size {},{} dynamic noenhanced font \"sans,11\" background \"white\"\n", width, height);
+}
+
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
-  run_script(make_script(r, opt.kind, "plot.svg"), svg_path, opt);
+  run_script(make_script(r, opt.kind, "plot." + output_format(svg_path)), svg_path, opt);
 }
 
 void run_script(const Script& sc, const std::string& svg_path, const Options& opt) {
+  const std::string image = "plot." + output_format(svg_path);
   const TempDir tmp_dir("vitsim-plot-");  // core's registry: removed on Ctrl-C too
   const fs::path dir = tmp_dir.path();
   for (const auto& [name, content] : sc.data) write_file_atomic((dir / name).string(), content);
@@ -280,7 +302,7 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
   } catch (const Error&) {
   }
   // posix_spawnp reports a missing program through the child on some libcs: exit status 127.
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(dir / "plot.svg"))
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(dir / image))
     throw Error(fmt::format("cannot run '{}'; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
                             "or scripts/setup.sh)",
                             opt.gnuplot));
@@ -289,9 +311,10 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
                             WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
                                               : fmt::format("signal {}", WTERMSIG(status)),
                             err.empty() ? "no message" : err));
-  const fs::path svg = dir / "plot.svg";
+  const fs::path svg = dir / image;
   if (!fs::exists(svg) || fs::file_size(svg) == 0)
-    throw Error(fmt::format("{} wrote no SVG{}", opt.gnuplot, err.empty() ? "" : ": " + err));
+    throw Error(fmt::format("{} wrote no {}{}", opt.gnuplot, output_format(svg_path) == "svg" ? "SVG" : output_format(svg_path) == "png" ? "PNG" : "PDF",
+                            err.empty() ? "" : ": " + err));
   write_file_atomic(svg_path, read_file(svg.string()));
 }
 

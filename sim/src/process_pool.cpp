@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -71,8 +72,25 @@ std::vector<std::string> run_forked(size_t count, int jobs, const std::function<
   return failures;
 }
 
+bool ProgressPace::due(double t, size_t done, size_t total) {
+  if (done == 0) return false;
+  bool show;
+  if (tty) {
+    show = t > 1.0 || last_t >= 0;
+  } else if (last_t < 0) {
+    show = t > 1.0;
+  } else {
+    const size_t tenth = std::max<size_t>(1, (total + 9) / 10);
+    show = done == total || t - last_t >= 10.0 || done / tenth > last_done / tenth;
+  }
+  if (show) last_t = t, last_done = done;
+  return show;
+}
+
 ProgressLine::ProgressLine(std::string who, bool enabled)
-    : who_(std::move(who)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+    : who_(std::move(who)), enabled_(enabled), start_(std::chrono::steady_clock::now()) {
+  pace_.tty = isatty(2);
+}
 
 ProgressLine::~ProgressLine() {
   if (shown_ && isatty(2)) fmt::print(stderr, "\n");
@@ -80,8 +98,8 @@ ProgressLine::~ProgressLine() {
 
 void ProgressLine::update(size_t done, size_t total, const std::string& what) {
   const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  if (!enabled_ || done == 0 || (t <= 1.0 && !shown_)) return;
-  const bool tty = isatty(2);
+  if (!enabled_ || !pace_.due(t, done, total)) return;
+  const bool tty = pace_.tty;
   fmt::print(stderr, "{}{}: {}/{} {}, {:.1f} s elapsed, ~{:.1f} s left{}", tty ? "\r" : "", who_, done, total, what,
              t, t / done * (total - done), tty ? "   " : "\n");
   shown_ = true;

@@ -15,6 +15,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/suggest.hpp"
 #include "vitsim/core/units.hpp"
 
 extern char** environ;
@@ -109,7 +110,7 @@ std::string to_table(const Validation& v) {
     out += fmt::format("  {:<14}{:>14}{:>14}{:>10}\n", "metric", "predicted", "measured", "error");
     for (const auto& e : p.metrics)
       out += fmt::format("  {:<14}{:>14}{:>14}{:>10}\n", e.metric, units::format_time(e.predicted),
-                         units::format_time(e.measured), e.scored ? fmt::format("{:+.1f}%", 100 * e.rel_error) : "-");
+                         units::format_time(e.measured), e.scored ? signed_percent(e.rel_error, 1) : "-");
   }
   out += "\nMAPE over points:";
   for (const auto& [k, m] : v.mape) out += fmt::format(" {} {:.1f}%", k, 100 * m);

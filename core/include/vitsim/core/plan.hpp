@@ -72,6 +72,10 @@ void rank_plan(PlanResult& plan);
 PlanResult merge_plans(const std::vector<PlanResult>& shards);
 // The Pareto front of time against cost among feasible points, by increasing time.
 std::vector<const PlanPoint*> pareto_front(const PlanResult& plan);
+// Why a ranked plan has no feasible point, in one line: "no point meets the constraints: 48 points, 12
+// excluded by memory, 30 by deadline, 6 by budget; relax them or widen the space" (the constraint each point
+// failed first, counts in decreasing order). "" when some point is feasible or the plan is unranked.
+std::string infeasible_reason(const PlanResult& plan);
 // The top pick in words a user can act on: what bounds it, how much memory it leaves, what would move it.
 std::vector<std::string> explain_plan(const PlanResult& plan);
 // What the what-ifs changed, in words: the baseline's top pick against the edited plan's, and the

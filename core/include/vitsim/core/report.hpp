@@ -82,6 +82,12 @@ struct Report {
   std::string kind() const { return source == "measured" ? "measured" : "predicted"; }
 };
 
+// Which rank bounds the step on a heterogeneous point (ranks on more than one kind of device): the rank
+// busiest outside communication (loader wait, copies, forward, backward, optimizer; the others wait for
+// it in the all-reduce), as "rank 3 (T4 on n1)". "" when the point's ranks all have one device or the
+// report holds no per-rank figures. The predict table's "straggler" column.
+std::string straggler(const ReportPoint& p);
+
 // The report's own identity: "sha256:" of its points' scenario identities, in order.
 std::string report_scenario_id(const Report& r);
 

@@ -47,10 +47,17 @@ struct Options {
   Kind kind = Kind::Auto;
   std::string gnuplot = "gnuplot";  // program name (searched on PATH) or path
 };
+// The image format of an output path, from its extension: "svg" (also for a path without one, such as
+// /dev/stdout), "png" or "pdf". Throws Error("PATH: unknown plot format '.jpg'; valid: .svg, .png, .pdf").
+std::string output_format(const std::string& path);
+// The gnuplot terminal line for a format at a size in SVG pixels: svg, pngcairo (same pixels), pdfcairo
+// (inches at 100 px per inch); all with the white background and the sans 11 font.
+std::string terminal_line(const std::string& format, int width, int height);
+
 // Draws the report into `svg_path` (written whole or not at all). Throws Error when gnuplot is missing
 // or fails (with its message), or when the report has nothing to plot.
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt);
-// Runs gnuplot on a script whose SVG is "plot.svg" and moves it to `svg_path` (plot_report's second half;
+// Runs gnuplot on a script whose image is "plot.<format of svg_path>" and moves it to `svg_path` (plot_report's second half;
 // plan plots use it too). Throws Error as plot_report does.
 void run_script(const Script& sc, const std::string& svg_path, const Options& opt);
 

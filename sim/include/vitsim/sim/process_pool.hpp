@@ -15,7 +15,19 @@ namespace vitsim::sim {
 std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
                                     const std::function<void(size_t)>& on_done);
 
-// The progress line on stderr: silent for the first second, then "WHO: done/total WHAT, elapsed, left".
+// When a progress line is due. On a terminal every update redraws one line (after the first second).
+// Elsewhere (a log file, a CI job's pipe) each update is a new line, so they are rate-limited: the first
+// after one second, then at most one per 10 s unless another tenth of the work is done, and always the
+// last one (done == total) once any was shown or the work took over a second.
+struct ProgressPace {
+  bool tty = false;
+  double last_t = -1;      // seconds when the last line was printed (-1: none yet)
+  size_t last_done = 0;    // its count
+  bool due(double t, size_t done, size_t total);  // updates last_* when it answers true
+};
+
+// The progress line on stderr: silent for the first second, then "WHO: done/total WHAT, elapsed, left"
+// (paced by ProgressPace).
 class ProgressLine {
  public:
   ProgressLine(std::string who, bool enabled);
@@ -25,6 +37,7 @@ class ProgressLine {
  private:
   std::string who_;
   bool enabled_, shown_ = false;
+  ProgressPace pace_;
   std::chrono::steady_clock::time_point start_;
 };
 

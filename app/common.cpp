@@ -1,0 +1,67 @@
+// Shared by the subcommands: how the scenario is taken, --set checked with "did you mean", numeric flags
+// read by core's strict reader (a short message, not CLI11's range dump).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "commands.hpp"
+#include "vitsim/core/suggest.hpp"
+#include "vitsim/core/units.hpp"
+
+namespace vitsim::app {
+
+void add_scenario(CLI::App* c, std::string& scenario, const std::string& help) {
+  CLI::Option* pos = c->add_option("scenario", scenario, help);
+  // The older spelling (calibrate took --scenario), kept as an alias; required-ness is checked by
+  // require_scenario (either spelling satisfies it).
+  CLI::Option* flag = c->add_option("--scenario", scenario, "the same as the positional SCENARIO (older spelling)");
+  pos->excludes(flag);
+}
+
+void require_scenario(const std::string& command, const std::string& scenario, const std::string& what) {
+  if (scenario.empty()) throw UsageError(fmt::format("vitsim {} needs a scenario: vitsim {} SCENARIO.xml{}", command, command, what));
+}
+
+void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets) {
+  const std::vector<std::string> keys = scenario_keys();
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq != std::string::npos && eq > 0) {
+      const std::string key = s.substr(0, eq);
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string valid;
+        for (const auto& k : keys) valid += (valid.empty() ? "" : ", ") + k;
+        throw Error(fmt::format("--set {}: unknown key{}; valid: {}", echo(key), did_you_mean(key, keys), valid));
+      }
+    }
+    apply_override(f, s);
+  }
+}
+
+CLI::Validator number(const units::Range& r) {
+  return CLI::Validator(
+      [r](std::string& text) -> std::string {
+        try {
+          units::parse_number(text, r);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "NUMBER");
+}
+
+CLI::Validator integer(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        try {
+          units::parse_integer(text, lo, hi);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "INT");
+}
+
+}  // namespace vitsim::app
