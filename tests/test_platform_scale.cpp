@@ -131,7 +131,7 @@ std::string write(vt::TempDir& d, const std::string& name, const PlatformSpec& s
 
 }  // namespace
 
-TEST_CASE("flat-star: building is linear in GPUs (hosts, links, routes, bypass routes counted)", "[scale]") {
+TEST_CASE("flat-star: building is linear in GPUs (hosts and links and routes and bypass routes counted)", "[scale]") {
   vt::TempDir d;
   // Per GPU: a host, a lane, a loopback and two backbone pieces (out, in), an up, a down and a loopback route, and
   // a bypass route to each of the node's other GPUs (G - 1); per node: a NIC link. The cluster-per-node layout
