@@ -63,11 +63,18 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "vitsim: error: s.xml:6: train_batch_size 64 != micro_batch 16 x gradient_accumulation_steps 1 x ranks 2 = 32 "
        "(DeepSpeed requires equality)"},
       {"unknown DeepSpeed key", scenario(kCluster, kModel, kTraining, "  <deepspeed config=\"bad.json\"/>\n"), "predict s.xml",
-       "vitsim: error: s.xml:6: bad.json: unknown DeepSpeed key 'gradient_accumulation_step' (did you mean 'gradient_accumulation_steps'?); known: amp, bf16, "
-       "comms_logger, communication_data_type, dump_state, flops_profiler, fp16, gradient_accumulation_steps, "
-       "gradient_clipping, gradient_predivide_factor, optimizer, prescale_gradients, scheduler, seed, "
-       "sparse_gradients, steps_per_print, tensorboard, train_batch_size, train_micro_batch_size_per_gpu, "
-       "wall_clock_breakdown, zero_allow_untested_optimizer, zero_optimization"},
+       "vitsim: error: s.xml:6: bad.json: unknown DeepSpeed key 'gradient_accumulation_step' (did you mean 'gradient_accumulation_steps'?); known: "
+       "activation_checkpointing, aio, amp, autotuning, bf16, bfloat16, checkpoint, comms_logger, "
+       "communication_data_type, compile, compression_training, csv_monitor, curriculum_learning, "
+       "data_efficiency, data_types, dataloader_drop_last, disable_allgather, dump_state, eigenvalue, "
+       "elasticity, flops_profiler, fp16, fp32_allreduce, gradient_accumulation_dtype, "
+       "gradient_accumulation_steps, gradient_clipping, gradient_predivide_factor, graph_harvesting, "
+       "hybrid_engine, load_universal_checkpoint, memory_breakdown, moe, monitor_config, nebula, optimizer, "
+       "pipeline, prescale_gradients, progressive_layer_drop, quantize_training, scheduler, seed, "
+       "sparse_attention, sparse_gradients, steps_per_print, tensorboard, timers, torch_autocast, "
+       "train_batch_size, train_micro_batch_size_per_gpu, use_data_before_expert_parallelism, "
+       "use_node_local_storage, wall_clock_breakdown, wandb, weight_quantization, "
+       "zero_allow_untested_optimizer, zero_force_ds_cpu_optimizer, zero_legacy_stage1, zero_optimization"},
       {"more GPUs per node than the platform has", scenario("nodes=\"1\" gpus_per_node=\"5\"", kModel, kTraining),
        "predict s.xml", "vitsim: error: s.xml:2: cluster.gpus_per_node: 5 GPUs per node requested but node 'n0' has 4"},
       {"more nodes than the platform has", scenario(kCluster, kModel, kTraining), "predict s.xml --set cluster.nodes=3",
