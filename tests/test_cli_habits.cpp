@@ -76,14 +76,14 @@ TEST_CASE("counts with their noun and signed percentages", "[cli][habits]") {
   CHECK(vitsim::signed_percent(1.5, 1) == "+150.0%");
 }
 
-TEST_CASE("a bad command line exits 2 for every subcommand, with the unknown word named", "[cli][habits]") {
-  vt::TempDir d;
-  d.file("p.xml", platform());
-  d.file("s.xml", kScenario);
-  struct Case {
-    std::string args, message;
-  };
-  const std::vector<Case> cases{
+namespace {
+// The command lines of the exit-2 test and docs/robustness.md's table (run in a folder with p.xml, s.xml
+// and r.json).
+struct UsageCase {
+  std::string args, message;
+};
+std::vector<UsageCase> usage_cases() {
+  return {
       {"predit s.xml",
        "vitsim: error: unknown command 'predit' (did you mean 'predict'?); commands: predict, validate, plot, plan, "
        "platform, train, calibrate"},
@@ -128,13 +128,36 @@ TEST_CASE("a bad command line exits 2 for every subcommand, with the unknown wor
       {"predict s.xml --scenario s.xml",
        "vitsim: error: vitsim predict: the scenario given twice (SCENARIO.xml and --scenario): give it once"},
   };
+}
+}  // namespace
+
+TEST_CASE("a bad command line exits 2 for every subcommand, with the unknown word named", "[cli][habits]") {
+  vt::TempDir d;
+  d.file("p.xml", platform());
+  d.file("s.xml", kScenario);
   d.file("r.json", "{}");
-  for (const auto& c : cases) {
+  for (const auto& c : usage_cases()) {
     INFO(c.args);
     auto r = in(d, c.args);
     CHECK(r.status == 2);
     CHECK(r.out == c.message + "\n");
   }
+}
+
+TEST_CASE("test_cli_habits: docs/robustness.md's table is this file's command lines", "[cli][habits][docs]") {
+  auto esc = [](std::string t) {
+    std::string o;
+    for (char ch : t) o += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return o;
+  };
+  std::string doc =
+      "Every row is a case of `tests/test_cli_habits.cpp` (exit status 2, the exact line on stderr), which\n"
+      "regenerates this table (`VITSIM_UPDATE_DOCS=1 build/tests/test_cli_habits`). `s.xml` is a short scenario\n"
+      "on `p.xml`; `r.json` an empty object.\n\n| # | command | output |\n| --- | --- | --- |\n";
+  int i = 0;
+  for (const auto& c : usage_cases())
+    doc += fmt::format("| {} | `vitsim {}` | `{}` |\n", ++i, esc(c.args), esc(c.message));
+  CHECK(vt::doc_section(vt::source("docs/robustness.md"), "test_cli_habits", doc) == doc);
 }
 
 TEST_CASE("every subcommand takes the scenario positionally or as --scenario", "[cli][habits]") {
