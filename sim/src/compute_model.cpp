@@ -165,8 +165,12 @@ class CalibratedModel : public ComputeModel {
     const DeviceFigures& dev = target_ ? *target_ : measured_;
     if (measured <= 0 || in_.step.framework != Framework::Vitsim) return op_step_time(w_, in_.step, dev);
     const double part = in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
-    if (!target_) return measured * part;
-    return measured * part * op_step_time(w_, in_.step, *target_) / op_step_time(w_, in_.step, measured_);
+    // The trainer measured no clipping: its norm and scale come from the op model on top.
+    StepInputs plain = in_.step;
+    plain.gradient_clipping = 0;
+    const double clip = in_.step.gradient_clipping > 0 ? op_step_time(w_, in_.step, dev) - op_step_time(w_, plain, dev) : 0;
+    if (!target_) return measured * part + clip;
+    return measured * part * op_step_time(w_, plain, *target_) / op_step_time(w_, plain, measured_) + clip;
   }
 
  private:
