@@ -24,7 +24,7 @@ struct PlotArgs {
 void add_plot(CLI::App& cli, Action& action) {
   auto args = std::make_shared<PlotArgs>();
   CLI::App* c = cli.add_subcommand(
-      "plot", "draw a report as an SVG with gnuplot: time and efficiency against GPUs, or per-sample time "
+      "plot", "draw a report as an SVG, PNG or PDF with gnuplot: time and efficiency against GPUs, or per-sample time "
               "against micro-batch");
   c->add_option("reports", args->reports,
                  "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
