@@ -139,7 +139,6 @@ std::string report_to_json(const Report& r) {
                                     {"optimizer", p.memory.optimizer},   {"activations", p.memory.activations},
                                     {"buffers", p.memory.buffers},       {"reserved", p.memory.reserved}};
     pj["fits_in_memory"] = p.fits_in_memory;
-    pj["bound"] = p.bound;
     if (p.model_flops > 0) {  // issue 15: MFU (absent from older reports)
       pj["flops_per_gpu_step"] = {{"model", p.model_flops}, {"recompute", p.recompute_flops}};
       pj["peak_flops_per_gpu"] = p.peak_flops;
@@ -147,6 +146,7 @@ std::string report_to_json(const Report& r) {
       pj["mfu"] = p.mfu();
       pj["hfu"] = p.hfu();
     }
+    pj["bound"] = p.bound;
     pj["extrapolated"] = p.extrapolated;
     pj["simulated_steps"] = p.simulated_steps;
     pj["test_accuracy"] = p.test_accuracy;
@@ -197,13 +197,13 @@ ReportPoint report_point_from_json(const json& j, const std::string& origin, con
     p.memory.reserved = m.at("reserved").non_negative("a memory figure");
   }
   p.fits_in_memory = f.at("fits_in_memory").boolean();
-  p.bound = f.at("bound").string();
   if (j.contains("flops_per_gpu_step")) {  // optional: written since issue 15; mfu/hfu/tflops derive from these
     const JsonField fl = f.at("flops_per_gpu_step");
     p.model_flops = fl.at("model").non_negative("a FLOP count");
     p.recompute_flops = fl.at("recompute").non_negative("a FLOP count");
     p.peak_flops = f.at("peak_flops_per_gpu").non_negative("a peak FLOP/s");
   }
+  p.bound = f.at("bound").string();
   p.extrapolated = f.at("extrapolated").boolean();
   p.simulated_steps = static_cast<int>(f.at("simulated_steps").integer(0, kMaxCount - 1));
   {
@@ -412,6 +412,8 @@ std::string report_to_table(const Report& r) {
                     units::format_time(b.comm_total), units::format_time(b.comm_exposed),
                     units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
                     p.scaling_efficiency < 0 ? "-" : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
+                    p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
+                    p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",
                     units::format_bytes(p.memory_per_gpu_bytes), p.fits_in_memory ? "yes" : "NO", p.bound});
     if (stragglers) rows.back().push_back(straggler(p));
   }
@@ -431,5 +433,3 @@ std::string report_to_table(const Report& r) {
 }
 
 }  // namespace vitsim
-                    p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
-                    p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",
