@@ -388,3 +388,21 @@ TEST_CASE("habits: plan sweeps activation checkpointing; memory and MFU follow",
   CHECK(plan_to_csv(plan).find(",excluded,tflops_per_gpu,mfu\n") != std::string::npos);
   CHECK(plan_to_table(plan, 0).find("MFU") != std::string::npos);
 }
+
+TEST_CASE("habits: warnings are one line each, once per command", "[habits][cli]") {
+  vt::TempDir d;
+  d.file("ds.json", kMegatronCkpt);
+  const std::string s = ds_scenario(d, R"(<training micro_batch="16"/>
+  <parallelism bucket_size="4Mb"/>)");
+  // A sweep of two points resolves the DeepSpeed file twice: still one warning line.
+  const auto r = vt::vitsim("predict " + s + " --quiet --set training.grad_accum=2,1 --out " + (d / "r.json"));
+  INFO(r.out);
+  CHECK(r.status == 0);
+  const std::string ds_line = "vitsim: warning: " + (d / "ds.json") +
+                              ": DeepSpeed keys vitsim does not model (no effect on the prediction): flops_profiler, tensorboard\n";
+  CHECK(r.out.find(ds_line) != std::string::npos);
+  CHECK(r.out.find(ds_line) == r.out.rfind(ds_line));
+  // 4 Mb = 500,000 bytes (SimGrid's bits: 125e3 bytes per Mb).
+  CHECK(r.out.find(": parallelism.bucket_size=4Mb is in bits: 488.28 KiB (under 1 MB, too small for a communication "
+                   "bucket); if bytes were meant, write 4MB\n") != std::string::npos);
+}
