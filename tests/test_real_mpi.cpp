@@ -1,12 +1,15 @@
 // The real trainer end to end under mpirun: data-parallel equivalence, resume, failures, accuracy.
 // Each test starts `mpirun ... vitsim train` and checks what it wrote (parameters, report, exit status).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/core/buckets.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/scenario.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/train.hpp"
@@ -106,6 +109,28 @@ TEST_CASE("Resume from a checkpoint reproduces the uninterrupted run exactly", "
   auto other = vt::run(mpirun(2) + base + "--set training.micro_batch=32 --set run.checkpoint_dir=" + (dir / "ck") + " --resume");
   CHECK(other.status != 0);
   CHECK_THAT(other.out, Catch::Contains("checkpoint is of another run"));
+}
+
+TEST_CASE("The trainer all-reduces core's bucket layout, the one the simulator uses", "[real][mpi][buckets]") {
+  // tests/test_buckets.cpp checks that the simulator's backward buckets are gradient_buckets(s); here the
+  // trainer's report names the layout it cut, which must be the same for the same scenario.
+  vt::TempDir dir;
+  for (const char* cap : {"256KiB", "64KiB", "25MiB"}) {
+    INFO(cap);
+    const std::string set = std::string("--set parallelism.bucket_size=") + cap + " --set run.max_steps=1 ";
+    auto r = vt::run(mpirun(2) + small_run(set + "--out " + (dir / "report.json")));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    vitsim::ScenarioFile f = vitsim::read_scenario_file(vt::source("scenarios/local/fmnist-vit.xml"));
+    vitsim::apply_override(f, std::string("parallelism.bucket_size=") + cap);
+    const vitsim::Scenario s = vitsim::expand(f).at(0);
+    const auto layout = vitsim::gradient_buckets(s);
+    const std::string want = vitsim::describe_buckets(layout, vitsim::bucket_rule(s.training.framework, s.parallel.zero),
+                                                      vitsim::gradient_comm_dtype(s));
+    auto report = nlohmann::json::parse(vitsim::read_file(dir / "report.json"));
+    const auto notes = report["points"][0]["notes"].get<std::vector<std::string>>();
+    CHECK(std::count(notes.begin(), notes.end(), want) == 1);
+  }
 }
 
 TEST_CASE("A killed rank makes mpirun exit non-zero within the timeout", "[real][mpi][negative]") {

@@ -30,6 +30,7 @@
 
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/real/checkpoint_file.hpp"
+#include "vitsim/core/buckets.hpp"
 #include "vitsim/core/epoch.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
@@ -545,9 +546,12 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     throw Error(fmt::format("parallelism.sequence_parallel {}: the real trainer is data-parallel only (patch "
                             "parallelism is simulated by vitsim predict/plan, not trained)",
                             s.parallel.sequence_parallel));
-  if (s.parallel.comm_dtype && *s.parallel.comm_dtype != Precision::FP32)
-    throw Error(fmt::format("parallelism.comm_dtype {}: the real trainer all-reduces fp32 gradients only",
-                            precision_name(*s.parallel.comm_dtype)));
+  // The buckets' bytes (core's gradient_buckets) are in this dtype: it must be the one all-reduced here.
+  if (gradient_comm_dtype(s) != Precision::FP32)
+    throw Error(fmt::format("parallelism.comm_dtype {}{}: the real trainer all-reduces fp32 gradients only (set "
+                            "parallelism.comm_dtype=fp32)",
+                            precision_name(gradient_comm_dtype(s)),
+                            s.parallel.comm_dtype ? "" : " (DeepSpeed's default: the training precision)"));
   const ThreadPlan thread_plan = plan_threads(s.run.threads, world.local_size());
   const int threads = thread_plan.threads;
   set_threads(threads);
@@ -589,17 +593,32 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   FlatParameters flat = flatten_parameters(params);
   torch::Tensor flat_grad = flat.grads, flat_param = flat.params;
   const std::vector<int64_t>& param_offset = flat.offsets;
+  // The buckets are core's layout (gradient_buckets: the simulator cuts the same ones), over the tensors
+  // in gradient-ready order, i.e. reverse parameter order: ready tensor j is parameter n-1-j.
+  const std::vector<GradBucket> layout = gradient_buckets(s);
   std::vector<Bucket> buckets;
   std::vector<int> param_bucket(params.size());
   {
-    const size_t bucket_elems = std::max<size_t>(1, static_cast<size_t>(s.parallel.bucket_bytes / sizeof(float)));
-    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      const size_t n = static_cast<size_t>(params[i].numel());
-      if (buckets.empty() || (buckets.back().count > 0 && buckets.back().count + n > bucket_elems))
-        buckets.push_back({static_cast<size_t>(param_offset[i]), 0, 0});
-      buckets.back().count += n;
-      buckets.back().params += 1;
-      param_bucket[i] = static_cast<int>(buckets.size()) - 1;
+    const std::vector<double> core_tensors = parameter_tensors(s.model);
+    const int n = static_cast<int>(params.size());
+    if (static_cast<int>(core_tensors.size()) != n)
+      throw Error(fmt::format("internal: LibTorch ViT has {} parameter tensors, core's model {}", n, core_tensors.size()));
+    for (int i = 0; i < n; ++i)
+      if (static_cast<double>(params[i].numel()) != core_tensors[i])
+        throw Error(fmt::format("internal: parameter tensor {} has {} elements in LibTorch, {} in core's model", i,
+                                params[i].numel(), core_tensors[i]));
+    for (size_t k = 0; k < layout.size(); ++k) {
+      const GradBucket& g = layout[k];
+      Bucket b{static_cast<size_t>(param_offset[n - 1 - g.begin]), static_cast<size_t>(g.elements), g.end - g.begin};
+      for (int j = g.begin; j < g.end; ++j) {
+        const int i = n - 1 - j;
+        // Each bucket must be one contiguous slice of the flat gradient buffer.
+        if (static_cast<size_t>(param_offset[i]) + params[i].numel() > b.offset + b.count ||
+            static_cast<size_t>(param_offset[i]) < b.offset)
+          throw Error(fmt::format("internal: parameter {} lies outside gradient bucket {}", i, k));
+        param_bucket[i] = static_cast<int>(k);
+      }
+      buckets.push_back(b);
     }
   }
 
@@ -954,6 +973,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
                                 "/ grad_accum {})",
                                 epoch_plan.exact_steps(), epoch_plan.micro_batches, accum));
   if (nranks > 1) notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks));
+  notes.push_back(describe_buckets(layout, bucket_rule(s.training.framework, s.parallel.zero), gradient_comm_dtype(s)));
   if (precision != Precision::FP32)
     notes.push_back(fmt::format("{} autocast; parameters, gradients and optimizer state fp32", precision_name(precision)));
   if (scaling)

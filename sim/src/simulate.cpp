@@ -2,8 +2,9 @@
 //
 // Per rank, two actors on the rank's GPU host: the compute stream (data wait, host->device copy, forward,
 // backward, optimizer) and the communication stream (collectives, one at a time, in submission order,
-// like an NCCL stream). Backward fills gradient buckets in reverse layer order; each full bucket goes to
-// the communication stream at once when overlap is on, after backward when it is off.
+// like an NCCL stream). Backward fills gradient buckets (core's gradient_buckets(): the trainer's own layout)
+// in gradient-ready order; each bucket goes to the communication stream after the layer holding its last
+// tensor at once when overlap is on, after backward when it is off.
 #include "vitsim/sim/simulate.hpp"
 #include "vitsim/sim/platform_build.hpp"
 
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <cerrno>
 
+#include "vitsim/core/buckets.hpp"
 #include "vitsim/core/epoch.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/identity.hpp"
@@ -123,11 +125,6 @@ class Loader {
   std::vector<double> ready_, taken_;
 };
 
-struct Bucket {
-  int last_layer;  // backward closes this bucket after computing this layer (reverse order)
-  double bytes;
-};
-
 struct RankState {
   int rank = 0;
   sg4::Host* host = nullptr;
@@ -169,7 +166,7 @@ struct Model {
   std::vector<std::unique_ptr<Group>> sp_groups;  // group r / sp holds rank r as member r % sp
   double a2a_bytes = 0;                           // bytes one rank holds of one [b, T/sp, d] tensor
   std::vector<RankState> ranks;
-  std::vector<Bucket> grad_buckets;      // reverse order
+  std::vector<BackwardBucket> grad_buckets;  // gradient-ready order
   std::vector<double> gather_buckets;    // parameter all-gathers after the step (ZeRO-1/2)
   std::vector<std::pair<int, double>> z3_fwd_gathers;  // (first layer, bytes) per forward gather bucket
   std::vector<std::pair<int, double>> z3_bwd_gathers;  // (last layer in reverse order, bytes)
@@ -362,7 +359,7 @@ struct Model {
         int layer = L - 1;
         size_t z3 = 0;
         for (size_t k = 0; k < grad_buckets.size(); ++k) {
-          const Bucket& bk = grad_buckets[k];
+          const BackwardBucket& bk = grad_buckets[k];
           const double tb = clk.now();
           for (; layer >= bk.last_layer; --layer) {
             if (zero >= 3 && z3 < z3_bwd_gathers.size() && z3_bwd_gathers[z3].first == layer) {
@@ -445,20 +442,16 @@ void configure_engine(sg4::Engine& e) {
   e.set_config("contexts/guard-size:0");
 }
 
-std::vector<Bucket> make_grad_buckets(const Workload& w, double elem_bytes, double bucket_bytes) {
-  std::vector<Bucket> out;
-  double acc = 0;
-  for (int l = static_cast<int>(w.layers.size()) - 1; l >= 0; --l) {
-    acc += w.layers[l].params * elem_bytes;
-    if (acc >= bucket_bytes || l == 0) {
-      out.push_back({l, acc});
-      acc = 0;
-    }
-  }
+}  // namespace
+
+std::vector<BackwardBucket> backward_buckets(const Scenario& s) {
+  const int tensors = static_cast<int>(parameter_tensors(s.model).size());
+  std::vector<BackwardBucket> out;
+  // A bucket's last gradient-ready tensor, ready index end-1, is forward tensor tensors - end; the
+  // simulator's backward advances a layer at a time, so the bucket is ready after that tensor's layer.
+  for (const GradBucket& g : gradient_buckets(s)) out.push_back({tensor_layer(s.model, tensors - g.end), g.bytes});
   return out;
 }
-
-}  // namespace
 
 SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s, double tolerance) {
   SteadyState v;
@@ -589,9 +582,8 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   const int n = s.ranks();
   const int accum = s.training.grad_accum;
   const Precision prec = s.training.precision;
-  const double grad_elem = precision_bytes(s.parallel.comm_dtype ? *s.parallel.comm_dtype : prec);
   const double param_elem = precision_bytes(prec);
-  m.grad_buckets = make_grad_buckets(m.w, grad_elem, s.parallel.bucket_bytes);
+  m.grad_buckets = backward_buckets(s);
   {
     const double total = m.w.total_params() * param_elem;
     const int k = static_cast<int>(std::ceil(total / s.parallel.allgather_bucket_bytes));

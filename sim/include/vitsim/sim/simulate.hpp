@@ -68,4 +68,12 @@ void check_platform_loads(const std::string& path, const Origin& where);
 
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace);
 
+// The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
+// the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.
+struct BackwardBucket {
+  int last_layer;  // index into build_workload(s.model).layers
+  double bytes;    // in the communication dtype (gradient_comm_dtype)
+};
+std::vector<BackwardBucket> backward_buckets(const Scenario& s);
+
 }  // namespace vitsim::sim
