@@ -2,6 +2,7 @@
 // (README "The model", docs/sources.md) and used by both the simulator and the real trainer.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
@@ -144,6 +145,14 @@ TEST_CASE("Tensors map to the Workload layers that own them", "[buckets]") {
       per_layer[l] += t[i];
     }
     for (size_t l = 0; l < w.layers.size(); ++l) CHECK(per_layer[l] == static_cast<double>(w.layers[l].params));
+    // The trainer's order (gradient_ready_tensors reversed) differs only inside patch_embed: same layers.
+    auto ready = gradient_ready_tensors(m);
+    std::reverse(ready.begin(), ready.end());
+    REQUIRE(ready.size() == t.size());
+    std::vector<double> per_layer_ready(w.layers.size(), 0.0);
+    for (int i = 0; i < static_cast<int>(ready.size()); ++i) per_layer_ready[tensor_layer(m, i)] += ready[i];
+    CHECK(per_layer_ready == per_layer);
+    CHECK(ready[0] == m.width);  // the class token first, as LibTorch's parameters() yields it
   }
 }
 

@@ -599,7 +599,8 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   std::vector<Bucket> buckets;
   std::vector<int> param_bucket(params.size());
   {
-    const std::vector<double> core_tensors = parameter_tensors(s.model);
+    std::vector<double> core_tensors = gradient_ready_tensors(s.model);
+    std::reverse(core_tensors.begin(), core_tensors.end());  // registration order
     const int n = static_cast<int>(params.size());
     if (static_cast<int>(core_tensors.size()) != n)
       throw Error(fmt::format("internal: LibTorch ViT has {} parameter tensors, core's model {}", n, core_tensors.size()));

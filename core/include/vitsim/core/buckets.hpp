@@ -43,11 +43,12 @@ struct GradBucket {
 std::vector<GradBucket> bucket_layout(const std::vector<double>& tensors, double cap_bytes, double elem_bytes,
                                       BucketRule rule);
 
-// The model's parameter tensors in gradient-ready order: parameter_tensors() reversed (the order DDP's
-// rebuilt Reducer and DeepSpeed's IPG hooks see them in a ViT's backward).
+// The model's parameter tensors in gradient-ready order: the trainer's registration order (parameter_tensors()
+// with the patch embedding's class token and position embedding before its convolution) reversed, the
+// order DDP's rebuilt Reducer and DeepSpeed's IPG hooks see them in a ViT's backward.
 std::vector<double> gradient_ready_tensors(const ViTConfig& m);
-// The Workload layer (core/vit.hpp: patch_embed, block{i}.attn, block{i}.mlp, head) that owns tensor
-// `forward_index` of parameter_tensors(m).
+// The Workload layer (core/vit.hpp: patch_embed, block{i}.attn, block{i}.mlp, head) that owns forward
+// tensor `forward_index` (of parameter_tensors(m), or of the trainer's order: they differ within patch_embed).
 int tensor_layer(const ViTConfig& m, int forward_index);
 
 // The rule of a framework: vitsim's trainer DDP's without the first-bucket cap, DDP its own; DeepSpeed the IPG rule at ZeRO >= 1 and
