@@ -131,6 +131,16 @@ TEST_CASE("The trainer all-reduces core's bucket layout, the one the simulator u
     const auto notes = report["points"][0]["notes"].get<std::vector<std::string>>();
     CHECK(std::count(notes.begin(), notes.end(), want) == 1);
   }
+  // DeepSpeed communicates gradients in the training dtype: bf16 buckets are half the bytes of the fp32
+  // ones this trainer all-reduces, so it refuses rather than train another layout than the simulated one.
+  auto ds = vt::run(mpirun(1) + small_run("--set training.framework=deepspeed --set training.precision=bf16 "));
+  CHECK(ds.status != 0);
+  CHECK_THAT(ds.out, Catch::Contains("parallelism.comm_dtype bf16 (DeepSpeed's default: the training precision): the "
+                                     "real trainer all-reduces fp32 gradients only"));
+  auto ds32 = vt::run(mpirun(1) + small_run("--set training.framework=deepspeed --set training.precision=bf16 "
+                                            "--set parallelism.comm_dtype=fp32 --set run.max_steps=1 "));
+  INFO(ds32.out);
+  CHECK(ds32.status == 0);
 }
 
 TEST_CASE("A killed rank makes mpirun exit non-zero within the timeout", "[real][mpi][negative]") {
