@@ -209,7 +209,7 @@ TEST_CASE("train and calibrate in a build without LibTorch say how to rebuild", 
 }
 #endif
 
-TEST_CASE("--set with an unknown key suggests the closest", "[cli][habits]") {
+TEST_CASE("a --set with an unknown key suggests the closest", "[cli][habits]") {
   vt::TempDir d;
   d.file("p.xml", platform());
   d.file("s.xml", kScenario);

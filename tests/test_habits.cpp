@@ -347,7 +347,7 @@ TEST_CASE("habits: MFU is the op model's FLOPs over step time and peak", "[habit
   }
 }
 
-TEST_CASE("habits: plan sweeps activation checkpointing; memory and MFU follow", "[habits][checkpointing][plan]") {
+TEST_CASE("habits: plan sweeps activation checkpointing and memory and MFU follow", "[habits][checkpointing][plan]") {
   vt::TempDir d;
   d.file("p.xml", vt::platform_xml(1, 1, "100GBps", "0us", {}, {"10Tf"}));
   auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="ck">

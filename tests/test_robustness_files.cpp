@@ -110,7 +110,7 @@ TEST_CASE("write_file_atomic replaces regular files and new names atomically, ke
   for (const auto& e : fs::directory_iterator(d.path)) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
-TEST_CASE("write_file_atomic follows symbolic links and writes their targets; the links stay", "[io][files]") {
+TEST_CASE("write_file_atomic follows symbolic links and writes their targets and the links stay", "[io][files]") {
   vt::TempDir d;
   fs::create_directories(d / "sub");
   d.file("sub/target.json", "old");

@@ -173,7 +173,7 @@ struct DatasetDefaults {
   long long train, test;
   int image, channels, classes;
 };
-// Public dataset facts (REFERENCE.md section 1 and 6).
+// Public dataset facts (docs/sources.md "Datasets").
 std::optional<DatasetDefaults> dataset_defaults(const std::string& name) {
   if (name == "cifar10") return DatasetDefaults{50000, 10000, 32, 3, 10};
   if (name == "cifar100") return DatasetDefaults{50000, 10000, 32, 3, 100};

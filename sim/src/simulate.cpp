@@ -430,8 +430,8 @@ struct Model {
 };
 
 void configure_engine(sg4::Engine& e) {
-  // The exact alpha-beta recipe (REFERENCE.md section 7): CM02 with unit factors, no cross-traffic,
-  // no TCP window cap, plain max-min sharing.
+  // The exact alpha-beta recipe (docs/sources.md "Software and machine facts", SimGrid network model):
+  // CM02 with unit factors, no cross-traffic, no TCP window cap, plain max-min sharing.
   e.set_config("network/model:CM02");
   e.set_config("network/crosstraffic:0");
   e.set_config("network/TCP-gamma:0");
