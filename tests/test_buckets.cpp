@@ -60,7 +60,7 @@ std::vector<Scenario> shipped_points() {
 
 }  // namespace
 
-TEST_CASE("DDP rule: add, then close once the bucket reaches its cap; the first bucket at 1 MiB", "[buckets]") {
+TEST_CASE("DDP rule: add, then close once the bucket reaches its cap, the first bucket at 1 MiB", "[buckets]") {
   // fp32 tensors given in MiB: 0.5 + 0.5 reaches the first bucket's 1 MiB exactly (>= closes it); 1 + 1
   // reaches the 2 MiB cap exactly; 3 MiB alone is over the cap; the last 0.5 MiB is what remains.
   const double e = MiB / 4;  // elements of 1 MiB in fp32
@@ -103,7 +103,7 @@ TEST_CASE("DeepSpeed ZeRO-0 rule (allreduce_no_retain): add, then close once the
   check_cuts(bucket_layout(t, 5e8 * 2, 2, BucketRule::DeepSpeedAllreduce), {{0, 5, 13}}, 2);
 }
 
-TEST_CASE("Every rule partitions the tensors; the IPG rule never passes the cap but for one big tensor",
+TEST_CASE("Every rule partitions the tensors and the IPG rule never passes the cap but for one big tensor",
           "[buckets]") {
   for (const char* name : {"vit_tiny_patch16_224", "vit_base_patch16_224"}) {
     ViTConfig m = vit_preset(name);
