@@ -172,7 +172,8 @@ TEST_CASE("fmnist-vit: 2 ranks reach 85% Fashion-MNIST test accuracy with identi
   REQUIRE(r.status == 0);
   CHECK(params_of(dir / "final", 0) == params_of(dir / "final", 1));
   auto report = nlohmann::json::parse(vitsim::read_file(dir / "report.json"));
-  CHECK(report["schema"] == "vitsim.report/1");
+  CHECK(report["schema"] == "vitsim.report/2");
+  CHECK(report["kind"] == "measured");
   CHECK(report["source"] == "measured");
   const auto& p = report["points"][0];
   CHECK(p["gpus"] == 2);
