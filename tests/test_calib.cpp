@@ -161,9 +161,10 @@ TEST_CASE("calibrate: refuses to overwrite without --force, before measuring", "
   CHECK(p.status == 1);
   CHECK(p.out == "vitsim: error: " + out + ": platform file exists; pass --force to overwrite it\n");
   auto s = vt::vitsim("calibrate --out " + d / "new.json");
-  CHECK(s.status == 1);
+  CHECK(s.status == 2);  // a bad command line (README "Errors")
   CHECK(s.out ==
-        "vitsim: error: calibrate needs --scenario SCENARIO.xml: it measures that scenario's ViT, dataset and precision\n");
+        "vitsim: error: vitsim calibrate needs a scenario: vitsim calibrate SCENARIO.xml --out CALIB.json: it measures "
+        "that scenario's ViT, dataset and precision\n");
 }
 
 TEST_CASE("calibrate on one rank writes the schema and --append adds a second device type", "[calib]") {
