@@ -1,4 +1,5 @@
 #include "vitsim/core/deepspeed.hpp"
+#include "vitsim/core/suggest.hpp"
 
 #include <fmt/format.h>
 
@@ -25,31 +26,13 @@ std::string join(const std::set<std::string>& names) {
   return out;
 }
 
-// Edit distance, for "did you mean".
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 void check_keys(const json& obj, const std::set<std::string>& known, const std::string& where, const Origin& o) {
   for (const auto& [key, value] : obj.items()) {
     if (known.count(key)) continue;
-    std::string best;
-    size_t best_d = std::string::npos;
-    for (const auto& k : known) {
-      const size_t d = distance(key, k);
-      if (d < best_d) best_d = d, best = k;
-    }
-    const bool close = best_d <= std::max<size_t>(2, key.size() / 4);
+    const std::vector<std::string> names(known.begin(), known.end());
+    const std::string best = closest_name(key, names);
     throw Error(o, fmt::format("unknown DeepSpeed key '{}{}'{}; known: {}", where, echo(key),
-                               close ? fmt::format(" (did you mean '{}{}'?)", where, best) : "", join(known)));
+                               best.empty() ? "" : fmt::format(" (did you mean '{}{}'?)", where, best), join(known)));
   }
 }
 
