@@ -1,4 +1,5 @@
 #include "vitsim/core/platform_writer.hpp"
+#include "vitsim/core/suggest.hpp"
 
 #include <fmt/format.h>
 
@@ -24,20 +25,8 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
   return out;
 }
 
-// Levenshtein distance, for "did you mean".
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // The closest of `names` (canonical) whose own name or an alias is near `typed`; empty when none is close.
+// Aliases and normalised names are the catalogue's own; the distance is core/suggest's edit_distance.
 std::string closest(const std::string& typed, const std::vector<std::pair<std::string, std::vector<std::string>>>& names) {
   const std::string t = normalise_name(typed);
   std::string best;
