@@ -1,5 +1,5 @@
 // vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
-//                          [--budget X] [--epochs N] [--objective time|cost|throughput] [--format table|json|csv]
+//                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format table|json|csv]
 //                          [--top K] [--out FILE] [--jobs N] [--shard I/K] [--quiet]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
@@ -54,7 +54,10 @@ void add_plan(CLI::App& cli, Action& action) {
   c->add_flag("--allow-oom", a->allow_oom, "keep points that do not fit in GPU memory");
   c->add_flag("--baseline", a->baseline, "also plan without the what-ifs and compare the top picks");
   c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(integer(1, 1 << 20));
-  c->add_option("--objective", a->opt.objective, "what ranks first")->check(CLI::IsMember({"time", "cost", "throughput"}));
+  c->add_option("--objective", a->opt.objective, "what ranks first (energy: kWh of the epochs)")
+      ->check(CLI::IsMember({"time", "cost", "throughput", "energy"}));
+  c->add_option("--price-per-kwh", a->opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
+      ->check(number(units::non_negative()));
   c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--top", a->top, "feasible rows in the table (0 = all; Pareto points always shown)")->check(integer(0, 1 << 30));
   c->add_option("--out", a->out, "write the output to this file instead of stdout");

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/units.hpp"
@@ -39,6 +40,7 @@ struct PlatformArgs {
   std::string loader_bw = "600MBps";
   std::string loader_image_overhead = "100us";
   std::string price;
+  std::string price_kwh;
   bool list_gpus = false;
   bool list_links = false;
 };
@@ -94,6 +96,10 @@ PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_l
     if (end == a.price.c_str() || *end || !(v >= 0))
       throw Error(fmt::format("--price-per-gpu-hour {}: not a non-negative number", a.price));
     spec.zone_props.emplace_back("price_per_gpu_hour", a.price);
+  }
+  if (!a.price_kwh.empty()) {
+    parse_price_per_kwh(a.price_kwh, "--price-per-kwh " + echo(a.price_kwh));
+    spec.zone_props.emplace_back("price_per_kwh", a.price_kwh);
   }
   const GpuTypeSpec t = gpu_type_from_catalogue(cat, g, a.precision);
 
@@ -217,6 +223,7 @@ void add_platform(CLI::App& cli, Action& action) {
   c->add_option("--loader-bw", a->loader_bw, "bytes of input tensor one loader worker makes per second (default 600MBps)");
   c->add_option("--loader-image-overhead", a->loader_image_overhead, "loader CPU time per image (default 100us)");
   c->add_option("--price-per-gpu-hour", a->price, "price of one GPU-hour (vitsim plan --objective cost)");
+  c->add_option("--price-per-kwh", a->price_kwh, "price of one kWh of energy (energy cost per epoch in reports and plans)");
   c->add_option("--layout", a->layout,
                 "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node (routes listed; "
                 "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; README 'Platform files')");
@@ -235,7 +242,7 @@ void add_platform(CLI::App& cli, Action& action) {
         for (const char* flag : {"--nodes", "--gpus-per-node", "--gpu", "--precision", "--intranode", "--intranode-bw",
                                  "--staging-bw", "--nics", "--nic-speed", "--nic-transport", "--nic-lat", "--rail-optimised",
                                  "--topology", "--oversubscription", "--pod-nodes", "--cpu-cores", "--loader-bw",
-                                 "--loader-image-overhead", "--price-per-gpu-hour", "--id"})
+                                 "--loader-image-overhead", "--price-per-gpu-hour", "--price-per-kwh", "--id"})
           if (c->count(flag) > 0)
             throw Error(fmt::format("{}: give the cluster in the spec file {} or in flags, not both", flag, a->spec_file));
         spec = parse_platform_spec(read_input_file(a->spec_file, "platform spec"), a->spec_file);

@@ -35,6 +35,8 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
   c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
   c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
+  c->add_option("--price-per-kwh", args->opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
+      ->check(number(units::non_negative()));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args] {
     action = [args] {

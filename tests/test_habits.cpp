@@ -341,7 +341,7 @@ TEST_CASE("habits: MFU is the op model's FLOPs over step time and peak", "[habit
     const Report back = report_from_json(report_to_json(r), "r.json");
     CHECK(back.points.front().mfu() == Approx(p.mfu()));
     const std::string csv = report_to_csv(r);
-    CHECK(csv.find(",bound,tflops_per_gpu,mfu,hfu\n") != std::string::npos);
+    CHECK(csv.find(",bound,tflops_per_gpu,mfu,hfu,energy_kwh_per_epoch,energy_cost_per_epoch\n") != std::string::npos);
     CHECK(report_to_table(r).find("MFU") != std::string::npos);
     CHECK(report_to_table(r).find(fmt::format("{:.1f}%", 100 * p.mfu())) != std::string::npos);
   }
@@ -385,7 +385,7 @@ TEST_CASE("habits: plan sweeps activation checkpointing and memory and MFU follo
       CHECK(p.result.hfu() > p.result.mfu());
     }
   }
-  CHECK(plan_to_csv(plan).find(",excluded,tflops_per_gpu,mfu\n") != std::string::npos);
+  CHECK(plan_to_csv(plan).find(",excluded,tflops_per_gpu,mfu,energy_kwh,energy_cost\n") != std::string::npos);
   CHECK(plan_to_table(plan, 0).find("MFU") != std::string::npos);
 }
 

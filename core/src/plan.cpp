@@ -34,6 +34,7 @@ std::string cost_text(const PlanResult& plan, double cost) {
 
 double objective_value(const PlanResult& plan, const PlanPoint& p) {
   if (plan.objective == "cost") return p.cost;
+  if (plan.objective == "energy") return p.energy_kwh;
   if (plan.objective == "throughput") return -p.result.throughput_img_s;
   return p.time_to_train_s;
 }
@@ -102,6 +103,14 @@ void rank_plan(PlanResult& plan) {
     p.time_to_train_s = p.result.epoch_time_s * plan.epochs;
     p.gpu_hours = p.time_to_train_s * p.gpus / 3600.0;
     p.cost = plan.price_per_gpu_hour > 0 ? p.gpu_hours * plan.price_per_gpu_hour : p.gpu_hours;
+    // Energy of the epochs (core/energy.hpp), priced at the plan's price per kWh.
+    p.result.energy.price_per_kwh = p.result.energy.known() ? plan.price_per_kwh : 0;
+    p.energy_kwh = p.result.energy.known() ? p.result.energy.epoch_kwh * plan.epochs : 0;
+    p.energy_cost = p.energy_kwh * plan.price_per_kwh;
+    if (plan.objective == "energy" && !p.result.energy.known())
+      throw Error(fmt::format("plan --objective energy: point {} ({}) has no energy figures: its platform states no "
+                              "gpu_power_busy/gpu_power_idle (vitsim platform writes them; README \"Energy and cost per epoch\")",
+                              p.index, settings_text(p)));
     if (c.must_fit && !p.result.fits_in_memory)
       p.excluded = fmt::format("memory: needs {} per GPU", units::format_bytes(p.result.memory_per_gpu_bytes));
     else if (c.deadline_s && p.time_to_train_s > *c.deadline_s)
@@ -141,7 +150,8 @@ PlanResult merge_plans(const std::vector<PlanResult>& shards) {
                               "merge only the shards of one `vitsim plan --shard I/K` command",
                               name(s), name(first), s.plan_id.substr(0, 19), first.plan_id.substr(0, 19)));
     if (s.space_size != out.space_size || s.epochs != out.epochs || s.what_ifs != out.what_ifs ||
-        s.objective != out.objective || s.price_per_gpu_hour != out.price_per_gpu_hour || s.scenario != out.scenario)
+        s.objective != out.objective || s.price_per_gpu_hour != out.price_per_gpu_hour ||
+        s.price_per_kwh != out.price_per_kwh || s.scenario != out.scenario)
       throw Error(fmt::format("{}: shard {}/{} is of another plan than {} (scenario, space, epochs, objective, price "
                               "or what-ifs differ)", name(s), s.shard_index, s.shard_count, name(first)));
     if (s.shard_count != first.shard_count)
@@ -210,6 +220,10 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
                             1, feasible, plan.objective, settings_text(*top), plan.epochs, plan.epochs == 1 ? "" : "s",
                             units::format_time(top->time_to_train_s), cost_text(plan, top->cost), r.throughput_img_s,
                             r.scaling_efficiency >= 0 ? fmt::format(", {:.0f}% scaling efficiency", 100 * r.scaling_efficiency) : ""));
+  if (r.energy.known())
+    out.push_back(fmt::format("Energy: {:.4g} kWh for {} (GPUs busy {:.0f}% of the time){}.", top->energy_kwh,
+                              count_noun(plan.epochs, "epoch"), 100 * r.energy.busy_fraction,
+                              plan.price_per_kwh > 0 ? fmt::format(", {:.2f} at {:g} per kWh", top->energy_cost, plan.price_per_kwh) : ""));
   const double compute = b.compute_fwd + b.compute_bwd;
   out.push_back(fmt::format("What bounds it: {} per step of {}: compute {:.0f}%, exposed communication {:.0f}% (of {} "
                             "in flight), data loading {:.0f}%, host-to-device {:.0f}%, optimizer {:.0f}%.",
@@ -378,6 +392,7 @@ std::string plan_to_json(const PlanResult& plan) {
   j["what_if_changes"] = plan.what_if_changes;
   j["epochs"] = plan.epochs;
   j["price_per_gpu_hour"] = plan.price_per_gpu_hour;
+  if (plan.price_per_kwh > 0) j["price_per_kwh"] = plan.price_per_kwh;
   j["cost_unit"] = plan.cost_unit();
   j["objective"] = plan.objective;
   j["constraints"] = constraints_json(plan.constraints);
@@ -414,6 +429,7 @@ std::string plan_to_json(const PlanResult& plan) {
     pj["time_to_train_s"] = p.time_to_train_s;
     pj["gpu_hours"] = p.gpu_hours;
     pj["cost"] = p.cost;
+    if (p.simulated && p.result.energy.known()) pj["energy_kwh"] = p.energy_kwh, pj["energy_cost"] = p.energy_cost;
     pj["pareto"] = p.pareto;
     pj["rank"] = p.rank;
     pj["result"] = p.simulated ? sim_points.at(k++) : json(nullptr);
@@ -452,9 +468,10 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
   plan.what_if_changes = top.at("what_if_changes").strings();
   plan.epochs = static_cast<int>(top.at("epochs").integer(1, 1 << 20));
   plan.price_per_gpu_hour = top.at("price_per_gpu_hour").non_negative("the price per GPU-hour");
+  if (top.has("price_per_kwh")) plan.price_per_kwh = top.at("price_per_kwh").non_negative("the price per kWh");
   plan.objective = top.at("objective").string();
-  if (plan.objective != "time" && plan.objective != "cost" && plan.objective != "throughput")
-    top.at("objective").fail(fmt::format("unknown objective '{}'; valid: cost, throughput, time", plan.objective.substr(0, 40)));
+  if (plan.objective != "time" && plan.objective != "cost" && plan.objective != "throughput" && plan.objective != "energy")
+    top.at("objective").fail(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", plan.objective.substr(0, 40)));
   plan.constraints = constraints_from(top.at("constraints"));
   plan.space_size = static_cast<int>(top.at("space_size").integer(1, std::numeric_limits<int>::max()));
   plan.shard_count = static_cast<int>(top.at("shard").at("count").integer(1, plan.space_size));
@@ -493,6 +510,10 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
     p.time_to_train_s = pj.at("time_to_train_s").non_negative("the time to train");
     p.gpu_hours = pj.at("gpu_hours").non_negative("the GPU-hours");
     p.cost = pj.at("cost").non_negative("the cost");
+    if (pj.has("energy_kwh") || pj.has("energy_cost")) {
+      p.energy_kwh = pj.at("energy_kwh").non_negative("an energy");
+      p.energy_cost = pj.at("energy_cost").non_negative("a cost");
+    }
     p.pareto = pj.at("pareto").boolean();
     p.rank = static_cast<int>(pj.at("rank").integer(0, plan.space_size));
     if (p.simulated) {
@@ -516,6 +537,13 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
         if (!same(p.gpu_hours, hours))
           pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
         if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
+        const double kwh = r.energy.known() ? r.energy.epoch_kwh * plan.epochs : 0;
+        if (!same(p.energy_kwh, kwh))
+          pj.at(pj.has("energy_kwh") ? "energy_kwh" : "result").fail(fmt::format(
+              "{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh", p.energy_kwh, kwh));
+        if (!same(p.energy_cost, kwh * plan.price_per_kwh))
+          pj.at("energy_cost").fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
+                                                kwh * plan.price_per_kwh));
       }
     } else if (!pj.at("result").is_null()) {
       pj.at("result").fail("a point that was not simulated has no result (expected null)");
@@ -554,6 +582,10 @@ std::string plan_to_table(const PlanResult& plan, int top) {
   rows[0].push_back(fmt::format("{} ep", plan.epochs));  // a column head: "1 ep", "3 ep"
   for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
   rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
+  bool energy = false;
+  for (const auto& p : plan.points) energy = energy || (p.rank > 0 && p.result.energy.known());
+  if (energy) rows[0].push_back("kWh");
+  if (energy && plan.price_per_kwh > 0) rows[0].push_back("energy cost");
   for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
   int shown = 0, feasible = 0;
   for (const auto& p : plan.points) {
@@ -571,8 +603,12 @@ std::string plan_to_table(const PlanResult& plan, int top) {
                           r.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * r.scaling_efficiency),
                           r.mfu() > 0 ? fmt::format("{:.1f}%", 100 * r.mfu()) : std::string("-"),
                           units::format_bytes(p.memory_per_gpu_bytes), std::string(r.fits_in_memory ? "yes" : "NO"),
-                          fmt::format("{:.2f}", p.cost), r.bound, std::string(p.pareto ? "*" : "")})
+                          fmt::format("{:.2f}", p.cost)})
       row.push_back(v);
+    if (energy) row.push_back(r.energy.known() ? fmt::format("{:.4g}", p.energy_kwh) : "-");
+    if (energy && plan.price_per_kwh > 0) row.push_back(r.energy.known() ? fmt::format("{:.2f}", p.energy_cost) : "-");
+    row.push_back(r.bound);
+    row.push_back(p.pareto ? "*" : "");
     rows.push_back(std::move(row));
   }
   std::vector<size_t> w(rows[0].size(), 0);
@@ -614,7 +650,7 @@ std::string plan_to_csv(const PlanResult& plan) {
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
          "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
-         "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu\n";
+         "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu,energy_kwh,energy_cost\n";
   // A figure the point does not have is an empty cell, not 0: no rank for an excluded point, no times,
   // throughput, GPU-hours, cost or bound for one excluded before simulating.
   auto num = [](bool has, double v) { return has ? fmt::format("{:.9g}", v) : std::string(); };
@@ -629,7 +665,7 @@ std::string plan_to_csv(const PlanResult& plan) {
     std::string excl = p.excluded;
     std::replace(excl.begin(), excl.end(), '"', '\'');
     const bool sim = p.simulated;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{},{},{}\n",
                        p.nodes, p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel,
                        p.precision, p.collective, p.overlap ? "true" : "false", p.global_batch, num(sim, r.step_time_s.mean),
                        num(sim, r.epoch_time_s), num(sim, p.time_to_train_s), num(sim, r.throughput_img_s),
@@ -637,7 +673,9 @@ std::string plan_to_csv(const PlanResult& plan) {
                        p.memory_per_gpu_bytes, p.gpu_memory_bytes, num(sim, p.gpu_hours), num(sim, p.cost), sim ? r.bound : "",
                        p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
                        r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
-                       r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string());
+                       r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string(),
+                       num(sim && r.energy.known(), p.energy_kwh),
+                       num(sim && r.energy.known() && plan.price_per_kwh > 0, p.energy_cost));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -170,6 +171,27 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
   g.sync_overhead = r.quantity("gpu_sync_overhead", units::Kind::Time, false, 0);
   g.host_op_overhead = r.quantity("host_op_overhead", units::Kind::Time, false, 0);
   g.reserved_bytes = r.quantity("gpu_reserved", units::Kind::Bytes, false, 0);
+  {
+    // Power (core/energy.hpp): both figures or neither; idle not above busy.
+    const auto* busy = r.get("gpu_power_busy");
+    const auto* idle = r.get("gpu_power_idle");
+    auto power = [&](const char* key, const std::string& v) {
+      try {
+        return parse_power(v);
+      } catch (const Error& e) {
+        throw Error(r.origin(key), fmt::format("property {}: {}", key, e.what()));
+      }
+    };
+    if (busy) g.power_busy_w = power("gpu_power_busy", *busy);
+    if (idle) g.power_idle_w = power("gpu_power_idle", *idle);
+    if (busy && !idle)
+      throw Error(r.origin("gpu_power_busy"), "property gpu_power_busy without gpu_power_idle: state both (watts) or neither");
+    if (idle && !busy)
+      throw Error(r.origin("gpu_power_idle"), "property gpu_power_idle without gpu_power_busy: state both (watts) or neither");
+    if (busy && g.power_idle_w > g.power_busy_w)
+      throw Error(r.origin("gpu_power_idle"), fmt::format("property gpu_power_idle: {} is above gpu_power_busy {}",
+                                                          echo(*idle), echo(*busy)));
+  }
   if (const auto* kind = r.get("device_kind")) {
     if (*kind == "gpu") g.async = true;
     else if (*kind == "cpu") g.async = false;

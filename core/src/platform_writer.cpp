@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/transport.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -225,8 +226,11 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
     g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
     g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
     g.tdp = e.at("tdp").get<std::string>();
-    if (g.tdp.size() < 2 || g.tdp.back() != 'W' || !(std::atof(g.tdp.c_str()) > 0))
+    try {
+      parse_power(g.tdp);
+    } catch (const Error&) {
       js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
+    }
     g.host_link = e.at("host_link").get<std::string>();
     if (!e.at("gpu_link").is_null()) {
       js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
@@ -267,8 +271,12 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
     if (!g.gpu_link.empty()) cat.link(g.gpu_link);
   }
   for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved",
-                        "pcie_lat", "h2d_lat"})
+                        "pcie_lat", "h2d_lat", "gpu_busy_power_fraction", "gpu_idle_power_fraction"})
     cat.default_entry(d);
+  for (const char* d : {"gpu_busy_power_fraction", "gpu_idle_power_fraction"}) {
+    const double v = std::atof(cat.default_value(d).c_str());
+    if (!(v > 0 && v <= 1)) js.fail(std::string("defaults.") + d, "must be a fraction of the TDP in (0, 1]");
+  }
   return cat;
 }
 }  // namespace
@@ -317,6 +325,13 @@ const Catalogue& builtin_catalogue() {
   return cat;
 }
 
+namespace {
+// A GPU's power for the energy model (core/energy.hpp): the catalogue's fraction `which` of its TDP, in watts.
+std::string catalogue_power(const Catalogue& cat, const CatalogueGpu& g, const char* which) {
+  return fmt::format("{:g}W", std::atof(cat.default_value(which).c_str()) * parse_power(g.tdp));
+}
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catalogue& cat, const CatalogueGpu& g,
                                                                       const std::string& precision,
                                                                       std::string* used_precision) {
@@ -347,7 +362,9 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
           {"gpu_kernel_overhead", cat.default_value("gpu_kernel_overhead")},
           {"gpu_sync_overhead", cat.default_value("gpu_sync_overhead")},
           {"host_op_overhead", cat.default_value("host_op_overhead")},
-          {"gpu_reserved", cat.default_value("gpu_reserved")}};
+          {"gpu_reserved", cat.default_value("gpu_reserved")},
+          {"gpu_power_busy", catalogue_power(cat, g, "gpu_busy_power_fraction")},
+          {"gpu_power_idle", catalogue_power(cat, g, "gpu_idle_power_fraction")}};
 }
 
 GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gpu, const std::string& precision) {
@@ -482,7 +499,7 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
   } catch (const nlohmann::json::exception& e) {
     js.fail("", e.what());
   }
-  js.keys(j, "", {"id", "comment", "price_per_gpu_hour", "gpu_types", "node", "intranode", "nic", "topology",
+  js.keys(j, "", {"id", "comment", "price_per_gpu_hour", "price_per_kwh", "gpu_types", "node", "intranode", "nic", "topology",
                   "zone_props", "nodes", "node_groups"});
   PlatformSpec spec;
   spec.id = j.value("id", "platform");
@@ -494,6 +511,15 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
     if (end == p.c_str() || *end || !(v >= 0) || !std::isfinite(v))
       js.fail("price_per_gpu_hour", fmt::format("'{}' is not a non-negative number (currency units per GPU-hour)", p));
     spec.zone_props.emplace_back("price_per_gpu_hour", p);
+  }
+  if (j.contains("price_per_kwh")) {
+    const std::string p = js.text(j["price_per_kwh"], "price_per_kwh");
+    try {
+      parse_price_per_kwh(p, "price_per_kwh");
+    } catch (const Error& e) {
+      js.fail("", e.what());
+    }
+    spec.zone_props.emplace_back("price_per_kwh", p);
   }
 
   if (!j.contains("gpu_types") || j["gpu_types"].empty()) js.fail("gpu_types", "missing: name at least one GPU type");
@@ -715,7 +741,8 @@ std::string default_comment(const PlatformSpec& spec, Layout layout) {
   for (const auto& [name, t] : spec.gpu_types)
     for (const auto& note : t.notes) c += bullet(note);
   const Catalogue& cat = builtin_catalogue();
-  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved", "pcie_lat", "h2d_lat"})
+  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved", "pcie_lat", "h2d_lat",
+                        "gpu_busy_power_fraction", "gpu_idle_power_fraction"})
     c += bullet(fmt::format("{} {}: {}", d, cat.default_value(d), cat.default_entry(d).source));
   if (!first.fabric.kind.empty()) {
     const CatalogueLink& l = cat.link(first.fabric.kind == "nvlink_bridge" ? "nvlink3_bridge"
@@ -752,6 +779,7 @@ std::string default_comment(const PlatformSpec& spec, Layout layout) {
     c += bullet(node + ": given, or the defaults (14 CPU cores a GPU, as a DGX H100's 112 for 8; the study's loader figures, "
                        "docs/sources.md): ASSUMPTIONS that `vitsim calibrate` replaces");
   if (const std::string* p = find_prop(spec.zone_props, "price_per_gpu_hour")) c += bullet("price per GPU-hour " + *p + ": as given");
+  if (const std::string* p = find_prop(spec.zone_props, "price_per_kwh")) c += bullet("price per kWh " + *p + ": as given");
   return c;
 }
 
@@ -772,6 +800,7 @@ std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
     for (const auto& [k, v] : spec.nodes.front().nic.props) set_prop(t, k, v);
     Props merged;
     if (const std::string* p = find_prop(zone_props, "price_per_gpu_hour")) merged.emplace_back("price_per_gpu_hour", *p);
+    if (const std::string* p = find_prop(zone_props, "price_per_kwh")) merged.emplace_back("price_per_kwh", *p);
     for (const auto& kv : t) set_prop(merged, kv.first, kv.second);
     for (const auto& kv : zone_props) set_prop(merged, kv.first, kv.second);
     zone_props = merged;

@@ -9,6 +9,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "json_reader.hpp"
@@ -146,6 +147,14 @@ std::string report_to_json(const Report& r) {
       pj["mfu"] = p.mfu();
       pj["hfu"] = p.hfu();
     }
+    if (p.energy.known()) {  // issue 14: energy per epoch (absent without GPU power figures)
+      json e = {{"gpus_busy_w", p.energy.busy_w},
+                {"gpus_idle_w", p.energy.idle_w},
+                {"busy_fraction", p.energy.busy_fraction},
+                {"epoch_kwh", p.energy.epoch_kwh}};
+      if (p.energy.price_per_kwh > 0) e["price_per_kwh"] = p.energy.price_per_kwh, e["epoch_cost"] = p.energy.epoch_cost();
+      pj["energy"] = e;
+    }
     pj["bound"] = p.bound;
     pj["extrapolated"] = p.extrapolated;
     pj["simulated_steps"] = p.simulated_steps;
@@ -202,6 +211,23 @@ ReportPoint report_point_from_json(const json& j, const std::string& origin, con
     p.model_flops = fl.at("model").non_negative("a FLOP count");
     p.recompute_flops = fl.at("recompute").non_negative("a FLOP count");
     p.peak_flops = f.at("peak_flops_per_gpu").non_negative("a peak FLOP/s");
+  }
+  if (j.contains("energy")) {  // optional: written since issue 14 when the platform states GPU power
+    const JsonField e = f.at("energy");
+    p.energy.busy_w = e.at("gpus_busy_w").non_negative("a power");
+    p.energy.idle_w = e.at("gpus_idle_w").non_negative("a power");
+    p.energy.busy_fraction = e.at("busy_fraction").number(0, 1, "a fraction of the epoch");
+    p.energy.epoch_kwh = e.at("epoch_kwh").non_negative("an energy");
+    if (!(p.energy.busy_w > 0)) e.at("gpus_busy_w").fail("the GPUs' busy power is 0: a report without power figures has no \"energy\"");
+    if (p.energy.idle_w > p.energy.busy_w * (1 + 1e-12))
+      e.at("gpus_idle_w").fail(fmt::format("{:.6g} W is above the busy power {:.6g} W", p.energy.idle_w, p.energy.busy_w));
+    if (e.has("price_per_kwh") || e.has("epoch_cost")) {
+      p.energy.price_per_kwh = e.at("price_per_kwh").non_negative("a price per kWh");
+      const double cost = e.at("epoch_cost").non_negative("a cost");
+      if (std::fabs(cost - p.energy.epoch_cost()) > 1e-6 * std::max(cost, p.energy.epoch_cost()) + 1e-12)
+        e.at("epoch_cost").fail(fmt::format("{:.6g} disagrees with epoch_kwh x price_per_kwh = {:.6g} x {:.6g}", cost,
+                                            p.energy.epoch_kwh, p.energy.price_per_kwh));
+    }
   }
   p.bound = f.at("bound").string();
   p.extrapolated = f.at("extrapolated").boolean();
@@ -269,6 +295,13 @@ ReportPoint report_point_from_json(const json& j, const std::string& origin, con
       f.at("throughput_img_s").fail(fmt::format(
           "{:.6g} images/s disagrees with global_batch / mean step = {} / {:.6g} s = {:.6g} images/s", p.throughput_img_s,
           p.global_batch, step, expected));
+  }
+  if (p.energy.known()) {
+    const double kwh = energy_kwh(p.energy, p.epoch_time_s);
+    if (std::fabs(p.energy.epoch_kwh - kwh) > 1e-6 * std::max(p.energy.epoch_kwh, kwh) + 1e-15)
+      f.at("energy").at("epoch_kwh").fail(fmt::format(
+          "{:.6g} kWh disagrees with epoch_time_s x (gpus_idle_w + busy_fraction x (gpus_busy_w - gpus_idle_w)) = {:.6g} kWh",
+          p.energy.epoch_kwh, kwh));
   }
   if ((p.fits_in_memory || measured) && p.memory_per_gpu_bytes > kMaxMemoryPerGpuBytes)
     f.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes ({:.1f} TiB) per GPU is beyond any device (limit 16 TiB)",
@@ -360,7 +393,8 @@ std::string report_to_csv(const Report& r) {
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
          "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
-         "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu\n";
+         "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu,"
+         "energy_kwh_per_epoch,energy_cost_per_epoch\n";
   for (const auto& p : r.points) {
     for (const auto& k : keys) {
       auto it = p.params.find(k);
@@ -369,7 +403,7 @@ std::string report_to_csv(const Report& r) {
     }
     const Breakdown& b = p.breakdown_s;
     out += fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
-                       "{:.9g},{},{:.0f},{},{},{},{},{}\n",
+                       "{:.9g},{},{:.0f},{},{},{},{},{},{},{}\n",
                        p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch,
                        p.step_time_s.mean, p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd,
                        b.compute_bwd, b.optimizer, b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
@@ -377,7 +411,9 @@ std::string report_to_csv(const Report& r) {
                        p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
                        p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
                        p.mfu() > 0 ? fmt::format("{:.6g}", p.mfu()) : std::string(),
-                       p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string());
+                       p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string(),
+                       p.energy.known() ? fmt::format("{:.9g}", p.energy.epoch_kwh) : std::string(),
+                       p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.9g}", p.energy.epoch_cost()) : std::string());
   }
   return out;
 }
@@ -399,8 +435,12 @@ std::string straggler(const ReportPoint& p) {
 std::string report_to_table(const Report& r) {
   std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
   // On heterogeneous platforms the rank that bounds the step gets a column (core straggler()).
-  bool stragglers = false;
-  for (const auto& p : r.points) stragglers = stragglers || !straggler(p).empty();
+  bool stragglers = false, energy = false, energy_cost = false;
+  for (const auto& p : r.points) {
+    stragglers = stragglers || !straggler(p).empty();
+    energy = energy || p.energy.known();
+    energy_cost = energy_cost || (p.energy.known() && p.energy.price_per_kwh > 0);
+  }
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed", "epoch",
                   "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
@@ -415,8 +455,12 @@ std::string report_to_table(const Report& r) {
                     p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
                     p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",
                     units::format_bytes(p.memory_per_gpu_bytes), p.fits_in_memory ? "yes" : "NO", p.bound});
+    if (energy) rows.back().push_back(p.energy.known() ? fmt::format("{:.3g}", p.energy.epoch_kwh) : "-");
+    if (energy_cost) rows.back().push_back(p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.2f}", p.energy.epoch_cost()) : "-");
     if (stragglers) rows.back().push_back(straggler(p));
   }
+  if (energy) rows[0].push_back("kWh/epoch");
+  if (energy_cost) rows[0].push_back("energy cost");
   if (stragglers) rows[0].push_back("straggler");
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& row : rows)

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/memory.hpp"
@@ -131,8 +132,8 @@ double parse_price(const PlatformFacts& facts) {
 PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     throw Error(fmt::format("--shard {}/{}: expected I/K with 0 <= I < K", opt.shard_index, opt.shard_count));
-  if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput")
-    throw Error(fmt::format("unknown objective '{}'; valid: cost, throughput, time", opt.objective));
+  if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput" && opt.objective != "energy")
+    throw Error(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", opt.objective));
   std::vector<Candidate> cands = enumerate(file);
   const bool derive_accum = opt.constraints.global_batch && !swept(file, "training.grad_accum");
 
@@ -184,6 +185,7 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     for (const auto& [path, sha] : platform_sha) id += "platform=" + sha + "\n";
     for (const auto& w : result.what_ifs) id += "what_if=" + w + "\n";
     if (!opt.calibration.empty()) id += "calibration=" + sha256_hex(read_file(opt.calibration)) + "\n";
+    if (opt.price_per_kwh >= 0) id += fmt::format("price_per_kwh={}\n", opt.price_per_kwh);
     result.plan_id = "sha256:" + sha256_hex(id);
     std::string shas;
     for (const auto& [path, sha] : platform_sha) shas += (shas.empty() ? "" : ",") + sha;
@@ -272,6 +274,11 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     if (c.scenario) {
       result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
       result.price_per_gpu_hour = parse_price(facts_of(*c.scenario));
+      const auto kwh = facts_of(*c.scenario).props.find("price_per_kwh");
+      result.price_per_kwh = opt.price_per_kwh >= 0 ? opt.price_per_kwh
+                             : kwh == facts_of(*c.scenario).props.end()
+                                 ? 0
+                                 : parse_price_per_kwh(kwh->second, facts_of(*c.scenario).path + ": zone property price_per_kwh");
       break;
     }
 

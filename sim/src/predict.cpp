@@ -127,6 +127,8 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     }
   }
   fill_scaling_efficiency(report);
+  if (opt.price_per_kwh >= 0)
+    for (auto& p : report.points) p.energy.price_per_kwh = opt.price_per_kwh;
   if (trace) write_file_atomic(opt.trace_path, json{{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
   return report;
 }

@@ -32,6 +32,7 @@
 #include <cerrno>
 
 #include "vitsim/core/buckets.hpp"
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/epoch.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/identity.hpp"
@@ -862,6 +863,24 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     double peak = 0;
     for (int r = 0; r < n; ++r) peak += facts.gpu.at(place.hosts[r]).peak_flops(prec);
     p.peak_flops = n > 0 ? peak / n : 0;
+  }
+  {
+    // Energy per epoch (core/energy.hpp): each rank's GPU power and busy time per step; the platform's
+    // price_per_kwh (a zone property; predict/plan --price-per-kwh override it) gives its cost.
+    std::vector<GpuPower> power;
+    std::vector<double> busy;
+    for (int r = 0; r < n; ++r) {
+      const GpuFacts& g = facts.gpu.at(place.hosts[r]);
+      power.push_back({g.power_busy_w, g.power_idle_w});
+      busy.push_back(gpu_busy_s(p.per_rank[r].breakdown_s));
+    }
+    const auto price = facts.props.find("price_per_kwh");
+    p.energy = point_energy(power, busy, p.step_time_s.mean, p.epoch_time_s,
+                            price == facts.props.end() ? 0 : parse_price_per_kwh(price->second, facts.path + ": zone property price_per_kwh"));
+    if (p.energy.known())
+      notes.push_back(fmt::format("energy: GPUs busy {:.0f}% of the epoch (compute and collectives at gpu_power_busy, loader "
+                                  "waits and host-to-device copies at gpu_power_idle); GPU power only, no hosts, network or cooling",
+                                  100 * p.energy.busy_fraction));
   }
   if (full)
     notes.push_back(m.extended ? fmt::format("epoch simulated step by step: the first {} steps were not steady, so "

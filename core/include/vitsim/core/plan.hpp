@@ -35,6 +35,7 @@ struct PlanPoint {
   // Filled by rank_plan:
   std::string excluded;  // "" when the point meets every constraint; else why not
   double time_to_train_s = 0, gpu_hours = 0, cost = 0;
+  double energy_kwh = 0, energy_cost = 0;  // GPU energy of the epochs and its price (0: no power figures / no price)
   bool pareto = false;
   int rank = 0;  // 1 = best by the objective among feasible points; 0 = excluded
 };
@@ -52,7 +53,8 @@ struct PlanResult {
   std::vector<std::string> what_if_changes;  // what they changed in the platform
   int epochs = 1;
   double price_per_gpu_hour = 0;  // 0: the platform states none; cost is then in GPU-hours
-  std::string objective = "time";  // time, cost, throughput
+  double price_per_kwh = 0;       // energy price (--price-per-kwh, else the platform's price_per_kwh); 0: none
+  std::string objective = "time";  // time, cost, throughput, energy (kWh of the epochs)
   PlanConstraints constraints;
   int space_size = 0;  // points in the whole space (all shards)
   int shard_index = 0, shard_count = 1;

@@ -43,6 +43,8 @@ struct GpuFacts {
   double gemm_k_half = 0;     // gpu_gemm_k_half (>= 0): K at which a GEMM reaches half its efficiency (0 = off)
   double sync_overhead = 0;   // gpu_sync_overhead: cost of one host<-device synchronisation (s)
   double host_op_overhead = 0;// host_op_overhead: host time to issue one op (framework dispatch + launch) (s)
+  double power_busy_w = 0;    // gpu_power_busy ("700W"): drawn while a kernel runs (core/energy.hpp); 0 = not stated
+  double power_idle_w = 0;    // gpu_power_idle: drawn otherwise; stated together with gpu_power_busy, not above it
   bool async = true;          // device_kind: "gpu" (ops queued asynchronously) or "cpu" (false: ops run on the host)
   double peak_flops(Precision p) const;
 };

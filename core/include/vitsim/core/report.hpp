@@ -36,6 +36,17 @@ struct RankReport {
   Breakdown breakdown_s;
 };
 
+// Energy per epoch of a point (core/energy.hpp: the power model and what counts as busy). Unknown (busy_w 0)
+// when the platform states no GPU power; optional in reports.
+struct PointEnergy {
+  double busy_w = 0, idle_w = 0;  // summed over the point's GPUs
+  double busy_fraction = 0;       // of the epoch the GPUs are busy, weighted by each GPU's busy_w - idle_w
+  double epoch_kwh = 0;
+  double price_per_kwh = 0;       // 0: no price given, no energy cost
+  bool known() const { return busy_w > 0; }
+  double epoch_cost() const { return epoch_kwh * price_per_kwh; }
+};
+
 struct ReportPoint {
   std::map<std::string, std::string> params;  // swept/overridden values + nodes, gpus, micro_batch, grad_accum
   int nodes = 0, gpus = 0, micro_batch = 0, grad_accum = 0;
@@ -68,6 +79,7 @@ struct ReportPoint {
   double hfu() const {
     return step_time_s.mean > 0 && peak_flops > 0 ? (model_flops + recompute_flops) / (step_time_s.mean * peak_flops) : 0;
   }
+  PointEnergy energy;  // per epoch (README "Energy and cost per epoch"); unknown without GPU power figures
 };
 
 struct Report {

@@ -14,7 +14,8 @@ struct PlanOptions {
   int jobs = 0;                   // 0 = the machine's cores
   bool progress = true;           // a progress line with the time left on stderr for runs longer than a second
   PlanConstraints constraints;
-  std::string objective = "time"; // time, cost, throughput
+  std::string objective = "time"; // time, cost, throughput, energy
+  double price_per_kwh = -1;      // >= 0: the energy price, over the platform's price_per_kwh
   int epochs = 0;                 // 0 = the scenario's training.epochs
   // Distributed plans: this process simulates the points whose index % shard_count == shard_index and
   // returns them unranked; merge_plans() ranks the union (README "Capacity planning: vitsim plan").

@@ -13,6 +13,7 @@ struct PredictOptions {
   int jobs = 0;             // 0 = the machine's cores
   std::string trace_path;   // "" = no trace; else a Chrome trace JSON of every point
   bool progress = true;     // a progress line on stderr for runs longer than a second
+  double price_per_kwh = -1;  // >= 0: the energy price, over the platforms' price_per_kwh (README "Energy and cost per epoch")
 };
 
 Report predict(const ScenarioFile& file, const PredictOptions& opt);
