@@ -418,6 +418,28 @@ TEST_CASE("rail all-reduce on N nodes x G GPUs = intra reduce-scatter + per-rail
   }
 }
 
+TEST_CASE("collective auto picks the rail collective where the NICs are rails and hierarchical where a node shares them", "[scale][collective]") {
+  vt::TempDir d;
+  const double S = 256e6;
+  for (int nodes : {2, 3}) {
+    INFO(nodes << " nodes x 4 GPUs");
+    // Rail-optimised (4 NICs, GPU k on NIC k): auto runs the rail collective, to the last bit.
+    const std::string rails = write(d, fmt::format("rails{}.xml", nodes), spec(nodes, 4, 4, true), Layout::FlatStar);
+    const double rail = collective_time(rails, "rail", S, sim::CollOp::AllReduce);
+    CHECK(collective_time(rails, "auto", S, sim::CollOp::AllReduce) == rail);
+    CHECK(rail != collective_time(rails, "hierarchical", S, sim::CollOp::AllReduce));
+    CHECK(collective_time(rails, "auto", S, sim::CollOp::ReduceScatter) == collective_time(rails, "rail", S, sim::CollOp::ReduceScatter));
+    // The same 4 NICs as one link per node (not rail-optimised): hierarchical.
+    const std::string shared = write(d, fmt::format("shared{}.xml", nodes), spec(nodes, 4, 4, false), Layout::FlatStar);
+    const double hier = collective_time(shared, "hierarchical", S, sim::CollOp::AllReduce);
+    CHECK(collective_time(shared, "auto", S, sim::CollOp::AllReduce) == hier);
+    CHECK(hier != collective_time(shared, "rail", S, sim::CollOp::AllReduce));
+  }
+  // One GPU per node: a ring, rails or not (nothing to split inside a node).
+  const std::string one = write(d, "one.xml", spec(3, 1), Layout::FlatStar);
+  CHECK(collective_time(one, "auto", S, sim::CollOp::AllReduce) == collective_time(one, "ring", S, sim::CollOp::AllReduce));
+}
+
 // Not run by default (hidden tag): the time and counts of reading and building flat-star platforms up to
 // 16,384 nodes x 8 GPUs, for BENCHMARKS.md. Prints; asserts only that the build completes with its counts.
 TEST_CASE("flat-star build time at 512 to 131072 GPUs", "[.buildbench]") {

@@ -100,18 +100,55 @@ TEST_CASE("a ring through one slow link runs at that link's speed", "[collective
   CHECK(simulate_collective(p, "ring", S, CollOp::AllReduce) == Approx(2.0 * 3 / 4 * S / 1e9).epsilon(1e-6));
 }
 
-TEST_CASE("double binary tree: 2 S/B + 2 depth a", "[collective][tree]") {
+namespace {
+int tree_depth(int n) {  // edges from the root to the deepest leaf of a heap-ordered binary tree of n positions
+  int depth = 0;
+  while ((1 << (depth + 1)) - 1 < n) ++depth;
+  return depth;
+}
+}  // namespace
+
+TEST_CASE("double binary tree over one GPU per node: 2 S/B + 2 depth a", "[collective][tree]") {
   // docs/sources.md "Collectives", double binary tree: latency term ~ 2 log2(n) a, bandwidth term
-  // ~ 2 S / B for large S. In vitsim's
-  // pipelined form each phase costs S/B + depth * a (every node is inner in at most one tree).
-  const double B = 10e9, a = 2e-6, S = 100e6;
+  // ~ 2 S / B for large S. In vitsim's pipelined form each phase costs S/B + depth * a (every node is inner in at
+  // most one tree, so it receives two halves). n nodes of one GPU: lanes and NICs 10 GB/s, 1 us each; the route
+  // between nodes is lane + NIC + NIC + lane = 4 us.
+  const double B = 10e9, a = 4e-6, S = 100e6;
   vt::TempDir d;
   for (int n : {3, 4, 7, 8, 16}) {
-    int depth = 0;
-    while ((1 << (depth + 1)) - 1 < n) ++depth;
-    const std::string p = d.file("t.xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}));
+    const std::string p = d.file("t.xml", vt::platform_xml(n, 1, "10GBps", "1us", std::vector<std::string>(n, "10GBps"),
+                                                          std::vector<std::string>(n, "1Tf")));
     INFO("n = " << n);
-    CHECK(simulate_collective(p, "tree", S, CollOp::AllReduce) == Approx(2 * S / B + 2 * depth * a).epsilon(1e-6));
+    CHECK(simulate_collective(p, "tree", S, CollOp::AllReduce) == Approx(2 * S / B + 2 * tree_depth(n) * a).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("double binary tree inside one node is a chain: 2 S/B + 2 (G-1) a", "[collective][tree]") {
+  // One node of G GPUs (NCCL's tree inside a node is a chain): lanes 10 GB/s, 1 us; GPU to GPU lane + lane = 2 us.
+  // A middle GPU sends its half up each chain (one towards each end): S on its lane each phase.
+  const double B = 10e9, a = 2e-6, S = 100e6;
+  vt::TempDir d;
+  for (int g : {3, 4, 8}) {
+    const std::string p = d.file("c.xml", vt::platform_xml(1, g, "10GBps", "1us", {}, {"1Tf"}));
+    INFO("G = " << g);
+    CHECK(simulate_collective(p, "tree", S, CollOp::AllReduce) == Approx(2 * S / B + 2 * (g - 1) * a).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("node-aware double binary tree on N nodes x G GPUs: chains in the nodes and a tree over the nodes", "[collective][tree]") {
+  // Lanes 100 GB/s (never limiting), NICs 1 GB/s, every link 1 us: GPU to GPU in a node a_node = 2 us, node to
+  // node a_net = 4 us. Per phase: the pipeline's fill, (G-1) a_node + depth(N) a_net (a chain's tail to its head,
+  // then the heads up the node tree), plus the NICs' flows: a node of an N >= 3 tree receives (or sends) at most
+  // two halves, S / B_net; with N = 2 one half each way, S / (2 B_net).
+  const double b_net = 1e9, a_node = 2e-6, a_net = 4e-6, S = 100e6;
+  vt::TempDir d;
+  for (const auto& [nodes, g] : std::vector<std::pair<int, int>>{{2, 2}, {2, 4}, {3, 2}, {4, 2}, {5, 3}}) {
+    const std::string p = d.file("n.xml", vt::platform_xml(nodes, g, "100GBps", "1us", std::vector<std::string>(nodes, "1GBps"),
+                                                          std::vector<std::string>(nodes, "1Tf")));
+    const double flows = nodes == 2 ? S / 2 / b_net : S / b_net;
+    const double fill = (g - 1) * a_node + tree_depth(nodes) * a_net;
+    INFO(nodes << " nodes x " << g << " GPUs");
+    CHECK(simulate_collective(p, "tree", S, CollOp::AllReduce) == Approx(2 * (flows + fill)).epsilon(1e-6));
   }
 }
 

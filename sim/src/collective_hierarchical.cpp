@@ -4,6 +4,8 @@
 // the platform's links. Reduce-scatter and all-gather run as fused rings over the whole group.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -175,29 +177,57 @@ class Rail : public Collective {
   mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
 };
 
-// "auto": hierarchical when the group spans several nodes with more than one GPU on some node, else ring
-// (the choice NCCL's tuner makes for bandwidth-bound messages on PCIe nodes joined by a slower network).
+// True when the group's nodes reach each other over rails (per-GPU NICs, a rail-optimised platform): the first
+// and the last GPU of the first node reach the first and last GPU of the second node without sharing a link
+// (a shared NIC, or the cluster layout's one NIC link per node, is on both routes).
+bool on_rails(const Group& g, const std::map<int, std::vector<int>>& members) {
+  if (members.size() < 2) return false;
+  const std::vector<int>& a = members.begin()->second;
+  const std::vector<int>& b = std::next(members.begin())->second;
+  if (a.size() < 2 || b.size() < 2) return false;
+  std::vector<sg4::Link*> first, last;
+  double ignored = 0;
+  g.host(a.front())->route_to(g.host(b.front()), first, &ignored);
+  g.host(a.back())->route_to(g.host(b.back()), last, &ignored);
+  for (const sg4::Link* l : first)
+    if (std::find(last.begin(), last.end(), l) != last.end()) return false;
+  return true;
+}
+
+// "auto": the rail collective when the group spans several nodes with the same number of GPUs on each, more
+// than one, and the platform's NICs are rails (on_rails); hierarchical when it spans several nodes with more than
+// one GPU on some node; else ring (the choices NCCL's tuner makes for bandwidth-bound messages: a ring per rail on
+// rail-optimised clusters, a node-aware ring on PCIe nodes joined by a slower network).
 class Auto : public Collective {
  public:
   std::string name() const override { return "auto"; }
   void run(const Group& g, int me, double bytes, CollOp op) const override {
-    auto it = use_hier_.find(g.name());
-    if (it == use_hier_.end()) {
-      std::map<int, int> per_node;
-      for (int i = 0; i < g.size(); ++i) per_node[g.node_of(i)]++;
-      bool multi = false;
-      for (const auto& [n, c] : per_node) multi |= c > 1;
-      it = use_hier_.emplace(g.name(), per_node.size() > 1 && multi).first;
+    auto it = choice_.find(g.name());
+    if (it == choice_.end()) {
+      std::map<int, std::vector<int>> members;
+      for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
+      bool multi = false, even = true;
+      for (const auto& [n, ms] : members) {
+        multi |= ms.size() > 1;
+        even = even && ms.size() == members.begin()->second.size();
+      }
+      const Choice c = members.size() > 1 && multi && even && on_rails(g, members) ? Choice::Rail
+                       : members.size() > 1 && multi                              ? Choice::Hierarchical
+                                                                                  : Choice::Ring;
+      it = choice_.emplace(g.name(), c).first;
     }
-    if (it->second)
-      hier_.run(g, me, bytes, op);
-    else
-      ring_collective(g, me, bytes, op, true);
+    switch (it->second) {
+      case Choice::Rail: rail_.run(g, me, bytes, op); break;
+      case Choice::Hierarchical: hier_.run(g, me, bytes, op); break;
+      case Choice::Ring: ring_collective(g, me, bytes, op, true); break;
+    }
   }
 
  private:
+  enum class Choice { Ring, Hierarchical, Rail };
   Hierarchical hier_;
-  mutable std::map<std::string, bool> use_hier_;
+  Rail rail_;
+  mutable std::map<std::string, Choice> choice_;
 };
 
 }  // namespace

@@ -1,8 +1,19 @@
-// Double binary tree all-reduce in the manner of NCCL: the message is split in two halves, each reduced up
-// and broadcast down its own binary tree; the second tree is the first mirrored, so a leaf of one is an
-// inner node of the other. Pipelined: every edge of a phase carries its half at once, and the pipeline
-// fill adds (depth - 1) route latencies per phase, giving t ~ 2 log2(n) a + 2 S / B for large S.
+// Double binary tree all-reduce in the manner of NCCL, node-aware: inside each node the GPUs form a chain, and
+// across nodes the chains' heads form a binary tree over the nodes (one GPU per node takes part in it). The
+// message is split in two halves, each reduced up and broadcast down its own tree; the second tree is the first
+// mirrored (nodes in reverse order, each node's chain reversed), so a leaf node of one is an inner node of the
+// other, and the two trees leave a node through different GPUs.
+//
+// Pipelined: in each phase (reduce up, broadcast down) every edge carries its half at once; the phase then
+// waits for the pipeline's fill, the largest sum of route latencies on a path from a leaf to the root of either
+// tree. On N nodes of G GPUs with identical links: t = 2 [(G-1) a_node + depth(N) a_net] + 2 x the flows' time,
+// where depth(N) is the binary tree's depth (floor log2 N) and the flows' time is S / B_net once a node receives
+// two halves (N >= 3: an inner node's two children), S / (2 B_net) for N = 2. With one GPU per node this is the
+// node-level double binary tree, 2 S/B + 2 depth a; on one node, a chain: 2 S/B + 2 (G-1) a (G >= 3).
 // Reduce-scatter and all-gather have no tree algorithm in NCCL; they run as fused rings.
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "vitsim/sim/collective.hpp"
@@ -12,29 +23,34 @@ namespace sg4 = simgrid::s4u;
 namespace vitsim::sim {
 namespace {
 
-struct TreePos {
-  int parent = -1;
-  std::vector<int> children;
+int token = 0;
+
+// One tree over the group's members: each member's parent (-1 at the root) and children.
+struct Tree {
+  std::vector<int> parent;
+  std::vector<std::vector<int>> children;
 };
 
-// Member `me` in a heap-ordered binary tree over positions 0..n-1, where position p holds member map(p).
-TreePos tree_pos(int n, int me, bool mirrored) {
-  auto member = [&](int pos) { return mirrored ? n - 1 - pos : pos; };
-  int pos = mirrored ? n - 1 - me : me;
-  TreePos t;
-  if (pos > 0) t.parent = member((pos - 1) / 2);
-  for (int c : {2 * pos + 1, 2 * pos + 2})
-    if (c < n) t.children.push_back(member(c));
+// The node-aware tree over `order` (members in node-major order, nodes in the order given): a chain per node
+// (its first member is the node's head), and the heads in a heap-ordered binary tree over node positions.
+Tree node_aware_tree(const Group& g, const std::vector<int>& order) {
+  Tree t;
+  t.parent.assign(g.size(), -1);
+  t.children.assign(g.size(), {});
+  std::vector<std::vector<int>> runs;  // members of each node, in order
+  for (int m : order) {
+    if (runs.empty() || g.node_of(runs.back().front()) != g.node_of(m)) runs.emplace_back();
+    runs.back().push_back(m);
+  }
+  for (size_t j = 0; j < runs.size(); ++j) {
+    const std::vector<int>& run = runs[j];
+    if (j > 0) t.parent[run.front()] = runs[(j - 1) / 2].front();
+    for (size_t k = 1; k < run.size(); ++k) t.parent[run[k]] = run[k - 1];
+  }
+  for (int m = 0; m < g.size(); ++m)
+    if (t.parent[m] >= 0) t.children[t.parent[m]].push_back(m);
   return t;
 }
-
-int depth_of(int n) {
-  int d = 0;
-  while ((1 << (d + 1)) - 1 < n) ++d;
-  return d;  // edges from root to the deepest leaf
-}
-
-int token = 0;
 
 class DoubleBinaryTree : public Collective {
  public:
@@ -46,31 +62,72 @@ class DoubleBinaryTree : public Collective {
       ring_collective(g, me, bytes, op, true);
       return;
     }
+    const Layout& L = layout(g);
     const double half = bytes / 2;
-    const TreePos trees[2] = {tree_pos(n, me, false), tree_pos(n, me, true)};
-    const int fill = depth_of(n) - 1;
     for (int phase = 0; phase < 2; ++phase) {  // 0: reduce up, 1: broadcast down
-      std::vector<sg4::CommPtr> comms;
-      std::vector<void*> sink(8, nullptr);
-      size_t k = 0;
-      double max_lat = 0;
-      std::vector<int> sends;
-      for (const auto& t : trees) {
+      std::vector<int> from, to;
+      for (const Tree& t : L.trees) {
+        const int parent = t.parent[me];
+        const std::vector<int>& children = t.children[me];
         if (phase == 0) {
-          for (int c : t.children) comms.push_back(g.mailbox(c, me)->get_async(&sink[k++]));
-          if (t.parent >= 0) sends.push_back(t.parent);
+          from.insert(from.end(), children.begin(), children.end());
+          if (parent >= 0) to.push_back(parent);
         } else {
-          if (t.parent >= 0) comms.push_back(g.mailbox(t.parent, me)->get_async(&sink[k++]));
-          for (int c : t.children) sends.push_back(c);
+          if (parent >= 0) from.push_back(parent);
+          to.insert(to.end(), children.begin(), children.end());
         }
       }
-      for (int dst : sends) max_lat = std::max(max_lat, g.latency(me, dst));
-      if (!sends.empty() && max_lat > 0) sg4::this_actor::sleep_for(max_lat);
-      for (int dst : sends) comms.push_back(g.mailbox(me, dst)->put_async(&token, static_cast<uint64_t>(half)));
+      std::vector<void*> sink(from.size(), nullptr);
+      std::vector<sg4::CommPtr> comms;
+      for (size_t k = 0; k < from.size(); ++k) comms.push_back(g.mailbox(from[k], me)->get_async(&sink[k]));
+      for (int dst : to) comms.push_back(g.mailbox(me, dst)->put_async(&token, static_cast<uint64_t>(half)));
       for (auto& c : comms) c->wait();
-      if (fill > 0) sg4::this_actor::sleep_for(fill * max_lat);
+      // Every edge's flow is done; the pipeline's fill is the deepest path's latency.
+      g.barrier()->wait();
+      if (L.fill_s > 0) sg4::this_actor::sleep_for(L.fill_s);
     }
   }
+
+ private:
+  struct Layout {
+    Tree trees[2];
+    double fill_s = 0;  // largest sum of route latencies from a leaf to the root, over both trees
+  };
+
+  const Layout& layout(const Group& g) const {
+    auto it = cache_.find(g.name());
+    if (it != cache_.end()) return *it->second;
+    auto L = std::make_unique<Layout>();
+    // Node-major order: nodes in the order their first member appears, members in group order.
+    std::map<int, std::vector<int>> members;
+    std::vector<int> nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      if (!members.count(g.node_of(i))) nodes.push_back(g.node_of(i));
+      members[g.node_of(i)].push_back(i);
+    }
+    std::vector<int> order;
+    for (int node : nodes) order.insert(order.end(), members[node].begin(), members[node].end());
+    L->trees[0] = node_aware_tree(g, order);
+    L->trees[1] = node_aware_tree(g, std::vector<int>(order.rbegin(), order.rend()));
+    for (const Tree& t : L->trees) {
+      std::vector<double> to_root(g.size(), -1);
+      for (int m = 0; m < g.size(); ++m) {
+        // Climb to the first member whose latency to the root is known, then fill the path back down.
+        std::vector<int> path;
+        int x = m;
+        while (x >= 0 && to_root[x] < 0) path.push_back(x), x = t.parent[x];
+        double acc = x >= 0 ? to_root[x] : 0;
+        for (auto p = path.rbegin(); p != path.rend(); ++p) {
+          if (t.parent[*p] >= 0) acc += g.latency(*p, t.parent[*p]);
+          to_root[*p] = acc;
+        }
+        L->fill_s = std::max(L->fill_s, to_root[m]);
+      }
+    }
+    return *(cache_[g.name()] = std::move(L));
+  }
+
+  mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
 };
 
 }  // namespace
