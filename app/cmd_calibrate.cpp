@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/calibrate/imports.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/memory.hpp"
@@ -24,6 +25,7 @@ namespace vitsim::app {
 namespace {
 struct CalibrateArgs {
   std::string scenario, peak_flops, mem_bw, fit_max;
+  std::string from_nccl_tests, from_torch_profile;  // imports: no measurement
   std::vector<std::string> sets, sizes, device_types;
   calibrate::Options opt;
   bool quiet = false;
@@ -89,8 +91,45 @@ void add_calibrate(CLI::App& cli, Action& action) {
   c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
       ->check(integer(1, 1 << 24));
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
-  c->callback([&action, a] {
-    action = [a] {
+  c->add_option("--from-nccl-tests", a->from_nccl_tests,
+                "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
+  c->add_option("--from-torch-profile", a->from_torch_profile,
+                "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+  c->callback([&action, a, c] {
+    action = [a, c] {
+      if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) {
+        // An import measures nothing: the flags that shape a measurement have nothing to act on.
+        for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup", "--iters",
+                                 "--loader-batches", "--platform-devices"})
+          if (c->count(flag) > 0)
+            throw UsageError(fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile: an import "
+                                         "measures nothing",
+                                         flag));
+        if (a->device_types.size() > 1)
+          throw UsageError("--device-type: one name with --from-torch-profile (the device the profile ran on)");
+        require_scenario("calibrate", a->scenario, " --from-nccl-tests FILE --out CALIB.json");
+        ScenarioFile f = read_scenario_file(a->scenario);
+        apply_sets(f, a->sets);
+        std::vector<NamedPath> inputs = scenario_inputs(f);
+        if (!a->from_nccl_tests.empty()) inputs.push_back({a->from_nccl_tests, "--from-nccl-tests"});
+        if (!a->from_torch_profile.empty()) inputs.push_back({a->from_torch_profile, "--from-torch-profile"});
+        check_output_paths({{a->opt.out, "--out"}}, inputs);
+        calibrate::ImportOptions io;
+        io.out = a->opt.out;
+        io.force = a->opt.force;
+        io.append = a->opt.append;
+        io.nccl_tests = a->from_nccl_tests;
+        io.torch_profile = a->from_torch_profile;
+        if (!a->device_types.empty()) io.device_type = a->device_types.front();
+        io.link_class = a->opt.link_class;
+        if (!a->fit_max.empty()) io.fit_max_bytes = units::parse(a->fit_max, units::Kind::Bytes);
+        if (!a->peak_flops.empty()) io.peak_flops = units::parse(a->peak_flops, units::Kind::Flops);
+        if (!a->mem_bw.empty()) io.mem_bw = units::parse(a->mem_bw, units::Kind::Bandwidth);
+        io.verbose = !a->quiet;
+        io.command = command_line();
+        calibrate::import_measurements(expand(f).front(), io);
+        return 0;
+      }
       real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
       require_scenario("calibrate", a->scenario, " --out CALIB.json: it measures that scenario's ViT, dataset and precision");
       ScenarioFile f = read_scenario_file(a->scenario);
