@@ -708,7 +708,7 @@ Calibration run(const Scenario& s, const Options& o) {
           units::format_time(fit.latency_s), units::format_bandwidth(fit.bandwidth), pct(fit.max_rel_residual),
           units::format_bandwidth(h2d_pinned), loader_cal.images_per_s_per_worker);
       pt.provenance = prov;
-      write_file_atomic(o.emit_platform, platform_xml(pt));
+      write_file_atomic(o.emit_platform, calibrated_platform_xml(pt));  // core's one platform writer
       say(fmt::format("wrote {}\n", o.emit_platform));
     }
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/scenario.hpp"
 
 namespace vitsim::calibrate {
@@ -169,6 +170,10 @@ struct PlatformText {
 // SimGrid 4.1 XML in the layout of scripts/gen_platform.py (one <cluster> per node and device type,
 // PCIe-like private links carrying the fitted ring edge, FATPIPE backbone, NIC links in a Full zone).
 std::string platform_xml(const PlatformText& p);
+// The same machines as a PlatformSpec (calibrate/src/emit_platform.cpp), and that spec written by core's one
+// writer of the platform format (core/platform_writer.hpp): what `calibrate --emit-platform` writes.
+PlatformSpec calibrated_platform_spec(const PlatformText& p);
+std::string calibrated_platform_xml(const PlatformText& p);
 
 // ---- the measurement run ----
 

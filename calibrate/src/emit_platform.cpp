@@ -1,0 +1,75 @@
+// `vitsim calibrate --emit-platform`: the machines measured as a PlatformSpec, written by core's one writer of the
+// platform format (core/platform_writer.hpp). No Torch, no MPI: the tests build it alone.
+//
+// Each node's devices of one type are a node of the spec (one <cluster>): their lanes carry the fitted ring edge
+// (bandwidth B, latency a/2 each way, so a device-to-device route has the fitted latency a), the backbone
+// B with no latency (FATPIPE), the loopback the measured host-to-device copy. Several clusters are joined by NIC
+// links of the fitted inter-node edge (latency a/2 per end) in a non-blocking star, one zoneRoute per pair.
+#include <fmt/format.h>
+
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/platform_writer.hpp"
+
+namespace vitsim::calibrate {
+namespace {
+// Quantities with their units, as SimGrid and core/units read them; 6 significant digits.
+std::string bw(double v) { return fmt::format("{:.6g}MBps", v / 1e6); }
+std::string lat(double v) { return fmt::format("{:.6g}us", v * 1e6); }
+std::string flops(double v) { return fmt::format("{:.6g}Gf", v / 1e9); }
+std::string bytes(double v) { return fmt::format("{:.6g}MiB", v / (1024.0 * 1024.0)); }
+}  // namespace
+
+PlatformSpec calibrated_platform_spec(const PlatformText& p) {
+  if (p.nodes.empty()) throw Error("platform: no node to write");
+  PlatformSpec spec;
+  spec.id = p.name;
+  spec.generated_by = "Written by `vitsim calibrate --emit-platform` (core/platform_writer.hpp).";
+  std::string sketch = fmt::format("  {}: written by `vitsim calibrate --emit-platform` from measurements on these machines.\n\n", p.name);
+  for (const auto& n : p.nodes) {
+    if (n.devices.empty()) throw Error(fmt::format("platform: node {} has no device", n.id));
+    if (!(n.link_bw > 0) || !(n.h2d_bw > 0))
+      throw Error(fmt::format("platform: node {} needs a positive link and host-to-device bandwidth", n.id));
+    // Consecutive devices of one type are one cluster; a node with several types has one per type.
+    std::vector<std::vector<const PlatformDevice*>> runs;
+    for (const auto& d : n.devices) {
+      if (runs.empty() || runs.back().front()->gpu_model != d.gpu_model) runs.emplace_back();
+      runs.back().push_back(&d);
+    }
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const PlatformDevice& d = *runs[r].front();
+      NodeSpec node;
+      node.id = runs.size() == 1 ? n.id : fmt::format("{}-{}", n.id, r);
+      node.gpus = static_cast<int>(runs[r].size());
+      node.gpu_type = node.id;  // the figures are this cluster's own (each host measured its own rate)
+      GpuTypeSpec t;
+      t.name = node.id;
+      t.props = {{"gpu_model", d.gpu_model},   {"gpu_flops_fp32", flops(d.flops)}, {"gpu_mem_bw", bw(d.mem_bw)},
+                 {"gpu_mem", bytes(d.mem_bytes)}, {"gpu_efficiency", "1"}};
+      t.pcie = {bw(n.link_bw), lat(n.link_lat / 2), bw(n.h2d_bw), "0us"};
+      node.pcie = t.pcie;
+      spec.gpu_types[t.name] = std::move(t);
+      node.fabric.bw = bw(n.link_bw);  // kind "": the backbone as written
+      node.fabric.lat = "0us";
+      node.nic.speed = p.nic_bw > 0 ? bw(p.nic_bw) : "";
+      node.nic.lat = lat(p.nic_lat / 2);
+      node.props = {{"cpu_cores", std::to_string(n.cpu_cores)}, {"h2d_pageable_bw", bw(n.h2d_bw)}};
+      if (n.loader_image_overhead > 0) node.props.emplace_back("loader_image_overhead", lat(n.loader_image_overhead));
+      sketch += fmt::format("     +---- {} ({} device{} of type {}) ----+\n     |  ", node.id, node.gpus, node.gpus == 1 ? "" : "s",
+                            d.gpu_model);
+      for (int i = 0; i < node.gpus; ++i) sketch += fmt::format("{}{}-gpu{}", i ? " <=> " : "", node.id, i);
+      sketch += "\n     +------------------------------------------+\n";
+      spec.nodes.push_back(std::move(node));
+    }
+  }
+  if (spec.nodes.size() > 1) {
+    if (!(p.nic_bw > 0)) throw Error("platform: several clusters need a positive NIC bandwidth");
+    sketch += "     (clusters joined pairwise through their NIC links)\n";
+  }
+  spec.comment = sketch + "\n" + p.provenance;
+  return spec;
+}
+
+std::string calibrated_platform_xml(const PlatformText& p) { return write_platform_xml(calibrated_platform_spec(p)); }
+
+}  // namespace vitsim::calibrate
