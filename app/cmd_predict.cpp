@@ -1,10 +1,11 @@
 // vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
-//                             [--out FILE] [--trace FILE] [--jobs N]
+//                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N]
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "commands.hpp"
+#include "trace_option.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
@@ -34,13 +35,15 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
   c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+  add_trace_ranks(c, args->opt.trace_ranks);
   c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
   c->add_option("--price-per-kwh", args->opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
-  c->callback([&action, args] {
-    action = [args] {
+  c->callback([&action, args, c] {
+    action = [args, c] {
       require_scenario("predict", args->scenario);
+      check_trace_ranks(c, args->opt.trace_ranks, args->opt.trace_path);
       ScenarioFile f = read_scenario_file(args->scenario);
       apply_sets(f, args->sets);
       if (!args->what_ifs.empty()) {

@@ -49,14 +49,19 @@ torch::Tensor EncoderBlockImpl::self_attention(const torch::Tensor& x) {
   return F::linear(o, attn->out_proj->weight, attn->out_proj->bias);
 }
 
-torch::Tensor EncoderBlockImpl::forward(torch::Tensor x) {
+torch::Tensor EncoderBlockImpl::forward_attn(torch::Tensor x) {
   auto y = ln1(x);
   y = self_attention(y);
-  x = x + drop(y);
-  y = ln2(x);
+  return x + drop(y);
+}
+
+torch::Tensor EncoderBlockImpl::forward_mlp(torch::Tensor x) {
+  auto y = ln2(x);
   y = fc2(drop(torch::gelu(fc1(y))));
   return x + drop(y);
 }
+
+torch::Tensor EncoderBlockImpl::forward(torch::Tensor x) { return forward_mlp(forward_attn(x)); }
 
 VisionTransformerImpl::VisionTransformerImpl(const ViTConfig& c) : cfg(c) {
   cfg.validate();
@@ -79,15 +84,31 @@ VisionTransformerImpl::VisionTransformerImpl(const ViTConfig& c) : cfg(c) {
   torch::nn::init::zeros_(head->bias);
 }
 
-torch::Tensor VisionTransformerImpl::forward(torch::Tensor images) {
+torch::Tensor VisionTransformerImpl::forward(torch::Tensor images) { return forward(std::move(images), nullptr); }
+
+torch::Tensor VisionTransformerImpl::forward(torch::Tensor images, const LayerObserver& after_layer) {
+  int layer = 0;
+  auto done = [&](torch::Tensor& t) {
+    if (after_layer) after_layer(layer, t);
+    ++layer;
+  };
   const auto b = images.size(0);
   auto x = patch_embed(images);                 // [B, d, H/p, W/p]
   x = x.flatten(2).permute({2, 0, 1});          // [N, B, d]
   x = torch::cat({class_token.expand({1, b, cfg.width}), x}, 0);  // [T, B, d]
   x = drop(x + pos_embedding);
-  for (auto& m : *blocks) x = m->as<EncoderBlockImpl>()->forward(x);
+  done(x);
+  for (auto& m : *blocks) {
+    auto* block = m->as<EncoderBlockImpl>();
+    x = block->forward_attn(x);
+    done(x);
+    x = block->forward_mlp(x);
+    done(x);
+  }
   x = ln(x);
-  return head(x[0]);  // the class token
+  auto logits = head(x[0]);  // the class token
+  done(logits);
+  return logits;
 }
 
 int64_t parameter_count(torch::nn::Module& m) {

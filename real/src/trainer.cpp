@@ -35,6 +35,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/trace.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
 #include "vitsim/real/model.hpp"
@@ -72,12 +73,6 @@ Clock::time_point phase_end(const torch::Device& device) {
   return Clock::now();
 }
 
-// One Chrome-trace event ("ph": "X"), microseconds since the run started.
-struct TraceEvent {
-  std::string name;
-  double ts_us, dur_us;
-  int tid;  // 0 training thread, 1 communication thread
-};
 
 
 // fp16 dynamic loss scaling with torch.cuda.amp.GradScaler's defaults: initial scale 2^16, halved on
@@ -110,9 +105,11 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
 // accumulated (overlap) or all at once after backward.
 class GradientSync {
  public:
-  GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, Clock::time_point t0,
-               bool trace)
-      : comm_(comm), flat_(flat), buckets_(std::move(buckets)), overlap_(overlap), t0_(t0), trace_(trace) {
+  // trace: record each bucket's all-reduce (core/trace.hpp) for this rank of `ranks`.
+  GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, bool trace, int rank,
+               int ranks)
+      : comm_(comm), flat_(flat), buckets_(std::move(buckets)), overlap_(overlap), trace_(trace), rank_(rank),
+        ranks_(ranks) {
     ready_count_.assign(buckets_.size(), 0);
     thread_ = std::thread([this] { loop(); });
   }
@@ -161,6 +158,11 @@ class GradientSync {
   }
   // Seconds at least one launched all-reduce had not completed (queued or running) in the last cycle.
   double busy_s() const { return busy_s_; }
+  // The trace's time origin: the start of the point's first step.
+  void set_trace_origin(Clock::time_point t0) {
+    std::lock_guard<std::mutex> g(mu_);
+    t0_ = t0;
+  }
   std::vector<TraceEvent> take_trace() {
     std::lock_guard<std::mutex> g(mu_);
     return std::move(trace_events_);
@@ -198,9 +200,9 @@ class GradientSync {
       std::lock_guard<std::mutex> g(mu_);
       if (launched_ == done_ + 1) busy_s_ += seconds(busy_since_, e);  // the last one in flight
       last_done_ = e;
-      if (trace_)
-        trace_events_.push_back({fmt::format("allreduce bucket {} ({} floats)", job.first, b.count),
-                                 seconds(t0_, a) * 1e6, seconds(a, e) * 1e6, 1});
+      if (trace_ && trace_events_.size() < kTraceEventsPerRank)
+        trace_events_.push_back({rank_, TraceTrack::Comm, trace_allreduce(static_cast<int>(job.first)), seconds(t0_, a),
+                                 seconds(a, e), allreduce_args(b.count * sizeof(float), seconds(a, e), ranks_)});
       ++done_;
       cv_.notify_all();
     }
@@ -212,6 +214,7 @@ class GradientSync {
   bool overlap_;
   Clock::time_point t0_;
   bool trace_;
+  int rank_, ranks_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<size_t, uint64_t>> queue_;
@@ -515,16 +518,23 @@ struct StepTimes {
 
 struct PointResult {
   ReportPoint point;
-  std::vector<TraceEvent> trace;
+  std::vector<TraceEvent> trace;  // this rank's (core/trace.hpp), times from the start of the first step
+  bool trace_truncated = false;
 };
 
-// t0: the start of the whole run, so that the trace of several points is one timeline.
-PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt, Clock::time_point t0) {
+// tracing: this rank records core/trace.hpp's events (`vitsim train --trace`, the ranks --trace-ranks keeps).
+PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt, bool tracing) {
   const int rank = world.rank(), nranks = world.size();
-  const bool tracing = !opt.trace_path.empty();
   std::vector<TraceEvent> trace;
-  auto record = [&](const std::string& name, Clock::time_point a, Clock::time_point b) {
-    if (tracing && trace.size() < 200000) trace.push_back({name, seconds(t0, a) * 1e6, seconds(a, b) * 1e6, 0});
+  bool trace_truncated = false;
+  Clock::time_point t0 = Clock::now();  // set again at the start of the first step
+  auto record = [&](TraceTrack track, std::string name, Clock::time_point a, Clock::time_point b) {
+    if (!tracing) return;
+    if (trace.size() >= kTraceEventsPerRank) {
+      trace_truncated = true;
+      return;
+    }
+    trace.push_back({rank, track, std::move(name), seconds(t0, a), seconds(a, b), {}});
   };
 
   // Device and threads.
@@ -638,7 +648,8 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   std::unique_ptr<GradientSync> sync;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   if (comm) {
-    sync = std::make_unique<GradientSync>(*comm, flat_grad.data_ptr<float>(), buckets, s.parallel.overlap, t0, tracing);
+    sync = std::make_unique<GradientSync>(*comm, flat_grad.data_ptr<float>(), buckets, s.parallel.overlap, tracing, rank,
+                                          nranks);
     for (size_t i = 0; i < params.size(); ++i) {
       auto acc = torch::autograd::impl::grad_accumulator(params[i]);
       const int b = param_bucket[i];
@@ -750,6 +761,23 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   const int warmup = s.simulation.warmup;
   model->train();
   world.barrier("start barrier");
+  t0 = Clock::now();  // the trace's origin: every rank leaves the barrier together
+  if (sync) sync->set_trace_origin(t0);
+  // Per-layer times for the trace: the forward's layers through the model's observer, the backward's
+  // through a gradient hook on each layer's output (it fires as that layer's backward starts; the
+  // previous layer's hook, or the end of backward, ends it). On CUDA each mark synchronises the stream.
+  const std::vector<LayerCost> layers = build_workload(s.model).layers;
+  std::vector<Clock::time_point> bwd_start(layers.size());
+  Clock::time_point fwd_mark;
+  VisionTransformerImpl::LayerObserver observe;
+  if (tracing)
+    observe = [&](int l, torch::Tensor& out) {
+      const auto now = phase_end(device);
+      record(TraceTrack::Compute, trace_fwd(layers[l].name), fwd_mark, now);
+      fwd_mark = now;
+      if (out.requires_grad())
+        out.register_hook([&bwd_start, &device, l](const at::TensorBase&) { bwd_start[l] = phase_end(device); });
+    };
   for (; pos.epoch < s.training.epochs; ++pos.epoch, pos.step_in_epoch = 0) {
     const auto epoch_start = Clock::now();
     const long long first_step = pos.step_in_epoch;
@@ -770,7 +798,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           if (!batch) throw Error("internal: the loader ran out of batches");
           auto b = Clock::now();
           st.b.data += seconds(a, b);
-          record("data", a, b);
+          record(TraceTrack::Data, kTraceDataWait, a, b);
           auto x = torch::from_blob(batch->images.data(), {batch->size, batch->channels, batch->image_size, batch->image_size});
           auto y = torch::from_blob(batch->labels.data(), {batch->size}, torch::kInt64);
           if (device.is_cuda() && s.loader.pinned) {
@@ -782,11 +810,12 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           }
           auto c = phase_end(device);
           st.b.h2d += seconds(b, c);
-          if (device.is_cuda()) record("h2d", b, c);
+          if (device.is_cuda()) record(TraceTrack::Data, kTraceH2D, b, c);
           torch::Tensor loss;
           {
             Autocast ac(device.is_cuda(), precision);
-            loss = torch::cross_entropy_loss(model->forward(x), y) / step_micro;
+            fwd_mark = c;
+            loss = torch::cross_entropy_loss(tracing ? model->forward(x, observe) : model->forward(x), y) / step_micro;
           }
           if (opt.fault.kind == "nan" && pos.global_step + 1 == opt.fault.step && (opt.fault.rank < 0 || opt.fault.rank == rank))
             loss = loss * std::numeric_limits<float>::quiet_NaN();
@@ -794,20 +823,21 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
           if (scaling) loss = loss * scaler.scale;
           auto d = phase_end(device);
           st.b.compute_fwd += seconds(c, d);
-          record("forward", c, d);
           const bool reduce = sync && m == step_micro - 1;
           if (sync) sync->begin_backward(reduce);
           loss.backward();
           auto e = phase_end(device);
           st.b.compute_bwd += seconds(d, e);
-          record("backward", d, e);
+          if (tracing)
+            for (size_t l = 0; l < layers.size(); ++l)
+              record(TraceTrack::Compute, trace_bwd(layers[l].name), bwd_start[l], l > 0 ? bwd_start[l - 1] : e);
         }
         if (sync) {
           auto a = Clock::now();
           st.b.comm_exposed = sync->finish();
           st.b.comm_total = sync->busy_s();
           auto b = Clock::now();
-          record("wait for all-reduce", a, b);
+          record(TraceTrack::Compute, kTraceCommWait, a, b);
         }
         auto a = Clock::now();
         const double unscale = nranks * (scaling ? scaler.scale : 1.0);
@@ -841,7 +871,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
         flat_grad.zero_();
         auto b = phase_end(device);
         st.b.optimizer = seconds(a, b);
-        record("optimizer", a, b);
+        record(TraceTrack::Compute, kTraceOptimizer, a, b);
         st.total = seconds(step_start, b);
         steps.push_back(st);
         ++pos.global_step;
@@ -987,6 +1017,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
     write_file_atomic(fmt::format("{}.rank{}.bin", opt.save_params, rank), bytes);
   }
   out.trace = std::move(trace);
+  out.trace_truncated = trace_truncated;
   return out;
 }
 
@@ -1001,7 +1032,6 @@ std::string now_utc() {
 
 static Report train_all(World& world, const std::vector<Scenario>& points, const std::string& scenario_name,
                  const TrainOptions& opt) {
-  const auto t0 = Clock::now();
   Report report;
   report.scenario = scenario_name;
   report.source = "measured";
@@ -1010,35 +1040,54 @@ static Report train_all(World& world, const std::vector<Scenario>& points, const
   report.provenance["libtorch"] = TORCH_VERSION;
   report.provenance["ranks"] = std::to_string(world.size());
   report.provenance["command"] = opt.command;
-  nlohmann::json trace = nlohmann::json::array();
+  // The trace (core/trace.hpp): the ranks --trace-ranks lists, else the first 64; rank 0 gathers them.
+  const bool tracing = !opt.trace_path.empty();
+  std::unique_ptr<RankList> rank_list;
+  if (tracing && !opt.trace_ranks.empty()) {
+    rank_list = std::make_unique<RankList>(parse_rank_list(opt.trace_ranks));
+    if (rank_list->max() >= world.size())
+      throw Error(fmt::format("--trace-ranks '{}': rank {} is beyond this job's {} ranks (0-{})", opt.trace_ranks,
+                              rank_list->max(), world.size(), world.size() - 1));
+  }
+  const std::vector<int> kept = traced_ranks(rank_list.get(), world.size());
+  const bool rank_traced = tracing && std::find(kept.begin(), kept.end(), world.rank()) != kept.end();
+  std::vector<TracePoint> trace_points;
+  std::vector<std::string> trace_notes;
+  if (const std::string note = trace_ranks_note(rank_list.get(), world.size()); tracing && !note.empty()) {
+    trace_notes.push_back(note);
+    if (world.rank() == 0 && opt.verbose) fmt::print(stderr, "vitsim: note: {}\n", note);
+  }
   for (size_t i = 0; i < points.size(); ++i) {
     const Scenario& s = points[i];
     if (world.rank() == 0 && opt.verbose && points.size() > 1) fmt::print("vitsim train: point {}/{}\n", i + 1, points.size());
-    PointResult r = train_point(s, world, opt, t0);
+    PointResult r = train_point(s, world, opt, rank_traced);
     report.points.push_back(r.point);
-    if (!opt.trace_path.empty()) {
+    if (tracing) {
       nlohmann::json mine = nlohmann::json::array();
-      for (const auto& e : r.trace)
-        mine.push_back({{"name", e.name}, {"ph", "X"}, {"ts", e.ts_us}, {"dur", e.dur_us}, {"pid", world.rank()},
-                        {"tid", e.tid}, {"args", {{"point", i}}}});
-      auto parts = world.gather(mine.dump(), 0, "trace gather");
-      if (world.rank() == 0)
-        for (int rk = 0; rk < world.size(); ++rk) {
-          auto evs = nlohmann::json::parse(parts[rk]);
-          if (i == 0) {
-            trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rk}, {"args", {{"name", fmt::format("rank {}", rk)}}}});
-            trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rk}, {"tid", 0}, {"args", {{"name", "training"}}}});
-            trace.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rk}, {"tid", 1}, {"args", {{"name", "communication"}}}});
-          }
-          for (auto& e : evs) trace.push_back(std::move(e));
+      for (const auto& e : r.trace) mine.push_back({static_cast<int>(e.track), e.name, e.start_s, e.dur_s, e.args});
+      auto parts = world.gather(nlohmann::json{{"events", mine}, {"truncated", r.trace_truncated}}.dump(), 0, "trace gather");
+      if (world.rank() == 0) {
+        TracePoint tp;
+        if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, nlohmann::json(s.params).dump());
+        tp.ranks = kept;
+        for (const auto& rr : r.point.per_rank) tp.hosts.push_back(rr.host);
+        for (int rk : kept) {
+          auto part = nlohmann::json::parse(parts[rk]);
+          for (const auto& e : part["events"])
+            tp.events.push_back({rk, static_cast<TraceTrack>(e[0].get<int>()), e[1].get<std::string>(), e[2].get<double>(),
+                                 e[3].get<double>(), e[4].get<TraceArgs>()});
+          if (part["truncated"].get<bool>())
+            trace_notes.push_back(fmt::format("point {}: rank {} reached {} events; its later events are not in the trace",
+                                              i + 1, rk, kTraceEventsPerRank));
         }
+        trace_points.push_back(std::move(tp));
+      }
     }
   }
   fill_scaling_efficiency(report);
   if (world.rank() == 0) {
     if (!opt.report_path.empty()) write_file_atomic(opt.report_path, report_to_json(report));
-    if (!opt.trace_path.empty())
-      write_file_atomic(opt.trace_path, nlohmann::json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+    if (tracing) write_file_atomic(opt.trace_path, write_trace(trace_points, "measured", trace_notes));
   }
   world.barrier("final barrier");
   return report;

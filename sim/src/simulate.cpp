@@ -94,6 +94,7 @@ struct CommJob {
   CollOp op = CollOp::AllReduce;
   std::string label;
   bool stop = false;
+  int bucket = -1;  // a gradient bucket's reduction: its trace event is "allreduce bucket K" with bandwidths
 };
 
 struct Totals {  // per rank, summed over measured steps
@@ -197,12 +198,24 @@ struct Model {
     return steps > k;
   }
   bool want_trace = false;
+  std::vector<char> traced;            // per rank: recorded in the trace (core/trace.hpp)
+  std::vector<size_t> trace_count;     // events recorded per rank
+  bool trace_truncated = false;
   std::vector<TraceEvent> trace;
 
   explicit Model(const Scenario& sc) : s(sc), w(build_workload(sc.model)) {}
 
-  void span(int rank, int track, const char* cat, std::string name, double start, double end) {
-    if (want_trace && end > start) trace.push_back({std::move(name), cat, rank, track, start, end - start});
+  bool tracing(int rank) const { return want_trace && traced[rank]; }
+  // Callers on hot paths test tracing(rank) first: the event's name is not even built otherwise. A wait
+  // that took no time is kept (length 0), so that a step has the same events as the trainer's trace.
+  void span(int rank, TraceTrack track, std::string name, double start, double end, TraceArgs args = {}) {
+    if (!tracing(rank) || end < start) return;
+    if (trace_count[rank] >= kTraceEventsPerRank) {
+      trace_truncated = true;
+      return;
+    }
+    ++trace_count[rank];
+    trace.push_back({rank, track, std::move(name), start, end - start, std::move(args)});
   }
 
   // Compute-stream time is accumulated and slept only when the rank must meet another actor (a
@@ -226,7 +239,11 @@ struct Model {
     coll->run(*group, r.rank, job.bytes, job.op);
     double t1 = sg4::Engine::get_clock();
     r.add_comm(t1 - t0);
-    span(r.rank, 1, "comm", job.label, t0, t1);
+    if (!tracing(r.rank)) return;
+    if (job.bucket >= 0 && job.op == CollOp::AllReduce)
+      span(r.rank, TraceTrack::Comm, trace_allreduce(job.bucket), t0, t1, allreduce_args(job.bytes, t1 - t0, group->size()));
+    else
+      span(r.rank, TraceTrack::Comm, job.label, t0, t1);
   }
 
   void submit(RankState& r, CommJob job) {
@@ -257,7 +274,7 @@ struct Model {
     all_to_all(*sp_groups[r.rank / sp], r.rank % sp, tensors * a2a_bytes);
     const double t1 = sg4::Engine::get_clock();
     r.add_comm(t1 - t0);
-    span(r.rank, 1, "comm", label, t0, t1);
+    span(r.rank, TraceTrack::Comm, label, t0, t1);
     return t1 - t0;
   }
 
@@ -292,7 +309,7 @@ struct Model {
         double wait = r.loader->next(t0);
         clk.advance(wait);
         b.data += wait;
-        span(r.rank, 0, "data", "data", t0, clk.now());
+        span(r.rank, TraceTrack::Data, kTraceDataWait, t0, clk.now());
         // Host -> device copy over the GPU's host link.
         t0 = clk.now();
         if (h2d_bytes > 0) {
@@ -307,7 +324,7 @@ struct Model {
           }
         }
         b.h2d += clk.now() - t0;
-        span(r.rank, 0, "data", "h2d", t0, clk.now());
+        span(r.rank, TraceTrack::Data, kTraceH2D, t0, clk.now());
         // Forward. ZeRO-3 gathers each bucket of parameters first (prefetched by the comm stream).
         t0 = clk.now();
         if (zero >= 3) {
@@ -324,16 +341,21 @@ struct Model {
             }
             if (sp > 1 && w.layers[l].kind == LayerKind::Attention) {
               clk.flush();
+              const double tl = clk.now();
               b.comm_exposed += ulysses_all_to_all(r, 3, "alltoall(qkv)");
               clk.advance(r.layer_times[l].fwd_s);
               clk.flush();
               b.comm_exposed += ulysses_all_to_all(r, 1, "alltoall(out)");
+              if (tracing(r.rank)) span(r.rank, TraceTrack::Compute, trace_fwd(w.layers[l].name), tl, clk.now());
               continue;
             }
+            const double tl = clk.now();
             clk.advance(r.layer_times[l].fwd_s);
+            if (tracing(r.rank)) span(r.rank, TraceTrack::Compute, trace_fwd(w.layers[l].name), tl, clk.now());
           }
         } else if (sp > 1) {
           for (int l = 0; l < L; ++l) {
+            const double tl = clk.now();
             if (w.layers[l].kind == LayerKind::Attention) {
               clk.flush();
               b.comm_exposed += ulysses_all_to_all(r, 3, "alltoall(qkv)");
@@ -343,12 +365,20 @@ struct Model {
             } else {
               clk.advance(r.layer_times[l].fwd_s);
             }
+            if (tracing(r.rank)) span(r.rank, TraceTrack::Compute, trace_fwd(w.layers[l].name), tl, clk.now());
           }
         } else {
+          // One advance for the whole pass (the same sum as ever); the trace gets each layer's share.
+          if (tracing(r.rank)) {
+            double at = t0;
+            for (int l = 0; l < L; ++l) {
+              span(r.rank, TraceTrack::Compute, trace_fwd(w.layers[l].name), at, at + r.layer_times[l].fwd_s);
+              at += r.layer_times[l].fwd_s;
+            }
+          }
           clk.advance(fwd_total);
         }
         b.compute_fwd += fwd_total;
-        span(r.rank, 0, "compute", "fwd", t0, clk.now());
         // Backward, bucket by bucket in reverse layer order.
         const bool reduce_now = (boundary || zero >= 2) && n > 1;
         const CollOp op = zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
@@ -361,8 +391,8 @@ struct Model {
         size_t z3 = 0;
         for (size_t k = 0; k < grad_buckets.size(); ++k) {
           const BackwardBucket& bk = grad_buckets[k];
-          const double tb = clk.now();
           for (; layer >= bk.last_layer; --layer) {
+            const double tl = clk.now();
             if (zero >= 3 && z3 < z3_bwd_gathers.size() && z3_bwd_gathers[z3].first == layer) {
               // Gathers were submitted before any reduction of this pass: the oldest job is this one.
               clk.flush();
@@ -383,10 +413,11 @@ struct Model {
               clk.advance(r.layer_times[layer].bwd_s);
             }
             b.compute_bwd += r.layer_times[layer].bwd_s;
+            if (tracing(r.rank)) span(r.rank, TraceTrack::Compute, trace_bwd(w.layers[layer].name), tl, clk.now());
           }
-          span(r.rank, 0, "compute", fmt::format("bwd b{}", k), tb, clk.now());
           if (!reduce_now) continue;
-          CommJob job{bk.bytes, op, fmt::format("{} b{}", coll_op_name(op), k)};
+          CommJob job{bk.bytes, op, tracing(r.rank) ? fmt::format("{} bucket {}", coll_op_name(op), k) : std::string()};
+          job.bucket = static_cast<int>(k);
           if (s.parallel.overlap) {
             clk.flush();
             submit(r, std::move(job));
@@ -399,6 +430,9 @@ struct Model {
           double tw = sg4::Engine::get_clock();
           for (auto& job : held) submit(r, std::move(job));
           b.comm_exposed += drain(r) + (inline_comm() ? sg4::Engine::get_clock() - tw : 0);
+          span(r.rank, TraceTrack::Compute, kTraceCommWait, tw, sg4::Engine::get_clock());
+        } else if (reduce_now) {
+          span(r.rank, TraceTrack::Compute, kTraceCommWait, clk.now(), clk.now());  // every reduction was done
         }
       }
       // Optimizer: ZeRO-1+ updates this rank's partition only, then gathers the others' (ZeRO-1/2).
@@ -406,7 +440,7 @@ struct Model {
       double opt = r.optimizer_s;  // the compute model's step ops already update 1/n of the parameters under ZeRO
       clk.advance(opt);
       b.optimizer += opt;
-      span(r.rank, 0, "optimizer", "optimizer", t0, clk.now());
+      span(r.rank, TraceTrack::Compute, kTraceOptimizer, t0, clk.now());
       if ((zero == 1 || zero == 2) && n > 1) {
         clk.flush();
         for (double bytes : gather_buckets) submit(r, {bytes, CollOp::AllGather, "allgather(params)"});
@@ -571,7 +605,8 @@ double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int
   return static_cast<double>(micro_batch) * model.tokens() / sp * model.width * elem_bytes;
 }
 
-SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace) {
+SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
+                         const std::vector<int>& trace_ranks) {
   const RankPlacement place = place_ranks(s, facts);
   Model m(s);
   try {
@@ -580,6 +615,13 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     throw Error(s.origin_of("parallelism.collective"), fmt::format("parallelism.collective: {}", e.what()));
   }
   m.want_trace = want_trace;
+  if (want_trace) {
+    const std::vector<int> keep = trace_ranks.empty() ? traced_ranks(nullptr, s.ranks()) : trace_ranks;
+    m.traced.assign(s.ranks(), 0);
+    m.trace_count.assign(s.ranks(), 0);
+    for (int r : keep)
+      if (r >= 0 && r < s.ranks()) m.traced[r] = 1;
+  }
   const int n = s.ranks();
   const int accum = s.training.grad_accum;
   const Precision prec = s.training.precision;
@@ -904,6 +946,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
   p.notes = notes;
   out.trace = std::move(m.trace);
+  out.trace_truncated = m.trace_truncated;
   return out;
 }
 

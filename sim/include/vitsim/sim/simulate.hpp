@@ -8,22 +8,14 @@
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/trace.hpp"
 
 namespace vitsim::sim {
 
-// One Chrome trace event ("X" phase): a span on one rank's track.
-struct TraceEvent {
-  std::string name;  // "data", "h2d", "fwd", "bwd", "allreduce b3", "optimizer", ...
-  std::string cat;   // "data", "compute", "comm", "optimizer"
-  int rank = 0;
-  int track = 0;     // 0: the rank's compute stream, 1: its communication stream
-  double start_s = 0;
-  double dur_s = 0;
-};
-
 struct SimResult {
   ReportPoint point;
-  std::vector<TraceEvent> trace;  // empty unless asked for
+  std::vector<TraceEvent> trace;  // core/trace.hpp's events of the traced ranks; empty unless asked for
+  bool trace_truncated = false;   // a rank reached kTraceEventsPerRank: its later events are not recorded
 };
 
 // Which platform hosts the scenario's ranks run on (node-major): checks node names and counts and
@@ -66,7 +58,10 @@ double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long 
 // the platform: <its one-line reason>").
 void check_platform_loads(const std::string& path, const Origin& where);
 
-SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace);
+// want_trace: record core/trace.hpp's events (one trace format with `vitsim train --trace`) of the ranks in
+// trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64).
+SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
+                         const std::vector<int>& trace_ranks = {});
 
 // The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
 // the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.
