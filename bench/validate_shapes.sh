@@ -2,7 +2,7 @@
 # Cross-shape validation of the operator-level compute model (BENCHMARKS.md "Cross-shape validation",
 # issue 11 item 5): calibrate this machine once on one ViT shape (scenarios/local/shapes.xml), then, for
 # each shape below, predict with that calibration (op-class efficiencies only: the shape itself was never
-# measured) and train it for real (`vitsim train`, 1 rank x 2 threads, synthetic data), and print the
+# measured) and train it for real (`vitsim train`, 1 rank x THREADS threads, synthetic data), and print the
 # per-shape step-time error, its mean and its maximum.
 # usage: bench/validate_shapes.sh [BUILD_DIR] [REPS]
 # NICE (default -20 as root): priority of the measurements; this machine's 2 cores are shared.
@@ -11,6 +11,10 @@
 # OpenBLAS's spin after every GEMM, and on 2 cores the pools take turns at the scheduler tick (a step of
 # the calibration shape: 0.99 s spinning, 0.42 s passive; spread over iterations 20-90% against 3-5%),
 # which no op model follows (README "Calibrate and validate"). ACTIVE measures that default.
+# THREADS (default 1): intra-op threads of the one rank, for calibrate, train and predict alike. With 2
+# threads on this 2-core machine every parallel region waits for a worker thread that shares its core
+# with whatever else runs (other engineers' builds): the same shape measured 544 and 917 ms a step
+# minutes apart (2026-12-01), against 747-849 ms with one thread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -21,6 +25,7 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 nice_level=${NICE:-$([ "$(id -u)" = 0 ] && echo -20 || echo 0)}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+threads=${THREADS:-1}
 # Own session so that the autogroup's priority applies (see bench/validate_local.sh).
 if [ "$nice_level" != 0 ] && [ -w /proc/self/autogroup ] && [ -z "${VITSIM_OWN_SESSION:-}" ]; then
   VITSIM_OWN_SESSION=1 exec setsid -w "$0" "$@"
@@ -45,14 +50,14 @@ shapes=(
   "w128-d3-p8-128px-b16|model.image_size=128 model.patch=8 model.width=128 model.depth=3 model.heads=4 model.mlp_ratio=4 training.micro_batch=16"
 )
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$(nproc) $(lscpu | sed -n 's/^Model name: *//p'); load: $(cut -d' ' -f1-3 /proc/loadavg); nice $nice_level; OMP_WAIT_POLICY=$OMP_WAIT_POLICY; files in $out"
-run mpirun $mpirun_flags -np 1 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" --force \
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$(nproc) $(lscpu | sed -n 's/^Model name: *//p'); load: $(cut -d' ' -f1-3 /proc/loadavg); nice $nice_level; OMP_WAIT_POLICY=$OMP_WAIT_POLICY; threads $threads; files in $out"
+run mpirun $mpirun_flags -np 1 "$vitsim" calibrate "$scenario" --set run.threads="$threads" --out "$out/calib.json" --force \
   --micro-batches 16,64,128 --details "$out/calib-details.json" >"$out/calibrate.log" 2>&1
 sed -n '/op model/,$p' "$out/calibrate.log" | head -18 | sed 's/^/# calibrate: /'
 for r in $(seq 1 "$reps"); do
   for entry in "${shapes[@]}"; do
     name=${entry%%|*}
-    sets=()
+    sets=(--set run.threads="$threads")
     for a in ${entry#*|}; do sets+=(--set "$a"); done
     run mpirun $mpirun_flags -np 1 "$vitsim" train "$scenario" "${sets[@]}" --quiet --out "$out/measured-$r-$name.json" >/dev/null
     [ "$r" = 1 ] && "$vitsim" predict "$scenario" --calibration "$out/calib.json" "${sets[@]}" -q --format json \

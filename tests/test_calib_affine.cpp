@@ -59,6 +59,7 @@ std::string op_model_json(const std::string& override_key = "", const std::strin
                              {"host_op_s", "8e-06"},
                              {"sync_s", "2e-05"},
                              {"async", "true"},
+                             {"kinds", R"({"softmax": {"elem_s": 1e-09, "row_s": 5e-08}})"},
                              {"samples", "120"},
                              {"max_rel_residual", "0.09"},
                              {"median_rel_residual", "0.02"}};
@@ -275,6 +276,8 @@ TEST_CASE("calibration: op models round-trip through the file", "[calib][ops]") 
   cpu.figures.sm_count = 2;
   cpu.figures.async = false;
   cpu.figures.gemm_k_half = 0;
+  cpu.figures.kinds[static_cast<size_t>(OpKind::Softmax)] = {1.1e-9, 7.3e-8, 0};
+  cpu.figures.kinds[static_cast<size_t>(OpKind::Conv)] = {0, 0, 0.31};
   c.op_models = {o, cpu};
 
   const std::string text = calibration_to_json(c);
@@ -306,6 +309,10 @@ TEST_CASE("calibration: op models round-trip through the file", "[calib][ops]") 
   REQUIRE(b != nullptr);
   CHECK_FALSE(b->figures.async);
   CHECK(b->figures.sm_count == 2);
+  CHECK(b->figures.kinds == cpu.figures.kinds);  // kernel families: only those measured are written
+  CHECK(a->figures.kinds == o.figures.kinds);
+  CHECK(text.find("\"softmax\": {") != std::string::npos);
+  CHECK(text.find("\"gelu\"") == std::string::npos);
   CHECK(back.op_model("A100", Precision::FP32) == nullptr);
   CHECK(back.op_model("T4", Precision::BF16) == nullptr);
   // Deterministic: writing what was read gives the same bytes.
@@ -357,6 +364,13 @@ TEST_CASE("calibration: bad op models are refused with the key named", "[calib][
   CHECK(error_of("gemm_efficiency", "") == "missing key 'gemm_efficiency'");
   CHECK(error_of("tile", "") == "missing key 'tile'");
   CHECK(error_of("device_type", "") == "missing key 'device_type'");
+  CHECK(error_of("kinds", R"({"softmx": {"elem_s": 1e-9}})") ==
+        "kinds: unknown op kind 'softmx'; valid: none, strided, reduce, softmax, softmax_bwd, layer_norm, "
+        "layer_norm_bwd, gelu, gelu_bwd, conv, conv_wgrad");
+  CHECK(error_of("kinds", R"({"gelu": {"elem": 1e-9}})") == "kinds.gelu: unknown key 'elem'; valid: elem_s, row_s, efficiency");
+  CHECK(error_of("kinds", R"({"gelu": {"elem_s": -1e-9}})") == "kinds.gelu: 'elem_s' and 'row_s' must be finite and >= 0");
+  CHECK(error_of("kinds", R"({"conv": {"efficiency": 2}})") == "kinds.conv: 'efficiency' must be in [0, 1], got 2");
+  CHECK(error_of("kinds", "[]") == "'kinds' must be an object of op kinds, got []");
   // Two op models for one device type and precision: which one would the simulator use?
   const std::string twice =
       dir.file("twice.json", calibration_with_op_model(op_model_json() + ", " + op_model_json()));

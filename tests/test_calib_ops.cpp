@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "vitsim/calibrate/calibrate.hpp"
@@ -100,6 +101,7 @@ TEST_CASE("calibrate ops: the benchmark list covers the model's layers and the s
   const auto list = op_benchmarks(w, {32, 64}, Precision::FP32, 1088);
   std::set<std::string> layers;
   int sweep_gemm = 0, sweep_bmm = 0, sweep_mem = 0;
+  std::map<OpKind, int> sweep_kind;
   for (const auto& b : list) {
     if (b.micro_batch > 0) {
       CHECK((b.micro_batch == 32 || b.micro_batch == 64));
@@ -109,6 +111,9 @@ TEST_CASE("calibrate ops: the benchmark list covers the model's layers and the s
       CHECK(b.op.flops <= 4294967296.0);
     } else if (b.op.cls == OpClass::AttnMatmul) {
       ++sweep_bmm;
+    } else if (b.op.kind != OpKind::None) {
+      ++sweep_kind[b.op.kind];
+      CHECK(b.op.elems > 0);
     } else {
       ++sweep_mem;
     }
@@ -117,6 +122,11 @@ TEST_CASE("calibrate ops: the benchmark list covers the model's layers and the s
   CHECK(sweep_gemm > 60);
   CHECK(sweep_bmm == 36);
   CHECK(sweep_mem == 12);  // copies and adds of 64 KiB .. 64 MiB
+  // The kernel families at two sizes: softmax at 3 row lengths, LayerNorm at 4 widths, GELU, sums at 3
+  // widths, permuted gathers at 2 x 2 shapes (each forward and backward where there is one).
+  CHECK(sweep_kind == std::map<OpKind, int>{{OpKind::Softmax, 6}, {OpKind::SoftmaxBwd, 6}, {OpKind::LayerNorm, 8},
+                                            {OpKind::LayerNormBwd, 8}, {OpKind::Gelu, 2}, {OpKind::GeluBwd, 2},
+                                            {OpKind::Reduce, 6}, {OpKind::Strided, 8}});
   // The same list every time (every rank times the same ops, in the same order).
   const auto again = op_benchmarks(w, {32, 64}, Precision::FP32, 1088);
   REQUIRE(again.size() == list.size());
@@ -192,8 +202,9 @@ TEST_CASE("calibrate ops: with +-3% noise the fit predicts another ViT shape wit
   for (const DeviceFigures& truth : {cpu_truth(), gpu_truth()}) {
     INFO(truth.device_type);
     const OpModelCalibration f = fit_op_model(samples_of(calibration_ops(), truth, true), start_from(truth));
-    // Residuals against the noisy samples: the noise plus what the fit moved (under half a percent).
-    CHECK(f.max_rel_residual <= 0.035);
+    // Residuals against the noisy samples: a sample's own noise (3%) plus, for the kernel families, the
+    // error of the family's cost, fitted from sweeps that carry the same +-3% (at most 3% more).
+    CHECK(f.max_rel_residual <= 0.065);
     CHECK(f.median_rel_residual <= 0.03);
     CHECK(f.figures.gemm_efficiency <= 1.0);
     CHECK(f.figures.attn_efficiency <= 1.0);
@@ -391,4 +402,30 @@ TEST_CASE("calibrate ops: stage 2 refuses what it cannot fit", "[calib][ops][sta
   CHECK_THROWS_WITH(fit_host_op(w, {}, cpu_truth(), OpOptions{}), "host time fit: no whole-pass measurement");
   CHECK_THROWS_WITH(fit_host_op(w, {{64, 0.0}}, cpu_truth(), OpOptions{}),
                     "host time fit: the pass at micro-batch 64 measured in 0 s; times must be positive");
+}
+
+TEST_CASE("calibrate ops: the kernel-family sweeps give each family's cost per element and per row", "[calib][ops][kinds]") {
+  // Softmax on a CPU: exp per element and a reduction set-up per row (here 1.5 ns and 60 ns, the order
+  // measured on this project's VM: README "The model"); GELU's erf per element only. Against the
+  // truth's norm bandwidth (6e10 x 0.15 = 9 GB/s: 0.9 ns an element for softmax's 8 bytes) both bind.
+  DeviceFigures truth = cpu_truth();
+  truth.kinds[static_cast<size_t>(OpKind::Softmax)] = {1.5e-9, 6e-8, 0};
+  truth.kinds[static_cast<size_t>(OpKind::GeluBwd)] = {3e-9, 0, 0};
+  const auto samples = samples_of(calibration_ops(), truth, false);
+  int softmax_sweeps = 0;
+  for (const auto& s : samples) softmax_sweeps += s.op.kind == OpKind::Softmax && s.op.name.rfind("sweep.", 0) == 0;
+  CHECK(softmax_sweeps == 6);  // row lengths 17, 65 and 197 at two sizes
+  const OpModelCalibration f = fit_op_model(samples, start_from(truth));
+  const auto& sm = f.figures.kinds[static_cast<size_t>(OpKind::Softmax)];
+  // The sweeps' times also hold the host time per op (6 us on ~0.4-10 ms): within 2%.
+  CHECK(sm.elem_s == Approx(1.5e-9).epsilon(0.02));
+  CHECK(sm.row_s == Approx(6e-8).epsilon(0.02));
+  CHECK(f.figures.kinds[static_cast<size_t>(OpKind::GeluBwd)].elem_s == Approx(3e-9).epsilon(0.02));
+  // A family whose sweeps are bound by their bytes gets a cost no larger than its bytes time: the
+  // prediction of the model's own ops keeps the bandwidth.
+  const Workload w = build_workload(vit_preset("vit_cifar_tiny"));
+  double worst = 0;
+  for (const Op& op : pass_ops(w, 32, OpOptions{}))
+    worst = std::max(worst, std::abs(op_sample_time(op, f.figures) / op_sample_time(op, truth) - 1));
+  CHECK(worst < 0.03);
 }

@@ -119,6 +119,15 @@ TEST_CASE("ops: short K lowers a GEMM's efficiency by k / (k + k_half)", "[ops]"
   CHECK(shape_efficiency(gemm(64, 64, 192), d) == Approx(0.75));
 }
 
+TEST_CASE("ops: a narrow output lowers a GEMM's efficiency by min(m, n) / (min(m, n) + n_half)", "[ops]") {
+  DeviceFigures d = compute_only(100e12, 1, 32);
+  d.gemm_n_half = 32;
+  CHECK(shape_efficiency(gemm(4096, 32, 1024), d) == Approx(0.5));    // n the narrow side
+  CHECK(shape_efficiency(gemm(96, 4096, 1024), d) == Approx(0.75));   // m the narrow side (a weight gradient)
+  d.gemm_k_half = 1024;                                               // both: the product
+  CHECK(shape_efficiency(gemm(4096, 32, 1024), d) == Approx(0.25));
+}
+
 TEST_CASE("ops: time per op is the larger of its compute and memory times plus the kernel cost", "[ops]") {
   DeviceFigures d = compute_only(1e12, 1, 1);
   d.mem_bw = 1e9;
@@ -184,4 +193,62 @@ TEST_CASE("framework: names and errors", "[ops][framework]") {
   CHECK(parse_framework("ddp") == Framework::Ddp);
   CHECK_THROWS_WITH(parse_framework("horovod"), "unknown framework 'horovod'; valid: vitsim, deepspeed, ddp");
   CHECK_THROWS_WITH(parse_attention_path("flash"), "unknown attention path 'flash'; valid: math, fused");
+}
+
+TEST_CASE("ops: a kernel family's per-element and per-row cost bounds a memory op below its bandwidth", "[ops][kinds]") {
+  // vit_cifar_tiny (32 px, patch 4: T = 65 tokens, width 192, 3 heads) at micro-batch 8.
+  const Workload w = build_workload(vit_preset("vit_cifar_tiny"));
+  int attn = -1;
+  for (int l = 0; l < static_cast<int>(w.layers.size()) && attn < 0; ++l)
+    if (w.layers[l].kind == LayerKind::Attention) attn = l;
+  const std::vector<Op> ops = layer_ops(w, attn, 8, OpOptions{});
+  const Op* softmax = nullptr;
+  for (const auto& op : ops)
+    if (op.kind == OpKind::Softmax) softmax = &op;
+  REQUIRE(softmax);
+  const double T = 65, rows = 8 * 3 * T;  // one row per query of every head of every sample
+  CHECK(softmax->elems == rows * T);
+  CHECK(softmax->rows == rows);
+  CHECK(softmax->bytes == rows * T * 8);  // fp32 in, fp32 out
+  DeviceFigures d = compute_only(1e12, 1, 1);
+  d.mem_bw = 1e10;
+  d.norm_efficiency = 0.5;
+  // Without family figures: its bytes at the norm class's share of the bandwidth.
+  CHECK(op_device_time(*softmax, d) == Approx(softmax->bytes / 5e9));
+  // exp and the row reductions: 2 ns an element and 50 ns a row exceed 1.6 ns an element of bytes.
+  d.kinds[static_cast<size_t>(OpKind::Softmax)] = {2e-9, 5e-8, 0};
+  CHECK(op_device_time(*softmax, d) == Approx(rows * T * 2e-9 + rows * 5e-8));
+  // A fast family stays bound by its bytes: the larger of the two.
+  d.kinds[static_cast<size_t>(OpKind::Softmax)] = {1e-10, 0, 0};
+  CHECK(op_device_time(*softmax, d) == Approx(softmax->bytes / 5e9));
+  // Other families are not touched by the softmax's figures.
+  for (const auto& op : ops)
+    if (op.kind == OpKind::None && !is_matmul(op)) CHECK(kind_compute_time(op, d) == 0);
+}
+
+TEST_CASE("ops: the patch embedding is a convolution whose own efficiency replaces the GEMM's", "[ops][kinds]") {
+  const Workload w = build_workload(vit_preset("vit_cifar_tiny"));
+  std::map<std::string, Op> by;
+  for (const auto& op : layer_ops(w, 0, 16, OpOptions{})) by[op.name] = op;
+  REQUIRE(by.count("patch_embed.conv"));
+  REQUIRE(by.count("patch_embed.conv.wgrad"));
+  const Op& conv = by["patch_embed.conv"];
+  CHECK(conv.kind == OpKind::Conv);
+  CHECK(by["patch_embed.conv.wgrad"].kind == OpKind::ConvWgrad);
+  CHECK(by["patch_embed.cat_class_token"].kind == OpKind::Strided);
+  DeviceFigures d = compute_only(1e12, 1, 1);
+  d.gemm_efficiency = 0.8;
+  const double as_gemm = op_device_time(conv, d);
+  CHECK(as_gemm == Approx(conv.flops / (1e12 * 0.8 * shape_efficiency(conv, d))));
+  d.kinds[static_cast<size_t>(OpKind::Conv)].efficiency = 0.2;  // a convolution kernel at a quarter of the GEMM's rate
+  CHECK(op_device_time(conv, d) == Approx(as_gemm * 0.8 / 0.2));
+  CHECK(op_device_time(by["patch_embed.conv.wgrad"], d) ==
+        Approx(by["patch_embed.conv.wgrad"].flops / (1e12 * 0.8 * shape_efficiency(by["patch_embed.conv.wgrad"], d))));
+}
+
+TEST_CASE("ops: kind names round-trip and an unknown one lists the valid names", "[ops][kinds]") {
+  for (int k = 0; k < kOpKinds; ++k) CHECK(parse_op_kind(op_kind_name(static_cast<OpKind>(k))) == static_cast<OpKind>(k));
+  CHECK_THROWS_WITH(parse_op_kind("softmx"),
+                    "unknown op kind 'softmx'; valid: none, strided, reduce, softmax, softmax_bwd, layer_norm, "
+                    "layer_norm_bwd, gelu, gelu_bwd, conv, conv_wgrad");
 }

@@ -318,12 +318,13 @@ Calibration run(const Scenario& s, const Options& o) {
       const DeviceFigures stage1 = oc.figures;
       const DeviceFigures& f = stage1;
       say(fmt::format("  {}: peak {} ({}), bandwidth {} ({}), {} {}\n  stage 1, ops alone ({}): host_op_s {}, "
-                      "matrix_s {}, tile {}x{}, k_half {:g}\n",
+                      "matrix_s {}, tile {}x{}, k_half {:g}, n_half {:g}\n",
                       type, units::format_flops(f.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "best sweep GEMM",
                       units::format_bandwidth(f.mem_bw), copy_source, f.sm_count,
                       cpu ? "thread(s), synchronous" : "SMs, asynchronous",
                       kWeightByTime ? "each sample weighted by its time" : "relative errors, every sample alike",
-                      units::format_time(f.host_op_s), units::format_time(f.matrix_s), f.tile_m, f.tile_n, f.gemm_k_half));
+                      units::format_time(f.host_op_s), units::format_time(f.matrix_s), f.tile_m, f.tile_n, f.gemm_k_half,
+                      f.gemm_n_half));
       say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "class", "ops", "efficiency", "host_op_s",
                       "k_half", "tile", "med|res|", "max|res|"));
       json jsamples = json::array();
@@ -331,7 +332,7 @@ Calibration run(const Scenario& s, const Options& o) {
       std::vector<double> res_all;
       for (size_t i = 0; i < L; ++i) {
         const Op& op = list[i].op;
-        json js = {{"name", op.name}, {"micro_batch", list[i].micro_batch}, {"class", op_class_name(op.cls)},
+        json js = {{"name", op.name}, {"micro_batch", list[i].micro_batch}, {"class", op_class_name(op.cls)}, {"kind", op_kind_name(op.kind)}, {"elems", op.elems}, {"rows", op.rows},
                    {"pass", pass_name(op.pass)}, {"batch", op.batch}, {"m", op.m}, {"n", op.n}, {"k", op.k},
                    {"flops", op.flops}, {"bytes", op.bytes}, {"kernels", op.kernels}, {"kernel", timings[i].how},
                    {"input_sets", timings[i].copies}};
@@ -370,6 +371,15 @@ Calibration run(const Scenario& s, const Options& o) {
       }
       say(fmt::format("  {:<12} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "all", oc.samples, "", "", "", "",
                       pct(oc.median_rel_residual), pct(oc.max_rel_residual)));
+      // The kernel families' own costs (hot sweeps) and the convolutions' efficiency.
+      for (int k = 1; k < kOpKinds; ++k) {
+        const auto& kf = f.kinds[static_cast<size_t>(k)];
+        if (kf.elem_s > 0 || kf.row_s > 0)
+          say(fmt::format("  kind {:<15} {} per element, {} per row\n", op_kind_name(static_cast<OpKind>(k)),
+                          units::format_time(kf.elem_s), units::format_time(kf.row_s)));
+        if (kf.efficiency > 0)
+          say(fmt::format("  kind {:<15} efficiency {:.3f}\n", op_kind_name(static_cast<OpKind>(k)), kf.efficiency));
+      }
       // Stage 2: the host time per kernel from this device's whole forward + backward passes measured in
       // the compute phase above (the calibration shape, every calibration micro-batch), the device
       // figures of stage 1 fixed.
@@ -397,7 +407,7 @@ Calibration run(const Scenario& s, const Options& o) {
       const DeviceFigures& f2 = oc.figures;
       jops[type] = {{"figures",
                      {{"peak_flops", f2.peak_flops}, {"mem_bw", f2.mem_bw}, {"sm_count", f2.sm_count}, {"tile_m", f2.tile_m},
-                      {"tile_n", f2.tile_n}, {"gemm_efficiency", f2.gemm_efficiency}, {"gemm_k_half", f2.gemm_k_half},
+                      {"tile_n", f2.tile_n}, {"gemm_efficiency", f2.gemm_efficiency}, {"gemm_k_half", f2.gemm_k_half}, {"gemm_n_half", f2.gemm_n_half},
                       {"attn_efficiency", f2.attn_efficiency}, {"mem_efficiency", f2.mem_efficiency},
                       {"norm_efficiency", f2.norm_efficiency}, {"matrix_s", f2.matrix_s}, {"kernel_s", f2.kernel_s},
                       {"host_op_s", f2.host_op_s}, {"async", f2.async}}},

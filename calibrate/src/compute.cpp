@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -229,6 +230,7 @@ class KernelMaker {
       const auto a = rel.find('.'), b = rel.find('.', a + 1);
       rel = b == std::string::npos ? rel : rel.substr(b + 1);
     }
+    if (is_conv(op.kind)) return conv(op, D, how);
     if (is_matmul(op)) return matmul(op, rel, how);
     return memory(op, rel, D, how);  // data movement and norm ops, by name
   }
@@ -246,8 +248,80 @@ class KernelMaker {
     return torch::empty(shape, torch::TensorOptions().dtype(t).device(dev_));
   }
 
+  // The patch embedding as the trainer's Conv2d runs it (stride = kernel = patch): the convolution
+  // forward with its bias, and its backward for the weight and bias (the images need no gradient).
+  Kernel conv(const Op& op, const Dims& D, std::string& how) {
+    const int64_t p = m_.patch, c = m_.channels, s = m_.image_size, g = s / p;
+    auto x = rnd({D.b, c, s, s}, act_), w = rnd({D.d, c, p, p}, act_), bias = rnd({D.d}, act_);
+    if (op.kind == OpKind::Conv) {
+      how = "conv2d";
+      return [x, w, bias, p] { (void)at::conv2d(x, w, bias, {p, p}); };
+    }
+    how = "convolution_backward (weight, bias)";
+    auto dy = rnd({D.b, D.d, g, g}, act_);
+    const int64_t d = D.d;
+    return [dy, x, w, p, d] {
+      (void)at::convolution_backward(dy, x, w, at::IntArrayRef{d}, {p, p}, {0, 0}, {1, 1}, false, {0, 0}, 1,
+                                     {false, true, true});
+    };
+  }
+
+  // A kernel-family sweep op (fit.cpp op_benchmarks: "sweep.<family>.<dims>"), operands made once (they
+  // stay in the cache), outputs allocated as the model's ops do.
+  Kernel kind_sweep(const Op& op, std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
+    const int64_t e = static_cast<int64_t>(std::llround(op.elems));
+    const int64_t rows = static_cast<int64_t>(std::llround(op.rows)), len = rows > 0 ? e / rows : 0;
+    how = op_kind_name(op.kind);
+    switch (op.kind) {
+      case OpKind::Softmax: {
+        auto x = rnd({rows, len}, f32);
+        return [x] { (void)at::_softmax(x, -1, false); };
+      }
+      case OpKind::SoftmaxBwd: {
+        auto y = at::_softmax(rnd({rows, len}, f32), -1, false), g = rnd({rows, len}, f32);
+        return [y, g] { (void)at::_softmax_backward_data(g, y, -1, at::kFloat); };
+      }
+      case OpKind::LayerNorm: {
+        auto x = rnd({rows, len}, f32), w = rnd({len}, f32), b = rnd({len}, f32);
+        return [x, w, b, len] { (void)at::native_layer_norm(x, {len}, w, b, 1e-6); };
+      }
+      case OpKind::LayerNormBwd: {
+        auto x = rnd({rows, len}, f32), w = rnd({len}, f32), b = rnd({len}, f32), dy = rnd({rows, len}, f32);
+        auto fwd = at::native_layer_norm(x, {len}, w, b, 1e-6);
+        auto mean = std::get<1>(fwd), rstd = std::get<2>(fwd);
+        return [x, w, b, dy, mean, rstd, len] {
+          (void)at::native_layer_norm_backward(dy, x, {len}, mean, rstd, w, b, {true, true, true});
+        };
+      }
+      case OpKind::Gelu: {
+        auto x = rnd({e}, f32);
+        return [x] { (void)at::gelu(x); };
+      }
+      case OpKind::GeluBwd: {
+        auto x = rnd({e}, f32), g = rnd({e}, f32);
+        return [x, g] { (void)at::gelu_backward(g, x); };
+      }
+      case OpKind::Reduce: {  // "sweep.reduce.n<N>.r<R>": a bias gradient's sum over R rows of N
+        long long n = 0, r = 0;
+        if (std::sscanf(op.name.c_str(), "sweep.reduce.n%lld.r%lld", &n, &r) != 2) break;
+        auto g = rnd({r, n}, f32);
+        return [g] { (void)g.sum(0); };
+      }
+      case OpKind::Strided: {  // "sweep.strided.d<D>.n<N>.b<B>": [B, D, N] gathered into [N, B, D]
+        long long d = 0, n = 0, b = 0;
+        if (std::sscanf(op.name.c_str(), "sweep.strided.d%lld.n%lld.b%lld", &d, &n, &b) != 3) break;
+        auto x = rnd({b, d, n}, f32);
+        return [x] { (void)x.permute({2, 0, 1}).contiguous(); };
+      }
+      default: break;
+    }
+    throw Error(fmt::format("internal: no kernel for sweep op {}", op.name));
+  }
+
   // Sweep ops write into preallocated outputs: the device's throughput, no allocator in the way.
   Kernel sweep(const Op& op, std::string& how) {
+    if (op.kind != OpKind::None) return kind_sweep(op, how);
     const at::ScalarType e = op.cls == OpClass::Memory ? at::kFloat : act_;
     const int64_t m = static_cast<int64_t>(op.m), n = static_cast<int64_t>(op.n), k = static_cast<int64_t>(op.k);
     if (op.cls == OpClass::Gemm) {
@@ -609,7 +683,9 @@ std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& info, con
       // output to memory, where one op in a loop keeps its few megabytes in the cache: memory-bound ops
       // ran 2-4x faster alone than inside the pass, GEMMs ~10% faster.
       std::vector<Kernel> ring{k};
-      if (!dev.is_cuda() && cold_bytes > 0 && ob.op.bytes > 0) {
+      // Kernel-family sweeps stay hot: they measure the kernel's own per-element and per-row ceiling.
+      const bool family_sweep = ob.micro_batch == 0 && ob.op.kind != OpKind::None;
+      if (!dev.is_cuda() && cold_bytes > 0 && ob.op.bytes > 0 && !family_sweep) {
         const int copies = static_cast<int>(std::min<double>(kMaxCopies, std::ceil(cold_bytes / ob.op.bytes)));
         std::string how;
         for (int c = 1; c < copies; ++c) ring.push_back(maker.make(ob, how));

@@ -121,6 +121,39 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_qk.b{}.t{}.hd{}", bh, t, hd), bh, t, t, hd);
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_av.b{}.t{}.hd{}", bh, t, hd), bh, t, hd, t);
       }
+ // Kernel families (core/ops.hpp OpKind) at several row lengths, operands in the cache: the cost per
+  // element and per row that bounds them below the bandwidth. Elements about 2^18 and 2^20 (fp32).
+  auto kind = [&](OpKind k, OpClass cls, const std::string& name, double elems, double rows, double bytes) {
+    Op op = memory_op(name, Pass::Fwd, bytes, 1, cls);
+    op.kind = k;
+    op.elems = elems;
+    op.rows = rows;
+    out.push_back({op, 0});
+  };
+  for (double target : {262144.0, 1048576.0}) {
+    for (int t : {17, 65, 197}) {
+      const double rows = std::round(target / t), e = rows * t;
+      kind(OpKind::Softmax, OpClass::Norm, fmt::format("sweep.softmax.t{}.r{:.0f}", t, rows), e, rows, 8 * e);
+      kind(OpKind::SoftmaxBwd, OpClass::Norm, fmt::format("sweep.softmax_bwd.t{}.r{:.0f}", t, rows), e, rows, 12 * e);
+    }
+    for (int d : {64, 192, 512, 1024}) {
+      const double rows = std::round(target / d), e = rows * d;
+      kind(OpKind::LayerNorm, OpClass::Norm, fmt::format("sweep.layer_norm.d{}.r{:.0f}", d, rows), e, rows, 8 * e + 8 * rows);
+      kind(OpKind::LayerNormBwd, OpClass::Norm, fmt::format("sweep.layer_norm_bwd.d{}.r{:.0f}", d, rows), e, rows,
+           20 * e + 8 * rows);
+    }
+    kind(OpKind::Gelu, OpClass::Norm, fmt::format("sweep.gelu.e{:.0f}", target), target, 0, 8 * target);
+    kind(OpKind::GeluBwd, OpClass::Norm, fmt::format("sweep.gelu_bwd.e{:.0f}", target), target, 0, 12 * target);
+    for (int n : {64, 256, 1024}) {
+      const double rows = std::round(target / n), e = rows * n;
+      kind(OpKind::Reduce, OpClass::Memory, fmt::format("sweep.reduce.n{}.r{:.0f}", n, rows), e, n, 4 * e + 4 * n);
+    }
+    for (int d : {64, 256})
+      for (int n : {16, 64}) {
+        const double b = std::round(target / (d * n)), e = b * d * n;
+        kind(OpKind::Strided, OpClass::Memory, fmt::format("sweep.strided.d{}.n{}.b{:.0f}", d, n, b), e, 0, 8 * e);
+      }
+  }
   const double largest = std::max(64.0 * 1024 * 1024, 2 * llc_bytes);
   for (double size = 64.0 * 1024;; size *= 4) {
     for (int reads : {1, 2}) {
@@ -154,23 +187,27 @@ namespace {
 // Grids of the discrete figures (README "vitsim calibrate"): square tiles, and the short-K half point.
 constexpr int kTiles[] = {8, 16, 32, 64, 128};
 constexpr double kKHalves[] = {0, 8, 16, 32, 64, 128, 256, 512, 1024};
+constexpr double kNHalves[] = {0, 16, 32, 64};
 // Bounds of the continuous figures: efficiencies in [1e-6, 1], host time per op in [1e-9 s, 1 s], the
 // cost per matrix of a batched matmul in [1e-15 s, 10 ms] (at the lower bound it is reported as 0: none).
 constexpr double kMinEff = 1e-6, kMinHost = 1e-9, kMaxHost = 1.0, kMinMatrix = 1e-15, kMaxMatrix = 1e-2;
 
 // The six continuous figures, fitted as logarithms: the efficiency of each op class, the host time per
 // kernel, the fixed cost per matrix of a batched matmul.
-enum Param { kGemm, kAttn, kMem, kNorm, kHost, kMatrix, kParams };
+enum Param { kGemm, kAttn, kMem, kNorm, kHost, kMatrix, kConv, kConvW, kParams };
+// Parameters that are a matmul's efficiency (compute-bound terms).
+bool matmul_param(int c) { return c == kGemm || c == kAttn || c == kConv || c == kConvW; }
 using Params = std::array<double, kParams>;
 using Free = std::array<bool, kParams>;
 
 // One sample with its grid point's shape efficiency folded in: predicted =
 // max(compute / eff_class, memory / eff_bytes) + host x kernels + matrix_s x matrices + fixed.
 struct Prepared {
-  int cls = kMem;          // kGemm, kAttn (matmuls), kMem or kNorm: the parameter of its class efficiency
+  int cls = kMem;          // kGemm, kAttn, kConv, kConvW (matmuls), kMem or kNorm: its efficiency parameter
   int bytes_param = kMem;  // whose efficiency its bytes move at: kNorm for norm ops, else kMem
   double compute = 0;      // flops / (peak x shape efficiency); 0 for memory and norm ops
   double memory = 0;       // bytes / mem_bw
+  double kind = 0;         // the kernel family's own cost (core/ops kind_compute_time), fixed in this fit
   double kernels = 1;
   double matrices = 0;     // a matmul's batch (each matrix costs matrix_s) when matrix_s is fitted
   double fixed = 0;        // kernels x kernel_s (+ sync_s) (+ matrices x matrix_s when it is not fitted)
@@ -179,7 +216,11 @@ struct Prepared {
 };
 
 Param class_param(const Op& op) {
-  if (is_matmul(op) && op.flops > 0) return op.cls == OpClass::Gemm ? kGemm : kAttn;
+  if (is_matmul(op) && op.flops > 0) {
+    if (op.kind == OpKind::Conv) return kConv;
+    if (op.kind == OpKind::ConvWgrad) return kConvW;
+    return op.cls == OpClass::Gemm ? kGemm : kAttn;
+  }
   return op.cls == OpClass::Norm ? kNorm : kMem;
 }
 
@@ -189,7 +230,7 @@ struct Terms {
 Terms terms(const Prepared& s, const Params& p) {
   Terms t;
   t.mem = s.memory / std::exp(p[s.bytes_param]);
-  t.cmp = s.cls == kGemm || s.cls == kAttn ? s.compute / std::exp(p[s.cls]) : 0;
+  t.cmp = matmul_param(s.cls) ? s.compute / std::exp(p[s.cls]) : s.kind;
   t.host = std::exp(p[kHost]) * s.kernels;
   t.matrix = std::exp(p[kMatrix]) * s.matrices;
   t.pred = std::max(t.mem, t.cmp) + t.host + t.matrix + s.fixed;
@@ -206,7 +247,7 @@ double cost_of(const std::vector<Prepared>& v, const Params& p) {
 }
 
 void clamp_params(Params& p) {
-  for (int i : {kGemm, kAttn, kMem, kNorm}) p[i] = std::min(0.0, std::max(std::log(kMinEff), p[i]));
+  for (int i : {kGemm, kAttn, kMem, kNorm, kConv, kConvW}) p[i] = std::min(0.0, std::max(std::log(kMinEff), p[i]));
   p[kHost] = std::min(std::log(kMaxHost), std::max(std::log(kMinHost), p[kHost]));
   p[kMatrix] = std::min(std::log(kMaxMatrix), std::max(std::log(kMinMatrix), p[kMatrix]));
 }
@@ -254,9 +295,9 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const Free
       const Terms t = terms(s, p);
       const double r = std::log(t.pred) - s.log_measured;
       Params j{};  // d ln(pred) / d p
-      if ((s.cls == kGemm || s.cls == kAttn) && t.cmp >= t.mem)
+      if (matmul_param(s.cls) && t.cmp >= t.mem)
         j[s.cls] = -t.cmp / t.pred;
-      else
+      else if (t.mem >= t.cmp)
         j[s.bytes_param] = -t.mem / t.pred;
       j[kHost] = t.host / t.pred;
       j[kMatrix] = t.matrix / t.pred;
@@ -294,10 +335,93 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const Free
   return cost;
 }
 
+bool is_kind_sweep(const Op& op) { return op.kind != OpKind::None && !is_conv(op.kind) && op.name.rfind("sweep.", 0) == 0; }
+
+// Each kernel family's elem_s and row_s from its sweep samples: least squares on relative errors,
+// measured ~ elems x elem_s + rows x row_s + c, every term >= 0 (of the subsets of terms whose solution
+// is non-negative, the one of least cost). The intercept c takes the fixed cost of a call (the host's
+// dispatch) and is not kept: the host time per op is fitted with the classes. With fixed_host_s (the
+// second round, once the classes' fit has the host time per op) that is taken off each sample instead. The sweeps' operands sit
+// in the cache, so what is fitted is the kernel's own ceiling; the bandwidth term of the op (core/ops
+// op_device_time) covers operands that come from memory.
+void fit_kind_costs(const std::vector<OpSample>& samples, DeviceFigures& f, double fixed_host_s = -1) {
+  for (int k = 1; k < kOpKinds; ++k) {
+    if (is_conv(static_cast<OpKind>(k))) continue;
+    std::vector<std::array<double, 3>> xs;  // elems, rows, 1, each over the measured time
+    std::vector<double> ys;                 // the share of the measured time the terms stand for
+    for (const auto& s : samples)
+      if (is_kind_sweep(s.op) && static_cast<int>(s.op.kind) == k) {
+        xs.push_back({s.op.elems / s.seconds, s.op.rows / s.seconds, 1 / s.seconds});
+        ys.push_back(fixed_host_s >= 0 ? 1 - fixed_host_s * s.op.kernels / s.seconds : 1.0);
+      }
+    if (xs.empty()) continue;
+    double best_cost = INFINITY;
+    std::array<double, 3> best{};
+    for (int mask = 1; mask < (fixed_host_s >= 0 ? 4 : 8); ++mask) {
+      std::vector<int> on;
+      for (int t = 0; t < 3; ++t)
+        if (mask & (1 << t)) on.push_back(t);
+      if (on.size() > xs.size()) continue;
+      // Normal equations over the terms switched on (at most 3x3: Gaussian elimination).
+      const size_t n = on.size();
+      std::array<std::array<double, 4>, 3> a{};
+      for (size_t i = 0; i < xs.size(); ++i)
+        for (size_t r = 0; r < n; ++r) {
+          for (size_t c = 0; c < n; ++c) a[r][c] += xs[i][on[r]] * xs[i][on[c]];
+          a[r][3] += xs[i][on[r]] * ys[i];
+        }
+      bool singular = false;
+      for (size_t c = 0; c < n && !singular; ++c) {
+        size_t piv = c;
+        for (size_t r = c + 1; r < n; ++r)
+          if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+        std::swap(a[c], a[piv]);
+        if (!(std::abs(a[c][c]) > 0)) {
+          singular = true;
+          break;
+        }
+        for (size_t r = 0; r < n; ++r) {
+          if (r == c) continue;
+          const double m = a[r][c] / a[c][c];
+          for (size_t q = c; q < 4; ++q) a[r][q] -= m * a[c][q];
+        }
+      }
+      if (singular) continue;
+      std::array<double, 3> coef{};
+      bool feasible = true;
+      for (size_t r = 0; r < n; ++r) {
+        coef[on[r]] = a[r][3] / a[r][r];
+        feasible = feasible && coef[on[r]] >= 0 && std::isfinite(coef[on[r]]);
+      }
+      if (!feasible) continue;
+      double cost = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double r = xs[i][0] * coef[0] + xs[i][1] * coef[1] + xs[i][2] * coef[2] - ys[i];
+        cost += r * r;
+      }
+      if (cost < best_cost * (1 - 1e-12)) {
+        best_cost = cost;
+        best = coef;
+      }
+    }
+    f.kinds[static_cast<size_t>(k)].elem_s = best[0];
+    f.kinds[static_cast<size_t>(k)].row_s = best[1];
+  }
+}
+
 }  // namespace
 
-OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigures start, const OpFitOptions& options) {
-  if (samples.empty()) throw Error("op model fit: no op sample");
+OpModelCalibration fit_op_model(const std::vector<OpSample>& all, DeviceFigures start, const OpFitOptions& options) {
+  if (all.empty()) throw Error("op model fit: no op sample");
+  for (const auto& s : all)
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds))
+      throw Error(fmt::format("op model fit: op {} measured in {} s; times must be positive", s.op.name, s.seconds));
+  // First the kernel families' own costs from their sweeps; the classes' figures from the other samples.
+  fit_kind_costs(all, start);
+  std::vector<OpSample> samples;
+  for (const auto& s : all)
+    if (!is_kind_sweep(s.op)) samples.push_back(s);
+  if (samples.empty()) throw Error("op model fit: no op sample outside the kernel-family sweeps");
   std::array<bool, kParams> has{};
   double weight_sum = 0;
   for (const auto& s : samples) {
@@ -305,7 +429,7 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
       throw Error(fmt::format("op model fit: op {} measured in {} s; times must be positive", s.op.name, s.seconds));
     if (s.op.kernels < 1) throw Error(fmt::format("op model fit: op {} has {} kernels", s.op.name, s.op.kernels));
     const Param c = class_param(s.op);
-    if ((c == kGemm || c == kAttn) && !(start.peak_flops > 0))
+    if (matmul_param(c) && !(start.peak_flops > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive peak_flops for its matmul samples", start.device_type));
     if (!(start.mem_bw > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive mem_bw", start.device_type));
@@ -315,12 +439,13 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
   }
   has[kHost] = true;
   const Free free = has;
-  const bool matmuls = has[kGemm] || has[kAttn];
+  const bool matmuls = has[kGemm] || has[kAttn] || has[kConv] || has[kConvW];
   auto eff0 = [](double e) { return std::log(std::min(1.0, std::max(kMinEff, e > 0 ? e : 1.0))); };
 
   std::vector<std::pair<int, int>> tiles;
-  std::vector<double> k_halves;
+  std::vector<double> k_halves, n_halves;
   if (matmuls) {
+    n_halves.assign(std::begin(kNHalves), std::end(kNHalves));
     for (int tm : kTiles)
       for (int tn : kTiles)
         if (tm == tn || !options.square_tiles) tiles.push_back({tm, tn});
@@ -328,25 +453,19 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
   } else {
     tiles = {{start.tile_m, start.tile_n}};
     k_halves = {start.gemm_k_half};
+    n_halves = {start.gemm_n_half};
   }
 
-  double best_cost = INFINITY;
-  DeviceFigures best = start;
-  for (const auto& [tm, tn] : tiles)
-    for (double kh : k_halves) {
-      DeviceFigures f = start;
-      if (matmuls) {
-        f.tile_m = tm;
-        f.tile_n = tn;
-        f.gemm_k_half = kh;
-      }
+  // The continuous figures at one grid point f (its tile, k_half and n_half, its kernel families' costs).
+  auto fit_at = [&](DeviceFigures f) {
       std::vector<Prepared> v;
       v.reserve(samples.size());
       for (const auto& s : samples) {
         Prepared pr;
         pr.cls = class_param(s.op);
         pr.bytes_param = pr.cls == kNorm ? kNorm : kMem;
-        const bool matmul = pr.cls == kGemm || pr.cls == kAttn;
+        const bool matmul = matmul_param(pr.cls);
+        if (!matmul) pr.kind = kind_compute_time(s.op, f);
         if (matmul) pr.compute = s.op.flops / (f.peak_flops * shape_efficiency(s.op, f));
         pr.memory = s.op.bytes / f.mem_bw;
         pr.kernels = s.op.kernels;
@@ -363,37 +482,64 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& samples, DeviceFigu
       const double small = std::log(std::max(kMinHost, 0.1 * fastest));
       Params p{eff0(start.gemm_efficiency), eff0(start.attn_efficiency), eff0(start.mem_efficiency),
                eff0(start.norm_efficiency > 0 ? start.norm_efficiency : start.mem_efficiency), small,
-               free[kMatrix] ? small : std::log(kMinMatrix)};
-      for (int c : {kGemm, kAttn, kMem, kNorm}) {
+               free[kMatrix] ? small : std::log(kMinMatrix), eff0(start.gemm_efficiency), eff0(start.gemm_efficiency)};
+      for (int c : {kGemm, kAttn, kMem, kNorm, kConv, kConvW}) {
         if (!free[c]) continue;
         std::vector<double> need;
         for (size_t i = 0; i < v.size(); ++i) {
           if (v[i].cls != c) continue;
           const double left = samples[i].seconds - std::exp(p[kHost]) * v[i].kernels -
                               std::exp(p[kMatrix]) * v[i].matrices - v[i].fixed;
-          const double work = c == kGemm || c == kAttn ? v[i].compute : v[i].memory;
+          const double work = matmul_param(c) ? v[i].compute : v[i].memory;
           if (left > 0 && work > 0) need.push_back(work / left);
         }
         if (!need.empty()) p[c] = eff0(spread_of(need).median);
       }
       const double cost = levenberg_marquardt(v, p, free);
-      if (cost < best_cost) {
-        best_cost = cost;
-        best = f;
-        if (free[kGemm]) best.gemm_efficiency = std::exp(p[kGemm]);
-        if (free[kAttn]) best.attn_efficiency = std::exp(p[kAttn]);
-        if (free[kMem]) best.mem_efficiency = std::exp(p[kMem]);
-        if (free[kNorm]) best.norm_efficiency = std::exp(p[kNorm]);
-        if (free[kMatrix]) best.matrix_s = p[kMatrix] <= std::log(kMinMatrix) + 1e-6 ? 0 : std::exp(p[kMatrix]);
-        best.host_op_s = std::exp(p[kHost]);
+      if (free[kGemm]) f.gemm_efficiency = std::exp(p[kGemm]);
+      if (free[kAttn]) f.attn_efficiency = std::exp(p[kAttn]);
+      if (free[kMem]) f.mem_efficiency = std::exp(p[kMem]);
+      if (free[kNorm]) f.norm_efficiency = std::exp(p[kNorm]);
+      if (free[kConv]) f.kinds[static_cast<size_t>(OpKind::Conv)].efficiency = std::exp(p[kConv]);
+      if (free[kConvW]) f.kinds[static_cast<size_t>(OpKind::ConvWgrad)].efficiency = std::exp(p[kConvW]);
+      if (free[kMatrix]) f.matrix_s = p[kMatrix] <= std::log(kMinMatrix) + 1e-6 ? 0 : std::exp(p[kMatrix]);
+      f.host_op_s = std::exp(p[kHost]);
+      return std::make_pair(cost, f);
+  };
+  double best_cost = INFINITY;
+  DeviceFigures best = start;
+  for (const auto& [tm, tn] : tiles)
+    for (double kh : k_halves)
+      for (double nh : n_halves) {
+        DeviceFigures f = start;
+        if (matmuls) {
+          f.tile_m = tm;
+          f.tile_n = tn;
+          f.gemm_k_half = kh;
+          f.gemm_n_half = nh;
+        }
+        auto [cost, fitted] = fit_at(f);
+        if (cost < best_cost) {
+          best_cost = cost;
+          best = fitted;
+        }
       }
-    }
+  // Second round at the best grid point: the families' costs again with the host time per op the
+  // classes' fit found taken off their sweeps (the first round's intercept also took up their noise),
+  // then the classes again with those.
+  bool families = false;
+  for (const auto& s : all) families = families || is_kind_sweep(s.op);
+  if (families) {
+    DeviceFigures again = best;
+    fit_kind_costs(all, again, best.host_op_s);
+    best = fit_at(again).second;
+  }
 
   OpModelCalibration out;
   out.figures = best;
-  out.samples = static_cast<int>(samples.size());
+  out.samples = static_cast<int>(all.size());
   std::vector<double> rel;
-  for (const auto& s : samples) rel.push_back(std::abs(op_sample_time(s.op, best) - s.seconds) / s.seconds);
+  for (const auto& s : all) rel.push_back(std::abs(op_sample_time(s.op, best) - s.seconds) / s.seconds);
   const Spread sp = spread_of(rel);
   out.median_rel_residual = sp.median;
   out.max_rel_residual = sp.max;

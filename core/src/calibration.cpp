@@ -256,6 +256,8 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     f.tile_n = tile[1].get<int>();
     f.gemm_efficiency = fraction("gemm_efficiency");
     f.gemm_k_half = non_negative("gemm_k_half", need<double>(o, "gemm_k_half", where));
+    f.gemm_n_half = opt<double>(o, "gemm_n_half", 0.0, where);
+    if (o.contains("gemm_n_half")) non_negative("gemm_n_half", f.gemm_n_half);
     f.attn_efficiency = fraction("attn_efficiency");
     f.mem_efficiency = fraction("mem_efficiency");
     f.norm_efficiency = fraction("norm_efficiency");
@@ -264,6 +266,32 @@ Calibration parse_calibration(const json& j, const std::string& path) {
     f.host_op_s = non_negative("host_op_s", need<double>(o, "host_op_s", where));
     f.sync_s = non_negative("sync_s", need<double>(o, "sync_s", where));
     f.async = need<bool>(o, "async", where);
+    // Kernel families measured (optional: {"softmax": {"elem_s": .., "row_s": ..}, "conv": {"efficiency": ..}}).
+    if (o.contains("kinds")) {
+      const json& kinds = o.at("kinds");
+      if (!kinds.is_object()) throw Error(fmt::format("{}: 'kinds' must be an object of op kinds, got {}", where, kinds.dump()));
+      for (const auto& [name, kv] : kinds.items()) {
+        OpKind kind;
+        try {
+          kind = parse_op_kind(name);
+        } catch (const Error& e) {
+          throw Error(fmt::format("{}: kinds: {}", where, e.what()));
+        }
+        const std::string kw = fmt::format("{}: kinds.{}", where, name);
+        if (!kv.is_object()) throw Error(fmt::format("{}: must be an object, got {}", kw, kv.dump()));
+        for (const auto& [key, v] : kv.items())
+          if (key != "elem_s" && key != "row_s" && key != "efficiency")
+            throw Error(fmt::format("{}: unknown key '{}'; valid: elem_s, row_s, efficiency", kw, echo(key)));
+        auto& kf = f.kinds[static_cast<size_t>(kind)];
+        kf.elem_s = opt<double>(kv, "elem_s", 0.0, kw);
+        kf.row_s = opt<double>(kv, "row_s", 0.0, kw);
+        kf.efficiency = opt<double>(kv, "efficiency", 0.0, kw);
+        if (!(kf.elem_s >= 0) || !(kf.row_s >= 0) || !std::isfinite(kf.elem_s) || !std::isfinite(kf.row_s))
+          throw Error(fmt::format("{}: 'elem_s' and 'row_s' must be finite and >= 0", kw));
+        if (!(kf.efficiency >= 0 && kf.efficiency <= 1))
+          throw Error(fmt::format("{}: 'efficiency' must be in [0, 1], got {}", kw, kf.efficiency));
+      }
+    }
     oc.samples = opt<int>(o, "samples", 0, where);
     if (oc.samples < 0) throw Error(fmt::format("{}: 'samples' must be >= 0, got {}", where, oc.samples));
     oc.max_rel_residual = opt<double>(o, "max_rel_residual", 0.0, where);
@@ -337,6 +365,7 @@ std::string calibration_to_json(const Calibration& c) {
                               {"tile", {f.tile_m, f.tile_n}},
                               {"gemm_efficiency", f.gemm_efficiency},
                               {"gemm_k_half", f.gemm_k_half},
+                              {"gemm_n_half", f.gemm_n_half},
                               {"attn_efficiency", f.attn_efficiency},
                               {"mem_efficiency", f.mem_efficiency},
                               {"norm_efficiency", f.norm_efficiency > 0 ? f.norm_efficiency : f.mem_efficiency},
@@ -348,6 +377,16 @@ std::string calibration_to_json(const Calibration& c) {
                               {"samples", o.samples},
                               {"max_rel_residual", o.max_rel_residual},
                               {"median_rel_residual", o.median_rel_residual}});
+    json kinds = json::object();
+    for (int k = 0; k < kOpKinds; ++k) {
+      const auto& kf = f.kinds[static_cast<size_t>(k)];
+      json kj = json::object();
+      if (kf.elem_s > 0) kj["elem_s"] = kf.elem_s;
+      if (kf.row_s > 0) kj["row_s"] = kf.row_s;
+      if (kf.efficiency > 0) kj["efficiency"] = kf.efficiency;
+      if (!kj.empty()) kinds[op_kind_name(static_cast<OpKind>(k))] = kj;
+    }
+    if (!kinds.empty()) j["op_models"].back()["kinds"] = kinds;
   }
   j["links"] = json::array();
   for (const auto& l : c.links)

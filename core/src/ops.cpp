@@ -25,6 +25,23 @@ OpClass parse_op_class(const std::string& name) {
   throw Error(fmt::format("unknown op class '{}'; valid: gemm, attn_matmul, memory, norm", name));
 }
 
+namespace {
+constexpr const char* kKindNames[kOpKinds] = {"none",          "strided", "reduce", "softmax", "softmax_bwd", "layer_norm",
+                                              "layer_norm_bwd", "gelu",    "gelu_bwd", "conv",   "conv_wgrad"};
+}  // namespace
+
+const char* op_kind_name(OpKind k) { return kKindNames[static_cast<int>(k)]; }
+
+OpKind parse_op_kind(const std::string& name) {
+  for (int i = 0; i < kOpKinds; ++i)
+    if (name == kKindNames[i]) return static_cast<OpKind>(i);
+  std::string valid;
+  for (int i = 0; i < kOpKinds; ++i) valid += (i ? ", " : "") + std::string(kKindNames[i]);
+  throw Error(fmt::format("unknown op kind '{}'; valid: {}", name, valid));
+}
+
+bool is_conv(OpKind k) { return k == OpKind::Conv || k == OpKind::ConvWgrad; }
+
 const char* pass_name(Pass p) {
   switch (p) {
     case Pass::Fwd: return "fwd";
@@ -113,12 +130,23 @@ class LayerBuilder {
   void mem(Pass p, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory) {
     push(memory_op(nm(name), p, bytes, kernels, cls));
   }
+  // A memory or norm op of a kernel family: its elements and the rows it reduces over.
+  void kind_op(Pass p, const std::string& name, double bytes, int kernels, OpClass cls, OpKind kind, double elems,
+               double rows = 0) {
+    Op op = memory_op(nm(name), p, bytes, kernels, cls);
+    op.kind = kind;
+    op.elems = elems;
+    op.rows = rows;
+    push(std::move(op));
+  }
   // C[m, n] = A[m, k] B[k, n], `batch` times; inputs and output in `e` bytes. `bias`: addmm, whose
   // output is first filled with the broadcast bias, then read back by the GEMM (beta = 1).
-  void matmul(Pass p, OpClass cls, const std::string& name, double batch, double m, double n, double k, bool bias = false) {
+  void matmul(Pass p, OpClass cls, const std::string& name, double batch, double m, double n, double k, bool bias = false,
+              OpKind kind = OpKind::None) {
     Op op = matmul_op(nm(name), p, cls, batch, m, n, k, a_);
     op.bytes += bias ? 2 * m * n * a_ : 0;
     op.kernels = bias ? 2 : 1;
+    op.kind = kind;
     push(std::move(op));
   }
   // A linear layer y[R, out] = x[R, in] W^T + bias, forward and backward, with its weight's autocast
@@ -129,7 +157,8 @@ class LayerBuilder {
     matmul(Pass::Fwd, OpClass::Gemm, name, 1, rows, out, in, true);
     // Backward (built in forward order, issued reversed): accumulation last, data gradient first.
     grad_acc(name, params);
-    mem(Pass::Bwd, name + ".bias_grad", rows * out * a_ + out * a_);                 // sum over rows
+    kind_op(Pass::Bwd, name + ".bias_grad", rows * out * a_ + out * a_, 1, OpClass::Memory, OpKind::Reduce,
+            rows * out, out);  // sum over rows: per element read, per output (a reduction's "rows" are its outputs)
     matmul(Pass::Bwd, OpClass::Gemm, name + ".wgrad", 1, out, in, rows);           // dW = dY^T X
     if (input_needs_grad) matmul(Pass::Bwd, OpClass::Gemm, name + ".dgrad", 1, rows, in, out);  // dX = dY W
   }
@@ -141,9 +170,10 @@ class LayerBuilder {
   // LayerNorm in fp32 (autocast's fp32 list): reads x, writes y and per-row mean and rstd; backward
   // reads x, dy (and the stats), writes dx, and reduces the weight and bias gradients in a second pass.
   void layer_norm(const std::string& name, double rows, double d) {
-    mem(Pass::Fwd, name, rows * d * (f_ + f_) + rows * 2 * 4, 1, OpClass::Norm);
+    kind_op(Pass::Fwd, name, rows * d * (f_ + f_) + rows * 2 * 4, 1, OpClass::Norm, OpKind::LayerNorm, rows * d, rows);
     mem(Pass::Bwd, name + ".grad_acc", 2 * d * 3 * f_, 2);
-    mem(Pass::Bwd, name + ".bwd", rows * d * (f_ + f_ + f_) + rows * d * (f_ + f_) + rows * 2 * 4, 2, OpClass::Norm);
+    kind_op(Pass::Bwd, name + ".bwd", rows * d * (f_ + f_ + f_) + rows * d * (f_ + f_) + rows * 2 * 4, 2, OpClass::Norm,
+            OpKind::LayerNormBwd, rows * d, rows);
   }
   // Autocast's cast of an fp32 activation to half before a GEMM, and its backward (half grad -> fp32).
   void cast_in(const std::string& name, double elems) {
@@ -173,16 +203,18 @@ class LayerBuilder {
     // The convolution with stride = kernel is a GEMM [b N, P] x [P, d] over the image's patches.
     const double params = P * d + d;
     if (cast_) mem(Pass::Fwd, "conv.cast_w", params * (4 + 2), 2);
-    matmul(Pass::Fwd, OpClass::Gemm, "conv", 1, b_ * N, d, P, true);
-    mem(Pass::Fwd, "cat_class_token", b_ * T * d * (a_ + a_));
+    matmul(Pass::Fwd, OpClass::Gemm, "conv", 1, b_ * N, d, P, true, OpKind::Conv);
+    // The convolution's output [b, d, N] enters the token sequence permuted ([N, b, d], d innermost):
+    // the cat gathers it element by element.
+    kind_op(Pass::Fwd, "cat_class_token", b_ * T * d * (a_ + a_), 1, OpClass::Memory, OpKind::Strided, b_ * N * d);
     mem(Pass::Fwd, "pos_add", b_ * T * d * (a_ + f_) + T * d * f_);
     dropout("embed", b_ * T * d, f_);
     // Backward: the position embedding's gradient (a sum over the batch), the class token's, the
     // slice back to the convolution's output, its weight gradient (the image needs none).
     grad_acc("conv", params);
-    mem(Pass::Bwd, "conv.bias_grad", b_ * N * d * a_ + d * a_);
-    matmul(Pass::Bwd, OpClass::Gemm, "conv.wgrad", 1, d, P, b_ * N);
-    mem(Pass::Bwd, "cat_bwd", b_ * N * d * (f_ + a_));
+    kind_op(Pass::Bwd, "conv.bias_grad", b_ * N * d * a_ + d * a_, 1, OpClass::Memory, OpKind::Reduce, b_ * N * d, d);
+    matmul(Pass::Bwd, OpClass::Gemm, "conv.wgrad", 1, d, P, b_ * N, false, OpKind::ConvWgrad);
+    kind_op(Pass::Bwd, "cat_bwd", b_ * N * d * (f_ + a_), 1, OpClass::Memory, OpKind::Strided, b_ * N * d);
     mem(Pass::Bwd, "pos_grad", b_ * T * d * f_ + (T * d + d) * 3 * f_, 3);
   }
 
@@ -215,7 +247,7 @@ class LayerBuilder {
       mem(Pass::Fwd, "q_scale", R * d * 2 * a_);
       matmul(Pass::Fwd, OpClass::AttnMatmul, "qk", b_ * H, T, T, hd);
       if (cast_) mem(Pass::Fwd, "scores.cast", S * (2 + 4));
-      mem(Pass::Fwd, "softmax", S * (f_ + f_), 1, OpClass::Norm);  // under autocast softmax runs in fp32
+      kind_op(Pass::Fwd, "softmax", S * (f_ + f_), 1, OpClass::Norm, OpKind::Softmax, S, S / T);  // fp32 under autocast
       dropout("attn", S, f_);
       if (cast_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
       matmul(Pass::Fwd, OpClass::AttnMatmul, "av", b_ * H, T, hd, T);
@@ -224,13 +256,13 @@ class LayerBuilder {
       // the three gradients into [T, b, 3d]; before it, view's backward reshapes the q and v gradients
       // (bmm outputs [B H, T, hd]) to [T, b, d], a transposing copy each, while k's gradient (from
       // bmm(Q^T, dS): [B H, hd, T]) reshapes as a view with T innermost, which the cat reads strided.
-      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
+      kind_op(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_, 1, OpClass::Memory, OpKind::Strided, R * d);  // k's part
       mem(Pass::Bwd, "qv_grad_layout", 2 * R * d * 2 * a_, 2);
       mem(Pass::Bwd, "q_scale_bwd", R * d * 2 * a_);
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
       matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
       if (cast_) mem(Pass::Bwd, "scores.cast_bwd", S * (4 + 2));
-      mem(Pass::Bwd, "softmax_bwd", S * (f_ + f_ + f_), 1, OpClass::Norm);
+      kind_op(Pass::Bwd, "softmax_bwd", S * (f_ + f_ + f_), 1, OpClass::Norm, OpKind::SoftmaxBwd, S, S / T);
       if (cast_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
       matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dv", b_ * H, T, hd, T);      // dV = P^T dO
@@ -248,8 +280,8 @@ class LayerBuilder {
     layer_norm("ln2", R, d);
     cast_in("ln2", R * d);
     linear("fc1", R, d, h);
-    mem(Pass::Fwd, "gelu", R * h * (a_ + a_), 1, OpClass::Norm);
-    mem(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_), 1, OpClass::Norm);
+    kind_op(Pass::Fwd, "gelu", R * h * (a_ + a_), 1, OpClass::Norm, OpKind::Gelu, R * h);
+    kind_op(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_), 1, OpClass::Norm, OpKind::GeluBwd, R * h);
     dropout("mlp_hidden", R * h, a_);
     linear("fc2", R, h, d);
     dropout("mlp_out", R * d, a_);
@@ -311,15 +343,24 @@ double shape_efficiency(const Op& op, const DeviceFigures& d) {
   const double wave_eff = work / (waves * sms);
   const double k_slice = op.k / split;
   const double k_eff = d.gemm_k_half > 0 ? k_slice / (k_slice + d.gemm_k_half) : 1.0;
-  return fill * wave_eff * k_eff;
+  const double narrow = std::min(op.m, op.n);
+  const double n_eff = d.gemm_n_half > 0 ? narrow / (narrow + d.gemm_n_half) : 1.0;
+  return fill * wave_eff * k_eff * n_eff;
+}
+
+double kind_compute_time(const Op& op, const DeviceFigures& d) {
+  const DeviceFigures::KindFigures& k = d.kinds[static_cast<size_t>(op.kind)];
+  return op.elems * k.elem_s + op.rows * k.row_s;
 }
 
 double op_device_time(const Op& op, const DeviceFigures& d) {
   const double frac = op.cls == OpClass::Norm && d.norm_efficiency > 0 ? d.norm_efficiency : d.mem_efficiency;
   const double bw = d.mem_bw * frac;
   double t = bw > 0 ? op.bytes / bw : 0;
+  if (!is_matmul(op)) t = std::max(t, kind_compute_time(op, d));
   if (is_matmul(op) && op.flops > 0) {
-    const double cls_eff = op.cls == OpClass::Gemm ? d.gemm_efficiency : d.attn_efficiency;
+    const double conv_eff = is_conv(op.kind) ? d.kinds[static_cast<size_t>(op.kind)].efficiency : 0;
+    const double cls_eff = conv_eff > 0 ? conv_eff : op.cls == OpClass::Gemm ? d.gemm_efficiency : d.attn_efficiency;
     const double rate = d.peak_flops * cls_eff * shape_efficiency(op, d);
     if (!(rate > 0)) throw Error(fmt::format("device {}: no positive GEMM rate for op {}", d.device_type, op.name));
     t = std::max(t, op.flops / rate);

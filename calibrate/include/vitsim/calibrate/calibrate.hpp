@@ -77,7 +77,10 @@ struct OpSample {
 // T in {17, 65, 197}, B H in {64, 256}, and copies ("sweep.copy.<bytes>": one tensor read, one written)
 // and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB per tensor upwards, x4 apart, up to
 // the first size of at least 64 MiB and twice `llc_bytes` (the last-level cache; 0 = unknown), so that
-// the largest copies move at least 4x the cache: the reference bandwidth is taken from those.
+// the largest copies move at least 4x the cache: the reference bandwidth is taken from those. Last the
+// kernel-family sweeps (core/ops.hpp OpKind), timed with hot operands: softmax and its backward at row
+// lengths 17, 65, 197, LayerNorm and its backward at widths 64-1024, GELU and its backward, sums over rows
+// ("reduce") at widths 64-1024 and permuted gathers ("strided"), each at about 2^18 and 2^20 elements.
 // GEMM tensors in the precision's matmul dtype (2 bytes under fp16/bf16), the copies in fp32.
 struct OpBenchmark {
   vitsim::Op op;
@@ -91,7 +94,9 @@ double parse_cache_size(const std::string& text);
 // What the fit predicts for one op measured alone: run_ops({op}, f).end_s, i.e. host_op_s x kernels
 // + op_device_time(op, f) (+ sync_s after an op that syncs).
 double op_sample_time(const vitsim::Op& op, const DeviceFigures& f);
-// Fits a device's op-model figures to measured op times (stage 1 of the op model's calibration):
+// Fits a device's op-model figures to measured op times (stage 1 of the op model's calibration). First
+// each kernel family's elem_s and row_s from its sweeps (least squares on relative errors, both >= 0);
+// then, with those fixed, on the other samples (the convolutions' efficiencies among them):
 // gemm_efficiency, attn_efficiency, mem_efficiency and norm_efficiency (each in (0, 1], relative to
 // start.peak_flops and start.mem_bw, which stay), host_op_s (the per-kernel fixed cost; kernel_s stays
 // start.kernel_s: one op timed alone on a synchronous CPU device cannot tell the two apart, so pass 0

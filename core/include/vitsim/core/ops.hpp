@@ -16,6 +16,7 @@
 // order: on an asynchronous device (a GPU) op i starts at max(issued_i, end_{i-1}), so the step is
 // max(device time, host time) where either dominates (launch-bound small models); on a synchronous
 // device (a CPU running LibTorch) the host runs each op itself: host_op_s + device time, summed.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ enum class OpClass { Gemm, AttnMatmul, Memory, Norm };
 const char* op_class_name(OpClass c);  // "gemm", "attn_matmul", "memory", "norm"
 OpClass parse_op_class(const std::string& name);  // throws Error listing the valid names
 
+// The kernel family of an op, where its cost is not its bytes at the bandwidth alone: on a CPU the
+// row-wise ops (softmax, LayerNorm) pay per element (exp, erf, division) and per row (the reduction's
+// set-up and tail), gathers through a permuted layout pay per element, and the patch embedding runs as a
+// convolution kernel (mkldnn, cuDNN), not as the GEMM its arithmetic equals. `vitsim calibrate` measures
+// each family's cost on the device (DeviceFigures::kinds); a family without figures costs its bytes.
+enum class OpKind { None, Strided, Reduce, Softmax, SoftmaxBwd, LayerNorm, LayerNormBwd, Gelu, GeluBwd, Conv, ConvWgrad };
+constexpr int kOpKinds = 11;
+const char* op_kind_name(OpKind k);  // "none", "strided", "reduce", "softmax", ..., "conv_wgrad"
+OpKind parse_op_kind(const std::string& name);  // throws Error listing the valid names
+bool is_conv(OpKind k);  // Conv, ConvWgrad: matmul-shaped kinds
+
 enum class Pass { Fwd, Bwd, Step };
 const char* pass_name(Pass p);  // "fwd", "bwd", "step"
 
@@ -44,6 +56,9 @@ struct Op {
   double flops = 0;       // whole micro-batch; 2 m n k batch for matmuls, 0 for memory ops
   double bytes = 0;       // bytes read + written, each tensor in the dtype the op runs in
   int kernels = 1;        // kernel launches (and host dispatches) the op stands for
+  OpKind kind = OpKind::None;
+  double elems = 0;       // elements the kernel computes (output elements; a reduction's input)
+  double rows = 0;        // rows a row-wise kernel reduces (softmax, LayerNorm); a sum over rows: its outputs
   bool host_sync = false; // the host waits for the device after it (.item(), float(tensor))
 };
 
@@ -77,6 +92,7 @@ struct DeviceFigures {
   int tile_m = 128, tile_n = 128;  // the GEMM output tile one SM computes at a time
   double gemm_efficiency = 1;      // fraction of peak a GEMM reaches when its tiles fill every wave, K long
   double gemm_k_half = 0;          // K at which a GEMM reaches half its efficiency (short-K penalty; 0 = none)
+  double gemm_n_half = 0;          // the same for the smaller of M and N (narrow outputs; 0 = none)
   double attn_efficiency = 1;      // the same for the attention batched matmuls
   double mem_efficiency = 1;       // fraction of mem_bw that data-movement ops reach
   double norm_efficiency = 0;      // the same for normalisation/activation ops (0 = mem_efficiency)
@@ -84,6 +100,15 @@ struct DeviceFigures {
   double kernel_s = 0;             // device-side fixed cost per kernel
   double host_op_s = 0;            // host time to issue one op (framework dispatch + launch)
   double sync_s = 0;               // extra cost of one host<-device synchronisation (a D2H copy's latency)
+  // Per kernel family (index: OpKind), measured by `vitsim calibrate` (0 = not measured: the op's bytes
+  // at the bandwidth alone, a convolution as a GEMM). A memory or norm op of a family costs
+  // max(bytes / (bandwidth x fraction), elems x elem_s + rows x row_s); a convolution runs at
+  // `efficiency` x the GEMM rate of its shape.
+  struct KindFigures {
+    double elem_s = 0, row_s = 0, efficiency = 0;
+    bool operator==(const KindFigures&) const = default;
+  };
+  std::array<KindFigures, kOpKinds> kinds{};
   bool async = true;               // host issues ahead of the device (GPU); false: host runs each op (CPU)
 };
 
@@ -91,10 +116,13 @@ bool is_matmul(const Op& op);  // Gemm or AttnMatmul
 
 // Shape efficiency of a matmul op on a device, in (0, 1]: output tiles (ceil(m/tile_m) x ceil(n/tile_n)
 // x batch) spread over sm_count SMs in waves, the last wave partial (tiles / (waves x SMs)); padding of
-// partial tiles (m n / (tiles' area)); short K (k / (k + gemm_k_half)). When the tiles fill less than
+// partial tiles (m n / (tiles' area)); short K (k / (k + gemm_k_half)); a narrow output (min(m, n) /
+// (min(m, n) + gemm_n_half): a CPU's BLAS packs and streams a panel per few output columns). When the tiles fill less than
 // one wave and K is long, the K dimension is split over idle SMs (cuBLAS split-K; weight-gradient GEMMs
 // have small m x n and long k), up to k / 256 slices.
 double shape_efficiency(const Op& op, const DeviceFigures& d);
+// The kernel family's own cost of a memory or norm op: elems x elem_s + rows x row_s (0 without figures).
+double kind_compute_time(const Op& op, const DeviceFigures& d);
 // Device time of one op (without host issue cost).
 double op_device_time(const Op& op, const DeviceFigures& d);
 
