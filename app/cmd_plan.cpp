@@ -30,12 +30,19 @@ struct PlanArgs {
 };
 
 void parse_shard(const std::string& text, sim::PlanOptions& opt) {
-  int i = -1, k = -1;
-  char slash = 0, extra = 0;
-  if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &k, &extra) != 3 || slash != '/' || k < 1 || i < 0 || i >= k)
-    throw UsageError(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", echo(text)));
-  opt.shard_index = i;
-  opt.shard_count = k;
+  const auto slash = text.find('/');
+  long long i = -1, k = -1;
+  try {
+    if (slash != std::string::npos) {
+      k = units::parse_integer(text.substr(slash + 1), 1, 1 << 30);
+      i = units::parse_integer(text.substr(0, slash), 0, k - 1);
+    }
+  } catch (const Error&) {
+    i = -1;
+  }
+  if (i < 0) throw UsageError(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", echo(text)));
+  opt.shard_index = static_cast<int>(i);
+  opt.shard_count = static_cast<int>(k);
 }
 }  // namespace
 
@@ -80,11 +87,7 @@ void add_plan(CLI::App& cli, Action& action) {
         require_scenario("plan", a->scenario, " (or --merge SHARD.json...)");
         ScenarioFile f = read_scenario_file(a->scenario);
         apply_sets(f, a->sets);
-        if (!a->what_ifs.empty()) {
-          std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
-          for (const auto& w : a->what_ifs) edits += (edits.empty() ? "" : ";") + w;
-          f.attrs["whatif.edits"] = Attribute{edits, Origin{"--what-if", 0}};
-        }
+        add_what_ifs(f, a->what_ifs);
         PlanConstraints& k = a->opt.constraints;
         if (a->global_batch > 0) k.global_batch = a->global_batch;
         if (a->global_batch_min > 0) k.global_batch_min = a->global_batch_min;

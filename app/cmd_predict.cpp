@@ -46,11 +46,7 @@ void add_predict(CLI::App& cli, Action& action) {
       check_trace_ranks(c, args->opt.trace_ranks, args->opt.trace_path);
       ScenarioFile f = read_scenario_file(args->scenario);
       apply_sets(f, args->sets);
-      if (!args->what_ifs.empty()) {
-        std::string edits = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
-        for (const auto& w : args->what_ifs) edits += (edits.empty() ? "" : ";") + w;
-        f.attrs["whatif.edits"] = Attribute{edits, Origin{"--what-if", 0}};
-      }
+      add_what_ifs(f, args->what_ifs);
       // Before any work: outputs writable, none of them an input or another output.
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({args->opt.calibration, "--calibration"});

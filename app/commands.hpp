@@ -30,6 +30,9 @@ void require_scenario(const std::string& command, const std::string& scenario, c
 // --set KEY=VALUE for every subcommand: an unknown key gets "did you mean" (core/suggest.hpp), the rest is
 // core's apply_override.
 void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets);
+// --what-if EDIT (predict, plan): the edits go after the scenario's own whatif.edits, ';'-separated, and
+// the key's origin becomes "--what-if". No edits: the file is left as it was.
+void add_what_ifs(ScenarioFile& f, const std::vector<std::string>& edits);
 
 // CLI11 checks by core's strict number readers: "--budget: '$100' is not a number", "--jobs: 0 is out of
 // range: expected 1 .. 4096", instead of CLI11's conversion errors.

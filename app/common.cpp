@@ -38,6 +38,13 @@ void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets) {
   }
 }
 
+void add_what_ifs(ScenarioFile& f, const std::vector<std::string>& edits) {
+  if (edits.empty()) return;
+  std::string all = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
+  for (const auto& w : edits) all += (all.empty() ? "" : ";") + w;
+  f.attrs["whatif.edits"] = Attribute{all, Origin{"--what-if", 0}};
+}
+
 CLI::Validator number(const units::Range& r) {
   return CLI::Validator(
       [r](std::string& text) -> std::string {

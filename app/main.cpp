@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/suggest.hpp"
 #include "vitsim/core/units.hpp"
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
   vitsim::reserve_standard_fds();  // before anything opens a file
   CLI::App cli{"vitsim: predict and measure data-parallel Vision Transformer training"};
   cli.require_subcommand(1);
-  cli.set_version_flag("--version", "vitsim 0.1.0");
+  cli.set_version_flag("--version", fmt::format("vitsim {}", vitsim::vitsim_version()));  // CMake's project(VERSION)
   vitsim::app::Action action;
 #ifdef VITSIM_TRAINER_ONLY
   // The trainer-only build (cmake -DVITSIM_TRAINER_ONLY=ON): no simulator, no calibration.

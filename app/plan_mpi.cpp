@@ -23,6 +23,8 @@
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/mpi_check.hpp"
+#include "vitsim/core/units.hpp"
 #include "vitsim/core/plan.hpp"
 #include "vitsim/core/scenario.hpp"
 
@@ -31,25 +33,20 @@ extern char** environ;
 namespace {
 namespace fs = std::filesystem;
 
-#define MPI_CHECK(call)                                                                                       \
-  do {                                                                                                        \
-    int rc_ = (call);                                                                                         \
-    if (rc_ != MPI_SUCCESS) {                                                                                 \
-      char host_[256] = {0};                                                                                  \
-      gethostname(host_, sizeof host_ - 1);                                                                   \
-      int rank_ = -1;                                                                                         \
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);                                                                  \
-      std::fprintf(stderr, "vitsim-plan-mpi: rank %d on %s: %s failed (%d) at %s:%d\n", rank_, host_, #call, rc_, \
-                   __FILE__, __LINE__);                                                                       \
-      MPI_Abort(MPI_COMM_WORLD, 3);                                                                           \
-    }                                                                                                         \
-  } while (0)
-
 struct Args {
   std::string vitsim, format = "table", out;
   int top = 20;
   std::vector<std::string> plan;  // passed through to `vitsim plan`
 };
+
+// --top as `vitsim plan` reads it: a whole number in 0 .. 2^30 (0: every row).
+int top_rows(const std::string& text) {
+  try {
+    return static_cast<int>(vitsim::units::parse_integer(text, 0, 1 << 30));
+  } catch (const vitsim::Error& e) {
+    throw vitsim::Error(fmt::format("--top: {}", e.what()));
+  }
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -62,7 +59,7 @@ Args parse(int argc, char** argv) {
     if (s == "--vitsim") a.vitsim = value("--vitsim");
     else if (s == "--format") a.format = value("--format");
     else if (s == "--out") a.out = value("--out");
-    else if (s == "--top") a.top = std::stoi(value("--top"));
+    else if (s == "--top") a.top = top_rows(value("--top"));
     else if (s == "--shard" || s == "--merge") throw vitsim::Error(fmt::format("{}: vitsim-plan-mpi shards by rank itself", s));
     else a.plan.push_back(s);
   }
@@ -136,13 +133,11 @@ std::string run_shard(const Args& a, int rank, int size) {
   return result;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_CHECK(MPI_Init(&argc, &argv));
+int run(int argc, char** argv) {
+  VITSIM_MPI_CHECK(MPI_Init(&argc, &argv));
   int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  VITSIM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  VITSIM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   int status = 0;
   std::string mine;
   Args a;
@@ -157,7 +152,7 @@ int main(int argc, char** argv) {
   // Gather every shard's JSON (or error) on rank 0.
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(size), offsets(size);
-  MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  VITSIM_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
   std::string all;
   if (rank == 0) {
     long long total = 0;
@@ -171,7 +166,7 @@ int main(int argc, char** argv) {
     }
     all.resize(static_cast<size_t>(total));
   }
-  MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  VITSIM_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
   if (rank == 0) {
     try {
       std::vector<vitsim::PlanResult> shards;
@@ -193,7 +188,19 @@ int main(int argc, char** argv) {
       status = 1;
     }
   }
-  MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  VITSIM_MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
   MPI_Finalize();
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a failed MPI call (VITSIM_MPI_CHECK): the job cannot go on
+    std::fprintf(stderr, "vitsim-plan-mpi: error: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    return 3;
+  }
 }

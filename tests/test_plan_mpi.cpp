@@ -20,3 +20,17 @@ TEST_CASE("mpirun -np 2 vitsim-plan-mpi equals vitsim plan on one machine", "[pl
   CHECK(bad.status != 0);
   CHECK(bad.out.find("vitsim plan --shard") != std::string::npos);
 }
+
+TEST_CASE("vitsim-plan-mpi reads --top as vitsim plan does", "[plan][mpi][negative]") {
+  // core's parse_integer with vitsim plan's range (0 .. 2^30), not std::stoi ("1.5" was 1, "x" an abort).
+  const std::string scen = vt::source("scenarios/whatif/tesla-nic-10gbe.xml");
+  for (const auto& [top, why] : std::vector<std::pair<std::string, std::string>>{
+           {"1.5", "'1.5' is not an integer in 0 .. 1073741824"},
+           {"x", "'x' is not an integer in 0 .. 1073741824"},
+           {"-1", "-1 is out of range (expected 0 .. 1073741824)"}}) {
+    INFO(top);
+    auto r = vt::run(fmt::format("mpirun --allow-run-as-root --oversubscribe -np 1 {} {} -q --top {}", VITSIM_PLAN_MPI, scen, top));
+    CHECK(r.status != 0);  // rank 0's status 1, as mpirun passes it on
+    CHECK(r.out.find("vitsim-plan-mpi: error: --top: " + why + "\n") != std::string::npos);
+  }
+}

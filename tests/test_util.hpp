@@ -14,23 +14,26 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "vitsim/core/io.hpp"
 
 namespace vt {
 namespace fs = std::filesystem;
 
 inline std::string source(const std::string& rel) { return std::string(VITSIM_SOURCE_DIR) + "/" + rel; }
 
+// "a, b, c": a registry's names as messages list them.
+inline std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+// core's TempDir (vitsim/core/io.hpp: created, registered, removed with its content) with helpers.
 struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "vitsim-test-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+  vitsim::TempDir dir{"vitsim-test-"};
+  fs::path path{dir.path()};
   std::string file(const std::string& name, const std::string& content) const {
     fs::path p = path / name;
     fs::create_directories(p.parent_path());

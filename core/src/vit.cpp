@@ -102,9 +102,9 @@ std::optional<Preset> timm_preset(const std::string& full) {
   if (it == sizes.end()) return std::nullopt;
   const size_t b = name.find('_', a + 6);
   if (b == std::string::npos) return std::nullopt;
-  auto whole = [](const std::string& t) -> int {
+  auto whole = [](const std::string& t) -> int {  // digits only, no leading zero, at most 5 of them
     if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos || t[0] == '0') return 0;
-    return std::stoi(t);
+    return static_cast<int>(units::parse_integer(t, 1, 99999));
   };
   const int patch = whole(name.substr(a + 6, b - a - 6)), image = whole(name.substr(b + 1));
   if (patch <= 0 || image <= 0) return std::nullopt;

@@ -1,6 +1,6 @@
 #pragma once
-// Return-code checks for MPI, CUDA and NCCL: a failure throws vitsim::Error naming the rank, the host,
-// the call and file:line. Internal to real/.
+// Return-code checks for CUDA and NCCL: a failure throws vitsim::Error naming the rank, the host,
+// the call and file:line. Internal to real/. MPI calls are checked by core/mpi_check.hpp (the same message).
 #include <fmt/format.h>
 
 #include "vitsim/core/error.hpp"
@@ -9,17 +9,6 @@
 #define VITSIM_FAIL_AT(lib, call, msg)                                                                      \
   throw ::vitsim::Error(fmt::format("{}: {} call {} failed: {} ({}:{})", ::vitsim::real::rank_identity(), lib, \
                                     call, msg, __FILE__, __LINE__))
-
-#define VITSIM_MPI_CHECK(call)                                   \
-  do {                                                           \
-    int vitsim_rc_ = (call);                                     \
-    if (vitsim_rc_ != MPI_SUCCESS) {                             \
-      char vitsim_msg_[MPI_MAX_ERROR_STRING];                    \
-      int vitsim_len_ = 0;                                       \
-      MPI_Error_string(vitsim_rc_, vitsim_msg_, &vitsim_len_);   \
-      VITSIM_FAIL_AT("MPI", #call, std::string(vitsim_msg_, vitsim_len_)); \
-    }                                                            \
-  } while (0)
 
 #define VITSIM_CUDA_CHECK(call)                                                                       \
   do {                                                                                                \

@@ -8,19 +8,19 @@
 #include <thread>
 
 #include "check.hpp"
+#include "vitsim/core/mpi_check.hpp"
+#include "vitsim/core/system.hpp"
 #include "vitsim/real/comm.hpp"
+
+// The World's identity as it was recorded at start: no MPI call on the error path.
+#undef VITSIM_MPI_CHECK
+#define VITSIM_MPI_CHECK(call) VITSIM_MPI_CHECK_AS(::vitsim::real::rank_identity(), call)
 
 namespace vitsim::real {
 namespace {
 
 std::mutex identity_mu;
 std::string identity = "rank ?";
-
-std::string hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
 
 // Waits for a request, polling so that a deadline can be kept (blocking MPI calls cannot time out).
 // Spins briefly for low latency, then backs off to short sleeps so a waiting rank leaves the cores to

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/system.hpp"
+#include "vitsim/core/units.hpp"
 #include "vitsim/real/comm.hpp"
 
 namespace vitsim::real {
@@ -19,23 +21,18 @@ namespace {
 std::mutex identity_mu;
 std::string identity = "rank ?";
 
-std::string hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 // The job size a launcher announces (Open MPI's mpirun; MPICH's Hydra and srun --mpi=pmi2 set PMI_SIZE),
 // 1 when none does.
 long launcher_size(std::string& var) {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     const char* v = std::getenv(name);
     if (!v || !*v) continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (end && *end == '\0' && n > 1) {
+    try {
+      const long n = static_cast<long>(units::parse_integer(v, 2, 1 << 30));
       var = name;
       return n;
+    } catch (const Error&) {
+      // not a job size above 1: this variable does not count
     }
   }
   return 1;

@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
 #include "vitsim/real/checkpoint_file.hpp"
 #include "vitsim/real/train.hpp"
 
@@ -58,16 +60,10 @@ FaultInjection parse_fault(const std::string& text) {
   if (f.kind != "kill" && f.kind != "hang" && f.kind != "exit" && f.kind != "nan") return fail();
   auto c2 = text.find(':', c1 + 1);
   try {
-    size_t used = 0;
-    std::string step = text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
-    f.step = std::stoll(step, &used);
-    if (used != step.size() || f.step < 1) return fail();
-    if (c2 != std::string::npos) {
-      std::string rank = text.substr(c2 + 1);
-      f.rank = std::stoi(rank, &used);
-      if (used != rank.size() || f.rank < 0) return fail();
-    }
-  } catch (const std::logic_error&) {
+    f.step = units::parse_integer(text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1), 1,
+                                  std::numeric_limits<long long>::max());
+    if (c2 != std::string::npos) f.rank = static_cast<int>(units::parse_integer(text.substr(c2 + 1), 0, 1 << 30));
+  } catch (const Error&) {
     return fail();
   }
   return f;
