@@ -33,7 +33,7 @@ void add_plot(CLI::App& cli, Action& action) {
   c->add_option("--kind", args->kind,
                 "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
                 "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
-      ->check(CLI::IsMember({"auto", "scaling", "batch", "nodes", "pareto", "memory"}));
+      ->check(CLI::IsMember(plot::plot_kind_names()));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {
     action = [args] {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/sim/collective.hpp"
 
 namespace {
 
@@ -52,8 +53,8 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "vit_{tiny,small,base,large,huge,giant}_patch<P>_<image> (e.g. vit_large_patch16_384)"},
       {"unknown collective", scenario(kCluster, kModel, kTraining, "  <parallelism collective=\"butterfly\"/>\n"),
        "predict s.xml",
-       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, rail, "
-       "ring, ring_msg, tree"},
+       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: " +
+           vt::join(vitsim::sim::collective_names())},
       {"zero batch", scenario(kCluster, kModel, "micro_batch=\"0\""), "predict s.xml",
        "vitsim: error: s.xml:5: training.micro_batch: 0 is out of range (expected 1 .. 16777216)"},
       {"negative batch", scenario(kCluster, kModel, kTraining), "predict s.xml --set training.micro_batch=-8",

@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "test_util.hpp"
+#include "vitsim/core/dataset.hpp"
+#include "vitsim/sim/collective.hpp"
 
 namespace {
 
@@ -136,9 +138,9 @@ std::vector<BadInput> cases() {
       {"units", "zero timeout", {{"s.xml", scenario("micro_batch=\"16\"", "  <run timeout=\"0s\"/>\n")}}, S,
        "vitsim: error: s.xml:6: run.timeout: must be positive"},
       {"names", "unknown collective", {{"s.xml", scenario("micro_batch=\"16\"", "  <parallelism collective=\"butterfly\"/>\n")}}, S,
-       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: auto, hierarchical, rail, ring, ring_msg, tree"},
+       "vitsim: error: s.xml:6: parallelism.collective: unknown collective 'butterfly'; valid: " + vt::join(vitsim::sim::collective_names())},
       {"names", "unknown dataset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\"", "name=\"mnist\"")}}, S,
-       "vitsim: error: s.xml:4: dataset.name: unknown value 'mnist'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic"},
+       "vitsim: error: s.xml:4: dataset.name: unknown value 'mnist'; valid: " + vt::join(vitsim::dataset_names())},
       {"names", "unknown model preset", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_g_14\"")}}, S,
        "vitsim: error: s.xml:3: model.preset: unknown model preset 'vit_g_14'; valid: vit_b_16, vit_base_patch16_224, vit_cifar_small, vit_cifar_tiny, vit_fmnist_tiny, vit_h_16, vit_huge_patch16_224, vit_l_16, vit_large_patch16_224, vit_small_patch16_224, vit_tiny_patch16_224, or timm's vit_{tiny,small,base,large,huge,giant}_patch<P>_<image> (e.g. vit_large_patch16_384)"},
       {"model", "image not a multiple of the patch", {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"", "preset=\"vit_b_16\" patch=\"15\"")}}, S,

@@ -21,17 +21,9 @@
 namespace {
 namespace fs = std::filesystem;
 
-struct Tmp {
-  fs::path path;
-  Tmp() {
-    std::string t = (fs::temp_directory_path() / "vitsim-plot-test-XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()));
-    path = t;
-  }
-  ~Tmp() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct Tmp {  // core's TempDir
+  vitsim::TempDir dir{"vitsim-plot-test-"};
+  fs::path path{dir.path()};
   std::string operator/(const std::string& n) const { return (path / n).string(); }
 };
 
@@ -185,7 +177,9 @@ TEST_CASE("plot: clear errors for a missing gnuplot and a report with nothing to
                     Catch::Contains("sweeps neither the GPU count nor the micro-batch"));
   CHECK_THROWS_WITH(vitsim::plot::resolve_kind(one, vitsim::plot::Kind::Batch),
                     Catch::Contains("has a single micro-batch (16): a batch plot needs several"));
-  CHECK_THROWS_WITH(vitsim::plot::parse_kind("pie"), "unknown plot kind 'pie'; valid: auto, scaling, batch");
+  std::string kinds;  // the table's names (tests/test_descriptors.cpp checks README against them)
+  for (const auto& k : vitsim::plot::report_kinds()) kinds += (kinds.empty() ? "" : ", ") + std::string(k.name);
+  CHECK_THROWS_WITH(vitsim::plot::parse_kind("pie"), "unknown plot kind 'pie'; valid: " + kinds);
 }
 
 TEST_CASE("plot: the command line names a missing report and a report with nothing to plot", "[study][plot]") {

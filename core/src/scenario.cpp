@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "vitsim/core/dataset.hpp"
 #include "vitsim/core/deepspeed.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
@@ -167,21 +168,6 @@ class Reader {
   Origin fallback_;
 };
 
-const std::vector<std::string> kDatasets{"cifar10", "cifar100", "imagenet100", "fashion_mnist", "imagefolder", "synthetic"};
-
-struct DatasetDefaults {
-  long long train, test;
-  int image, channels, classes;
-};
-// Public dataset facts (docs/sources.md "Datasets").
-std::optional<DatasetDefaults> dataset_defaults(const std::string& name) {
-  if (name == "cifar10") return DatasetDefaults{50000, 10000, 32, 3, 10};
-  if (name == "cifar100") return DatasetDefaults{50000, 10000, 32, 3, 100};
-  if (name == "imagenet100") return DatasetDefaults{126689, 5000, 256, 3, 100};  // JPEGs of varying size; 256 px typical after the usual short-side resize
-  if (name == "fashion_mnist") return DatasetDefaults{60000, 10000, 28, 1, 10};
-  return std::nullopt;
-}
-
 // DeepSpeed values become attributes unless the scenario or --set already fixed the key; a scenario
 // file value that contradicts the DeepSpeed file is an error, a --set wins (it is the user's what-if).
 void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedConfig& ds) {
@@ -307,35 +293,35 @@ void apply_override(ScenarioFile& f, const std::string& assignment) {
   }
 }
 
-Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& given,
-                 const std::map<std::string, std::string>& params) {
-  std::map<std::string, Attribute> attrs = given;
-  std::optional<DeepSpeedConfig> ds;
-  {
-    Reader r0(attrs, f.path);
-    if (r0.has("deepspeed.config")) {
-      std::string p = r0.path("deepspeed.config");
-      try {
-        ds = read_deepspeed_config(p);
-      } catch (const Error& e) {
-        throw Error(r0.origin("deepspeed.config"), e.what());
-      }
-      merge_deepspeed(attrs, *ds);
-      // One warning line per config file and process (a sweep resolves the same file at every point).
-      static std::mutex warned_mutex;
-      static std::set<std::string> warned;
-      const std::string line = unmodelled_warning(*ds);
-      std::lock_guard<std::mutex> lock(warned_mutex);
-      if (!line.empty() && warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
-    }
-  }
-  Reader r(attrs, f.path);
-  Scenario s;
-  s.file = f.path;
-  s.name = r.str("scenario.name", f.name);
-  s.params = params;
-  for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
+namespace {
 
+// --- resolve, one step per element of the scenario; each reads its keys in the order the messages
+// rely on (an earlier key's error first).
+
+// deepspeed.config: read the file, merge its values into `attrs` (merge_deepspeed) and warn once per file
+// about what it sets that vitsim does not model.
+std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, Attribute>& attrs, const std::string& file) {
+  std::optional<DeepSpeedConfig> ds;
+  Reader r0(attrs, file);
+  if (r0.has("deepspeed.config")) {
+    std::string p = r0.path("deepspeed.config");
+    try {
+      ds = read_deepspeed_config(p);
+    } catch (const Error& e) {
+      throw Error(r0.origin("deepspeed.config"), e.what());
+    }
+    merge_deepspeed(attrs, *ds);
+    // One warning line per config file and process (a sweep resolves the same file at every point).
+    static std::mutex warned_mutex;
+    static std::set<std::string> warned;
+    const std::string line = unmodelled_warning(*ds);
+    std::lock_guard<std::mutex> lock(warned_mutex);
+    if (!line.empty() && warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
+  }
+  return ds;
+}
+
+void resolve_cluster(const Reader& r, Scenario& s) {
   s.cluster.platform = r.path("cluster.platform");
   s.cluster.nodes = static_cast<int>(r.integer("cluster.nodes", 1, 1, 1 << 20));
   s.cluster.gpus_per_node = static_cast<int>(r.integer("cluster.gpus_per_node", 1, 1, 1024));
@@ -348,8 +334,10 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
     if (static_cast<int>(s.cluster.hosts.size()) < s.cluster.nodes)
       r.fail("cluster.nodes", fmt::format("{} nodes requested but cluster.hosts lists {}", s.cluster.nodes, s.cluster.hosts.size()));
   }
+}
 
-  // Model: a preset, then any parameter overriding it.
+// A preset, then any parameter overriding it.
+void resolve_model(const Reader& r, const ScenarioFile& f, Scenario& s) {
   if (r.has("model.preset")) {
     try {
       s.model = vit_preset(r.str("model.preset", ""));
@@ -375,10 +363,14 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   } catch (const Error& e) {
     throw Error(r.origin(r.has("model.preset") ? "model.preset" : "model.width"), e.what());
   }
+}
 
+// The dataset's published facts (core/dataset.hpp) fill what the scenario leaves out.
+void resolve_dataset(const Reader& r, Scenario& s) {
+  const ViTConfig& m = s.model;
   DatasetSpec& d = s.dataset;
-  d.name = r.choice("dataset.name", "synthetic", kDatasets);
-  auto def = dataset_defaults(d.name);
+  d.name = r.choice("dataset.name", "synthetic", dataset_names());
+  const auto& def = dataset(d.name).facts;  // published facts (core/dataset.hpp), if any
   d.train_samples = r.integer("dataset.train_samples", def ? def->train : 0, 1, 1LL << 40);
   if (d.train_samples == 0) throw Error(r.origin("dataset.name"), fmt::format("dataset '{}' needs train_samples", d.name));
   d.test_samples = r.integer("dataset.test_samples", def ? def->test : 0, 0, 1LL << 40);
@@ -391,7 +383,9 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
     r.fail("dataset.resize", fmt::format("{} px but the model takes {} px images", resize, m.image_size));
   if (d.channels != m.channels)
     r.fail("dataset.name", fmt::format("dataset has {} channels but the model takes {}", d.channels, m.channels));
+}
 
+void resolve_training(const Reader& r, Scenario& s) {
   TrainingSpec& t = s.training;
   t.micro_batch = static_cast<int>(r.integer("training.micro_batch", 1, 1, 1 << 24));
   t.grad_accum = static_cast<int>(r.integer("training.grad_accum", 1, 1, 1 << 20));
@@ -407,24 +401,11 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   t.loss_scale = r.number("training.loss_scale", 0, 0, 1e30);
   if (t.loss_scale > 0 && t.precision != Precision::FP16)
     r.fail("training.loss_scale", fmt::format("a loss scale applies to fp16 training, not {}", precision_name(t.precision)));
+}
 
-  ParallelSpec& p = s.parallel;
-  p.zero = static_cast<int>(r.integer("parallelism.zero", 0, 0, 3));
-  p.overlap = r.boolean("parallelism.overlap", false);
-  p.collective = r.str("parallelism.collective", "ring");
-  if (r.has("parallelism.comm_dtype"))
-    p.comm_dtype = parse_precision(r.choice("parallelism.comm_dtype", "fp32", {"fp32", "fp16", "bf16"}));
-  const double grad_elem = precision_bytes(p.comm_dtype ? *p.comm_dtype : t.precision);
-  // DeepSpeed sizes buckets in elements; the scenario in bytes.
-  // reduce_bucket_size "auto": hidden_size x hidden_size elements, as the HF integration fills it.
-  double bucket_default = (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements
-                           : ds && ds->reduce_bucket_auto ? static_cast<double>(m.width) * m.width
-                                                          : 5e8) * grad_elem;
-  double ag_default = (ds && ds->allgather_bucket_elements ? *ds->allgather_bucket_elements : 5e8) * grad_elem;
-  p.bucket_bytes = r.quantity("parallelism.bucket_size", bucket_default, units::Kind::Bytes);
-  p.allgather_bucket_bytes = r.quantity("parallelism.allgather_bucket_size", ag_default, units::Kind::Bytes);
-  // A bucket written in bits ("25Mb": 3.1 MB) is almost surely megabytes mistyped: DDP's bucket_cap_mb
-  // and DeepSpeed's bucket sizes are bytes and elements. One warning line per key and value.
+// A bucket written in bits ("25Mb": 3.1 MB) is almost surely megabytes mistyped: DDP's bucket_cap_mb
+// and DeepSpeed's bucket sizes are bytes and elements. One warning line per key and value.
+void warn_buckets_in_bits(const Reader& r, const ParallelSpec& p) {
   for (const char* key : {"parallelism.bucket_size", "parallelism.allgather_bucket_size"})
     if (const auto* v = r.raw(key)) {
       const size_t u = v->find_first_not_of("0123456789.+-eE ");
@@ -441,6 +422,28 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
         if (mb_warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
       }
     }
+}
+
+// Bucket defaults follow DeepSpeed's config where there is one.
+void resolve_parallelism(const Reader& r, const std::optional<DeepSpeedConfig>& ds, Scenario& s) {
+  const ViTConfig& m = s.model;
+  const TrainingSpec& t = s.training;
+  ParallelSpec& p = s.parallel;
+  p.zero = static_cast<int>(r.integer("parallelism.zero", 0, 0, 3));
+  p.overlap = r.boolean("parallelism.overlap", false);
+  p.collective = r.str("parallelism.collective", "ring");
+  if (r.has("parallelism.comm_dtype"))
+    p.comm_dtype = parse_precision(r.choice("parallelism.comm_dtype", "fp32", {"fp32", "fp16", "bf16"}));
+  const double grad_elem = precision_bytes(p.comm_dtype ? *p.comm_dtype : t.precision);
+  // DeepSpeed sizes buckets in elements; the scenario in bytes.
+  // reduce_bucket_size "auto": hidden_size x hidden_size elements, as the HF integration fills it.
+  double bucket_default = (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements
+                           : ds && ds->reduce_bucket_auto ? static_cast<double>(m.width) * m.width
+                                                          : 5e8) * grad_elem;
+  double ag_default = (ds && ds->allgather_bucket_elements ? *ds->allgather_bucket_elements : 5e8) * grad_elem;
+  p.bucket_bytes = r.quantity("parallelism.bucket_size", bucket_default, units::Kind::Bytes);
+  p.allgather_bucket_bytes = r.quantity("parallelism.allgather_bucket_size", ag_default, units::Kind::Bytes);
+  warn_buckets_in_bits(r, p);
   if (!(p.bucket_bytes > 0)) r.fail("parallelism.bucket_size", "must be positive");
   if (!(p.allgather_bucket_bytes > 0)) r.fail("parallelism.allgather_bucket_size", "must be positive");
 
@@ -453,11 +456,15 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
     r.fail("parallelism.sequence_parallel",
            fmt::format("{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
                        p.sequence_parallel, m.heads));
+}
 
+void resolve_loader(const Reader& r, Scenario& s) {
   s.loader.workers = static_cast<int>(r.integer("loader.workers", 2, 0, 1024));
   s.loader.pinned = r.boolean("loader.pinned", true);
   s.loader.prefetch = static_cast<int>(r.integer("loader.prefetch", 2, 1, 1024));
+}
 
+void resolve_simulation(const Reader& r, Scenario& s) {
   s.simulation.steps = static_cast<int>(r.integer("simulation.steps", 20, 1, 1 << 24));
   s.simulation.warmup = static_cast<int>(r.integer("simulation.warmup", 2, 0, 1 << 24));
   s.simulation.full_epoch = r.boolean("simulation.full_epoch", false);
@@ -468,7 +475,9 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   if (s.simulation.warmup >= s.simulation.steps)
     r.fail("simulation.warmup", fmt::format("{} warm-up steps leave none of the {} steps to measure",
                                             s.simulation.warmup, s.simulation.steps));
+}
 
+void resolve_run(const Reader& r, Scenario& s) {
   RunSpec& run = s.run;
   run.device = r.choice("run.device", "auto", {"auto", "cpu", "cuda"});
   run.max_steps = r.integer("run.max_steps", 0, 0);
@@ -482,7 +491,9 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   run.eval_samples = r.integer("run.eval_samples", 0, 0);
 
   s.validation.tolerance = r.number("validation.tolerance", 0.10, 0, 100);
+}
 
+void resolve_what_ifs(const Reader& r, Scenario& s) {
   // What-ifs: ';'-separated edits. Platform edits are applied by core::EditedPlatforms before simulating;
   // a loader edit is a scenario setting and is applied here (a --set of loader.workers wins).
   if (const auto* e = r.raw("whatif.edits")) {
@@ -490,20 +501,22 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
       if (edit.empty()) continue;
       if (edit.rfind("loader:workers=", 0) == 0) {
         const std::string v = edit.substr(15);
-        size_t used = 0;
         int workers = -1;
         try {
-          workers = std::stoi(v, &used);
-        } catch (const std::logic_error&) {
-        }
-        if (used != v.size() || workers < 0 || workers > 1024)
+          workers = static_cast<int>(units::parse_integer(v, 0, 1024));
+        } catch (const Error&) {
           r.fail("whatif.edits", fmt::format("what-if '{}': '{}' is not a worker count (0 .. 1024)", edit, v));
+        }
         if (r.origin("loader.workers").file.rfind("--set", 0) != 0) s.loader.workers = workers;
       }
       s.what_ifs.push_back(edit);
     }
   }
+}
 
+// DeepSpeed requires train_batch_size = micro_batch x accumulation x ranks.
+void check_deepspeed_batch(const Reader& r, const std::optional<DeepSpeedConfig>& ds, const Scenario& s) {
+  const TrainingSpec& t = s.training;
   if (ds && ds->train_batch_size) {
     long long want = *ds->train_batch_size;
     if (want != s.global_batch())
@@ -512,6 +525,31 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
                               "(DeepSpeed requires equality)",
                               want, t.micro_batch, t.grad_accum, s.ranks(), s.global_batch()));
   }
+}
+
+}  // namespace
+
+Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& given,
+                 const std::map<std::string, std::string>& params) {
+  std::map<std::string, Attribute> attrs = given;
+  const std::optional<DeepSpeedConfig> ds = read_and_merge_deepspeed(attrs, f.path);
+  Reader r(attrs, f.path);
+  Scenario s;
+  s.file = f.path;
+  s.name = r.str("scenario.name", f.name);
+  s.params = params;
+  for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
+
+  resolve_cluster(r, s);
+  resolve_model(r, f, s);
+  resolve_dataset(r, s);
+  resolve_training(r, s);
+  resolve_parallelism(r, ds, s);
+  resolve_loader(r, s);
+  resolve_simulation(r, s);
+  resolve_run(r, s);
+  resolve_what_ifs(r, s);
+  check_deepspeed_batch(r, ds, s);
   return s;
 }
 

@@ -9,15 +9,31 @@
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/suggest.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace vitsim::plot {
 
+const std::vector<KindName<PlanKind>>& plan_kinds() {
+  static const std::vector<KindName<PlanKind>> k{
+      {PlanKind::Auto, "auto"}, {PlanKind::Memory, "memory"}, {PlanKind::Nodes, "nodes"}, {PlanKind::Pareto, "pareto"}};
+  return k;
+}
+
 PlanKind parse_plan_kind(const std::string& name) {
-  if (name == "auto") return PlanKind::Auto;
-  if (name == "nodes") return PlanKind::Nodes;
-  if (name == "pareto") return PlanKind::Pareto;
-  if (name == "memory") return PlanKind::Memory;
-  throw Error(fmt::format("unknown plan plot kind '{}'; valid: auto, memory, nodes, pareto", name));
+  std::string valid;
+  for (const auto& k : plan_kinds()) {
+    if (name == k.name) return k.kind;
+    valid += (valid.empty() ? "" : ", ") + std::string(k.name);
+  }
+  throw Error(fmt::format("unknown plan plot kind '{}'; valid: {}", name, valid));
+}
+
+std::vector<std::string> plot_kind_names() {
+  std::vector<std::string> out;
+  for (const auto& k : report_kinds()) out.push_back(k.name);
+  for (const auto& k : plan_kinds())
+    if (std::find(out.begin(), out.end(), k.name) == out.end()) out.push_back(k.name);
+  return out;
 }
 
 namespace {
@@ -46,7 +62,7 @@ std::string data_lines(const std::vector<std::pair<double, double>>& xy) {
 
 double param_number(const PlanPoint& p, const std::string& key, double def) {
   auto it = p.params.find(key);
-  return it == p.params.end() ? def : std::stod(it->second);
+  return it == p.params.end() ? def : units::parse_number(it->second, units::Range{});
 }
 
 }  // namespace

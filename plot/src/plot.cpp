@@ -23,19 +23,23 @@ extern char** environ;
 namespace vitsim::plot {
 namespace fs = std::filesystem;
 
+const std::vector<KindName<Kind>>& report_kinds() {
+  static const std::vector<KindName<Kind>> k{{Kind::Auto, "auto"}, {Kind::Scaling, "scaling"}, {Kind::Batch, "batch"}};
+  return k;
+}
+
 Kind parse_kind(const std::string& name) {
-  if (name == "auto") return Kind::Auto;
-  if (name == "scaling") return Kind::Scaling;
-  if (name == "batch") return Kind::Batch;
-  throw Error(fmt::format("unknown plot kind '{}'; valid: auto, scaling, batch", name));
+  std::string valid;
+  for (const auto& k : report_kinds()) {
+    if (name == k.name) return k.kind;
+    valid += (valid.empty() ? "" : ", ") + std::string(k.name);
+  }
+  throw Error(fmt::format("unknown plot kind '{}'; valid: {}", name, valid));
 }
 
 const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::Auto: return "auto";
-    case Kind::Scaling: return "scaling";
-    case Kind::Batch: return "batch";
-  }
+  for (const auto& k : report_kinds())
+    if (k.kind == kind) return k.name;
   return "?";
 }
 

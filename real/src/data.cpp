@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 
+#include "vitsim/core/dataset.hpp"
 #include "vitsim/core/error.hpp"
 
 namespace vitsim::real {
@@ -483,20 +484,6 @@ class SyntheticSource : public Source {
   uint64_t seed_;
 };
 
-// Published per-channel statistics of each training set (torchvision examples and the usual values
-// quoted for these sets: CIFAR-10 0.4914/0.4822/0.4465 and 0.2470/0.2435/0.2616, CIFAR-100
-// 0.5071/0.4865/0.4409 and 0.2673/0.2564/0.2762, ImageNet 0.485/0.456/0.406 and 0.229/0.224/0.225,
-// Fashion-MNIST 0.2860 and 0.3530).
-Normalization normalization_for(const std::string& name, int channels) {
-  if (name == "fashion_mnist") return {{0.2860f}, {0.3530f}};
-  if (name == "cifar10") return {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
-  if (name == "cifar100") return {{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}};
-  if (name == "imagenet100" || (name == "imagefolder" && channels == 3)) return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
-  // Synthetic bytes are uniform on [0, 255]: mean 0.5, std 1/sqrt(12) ~ 0.2887.
-  if (name == "synthetic") return {std::vector<float>(channels, 0.5f), std::vector<float>(channels, 0.2887f)};
-  return {std::vector<float>(channels, 0.5f), std::vector<float>(channels, 0.5f)};
-}
-
 std::string need_file(const std::string& dir, const std::string& name, const std::string& dataset) {
   fs::path p = fs::path(dir) / name;
   std::error_code ec;
@@ -505,43 +492,40 @@ std::string need_file(const std::string& dir, const std::string& name, const std
   return p.string();
 }
 
+// The reader the dataset's row (core/dataset.hpp) names, over the split's files under `dir`.
+std::unique_ptr<Source> open_reader(const DatasetInfo& info, const DatasetSpec& spec, const ViTConfig& model,
+                                         const std::string& dir, bool train) {
+  std::vector<std::string> files;
+  if (info.reader != DatasetReader::Synthetic)
+    for (const auto& f : train ? info.train_files : info.test_files) files.push_back(need_file(dir, f, spec.name));  // in order: the first missing one is named
+  switch (info.reader) {
+    case DatasetReader::Idx:
+      return std::make_unique<MemorySource>(read_idx(files.at(0), files.at(1), info.facts->classes));
+    case DatasetReader::CifarBinary:
+      return std::make_unique<MemorySource>(read_cifar(files, info.label_bytes, info.facts->classes));
+    case DatasetReader::ImageFolder:
+      return std::make_unique<FolderSource>(files.at(0), model.channels);
+    case DatasetReader::Synthetic: {
+      const long long n = train ? spec.train_samples : (spec.test_samples > 0 ? spec.test_samples : 0);
+      return std::make_unique<SyntheticSource>(static_cast<size_t>(n), model.channels, spec.image_size, model.classes,
+                                               train ? 1 : 2);
+    }
+  }
+  throw Error(fmt::format("dataset {}: no reader", spec.name));
+}
+
 }  // namespace
 
 DatasetSplit open_dataset(const DatasetSpec& spec, const ViTConfig& model, const std::string& split) {
   const bool train = split == "train";
+  const DatasetInfo& info = dataset(spec.name);  // unknown: "unknown dataset 'X'; valid: ..."
   DatasetSplit out;
-  out.norm = normalization_for(spec.name, model.channels);
-  if (spec.name == "fashion_mnist") {
-    // Debian's dataset-fashion-mnist package installs here (docs/sources.md "Datasets").
-    std::string dir = spec.path.empty() ? "/usr/share/datasets/fashion-mnist" : spec.path;
-    std::string stem = train ? "train" : "t10k";
-    const std::string images = need_file(dir, stem + "-images-idx3-ubyte.gz", spec.name);  // checked first
-    const std::string labels = need_file(dir, stem + "-labels-idx1-ubyte.gz", spec.name);
-    out.source = std::make_unique<MemorySource>(read_idx(images, labels, 10));  // Fashion-MNIST: 10 classes
-  } else if (spec.name == "cifar10") {
-    if (spec.path.empty()) throw Error("dataset cifar10 needs dataset.path: the folder holding data_batch_1..5.bin, test_batch.bin");
-    std::vector<std::string> files;
-    if (train)
-      for (int i = 1; i <= 5; ++i) files.push_back(need_file(spec.path, fmt::format("data_batch_{}.bin", i), spec.name));
-    else
-      files.push_back(need_file(spec.path, "test_batch.bin", spec.name));
-    out.source = std::make_unique<MemorySource>(read_cifar(files, 1, 10));
-  } else if (spec.name == "cifar100") {
-    if (spec.path.empty()) throw Error("dataset cifar100 needs dataset.path: the folder holding train.bin, test.bin");
-    out.source = std::make_unique<MemorySource>(
-        read_cifar({need_file(spec.path, train ? "train.bin" : "test.bin", spec.name)}, 2, 100));
-  } else if (spec.name == "imagenet100" || spec.name == "imagefolder") {
-    if (spec.path.empty())
-      throw Error(fmt::format("dataset {} needs dataset.path: a folder with train/ and val/ ImageFolder trees", spec.name));
-    out.source = std::make_unique<FolderSource>(need_file(spec.path, train ? "train" : "val", spec.name), model.channels);
-  } else if (spec.name == "synthetic") {
-    long long n = train ? spec.train_samples : (spec.test_samples > 0 ? spec.test_samples : 0);
-    out.source = std::make_unique<SyntheticSource>(static_cast<size_t>(n), model.channels, spec.image_size, model.classes,
-                                                   train ? 1 : 2);
-  } else {
-    throw Error(fmt::format("unknown dataset '{}'; valid: cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic",
-                            spec.name));
-  }
+  auto [mean, stddev] = info.normalization(model.channels);
+  out.norm = {std::move(mean), std::move(stddev)};
+  std::string dir = spec.path.empty() ? info.default_path : spec.path;
+  if (dir.empty() && info.reader != DatasetReader::Synthetic)
+    throw Error(fmt::format("dataset {} needs dataset.path: {}", spec.name, info.path_help));
+  out.source = open_reader(info, spec, model, dir, train);
   if (out.source->channels() != model.channels)
     throw Error(fmt::format("dataset {}: {} channels but the model takes {}", spec.name, out.source->channels(), model.channels));
   if (out.source->classes() > model.classes)

@@ -25,7 +25,7 @@ struct ClusterSpec {
 };
 
 struct DatasetSpec {
-  std::string name = "synthetic";  // cifar10, cifar100, imagenet100, fashion_mnist, imagefolder, synthetic
+  std::string name = "synthetic";  // a row of core/dataset.hpp's table (dataset_names())
   long long train_samples = 0;     // whole training set
   long long test_samples = 0;
   int image_size = 0;              // as stored on disk
@@ -58,7 +58,7 @@ struct ParallelSpec {
   bool overlap = false;
   double bucket_bytes = 5e8 * 4;      // DeepSpeed reduce_bucket_size default: 5e8 elements (fp32)
   double allgather_bucket_bytes = 5e8 * 4;
-  std::string collective = "ring";    // ring, ring_msg, tree, hierarchical, auto
+  std::string collective = "ring";    // a name in sim's collective registry (sim::collective_names())
   std::optional<Precision> comm_dtype;  // DeepSpeed communication_data_type; default = gradient dtype
   // Patch (sequence) parallelism in the style of DeepSpeed-Ulysses: groups of this many consecutive ranks
   // split each image's tokens; all-to-alls around attention; 1 = pure data parallelism.

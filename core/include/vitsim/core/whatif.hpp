@@ -36,6 +36,10 @@ std::string apply_what_ifs(const std::string& platform_path, const std::vector<s
                            std::vector<WhatIfEffect>* effects = nullptr, const std::string& base_dir = ".",
                            long long max_routes = kDefaultMaxRoutes);
 
+// The kinds of edit (the word before the first ':'), in the order messages list them: link, gpu, prop,
+// zone, nodes, loader. The table behind it is in core/src/whatif.cpp; the nodes kind in whatif_nodes.cpp.
+std::vector<std::string> what_if_kinds();
+
 // The files these edits read (gpu:NODES=SPEC.json:TYPE), resolved as apply_what_ifs resolves them.
 std::vector<std::string> what_if_files(const std::vector<std::string>& edits, const std::string& base_dir = ".");
 

@@ -7,6 +7,7 @@
 //           or not: the memory model needs no simulation), with the smallest GPU memory as a line.
 // `auto`: memory when the plan sweeps model.image_size, else nodes when it sweeps the node count, else pareto.
 #include <string>
+#include <vector>
 
 #include "vitsim/core/plan.hpp"
 #include "vitsim/plot/plot.hpp"
@@ -14,7 +15,11 @@
 namespace vitsim::plot {
 
 enum class PlanKind { Auto, Nodes, Pareto, Memory };
-PlanKind parse_plan_kind(const std::string& name);  // auto, nodes, pareto, memory; throws Error listing them
+const std::vector<KindName<PlanKind>>& plan_kinds();  // auto, memory, nodes, pareto
+// Throws Error("unknown plan plot kind 'X'; valid: auto, memory, nodes, pareto").
+PlanKind parse_plan_kind(const std::string& name);
+// Every value `vitsim plot --kind` takes: the report kinds, then the plan kinds not among them.
+std::vector<std::string> plot_kind_names();
 PlanKind resolve_plan_kind(const PlanResult& plan, PlanKind requested);  // throws when nothing can be drawn
 
 // The gnuplot script (and data) that draws the plan into `svg_name`; pure, for the tests.

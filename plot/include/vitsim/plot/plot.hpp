@@ -19,7 +19,15 @@
 namespace vitsim::plot {
 
 enum class Kind { Auto, Scaling, Batch };
-Kind parse_kind(const std::string& name);  // auto, scaling, batch; throws Error listing them
+// A plot kind and its name. One table per family (report plots here, plan plots in plan_plot.hpp): the
+// parser, the names in messages, `vitsim plot --kind`'s valid values and the docs test all read it.
+template <class K>
+struct KindName {
+  K kind;
+  const char* name;
+};
+const std::vector<KindName<Kind>>& report_kinds();  // auto, scaling, batch
+Kind parse_kind(const std::string& name);  // throws Error("unknown plot kind 'X'; valid: auto, scaling, batch")
 const char* kind_name(Kind kind);
 // The kind `auto` stands for in this report; throws Error when nothing is swept that a plot could show.
 Kind resolve_kind(const Report& r, Kind requested);

@@ -1,0 +1,175 @@
+// Issue 13 item 2: one table per concept. Each registry (collectives, datasets, what-if kinds, plot kinds)
+// is what the messages list, and README.md lists what the registry holds: a name added to or dropped from
+// a table without its documentation fails here.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "vitsim/core/dataset.hpp"
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/io.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/whatif.hpp"
+#include "vitsim/plot/plan_plot.hpp"
+#include "vitsim/plot/plot.hpp"
+#include "vitsim/sim/collective.hpp"
+
+namespace {
+
+std::string readme() { return vitsim::read_file(vt::source("README.md")); }
+
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (size_t next; (next = s.find(sep, at)) != std::string::npos; at = next + sep.size()) out.push_back(s.substr(at, next - at));
+  out.push_back(s.substr(at));
+  return out;
+}
+
+// The "valid values" cell of README's scenario-key row "| KEY | default | v1, v2, ...[; remark] |".
+std::vector<std::string> readme_key_values(const std::string& key) {
+  std::istringstream in(readme());
+  const std::string head = "| " + key + " |";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    const auto cells = split(line, " | ");
+    REQUIRE(cells.size() >= 3);
+    std::string values = cells[2];
+    if (values.size() >= 2 && values.substr(values.size() - 2) == " |") values.resize(values.size() - 2);
+    return split(values.substr(0, values.find(';')), ", ");
+  }
+  FAIL("README.md has no row for " << key);
+  return {};
+}
+
+std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("collectives: README, the messages and the tests list the registry", "[descriptors][collective]") {
+  const std::vector<std::string> names = vitsim::sim::collective_names();
+  REQUIRE(names.size() >= 2);  // at least ring and auto: a registry filled by the collective_*.cpp files
+  CHECK(as_set(readme_key_values("parallelism.collective")) == as_set(names));
+  const std::string text = readme();
+  for (const auto& n : names) {
+    INFO(n);
+    CHECK(text.find("`" + n + "` (") != std::string::npos);  // README "Collectives" describes each one
+  }
+  CHECK_THROWS_WITH(vitsim::sim::make_collective("butterfly"), "unknown collective 'butterfly'; valid: " + vt::join(names));
+  for (const auto& n : names) CHECK(vitsim::sim::make_collective(n) != nullptr);
+}
+
+TEST_CASE("datasets: one table gives the names, the facts and the reader", "[descriptors][dataset]") {
+  const std::vector<std::string> names = vitsim::dataset_names();
+  CHECK(readme_key_values("dataset.name") == names);  // in the table's order, as the messages list them
+  CHECK_THROWS_WITH(vitsim::dataset("mnist"), "unknown dataset 'mnist'; valid: " + vt::join(names));
+  for (const auto& d : vitsim::datasets()) {
+    INFO(d.name);
+    CHECK(&vitsim::dataset(d.name) == &d);
+    // A reader with files names them for both splits; the synthetic set has none and no statistics.
+    if (d.reader == vitsim::DatasetReader::Synthetic) {
+      CHECK(d.train_files.empty());
+      CHECK(d.mean.empty());
+    } else {
+      CHECK_FALSE(d.train_files.empty());
+      CHECK_FALSE(d.test_files.empty());
+      CHECK((d.default_path.empty() != d.path_help.empty()));  // a default folder, or a message saying what to give
+    }
+    if (d.reader == vitsim::DatasetReader::Idx || d.reader == vitsim::DatasetReader::CifarBinary)
+      CHECK(d.facts.has_value());  // these readers take the class count from the facts
+    CHECK(d.mean.size() == d.std.size());
+    if (d.facts) CHECK((d.mean.empty() || static_cast<int>(d.mean.size()) == d.facts->channels));
+  }
+}
+
+TEST_CASE("datasets: a scenario naming a known set takes the table's facts", "[descriptors][dataset]") {
+  vt::TempDir dir;  // resolve reads the scenario, not the platform it names
+  for (const auto& d : vitsim::datasets()) {
+    if (!d.facts) continue;
+    INFO(d.name);
+    const std::string s = dir.file("s.xml", fmt::format(R"(<scenario>
+  <cluster platform="p.xml"/>
+  <model width="64" depth="2" heads="2" image_size="{0}" patch="{1}" channels="{2}" classes="{3}"/>
+  <dataset name="{4}"/>
+</scenario>
+)", d.facts->image, d.facts->image % 4 == 0 ? 4 : 7, d.facts->channels, d.facts->classes, d.name));
+    const auto points = vitsim::expand(vitsim::read_scenario_file(s));
+    REQUIRE(points.size() == 1);
+    CHECK(points[0].dataset.train_samples == d.facts->train);
+    CHECK(points[0].dataset.test_samples == d.facts->test);
+    CHECK(points[0].dataset.image_size == d.facts->image);
+    CHECK(points[0].dataset.channels == d.facts->channels);
+  }
+}
+
+TEST_CASE("datasets: normalisation by the table's statistics or the fill", "[descriptors][dataset]") {
+  // Published statistics (docs/sources.md "Datasets") where the set has them.
+  const auto cifar = vitsim::dataset("cifar10").normalization(3);
+  CHECK(cifar.first == std::vector<float>{0.4914f, 0.4822f, 0.4465f});
+  CHECK(cifar.second == std::vector<float>{0.2470f, 0.2435f, 0.2616f});
+  CHECK(vitsim::dataset("fashion_mnist").normalization(1).first == std::vector<float>{0.2860f});
+  // An ImageFolder tree: ImageNet's statistics when RGB, 0.5 / 0.5 on each channel otherwise.
+  CHECK(vitsim::dataset("imagefolder").normalization(3).second == std::vector<float>{0.229f, 0.224f, 0.225f});
+  CHECK(vitsim::dataset("imagefolder").normalization(1).first == std::vector<float>{0.5f});
+  CHECK(vitsim::dataset("imagefolder").normalization(4).second == std::vector<float>(4, 0.5f));
+  // Synthetic bytes are uniform on [0, 255]: mean 1/2, standard deviation 1/sqrt(12) = 0.2887.
+  const auto syn = vitsim::dataset("synthetic").normalization(2);
+  CHECK(syn.first == std::vector<float>(2, 0.5f));
+  CHECK(syn.second == std::vector<float>(2, 0.2887f));
+}
+
+TEST_CASE("what-if kinds: README's table and the messages list the kinds", "[descriptors][whatif]") {
+  const std::vector<std::string> kinds = vitsim::what_if_kinds();
+  const std::string text = readme();
+  const auto from = text.find("### What-ifs");
+  REQUIRE(from != std::string::npos);
+  const std::string section = text.substr(from, std::min(text.find("\n### ", from + 1), text.find("\n## ", from)) - from);
+  std::set<std::string> documented;
+  std::istringstream in(section);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("| `", 0) == 0) documented.insert(line.substr(3, line.find(':') - 3));
+  CHECK(documented == as_set(kinds));
+
+  vt::TempDir dir;
+  const std::string platform = dir.file("p.xml", vt::platform_xml(2, 1, "16GBps", "1us", {"12GBps", "12GBps"}, {"1Tf", "1Tf"}));
+  CHECK_THROWS_WITH(vitsim::apply_what_ifs(platform, {"bogus"}), "what-if 'bogus': expected KIND:..., KIND one of " + vt::join(kinds));
+  std::vector<std::string> sorted = kinds;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK_THROWS_WITH(vitsim::apply_what_ifs(platform, {"disk:x=1"}), "what-if 'disk:x=1': unknown kind 'disk'; valid: " + vt::join(sorted));
+}
+
+TEST_CASE("plot kinds: the parser, --kind and README read the tables", "[descriptors][plot]") {
+  namespace plot = vitsim::plot;
+  std::vector<std::string> report, plan;
+  for (const auto& k : plot::report_kinds()) {
+    report.push_back(k.name);
+    CHECK(plot::kind_name(plot::parse_kind(k.name)) == std::string(k.name));
+  }
+  for (const auto& k : plot::plan_kinds()) {
+    plan.push_back(k.name);
+    CHECK(plot::parse_plan_kind(k.name) == k.kind);
+  }
+  CHECK_THROWS_WITH(plot::parse_kind("pie"), "unknown plot kind 'pie'; valid: " + vt::join(report));
+  CHECK_THROWS_WITH(plot::parse_plan_kind("pie"), "unknown plan plot kind 'pie'; valid: " + vt::join(plan));
+  std::set<std::string> all = as_set(report);
+  all.insert(plan.begin(), plan.end());
+  CHECK(as_set(plot::plot_kind_names()) == all);
+  // README's usage lines: `[--kind a|b|c]` for reports and for plans.
+  const std::string text = readme();
+  CHECK(text.find("[--kind " + vt::join(report, "|") + "]") != std::string::npos);
+  std::set<std::string> plan_doc;
+  const auto at = text.find("vitsim plot PLAN.json");
+  REQUIRE(at != std::string::npos);
+  const auto open = text.find("[--kind ", at), close = text.find(']', open);
+  for (const auto& n : split(text.substr(open + 8, close - open - 8), "|")) plan_doc.insert(n);
+  CHECK(plan_doc == as_set(plan));
+  // vitsim plot --kind takes every kind and only those (CLI11 check: exit 2 for another word).
+  vt::TempDir dir;
+  const std::string r = dir.file("r.json", "{}");
+  CHECK(vt::vitsim("plot " + r + " --out " + (dir / "x.svg") + " --kind pie").status == 2);
+}
