@@ -375,8 +375,8 @@ Calibration run(const Scenario& s, const Options& o) {
       for (int k = 1; k < kOpKinds; ++k) {
         const auto& kf = f.kinds[static_cast<size_t>(k)];
         if (kf.elem_s > 0 || kf.row_s > 0)
-          say(fmt::format("  kind {:<15} {} per element, {} per row\n", op_kind_name(static_cast<OpKind>(k)),
-                          units::format_time(kf.elem_s), units::format_time(kf.row_s)));
+          say(fmt::format("  kind {:<15} {:.3g} ns per element, {:.3g} ns per row\n", op_kind_name(static_cast<OpKind>(k)),
+                          1e9 * kf.elem_s, 1e9 * kf.row_s));
         if (kf.efficiency > 0)
           say(fmt::format("  kind {:<15} efficiency {:.3f}\n", op_kind_name(static_cast<OpKind>(k)), kf.efficiency));
       }
