@@ -340,10 +340,10 @@ bool is_kind_sweep(const Op& op) { return op.kind != OpKind::None && !is_conv(op
 // Each kernel family's elem_s and row_s from its sweep samples: least squares on relative errors,
 // measured ~ elems x elem_s + rows x row_s + c, every term >= 0 (of the subsets of terms whose solution
 // is non-negative, the one of least cost). The intercept c takes the fixed cost of a call (the host's
-// dispatch) and is not kept: the host time per op is fitted with the classes. With fixed_host_s (the
-// second round, once the classes' fit has the host time per op) that is taken off each sample instead. The sweeps' operands sit
-// in the cache, so what is fitted is the kernel's own ceiling; the bandwidth term of the op (core/ops
-// op_device_time) covers operands that come from memory.
+// dispatch) and is not kept: the host time per op is fitted with the classes. The sweeps run as the model's
+// ops do inside a pass (cold operands, outputs written to fresh memory: calibrate/src/compute.cpp
+// Retained), so the cost holds what the kernel pays for its memory traffic too. With fixed_host_s (the
+// second round, once the classes' fit has the host time per op) that is taken off each sample instead.
 void fit_kind_costs(const std::vector<OpSample>& samples, DeviceFigures& f, double fixed_host_s = -1) {
   for (int k = 1; k < kOpKinds; ++k) {
     if (is_conv(static_cast<OpKind>(k))) continue;

@@ -78,7 +78,8 @@ struct OpSample {
 // and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB per tensor upwards, x4 apart, up to
 // the first size of at least 64 MiB and twice `llc_bytes` (the last-level cache; 0 = unknown), so that
 // the largest copies move at least 4x the cache: the reference bandwidth is taken from those. Last the
-// kernel-family sweeps (core/ops.hpp OpKind), timed with hot operands: softmax and its backward at row
+// kernel-family sweeps (core/ops.hpp OpKind), operands cold and each output a fresh block (earlier
+// outputs kept alive, as a pass keeps its activations): softmax and its backward at row
 // lengths 17, 65, 197, LayerNorm and its backward at widths 64-1024, GELU and its backward, sums over rows
 // ("reduce") at widths 64-1024 and permuted gathers ("strided"), each at about 2^18 and 2^20 elements.
 // GEMM tensors in the precision's matmul dtype (2 bytes under fp16/bf16), the copies in fp32.
