@@ -9,6 +9,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/buckets.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/ops.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/real/comm.hpp"
@@ -180,6 +181,17 @@ TEST_CASE("fmnist-vit: 2 ranks reach 85% Fashion-MNIST test accuracy with identi
   CHECK(p["per_rank"].size() == 2);
   // The issue's acceptance bar.
   CHECK(p["test_accuracy"].back().get<double>() >= 0.85);
+  // MFU of the measured run (issue 15 item 2): the op model's FLOPs of a rank's micro-batch (core/ops
+  // pass_ops, micro-batch 64, no accumulation) over the platform's stated peak (this-machine.xml's
+  // gpu_flops_fp32, 50 GFLOP/s, the same for both ranks) and the measured mean step.
+  const vitsim::Scenario sc = vitsim::expand(vitsim::read_scenario_file(vt::source("scenarios/local/fmnist-vit.xml"))).at(0);
+  double flops = 0;
+  for (const auto& op : vitsim::pass_ops(vitsim::build_workload(sc.model), 64, vitsim::OpOptions{})) flops += op.flops;
+  CHECK(p["flops_per_gpu_step"]["model"].get<double>() == Approx(flops));
+  CHECK(p["peak_flops_per_gpu"].get<double>() == Approx(50e9));
+  const double mean = p["step_time_s"]["mean"].get<double>();
+  CHECK(p["mfu"].get<double>() == Approx(flops / (mean * 50e9)));
+  CHECK(p["tflops_per_gpu"].get<double>() == Approx(flops / mean / 1e12));
   // With overlap on, communication is partly hidden behind backward.
   CHECK(p["breakdown_s"]["comm_total"].get<double>() > 0);
   // Exposed communication is, by definition, the part of the in-flight time after backward.

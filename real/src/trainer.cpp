@@ -35,6 +35,9 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/identity.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/system.hpp"
+#include "vitsim/core/ops.hpp"
+#include "vitsim/core/platform.hpp"
 #include "vitsim/core/trace.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
@@ -53,13 +56,40 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// MFU of a measured run (README "Report files"): the op model's forward + backward FLOPs of one rank's
+// micro-batches in a step (core/ops pass_ops, as predict counts them) over the dense peak of the GPUs the
+// scenario's platform file gives its ranks (nodes in the scenario's order or the file's, the first
+// gpus_per_node GPUs of each), in the precision used. A platform that cannot be read leaves the peak
+// unknown (MFU empty); the TFLOP/s per GPU stay.
+void set_model_flops(const Scenario& s, int micro, int accum, int nranks, ReportPoint& p) {
+  double flops = 0;
+  for (const Op& op : pass_ops(build_workload(s.model), micro, OpOptions{s.training.precision})) flops += op.flops;
+  p.model_flops = flops * accum;
+  try {
+    const PlatformFacts facts = read_platform_facts(s.cluster.platform);
+    std::vector<const NodeFacts*> nodes;
+    if (s.cluster.hosts.empty()) {
+      for (const auto& n : facts.nodes) nodes.push_back(&n);
+    } else {
+      for (const auto& h : s.cluster.hosts) nodes.push_back(&facts.node(h));
+    }
+    double peak = 0;
+    int counted = 0;
+    for (const NodeFacts* n : nodes)
+      for (int g = 0; g < s.cluster.gpus_per_node && g < static_cast<int>(n->gpus.size()) && counted < nranks; ++g, ++counted)
+        peak += facts.gpu.at(n->gpus[static_cast<size_t>(g)]).peak_flops(s.training.precision);
+    p.peak_flops = counted == nranks && nranks > 0 ? peak / nranks : 0;
+  } catch (const std::exception&) {
+    p.peak_flops = 0;
+  }
+}
+
+
 // An error every rank raises at the same step with the same message (training diverged: the decision
 // rests on the all-reduced gradient and loss): the ranks end together, without MPI_Abort.
 struct Diverged : Error {
   using Error::Error;
 };
-
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // The clock at a phase boundary. On CUDA the compute stream is drained first, so a phase's time is its
 // kernels' time; only that stream: a device-wide synchronize would also wait for the NCCL stream and
@@ -988,6 +1018,7 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   p.fits_in_memory = true;
   p.bound = bound_of(p.breakdown_s);
   p.simulated_steps = 0;
+  set_model_flops(s, micro, accum, nranks, p);
   p.test_accuracy = pos.accuracy;
   notes.push_back(steps.size() > static_cast<size_t>(warmup)
                       ? fmt::format("measured: {} steps per rank, statistics over steps after the first {} "
@@ -1019,13 +1050,6 @@ PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt
   out.trace = std::move(trace);
   out.trace_truncated = trace_truncated;
   return out;
-}
-
-std::string now_utc() {
-  auto t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
 }
 
 }  // namespace
