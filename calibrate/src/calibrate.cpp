@@ -20,6 +20,8 @@
 #include "measure.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/identity.hpp"
+#include "vitsim/core/system.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/core/vit.hpp"
@@ -33,15 +35,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-std::string now_utc() {
-  auto t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -587,7 +580,7 @@ Calibration run(const Scenario& s, const Options& o) {
   c.provenance["host"] = host_list;
   c.provenance["date"] = date;
   c.provenance["command"] = o.command;
-  c.provenance["versions"] = fmt::format("vitsim 0.1.0; libtorch {}; {}", torch_version(), mpi_version());
+  c.provenance["versions"] = fmt::format("vitsim {}; libtorch {}; {}", vitsim_version(), torch_version(), mpi_version());
   c.provenance["cpu"] = cpu_model();
   c.provenance["ranks"] = fmt::format("{} ({} per host, {} intra-op thread(s) each, device {})", nranks,
                                       world.local_size(), dev.threads, dev.device);

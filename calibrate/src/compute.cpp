@@ -17,6 +17,7 @@
 #include "measure.hpp"
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/system.hpp"
 #include "vitsim/real/model.hpp"
 #include "vitsim/real/optim.hpp"
 #include "vitsim/real/train.hpp"
@@ -24,8 +25,6 @@
 namespace vitsim::calibrate {
 namespace {
 using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 torch::Device device_of(const DeviceInfo& info) {
   return info.device == "cpu" ? torch::Device(torch::kCPU) : torch::Device(info.device);

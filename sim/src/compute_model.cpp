@@ -62,12 +62,6 @@ double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigur
 
 namespace {
 
-double sum_fwd(const std::vector<LayerTimes>& v) {
-  double s = 0;
-  for (const auto& t : v) s += t.fwd_s;
-  return s;
-}
-
 // Patch parallelism: a rank computes 1/split of every token-wise layer (the head runs whole).
 void split_tokens(const Workload& w, std::vector<LayerTimes>& t, int split) {
   if (split <= 1) return;
