@@ -184,6 +184,7 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"unknown precision", "--gpu h100-sxm --precision fp8", "--precision fp8: valid"},
       {"loader rate without unit", "--gpu h100-sxm --loader-bw 600", "--loader-bw 600"},
       {"negative price", "--gpu h100-sxm --price-per-gpu-hour -1", "--price-per-gpu-hour -1"},
+      {"infinite price (strtod took it)", "--gpu h100-sxm --price-per-gpu-hour inf", "--price-per-gpu-hour inf: not a non-negative number"},
       {"price per kWh not a number", "--gpu h100-sxm --price-per-kwh cheap", "--price-per-kwh cheap: 'cheap' is not a number"},
       {"spec and flags", "tesla.json --nodes 3", "not both"},
       {"spec: unknown GPU", "unknown-gpu.json", "unknown-gpu.json: gpu_types.X.catalogue: unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?)"},

@@ -62,16 +62,18 @@ std::vector<long> parse_radical(const std::string& r, const Origin& o) {
   std::istringstream in(r);
   std::string part;
   while (std::getline(in, part, ',')) {
-    try {
-      auto dash = part.find('-');
+    try {  // whole numbers through core's one strict reader: "3x", "+3", " 3" and "0x3" are refused
+      auto dash = part.find('-', 1);
+      constexpr long long kMax = 1'000'000'000'000LL;
       if (dash == std::string::npos) {
-        out.push_back(std::stol(part));
+        out.push_back(static_cast<long>(units::parse_integer(part, 0, kMax)));
       } else {
-        long a = std::stol(part.substr(0, dash)), b = std::stol(part.substr(dash + 1));
+        const long long a = units::parse_integer(part.substr(0, dash), 0, kMax),
+                        b = units::parse_integer(part.substr(dash + 1), 0, kMax);
         if (b < a || b - a >= 10'000'000) throw std::invalid_argument("range");
-        for (long i = a; i <= b; ++i) out.push_back(i);
+        for (long long i = a; i <= b; ++i) out.push_back(static_cast<long>(i));
       }
-    } catch (const std::logic_error&) {
+    } catch (const std::exception&) {
       throw Error(o, fmt::format("bad cluster radical '{}'; expected e.g. 0-7 or 0-3,8 (at most 10,000,000 hosts)", echo(r)));
     }
   }

@@ -506,10 +506,11 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
   spec.comment = j.value("comment", "");
   if (j.contains("price_per_gpu_hour")) {
     const std::string p = js.text(j["price_per_gpu_hour"], "price_per_gpu_hour");
-    char* end = nullptr;
-    const double v = std::strtod(p.c_str(), &end);
-    if (end == p.c_str() || *end || !(v >= 0) || !std::isfinite(v))
+    try {
+      (void)units::parse_number(p, units::non_negative());
+    } catch (const Error&) {
       js.fail("price_per_gpu_hour", fmt::format("'{}' is not a non-negative number (currency units per GPU-hour)", p));
+    }
     spec.zone_props.emplace_back("price_per_gpu_hour", p);
   }
   if (j.contains("price_per_kwh")) {

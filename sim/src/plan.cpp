@@ -115,13 +115,12 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
 double parse_price(const PlatformFacts& facts) {
   auto it = facts.props.find("price_per_gpu_hour");
   if (it == facts.props.end()) return 0;
-  size_t used = 0;
   double v = -1;
   try {
-    v = std::stod(it->second, &used);
-  } catch (const std::logic_error&) {
+    v = units::parse_number(it->second, units::non_negative());
+  } catch (const Error&) {
   }
-  if (used != it->second.size() || !(v >= 0))
+  if (!(v >= 0))
     throw Error(fmt::format("{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)",
                             facts.path, it->second));
   return v;
