@@ -41,15 +41,7 @@ std::string join_lines(const std::vector<std::string>& v, size_t from, size_t to
   return out;
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using vt::error_of;
 
 // The 8-rank log's line numbers (1-based): rank lines 4-11, column header 14, units 15, rows 16-40.
 constexpr int kHeaderLine = 14, kFirstRow = 16, kRows = 25;

@@ -17,15 +17,7 @@ using json = nlohmann::json;
 
 namespace {
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using vt::error_of;
 
 // What a trace file holds, read as a program diffing two of them would.
 struct ReadTrace {

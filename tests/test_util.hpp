@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 
 namespace vt {
@@ -142,6 +143,17 @@ inline std::string doc_section(const std::string& path, const std::string& name,
   }
   if (b == std::string::npos || e == std::string::npos) return "";
   return doc.substr(b + begin.size(), e - b - begin.size());
+}
+
+// The message of the vitsim::Error that f throws; "" when it throws none.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const vitsim::Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace vt

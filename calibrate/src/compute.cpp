@@ -324,10 +324,9 @@ class KernelMaker {
         auto x = rnd({e}, f32), g = rnd({e}, f32);
         return [x, g, keep] { keep->keep(at::gelu_backward(g, x)); };
       }
-      case OpKind::Reduce: {  // "sweep.reduce.n<N>.r<R>": a bias gradient's sum over R rows of N
-        long long n = 0, r = 0;
-        if (std::sscanf(op.name.c_str(), "sweep.reduce.n%lld.r%lld", &n, &r) != 2) break;
-        auto g = rnd({r, n}, f32);
+      case OpKind::Reduce: {  // a bias gradient's sum over rows: the op's rows are its outputs (core/ops)
+        if (rows <= 0) break;
+        auto g = rnd({e / rows, rows}, f32);
         return [g, keep] { keep->keep(g.sum(0)); };
       }
       case OpKind::Strided: {  // "sweep.strided.d<D>.n<N>.b<B>": [B, D, N] gathered into [N, B, D]
