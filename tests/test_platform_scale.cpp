@@ -442,6 +442,109 @@ TEST_CASE("collective auto picks the rail collective where the NICs are rails an
 
 // Not run by default (hidden tag): the time and counts of reading and building flat-star platforms up to
 // 16,384 nodes x 8 GPUs, for BENCHMARKS.md. Prints; asserts only that the build completes with its counts.
+// Torus and dragonfly (issue 14, item 1): hand-written flat files of `nodes` nodes of 2 GPUs each (lane 10 GB/s,
+// 1 us; backbone 5 GB/s, 2 us; NIC 25 Gb/s, 5 us); the fabric's links 12.5 GB/s, 300 ns.
+std::string topo_node(int i) {
+  return fmt::format(R"(<cluster id="node{0}" prefix="node{0}-gpu" suffix="" radical="0-1" speed="1Tf" bw="10GBps" lat="1us" bb_bw="5GBps" bb_lat="2us"/>
+<link id="node{0}-nic" bandwidth="25Gbps" latency="5us" sharing_policy="SPLITDUPLEX"/>
+)", i);
+}
+std::string torus_xml(const std::string& dims, int nodes) {
+  std::string s = R"(<?xml version="1.0"?><!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"><platform version="4.1">
+<zone id="torus" routing="None"><prop id="vitsim_layout" value="flat-star"/><prop id="vitsim_topology" value="torus"/>
+<prop id="vitsim_torus_dims" value=")" + dims + R"("/><prop id="vitsim_link_bw" value="12.5GBps"/><prop id="vitsim_link_lat" value="300ns"/>
+)";
+  for (int i = 0; i < nodes; ++i) s += topo_node(i);
+  return s + "</zone></platform>\n";
+}
+std::string dragonfly_xml(int groups, int per_group, const std::string& extra = "") {
+  std::string s = R"(<?xml version="1.0"?><!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd"><platform version="4.1">
+<zone id="df" routing="None"><prop id="vitsim_layout" value="flat-star"/><prop id="vitsim_topology" value="dragonfly"/>
+<prop id="vitsim_link_bw" value="12.5GBps"/><prop id="vitsim_link_lat" value="300ns"/>
+)" + extra;
+  for (int g = 0; g < groups; ++g) {
+    s += fmt::format(R"(<zone id="group{}" routing="None">)", g);
+    for (int i = 0; i < per_group; ++i) s += topo_node(g * per_group + i);
+    s += "</zone>\n";
+  }
+  return s + "</zone></platform>\n";
+}
+// The links of a route between GPU 0 of two nodes: lane, backbone piece and NIC at each end, then `middle`.
+std::set<std::string> ends(int a, int b, std::set<std::string> middle) {
+  for (const std::string& l : {fmt::format("node{}_link_0_UP", a), fmt::format("node{}_backbone_0_UP", a), fmt::format("node{}-nic_UP", a),
+                               fmt::format("node{}-nic_DOWN", b), fmt::format("node{}_backbone_0_DOWN", b), fmt::format("node{}_link_0_DOWN", b)})
+    middle.insert(l);
+  return middle;
+}
+constexpr double kEndsLat = 2 * (1e-6 + 2e-6 + 5e-6);  // lane + backbone + NIC at each end
+
+TEST_CASE("torus: dimension-order routes between nodes, each way round the shorter way, one link per hop", "[scale][topology]") {
+  vt::TempDir d;
+  using S = std::set<std::string>;
+  // A ring of 5 (SimGrid's TorusZone names the link from node i onwards "torus_link_from_<i>_to_<i+1>").
+  const Loaded r = load_in_child(d.file("ring.xml", torus_xml("5", 5)),
+                                 {{"node0-gpu0", "node1-gpu0"}, {"node0-gpu0", "node2-gpu0"}, {"node0-gpu0", "node4-gpu0"},
+                                  {"node0-gpu0", "node0-gpu1"}});
+  REQUIRE(r.error.empty());
+  CHECK(r.counts.zones == 1 + 5);  // the torus and a zone per node
+  CHECK(r.routes.at({"node0-gpu0", "node1-gpu0"}).first == ends(0, 1, S{"torus_link_from_0_to_1_UP"}));
+  CHECK(r.routes.at({"node0-gpu0", "node1-gpu0"}).second == Approx(kEndsLat + 300e-9));
+  CHECK(r.routes.at({"node0-gpu0", "node2-gpu0"}).first == ends(0, 2, S{"torus_link_from_0_to_1_UP", "torus_link_from_1_to_2_UP"}));
+  CHECK(r.routes.at({"node0-gpu0", "node2-gpu0"}).second == Approx(kEndsLat + 2 * 300e-9));
+  // 0 -> 4 is one hop back round the ring: node 4's onward link, taken in its DOWN direction.
+  CHECK(r.routes.at({"node0-gpu0", "node4-gpu0"}).first == ends(0, 4, S{"torus_link_from_4_to_0_DOWN"}));
+  // Inside a node: lane, backbone, lane (no NIC, no torus link).
+  CHECK(r.routes.at({"node0-gpu0", "node0-gpu1"}).first == S{"node0_link_0_UP", "node0_backbone_0_UP", "node0_link_1_DOWN"});
+  // 2 x 3: node 5 = (1, 2) from node 0 = (0, 0): x first (0 -> 1), then y from node 1 back round (1 -> 5, 2 - 0 > 3/2).
+  const Loaded t = load_in_child(d.file("grid.xml", torus_xml("2x3", 6)), {{"node0-gpu0", "node5-gpu0"}});
+  REQUIRE(t.error.empty());
+  CHECK(t.routes.at({"node0-gpu0", "node5-gpu0"}).first.size() == 6 + 2);
+  CHECK(t.routes.at({"node0-gpu0", "node5-gpu0"}).second == Approx(kEndsLat + 2 * 300e-9));
+}
+
+TEST_CASE("dragonfly: one global link between two groups, none inside a group", "[scale][topology]") {
+  vt::TempDir d;
+  using S = std::set<std::string>;
+  const Loaded r = load_in_child(d.file("df.xml", dragonfly_xml(3, 2)),
+                                 {{"node0-gpu0", "node1-gpu0"}, {"node0-gpu0", "node5-gpu0"}, {"node5-gpu0", "node0-gpu0"},
+                                  {"node2-gpu0", "node4-gpu0"}});
+  REQUIRE(r.error.empty());
+  CHECK(r.counts.zones == 1 + 3);
+  CHECK(r.counts.links == 6 * (2 + 2 + 2) + 6 + 3);  // per node: lanes, backbone pieces, loopbacks 0; NICs; globals 3
+  CHECK(r.routes.at({"node0-gpu0", "node1-gpu0"}).first == ends(0, 1, S{}));
+  CHECK(r.routes.at({"node0-gpu0", "node1-gpu0"}).second == Approx(kEndsLat));
+  CHECK(r.routes.at({"node0-gpu0", "node5-gpu0"}).first == ends(0, 5, S{"group0-group2-global_UP"}));
+  CHECK(r.routes.at({"node5-gpu0", "node0-gpu0"}).first == ends(5, 0, S{"group0-group2-global_DOWN"}));
+  CHECK(r.routes.at({"node2-gpu0", "node4-gpu0"}).first == ends(2, 4, S{"group1-group2-global_UP"}));
+  CHECK(r.routes.at({"node0-gpu0", "node5-gpu0"}).second == Approx(kEndsLat + 300e-9));
+}
+
+TEST_CASE("torus and dragonfly files: what they do not allow is one line with file and line", "[scale][topology]") {
+  struct Case {
+    std::string text, want;
+  };
+  const std::vector<Case> cases{
+      {torus_xml("2x2", 5), "vitsim_torus_dims 2x2 hold 4 nodes, the platform has 5"},
+      {torus_xml("2x0", 0), "vitsim_torus_dims \"2x0\""},
+      {torus_xml("2xa", 2), "vitsim_torus_dims \"2xa\""},
+      {torus_xml("2,2,1,1,1,1,1", 4), "more than 6 dimensions"},
+      {std::regex_replace(torus_xml("2", 2), std::regex("12.5GBps"), "-1GBps"), "vitsim_link_bw \"-1GBps\""},
+      {std::regex_replace(torus_xml("2", 2), std::regex(R"(<prop id="vitsim_link_bw"[^>]*>)"), ""), "needs the prop vitsim_link_bw"},
+      {std::regex_replace(torus_xml("2", 2), std::regex("value=\"torus\""), "value=\"ring\""), "valid: star, fat-tree, torus, dragonfly"},
+      {dragonfly_xml(1, 2), "two or more group zones"},
+      {dragonfly_xml(2, 1, R"(<link id="group0-uplink" bandwidth="1GBps" sharing_policy="SPLITDUPLEX"/>)"), "a dragonfly's groups have no up-links"},
+      {std::regex_replace(dragonfly_xml(2, 1), std::regex("value=\"dragonfly\""), "value=\"star\""), "prop vitsim_link_bw applies to a torus or dragonfly only"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.want);
+    const std::string got = vt::error_of([&] { read_flat_platform("t.xml", c.text); });
+    CHECK_THAT(got, Catch::Contains(c.want));
+    CHECK_THAT(got, Catch::StartsWith("t.xml:"));
+  }
+  CHECK(parse_torus_dims("4x4x2") == std::vector<unsigned long>{4, 4, 2});
+  CHECK(parse_torus_dims("8,2") == std::vector<unsigned long>{8, 2});
+}
+
 TEST_CASE("flat-star build time at 512 to 131072 GPUs", "[.buildbench]") {
   vt::TempDir d;
   for (int nodes : {64, 512, 2048, 8192, 16384}) {

@@ -192,7 +192,7 @@ struct Reader {
         const std::string tail = l.id.substr(p + 4);
         if (it != by_id.end() && (tail.empty() || std::all_of(tail.begin(), tail.end(), ::isdigit))) {
           owner = it->second;
-          rail = tail.empty() ? -1 : std::stol(tail.substr(0, 9));
+          rail = tail.empty() ? -1 : static_cast<long>(units::parse_integer(tail.substr(0, 9), 0, 999999999));
         }
       }
       if (!owner) {
@@ -217,7 +217,73 @@ struct Reader {
   }
 };
 
+// The top zone's topology props: vitsim_topology (star, the default, or fat-tree when pods carry up-links; torus;
+// dragonfly), vitsim_torus_dims, vitsim_link_bw, vitsim_link_lat.
+void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
+  std::map<std::string, std::pair<std::string, pugi::xml_node>> props;
+  for (const auto& p : zone.children("prop")) props[p.attribute("id").value()] = {p.attribute("value").value(), p};
+  auto take = [&](const char* key) -> const std::pair<std::string, pugi::xml_node>* {
+    auto it = props.find(key);
+    return it == props.end() ? nullptr : &it->second;
+  };
+  const auto* kind = take("vitsim_topology");
+  const std::string k = kind ? kind->first : "star";
+  if (k == "torus")
+    out.topology = FlatTopology::Torus;
+  else if (k == "dragonfly")
+    out.topology = FlatTopology::Dragonfly;
+  else if (k != "star" && k != "fat-tree")
+    throw Error(rd.at(kind->second), fmt::format("vitsim_topology \"{}\": valid: star, fat-tree, torus, dragonfly", k));
+  const bool grid = out.topology == FlatTopology::Torus || out.topology == FlatTopology::Dragonfly;
+  for (const char* key : {"vitsim_torus_dims", "vitsim_link_bw", "vitsim_link_lat"}) {
+    const auto* v = take(key);
+    const bool wanted = std::string(key) == "vitsim_torus_dims" ? out.topology == FlatTopology::Torus : grid;
+    if (v && !wanted) throw Error(rd.at(v->second), fmt::format("prop {} applies to a {} only", key, std::string(key) == "vitsim_torus_dims" ? "torus" : "torus or dragonfly"));
+    if (!v && wanted && std::string(key) != "vitsim_link_lat")
+      throw Error(rd.at(zone), fmt::format("a {} platform's zone needs the prop {}", k, key));
+  }
+  if (out.topology == FlatTopology::Torus) {
+    const auto* v = take("vitsim_torus_dims");
+    try {
+      out.torus_dims = parse_torus_dims(v->first);
+    } catch (const Error& e) {
+      throw Error(rd.at(v->second), fmt::format("vitsim_torus_dims \"{}\": {}", v->first, e.what()));
+    }
+  }
+  if (grid) {
+    auto figure = [&](const char* key, units::Kind unit, bool positive) {
+      const auto* v = take(key);
+      if (!v) return 0.0;
+      try {
+        const double x = units::parse(v->first, unit);
+        if (positive ? !(x > 0) : !(x >= 0)) throw Error(positive ? "must be positive" : "must be non-negative");
+        return x;
+      } catch (const Error& e) {
+        throw Error(rd.at(v->second), fmt::format("{} \"{}\": {}", key, v->first, e.what()));
+      }
+    };
+    out.fabric.bw = figure("vitsim_link_bw", units::Kind::Bandwidth, true);
+    out.fabric.lat = figure("vitsim_link_lat", units::Kind::Time, false);
+  }
+}
+
 }  // namespace
+
+std::vector<unsigned long> parse_torus_dims(const std::string& text) {
+  std::vector<unsigned long> dims;
+  size_t pos = 0;
+  while (true) {
+    const size_t sep = text.find_first_of(",x", pos);
+    dims.push_back(static_cast<unsigned long>(units::parse_integer(text.substr(pos, sep == std::string::npos ? std::string::npos : sep - pos), 1, 1 << 20)));
+    if (sep == std::string::npos) break;
+    pos = sep + 1;
+  }
+  if (dims.size() > 6) throw Error("a torus of more than 6 dimensions");
+  size_t cells = 1;
+  for (unsigned long d : dims)
+    if ((cells *= d) > (size_t{1} << 20)) throw Error("more than 1,048,576 nodes");
+  return dims;
+}
 
 FlatPlatform read_flat_platform(const std::string& path, const std::string& text) {
   Reader rd{path, text, {}};
@@ -238,11 +304,17 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
   FlatPlatform out;
   out.path = path;
   out.zone_id = rd.attr(zone, "id");
+  read_topology(rd, zone, out);
   FlatPod top;
   std::vector<std::pair<FlatLink, pugi::xml_node>> others;
   rd.group(zone, top, others, true);
   std::vector<pugi::xml_node> pods;
   for (const auto& z : zone.children("zone")) pods.push_back(z);
+  const bool grid = out.topology == FlatTopology::Torus || out.topology == FlatTopology::Dragonfly;
+  if (out.topology == FlatTopology::Torus && !pods.empty())
+    throw Error(rd.at(pods.front()), "a torus platform has its nodes in the top zone, in torus order (no pod zones)");
+  if (out.topology == FlatTopology::Dragonfly && pods.size() < 2)
+    throw Error(rd.at(zone), "a dragonfly platform has its nodes in two or more group zones (<zone routing=\"None\">)");
   if (pods.empty()) {
     if (!others.empty())
       throw Error(rd.at(others.front().second),
@@ -252,8 +324,12 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
     if (!top.nodes.empty())
       throw Error(Origin{path, top.nodes.front().line}, "a flat-star platform with pods has every node inside a pod zone");
     out.pods = true;
+    if (!grid) out.topology = FlatTopology::FatTree;
     std::map<std::string, FlatLink> uplinks;
     for (auto& [l, x] : others) {
+      if (grid)
+        throw Error(rd.at(x), fmt::format("link '{}': a dragonfly's groups have no up-links (its global links are computed "
+                                          "from vitsim_link_bw and vitsim_link_lat)", l.id));
       const size_t p = l.id.rfind("-uplink");
       if (p == std::string::npos || p + 7 != l.id.size())
         throw Error(rd.at(x), fmt::format("link '{}' is neither a node's NIC nor a pod's up-link ('<pod>-uplink')", l.id));
@@ -269,6 +345,10 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
       if (!inner.empty())
         throw Error(rd.at(inner.front().second),
                     fmt::format("link '{}' in pod '{}' is not a node's NIC; a pod's up-link sits in the top zone", inner.front().first.id, pod.id));
+      if (grid) {
+        out.groups.push_back(std::move(pod));
+        continue;
+      }
       auto it = uplinks.find(pod.id);
       if (it == uplinks.end()) throw Error(rd.at(z), fmt::format("pod '{}' has no up-link '{}-uplink' in the top zone", pod.id, pod.id));
       pod.uplink = it->second;
@@ -277,6 +357,13 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
     }
     if (!uplinks.empty())
       throw Error(Origin{path, 0}, fmt::format("up-link '{}-uplink' names no pod zone", uplinks.begin()->first));
+  }
+  if (out.topology == FlatTopology::Torus) {
+    size_t cells = 1;
+    for (unsigned long d : out.torus_dims) cells *= d;
+    if (cells != out.nodes())
+      throw Error(rd.at(zone), fmt::format("vitsim_torus_dims {} hold {} nodes, the platform has {}",
+                                           fmt::join(out.torus_dims, "x"), cells, out.nodes()));
   }
   // Every node of a multi-node platform has a NIC; names are unique.
   std::set<std::string> names;

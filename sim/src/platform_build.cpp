@@ -98,6 +98,61 @@ void build_group(sg4::NetZone* zone, const FlatPod& g, BuildCounts& c) {
   }
 }
 
+// A star zone of `g`'s nodes under `parent`, sealed, with its gateway: a router whose route to the zone's centre
+// is empty (without one SimGrid drops the NICs from paths that leave the zone).
+std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> build_gated_zone(const sg4::NetZone* parent, const std::string& id,
+                                                                               const std::string& router_id, const FlatPod& g,
+                                                                               BuildCounts& c) {
+  sg4::NetZone* zone = sg4::create_star_zone(id)->set_parent(parent);
+  ++c.zones;
+  build_group(zone, g, c);
+  simgrid::kernel::routing::NetPoint* router = zone->create_router(router_id);
+  ++c.routers;
+  zone->add_route(router, nullptr, nullptr, nullptr, {}, false);
+  zone->add_route(nullptr, router, nullptr, nullptr, {}, false);
+  c.routes += 2;
+  zone->seal();
+  return {zone, router};
+}
+
+// A torus (SimGrid's TorusZone: dimension-order routing, each way round the shorter way) whose leaves are the
+// nodes, each a gated star zone of its GPUs; leaf `id` is node `id` of the file (the first dimension fastest).
+sg4::NetZone* build_torus(const FlatPlatform& p, BuildCounts& c) {
+  const std::vector<FlatNode>& nodes = p.groups.front().nodes;
+  auto leaf = [&nodes, &c](sg4::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    const FlatNode& n = nodes.at(id);
+    FlatPod one;
+    one.nodes.push_back(n);
+    auto [node_zone, router] = build_gated_zone(zone, n.id, n.router, one, c);
+    return std::make_pair(node_zone->get_netpoint(), router);
+  };
+  sg4::NetZone* top = sg4::create_torus_zone(p.zone_id, nullptr, p.torus_dims, sg4::ClusterCallbacks(leaf), p.fabric.bw,
+                                             p.fabric.lat, sg4::Link::SharingPolicy::SPLITDUPLEX);
+  ++c.zones;
+  c.links += p.torus_dims.size() * nodes.size();  // one split-duplex link per node and dimension
+  return top;
+}
+
+// A dragonfly: group zones (gated stars, non-blocking inside) in a full zone, each pair of groups joined by one
+// global link "<groupA>-<groupB>-global" (minimal routing: one global hop).
+sg4::NetZone* build_dragonfly(const FlatPlatform& p, BuildCounts& c) {
+  sg4::NetZone* top = sg4::create_full_zone(p.zone_id);
+  ++c.zones;
+  std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> groups;
+  for (const FlatPod& g : p.groups) groups.push_back(build_gated_zone(top, g.id, g.id + "-router", g, c));
+  for (size_t a = 0; a < groups.size(); ++a)
+    for (size_t b = a + 1; b < groups.size(); ++b) {
+      sg4::Link* l = top->create_split_duplex_link(fmt::format("{}-{}-global", p.groups[a].id, p.groups[b].id), p.fabric.bw)
+                         ->set_latency(p.fabric.lat)
+                         ->seal();
+      ++c.links;
+      top->add_route(groups[a].first->get_netpoint(), groups[b].first->get_netpoint(), groups[a].second, groups[b].second,
+                     {sg4::LinkInRoute(l, Dir::UP)}, true);
+      ++c.routes;
+    }
+  return top;
+}
+
 }  // namespace
 
 BuildCounts build_flat_platform(sg4::Engine& e, const FlatPlatform& p) {
@@ -105,23 +160,20 @@ BuildCounts build_flat_platform(sg4::Engine& e, const FlatPlatform& p) {
     throw Error(fmt::format("{}: a flat-star platform is built into an engine without a platform", p.path));
   BuildCounts c;
   aliases().clear();
-  sg4::NetZone* top = sg4::create_star_zone(p.zone_id);
-  ++c.zones;
-  if (!p.pods) {
+  sg4::NetZone* top = nullptr;
+  if (p.topology == FlatTopology::Torus) {
+    top = build_torus(p, c);
+  } else if (p.topology == FlatTopology::Dragonfly) {
+    top = build_dragonfly(p, c);
+  } else if (!p.pods) {
+    top = sg4::create_star_zone(p.zone_id);
+    ++c.zones;
     build_group(top, p.groups.front(), c);
   } else {
+    top = sg4::create_star_zone(p.zone_id);
+    ++c.zones;
     for (const FlatPod& g : p.groups) {
-      sg4::NetZone* pod = sg4::create_star_zone(g.id)->set_parent(top);
-      ++c.zones;
-      build_group(pod, g, c);
-      // The pod's gateway: a router whose route to the pod's centre is empty (without one SimGrid drops the
-      // NICs from paths that leave the pod).
-      simgrid::kernel::routing::NetPoint* router = pod->create_router(g.id + "-router");
-      ++c.routers;
-      pod->add_route(router, nullptr, nullptr, nullptr, {}, false);
-      pod->add_route(nullptr, router, nullptr, nullptr, {}, false);
-      c.routes += 2;
-      pod->seal();
+      auto [pod, router] = build_gated_zone(top, g.id, g.id + "-router", g, c);
       sg4::Link* up = top->create_split_duplex_link(g.uplink.id, g.uplink.bw)->set_latency(g.uplink.lat)->seal();
       ++c.links;
       top->add_route(pod->get_netpoint(), nullptr, router, nullptr, {sg4::LinkInRoute(up, Dir::UP)}, true);

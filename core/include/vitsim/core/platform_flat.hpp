@@ -8,6 +8,10 @@
 // "<node>-nic" (one link for the node's NICs) or "<node>-nic0" ... (rail-optimised: one link per NIC; GPU k of G
 // uses rail k x R / G); or, for a fat-tree, <zone routing="None"> pods holding those, and a "<pod>-uplink" link
 // per pod. No <route>, <zoneRoute> or <host>: routes are computed (README "Platform files", layouts).
+// Two more network topologies are named by the top zone's prop vitsim_topology: `torus` (the nodes, in the top
+// zone, in torus order: the first dimension varies fastest; props vitsim_torus_dims "4,4,2", vitsim_link_bw and
+// vitsim_link_lat give each torus link) and `dragonfly` (the nodes in group zones, routing="None", without
+// up-links; every pair of groups joined by one global link of vitsim_link_bw and vitsim_link_lat).
 #include <string>
 #include <vector>
 
@@ -38,10 +42,15 @@ struct FlatPod {
   FlatLink uplink;                 // pods only
 };
 
+enum class FlatTopology { Star, FatTree, Torus, Dragonfly };
+
 struct FlatPlatform {
   std::string path;
   std::string zone_id;
-  bool pods = false;               // a fat-tree: nodes in pod zones joined by up-links
+  bool pods = false;               // a fat-tree or a dragonfly: nodes in pod (group) zones
+  FlatTopology topology = FlatTopology::Star;
+  std::vector<unsigned long> torus_dims;  // torus: nodes per dimension, first fastest
+  FlatLink fabric;                 // torus: each torus link; dragonfly: each global link (id unused)
   std::vector<FlatPod> groups;     // one group (id "") for a star
   size_t gpus() const;
   size_t nodes() const;
@@ -55,5 +64,7 @@ bool is_flat_layout_file(const std::string& path);
 // Parses a flat-star file; throws Error "PATH:LINE: what" for anything the layout does not allow.
 FlatPlatform read_flat_platform(const std::string& path, const std::string& text);
 FlatPlatform read_flat_platform_file(const std::string& path);
+// "4x4x2" or "4,4,2": a torus's nodes per dimension (1 to 6 dimensions, at most 2^20 nodes); throws Error.
+std::vector<unsigned long> parse_torus_dims(const std::string& text);
 
 }  // namespace vitsim
