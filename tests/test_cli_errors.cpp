@@ -38,7 +38,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
       {"malformed XML", "<scenario><cluster platform='p.xml'></scenario>", "predict s.xml",
        "vitsim: error: s.xml:1: malformed XML: Start-end tags mismatch"},
       {"unknown element", scenario(kCluster, kModel, kTraining, "  <optimiser/>\n"), "predict s.xml",
-       "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, dataset, deepspeed, loader, model, "
+       "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, compute, dataset, deepspeed, loader, model, "
        "parallelism, run, simulation, training, validation, whatif, sweep"},
       {"unknown attribute", scenario(kCluster, kModel, "micro_batch=\"16\" epoch=\"3\""), "predict s.xml",
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, "
@@ -85,7 +85,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
       // The list of keys grows with the schema: the test checks its start and that it is sorted.
       {"unknown --set key", scenario(kCluster, kModel, kTraining), "predict s.xml --set training.batch=3",
        "vitsim: error: --set training.batch: unknown key; valid: cluster.gpus_per_node, cluster.hosts, cluster.nodes, "
-       "cluster.platform, dataset.channels,", true},
+       "cluster.platform, compute.model, dataset.channels,", true},
   };
   for (const auto& c : cases) {
     INFO(c.name);

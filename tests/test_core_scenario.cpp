@@ -112,7 +112,7 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
   std::string text = kBase;
   text.replace(text.find("<model"), 0, "<modle/>\n  ");
   CHECK_THROWS_WITH(read_scenario_file(d.file("a.xml", text)),
-                    Catch::StartsWith(d / "a.xml" + ":3: unknown element <modle>; valid: cluster, dataset, deepspeed,"));
+                    Catch::StartsWith(d / "a.xml" + ":3: unknown element <modle>; valid: cluster, compute, dataset, deepspeed,"));
   text = kBase;
   text.replace(text.find("micro_batch"), 0, "mikro=\"1\" ");
   CHECK_THROWS_WITH(read_scenario_file(d.file("b.xml", text)),

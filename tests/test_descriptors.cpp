@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
 #include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/compute_model.hpp"
 
 namespace {
 
@@ -31,15 +33,15 @@ std::vector<std::string> split(const std::string& s, const std::string& sep) {
   return out;
 }
 
-// The "valid values" cell of README's scenario-key row "| KEY | default | v1, v2, ...[; remark] |".
+// The "valid" cell of README's scenario-key row "| KEY | type | default | v1, v2, ...[; remark] | meaning |".
 std::vector<std::string> readme_key_values(const std::string& key) {
   std::istringstream in(readme());
   const std::string head = "| " + key + " |";
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(head, 0) != 0) continue;
     const auto cells = split(line, " | ");
-    REQUIRE(cells.size() >= 3);
-    std::string values = cells[2];
+    REQUIRE(cells.size() >= 4);
+    std::string values = cells[3];
     if (values.size() >= 2 && values.substr(values.size() - 2) == " |") values.resize(values.size() - 2);
     return split(values.substr(0, values.find(';')), ", ");
   }
@@ -48,6 +50,26 @@ std::vector<std::string> readme_key_values(const std::string& key) {
 }
 
 std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
+// A markdown table cell: a '|' in the text would end it.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
+// README's scenario-key table, generated from core's key table; names checked outside core come from
+// their registries.
+std::string key_table_markdown() {
+  const std::map<std::string, std::vector<std::string>> registries{
+      {"collective", vitsim::sim::collective_names()}, {"compute model", vitsim::sim::compute_model_names()}};
+  std::string md = "| key | type | default | valid | meaning |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& k : vitsim::scenario_key_table()) {
+    const std::string valid = k.registry.empty() ? k.valid : vt::join(registries.at(k.registry));
+    md += "| " + k.key + " | " + k.type + " | " + cell(k.default_value) + " | " + cell(valid) + " | " + cell(k.doc) + " |\n";
+  }
+  return md;
+}
 
 }  // namespace
 
@@ -172,4 +194,76 @@ TEST_CASE("plot kinds: the parser, --kind and README read the tables", "[descrip
   vt::TempDir dir;
   const std::string r = dir.file("r.json", "{}");
   CHECK(vt::vitsim("plot " + r + " --out " + (dir / "x.svg") + " --kind pie").status == 2);
+}
+
+TEST_CASE("scenario keys: README's table, the schema and --set read the key table", "[descriptors][scenario]") {
+  const auto& table = vitsim::scenario_key_table();
+  // README's table is generated from the rows (VITSIM_UPDATE_DOCS=1 rewrites it).
+  const std::string md = key_table_markdown();
+  CHECK(vt::doc_section(vt::source("README.md"), "scenario-keys", md) == md);
+  // Each key once; scenario_keys() (--set's known keys, "did you mean") is the table's, sorted.
+  std::vector<std::string> keys;
+  for (const auto& k : table) keys.push_back(k.key);
+  CHECK(as_set(keys).size() == keys.size());
+  std::vector<std::string> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(vitsim::scenario_keys() == sorted);
+  // Every row documents itself; a registry row leaves its names to the registry.
+  for (const auto& k : table) {
+    INFO(k.key);
+    CHECK_FALSE(k.type.empty());
+    CHECK_FALSE(k.doc.empty());
+    CHECK(k.valid.empty() != k.registry.empty());
+  }
+  // The schema is the table's: an unknown attribute on each element lists that element's keys in table
+  // order, and an unknown element lists the elements.
+  vt::TempDir dir;
+  std::map<std::string, std::vector<std::string>> by_element;
+  for (const auto& k : keys) {
+    const auto dot = k.find('.');
+    if (k.substr(0, dot) != "scenario") by_element[k.substr(0, dot)].push_back(k.substr(dot + 1));
+  }
+  std::vector<std::string> elements;
+  for (const auto& [el, attrs] : by_element) {
+    INFO(el);
+    elements.push_back(el);
+    const std::string s = dir.file("s.xml", "<scenario>\n  <" + el + " bogus=\"1\"/>\n</scenario>\n");
+    CHECK(vt::error_of([&] { vitsim::read_scenario_file(s); }) ==
+          s + ":2: unknown attribute 'bogus' on <" + el + ">; valid: " + vt::join(attrs));
+  }
+  elements.push_back("sweep");
+  const std::string s = dir.file("s.xml", "<scenario>\n  <cluster platform=\"p.xml\"/>\n  <bogus/>\n</scenario>\n");
+  CHECK(vt::error_of([&] { vitsim::read_scenario_file(s); }) == s + ":3: unknown element <bogus>; valid: " + vt::join(elements));
+  // --set takes every key of the table and no other.
+  auto f = vitsim::read_scenario_file(dir.file("t.xml", "<scenario>\n  <cluster platform=\"p.xml\"/>\n</scenario>\n"));
+  for (const auto& k : keys) CHECK_NOTHROW(vitsim::apply_override(f, k + "=1"));
+  CHECK_THROWS_WITH(vitsim::apply_override(f, "training.bogus=1"), "--set training.bogus: unknown key; valid: " + vt::join(sorted));
+}
+
+TEST_CASE("compute models: README, the messages and the key read the registry", "[descriptors][compute]") {
+  namespace sim = vitsim::sim;
+  const auto& models = sim::compute_models();
+  REQUIRE(models.size() >= 2);
+  CHECK(models.front().name == "auto");  // the default: today's choice per device
+  std::string md;
+  for (const auto& m : models)
+    md += "  - `" + m.name + "`" + (m.name == "auto" ? " (default)" : "") + ": " + m.description + ".\n";
+  CHECK(vt::doc_section(vt::source("README.md"), "compute-models", md) == md);
+  CHECK(as_set(readme_key_values("compute.model")) == as_set(sim::compute_model_names()));
+  CHECK_THROWS_WITH(sim::check_compute_model("cas01"), "unknown compute model 'cas01'; valid: " + vt::join(sim::compute_model_names()));
+  for (const auto& m : models) CHECK_NOTHROW(sim::check_compute_model(m.name));
+  // A scenario naming another model: the key's origin and the registry's names, exit 1 before any work.
+  vt::TempDir dir;
+  dir.file("p.xml", vt::platform_xml(1, 1, "16GBps", "1us", {"12GBps"}, {"1Tf"}));
+  const std::string s = dir.file("s.xml", R"(<scenario>
+  <cluster platform="p.xml"/>
+  <model preset="vit_cifar_tiny"/>
+  <compute model="cas01"/>
+  <dataset name="synthetic" train_samples="64"/>
+</scenario>
+)");
+  const auto r = vt::vitsim("predict " + s + " -q");
+  CHECK(r.status == 1);
+  CHECK(r.out == "vitsim: error: " + s + ":4: compute.model: unknown compute model 'cas01'; valid: " +
+                     vt::join(sim::compute_model_names()) + "\n");
 }

@@ -88,7 +88,7 @@ std::vector<BadInput> cases() {
       {"scenario", "wrong root element", {{"s.xml", "<platform/>"}}, S,
        "vitsim: error: s.xml:1: root element is <platform>, expected <scenario>"},
       {"scenario", "unknown element", {{"s.xml", scenario("micro_batch=\"16\"", "  <optimiser/>\n")}}, S,
-       "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, dataset, deepspeed,", 1, true},
+       "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, compute, dataset, deepspeed,", 1, true},
       {"scenario", "unknown attribute", {{"s.xml", scenario("micro_batch=\"16\" epoch=\"3\"")}}, S,
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, epochs, precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, gradient_clipping, loss_scale"},
       {"scenario", "element given twice", {{"s.xml", scenario("micro_batch=\"16\"", "  <training epochs=\"2\"/>\n")}}, S,

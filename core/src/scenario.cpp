@@ -35,28 +35,8 @@ long long DatasetSpec::effective_train_samples(int ranks) const {
 
 namespace {
 
-// The schema: element -> its attributes. Anything else in a file is an error.
-const std::map<std::string, std::vector<std::string>>& schema() {
-  static const std::map<std::string, std::vector<std::string>> s{
-      {"cluster", {"platform", "nodes", "gpus_per_node", "hosts"}},
-      {"model",
-       {"preset", "image_size", "patch", "channels", "width", "depth", "heads", "mlp_ratio", "classes", "dropout", "attention"}},
-      {"dataset", {"name", "train_samples", "test_samples", "image_size", "channels", "resize", "per_gpu_fraction", "path"}},
-      {"training",
-       {"micro_batch", "grad_accum", "epochs", "precision", "optimizer", "lr", "weight_decay", "seed", "framework",
-        "activation_checkpointing", "gradient_clipping", "loss_scale"}},
-      {"parallelism",
-       {"zero", "overlap", "bucket_size", "allgather_bucket_size", "collective", "comm_dtype", "sequence_parallel"}},
-      {"loader", {"workers", "pinned", "prefetch"}},
-      {"simulation", {"steps", "warmup", "full_epoch", "max_steps", "max_memory", "max_routes", "max_points"}},
-      {"run", {"device", "max_steps", "checkpoint_every", "checkpoint_dir", "timeout", "check_every", "threads",
-               "augment", "eval_samples"}},
-      {"validation", {"tolerance"}},
-      {"deepspeed", {"config"}},
-      {"whatif", {"edits"}},
-  };
-  return s;
-}
+// The schema (element -> attributes), derived from the key table below.
+const std::map<std::string, std::vector<std::string>>& schema();
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -202,9 +182,7 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
 
 std::vector<std::string> scenario_keys() {
   std::vector<std::string> keys;
-  for (const auto& [el, attrs] : schema())
-    for (const auto& a : attrs) keys.push_back(el + "." + a);
-  keys.push_back("scenario.name");
+  for (const auto& k : scenario_key_table()) keys.push_back(k.key);
   std::sort(keys.begin(), keys.end());
   return keys;
 }
@@ -295,8 +273,11 @@ void apply_override(ScenarioFile& f, const std::string& assignment) {
 
 namespace {
 
-// --- resolve, one step per element of the scenario; each reads its keys in the order the messages
-// rely on (an earlier key's error first).
+// --- The scenario's keys, one row each: its type, default, valid values, one line of documentation and
+// how it is applied to the Scenario. The schema (element -> attributes), the known-key check, the
+// defaults, resolve() and README's key table (tests/test_descriptors.cpp) all read this table. resolve()
+// applies the rows in table order, so an earlier key's error comes first; checks across an element's
+// keys run after its last row (element_checks()).
 
 // deepspeed.config: read the file, merge its values into `attrs` (merge_deepspeed) and warn once per file
 // about what it sets that vitsim does not model.
@@ -321,213 +302,483 @@ std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, At
   return ds;
 }
 
-void resolve_cluster(const Reader& r, Scenario& s) {
-  s.cluster.platform = r.path("cluster.platform");
-  s.cluster.nodes = static_cast<int>(r.integer("cluster.nodes", 1, 1, 1 << 20));
-  s.cluster.gpus_per_node = static_cast<int>(r.integer("cluster.gpus_per_node", 1, 1, 1024));
-  if (const auto* h = r.raw("cluster.hosts")) {
-    std::istringstream in(*h);
-    std::string w;
-    while (in >> w) s.cluster.hosts.push_back(w);
-    std::set<std::string> uniq(s.cluster.hosts.begin(), s.cluster.hosts.end());
-    if (uniq.size() != s.cluster.hosts.size()) r.fail("cluster.hosts", "a node is listed twice");
-    if (static_cast<int>(s.cluster.hosts.size()) < s.cluster.nodes)
-      r.fail("cluster.nodes", fmt::format("{} nodes requested but cluster.hosts lists {}", s.cluster.nodes, s.cluster.hosts.size()));
-  }
+// What the rows see while resolve applies them: the file, its DeepSpeed config, the point so far.
+struct Resolution {
+  const Reader& r;
+  const ScenarioFile& file;
+  const std::optional<DeepSpeedConfig>& ds;
+  Scenario& s;
+};
+
+using Apply = std::function<void(Resolution&)>;
+
+struct KeyRow {
+  ScenarioKeyInfo info;
+  Apply apply;
+};
+
+std::string range_text(long long min, long long max) {
+  return max >= (1LL << 53) ? fmt::format(">= {}", min) : fmt::format("{} .. {}", min, max);
 }
 
-// A preset, then any parameter overriding it.
-void resolve_model(const Reader& r, const ScenarioFile& f, Scenario& s) {
-  if (r.has("model.preset")) {
-    try {
-      s.model = vit_preset(r.str("model.preset", ""));
-    } catch (const Error& e) {
-      r.fail("model.preset", e.what());
-    }
-  } else if (!r.has("model.width")) {
-    throw Error(Origin{f.path, 0}, "missing <model preset=\"...\"/> or model parameters (width, depth, heads, ...)");
-  }
-  ViTConfig& m = s.model;
-  m.image_size = static_cast<int>(r.integer("model.image_size", m.image_size, 1, 65536));
-  m.patch = static_cast<int>(r.integer("model.patch", m.patch, 1, 65536));
-  m.channels = static_cast<int>(r.integer("model.channels", m.channels, 1, 64));
-  m.width = static_cast<int>(r.integer("model.width", m.width, 1, 1 << 20));
-  m.depth = static_cast<int>(r.integer("model.depth", m.depth, 1, 4096));
-  m.heads = static_cast<int>(r.integer("model.heads", m.heads, 1, 4096));
-  m.mlp_ratio = r.number("model.mlp_ratio", m.mlp_ratio, 1e-3, 1e3);
-  m.classes = static_cast<int>(r.integer("model.classes", m.classes, 1, 1 << 24));
-  m.dropout = r.number("model.dropout", m.dropout, 0, 0.999);
-  m.attention = parse_attention_path(r.choice("model.attention", "math", {"math", "fused"}));
-  try {
-    m.validate();
-  } catch (const Error& e) {
-    throw Error(r.origin(r.has("model.preset") ? "model.preset" : "model.width"), e.what());
-  }
+// Row makers. A default is a constant, or computed from the point so far (`def`, documented by `def_text`).
+using IntDefault = std::function<long long(const Resolution&)>;
+using NumDefault = std::function<double(const Resolution&)>;
+
+KeyRow integer_row(std::string key, std::string def_text, IntDefault def, long long min, long long max, std::string doc,
+                   std::function<void(Resolution&, long long)> set) {
+  ScenarioKeyInfo info{key, "integer", std::move(def_text), range_text(min, max), "", std::move(doc)};
+  return {info, [key, def, min, max, set](Resolution& x) { set(x, x.r.integer(key, def(x), min, max)); }};
+}
+KeyRow integer_row(std::string key, long long def, long long min, long long max, std::string doc,
+                   std::function<void(Resolution&, long long)> set) {
+  return integer_row(key, std::to_string(def), [def](const Resolution&) { return def; }, min, max, std::move(doc),
+                     std::move(set));
+}
+KeyRow number_row(std::string key, std::string def_text, NumDefault def, double min, double max, std::string doc,
+                  std::function<void(Resolution&, double)> set) {
+  ScenarioKeyInfo info{key, "number", std::move(def_text), fmt::format("{} .. {}", min, max), "", std::move(doc)};
+  return {info, [key, def, min, max, set](Resolution& x) { set(x, x.r.number(key, def(x), min, max)); }};
+}
+KeyRow number_row(std::string key, double def, double min, double max, std::string doc,
+                  std::function<void(Resolution&, double)> set) {
+  return number_row(key, fmt::format("{}", def), [def](const Resolution&) { return def; }, min, max, std::move(doc),
+                    std::move(set));
+}
+KeyRow boolean_row(std::string key, bool def, std::string doc, std::function<void(Resolution&, bool)> set) {
+  ScenarioKeyInfo info{key, "boolean", def ? "true" : "false", "true, false (or on, off, yes, no, 1, 0)", "", std::move(doc)};
+  return {info, [key, def, set](Resolution& x) { set(x, x.r.boolean(key, def)); }};
+}
+KeyRow choice_row(std::string key, std::string def, std::vector<std::string> valid, std::string doc,
+                  std::function<void(Resolution&, const std::string&)> set) {
+  ScenarioKeyInfo info{key, "choice", def, join(valid), "", std::move(doc)};
+  return {info, [key, def, valid, set](Resolution& x) { set(x, x.r.choice(key, def, valid)); }};
+}
+// Anything else: the row says its type and valid values in words and applies itself.
+KeyRow custom_row(std::string key, std::string type, std::string def_text, std::string valid, std::string doc, Apply apply) {
+  return {ScenarioKeyInfo{std::move(key), std::move(type), std::move(def_text), std::move(valid), "", std::move(doc)},
+          std::move(apply)};
+}
+// A name checked by a registry outside core (sim's collectives and compute models): read as text here.
+KeyRow registry_row(std::string key, std::string def, std::string registry, std::string doc,
+                    std::function<void(Resolution&, const std::string&)> set) {
+  ScenarioKeyInfo info{key, "name", def, "", std::move(registry), std::move(doc)};
+  return {info, [key, def, set](Resolution& x) { set(x, x.r.str(key, def)); }};
 }
 
-// The dataset's published facts (core/dataset.hpp) fill what the scenario leaves out.
-void resolve_dataset(const Reader& r, Scenario& s) {
-  const ViTConfig& m = s.model;
-  DatasetSpec& d = s.dataset;
-  d.name = r.choice("dataset.name", "synthetic", dataset_names());
-  const auto& def = dataset(d.name).facts;  // published facts (core/dataset.hpp), if any
-  d.train_samples = r.integer("dataset.train_samples", def ? def->train : 0, 1, 1LL << 40);
-  if (d.train_samples == 0) throw Error(r.origin("dataset.name"), fmt::format("dataset '{}' needs train_samples", d.name));
-  d.test_samples = r.integer("dataset.test_samples", def ? def->test : 0, 0, 1LL << 40);
-  d.image_size = static_cast<int>(r.integer("dataset.image_size", def ? def->image : m.image_size, 1, 65536));
-  d.channels = static_cast<int>(r.integer("dataset.channels", def ? def->channels : m.channels, 1, 64));
-  d.per_gpu_fraction = r.number("dataset.per_gpu_fraction", 0, 0, 1);
-  d.path = r.path("dataset.path");
-  int resize = static_cast<int>(r.integer("dataset.resize", m.image_size, 1, 65536));
-  if (resize != m.image_size)
-    r.fail("dataset.resize", fmt::format("{} px but the model takes {} px images", resize, m.image_size));
-  if (d.channels != m.channels)
-    r.fail("dataset.name", fmt::format("dataset has {} channels but the model takes {}", d.channels, m.channels));
-}
-
-void resolve_training(const Reader& r, Scenario& s) {
-  TrainingSpec& t = s.training;
-  t.micro_batch = static_cast<int>(r.integer("training.micro_batch", 1, 1, 1 << 24));
-  t.grad_accum = static_cast<int>(r.integer("training.grad_accum", 1, 1, 1 << 20));
-  t.epochs = static_cast<int>(r.integer("training.epochs", 1, 1, 1 << 20));
-  t.precision = parse_precision(r.choice("training.precision", "fp32", {"fp32", "fp16", "bf16"}));
-  t.optimizer = r.choice("training.optimizer", "adamw", {"adamw", "adam", "sgd"});
-  t.lr = r.number("training.lr", 1e-4, 0, 1e3);
-  t.weight_decay = r.number("training.weight_decay", 0.01, 0, 1e3);
-  t.seed = static_cast<unsigned long long>(r.integer("training.seed", 1, 0));
-  t.framework = parse_framework(r.choice("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"}));
-  t.activation_checkpointing = r.boolean("training.activation_checkpointing", false);
-  t.gradient_clipping = r.number("training.gradient_clipping", 0, 0, 1e9);
-  t.loss_scale = r.number("training.loss_scale", 0, 0, 1e30);
-  if (t.loss_scale > 0 && t.precision != Precision::FP16)
-    r.fail("training.loss_scale", fmt::format("a loss scale applies to fp16 training, not {}", precision_name(t.precision)));
-}
+const char* const kPathValid = "a file name, relative to the scenario file";
+const std::vector<std::string> kPrecisions{"fp32", "fp16", "bf16"};
 
 // A bucket written in bits ("25Mb": 3.1 MB) is almost surely megabytes mistyped: DDP's bucket_cap_mb
 // and DeepSpeed's bucket sizes are bytes and elements. One warning line per key and value.
-void warn_buckets_in_bits(const Reader& r, const ParallelSpec& p) {
-  for (const char* key : {"parallelism.bucket_size", "parallelism.allgather_bucket_size"})
-    if (const auto* v = r.raw(key)) {
-      const size_t u = v->find_first_not_of("0123456789.+-eE ");
-      const std::string unit = u == std::string::npos ? "" : v->substr(u);
-      if (!unit.empty() && unit.back() == 'b') {
-        const double bytes = key == std::string("parallelism.bucket_size") ? p.bucket_bytes : p.allgather_bucket_bytes;
-        static std::mutex mb_mutex;
-        static std::set<std::string> mb_warned;
-        const std::string line = fmt::format(
-            "{}: {}={} is in bits: {} ({}); if bytes were meant, write {}B", r.origin(key).str(), key, *v,
-            units::format_bytes(bytes), bytes < 1e6 ? "under 1 MB, too small for a communication bucket" : "a bucket in bits is unusual",
-            v->substr(0, u) + unit.substr(0, unit.size() - 1));
-        std::lock_guard<std::mutex> lock(mb_mutex);
-        if (mb_warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
-      }
+void warn_bucket_in_bits(const Reader& r, const std::string& key, double bytes) {
+  const auto* v = r.raw(key);
+  if (!v) return;
+  const size_t u = v->find_first_not_of("0123456789.+-eE ");
+  const std::string unit = u == std::string::npos ? "" : v->substr(u);
+  if (unit.empty() || unit.back() != 'b') return;
+  static std::mutex mb_mutex;
+  static std::set<std::string> mb_warned;
+  const std::string line = fmt::format(
+      "{}: {}={} is in bits: {} ({}); if bytes were meant, write {}B", r.origin(key).str(), key, *v,
+      units::format_bytes(bytes), bytes < 1e6 ? "under 1 MB, too small for a communication bucket" : "a bucket in bits is unusual",
+      v->substr(0, u) + unit.substr(0, unit.size() - 1));
+  std::lock_guard<std::mutex> lock(mb_mutex);
+  if (mb_warned.insert(line).second) std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
+}
+
+// The gradients' dtype on the wire: parallelism.comm_dtype, else the training precision.
+Precision comm_dtype(const Resolution& x) {
+  if (!x.r.has("parallelism.comm_dtype")) return x.s.training.precision;
+  return parse_precision(x.r.choice("parallelism.comm_dtype", "fp32", kPrecisions));
+}
+
+// A gradient bucket in bytes. DeepSpeed sizes buckets in elements, the scenario in bytes; the default
+// follows DeepSpeed's config where there is one (reduce_bucket_size "auto": hidden_size x hidden_size
+// elements, as the HF integration fills it), else DeepSpeed's 5e8 elements.
+KeyRow bucket_row(std::string key, bool reduce, std::string doc, std::function<void(Resolution&, double)> set) {
+  Apply apply = [key, reduce, set](Resolution& x) {
+    const auto& ds = x.ds;
+    const double elems = reduce ? (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements
+                                   : ds && ds->reduce_bucket_auto ? static_cast<double>(x.s.model.width) * x.s.model.width
+                                                                  : 5e8)
+                                : (ds && ds->allgather_bucket_elements ? *ds->allgather_bucket_elements : 5e8);
+    const double bytes = x.r.quantity(key, elems * precision_bytes(comm_dtype(x)), units::Kind::Bytes);
+    warn_bucket_in_bits(x.r, key, bytes);
+    if (!(bytes > 0)) x.r.fail(key, "must be positive");
+    set(x, bytes);
+  };
+  return custom_row(std::move(key), "bytes", "5e8 elements x gradient bytes (DeepSpeed's, or its config's)",
+                    "> 0, with a unit (25MB)", std::move(doc), std::move(apply));
+}
+
+void apply_hosts(Resolution& x) {
+  ClusterSpec& c = x.s.cluster;
+  const auto* h = x.r.raw("cluster.hosts");
+  if (!h) return;
+  std::istringstream in(*h);
+  for (std::string w; in >> w;) c.hosts.push_back(w);
+  std::set<std::string> uniq(c.hosts.begin(), c.hosts.end());
+  if (uniq.size() != c.hosts.size()) x.r.fail("cluster.hosts", "a node is listed twice");
+  if (static_cast<int>(c.hosts.size()) < c.nodes)
+    x.r.fail("cluster.nodes", fmt::format("{} nodes requested but cluster.hosts lists {}", c.nodes, c.hosts.size()));
+}
+
+// A preset, then any parameter overriding it.
+void apply_preset(Resolution& x) {
+  if (x.r.has("model.preset")) {
+    try {
+      x.s.model = vit_preset(x.r.str("model.preset", ""));
+    } catch (const Error& e) {
+      x.r.fail("model.preset", e.what());
     }
+  } else if (!x.r.has("model.width")) {
+    throw Error(Origin{x.file.path, 0}, "missing <model preset=\"...\"/> or model parameters (width, depth, heads, ...)");
+  }
 }
 
-// Bucket defaults follow DeepSpeed's config where there is one.
-void resolve_parallelism(const Reader& r, const std::optional<DeepSpeedConfig>& ds, Scenario& s) {
-  const ViTConfig& m = s.model;
-  const TrainingSpec& t = s.training;
-  ParallelSpec& p = s.parallel;
-  p.zero = static_cast<int>(r.integer("parallelism.zero", 0, 0, 3));
-  p.overlap = r.boolean("parallelism.overlap", false);
-  p.collective = r.str("parallelism.collective", "ring");
-  if (r.has("parallelism.comm_dtype"))
-    p.comm_dtype = parse_precision(r.choice("parallelism.comm_dtype", "fp32", {"fp32", "fp16", "bf16"}));
-  const double grad_elem = precision_bytes(p.comm_dtype ? *p.comm_dtype : t.precision);
-  // DeepSpeed sizes buckets in elements; the scenario in bytes.
-  // reduce_bucket_size "auto": hidden_size x hidden_size elements, as the HF integration fills it.
-  double bucket_default = (ds && ds->reduce_bucket_elements ? *ds->reduce_bucket_elements
-                           : ds && ds->reduce_bucket_auto ? static_cast<double>(m.width) * m.width
-                                                          : 5e8) * grad_elem;
-  double ag_default = (ds && ds->allgather_bucket_elements ? *ds->allgather_bucket_elements : 5e8) * grad_elem;
-  p.bucket_bytes = r.quantity("parallelism.bucket_size", bucket_default, units::Kind::Bytes);
-  p.allgather_bucket_bytes = r.quantity("parallelism.allgather_bucket_size", ag_default, units::Kind::Bytes);
-  warn_buckets_in_bits(r, p);
-  if (!(p.bucket_bytes > 0)) r.fail("parallelism.bucket_size", "must be positive");
-  if (!(p.allgather_bucket_bytes > 0)) r.fail("parallelism.allgather_bucket_size", "must be positive");
+// The dataset's published facts (core/dataset.hpp), when it has them.
+const std::optional<DatasetFacts>& facts(const Resolution& x) { return dataset(x.s.dataset.name).facts; }
 
-  p.sequence_parallel = static_cast<int>(r.integer("parallelism.sequence_parallel", 1, 1, 1 << 20));
-  if (s.ranks() % p.sequence_parallel != 0)
-    r.fail("parallelism.sequence_parallel", fmt::format("{} does not divide the {} ranks ({} nodes x {} GPUs)",
-                                                        p.sequence_parallel, s.ranks(), s.cluster.nodes,
-                                                        s.cluster.gpus_per_node));
-  if (m.heads % p.sequence_parallel != 0)
-    r.fail("parallelism.sequence_parallel",
-           fmt::format("{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
-                       p.sequence_parallel, m.heads));
-}
-
-void resolve_loader(const Reader& r, Scenario& s) {
-  s.loader.workers = static_cast<int>(r.integer("loader.workers", 2, 0, 1024));
-  s.loader.pinned = r.boolean("loader.pinned", true);
-  s.loader.prefetch = static_cast<int>(r.integer("loader.prefetch", 2, 1, 1024));
-}
-
-void resolve_simulation(const Reader& r, Scenario& s) {
-  s.simulation.steps = static_cast<int>(r.integer("simulation.steps", 20, 1, 1 << 24));
-  s.simulation.warmup = static_cast<int>(r.integer("simulation.warmup", 2, 0, 1 << 24));
-  s.simulation.full_epoch = r.boolean("simulation.full_epoch", false);
-  s.simulation.max_steps = static_cast<int>(r.integer("simulation.max_steps", kDefaultMaxSteps, 1, 1 << 24));
-  s.simulation.max_memory = r.quantity("simulation.max_memory", 0, units::Kind::Bytes, units::positive());
-  s.simulation.max_routes = r.integer("simulation.max_routes", kDefaultMaxRoutes, 1);
-  s.simulation.max_points = r.integer("simulation.max_points", kDefaultMaxPoints, 1);
-  if (s.simulation.warmup >= s.simulation.steps)
-    r.fail("simulation.warmup", fmt::format("{} warm-up steps leave none of the {} steps to measure",
-                                            s.simulation.warmup, s.simulation.steps));
-}
-
-void resolve_run(const Reader& r, Scenario& s) {
-  RunSpec& run = s.run;
-  run.device = r.choice("run.device", "auto", {"auto", "cpu", "cuda"});
-  run.max_steps = r.integer("run.max_steps", 0, 0);
-  run.checkpoint_every = static_cast<int>(r.integer("run.checkpoint_every", 0, 0, 1 << 30));
-  run.checkpoint_dir = r.path("run.checkpoint_dir");
-  run.timeout_s = r.quantity("run.timeout", 300, units::Kind::Time);
-  if (!(run.timeout_s > 0)) r.fail("run.timeout", "must be positive");
-  run.check_every = static_cast<int>(r.integer("run.check_every", 50, 0, 1 << 30));
-  run.threads = static_cast<int>(r.integer("run.threads", 0, 0, 4096));
-  run.augment = r.boolean("run.augment", true);
-  run.eval_samples = r.integer("run.eval_samples", 0, 0);
-
-  s.validation.tolerance = r.number("validation.tolerance", 0.10, 0, 100);
-}
-
-void resolve_what_ifs(const Reader& r, Scenario& s) {
+void apply_what_ifs(Resolution& x) {
   // What-ifs: ';'-separated edits. Platform edits are applied by core::EditedPlatforms before simulating;
   // a loader edit is a scenario setting and is applied here (a --set of loader.workers wins).
-  if (const auto* e = r.raw("whatif.edits")) {
-    for (const auto& edit : split(*e, ';')) {
-      if (edit.empty()) continue;
-      if (edit.rfind("loader:workers=", 0) == 0) {
-        const std::string v = edit.substr(15);
-        int workers = -1;
-        try {
-          workers = static_cast<int>(units::parse_integer(v, 0, 1024));
-        } catch (const Error&) {
-          r.fail("whatif.edits", fmt::format("what-if '{}': '{}' is not a worker count (0 .. 1024)", edit, v));
-        }
-        if (r.origin("loader.workers").file.rfind("--set", 0) != 0) s.loader.workers = workers;
+  const auto* e = x.r.raw("whatif.edits");
+  if (!e) return;
+  for (const auto& edit : split(*e, ';')) {
+    if (edit.empty()) continue;
+    if (edit.rfind("loader:workers=", 0) == 0) {
+      const std::string v = edit.substr(15);
+      int workers = -1;
+      try {
+        workers = static_cast<int>(units::parse_integer(v, 0, 1024));
+      } catch (const Error&) {
+        x.r.fail("whatif.edits", fmt::format("what-if '{}': '{}' is not a worker count (0 .. 1024)", edit, v));
       }
-      s.what_ifs.push_back(edit);
+      if (x.r.origin("loader.workers").file.rfind("--set", 0) != 0) x.s.loader.workers = workers;
     }
+    x.s.what_ifs.push_back(edit);
   }
 }
 
+// Model shape keys: the preset's value (ViT-B/16's without one) unless given.
+KeyRow shape_row(std::string key, long long min, long long max, std::string doc, int ViTConfig::*field) {
+  return integer_row(
+      key, "preset's", [field](const Resolution& x) { return x.s.model.*field; }, min, max, std::move(doc),
+      [field](Resolution& x, long long v) { x.s.model.*field = static_cast<int>(v); });
+}
+
+using R = Resolution;
+
+std::vector<KeyRow> scenario_rows() {
+  return {
+    custom_row("scenario.name", "text", "the file's name", "any text", "the name reports carry (`<scenario name=...>`)",
+               [](R& x) { x.s.name = x.r.str("scenario.name", x.file.name); }),
+  };
+}
+
+std::vector<KeyRow> cluster_rows() {
+  return {
+    custom_row("cluster.platform", "path", "(required)", kPathValid, "SimGrid platform file",
+               [](R& x) { x.s.cluster.platform = x.r.path("cluster.platform"); }),
+    integer_row("cluster.nodes", 1, 1, 1 << 20, "nodes used: the first `nodes` of the platform (or of cluster.hosts)",
+                [](R& x, long long v) { x.s.cluster.nodes = static_cast<int>(v); }),
+    integer_row("cluster.gpus_per_node", 1, 1, 1024, "GPUs used in each node: its first `gpus_per_node`",
+                [](R& x, long long v) { x.s.cluster.gpus_per_node = static_cast<int>(v); }),
+    custom_row("cluster.hosts", "list", "platform order", "space-separated node names, each once",
+               "the nodes (clusters) in the order they are used", apply_hosts),
+  };
+}
+
+std::vector<KeyRow> model_rows() {
+  return {
+    custom_row("model.preset", "name", "", join(vit_preset_names()) +
+                   ", or any timm name `vit_<tiny|small|base|large|huge|giant>_patch<P>_<image>[.tag]` (`vit_large_patch16_384`)",
+               "the ViT's shape; without a preset, model.width and the shape keys below", apply_preset),
+    shape_row("model.image_size", 1, 65536, "input image side (px)", &ViTConfig::image_size),
+    shape_row("model.patch", 1, 65536, "patch side (px); divides image_size", &ViTConfig::patch),
+    shape_row("model.channels", 1, 64, "input channels", &ViTConfig::channels),
+    shape_row("model.width", 1, 1 << 20, "hidden size; a multiple of heads", &ViTConfig::width),
+    shape_row("model.depth", 1, 4096, "encoder blocks", &ViTConfig::depth),
+    shape_row("model.heads", 1, 4096, "attention heads", &ViTConfig::heads),
+    number_row("model.mlp_ratio", "preset's", [](const R& x) { return x.s.model.mlp_ratio; }, 1e-3, 1e3,
+               "MLP hidden size / width", [](R& x, double v) { x.s.model.mlp_ratio = v; }),
+    shape_row("model.classes", 1, 1 << 24, "classifier outputs", &ViTConfig::classes),
+    number_row("model.dropout", "preset's", [](const R& x) { return x.s.model.dropout; }, 0, 0.999,
+               "dropout probability (0: no masks stored)", [](R& x, double v) { x.s.model.dropout = v; }),
+    choice_row("model.attention", "math", {"math", "fused"},
+               "how attention runs: `math` (scores in memory, PyTorch <= 1.13, the study's stack) or `fused` "
+               "(scaled_dot_product_attention / flash); see \"The model\"",
+               [](R& x, const std::string& v) { x.s.model.attention = parse_attention_path(v); }),
+  };
+}
+
+std::vector<KeyRow> dataset_rows() {
+  return {
+    choice_row("dataset.name", "synthetic", dataset_names(), "known sets fill the sizes below (core/src/dataset.cpp)",
+               [](R& x, const std::string& v) { x.s.dataset.name = v; }),
+    integer_row("dataset.train_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->train : 0; }, 1,
+                1LL << 40, "training set size",
+                [](R& x, long long v) {
+                  x.s.dataset.train_samples = v;
+                  if (v == 0)
+                    throw Error(x.r.origin("dataset.name"), fmt::format("dataset '{}' needs train_samples", x.s.dataset.name));
+                }),
+    integer_row("dataset.test_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->test : 0; }, 0,
+                1LL << 40, "test set size", [](R& x, long long v) { x.s.dataset.test_samples = v; }),
+    integer_row("dataset.image_size", "per dataset", [](const R& x) { return facts(x) ? facts(x)->image : x.s.model.image_size; },
+                1, 65536, "image side as stored (px)",
+                [](R& x, long long v) { x.s.dataset.image_size = static_cast<int>(v); }),
+    integer_row("dataset.channels", "per dataset", [](const R& x) { return facts(x) ? facts(x)->channels : x.s.model.channels; },
+                1, 64, "channels as stored; must equal the model's",
+                [](R& x, long long v) { x.s.dataset.channels = static_cast<int>(v); }),
+    integer_row("dataset.resize", "model.image_size", [](const R& x) { return x.s.model.image_size; }, 1, 65536,
+                "the side images are resized to; must equal the model's input size",
+                [](R& x, long long v) {
+                  if (v != x.s.model.image_size)
+                    x.r.fail("dataset.resize", fmt::format("{} px but the model takes {} px images", v, x.s.model.image_size));
+                }),
+    number_row("dataset.per_gpu_fraction", 0, 0, 1, "weak scaling: each GPU gets this fraction of the set (0: off)",
+               [](R& x, double v) { x.s.dataset.per_gpu_fraction = v; }),
+    custom_row("dataset.path", "path", "", "a folder, relative to the scenario file", "where the real trainer reads it",
+               [](R& x) { x.s.dataset.path = x.r.path("dataset.path"); }),
+  };
+}
+
+std::vector<KeyRow> training_rows() {
+  return {
+    integer_row("training.micro_batch", 1, 1, 1 << 24, "samples per GPU per micro-batch",
+                [](R& x, long long v) { x.s.training.micro_batch = static_cast<int>(v); }),
+    integer_row("training.grad_accum", 1, 1, 1 << 20, "micro-batches per optimizer step",
+                [](R& x, long long v) { x.s.training.grad_accum = static_cast<int>(v); }),
+    integer_row("training.epochs", 1, 1, 1 << 20, "epochs", [](R& x, long long v) { x.s.training.epochs = static_cast<int>(v); }),
+    choice_row("training.precision", "fp32", kPrecisions, "mixed precision: fp32 master weights",
+               [](R& x, const std::string& v) { x.s.training.precision = parse_precision(v); }),
+    choice_row("training.optimizer", "adamw", {"adamw", "adam", "sgd"}, "the optimizer",
+               [](R& x, const std::string& v) { x.s.training.optimizer = v; }),
+    number_row("training.lr", 1e-4, 0, 1e3, "learning rate", [](R& x, double v) { x.s.training.lr = v; }),
+    number_row("training.weight_decay", 0.01, 0, 1e3, "weight decay", [](R& x, double v) { x.s.training.weight_decay = v; }),
+    integer_row("training.seed", 1, 0, 1LL << 53, "seed of the real trainer's initialisation and data order",
+                [](R& x, long long v) { x.s.training.seed = static_cast<unsigned long long>(v); }),
+    choice_row("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"},
+               "whose code runs the step (its fixed per-step work; see \"The model\"); deepspeed with a `<deepspeed>` config",
+               [](R& x, const std::string& v) { x.s.training.framework = parse_framework(v); }),
+    boolean_row("training.activation_checkpointing", false,
+                "checkpoint every encoder block: only block inputs stay in memory, backward runs each block's forward "
+                "again (see \"The model\")",
+                [](R& x, bool v) { x.s.training.activation_checkpointing = v; }),
+    number_row("training.gradient_clipping", 0, 0, 1e9, "max gradient norm (0: off): a norm reduction and a scale each step",
+               [](R& x, double v) { x.s.training.gradient_clipping = v; }),
+    number_row("training.loss_scale", 0, 0, 1e30, "fp16 loss scale (DeepSpeed fp16.loss_scale): 0 dynamic, > 0 static",
+               [](R& x, double v) { x.s.training.loss_scale = v; }),
+  };
+}
+
+std::vector<KeyRow> parallelism_rows() {
+  return {
+    integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", [](R& x, long long v) { x.s.parallel.zero = static_cast<int>(v); }),
+    boolean_row("parallelism.overlap", false, "reduce gradient buckets during backward (DeepSpeed overlap_comm)",
+                [](R& x, bool v) { x.s.parallel.overlap = v; }),
+    bucket_row("parallelism.bucket_size", true, "gradient bucket cap (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb)",
+               [](R& x, double v) { x.s.parallel.bucket_bytes = v; }),
+    bucket_row("parallelism.allgather_bucket_size", false, "ZeRO's parameter all-gather bucket (DeepSpeed allgather_bucket_size)",
+               [](R& x, double v) { x.s.parallel.allgather_bucket_bytes = v; }),
+    registry_row("parallelism.collective", "ring", "collective", "the all-reduce algorithm (README \"Collectives\")",
+                 [](R& x, const std::string& v) { x.s.parallel.collective = v; }),
+    custom_row("parallelism.comm_dtype", "choice", "gradient dtype", join(kPrecisions),
+               "gradients' dtype on the wire (DeepSpeed communication_data_type)",
+               [](R& x) {
+                 if (x.r.has("parallelism.comm_dtype")) x.s.parallel.comm_dtype = comm_dtype(x);
+               }),
+    integer_row("parallelism.sequence_parallel", 1, 1, 1 << 20,
+                "patch (sequence) parallelism, DeepSpeed-Ulysses style: groups of this many ranks split each image's "
+                "tokens; divides the ranks and the heads (see \"Capacity planning\")",
+                [](R& x, long long v) {
+                  Scenario& s = x.s;
+                  s.parallel.sequence_parallel = static_cast<int>(v);
+                  if (s.ranks() % v != 0)
+                    x.r.fail("parallelism.sequence_parallel",
+                             fmt::format("{} does not divide the {} ranks ({} nodes x {} GPUs)", v, s.ranks(),
+                                         s.cluster.nodes, s.cluster.gpus_per_node));
+                  if (s.model.heads % v != 0)
+                    x.r.fail("parallelism.sequence_parallel",
+                             fmt::format("{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
+                                         v, s.model.heads));
+                }),
+  };
+}
+
+std::vector<KeyRow> loader_rows() {
+  return {
+    integer_row("loader.workers", 2, 0, 1024, "PyTorch DataLoader num_workers per GPU",
+                [](R& x, long long v) { x.s.loader.workers = static_cast<int>(v); }),
+    boolean_row("loader.pinned", true, "pin_memory", [](R& x, bool v) { x.s.loader.pinned = v; }),
+    integer_row("loader.prefetch", 2, 1, 1024, "prefetch_factor: batches each worker keeps ready",
+                [](R& x, long long v) { x.s.loader.prefetch = static_cast<int>(v); }),
+  };
+}
+
+std::vector<KeyRow> simulation_rows() {
+  return {
+    integer_row("simulation.steps", 20, 1, 1 << 24, "optimizer steps simulated",
+                [](R& x, long long v) { x.s.simulation.steps = static_cast<int>(v); }),
+    integer_row("simulation.warmup", 2, 0, 1 << 24, "first steps excluded from the statistics; fewer than steps",
+                [](R& x, long long v) { x.s.simulation.warmup = static_cast<int>(v); }),
+    boolean_row("simulation.full_epoch", false, "simulate every step of one epoch instead of extrapolating",
+                [](R& x, bool v) { x.s.simulation.full_epoch = v; }),
+    integer_row("simulation.max_steps", kDefaultMaxSteps, 1, 1 << 24,
+                "most steps the steady-state search may simulate (see \"The model\", Epoch time)",
+                [](R& x, long long v) { x.s.simulation.max_steps = static_cast<int>(v); }),
+    custom_row("simulation.max_memory", "bytes", "half the memory", "> 0, with a unit (32GiB)",
+               "memory one simulated point may need (see \"Errors\", Limits)",
+               [](R& x) { x.s.simulation.max_memory = x.r.quantity("simulation.max_memory", 0, units::Kind::Bytes, units::positive()); }),
+    integer_row("simulation.max_routes", kDefaultMaxRoutes, 1, 1LL << 53, "routes a what-if may leave in a Full zone (see \"Errors\", Limits)",
+                [](R& x, long long v) { x.s.simulation.max_routes = v; }),
+    integer_row("simulation.max_points", kDefaultMaxPoints, 1, 1LL << 53, "sweep points one command may run (see \"Errors\", Limits)",
+                [](R& x, long long v) { x.s.simulation.max_points = v; }),
+  };
+}
+
+// run: the real trainer's settings (see "The real trainer")
+std::vector<KeyRow> run_rows() {
+  return {
+    choice_row("run.device", "auto", {"auto", "cpu", "cuda"}, "where the real trainer runs",
+               [](R& x, const std::string& v) { x.s.run.device = v; }),
+    integer_row("run.max_steps", 0, 0, 1LL << 53, "optimizer steps per epoch the real trainer runs (0: the whole epoch)",
+                [](R& x, long long v) { x.s.run.max_steps = v; }),
+    integer_row("run.checkpoint_every", 0, 0, 1 << 30, "optimizer steps between checkpoints (0: only at the end)",
+                [](R& x, long long v) { x.s.run.checkpoint_every = static_cast<int>(v); }),
+    custom_row("run.checkpoint_dir", "path", "", "a folder, relative to the scenario file", "where checkpoints go (none: no checkpoints)",
+               [](R& x) { x.s.run.checkpoint_dir = x.r.path("run.checkpoint_dir"); }),
+    custom_row("run.timeout", "duration", "300s", "> 0, with a unit (30s, 5min, 1h30m)",
+               "a collective that does not finish within this fails the run",
+               [](R& x) {
+                 x.s.run.timeout_s = x.r.quantity("run.timeout", 300, units::Kind::Time);
+                 if (!(x.s.run.timeout_s > 0)) x.r.fail("run.timeout", "must be positive");
+               }),
+    integer_row("run.check_every", 50, 0, 1 << 30, "steps between replica checksum comparisons",
+                [](R& x, long long v) { x.s.run.check_every = static_cast<int>(v); }),
+    integer_row("run.threads", 0, 0, 4096, "intra-op threads per rank (0: cores / local ranks)",
+                [](R& x, long long v) { x.s.run.threads = static_cast<int>(v); }),
+    boolean_row("run.augment", true, "random crop and flip", [](R& x, bool v) { x.s.run.augment = v; }),
+    integer_row("run.eval_samples", 0, 0, 1LL << 53, "test samples evaluated per epoch (0: all)",
+                [](R& x, long long v) { x.s.run.eval_samples = v; }),
+  };
+}
+
+std::vector<KeyRow> validation_rows() {
+  return {
+    number_row("validation.tolerance", 0.10, 0, 100, "relative step-time error `vitsim validate` accepts",
+               [](R& x, double v) { x.s.validation.tolerance = v; }),
+  };
+}
+
+std::vector<KeyRow> compute_rows() {
+  return {
+    registry_row("compute.model", "auto", "compute model",
+                 "how compute time is modelled (README \"The model\", Compute models), as SimGrid's --cfg=cpu/model",
+                 [](R& x, const std::string& v) { x.s.compute.model = v; }),
+  };
+}
+
+std::vector<KeyRow> whatif_rows() {
+  return {
+    custom_row("whatif.edits", "list", "", "`;`-separated what-ifs (README \"What-ifs\")",
+               "platform what-ifs applied before simulating (see \"Capacity planning\")", apply_what_ifs),
+  };
+}
+
+// deepspeed: merged into the attributes before the rows apply (read_and_merge_deepspeed)
+std::vector<KeyRow> deepspeed_rows() {
+  return {
+    custom_row("deepspeed.config", "path", "", "a DeepSpeed JSON config, relative to the scenario file",
+               "DeepSpeed config whose settings the scenario takes (\"DeepSpeed import\" below)", [](R&) {}),
+  };
+}
+
+// The table, in resolution order: one function per element, each in the order its keys are applied and
+// its attributes listed.
+const std::vector<KeyRow>& key_rows() {
+  static const std::vector<KeyRow> rows = [] {
+    std::vector<KeyRow> all;
+    for (auto element : {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows, parallelism_rows, loader_rows, simulation_rows, run_rows, validation_rows, compute_rows, whatif_rows, deepspeed_rows}) {
+      auto r = element();
+      all.insert(all.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+    }
+    return all;
+  }();
+  return rows;
+}
+
+// Checks across an element's keys, run after its last row.
+void check_model(Resolution& x) {
+  try {
+    x.s.model.validate();
+  } catch (const Error& e) {
+    throw Error(x.r.origin(x.r.has("model.preset") ? "model.preset" : "model.width"), e.what());
+  }
+}
+void check_dataset(Resolution& x) {
+  if (x.s.dataset.channels != x.s.model.channels)
+    x.r.fail("dataset.name",
+             fmt::format("dataset has {} channels but the model takes {}", x.s.dataset.channels, x.s.model.channels));
+}
+void check_training(Resolution& x) {
+  const TrainingSpec& t = x.s.training;
+  if (t.loss_scale > 0 && t.precision != Precision::FP16)
+    x.r.fail("training.loss_scale", fmt::format("a loss scale applies to fp16 training, not {}", precision_name(t.precision)));
+}
+void check_simulation(Resolution& x) {
+  const SimulationSpec& sim = x.s.simulation;
+  if (sim.warmup >= sim.steps)
+    x.r.fail("simulation.warmup",
+             fmt::format("{} warm-up steps leave none of the {} steps to measure", sim.warmup, sim.steps));
+}
 // DeepSpeed requires train_batch_size = micro_batch x accumulation x ranks.
-void check_deepspeed_batch(const Reader& r, const std::optional<DeepSpeedConfig>& ds, const Scenario& s) {
-  const TrainingSpec& t = s.training;
-  if (ds && ds->train_batch_size) {
-    long long want = *ds->train_batch_size;
+void check_deepspeed_batch(Resolution& x) {
+  const Scenario& s = x.s;
+  if (x.ds && x.ds->train_batch_size) {
+    long long want = *x.ds->train_batch_size;
     if (want != s.global_batch())
-      throw Error(r.origin("deepspeed.config"),
+      throw Error(x.r.origin("deepspeed.config"),
                   fmt::format("train_batch_size {} != micro_batch {} x gradient_accumulation_steps {} x ranks {} = {} "
                               "(DeepSpeed requires equality)",
-                              want, t.micro_batch, t.grad_accum, s.ranks(), s.global_batch()));
+                              want, s.training.micro_batch, s.training.grad_accum, s.ranks(), s.global_batch()));
   }
+}
+const std::map<std::string, Apply>& element_checks() {
+  static const std::map<std::string, Apply> c{{"model", check_model},           {"dataset", check_dataset},
+                                              {"training", check_training},     {"simulation", check_simulation},
+                                              {"deepspeed", check_deepspeed_batch}};
+  return c;
+}
+
+std::string element_of(const std::string& key) { return key.substr(0, key.find('.')); }
+
+// The schema: element -> its attributes, in table order. Anything else in a file is an error. The root's
+// own attributes (scenario.name) are not an element.
+const std::map<std::string, std::vector<std::string>>& schema() {
+  static const std::map<std::string, std::vector<std::string>> s = [] {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& row : key_rows()) {
+      const std::string el = element_of(row.info.key);
+      if (el != "scenario") out[el].push_back(row.info.key.substr(el.size() + 1));
+    }
+    return out;
+  }();
+  return s;
 }
 
 }  // namespace
+
+const std::vector<ScenarioKeyInfo>& scenario_key_table() {
+  static const std::vector<ScenarioKeyInfo> t = [] {
+    std::vector<ScenarioKeyInfo> out;
+    for (const auto& row : key_rows()) out.push_back(row.info);
+    return out;
+  }();
+  return t;
+}
 
 Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& given,
                  const std::map<std::string, std::string>& params) {
@@ -536,20 +787,16 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   Reader r(attrs, f.path);
   Scenario s;
   s.file = f.path;
-  s.name = r.str("scenario.name", f.name);
   s.params = params;
   for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
-
-  resolve_cluster(r, s);
-  resolve_model(r, f, s);
-  resolve_dataset(r, s);
-  resolve_training(r, s);
-  resolve_parallelism(r, ds, s);
-  resolve_loader(r, s);
-  resolve_simulation(r, s);
-  resolve_run(r, s);
-  resolve_what_ifs(r, s);
-  check_deepspeed_batch(r, ds, s);
+  Resolution x{r, f, ds, s};
+  const auto& rows = key_rows();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].apply(x);
+    const std::string el = element_of(rows[i].info.key);
+    const bool last_of_element = i + 1 == rows.size() || element_of(rows[i + 1].info.key) != el;
+    if (auto c = element_checks().find(el); last_of_element && c != element_checks().end()) c->second(x);
+  }
   return s;
 }
 

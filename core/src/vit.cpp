@@ -53,26 +53,24 @@ void ViTConfig::validate() const {
 }
 
 namespace {
-struct Preset {
-  int image, patch, channels, width, depth, heads;
-  double mlp;
-  int classes;
-};
+// A preset is the ViTConfig it stands for: {"", image_size, patch, channels, width, depth, heads, mlp_ratio,
+// classes}, the rest at ViTConfig's defaults.
+using Preset = ViTConfig;
 // Shapes from torchvision / timm (Dosovitskiy et al. Table 1; DeiT for tiny/small).
 const std::map<std::string, Preset>& presets() {
   static const std::map<std::string, Preset> p{
-      {"vit_tiny_patch16_224", {224, 16, 3, 192, 12, 3, 4.0, 1000}},
-      {"vit_small_patch16_224", {224, 16, 3, 384, 12, 6, 4.0, 1000}},
-      {"vit_base_patch16_224", {224, 16, 3, 768, 12, 12, 4.0, 1000}},
-      {"vit_b_16", {224, 16, 3, 768, 12, 12, 4.0, 1000}},
-      {"vit_large_patch16_224", {224, 16, 3, 1024, 24, 16, 4.0, 1000}},
-      {"vit_l_16", {224, 16, 3, 1024, 24, 16, 4.0, 1000}},
-      {"vit_huge_patch16_224", {224, 16, 3, 1280, 32, 16, 4.0, 1000}},
-      {"vit_h_16", {224, 16, 3, 1280, 32, 16, 4.0, 1000}},
+      {"vit_tiny_patch16_224", {"", 224, 16, 3, 192, 12, 3, 4.0, 1000}},
+      {"vit_small_patch16_224", {"", 224, 16, 3, 384, 12, 6, 4.0, 1000}},
+      {"vit_base_patch16_224", {"", 224, 16, 3, 768, 12, 12, 4.0, 1000}},
+      {"vit_b_16", {"", 224, 16, 3, 768, 12, 12, 4.0, 1000}},
+      {"vit_large_patch16_224", {"", 224, 16, 3, 1024, 24, 16, 4.0, 1000}},
+      {"vit_l_16", {"", 224, 16, 3, 1024, 24, 16, 4.0, 1000}},
+      {"vit_huge_patch16_224", {"", 224, 16, 3, 1280, 32, 16, 4.0, 1000}},
+      {"vit_h_16", {"", 224, 16, 3, 1280, 32, 16, 4.0, 1000}},
       // Small variants trained from scratch on 32 px CIFAR (patch 4: 64 patches) and 28 px Fashion-MNIST.
-      {"vit_cifar_tiny", {32, 4, 3, 192, 6, 3, 2.0, 10}},
-      {"vit_cifar_small", {32, 4, 3, 384, 7, 6, 2.0, 10}},
-      {"vit_fmnist_tiny", {28, 7, 1, 64, 4, 4, 2.0, 10}},
+      {"vit_cifar_tiny", {"", 32, 4, 3, 192, 6, 3, 2.0, 10}},
+      {"vit_cifar_small", {"", 32, 4, 3, 384, 7, 6, 2.0, 10}},
+      {"vit_fmnist_tiny", {"", 28, 7, 1, 64, 4, 4, 2.0, 10}},
   };
   return p;
 }
@@ -92,9 +90,9 @@ namespace {
 std::optional<Preset> timm_preset(const std::string& full) {
   const std::string name = full.substr(0, full.find('.'));
   static const std::map<std::string, Preset> sizes{
-      {"tiny", {0, 0, 3, 192, 12, 3, 4.0, 1000}},   {"small", {0, 0, 3, 384, 12, 6, 4.0, 1000}},
-      {"base", {0, 0, 3, 768, 12, 12, 4.0, 1000}},  {"large", {0, 0, 3, 1024, 24, 16, 4.0, 1000}},
-      {"huge", {0, 0, 3, 1280, 32, 16, 4.0, 1000}}, {"giant", {0, 0, 3, 1408, 40, 16, 48.0 / 11.0, 1000}}};
+      {"tiny", {"", 0, 0, 3, 192, 12, 3, 4.0, 1000}},   {"small", {"", 0, 0, 3, 384, 12, 6, 4.0, 1000}},
+      {"base", {"", 0, 0, 3, 768, 12, 12, 4.0, 1000}},  {"large", {"", 0, 0, 3, 1024, 24, 16, 4.0, 1000}},
+      {"huge", {"", 0, 0, 3, 1280, 32, 16, 4.0, 1000}}, {"giant", {"", 0, 0, 3, 1408, 40, 16, 48.0 / 11.0, 1000}}};
   if (name.rfind("vit_", 0) != 0) return std::nullopt;
   const size_t a = name.find("_patch", 4);
   if (a == std::string::npos) return std::nullopt;
@@ -110,7 +108,7 @@ std::optional<Preset> timm_preset(const std::string& full) {
   if (patch <= 0 || image <= 0) return std::nullopt;
   Preset p = it->second;
   p.patch = patch;
-  p.image = image;
+  p.image_size = image;
   return p;
 }
 }  // namespace
@@ -126,17 +124,8 @@ ViTConfig vit_preset(const std::string& name) {
                             "_patch<P>_<image> (e.g. vit_large_patch16_384)",
                             echo(name), valid));
   }
-  const Preset& p = timm ? *timm : it->second;
-  ViTConfig c;
+  ViTConfig c = timm ? *timm : it->second;
   c.preset = name;
-  c.image_size = p.image;
-  c.patch = p.patch;
-  c.channels = p.channels;
-  c.width = p.width;
-  c.depth = p.depth;
-  c.heads = p.heads;
-  c.mlp_ratio = p.mlp;
-  c.classes = p.classes;
   return c;
 }
 

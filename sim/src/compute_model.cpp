@@ -6,25 +6,28 @@
 #include <cmath>
 #include <optional>
 
+#include "vitsim/core/units.hpp"
+
 namespace vitsim::sim {
 
+// The platform file's gpu_* attributes under the op model's names; what a platform does not state (the
+// narrow-output and per-family figures, fitted by vitsim calibrate) keeps DeviceFigures' neutral value.
 DeviceFigures device_figures(const GpuFacts& g, Precision p) {
-  DeviceFigures d;
-  d.device_type = g.model;
-  d.peak_flops = g.peak_flops(p);
-  d.mem_bw = g.mem_bw;
-  d.sm_count = g.sm_count;
-  d.tile_m = g.tile_m;
-  d.tile_n = g.tile_n;
-  d.gemm_efficiency = g.gemm_efficiency > 0 ? g.gemm_efficiency : g.efficiency;
-  d.attn_efficiency = g.attn_efficiency > 0 ? g.attn_efficiency : d.gemm_efficiency;
-  d.mem_efficiency = g.mem_efficiency;
-  d.gemm_k_half = g.gemm_k_half;
-  d.kernel_s = g.kernel_overhead;
-  d.host_op_s = g.host_op_overhead;
-  d.sync_s = g.sync_overhead;
-  d.async = g.async;
-  return d;
+  const double gemm = g.gemm_efficiency > 0 ? g.gemm_efficiency : g.efficiency;
+  return DeviceFigures{.device_type = g.model,
+                       .peak_flops = g.peak_flops(p),
+                       .mem_bw = g.mem_bw,
+                       .sm_count = g.sm_count,
+                       .tile_m = g.tile_m,
+                       .tile_n = g.tile_n,
+                       .gemm_efficiency = gemm,
+                       .gemm_k_half = g.gemm_k_half,
+                       .attn_efficiency = g.attn_efficiency > 0 ? g.attn_efficiency : gemm,
+                       .mem_efficiency = g.mem_efficiency,
+                       .kernel_s = g.kernel_overhead,
+                       .host_op_s = g.host_op_overhead,
+                       .sync_s = g.sync_overhead,
+                       .async = g.async};
 }
 
 std::vector<LayerTimes> op_layer_times(const Workload& w, int b, const OpOptions& o, const DeviceFigures& d) {
@@ -177,29 +180,136 @@ class CalibratedModel : public ComputeModel {
 
 }  // namespace
 
+namespace {
+
+// The models a registry entry chains: each gives a model for this device or nullptr when the calibration
+// lacks what it needs.
+struct Candidates {
+  const Workload& w;
+  const ComputeInputs& in;
+  const GpuFacts& g;
+  const Calibration* calib;
+  DeviceFigures platform;
+
+  const OpModelCalibration* fitted() const { return calib ? calib->op_model(g.model, in.precision) : nullptr; }
+  // This device measured on this shape: its times, split and scaled by its fitted figures if any.
+  std::unique_ptr<ComputeModel> measured_here() const {
+    const DeviceCalibration* d = calib ? calib->find(g.model, w.model, in.precision) : nullptr;
+    if (!d) return nullptr;
+    return std::make_unique<CalibratedModel>(w, in, *d, fitted() ? fitted()->figures : platform, std::nullopt);
+  }
+  // Another device measured on this shape, scaled by the op model's ratio of the two devices.
+  std::unique_ptr<ComputeModel> measured_elsewhere() const {
+    const DeviceCalibration* d = calib ? calib->find_any(w.model, in.precision) : nullptr;
+    if (!d) return nullptr;
+    // The measured device: its fitted figures, else its stated peak and bandwidth with the target's
+    // efficiencies, so that the ratio compares the hardware alone.
+    DeviceFigures measured = platform;
+    if (const auto* m = calib->op_model(d->device_type, in.precision)) {
+      measured = m->figures;
+    } else {
+      measured.device_type = d->device_type;
+      measured.peak_flops = d->peak_flops;
+      measured.mem_bw = d->mem_bw;
+    }
+    return std::make_unique<CalibratedModel>(w, in, *d, measured, platform);
+  }
+  std::unique_ptr<ComputeModel> op_fitted() const {
+    if (!fitted()) return nullptr;
+    return std::make_unique<OpModel>(w, in, fitted()->figures, "op-level model (calibrated figures)");
+  }
+  std::unique_ptr<ComputeModel> op_platform() const {
+    return std::make_unique<OpModel>(w, in, platform, "op-level model (platform figures)");
+  }
+};
+
+std::string names_list() {
+  std::string out;
+  for (const auto& n : compute_model_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+using Factory = std::unique_ptr<ComputeModel> (*)(const Candidates&);
+
+struct Registered {
+  ComputeModelInfo info;
+  Factory make;
+};
+
+std::unique_ptr<ComputeModel> make_auto(const Candidates& c) {
+  if (auto m = c.measured_here()) return m;
+  if (auto m = c.op_fitted()) return m;
+  if (auto m = c.measured_elsewhere()) return m;
+  return c.op_platform();
+}
+
+std::unique_ptr<ComputeModel> make_measured(const Candidates& c) {
+  if (auto m = c.measured_here()) return m;
+  if (auto m = c.measured_elsewhere()) return m;
+  throw Error(c.in.origin,
+              fmt::format("compute.model: measured: {} has no measured times of this ViT at {} (vitsim calibrate "
+                          "measures them); choose another of {}",
+                          c.calib ? "the calibration" : "no --calibration was given, so vitsim", precision_name(c.in.precision),
+                          names_list()));
+}
+
+std::unique_ptr<ComputeModel> make_op(const Candidates& c) {
+  if (auto m = c.op_fitted()) return m;
+  return c.op_platform();
+}
+
+std::unique_ptr<ComputeModel> make_op_platform(const Candidates& c) { return c.op_platform(); }
+
+// The registry, in the order README "Compute models" lists it. A new model is a ComputeModel subclass
+// above and a row here.
+const std::vector<Registered>& registry() {
+  static const std::vector<Registered> r{
+      {{"auto",
+        "per device, the first that applies: this device measured on this shape (calibrated model), the op model "
+        "with this device's fitted figures, another device's measured times scaled by the op model, the op model "
+        "with the platform file's figures"},
+       make_auto},
+      {{"measured",
+        "measured times of this shape (vitsim calibrate): this device's, else another device's scaled by the op "
+        "model; an error without them"},
+       make_measured},
+      {{"op", "the operator-level model with this device's fitted figures when the calibration has them, else the "
+              "platform file's"},
+       make_op},
+      {{"op_platform", "the operator-level model with the platform file's figures, the calibration ignored"},
+       make_op_platform},
+  };
+  return r;
+}
+
+const Registered& registered(const std::string& name) {
+  for (const auto& r : registry())
+    if (r.info.name == name) return r;
+  throw Error(fmt::format("unknown compute model '{}'; valid: {}", echo(name), names_list()));
+}
+
+}  // namespace
+
+const std::vector<ComputeModelInfo>& compute_models() {
+  static const std::vector<ComputeModelInfo> out = [] {
+    std::vector<ComputeModelInfo> v;
+    for (const auto& r : registry()) v.push_back(r.info);
+    return v;
+  }();
+  return out;
+}
+
+std::vector<std::string> compute_model_names() {
+  std::vector<std::string> out;
+  for (const auto& r : registry()) out.push_back(r.info.name);
+  return out;
+}
+
+void check_compute_model(const std::string& name) { (void)registered(name); }
+
 std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
                                                  const Calibration* calib) {
-  const DeviceFigures platform = device_figures(g, in.precision);
-  if (calib) {
-    const OpModelCalibration* fitted = calib->op_model(g.model, in.precision);
-    if (const auto* d = calib->find(g.model, w.model, in.precision))
-      return std::make_unique<CalibratedModel>(w, in, *d, fitted ? fitted->figures : platform, std::nullopt);
-    if (fitted) return std::make_unique<OpModel>(w, in, fitted->figures, "op-level model (calibrated figures)");
-    if (const auto* d = calib->find_any(w.model, in.precision)) {
-      // The measured device: its fitted figures, else its stated peak and bandwidth with the target's
-      // efficiencies, so that the ratio compares the hardware alone.
-      DeviceFigures measured = platform;
-      if (const auto* m = calib->op_model(d->device_type, in.precision)) {
-        measured = m->figures;
-      } else {
-        measured.device_type = d->device_type;
-        measured.peak_flops = d->peak_flops;
-        measured.mem_bw = d->mem_bw;
-      }
-      return std::make_unique<CalibratedModel>(w, in, *d, measured, platform);
-    }
-  }
-  return std::make_unique<OpModel>(w, in, platform, "op-level model (platform figures)");
+  return registered(in.model).make(Candidates{w, in, g, calib, device_figures(g, in.precision)});
 }
 
 }  // namespace vitsim::sim

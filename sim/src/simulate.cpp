@@ -85,6 +85,11 @@ void check_point(const Scenario& s, const PlatformFacts& facts) {
   } catch (const Error& e) {
     throw Error(s.origin_of("parallelism.collective"), fmt::format("parallelism.collective: {}", e.what()));
   }
+  try {
+    check_compute_model(s.compute.model);
+  } catch (const Error& e) {
+    throw Error(s.origin_of("compute.model"), fmt::format("compute.model: {}", e.what()));
+  }
 }
 
 namespace {
@@ -740,6 +745,8 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
                                s.training.gradient_clipping, s.training.loss_scale};
   compute_in.token_split = m.sp;
   compute_in.recompute = s.training.activation_checkpointing;
+  compute_in.model = s.compute.model;  // the registry entry that picks each device's model
+  compute_in.origin = s.origin_of("compute.model");
   std::map<std::string, std::unique_ptr<ComputeModel>> models;
   m.ranks.resize(n);
   MemoryBreakdown mem_max;

@@ -106,6 +106,12 @@ struct ValidationSpec {
   double tolerance = 0.10;  // relative step-time error above which `vitsim validate` fails
 };
 
+// How compute time is modelled: a name of sim's registry (sim::compute_model_names(), README "Compute
+// models"), as SimGrid's --cfg=cpu/model chooses its CPU model; "auto" picks per device.
+struct ComputeSpec {
+  std::string model = "auto";
+};
+
 struct DeepSpeedConfig;  // deepspeed.hpp
 
 // One fully resolved point.
@@ -121,6 +127,7 @@ struct Scenario {
   SimulationSpec simulation;
   RunSpec run;
   ValidationSpec validation;
+  ComputeSpec compute;
   std::map<std::string, std::string> params;  // every swept or overridden key and its value
   std::map<std::string, Origin> origins;       // where each given attribute came from
   // Where `key` was set (file:line, "--set key", a DeepSpeed file), or the scenario file itself.
@@ -158,7 +165,19 @@ struct ScenarioFile {
 ScenarioFile read_scenario_file(const std::string& path);  // throws Error with file:line
 // Applies a command-line override "key=value" or "key=v1,v2,v3" (a sweep, replacing any on that key).
 void apply_override(ScenarioFile& f, const std::string& assignment);
-// Every valid dotted key, for error messages and documentation.
+// One row of the scenario's key table (core/src/scenario.cpp): the schema, the known-key check, the
+// defaults, resolve() and README's key table (tests/test_descriptors.cpp) all come from it.
+struct ScenarioKeyInfo {
+  std::string key;            // dotted path, "training.micro_batch" (<training micro_batch="..."/>)
+  std::string type;           // integer, number, boolean, choice, bytes, duration, path, list, name, text
+  std::string default_value;  // as README shows it; "" when unset means none
+  std::string valid;          // range or choices, in words
+  std::string registry;       // a registry outside core that holds the valid names ("collective", "compute model")
+  std::string doc;            // one line
+};
+// In resolution order: a key's default may depend on the keys before it.
+const std::vector<ScenarioKeyInfo>& scenario_key_table();
+// Every valid dotted key, sorted, for error messages and documentation.
 std::vector<std::string> scenario_keys();
 // Calls fn(attributes, params) for every combination of the sweeps (their cartesian product, in file
 // order); params holds the --set values and the swept values of that combination.

@@ -2,7 +2,7 @@
 // How long each layer and the optimizer step take on a device: ComputeModel::layers(micro_batch).
 // Pure arithmetic (no SimGrid), so it is unit-tested on its own.
 //
-// The models, chosen per device type (make_compute_model):
+// The models a device's times come from (the ComputeModel subclasses in sim/src/compute_model.cpp):
 // - "calibrated model": this device, this ViT shape and precision were measured (vitsim calibrate): the
 //   measured per-layer times, affine in micro-batch; the framework's step ops on top when the scenario's
 //   framework is not the one measured (vitsim's own trainer).
@@ -12,6 +12,8 @@
 //   per-architecture efficiencies, each labelled in the platform file).
 // - "calibrated+op-scaled model": another device measured on this shape, scaled by the op model's ratio of
 //   the two devices' times (cross-device prediction).
+// The scenario's compute.model names a registry entry (compute_models()) that picks among them per
+// device, as SimGrid's --cfg=cpu/model picks a CPU model: "auto" (the default) the first that applies.
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +61,8 @@ struct ComputeInputs {
   int token_split = 1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
   // Activation checkpointing: each encoder block's forward runs again at the start of its backward.
   bool recompute = false;
+  std::string model = "auto";  // compute.model: a name of compute_models()
+  Origin origin;               // where compute.model was set, for the errors a model raises
 };
 
 // FLOPs one rank runs per optimizer step (MFU, README "Report files"): `model` is the op model's forward
@@ -71,7 +75,18 @@ struct StepFlops {
 };
 StepFlops step_flops(const Workload& w, int micro_batch, int grad_accum, const ComputeInputs& in);
 
-// Picks the model for a device (see the list above).
+// The registry of compute.model: name and one line, in README's order.
+struct ComputeModelInfo {
+  std::string name;
+  std::string description;
+};
+const std::vector<ComputeModelInfo>& compute_models();
+std::vector<std::string> compute_model_names();
+// Throws Error "unknown compute model 'NAME'; valid: ..." for a name not in the registry.
+void check_compute_model(const std::string& name);
+
+// The model of a device that the registry entry in.model picks (see the list above); Error (at
+// in.origin) when the entry needs what the calibration lacks ("measured" without measured times).
 std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
                                                  const Calibration* calib);
 
