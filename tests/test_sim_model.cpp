@@ -149,8 +149,10 @@ std::string calibration_json() {
                  {"micro_batch": 32, "fwd_s": 0.20, "bwd_s": 0.40, "optimizer_s": 0.01}]}]})";
 }
 
-// One GPU of the test platform (GPU speed `flops`) at `micro_batch`, predicted with that calibration.
-Report predict_calibrated(const std::string& flops, int micro_batch) {
+// One GPU of the test platform (GPU speed `flops`) at `micro_batch`, predicted with that calibration
+// (or none) and the scenario's compute.model at `model` ("": its default).
+Report predict_calibrated(const std::string& flops, int micro_batch, const std::string& model = "",
+                          bool calibrated = true) {
   vt::TempDir d;
   two_gpu_platform(d, flops, flops);
   auto f = read_scenario_file(d.file("s.xml", R"(<scenario name="c">
@@ -160,9 +162,10 @@ Report predict_calibrated(const std::string& flops, int micro_batch) {
   <simulation steps="4" warmup="1"/>
 </scenario>)"));
   apply_override(f, "training.micro_batch=" + std::to_string(micro_batch));
+  if (!model.empty()) apply_override(f, "compute.model=" + model);
   sim::PredictOptions o;
   o.progress = false;
-  o.calibration = d.file("c.json", calibration_json());
+  if (calibrated) o.calibration = d.file("c.json", calibration_json());
   return sim::predict(f, o);
 }
 }  // namespace
@@ -186,4 +189,42 @@ TEST_CASE("calibrated compute: another GPU type scaled by the op model's ratio",
   CHECK(b.compute_fwd == Approx(0.10).epsilon(1e-4));
   CHECK(b.compute_bwd == Approx(0.20).epsilon(1e-4));
   CHECK(r.points[0].notes.at(0) == "compute on G2Tf: calibrated+op-scaled model, vitsim framework step");
+}
+
+TEST_CASE("compute.model chooses among the registered models", "[model][calibration][compute]") {
+  // The calibration measured G1Tf on this shape and fitted no op figures (calibration_json above).
+  const auto compute = [](const Report& r) {
+    const auto& b = r.points.at(0).breakdown_s;
+    return std::pair{b.compute_fwd, b.compute_bwd};
+  };
+  const std::string step = ", vitsim framework step";
+  SECTION("auto (the default) and measured take the measured times of the device") {
+    for (const std::string model : {"", "auto", "measured"}) {
+      INFO(model);
+      const Report r = predict_calibrated("1Tf", 32, model);
+      CHECK(r.points.at(0).notes.at(0) == "compute on G1Tf: calibrated model" + step);
+      // The measured point at micro-batch 32 (summed over layers: equal to rounding).
+      CHECK(compute(r).first == Approx(0.20).epsilon(1e-9));
+      CHECK(compute(r).second == Approx(0.40).epsilon(1e-9));
+    }
+    CHECK(predict_calibrated("2Tf", 32, "measured").points.at(0).notes.at(0) ==
+          "compute on G2Tf: calibrated+op-scaled model" + step);
+  }
+  SECTION("op and op_platform ignore measured times: the prediction without a calibration") {
+    const Report uncalibrated = predict_calibrated("1Tf", 32, "", false);
+    CHECK(uncalibrated.points.at(0).notes.at(0) == "compute on G1Tf: op-level model (platform figures)" + step);
+    for (const std::string model : {"op", "op_platform"}) {
+      INFO(model);
+      const Report r = predict_calibrated("1Tf", 32, model);
+      CHECK(r.points.at(0).notes.at(0) == "compute on G1Tf: op-level model (platform figures)" + step);
+      CHECK(compute(r) == compute(uncalibrated));
+      CHECK(r.points.at(0).step_time_s.mean == uncalibrated.points.at(0).step_time_s.mean);
+    }
+  }
+  SECTION("measured without measured times is an error at the key, naming the others") {
+    CHECK_THROWS_WITH(predict_calibrated("1Tf", 32, "measured", false),
+                      "--set compute.model: compute.model: measured: no --calibration was given, so vitsim has no "
+                      "measured times of this ViT at fp32 (vitsim calibrate measures them); choose another of " +
+                          vt::join(sim::compute_model_names()));
+  }
 }
