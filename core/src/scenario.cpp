@@ -470,6 +470,12 @@ KeyRow shape_row(std::string key, long long min, long long max, std::string doc,
 
 using R = Resolution;
 
+// The setter of one field of an element's spec: field(&Scenario::training, &TrainingSpec::micro_batch).
+template <class Spec, class T>
+auto field(Spec Scenario::*spec, T Spec::*member) {
+  return [spec, member](R& x, const auto& v) { (x.s.*spec).*member = static_cast<T>(v); };
+}
+
 std::vector<KeyRow> scenario_rows() {
   return {
     custom_row("scenario.name", "text", "the file's name", "any text", "the name reports carry (`<scenario name=...>`)",
@@ -482,9 +488,9 @@ std::vector<KeyRow> cluster_rows() {
     custom_row("cluster.platform", "path", "(required)", kPathValid, "SimGrid platform file",
                [](R& x) { x.s.cluster.platform = x.r.path("cluster.platform"); }),
     integer_row("cluster.nodes", 1, 1, 1 << 20, "nodes used: the first `nodes` of the platform (or of cluster.hosts)",
-                [](R& x, long long v) { x.s.cluster.nodes = static_cast<int>(v); }),
+                field(&Scenario::cluster, &ClusterSpec::nodes)),
     integer_row("cluster.gpus_per_node", 1, 1, 1024, "GPUs used in each node: its first `gpus_per_node`",
-                [](R& x, long long v) { x.s.cluster.gpus_per_node = static_cast<int>(v); }),
+                field(&Scenario::cluster, &ClusterSpec::gpus_per_node)),
     custom_row("cluster.hosts", "list", "platform order", "space-separated node names, each once",
                "the nodes (clusters) in the order they are used", apply_hosts),
   };
@@ -502,10 +508,10 @@ std::vector<KeyRow> model_rows() {
     shape_row("model.depth", 1, 4096, "encoder blocks", &ViTConfig::depth),
     shape_row("model.heads", 1, 4096, "attention heads", &ViTConfig::heads),
     number_row("model.mlp_ratio", "preset's", [](const R& x) { return x.s.model.mlp_ratio; }, 1e-3, 1e3,
-               "MLP hidden size / width", [](R& x, double v) { x.s.model.mlp_ratio = v; }),
+               "MLP hidden size / width", field(&Scenario::model, &ViTConfig::mlp_ratio)),
     shape_row("model.classes", 1, 1 << 24, "classifier outputs", &ViTConfig::classes),
     number_row("model.dropout", "preset's", [](const R& x) { return x.s.model.dropout; }, 0, 0.999,
-               "dropout probability (0: no masks stored)", [](R& x, double v) { x.s.model.dropout = v; }),
+               "dropout probability (0: no masks stored)", field(&Scenario::model, &ViTConfig::dropout)),
     choice_row("model.attention", "math", {"math", "fused"},
                "how attention runs: `math` (scores in memory, PyTorch <= 1.13, the study's stack) or `fused` "
                "(scaled_dot_product_attention / flash); see \"The model\"",
@@ -516,7 +522,7 @@ std::vector<KeyRow> model_rows() {
 std::vector<KeyRow> dataset_rows() {
   return {
     choice_row("dataset.name", "synthetic", dataset_names(), "known sets fill the sizes below (core/src/dataset.cpp)",
-               [](R& x, const std::string& v) { x.s.dataset.name = v; }),
+               field(&Scenario::dataset, &DatasetSpec::name)),
     integer_row("dataset.train_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->train : 0; }, 1,
                 1LL << 40, "training set size",
                 [](R& x, long long v) {
@@ -525,13 +531,13 @@ std::vector<KeyRow> dataset_rows() {
                     throw Error(x.r.origin("dataset.name"), fmt::format("dataset '{}' needs train_samples", x.s.dataset.name));
                 }),
     integer_row("dataset.test_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->test : 0; }, 0,
-                1LL << 40, "test set size", [](R& x, long long v) { x.s.dataset.test_samples = v; }),
+                1LL << 40, "test set size", field(&Scenario::dataset, &DatasetSpec::test_samples)),
     integer_row("dataset.image_size", "per dataset", [](const R& x) { return facts(x) ? facts(x)->image : x.s.model.image_size; },
                 1, 65536, "image side as stored (px)",
-                [](R& x, long long v) { x.s.dataset.image_size = static_cast<int>(v); }),
+                field(&Scenario::dataset, &DatasetSpec::image_size)),
     integer_row("dataset.channels", "per dataset", [](const R& x) { return facts(x) ? facts(x)->channels : x.s.model.channels; },
                 1, 64, "channels as stored; must equal the model's",
-                [](R& x, long long v) { x.s.dataset.channels = static_cast<int>(v); }),
+                field(&Scenario::dataset, &DatasetSpec::channels)),
     integer_row("dataset.resize", "model.image_size", [](const R& x) { return x.s.model.image_size; }, 1, 65536,
                 "the side images are resized to; must equal the model's input size",
                 [](R& x, long long v) {
@@ -539,7 +545,7 @@ std::vector<KeyRow> dataset_rows() {
                     x.r.fail("dataset.resize", fmt::format("{} px but the model takes {} px images", v, x.s.model.image_size));
                 }),
     number_row("dataset.per_gpu_fraction", 0, 0, 1, "weak scaling: each GPU gets this fraction of the set (0: off)",
-               [](R& x, double v) { x.s.dataset.per_gpu_fraction = v; }),
+               field(&Scenario::dataset, &DatasetSpec::per_gpu_fraction)),
     custom_row("dataset.path", "path", "", "a folder, relative to the scenario file", "where the real trainer reads it",
                [](R& x) { x.s.dataset.path = x.r.path("dataset.path"); }),
   };
@@ -548,43 +554,43 @@ std::vector<KeyRow> dataset_rows() {
 std::vector<KeyRow> training_rows() {
   return {
     integer_row("training.micro_batch", 1, 1, 1 << 24, "samples per GPU per micro-batch",
-                [](R& x, long long v) { x.s.training.micro_batch = static_cast<int>(v); }),
+                field(&Scenario::training, &TrainingSpec::micro_batch)),
     integer_row("training.grad_accum", 1, 1, 1 << 20, "micro-batches per optimizer step",
-                [](R& x, long long v) { x.s.training.grad_accum = static_cast<int>(v); }),
-    integer_row("training.epochs", 1, 1, 1 << 20, "epochs", [](R& x, long long v) { x.s.training.epochs = static_cast<int>(v); }),
+                field(&Scenario::training, &TrainingSpec::grad_accum)),
+    integer_row("training.epochs", 1, 1, 1 << 20, "epochs", field(&Scenario::training, &TrainingSpec::epochs)),
     choice_row("training.precision", "fp32", kPrecisions, "mixed precision: fp32 master weights",
                [](R& x, const std::string& v) { x.s.training.precision = parse_precision(v); }),
     choice_row("training.optimizer", "adamw", {"adamw", "adam", "sgd"}, "the optimizer",
-               [](R& x, const std::string& v) { x.s.training.optimizer = v; }),
-    number_row("training.lr", 1e-4, 0, 1e3, "learning rate", [](R& x, double v) { x.s.training.lr = v; }),
-    number_row("training.weight_decay", 0.01, 0, 1e3, "weight decay", [](R& x, double v) { x.s.training.weight_decay = v; }),
+               field(&Scenario::training, &TrainingSpec::optimizer)),
+    number_row("training.lr", 1e-4, 0, 1e3, "learning rate", field(&Scenario::training, &TrainingSpec::lr)),
+    number_row("training.weight_decay", 0.01, 0, 1e3, "weight decay", field(&Scenario::training, &TrainingSpec::weight_decay)),
     integer_row("training.seed", 1, 0, 1LL << 53, "seed of the real trainer's initialisation and data order",
-                [](R& x, long long v) { x.s.training.seed = static_cast<unsigned long long>(v); }),
+                field(&Scenario::training, &TrainingSpec::seed)),
     choice_row("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"},
                "whose code runs the step (its fixed per-step work; see \"The model\"); deepspeed with a `<deepspeed>` config",
                [](R& x, const std::string& v) { x.s.training.framework = parse_framework(v); }),
     boolean_row("training.activation_checkpointing", false,
                 "checkpoint every encoder block: only block inputs stay in memory, backward runs each block's forward "
                 "again (see \"The model\")",
-                [](R& x, bool v) { x.s.training.activation_checkpointing = v; }),
+                field(&Scenario::training, &TrainingSpec::activation_checkpointing)),
     number_row("training.gradient_clipping", 0, 0, 1e9, "max gradient norm (0: off): a norm reduction and a scale each step",
-               [](R& x, double v) { x.s.training.gradient_clipping = v; }),
+               field(&Scenario::training, &TrainingSpec::gradient_clipping)),
     number_row("training.loss_scale", 0, 0, 1e30, "fp16 loss scale (DeepSpeed fp16.loss_scale): 0 dynamic, > 0 static",
-               [](R& x, double v) { x.s.training.loss_scale = v; }),
+               field(&Scenario::training, &TrainingSpec::loss_scale)),
   };
 }
 
 std::vector<KeyRow> parallelism_rows() {
   return {
-    integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", [](R& x, long long v) { x.s.parallel.zero = static_cast<int>(v); }),
+    integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", field(&Scenario::parallel, &ParallelSpec::zero)),
     boolean_row("parallelism.overlap", false, "reduce gradient buckets during backward (DeepSpeed overlap_comm)",
-                [](R& x, bool v) { x.s.parallel.overlap = v; }),
+                field(&Scenario::parallel, &ParallelSpec::overlap)),
     bucket_row("parallelism.bucket_size", true, "gradient bucket cap (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb)",
-               [](R& x, double v) { x.s.parallel.bucket_bytes = v; }),
+               field(&Scenario::parallel, &ParallelSpec::bucket_bytes)),
     bucket_row("parallelism.allgather_bucket_size", false, "ZeRO's parameter all-gather bucket (DeepSpeed allgather_bucket_size)",
-               [](R& x, double v) { x.s.parallel.allgather_bucket_bytes = v; }),
+               field(&Scenario::parallel, &ParallelSpec::allgather_bucket_bytes)),
     registry_row("parallelism.collective", "ring", "collective", "the all-reduce algorithm (README \"Collectives\")",
-                 [](R& x, const std::string& v) { x.s.parallel.collective = v; }),
+                 field(&Scenario::parallel, &ParallelSpec::collective)),
     custom_row("parallelism.comm_dtype", "choice", "gradient dtype", join(kPrecisions),
                "gradients' dtype on the wire (DeepSpeed communication_data_type)",
                [](R& x) {
@@ -611,31 +617,31 @@ std::vector<KeyRow> parallelism_rows() {
 std::vector<KeyRow> loader_rows() {
   return {
     integer_row("loader.workers", 2, 0, 1024, "PyTorch DataLoader num_workers per GPU",
-                [](R& x, long long v) { x.s.loader.workers = static_cast<int>(v); }),
-    boolean_row("loader.pinned", true, "pin_memory", [](R& x, bool v) { x.s.loader.pinned = v; }),
+                field(&Scenario::loader, &LoaderSpec::workers)),
+    boolean_row("loader.pinned", true, "pin_memory", field(&Scenario::loader, &LoaderSpec::pinned)),
     integer_row("loader.prefetch", 2, 1, 1024, "prefetch_factor: batches each worker keeps ready",
-                [](R& x, long long v) { x.s.loader.prefetch = static_cast<int>(v); }),
+                field(&Scenario::loader, &LoaderSpec::prefetch)),
   };
 }
 
 std::vector<KeyRow> simulation_rows() {
   return {
     integer_row("simulation.steps", 20, 1, 1 << 24, "optimizer steps simulated",
-                [](R& x, long long v) { x.s.simulation.steps = static_cast<int>(v); }),
+                field(&Scenario::simulation, &SimulationSpec::steps)),
     integer_row("simulation.warmup", 2, 0, 1 << 24, "first steps excluded from the statistics; fewer than steps",
-                [](R& x, long long v) { x.s.simulation.warmup = static_cast<int>(v); }),
+                field(&Scenario::simulation, &SimulationSpec::warmup)),
     boolean_row("simulation.full_epoch", false, "simulate every step of one epoch instead of extrapolating",
-                [](R& x, bool v) { x.s.simulation.full_epoch = v; }),
+                field(&Scenario::simulation, &SimulationSpec::full_epoch)),
     integer_row("simulation.max_steps", kDefaultMaxSteps, 1, 1 << 24,
                 "most steps the steady-state search may simulate (see \"The model\", Epoch time)",
-                [](R& x, long long v) { x.s.simulation.max_steps = static_cast<int>(v); }),
+                field(&Scenario::simulation, &SimulationSpec::max_steps)),
     custom_row("simulation.max_memory", "bytes", "half the memory", "> 0, with a unit (32GiB)",
                "memory one simulated point may need (see \"Errors\", Limits)",
                [](R& x) { x.s.simulation.max_memory = x.r.quantity("simulation.max_memory", 0, units::Kind::Bytes, units::positive()); }),
     integer_row("simulation.max_routes", kDefaultMaxRoutes, 1, 1LL << 53, "routes a what-if may leave in a Full zone (see \"Errors\", Limits)",
-                [](R& x, long long v) { x.s.simulation.max_routes = v; }),
+                field(&Scenario::simulation, &SimulationSpec::max_routes)),
     integer_row("simulation.max_points", kDefaultMaxPoints, 1, 1LL << 53, "sweep points one command may run (see \"Errors\", Limits)",
-                [](R& x, long long v) { x.s.simulation.max_points = v; }),
+                field(&Scenario::simulation, &SimulationSpec::max_points)),
   };
 }
 
@@ -643,11 +649,11 @@ std::vector<KeyRow> simulation_rows() {
 std::vector<KeyRow> run_rows() {
   return {
     choice_row("run.device", "auto", {"auto", "cpu", "cuda"}, "where the real trainer runs",
-               [](R& x, const std::string& v) { x.s.run.device = v; }),
+               field(&Scenario::run, &RunSpec::device)),
     integer_row("run.max_steps", 0, 0, 1LL << 53, "optimizer steps per epoch the real trainer runs (0: the whole epoch)",
-                [](R& x, long long v) { x.s.run.max_steps = v; }),
+                field(&Scenario::run, &RunSpec::max_steps)),
     integer_row("run.checkpoint_every", 0, 0, 1 << 30, "optimizer steps between checkpoints (0: only at the end)",
-                [](R& x, long long v) { x.s.run.checkpoint_every = static_cast<int>(v); }),
+                field(&Scenario::run, &RunSpec::checkpoint_every)),
     custom_row("run.checkpoint_dir", "path", "", "a folder, relative to the scenario file", "where checkpoints go (none: no checkpoints)",
                [](R& x) { x.s.run.checkpoint_dir = x.r.path("run.checkpoint_dir"); }),
     custom_row("run.timeout", "duration", "300s", "> 0, with a unit (30s, 5min, 1h30m)",
@@ -657,19 +663,19 @@ std::vector<KeyRow> run_rows() {
                  if (!(x.s.run.timeout_s > 0)) x.r.fail("run.timeout", "must be positive");
                }),
     integer_row("run.check_every", 50, 0, 1 << 30, "steps between replica checksum comparisons",
-                [](R& x, long long v) { x.s.run.check_every = static_cast<int>(v); }),
+                field(&Scenario::run, &RunSpec::check_every)),
     integer_row("run.threads", 0, 0, 4096, "intra-op threads per rank (0: cores / local ranks)",
-                [](R& x, long long v) { x.s.run.threads = static_cast<int>(v); }),
-    boolean_row("run.augment", true, "random crop and flip", [](R& x, bool v) { x.s.run.augment = v; }),
+                field(&Scenario::run, &RunSpec::threads)),
+    boolean_row("run.augment", true, "random crop and flip", field(&Scenario::run, &RunSpec::augment)),
     integer_row("run.eval_samples", 0, 0, 1LL << 53, "test samples evaluated per epoch (0: all)",
-                [](R& x, long long v) { x.s.run.eval_samples = v; }),
+                field(&Scenario::run, &RunSpec::eval_samples)),
   };
 }
 
 std::vector<KeyRow> validation_rows() {
   return {
     number_row("validation.tolerance", 0.10, 0, 100, "relative step-time error `vitsim validate` accepts",
-               [](R& x, double v) { x.s.validation.tolerance = v; }),
+               field(&Scenario::validation, &ValidationSpec::tolerance)),
   };
 }
 
@@ -677,7 +683,7 @@ std::vector<KeyRow> compute_rows() {
   return {
     registry_row("compute.model", "auto", "compute model",
                  "how compute time is modelled (README \"The model\", Compute models), as SimGrid's --cfg=cpu/model",
-                 [](R& x, const std::string& v) { x.s.compute.model = v; }),
+                 field(&Scenario::compute, &ComputeSpec::model)),
   };
 }
 

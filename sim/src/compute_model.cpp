@@ -290,12 +290,9 @@ const Registered& registered(const std::string& name) {
 
 }  // namespace
 
-const std::vector<ComputeModelInfo>& compute_models() {
-  static const std::vector<ComputeModelInfo> out = [] {
-    std::vector<ComputeModelInfo> v;
-    for (const auto& r : registry()) v.push_back(r.info);
-    return v;
-  }();
+std::vector<ComputeModelInfo> compute_models() {
+  std::vector<ComputeModelInfo> out;
+  for (const auto& r : registry()) out.push_back(r.info);
   return out;
 }
 

@@ -80,7 +80,7 @@ struct ComputeModelInfo {
   std::string name;
   std::string description;
 };
-const std::vector<ComputeModelInfo>& compute_models();
+std::vector<ComputeModelInfo> compute_models();
 std::vector<std::string> compute_model_names();
 // Throws Error "unknown compute model 'NAME'; valid: ..." for a name not in the registry.
 void check_compute_model(const std::string& name);
