@@ -45,39 +45,6 @@ namespace sg4 = simgrid::s4u;
 
 namespace vitsim::sim {
 
-RankPlacement place_ranks(const Scenario& s, const PlatformFacts& facts) {
-  std::vector<int> order;
-  if (!s.cluster.hosts.empty()) {
-    for (const auto& name : s.cluster.hosts) {
-      auto it = std::find_if(facts.nodes.begin(), facts.nodes.end(), [&](const NodeFacts& n) { return n.name == name; });
-      if (it == facts.nodes.end()) {
-        std::string valid;
-        for (const auto& n : facts.nodes) valid += (valid.empty() ? "" : ", ") + n.name;
-        throw Error(s.origin_of("cluster.hosts"), fmt::format("cluster.hosts: no node '{}' in {}; nodes: {}", name, facts.path, valid));
-      }
-      order.push_back(static_cast<int>(it - facts.nodes.begin()));
-    }
-  } else {
-    for (size_t i = 0; i < facts.nodes.size(); ++i) order.push_back(static_cast<int>(i));
-  }
-  if (s.cluster.nodes > static_cast<int>(order.size()))
-    throw Error(s.origin_of("cluster.nodes"), fmt::format("cluster.nodes: {} nodes requested but {} has {}", s.cluster.nodes,
-                                                          facts.path, order.size()));
-  RankPlacement p;
-  for (int k = 0; k < s.cluster.nodes; ++k) {
-    const NodeFacts& n = facts.nodes[order[k]];
-    if (s.cluster.gpus_per_node > static_cast<int>(n.gpus.size()))
-      throw Error(s.origin_of("cluster.gpus_per_node"),
-                  fmt::format("cluster.gpus_per_node: {} GPUs per node requested but node '{}' has {}",
-                              s.cluster.gpus_per_node, n.name, n.gpus.size()));
-    for (int gi = 0; gi < s.cluster.gpus_per_node; ++gi) {
-      p.hosts.push_back(n.gpus[gi]);
-      p.node.push_back(order[k]);
-    }
-  }
-  return p;
-}
-
 void check_point(const Scenario& s, const PlatformFacts& facts) {
   place_ranks(s, facts);
   try {
@@ -909,9 +876,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
     const StepFlops fl = step_flops(m.w, s.training.micro_batch, accum, compute_in);
     p.model_flops = fl.model;
     p.recompute_flops = fl.recompute;
-    double peak = 0;
-    for (int r = 0; r < n; ++r) peak += facts.gpu.at(place.hosts[r]).peak_flops(prec);
-    p.peak_flops = n > 0 ? peak / n : 0;
+    p.peak_flops = mean_peak_flops(place, facts, prec);  // core/placement.hpp, the trainer's too
   }
   {
     // Energy per epoch (core/energy.hpp): each rank's GPU power and busy time per step; the platform's

@@ -6,6 +6,7 @@
 
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/platform.hpp"
+#include "vitsim/core/placement.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/trace.hpp"
@@ -18,13 +19,8 @@ struct SimResult {
   bool trace_truncated = false;   // a rank reached kTraceEventsPerRank: its later events are not recorded
 };
 
-// Which platform hosts the scenario's ranks run on (node-major): checks node names and counts and
-// throws Error naming the scenario attribute at fault.
-struct RankPlacement {
-  std::vector<std::string> hosts;  // SimGrid host name per rank
-  std::vector<int> node;           // node index (in PlatformFacts::nodes) per rank
-};
-RankPlacement place_ranks(const Scenario& s, const PlatformFacts& facts);
+// Which platform hosts the scenario's ranks run on: core's place_ranks (vitsim/core/placement.hpp), the
+// trainer's rule too.
 
 // Checks what can be checked without running (collective name, placement); throws Error.
 void check_point(const Scenario& s, const PlatformFacts& facts);
