@@ -1,12 +1,7 @@
 #include "vitsim/sim/plan.hpp"
 
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -14,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/energy.hpp"
@@ -66,18 +60,14 @@ bool swept(const ScenarioFile& f, const std::string& key) {
 }
 
 
-[[noreturn]] void run_child(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, const std::string& out_path) {
-  json j;
-  try {
-    SimResult r = simulate_point(s, facts, calib, false);
-    r.point.per_rank.clear();  // a plan keeps the point's summary; per-rank detail is `vitsim predict`'s
-    Report one;
-    one.points.push_back(r.point);
-    j["report"] = report_to_json(one);
-  } catch (const std::exception& e) {
-    j["error"] = e.what();
-  }
-  finish_child(out_path, j.dump());
+// What a child process hands back: the point's summary as a one-point report (per-rank detail is
+// `vitsim predict`'s).
+json point_result(const Scenario& s, const PlatformFacts& facts, const Calibration* calib) {
+  SimResult r = simulate_point(s, facts, calib, false);
+  r.point.per_rank.clear();
+  Report one;
+  one.points.push_back(r.point);
+  return json{{"report", report_to_json(one)}};
 }
 
 // The largest memory per GPU over the ranks, and the smallest GPU memory, by the core memory model with
@@ -126,41 +116,38 @@ double parse_price(const PlatformFacts& facts) {
   return v;
 }
 
-}  // namespace
-
-PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
+void check_options(const PlanOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     throw Error(fmt::format("--shard {}/{}: expected I/K with 0 <= I < K", opt.shard_index, opt.shard_count));
   if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput" && opt.objective != "energy")
     throw Error(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", opt.objective));
-  std::vector<Candidate> cands = enumerate(file);
-  const bool derive_accum = opt.constraints.global_batch && !swept(file, "training.grad_accum");
+}
 
+// The plan's fields that do not depend on simulating.
+PlanResult plan_header(const ScenarioFile& file, const PlanOptions& opt, size_t space_size) {
   PlanResult result;
   result.scenario = file.name;
   result.objective = opt.objective;
   result.constraints = opt.constraints;
-  result.space_size = static_cast<int>(cands.size());
+  result.space_size = static_cast<int>(space_size);
   result.shard_index = opt.shard_index;
   result.shard_count = opt.shard_count;
   result.provenance["scenario_file"] = file.path;
   result.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
   if (!opt.calibration.empty()) result.provenance["calibration"] = opt.calibration;
+  return result;
+}
 
-  // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
-  if (std::none_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.scenario.has_value(); }))
-    throw Error(cands.front().invalid);
-
+// The what-ifs edit the platform of every valid candidate (into `edited`'s files, which must outlive the
+// simulations); the plan records them and what they changed.
+void apply_what_ifs(std::vector<Candidate>& cands, EditedPlatforms& edited, PlanResult& result) {
   std::vector<Scenario> valid;
   for (auto& c : cands)
     if (c.scenario) valid.push_back(*c.scenario);
-  EditedPlatforms edited;
   edited.apply(valid);
-  {
-    size_t k = 0;
-    for (auto& c : cands)
-      if (c.scenario) c.scenario = valid[k++];
-  }
+  size_t k = 0;
+  for (auto& c : cands)
+    if (c.scenario) c.scenario = valid[k++];
   for (const auto& c : cands)
     if (c.scenario) {
       result.what_ifs = c.scenario->what_ifs;
@@ -168,149 +155,173 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     }
   for (const auto& e : edited.effects())
     for (const auto& ch : e.changes) result.what_if_changes.push_back(fmt::format("[{}] {}", e.edit, ch));
-  // The plan's identity: every point of the whole space (not only this shard's), the platforms as
-  // simulated (what-ifs applied), the calibration, and the plan's own settings. Shards of one plan share it.
-  {
-    PlanResult settings;
-    settings.constraints = opt.constraints;
-    std::string id = fmt::format("space={}\nepochs={}\nobjective={}\nconstraints={}\n", cands.size(), opt.epochs,
-                                 opt.objective, json::parse(plan_to_json(settings))["constraints"].dump());
-    std::map<std::string, std::string> platform_sha;
-    for (const auto& c : cands) {
-      id += fmt::format("{}:{}\n", c.index, c.scenario ? scenario_id(*c.scenario) : "invalid " + json(c.params).dump());
-      if (c.scenario && !platform_sha.count(c.scenario->cluster.platform) && fs::exists(c.scenario->cluster.platform))
-        platform_sha[c.scenario->cluster.platform] = sha256_hex(read_file(c.scenario->cluster.platform));
-    }
-    for (const auto& [path, sha] : platform_sha) id += "platform=" + sha + "\n";
-    for (const auto& w : result.what_ifs) id += "what_if=" + w + "\n";
-    if (!opt.calibration.empty()) id += "calibration=" + sha256_hex(read_file(opt.calibration)) + "\n";
-    if (opt.price_per_kwh >= 0) id += fmt::format("price_per_kwh={}\n", opt.price_per_kwh);
-    result.plan_id = "sha256:" + sha256_hex(id);
-    std::string shas;
-    for (const auto& [path, sha] : platform_sha) shas += (shas.empty() ? "" : ",") + sha;
-    result.provenance["platform_sha256"] = shas;
-  }
+}
 
-  std::map<std::string, PlatformFacts> platforms;
-  auto facts_of = [&](const Scenario& s) -> const PlatformFacts& {
-    auto it = platforms.find(s.cluster.platform);
-    if (it == platforms.end()) {
-      if (!fs::exists(s.cluster.platform))
-        throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
-      it = platforms.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform)).first;
-    }
-    return it->second;
-  };
-
-  // Checks made without simulating; the points of this shard that pass them are simulated.
-  std::vector<PlanPoint> points;
-  std::vector<Scenario> to_simulate;
-  std::vector<size_t> sim_slot;  // index in `points` of each scenario to simulate
-  for (auto& c : cands) {
-    if (c.index % opt.shard_count != opt.shard_index) continue;
-    PlanPoint p;
-    p.index = c.index;
-    p.params = c.params;
-    if (!c.scenario) {
-      p.excluded = "invalid: " + c.invalid;
-      points.push_back(std::move(p));
-      continue;
-    }
-    Scenario& s = *c.scenario;
-    if (derive_accum) {
-      const long long per_step = 1LL * s.training.micro_batch * s.dp_ranks();
-      if (*opt.constraints.global_batch % per_step == 0) {
-        s.training.grad_accum = static_cast<int>(*opt.constraints.global_batch / per_step);
-        s.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
-        p.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
-      }
-    }
-    p.nodes = s.cluster.nodes;
-    p.gpus_per_node = s.cluster.gpus_per_node;
-    p.gpus = s.ranks();
-    p.micro_batch = s.training.micro_batch;
-    p.grad_accum = s.training.grad_accum;
-    p.zero = s.parallel.zero;
-    p.sequence_parallel = s.parallel.sequence_parallel;
-    p.precision = precision_name(s.training.precision);
-    p.collective = s.parallel.collective;
-    p.overlap = s.parallel.overlap;
-    p.global_batch = s.global_batch();
-    p.params["nodes"] = std::to_string(p.nodes);
-    p.params["gpus"] = std::to_string(p.gpus);
-    p.params["micro_batch"] = std::to_string(p.micro_batch);
-    p.params["grad_accum"] = std::to_string(p.grad_accum);
-    const PlatformFacts& facts = facts_of(s);
-    const PlanConstraints& k = opt.constraints;
-    RankPlacement place;
-    try {
-      check_point(s, facts);
-      place = place_ranks(s, facts);
-    } catch (const Error& e) {
-      p.excluded = std::string("placement: ") + e.what();
-      points.push_back(std::move(p));
-      continue;
-    }
-    memory_check(s, facts, place, p);
-    if (!p.excluded.empty() && !k.must_fit) p.excluded.clear();
-    if (p.excluded.empty()) {
-      if (k.global_batch && p.global_batch != *k.global_batch)
-        p.excluded = fmt::format("global batch: {} x {} x {} replicas = {}, not {}", p.micro_batch, p.grad_accum,
-                                 s.dp_ranks(), p.global_batch, *k.global_batch);
-      else if (k.global_batch_min && p.global_batch < *k.global_batch_min)
-        p.excluded = fmt::format("global batch: {} < {}", p.global_batch, *k.global_batch_min);
-      else if (k.global_batch_max && p.global_batch > *k.global_batch_max)
-        p.excluded = fmt::format("global batch: {} > {}", p.global_batch, *k.global_batch_max);
-    }
-    if (p.excluded.empty()) {
-      sim_slot.push_back(points.size());
-      to_simulate.push_back(s);
-    }
-    points.push_back(std::move(p));
+// The plan's identity: every point of the whole space (not only this shard's), the platforms as
+// simulated (what-ifs applied), the calibration, and the plan's own settings. Shards of one plan share it.
+void identify(const std::vector<Candidate>& cands, const PlanOptions& opt, PlanResult& result) {
+  PlanResult settings;
+  settings.constraints = opt.constraints;
+  std::string id = fmt::format("space={}\nepochs={}\nobjective={}\nconstraints={}\n", cands.size(), opt.epochs,
+                               opt.objective, json::parse(plan_to_json(settings))["constraints"].dump());
+  std::map<std::string, std::string> platform_sha;
+  for (const auto& c : cands) {
+    id += fmt::format("{}:{}\n", c.index, c.scenario ? scenario_id(*c.scenario) : "invalid " + json(c.params).dump());
+    if (c.scenario && !platform_sha.count(c.scenario->cluster.platform) && fs::exists(c.scenario->cluster.platform))
+      platform_sha[c.scenario->cluster.platform] = sha256_hex(read_file(c.scenario->cluster.platform));
   }
-  // Epochs and price from the first valid point of the whole space, not of the shard.
+  for (const auto& [path, sha] : platform_sha) id += "platform=" + sha + "\n";
+  for (const auto& w : result.what_ifs) id += "what_if=" + w + "\n";
+  if (!opt.calibration.empty()) id += "calibration=" + sha256_hex(read_file(opt.calibration)) + "\n";
+  if (opt.price_per_kwh >= 0) id += fmt::format("price_per_kwh={}\n", opt.price_per_kwh);
+  result.plan_id = "sha256:" + sha256_hex(id);
+  std::string shas;
+  for (const auto& [path, sha] : platform_sha) shas += (shas.empty() ? "" : ",") + sha;
+  result.provenance["platform_sha256"] = shas;
+}
+
+// With a fixed global batch and no sweep over the accumulation: global_batch / (micro_batch x replicas),
+// when that is a whole number.
+void derive_grad_accum(Scenario& s, long long global_batch, PlanPoint& p) {
+  const long long per_step = 1LL * s.training.micro_batch * s.dp_ranks();
+  if (global_batch % per_step != 0) return;
+  s.training.grad_accum = static_cast<int>(global_batch / per_step);
+  s.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
+  p.params["training.grad_accum"] = std::to_string(s.training.grad_accum);
+}
+
+// The point's shape as the plan lists it.
+void describe(const Scenario& s, PlanPoint& p) {
+  p.nodes = s.cluster.nodes;
+  p.gpus_per_node = s.cluster.gpus_per_node;
+  p.gpus = s.ranks();
+  p.micro_batch = s.training.micro_batch;
+  p.grad_accum = s.training.grad_accum;
+  p.zero = s.parallel.zero;
+  p.sequence_parallel = s.parallel.sequence_parallel;
+  p.precision = precision_name(s.training.precision);
+  p.collective = s.parallel.collective;
+  p.overlap = s.parallel.overlap;
+  p.global_batch = s.global_batch();
+  p.params["nodes"] = std::to_string(p.nodes);
+  p.params["gpus"] = std::to_string(p.gpus);
+  p.params["micro_batch"] = std::to_string(p.micro_batch);
+  p.params["grad_accum"] = std::to_string(p.grad_accum);
+}
+
+// Why the point's global batch breaks the constraints ("" when it does not).
+std::string batch_exclusion(const PlanConstraints& k, const PlanPoint& p, int replicas) {
+  if (k.global_batch && p.global_batch != *k.global_batch)
+    return fmt::format("global batch: {} x {} x {} replicas = {}, not {}", p.micro_batch, p.grad_accum, replicas,
+                       p.global_batch, *k.global_batch);
+  if (k.global_batch_min && p.global_batch < *k.global_batch_min)
+    return fmt::format("global batch: {} < {}", p.global_batch, *k.global_batch_min);
+  if (k.global_batch_max && p.global_batch > *k.global_batch_max)
+    return fmt::format("global batch: {} > {}", p.global_batch, *k.global_batch_max);
+  return "";
+}
+
+// The checks made without simulating (validity, placement, memory, global batch): the point as listed,
+// with `excluded` set when one fails.
+PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, PlatformCache& platforms) {
+  PlanPoint p;
+  p.index = c.index;
+  p.params = c.params;
+  if (!c.scenario) {
+    p.excluded = "invalid: " + c.invalid;
+    return p;
+  }
+  Scenario& s = *c.scenario;
+  if (derive_accum) derive_grad_accum(s, *opt.constraints.global_batch, p);
+  describe(s, p);
+  const PlatformFacts& facts = platforms.of(s);
+  RankPlacement place;
+  try {
+    check_point(s, facts);
+    place = place_ranks(s, facts);
+  } catch (const Error& e) {
+    p.excluded = std::string("placement: ") + e.what();
+    return p;
+  }
+  memory_check(s, facts, place, p);
+  if (!p.excluded.empty() && !opt.constraints.must_fit) p.excluded.clear();
+  if (p.excluded.empty()) p.excluded = batch_exclusion(opt.constraints, p, s.dp_ranks());
+  return p;
+}
+
+// Epochs and prices from the first valid point of the whole space, not of the shard.
+void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, PlatformCache& platforms, PlanResult& result) {
   for (auto& c : cands)
     if (c.scenario) {
+      const PlatformFacts& facts = platforms.of(*c.scenario);
       result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
-      result.price_per_gpu_hour = parse_price(facts_of(*c.scenario));
-      const auto kwh = facts_of(*c.scenario).props.find("price_per_kwh");
+      result.price_per_gpu_hour = parse_price(facts);
+      const auto kwh = facts.props.find("price_per_kwh");
       result.price_per_kwh = opt.price_per_kwh >= 0 ? opt.price_per_kwh
-                             : kwh == facts_of(*c.scenario).props.end()
+                             : kwh == facts.props.end()
                                  ? 0
-                                 : parse_price_per_kwh(kwh->second, facts_of(*c.scenario).path + ": zone property price_per_kwh");
+                                 : parse_price_per_kwh(kwh->second, facts.path + ": zone property price_per_kwh");
       break;
     }
+}
 
+// A point that passed the checks, and where its result goes in the plan's list.
+struct ToSimulate {
+  size_t slot;
+  Scenario scenario;
+};
+
+void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, PlatformCache& platforms,
+              std::vector<PlanPoint>& points) {
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
-  const int jobs = opt.jobs > 0 ? opt.jobs : default_jobs();
-  TempDir tmp("vitsim-plan-");
-  auto out_of = [&](size_t i) { return fmt::format("{}/point{}.json", tmp.path(), i); };
-  const std::string who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
-                                              : std::string("vitsim plan");
-  std::vector<std::string> failures;
-  {
-    ProgressLine progress(who, opt.progress);
-    const std::string what = fmt::format("points simulated ({} excluded before)", points.size() - to_simulate.size());
-    failures = run_forked(
-        to_simulate.size(), jobs,
-        [&](size_t i) { run_child(to_simulate[i], platforms.at(to_simulate[i].cluster.platform), calib.get(), out_of(i)); },
-        [&](size_t done) { progress.update(done, to_simulate.size(), what); });
-  }
-
-  for (size_t i = 0; i < to_simulate.size(); ++i) {
-    const std::string out = out_of(i);
-    PlanPoint& p = points[sim_slot[i]];
-    if (!failures[i].empty() || !fs::exists(out))
-      throw Error(fmt::format("plan point {} ({}): {}", p.index, json(p.params).dump(),
-                              failures[i].empty() ? "no result" : failures[i]));
-    json j = json::parse(read_file(out));
-    if (j.contains("error")) throw Error(j["error"].get<std::string>());
-    p.result = report_from_json(j["report"].get<std::string>(), out).points.at(0);
+  ForkedPoints how;
+  how.who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
+                                : std::string("vitsim plan");
+  how.what = fmt::format("points simulated ({} excluded before)", points.size() - work.size());
+  how.progress = opt.progress;
+  how.jobs = opt.jobs;
+  how.prefix = "vitsim-plan-";
+  const std::vector<json> results = gather_forked(
+      work.size(), how,
+      [&](size_t i) { return point_result(work[i].scenario, platforms.of(work[i].scenario), calib.get()); },
+      [&](size_t i) {
+        const PlanPoint& p = points[work[i].slot];
+        return fmt::format("plan point {} ({})", p.index, json(p.params).dump());
+      });
+  for (size_t i = 0; i < work.size(); ++i) {
+    PlanPoint& p = points[work[i].slot];
+    p.result = report_from_json(results[i]["report"].get<std::string>(), fmt::format("plan point {}", p.index)).points.at(0);
     p.simulated = true;
     // The simulation's figure for the largest rank is the one reported (the same model and inputs).
     p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;
   }
+}
+
+}  // namespace
+
+PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
+  check_options(opt);
+  std::vector<Candidate> cands = enumerate(file);
+  PlanResult result = plan_header(file, opt, cands.size());
+  // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
+  if (std::none_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.scenario.has_value(); }))
+    throw Error(cands.front().invalid);
+  EditedPlatforms edited;
+  apply_what_ifs(cands, edited, result);
+  identify(cands, opt, result);
+
+  PlatformCache platforms;
+  const bool derive_accum = opt.constraints.global_batch && !swept(file, "training.grad_accum");
+  std::vector<PlanPoint> points;
+  std::vector<ToSimulate> work;
+  for (auto& c : cands) {
+    if (c.index % opt.shard_count != opt.shard_index) continue;
+    points.push_back(screen(c, opt, derive_accum, platforms));
+    if (points.back().excluded.empty()) work.push_back({points.size() - 1, *c.scenario});
+  }
+  epochs_and_prices(cands, opt, platforms, result);
+  simulate(work, opt, platforms, points);
   result.points = std::move(points);
   if (opt.shard_count > 1) {
     result.provenance["shard"] = fmt::format("{}/{}", opt.shard_index, opt.shard_count);

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -113,6 +114,51 @@ void finish_child(const std::string& out_path, const std::string& payload) {
   }
   std::fflush(nullptr);
   std::_Exit(0);
+}
+
+std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
+                                          const std::function<nlohmann::json(size_t)>& result_of,
+                                          const std::function<std::string(size_t)>& name_of) {
+  using json = nlohmann::json;
+  TempDir tmp(how.prefix);
+  auto out_of = [&](size_t i) { return fmt::format("{}/point{}.json", tmp.path(), i); };
+  std::vector<std::string> failures;
+  {
+    ProgressLine progress(how.who, how.progress);
+    failures = run_forked(
+        count, how.jobs > 0 ? how.jobs : default_jobs(),
+        [&](size_t i) {
+          json j;
+          try {
+            j = result_of(i);
+          } catch (const std::exception& e) {
+            j = json{{"error", e.what()}};
+          }
+          finish_child(out_of(i), j.dump());
+        },
+        [&](size_t done) { progress.update(done, count, how.what); });
+  }
+  std::vector<json> results;
+  results.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string out = out_of(i);
+    if (!failures[i].empty() || !std::filesystem::exists(out))
+      throw Error(fmt::format("{}: {}", name_of(i), failures[i].empty() ? "no result" : failures[i]));
+    json j = json::parse(read_file(out));
+    if (j.contains("error")) throw Error(j["error"].get<std::string>());
+    results.push_back(std::move(j));
+  }
+  return results;
+}
+
+const PlatformFacts& PlatformCache::of(const Scenario& s) {
+  auto it = facts_.find(s.cluster.platform);
+  if (it == facts_.end()) {
+    if (!std::filesystem::exists(s.cluster.platform))
+      throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
+    it = facts_.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform)).first;
+  }
+  return it->second;
 }
 
 int default_jobs() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }

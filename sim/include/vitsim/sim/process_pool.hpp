@@ -1,11 +1,17 @@
 #pragma once
 // SimGrid allows one engine per process: predict and plan run every point in a forked child, up to
-// `jobs` at once. This is the pool they share.
+// `jobs` at once. This is the pool they share, with its gather (gather_forked), progress line and the
+// platforms of the points.
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "vitsim/core/platform.hpp"
+#include "vitsim/core/scenario.hpp"
 
 namespace vitsim::sim {
 
@@ -42,6 +48,34 @@ class ProgressLine {
 };
 
 int default_jobs();  // the machine's cores
+
+// The platforms of predict's and plan's points, each read once, when a point first needs it; a missing
+// file is an error at the scenario's cluster.platform.
+class PlatformCache {
+ public:
+  const PlatformFacts& of(const Scenario& s);
+  const std::map<std::string, PlatformFacts>& all() const { return facts_; }
+
+ private:
+  std::map<std::string, PlatformFacts> facts_;
+};
+
+// The one fork/gather of predict and plan. How the points run: up to `jobs` children at once (0: the
+// machine's cores), a progress line "WHO: done/total WHAT" when `progress`, results in a TempDir of `prefix`.
+struct ForkedPoints {
+  std::string who;
+  std::string what = "points";
+  bool progress = true;
+  int jobs = 0;
+  std::string prefix = "vitsim-";
+};
+
+// Runs result_of(i) for i in 0..count-1, each in a forked child, and returns what each returned, in
+// order. A child whose result_of throws hands back {"error": what()}, which the parent throws as an Error;
+// a child that dies (or writes nothing) is an Error "NAME: the simulation process ..." with name_of(i).
+std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
+                                          const std::function<nlohmann::json(size_t)>& result_of,
+                                          const std::function<std::string(size_t)>& name_of);
 
 // Ends a child of run_forked: writes `payload` to `out_path` atomically, then exits (status 4 when the
 // file cannot be written, 0 otherwise).
