@@ -6,24 +6,19 @@
 #include <cmath>
 #include <numeric>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 
 namespace vitsim {
 
-const char* framework_name(Framework f) {
-  switch (f) {
-    case Framework::Vitsim: return "vitsim";
-    case Framework::DeepSpeed: return "deepspeed";
-    case Framework::Ddp: return "ddp";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<Framework, 3> kFrameworks{
+    {{Framework::Vitsim, "vitsim"}, {Framework::DeepSpeed, "deepspeed"}, {Framework::Ddp, "ddp"}}};
+}  // namespace
 
-Framework parse_framework(const std::string& name) {
-  for (Framework f : {Framework::Vitsim, Framework::DeepSpeed, Framework::Ddp})
-    if (name == framework_name(f)) return f;
-  throw Error(fmt::format("unknown framework '{}'; valid: vitsim, deepspeed, ddp", name));
-}
+const char* framework_name(Framework f) { return name_of(kFrameworks, f); }
+
+Framework parse_framework(const std::string& name) { return value_of(kFrameworks, name, "framework"); }
 
 std::vector<double> parameter_tensors(const ViTConfig& m) {
   const double d = m.width, h = m.mlp_hidden(), P = static_cast<double>(m.patch) * m.patch * m.channels;

@@ -5,65 +5,60 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 
 namespace vitsim {
 
-const char* op_class_name(OpClass c) {
-  switch (c) {
-    case OpClass::Gemm: return "gemm";
-    case OpClass::AttnMatmul: return "attn_matmul";
-    case OpClass::Memory: return "memory";
-    case OpClass::Norm: return "norm";
-  }
-  return "?";
-}
-
-OpClass parse_op_class(const std::string& name) {
-  for (OpClass c : {OpClass::Gemm, OpClass::AttnMatmul, OpClass::Memory, OpClass::Norm})
-    if (name == op_class_name(c)) return c;
-  throw Error(fmt::format("unknown op class '{}'; valid: gemm, attn_matmul, memory, norm", name));
-}
-
 namespace {
-constexpr const char* kKindNames[kOpKinds] = {"none",          "strided", "reduce", "softmax", "softmax_bwd", "layer_norm",
-                                              "layer_norm_bwd", "gelu",    "gelu_bwd", "conv",   "conv_wgrad"};
+constexpr EnumNames<OpClass, 4> kOpClasses{{{OpClass::Gemm, "gemm"},
+                                            {OpClass::AttnMatmul, "attn_matmul"},
+                                            {OpClass::Memory, "memory"},
+                                            {OpClass::Norm, "norm"}}};
+constexpr EnumNames<OpKind, kOpKinds> kKinds{{{OpKind::None, "none"},
+                                              {OpKind::Strided, "strided"},
+                                              {OpKind::Reduce, "reduce"},
+                                              {OpKind::Softmax, "softmax"},
+                                              {OpKind::SoftmaxBwd, "softmax_bwd"},
+                                              {OpKind::LayerNorm, "layer_norm"},
+                                              {OpKind::LayerNormBwd, "layer_norm_bwd"},
+                                              {OpKind::Gelu, "gelu"},
+                                              {OpKind::GeluBwd, "gelu_bwd"},
+                                              {OpKind::Conv, "conv"},
+                                              {OpKind::ConvWgrad, "conv_wgrad"}}};
+constexpr EnumNames<Pass, 3> kPasses{{{Pass::Fwd, "fwd"}, {Pass::Bwd, "bwd"}, {Pass::Step, "step"}}};
+constexpr EnumNames<AttentionPath, 2> kAttentionPaths{{{AttentionPath::Math, "math"}, {AttentionPath::Fused, "fused"}}};
 }  // namespace
 
-const char* op_kind_name(OpKind k) { return kKindNames[static_cast<int>(k)]; }
+const char* op_class_name(OpClass c) { return name_of(kOpClasses, c); }
 
-OpKind parse_op_kind(const std::string& name) {
-  for (int i = 0; i < kOpKinds; ++i)
-    if (name == kKindNames[i]) return static_cast<OpKind>(i);
-  std::string valid;
-  for (int i = 0; i < kOpKinds; ++i) valid += (i ? ", " : "") + std::string(kKindNames[i]);
-  throw Error(fmt::format("unknown op kind '{}'; valid: {}", name, valid));
-}
+OpClass parse_op_class(const std::string& name) { return value_of(kOpClasses, name, "op class"); }
+
+const char* op_kind_name(OpKind k) { return name_of(kKinds, k); }
+
+OpKind parse_op_kind(const std::string& name) { return value_of(kKinds, name, "op kind"); }
 
 bool is_conv(OpKind k) { return k == OpKind::Conv || k == OpKind::ConvWgrad; }
 
-const char* pass_name(Pass p) {
-  switch (p) {
-    case Pass::Fwd: return "fwd";
-    case Pass::Bwd: return "bwd";
-    case Pass::Step: return "step";
-  }
-  return "?";
-}
+const char* pass_name(Pass p) { return name_of(kPasses, p); }
 
-const char* attention_path_name(AttentionPath a) { return a == AttentionPath::Math ? "math" : "fused"; }
+const char* attention_path_name(AttentionPath a) { return name_of(kAttentionPaths, a); }
 
-AttentionPath parse_attention_path(const std::string& name) {
-  if (name == "math") return AttentionPath::Math;
-  if (name == "fused") return AttentionPath::Fused;
-  throw Error(fmt::format("unknown attention path '{}'; valid: math, fused", name));
-}
+AttentionPath parse_attention_path(const std::string& name) { return value_of(kAttentionPaths, name, "attention path"); }
 
-Op matmul_op(std::string name, Pass pass, OpClass cls, double batch, double m, double n, double k, double elem_bytes) {
+namespace {
+// The fields every op has: its name, pass and class.
+Op named_op(std::string name, Pass pass, OpClass cls) {
   Op op;
   op.name = std::move(name);
   op.pass = pass;
   op.cls = cls;
+  return op;
+}
+}  // namespace
+
+Op matmul_op(std::string name, Pass pass, OpClass cls, double batch, double m, double n, double k, double elem_bytes) {
+  Op op = named_op(std::move(name), pass, cls);
   op.batch = batch;
   op.m = m;
   op.n = n;
@@ -74,10 +69,7 @@ Op matmul_op(std::string name, Pass pass, OpClass cls, double batch, double m, d
 }
 
 Op memory_op(std::string name, Pass pass, double bytes, int kernels, OpClass cls) {
-  Op op;
-  op.name = std::move(name);
-  op.pass = pass;
-  op.cls = cls;
+  Op op = named_op(std::move(name), pass, cls);
   op.bytes = bytes;
   op.kernels = kernels;
   return op;

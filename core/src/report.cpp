@@ -110,11 +110,12 @@ std::string report_scenario_id(const Report& r) {
   return "sha256:" + sha256_hex(ids);
 }
 
+json json_file_head(const std::string& schema, const std::string& kind) {
+  return {{"schema", schema}, {"kind", kind}, {"vitsim_version", vitsim_version()}};
+}
+
 std::string report_to_json(const Report& r) {
-  json j;
-  j["schema"] = "vitsim.report/2";
-  j["kind"] = r.kind();
-  j["vitsim_version"] = vitsim_version();
+  json j = json_file_head("vitsim.report/2", r.kind());
   j["scenario"] = r.scenario;
   j["scenario_id"] = report_scenario_id(r);
   j["source"] = r.source;

@@ -8,18 +8,18 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace vitsim {
 
-const char* trace_track_name(TraceTrack t) {
-  switch (t) {
-    case TraceTrack::Compute: return "compute";
-    case TraceTrack::Comm: return "comm";
-    case TraceTrack::Data: return "data";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<TraceTrack, 3> kTracks{
+    {{TraceTrack::Compute, "compute"}, {TraceTrack::Comm, "comm"}, {TraceTrack::Data, "data"}}};
+}  // namespace
+
+const char* trace_track_name(TraceTrack t) { return name_of(kTracks, t); }
 
 std::string trace_fwd(const std::string& layer) { return "fwd " + layer; }
 std::string trace_bwd(const std::string& layer) { return "bwd " + layer; }
@@ -124,8 +124,11 @@ RankList parse_rank_list(const std::string& text) {
     auto number = [&](const std::string& s) -> int {
       if (s.empty() || !std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }))
         throw fail(fmt::format("'{}' is not a rank (a whole number >= 0)", s));
-      if (s.size() > 8 || std::stol(s) > kMaxRank) throw fail(fmt::format("rank {} is above {}", s, kMaxRank));
-      return static_cast<int>(std::stol(s));
+      try {
+        return static_cast<int>(units::parse_integer(s, 0, kMaxRank));  // core's one strict reader
+      } catch (const Error&) {
+        throw fail(fmt::format("rank {} is above {}", echo(s), kMaxRank));
+      }
     };
     const size_t dash = part.find('-');
     if (dash == 0) throw fail(fmt::format("'{}' is not a rank (ranks are whole numbers >= 0)", part));

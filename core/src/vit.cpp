@@ -7,26 +7,20 @@
 #include <numeric>
 #include <optional>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
 
-const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::FP16: return "fp16";
-    case Precision::BF16: return "bf16";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<Precision, 3> kPrecisions{
+    {{Precision::FP32, "fp32"}, {Precision::FP16, "fp16"}, {Precision::BF16, "bf16"}}};
+}  // namespace
 
-Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return Precision::FP32;
-  if (name == "fp16") return Precision::FP16;
-  if (name == "bf16") return Precision::BF16;
-  throw Error(fmt::format("unknown precision '{}'; valid: fp32, fp16, bf16", name));
-}
+const char* precision_name(Precision p) { return name_of(kPrecisions, p); }
+
+Precision parse_precision(const std::string& name) { return value_of(kPrecisions, name, "precision"); }
 
 int precision_bytes(Precision p) { return p == Precision::FP32 ? 4 : 2; }
 

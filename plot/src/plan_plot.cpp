@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/suggest.hpp"
 #include "vitsim/core/units.hpp"
@@ -19,14 +20,7 @@ const std::vector<KindName<PlanKind>>& plan_kinds() {
   return k;
 }
 
-PlanKind parse_plan_kind(const std::string& name) {
-  std::string valid;
-  for (const auto& k : plan_kinds()) {
-    if (name == k.name) return k.kind;
-    valid += (valid.empty() ? "" : ", ") + std::string(k.name);
-  }
-  throw Error(fmt::format("unknown plan plot kind '{}'; valid: {}", name, valid));
-}
+PlanKind parse_plan_kind(const std::string& name) { return value_of(plan_kinds(), name, "plan plot kind"); }
 
 std::vector<std::string> plot_kind_names() {
   std::vector<std::string> out;

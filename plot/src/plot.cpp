@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
@@ -28,20 +29,9 @@ const std::vector<KindName<Kind>>& report_kinds() {
   return k;
 }
 
-Kind parse_kind(const std::string& name) {
-  std::string valid;
-  for (const auto& k : report_kinds()) {
-    if (name == k.name) return k.kind;
-    valid += (valid.empty() ? "" : ", ") + std::string(k.name);
-  }
-  throw Error(fmt::format("unknown plot kind '{}'; valid: {}", name, valid));
-}
+Kind parse_kind(const std::string& name) { return value_of(report_kinds(), name, "plot kind"); }
 
-const char* kind_name(Kind kind) {
-  for (const auto& k : report_kinds())
-    if (k.kind == kind) return k.name;
-  return "?";
-}
+const char* kind_name(Kind kind) { return name_of(report_kinds(), kind); }
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "vitsim/core/enum_names.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/transport.hpp"
 #include "vitsim/sim/platform_build.hpp"
@@ -12,14 +13,12 @@ namespace sg4 = simgrid::s4u;
 
 namespace vitsim::sim {
 
-const char* coll_op_name(CollOp op) {
-  switch (op) {
-    case CollOp::AllReduce: return "allreduce";
-    case CollOp::ReduceScatter: return "reduce_scatter";
-    case CollOp::AllGather: return "allgather";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumNames<CollOp, 3> kCollOps{
+    {{CollOp::AllReduce, "allreduce"}, {CollOp::ReduceScatter, "reduce_scatter"}, {CollOp::AllGather, "allgather"}}};
+}  // namespace
+
+const char* coll_op_name(CollOp op) { return name_of(kCollOps, op); }
 
 std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts) {
   for (const LinkFacts& l : facts.links) {

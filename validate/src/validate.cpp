@@ -120,10 +120,7 @@ std::string to_table(const Validation& v) {
 }
 
 std::string to_json(const Validation& v) {
-  json j;
-  j["schema"] = "vitsim.validation/2";
-  j["kind"] = "validation";
-  j["vitsim_version"] = vitsim_version();
+  json j = json_file_head("vitsim.validation/2", "validation");
   j["scenario"] = v.scenario;
   j["scenario_id"] = v.scenario_id;
   j["tolerance"] = v.tolerance;
