@@ -118,6 +118,10 @@ TEST_CASE("catalogue: a figure without its unit or an entry without a source is 
                     "\"source\": \"\""),
              Catch::Contains("has no source"));
   CHECK_THAT(broken("\"aliases\": [\"tesla-p4\"]", "\"aliases\": [\"t-4\"]"), Catch::Contains("not unique"));
+  // Power fractions go through core's strict reader (std::atof read "0.15x" as 0.15 and "x" as 0).
+  for (const char* bad : {"0.15x", "x", "inf", "1.5", "0"})
+    CHECK_THAT(broken("\"gpu_idle_power_fraction\": {\"value\": \"0.15\"", std::string("\"gpu_idle_power_fraction\": {\"value\": \"") + bad + "\""),
+               Catch::Contains(fmt::format("cat.json: defaults.gpu_idle_power_fraction: '{}' must be a fraction of the TDP in (0, 1]", bad)));
 }
 
 TEST_CASE("catalogue: names resolve as users type them and unknown ones list the known and the nearest", "[platform][catalogue]") {

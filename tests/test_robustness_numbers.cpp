@@ -165,6 +165,10 @@ std::vector<BadInput> cases() {
        "vitsim: error: q.xml:5: bad cluster radical '0-19999999'; expected e.g. 0-7 or 0-3,8 (at most 10,000,000 hosts)"},
       {"platform", "a cluster radical with trailing text (std::stol read it as 0-1)", {{"q.xml", kHead + "<zone id=\"z\" routing=\"Full\">\n<cluster id=\"c\" prefix=\"c-\" suffix=\"\" radical=\"0-1x\" speed=\"1Gf\" bw=\"1GBps\" lat=\"1us\">" + gpu() + "</cluster>\n</zone></platform>\n"}, {"s.xml", one}}, Q,
        "vitsim: error: q.xml:5: bad cluster radical '0-1x'; expected e.g. 0-7 or 0-3,8 (at most 10,000,000 hosts)"},
+      {"platform", "a GEMM tile of seven digits (std::stoi read the digits)", {{"q.xml", one_gpu("<prop id=\"gpu_gemm_tile\" value=\"1234567x8\"/>\n")}, {"s.xml", one}}, Q,
+       "vitsim: error: q.xml:7: property gpu_gemm_tile: '1234567x8' is not MxN with two positive integers, e.g. 128x128"},
+      {"sizes", "a traced rank of 20 digits (std::stol read it)", {{"s.xml", one}}, "predict s.xml --trace t.json --trace-ranks 0,99999999999999999999",
+       "vitsim: error: --trace-ranks '0,99999999999999999999': rank 99999999999999999999 is above 16777215 (expected ranks and ranges such as 0,3,8-15)", 2},
       // What passes the checks and still aborts SimGrid is contained: one line from its last words.
       {"platform", "SimGrid aborts (a pstate beyond the host's speeds): contained", {{"q.xml", one_gpu("", "speed=\"1Gf\" pstate=\"5\"")}, {"s.xml", one}}, Q,
        "vitsim: error: q.xml: SimGrid cannot load the platform: it crashed (Aborted): Invalid parameters for CPU h (pstate 5 >= length of pstates 1). Please fix your platform file, or your call to change the pstate."},

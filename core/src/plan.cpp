@@ -200,136 +200,164 @@ std::string infeasible_reason(const PlanResult& plan) {
                      count_noun(static_cast<long long>(plan.points.size()), "point"), list);
 }
 
-std::vector<std::string> explain_plan(const PlanResult& plan) {
-  std::vector<std::string> out;
-  const PlanPoint* top = nullptr;
+namespace {
+
+// The point ranked first (rank_plan gives each rank once), or none.
+const PlanPoint* top_pick(const PlanResult& plan) {
   for (const auto& p : plan.points)
-    if (p.rank == 1) top = &p;
-  if (!top) {
-    std::string why = infeasible_reason(plan);
-    if (!why.empty()) why[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(why[0])));
-    out.push_back(why + ".");
-    return out;
-  }
-  const ReportPoint& r = top->result;
+    if (p.rank == 1) return &p;
+  return nullptr;
+}
+
+// The top pick's settings, time and cost, energy, what bounds its step and its memory.
+void explain_top(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
+  const ReportPoint& r = top.result;
   const Breakdown& b = r.breakdown_s;
   const double step = r.step_time_s.mean;
   int feasible = 0;
   for (const auto& p : plan.points) feasible += p.rank > 0;
   out.push_back(fmt::format("Top pick ({} of {} feasible points, by {}): {}. {} epoch{} in {}, {}, {:.0f} images/s{}.",
-                            1, feasible, plan.objective, settings_text(*top), plan.epochs, plan.epochs == 1 ? "" : "s",
-                            units::format_time(top->time_to_train_s), cost_text(plan, top->cost), r.throughput_img_s,
+                            1, feasible, plan.objective, settings_text(top), plan.epochs, plan.epochs == 1 ? "" : "s",
+                            units::format_time(top.time_to_train_s), cost_text(plan, top.cost), r.throughput_img_s,
                             r.scaling_efficiency >= 0 ? fmt::format(", {:.0f}% scaling efficiency", 100 * r.scaling_efficiency) : ""));
   if (r.energy.known())
-    out.push_back(fmt::format("Energy: {:.4g} kWh for {} (GPUs busy {:.0f}% of the time){}.", top->energy_kwh,
+    out.push_back(fmt::format("Energy: {:.4g} kWh for {} (GPUs busy {:.0f}% of the time){}.", top.energy_kwh,
                               count_noun(plan.epochs, "epoch"), 100 * r.energy.busy_fraction,
-                              plan.price_per_kwh > 0 ? fmt::format(", {:.2f} at {:g} per kWh", top->energy_cost, plan.price_per_kwh) : ""));
+                              plan.price_per_kwh > 0 ? fmt::format(", {:.2f} at {:g} per kWh", top.energy_cost, plan.price_per_kwh) : ""));
   const double compute = b.compute_fwd + b.compute_bwd;
   out.push_back(fmt::format("What bounds it: {} per step of {}: compute {:.0f}%, exposed communication {:.0f}% (of {} "
                             "in flight), data loading {:.0f}%, host-to-device {:.0f}%, optimizer {:.0f}%.",
                             r.bound, units::format_time(step), pct(compute, step), pct(b.comm_exposed, step),
                             units::format_time(b.comm_total), pct(b.data, step), pct(b.h2d, step), pct(b.optimizer, step)));
   out.push_back(fmt::format("Memory: {} of {} per GPU (activations {}, weights+gradients+optimizer {}).",
-                            units::format_bytes(top->memory_per_gpu_bytes), units::format_bytes(top->gpu_memory_bytes),
+                            units::format_bytes(top.memory_per_gpu_bytes), units::format_bytes(top.gpu_memory_bytes),
                             units::format_bytes(r.memory.activations),
                             units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
-  // What would move it: advice for the bounding term and for every other term over a fifth of the step.
-  std::vector<std::pair<double, std::string>> terms{{compute, "compute"},
-                                                    {b.comm_exposed, "exposed_comm"},
-                                                    {b.data, "data"},
-                                                    {b.h2d, "h2d"},
-                                                    {b.optimizer, "optimizer"}};
-  std::stable_sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-  for (const auto& [t, name] : terms) {
-    if (name != r.bound && !(step > 0 && t / step >= 0.2)) continue;
-    const std::string lead = name == r.bound ? "To move it" : "Also";
-    if (name == "compute")
-      out.push_back(lead + ": compute (" + fmt::format("{:.0f}%", pct(t, step)) +
-                    "): more GPUs (if the global batch allows) or faster ones (--what-if gpu:NODES=NODE|SPEC.json:TYPE); "
-                    "fp16/bf16 where the GPU has tensor cores.");
-    else if (name == "exposed_comm")
-      out.push_back(fmt::format(
-          "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient reductions per "
-          "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
-          "(--what-if link:NIC:bandwidth=...).",
-          lead, pct(t, step),
-          top->overlap ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
-                         "nothing to overlap), "
-                       : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
-                         "gradients' size, e.g. 25MB), "));
-    else if (name == "data")
-      out.push_back(fmt::format("{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
-                                "decoding (pre-resized images, a faster loader_bw).",
-                                lead, pct(t, step)));
-    else if (name == "h2d")
-      out.push_back(fmt::format("{}: host-to-device copies ({:.0f}%): pinned memory (loader.pinned=true) or a faster "
-                                "host link (--what-if link:NODE.h2d:bandwidth=...).",
-                                lead, pct(t, step)));
-    else if (name == "optimizer")
-      out.push_back(fmt::format("{}: the optimizer step ({:.0f}%): ZeRO-1 or higher splits it over the ranks.", lead,
-                                pct(t, step)));
+}
+
+// The advice for one term of the step (`percent` of it); `lead` is "To move it" or "Also".
+std::string term_advice(const std::string& name, const std::string& lead, double percent, bool overlap) {
+  if (name == "compute")
+    return lead + ": compute (" + fmt::format("{:.0f}%", percent) +
+           "): more GPUs (if the global batch allows) or faster ones (--what-if gpu:NODES=NODE|SPEC.json:TYPE); "
+           "fp16/bf16 where the GPU has tensor cores.";
+  if (name == "exposed_comm")
+    return fmt::format(
+        "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient reductions per "
+        "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
+        "(--what-if link:NIC:bandwidth=...).",
+        lead, percent,
+        overlap ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
+                  "nothing to overlap), "
+                : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
+                  "gradients' size, e.g. 25MB), ");
+  if (name == "data")
+    return fmt::format("{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
+                       "decoding (pre-resized images, a faster loader_bw).",
+                       lead, percent);
+  if (name == "h2d")
+    return fmt::format("{}: host-to-device copies ({:.0f}%): pinned memory (loader.pinned=true) or a faster "
+                       "host link (--what-if link:NODE.h2d:bandwidth=...).",
+                       lead, percent);
+  return fmt::format("{}: the optimizer step ({:.0f}%): ZeRO-1 or higher splits it over the ranks.", lead, percent);
+}
+
+// What would move it: advice for the bounding term and for every other term over a fifth of the step.
+void explain_advice(const PlanPoint& top, std::vector<std::string>& out) {
+  const ReportPoint& r = top.result;
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s.mean;
+  struct Term {
+    double seconds;
+    std::string name;
+  };
+  std::vector<Term> terms{{b.compute_fwd + b.compute_bwd, "compute"},
+                          {b.comm_exposed, "exposed_comm"},
+                          {b.data, "data"},
+                          {b.h2d, "h2d"},
+                          {b.optimizer, "optimizer"}};
+  std::stable_sort(terms.begin(), terms.end(), [](const Term& x, const Term& y) { return x.seconds > y.seconds; });
+  for (const auto& t : terms) {
+    if (t.name != r.bound && !(step > 0 && t.seconds / step >= 0.2)) continue;
+    out.push_back(term_advice(t.name, t.name == r.bound ? "To move it" : "Also", pct(t.seconds, step), top.overlap));
   }
-  // Neighbours: the same settings but one swept key, and what that changes.
+}
+
+// Whether q has the top pick's settings but another value of `key`.
+bool neighbour_in(const PlanPoint& q, const PlanPoint& top, const std::string& key) {
+  if (!q.params.count(key) || !top.params.count(key) || q.params.at(key) == top.params.at(key)) return false;
+  for (const auto& [k, v] : top.params) {
+    if (k == key || k == "grad_accum" || k == "training.grad_accum" || k == "nodes" || k == "gpus" || k == "micro_batch")
+      continue;  // accumulation may follow a fixed global batch; the rest mirror swept keys
+    auto it = q.params.find(k);
+    if (it == q.params.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+// Neighbours: the same settings but one swept key, and what that changes.
+void explain_neighbours(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
   std::vector<std::string> moves;
   for (const auto& key : varying_keys(plan)) {
     for (const auto& q : plan.points) {
-      if (q.index == top->index) continue;
-      bool neighbour = q.params.count(key) && top->params.count(key) && q.params.at(key) != top->params.at(key);
-      for (const auto& [k, v] : top->params) {
-        if (!neighbour) break;
-        if (k == key || k == "grad_accum" || k == "training.grad_accum" || k == "nodes" || k == "gpus" ||
-            k == "micro_batch")
-          continue;  // accumulation may follow a fixed global batch; the rest mirror swept keys
-        auto it = q.params.find(k);
-        if (it == q.params.end() || it->second != v) neighbour = false;
-      }
-      if (!neighbour) continue;
+      if (q.index == top.index || !neighbour_in(q, top, key)) continue;
+      const std::string time = signed_percent(pct(q.time_to_train_s - top.time_to_train_s, top.time_to_train_s) / 100);
+      const std::string cost = signed_percent(pct(q.cost - top.cost, top.cost) / 100);
       if (q.rank > 0)
-        moves.push_back(fmt::format("{}={}: {} time, {} cost", key, q.params.at(key),
-                                    signed_percent(pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s) / 100),
-                                    signed_percent(pct(q.cost - top->cost, top->cost) / 100)));
+        moves.push_back(fmt::format("{}={}: {} time, {} cost", key, q.params.at(key), time, cost));
       else if (q.simulated && q.excluded.rfind("memory", 0) != 0)
-        moves.push_back(fmt::format("{}={}: {} time, {} cost, but excluded ({})", key, q.params.at(key),
-                                    signed_percent(pct(q.time_to_train_s - top->time_to_train_s, top->time_to_train_s) / 100),
-                                    signed_percent(pct(q.cost - top->cost, top->cost) / 100), q.excluded));
+        moves.push_back(fmt::format("{}={}: {} time, {} cost, but excluded ({})", key, q.params.at(key), time, cost, q.excluded));
       else
         moves.push_back(fmt::format("{}={}: excluded ({})", key, q.params.at(key), q.excluded));
     }
   }
-  if (!moves.empty()) {
-    out.push_back("One setting changed from the top pick:");
-    const size_t shown = std::min<size_t>(moves.size(), 12);
-    for (size_t i = 0; i < shown; ++i) out.push_back("  " + moves[i]);
-    if (moves.size() > shown) out.push_back(fmt::format("  ... and {} more (--format json lists every point)", moves.size() - shown));
-  }
-  // What ZeRO unlocks: the largest micro-batch that fits per stage, among points otherwise like the top pick.
+  if (moves.empty()) return;
+  out.push_back("One setting changed from the top pick:");
+  const size_t shown = std::min<size_t>(moves.size(), 12);
+  for (size_t i = 0; i < shown; ++i) out.push_back("  " + moves[i]);
+  if (moves.size() > shown) out.push_back(fmt::format("  ... and {} more (--format json lists every point)", moves.size() - shown));
+}
+
+// What ZeRO unlocks: the largest micro-batch that fits per stage, among points otherwise like the top pick.
+void explain_zero(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
   std::map<int, int> largest_fit;
   bool zero_swept = false;
   for (const auto& q : plan.points) {
-    if (q.zero != top->zero) zero_swept = true;
-    if (q.nodes != top->nodes || q.gpus_per_node != top->gpus_per_node || q.precision != top->precision ||
-        q.sequence_parallel != top->sequence_parallel)
+    if (q.zero != top.zero) zero_swept = true;
+    if (q.nodes != top.nodes || q.gpus_per_node != top.gpus_per_node || q.precision != top.precision ||
+        q.sequence_parallel != top.sequence_parallel)
       continue;
     if (q.memory_per_gpu_bytes <= q.gpu_memory_bytes) largest_fit[q.zero] = std::max(largest_fit[q.zero], q.micro_batch);
   }
-  if (zero_swept && largest_fit.size() > 1) {
-    std::string s = "Largest micro-batch that fits, by ZeRO stage (at the top pick's GPUs and precision):";
-    for (const auto& [z, mb] : largest_fit) s += fmt::format(" ZeRO-{} {};", z, mb);
-    s.back() = '.';
-    out.push_back(s);
+  if (!zero_swept || largest_fit.size() <= 1) return;
+  std::string s = "Largest micro-batch that fits, by ZeRO stage (at the top pick's GPUs and precision):";
+  for (const auto& [z, mb] : largest_fit) s += fmt::format(" ZeRO-{} {};", z, mb);
+  s.back() = '.';
+  out.push_back(s);
+}
+
+}  // namespace
+
+std::vector<std::string> explain_plan(const PlanResult& plan) {
+  std::vector<std::string> out;
+  const PlanPoint* top = top_pick(plan);
+  if (!top) {
+    std::string why = infeasible_reason(plan);
+    if (!why.empty()) why[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(why[0])));
+    out.push_back(why + ".");
+    return out;
   }
+  explain_top(plan, *top, out);
+  explain_advice(*top, out);
+  explain_neighbours(plan, *top, out);
+  explain_zero(plan, *top, out);
   return out;
 }
 
 std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited) {
-  auto top_of = [](const PlanResult& p) -> const PlanPoint* {
-    for (const auto& q : p.points)
-      if (q.rank == 1) return &q;
-    return nullptr;
-  };
   std::vector<std::string> out;
-  const PlanPoint* b = top_of(baseline);
-  const PlanPoint* e = top_of(edited);
+  const PlanPoint* b = top_pick(baseline);
+  const PlanPoint* e = top_pick(edited);
   std::string edits;
   for (const auto& w : edited.what_ifs) edits += (edits.empty() ? "" : "; ") + w;
   out.push_back(fmt::format("What the what-ifs change ({}):", edits.empty() ? "none" : edits));
@@ -381,10 +409,7 @@ PlanConstraints constraints_from(const detail::JsonField& f) {
 }  // namespace
 
 std::string plan_to_json(const PlanResult& plan) {
-  json j;
-  j["schema"] = "vitsim.plan/2";
-  j["kind"] = "plan";
-  j["vitsim_version"] = vitsim_version();
+  json j = json_file_head("vitsim.plan/2", "plan");
   j["plan_id"] = plan.plan_id;
   j["scenario"] = plan.scenario;
   j["provenance"] = plan.provenance;
@@ -438,9 +463,10 @@ std::string plan_to_json(const PlanResult& plan) {
   return j.dump(2) + "\n";
 }
 
-PlanResult plan_from_json(const std::string& text, const std::string& origin) {
-  const json j = detail::parse_json(text, origin);
-  const detail::JsonField top(j, origin, "");
+namespace {
+
+// Only vitsim.plan/2 is read; an older plan or another vitsim file gets a message that says what it is.
+void check_plan_schema(const json& j, const std::string& origin) {
   const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema == "vitsim.plan/1")
     throw Error(fmt::format("{}: a vitsim.plan/1 file (written before plans carried their identity): run `vitsim plan` "
@@ -452,16 +478,16 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
                               origin, what));
     throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/2\")", origin));
   }
+}
+
+// The plan's fields above its points.
+void plan_header_from(const detail::JsonField& top, PlanResult& plan) {
   if (top.at("kind").string() != "plan") top.at("kind").fail("expected \"plan\"");
-  PlanResult plan;
-  plan.origin = origin;
   plan.vitsim_version = top.at("vitsim_version").string();
   plan.plan_id = top.at("plan_id").string();
-  {
-    bool hex = plan.plan_id.size() == 7 + 64 && plan.plan_id.rfind("sha256:", 0) == 0;
-    for (size_t i = 7; hex && i < plan.plan_id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(plan.plan_id[i]));
-    if (!hex) top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
-  }
+  bool hex = plan.plan_id.size() == 7 + 64 && plan.plan_id.rfind("sha256:", 0) == 0;
+  for (size_t i = 7; hex && i < plan.plan_id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(plan.plan_id[i]));
+  if (!hex) top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
   plan.scenario = top.at("scenario").string();
   plan.provenance = top.at("provenance").string_map();
   plan.what_ifs = top.at("what_ifs").strings();
@@ -478,76 +504,100 @@ PlanResult plan_from_json(const std::string& text, const std::string& origin) {
   plan.shard_index = static_cast<int>(top.at("shard").at("index").integer(0, plan.shard_count - 1));
   plan.ranked = top.at("ranked").boolean();
   plan.explanation = top.at("explanation").strings();
+}
+
+// A point's own fields (its simulated result aside); `indices` are those read so far.
+PlanPoint plan_point_from(const detail::JsonField& pj, const PlanResult& plan, std::set<int>& indices) {
+  constexpr long long kMaxCount = std::numeric_limits<int>::max();
+  PlanPoint p;
+  p.index = static_cast<int>(pj.at("index").integer(0, plan.space_size - 1));
+  if (!indices.insert(p.index).second) pj.at("index").fail(fmt::format("point {} appears twice", p.index));
+  p.params = pj.at("params").string_map();
+  p.simulated = pj.at("simulated").boolean();
+  const long long least = p.simulated ? 1 : 0;  // a point excluded before placement has no shape
+  p.nodes = static_cast<int>(pj.at("nodes").integer(least, kMaxCount));
+  p.gpus_per_node = static_cast<int>(pj.at("gpus_per_node").integer(least, kMaxCount));
+  p.gpus = static_cast<int>(pj.at("gpus").integer(least, kMaxCount));
+  p.micro_batch = static_cast<int>(pj.at("micro_batch").integer(least, kMaxCount));
+  p.grad_accum = static_cast<int>(pj.at("grad_accum").integer(least, kMaxCount));
+  p.zero = static_cast<int>(pj.at("zero").integer(0, 3));
+  p.sequence_parallel = static_cast<int>(pj.at("sequence_parallel").integer(1, kMaxCount));
+  p.precision = pj.at("precision").string();
+  p.collective = pj.at("collective").string();
+  p.overlap = pj.at("overlap").boolean();
+  p.global_batch = pj.at("global_batch").integer(0, std::numeric_limits<long long>::max());
+  p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").non_negative("the memory per GPU");
+  p.gpu_memory_bytes = pj.at("gpu_memory_bytes").non_negative("a GPU's memory");
+  if (p.gpu_memory_bytes > kMaxMemoryPerGpuBytes)
+    pj.at("gpu_memory_bytes").fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
+  p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").string();
+  if (!p.simulated && p.excluded.empty()) pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
+  p.time_to_train_s = pj.at("time_to_train_s").non_negative("the time to train");
+  p.gpu_hours = pj.at("gpu_hours").non_negative("the GPU-hours");
+  p.cost = pj.at("cost").non_negative("the cost");
+  if (pj.has("energy_kwh") || pj.has("energy_cost")) {
+    p.energy_kwh = pj.at("energy_kwh").non_negative("an energy");
+    p.energy_cost = pj.at("energy_cost").non_negative("a cost");
+  }
+  p.pareto = pj.at("pareto").boolean();
+  p.rank = static_cast<int>(pj.at("rank").integer(0, plan.space_size));
+  return p;
+}
+
+// A ranked point's derived figures must be its result's: time to train = epochs x epoch time, and so on.
+void check_derived(const detail::JsonField& pj, const PlanPoint& p, const PlanResult& plan) {
+  const ReportPoint& r = p.result;
+  const double time = r.epoch_time_s * plan.epochs, hours = time * p.gpus / 3600.0;
+  const double cost = plan.price_per_gpu_hour > 0 ? hours * plan.price_per_gpu_hour : hours;
+  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12; };
+  if (!same(p.time_to_train_s, time))
+    pj.at("time_to_train_s").fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
+                                              plan.epochs, r.epoch_time_s));
+  if (!same(p.gpu_hours, hours))
+    pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
+  if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
+  const double kwh = r.energy.known() ? r.energy.epoch_kwh * plan.epochs : 0;
+  if (!same(p.energy_kwh, kwh))
+    pj.at(pj.has("energy_kwh") ? "energy_kwh" : "result")
+        .fail(fmt::format("{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh", p.energy_kwh, kwh));
+  if (!same(p.energy_cost, kwh * plan.price_per_kwh))
+    pj.at("energy_cost").fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
+                                          kwh * plan.price_per_kwh));
+}
+
+// A simulated point's result, which must agree with the point's own fields.
+void plan_result_from(const detail::JsonField& pj, PlanPoint& p, const PlanResult& plan) {
+  p.result = report_point_from_json(pj.at("result").raw(), plan.origin, pj.pointer() + "/result", false);
+  const ReportPoint& r = p.result;
+  if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch || r.grad_accum != p.grad_accum ||
+      r.global_batch != p.global_batch)
+    pj.at("result").fail("the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the point's");
+  if (p.gpus != p.nodes * p.gpus_per_node)
+    pj.at("gpus").fail(fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
+  if (std::fabs(p.memory_per_gpu_bytes - r.memory_per_gpu_bytes) > 1e-6 * r.memory_per_gpu_bytes + 1)
+    pj.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}",
+                                                   p.memory_per_gpu_bytes, r.memory_per_gpu_bytes));
+  if (plan.ranked) check_derived(pj, p, plan);
+}
+
+}  // namespace
+
+PlanResult plan_from_json(const std::string& text, const std::string& origin) {
+  const json j = detail::parse_json(text, origin);
+  const detail::JsonField top(j, origin, "");
+  check_plan_schema(j, origin);
+  PlanResult plan;
+  plan.origin = origin;
+  plan_header_from(top, plan);
   const detail::JsonField points = top.at("points");
   std::set<int> indices;
-  constexpr long long kMaxCount = std::numeric_limits<int>::max();
   for (size_t i = 0, n = points.size(); i < n; ++i) {
     const detail::JsonField pj = points[i];
-    PlanPoint p;
-    p.index = static_cast<int>(pj.at("index").integer(0, plan.space_size - 1));
-    if (!indices.insert(p.index).second) pj.at("index").fail(fmt::format("point {} appears twice", p.index));
-    p.params = pj.at("params").string_map();
-    p.simulated = pj.at("simulated").boolean();
-    const long long least = p.simulated ? 1 : 0;  // a point excluded before placement has no shape
-    p.nodes = static_cast<int>(pj.at("nodes").integer(least, kMaxCount));
-    p.gpus_per_node = static_cast<int>(pj.at("gpus_per_node").integer(least, kMaxCount));
-    p.gpus = static_cast<int>(pj.at("gpus").integer(least, kMaxCount));
-    p.micro_batch = static_cast<int>(pj.at("micro_batch").integer(least, kMaxCount));
-    p.grad_accum = static_cast<int>(pj.at("grad_accum").integer(least, kMaxCount));
-    p.zero = static_cast<int>(pj.at("zero").integer(0, 3));
-    p.sequence_parallel = static_cast<int>(pj.at("sequence_parallel").integer(1, kMaxCount));
-    p.precision = pj.at("precision").string();
-    p.collective = pj.at("collective").string();
-    p.overlap = pj.at("overlap").boolean();
-    p.global_batch = pj.at("global_batch").integer(0, std::numeric_limits<long long>::max());
-    p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").non_negative("the memory per GPU");
-    p.gpu_memory_bytes = pj.at("gpu_memory_bytes").non_negative("a GPU's memory");
-    if (p.gpu_memory_bytes > kMaxMemoryPerGpuBytes)
-      pj.at("gpu_memory_bytes").fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
-    p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").string();
-    if (!p.simulated && p.excluded.empty())
-      pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
-    p.time_to_train_s = pj.at("time_to_train_s").non_negative("the time to train");
-    p.gpu_hours = pj.at("gpu_hours").non_negative("the GPU-hours");
-    p.cost = pj.at("cost").non_negative("the cost");
-    if (pj.has("energy_kwh") || pj.has("energy_cost")) {
-      p.energy_kwh = pj.at("energy_kwh").non_negative("an energy");
-      p.energy_cost = pj.at("energy_cost").non_negative("a cost");
-    }
-    p.pareto = pj.at("pareto").boolean();
-    p.rank = static_cast<int>(pj.at("rank").integer(0, plan.space_size));
-    if (p.simulated) {
-      p.result = report_point_from_json(pj.at("result").raw(), origin, pj.pointer() + "/result", false);
-      const ReportPoint& r = p.result;
-      if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch || r.grad_accum != p.grad_accum ||
-          r.global_batch != p.global_batch)
-        pj.at("result").fail("the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the point's");
-      if (p.gpus != p.nodes * p.gpus_per_node)
-        pj.at("gpus").fail(fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
-      if (std::fabs(p.memory_per_gpu_bytes - r.memory_per_gpu_bytes) > 1e-6 * r.memory_per_gpu_bytes + 1)
-        pj.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}",
-                                                       p.memory_per_gpu_bytes, r.memory_per_gpu_bytes));
-      if (plan.ranked) {  // derived figures must be the result's: time to train = epochs x epoch time, and so on
-        const double time = r.epoch_time_s * plan.epochs, hours = time * p.gpus / 3600.0;
-        const double cost = plan.price_per_gpu_hour > 0 ? hours * plan.price_per_gpu_hour : hours;
-        auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12; };
-        if (!same(p.time_to_train_s, time))
-          pj.at("time_to_train_s").fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
-                                                    plan.epochs, r.epoch_time_s));
-        if (!same(p.gpu_hours, hours))
-          pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
-        if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
-        const double kwh = r.energy.known() ? r.energy.epoch_kwh * plan.epochs : 0;
-        if (!same(p.energy_kwh, kwh))
-          pj.at(pj.has("energy_kwh") ? "energy_kwh" : "result").fail(fmt::format(
-              "{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh", p.energy_kwh, kwh));
-        if (!same(p.energy_cost, kwh * plan.price_per_kwh))
-          pj.at("energy_cost").fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
-                                                kwh * plan.price_per_kwh));
-      }
-    } else if (!pj.at("result").is_null()) {
+    PlanPoint p = plan_point_from(pj, plan, indices);
+    if (p.simulated)
+      plan_result_from(pj, p, plan);
+    else if (!pj.at("result").is_null())
       pj.at("result").fail("a point that was not simulated has no result (expected null)");
-    }
     plan.points.push_back(std::move(p));
   }
   if (plan.ranked && plan.shard_count > 1) top.at("ranked").fail("a shard's points are unranked; this one says ranked");

@@ -161,9 +161,13 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
     // "MxN": two positive integers.
     const auto x = tile->find('x');
     auto whole = [](const std::string& t, int& out) {
-      if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) return false;
-      out = std::stoi(t);
-      return out >= 1;
+      if (t.find_first_not_of("0123456789") != std::string::npos) return false;  // no sign, no spaces
+      try {
+        out = static_cast<int>(units::parse_integer(t, 1, 999999));  // core's one strict reader
+      } catch (const Error&) {
+        return false;
+      }
+      return true;
     };
     if (x == std::string::npos || !whole(tile->substr(0, x), g.tile_m) || !whole(tile->substr(x + 1), g.tile_n))
       throw Error(r.origin("gpu_gemm_tile"),

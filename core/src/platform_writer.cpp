@@ -91,6 +91,14 @@ struct Json {
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw Error(Origin{file, 0}, where.empty() ? what : where + ": " + what);
   }
+  // The file's JSON, its key order kept; malformed JSON fails naming the file.
+  ojson parse(const std::string& text) const {
+    try {
+      return ojson::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      fail("", e.what());
+    }
+  }
   void keys(const ojson& j, const std::string& where, const std::vector<std::string>& valid) const {
     if (!j.is_object()) fail(where, "expected an object");
     for (auto it = j.begin(); it != j.end(); ++it)
@@ -166,22 +174,16 @@ Catalogue parse_catalogue(const std::string& json_text, const std::string& origi
 }
 
 namespace {
-Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin) {
-  const Json js{origin};
-  ojson j;
-  try {
-    j = ojson::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    js.fail("", e.what());
-  }
-  js.keys(j, "", {"format", "about", "defaults", "architectures", "gpus", "links"});
-  if (j.value("format", "") != "vitsim.catalogue/1") js.fail("format", "expected \"vitsim.catalogue/1\"");
-  Catalogue cat;
+
+void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("defaults").begin(); it != j.at("defaults").end(); ++it) {
     const std::string where = "defaults." + it.key();
     js.keys(it.value(), where, {"value", "source"});
     cat.defaults.push_back({it.key(), js.text(it.value().at("value"), where), require_source(js, it.value(), where)});
   }
+}
+
+void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
     js.keys(it.value(), where, {"gemm_efficiency", "mem_efficiency", "source"});
@@ -200,116 +202,151 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
     if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1)) js.fail(where + ".mem_efficiency", "must be in (0, 1]");
     cat.archs[a.name] = a;
   }
-  std::set<std::string> seen;
-  auto unique = [&](const std::string& name, const std::string& where) {
-    if (!seen.insert(normalise_name(name)).second) js.fail(where, fmt::format("name '{}' is not unique", name));
-  };
+}
+
+// Names and aliases of one list (GPUs, links), unique once normalised.
+class UniqueNames {
+ public:
+  explicit UniqueNames(const Json& js) : js_(js) {}
+  void add(const std::string& name, const std::vector<std::string>& aliases, const std::string& where) {
+    one(name, where + ".name");
+    for (const auto& a : aliases) one(a, where + ".aliases");
+  }
+
+ private:
+  void one(const std::string& name, const std::string& where) {
+    if (!seen_.insert(normalise_name(name)).second) js_.fail(where, fmt::format("name '{}' is not unique", name));
+  }
+  const Json& js_;
+  std::set<std::string> seen_;
+};
+
+CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::string& where, const Catalogue& cat) {
+  js.keys(e, where, {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
+                     "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
+  CatalogueGpu g;
+  g.name = e.at("name").get<std::string>();
+  g.model = e.at("model").get<std::string>();
+  g.aliases = e.value("aliases", std::vector<std::string>{});
+  g.vendor = e.at("vendor").get<std::string>();
+  g.arch = e.at("arch").get<std::string>();
+  if (!cat.archs.count(g.arch)) js.fail(where + ".arch", fmt::format("unknown architecture '{}'", g.arch));
+  js.keys(e.at("flops"), where + ".flops", precisions());
+  for (auto f = e.at("flops").begin(); f != e.at("flops").end(); ++f)
+    if (!f.value().is_null()) g.flops[f.key()] = js.quantity(f.value(), where + ".flops." + f.key(), units::Kind::Flops);
+  for (const char* p : {"fp32", "fp16", "bf16"})
+    if (!g.flops.count(p)) js.fail(where + ".flops", fmt::format("needs {} (the rate it runs at, fp32's if no fast path)", p));
+  g.memory_sold = js.quantity(e.at("memory_sold"), where + ".memory_sold", units::Kind::Bytes);
+  g.memory = js.quantity(e.at("memory"), where + ".memory", units::Kind::Bytes);
+  g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
+  g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
+  g.tdp = e.at("tdp").get<std::string>();
+  try {
+    parse_power(g.tdp);
+  } catch (const Error&) {
+    js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
+  }
+  g.host_link = e.at("host_link").get<std::string>();
+  if (!e.at("gpu_link").is_null()) {
+    js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
+    g.gpu_link = e.at("gpu_link").at("name").get<std::string>();
+    g.gpu_link_bw = js.quantity(e.at("gpu_link").at("bw"), where + ".gpu_link.bw", units::Kind::Bandwidth);
+  }
+  g.note = e.value("note", "");
+  g.source = require_source(js, e, where);
+  return g;
+}
+
+CatalogueLink parse_catalogue_link(const Json& js, const ojson& e, const std::string& where) {
+  js.keys(e, where, {"name", "aliases", "kind", "line_rate", "effective", "transport", "source"});
+  CatalogueLink l;
+  l.name = e.at("name").get<std::string>();
+  l.aliases = e.value("aliases", std::vector<std::string>{});
+  l.kind = e.at("kind").get<std::string>();
+  l.line_rate = e.at("line_rate").get<std::string>();
+  l.effective = e.at("effective").get<std::string>();
+  // Fabrics whose rate is the GPU's (NVSwitch) and RoCE (a transport over any Ethernet speed) say so in words.
+  if (l.kind != "transport" && l.line_rate.rfind("per ", 0) != 0) {
+    js.quantity(l.line_rate, where + ".line_rate", units::Kind::Bandwidth);
+    js.quantity(l.effective, where + ".effective", units::Kind::Bandwidth);
+  }
+  l.transport = e.at("transport").get<std::string>();
+  parse_transport(l.transport, Origin{js.file, 0}, where + ".transport");
+  l.source = require_source(js, e, where);
+  return l;
+}
+
+// The defaults the writer reads must be there, and the power fractions numbers in (0, 1] (core's strict
+// reader: "0.5x" is not 0.5).
+void check_catalogue_defaults(const Json& js, const Catalogue& cat) {
+  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved",
+                        "pcie_lat", "h2d_lat", "gpu_busy_power_fraction", "gpu_idle_power_fraction"})
+    cat.default_entry(d);
+  for (const char* d : {"gpu_busy_power_fraction", "gpu_idle_power_fraction"}) {
+    const std::string& v = cat.default_value(d);
+    try {
+      units::parse_number(v, units::fraction());
+    } catch (const Error&) {
+      js.fail(std::string("defaults.") + d, fmt::format("'{}' must be a fraction of the TDP in (0, 1]", echo(v)));
+    }
+  }
+}
+
+Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin) {
+  const Json js{origin};
+  const ojson j = js.parse(json_text);
+  js.keys(j, "", {"format", "about", "defaults", "architectures", "gpus", "links"});
+  if (j.value("format", "") != "vitsim.catalogue/1") js.fail("format", "expected \"vitsim.catalogue/1\"");
+  Catalogue cat;
+  parse_catalogue_defaults(js, j, cat);
+  parse_catalogue_archs(js, j, cat);
+  UniqueNames gpu_names(js);
   for (size_t i = 0; i < j.at("gpus").size(); ++i) {
     const ojson& e = j.at("gpus")[i];
     const std::string where = fmt::format("gpus[{}] ({})", i, e.value("name", "?"));
-    js.keys(e, where, {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
-                       "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
-    CatalogueGpu g;
-    g.name = e.at("name").get<std::string>();
-    g.model = e.at("model").get<std::string>();
-    g.aliases = e.value("aliases", std::vector<std::string>{});
-    g.vendor = e.at("vendor").get<std::string>();
-    g.arch = e.at("arch").get<std::string>();
-    if (!cat.archs.count(g.arch)) js.fail(where + ".arch", fmt::format("unknown architecture '{}'", g.arch));
-    js.keys(e.at("flops"), where + ".flops", precisions());
-    for (auto f = e.at("flops").begin(); f != e.at("flops").end(); ++f)
-      if (!f.value().is_null()) g.flops[f.key()] = js.quantity(f.value(), where + ".flops." + f.key(), units::Kind::Flops);
-    for (const char* p : {"fp32", "fp16", "bf16"})
-      if (!g.flops.count(p)) js.fail(where + ".flops", fmt::format("needs {} (the rate it runs at, fp32's if no fast path)", p));
-    g.memory_sold = js.quantity(e.at("memory_sold"), where + ".memory_sold", units::Kind::Bytes);
-    g.memory = js.quantity(e.at("memory"), where + ".memory", units::Kind::Bytes);
-    g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
-    g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
-    g.tdp = e.at("tdp").get<std::string>();
-    try {
-      parse_power(g.tdp);
-    } catch (const Error&) {
-      js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
-    }
-    g.host_link = e.at("host_link").get<std::string>();
-    if (!e.at("gpu_link").is_null()) {
-      js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
-      g.gpu_link = e.at("gpu_link").at("name").get<std::string>();
-      g.gpu_link_bw = js.quantity(e.at("gpu_link").at("bw"), where + ".gpu_link.bw", units::Kind::Bandwidth);
-    }
-    g.note = e.value("note", "");
-    g.source = require_source(js, e, where);
-    unique(g.name, where + ".name");
-    for (const auto& a : g.aliases) unique(a, where + ".aliases");
+    CatalogueGpu g = parse_catalogue_gpu(js, e, where, cat);
+    gpu_names.add(g.name, g.aliases, where);
     cat.gpus.push_back(std::move(g));
   }
-  seen.clear();
+  UniqueNames link_names(js);
   for (size_t i = 0; i < j.at("links").size(); ++i) {
     const ojson& e = j.at("links")[i];
     const std::string where = fmt::format("links[{}] ({})", i, e.value("name", "?"));
-    js.keys(e, where, {"name", "aliases", "kind", "line_rate", "effective", "transport", "source"});
-    CatalogueLink l;
-    l.name = e.at("name").get<std::string>();
-    l.aliases = e.value("aliases", std::vector<std::string>{});
-    l.kind = e.at("kind").get<std::string>();
-    l.line_rate = e.at("line_rate").get<std::string>();
-    l.effective = e.at("effective").get<std::string>();
-    // Fabrics whose rate is the GPU's (NVSwitch) and RoCE (a transport over any Ethernet speed) say so in words.
-    if (l.kind != "transport" && l.line_rate.rfind("per ", 0) != 0) {
-      js.quantity(l.line_rate, where + ".line_rate", units::Kind::Bandwidth);
-      js.quantity(l.effective, where + ".effective", units::Kind::Bandwidth);
-    }
-    l.transport = e.at("transport").get<std::string>();
-    parse_transport(l.transport, Origin{origin, 0}, where + ".transport");
-    l.source = require_source(js, e, where);
-    unique(l.name, where + ".name");
-    for (const auto& a : l.aliases) unique(a, where + ".aliases");
+    CatalogueLink l = parse_catalogue_link(js, e, where);
+    link_names.add(l.name, l.aliases, where);
     cat.links.push_back(std::move(l));
   }
   for (const auto& g : cat.gpus) {
     cat.link(g.host_link);
     if (!g.gpu_link.empty()) cat.link(g.gpu_link);
   }
-  for (const char* d : {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved",
-                        "pcie_lat", "h2d_lat", "gpu_busy_power_fraction", "gpu_idle_power_fraction"})
-    cat.default_entry(d);
-  for (const char* d : {"gpu_busy_power_fraction", "gpu_idle_power_fraction"}) {
-    const double v = std::atof(cat.default_value(d).c_str());
-    if (!(v > 0 && v <= 1)) js.fail(std::string("defaults.") + d, "must be a fraction of the TDP in (0, 1]");
-  }
+  check_catalogue_defaults(js, cat);
   return cat;
 }
+
+// A catalogue entry (a GPU, a link) by its name or an alias as users type them (normalise_name); an unknown
+// name is an error that lists the known ones and the nearest.
+template <typename Entry>
+const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what, const char* list_flag) {
+  const std::string n = normalise_name(name);
+  for (const auto& e : entries) {
+    if (normalise_name(e.name) == n) return e;
+    for (const auto& a : e.aliases)
+      if (normalise_name(a) == n) return e;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> names;
+  std::vector<std::string> known;
+  for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
+  const std::string near = closest(name, names);
+  throw Error(fmt::format("unknown {} '{}'{}; known: {} (vitsim platform {})", what, name,
+                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known), list_flag));
+}
+
 }  // namespace
 
-const CatalogueGpu& Catalogue::gpu(const std::string& name) const {
-  const std::string n = normalise_name(name);
-  for (const auto& g : gpus) {
-    if (normalise_name(g.name) == n) return g;
-    for (const auto& a : g.aliases)
-      if (normalise_name(a) == n) return g;
-  }
-  std::vector<std::pair<std::string, std::vector<std::string>>> names;
-  std::vector<std::string> known;
-  for (const auto& g : gpus) names.push_back({g.name, g.aliases}), known.push_back(g.name);
-  const std::string near = closest(name, names);
-  throw Error(fmt::format("unknown GPU '{}'{}; known: {} (vitsim platform --list-gpus)", name,
-                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known)));
-}
+const CatalogueGpu& Catalogue::gpu(const std::string& name) const { return find_entry(gpus, name, "GPU", "--list-gpus"); }
 
-const CatalogueLink& Catalogue::link(const std::string& name) const {
-  const std::string n = normalise_name(name);
-  for (const auto& l : links) {
-    if (normalise_name(l.name) == n) return l;
-    for (const auto& a : l.aliases)
-      if (normalise_name(a) == n) return l;
-  }
-  std::vector<std::pair<std::string, std::vector<std::string>>> names;
-  std::vector<std::string> known;
-  for (const auto& l : links) names.push_back({l.name, l.aliases}), known.push_back(l.name);
-  const std::string near = closest(name, names);
-  throw Error(fmt::format("unknown link '{}'{}; known: {} (vitsim platform --list-links)", name,
-                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known)));
-}
+const CatalogueLink& Catalogue::link(const std::string& name) const { return find_entry(links, name, "link", "--list-links"); }
 
 const CatalogueArch& Catalogue::arch_of(const CatalogueGpu& g) const { return archs.at(g.arch); }
 
@@ -328,7 +365,7 @@ const Catalogue& builtin_catalogue() {
 namespace {
 // A GPU's power for the energy model (core/energy.hpp): the catalogue's fraction `which` of its TDP, in watts.
 std::string catalogue_power(const Catalogue& cat, const CatalogueGpu& g, const char* which) {
-  return fmt::format("{:g}W", std::atof(cat.default_value(which).c_str()) * parse_power(g.tdp));
+  return fmt::format("{:g}W", units::parse_number(cat.default_value(which), units::fraction()) * parse_power(g.tdp));
 }
 }  // namespace
 
@@ -414,6 +451,24 @@ std::string parse_topology_kind(const std::string& name) {
                           "--pod-nodes); not yet: dragonfly, torus", name));
 }
 
+const CatalogueLink* catalogue_nic(const std::string& speed, const Catalogue& cat) {
+  try {
+    units::parse(speed, units::Kind::Bandwidth);
+    return nullptr;
+  } catch (const Error&) {
+  }
+  const CatalogueLink* l = nullptr;
+  try {
+    l = &cat.link(speed);
+  } catch (const Error& e) {
+    throw Error(fmt::format("neither a rate with its unit (\"400Gbps\") nor a catalogue NIC: {}", e.what()));
+  }
+  if (l->kind != "nic")
+    throw Error(fmt::format("'{}' is {} link, not a NIC; NICs: 1gbe ... 400gbe, edr, hdr, ndr, xdr, or a rate (\"400Gbps\")",
+                            l->name, l->kind == "intranode" ? "an intranode" : "a " + l->kind));
+  return l;
+}
+
 namespace {
 
 void parse_pcie(const Json& js, const ojson& j, const std::string& where, PcieSpec& p) {
@@ -442,22 +497,15 @@ void parse_nic(const Json& js, const ojson& j, const std::string& where, NicSpec
   if (j.contains("count")) n.count = js.integer(j["count"], where + ".count", 1, 64);
   if (j.contains("speed")) {
     const std::string s = js.text(j["speed"], where + ".speed");
-    bool is_rate = true;
+    const CatalogueLink* l = nullptr;
     try {
-      units::parse(s, units::Kind::Bandwidth);
-    } catch (const Error&) {
-      is_rate = false;
+      l = catalogue_nic(s, cat);
+    } catch (const Error& e) {
+      js.fail(where + ".speed", fmt::format("'{}': {}", s, e.what()));
     }
-    if (is_rate) {
+    if (!l) {
       n.speed = js.quantity(j["speed"], where + ".speed", units::Kind::Bandwidth);
     } else {
-      const CatalogueLink* l = nullptr;
-      try {
-        l = &cat.link(s);
-      } catch (const Error& e) {
-        js.fail(where + ".speed", fmt::format("'{}' is neither a bandwidth (\"400Gbps\") nor a catalogue NIC: {}", s, e.what()));
-      }
-      if (l->kind != "nic") js.fail(where + ".speed", fmt::format("'{}' is not a NIC ({} link)", s, l->kind == "intranode" ? "an intranode" : "a " + l->kind));
       n.speed = l->line_rate;
       n.transport = l->transport;  // a "transport" key in the same object wins (read below)
     }
@@ -491,19 +539,9 @@ PlatformSpec parse_platform_spec(const std::string& json_text, const std::string
 }
 
 namespace {
-PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::string& path, const Catalogue& cat) {
-  const Json js{path};
-  ojson j;
-  try {
-    j = ojson::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    js.fail("", e.what());
-  }
-  js.keys(j, "", {"id", "comment", "price_per_gpu_hour", "price_per_kwh", "gpu_types", "node", "intranode", "nic", "topology",
-                  "zone_props", "nodes", "node_groups"});
-  PlatformSpec spec;
-  spec.id = j.value("id", "platform");
-  spec.comment = j.value("comment", "");
+
+// price_per_gpu_hour and price_per_kwh, kept as written in the zone's properties.
+void parse_prices(const Json& js, const ojson& j, PlatformSpec& spec) {
   if (j.contains("price_per_gpu_hour")) {
     const std::string p = js.text(j["price_per_gpu_hour"], "price_per_gpu_hour");
     try {
@@ -522,38 +560,47 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
     }
     spec.zone_props.emplace_back("price_per_kwh", p);
   }
+}
 
-  if (!j.contains("gpu_types") || j["gpu_types"].empty()) js.fail("gpu_types", "missing: name at least one GPU type");
-  for (auto it = j["gpu_types"].begin(); it != j["gpu_types"].end(); ++it) {
-    const std::string where = "gpu_types." + it.key();
-    js.keys(it.value(), where, {"catalogue", "efficiency_precision", "props", "pcie"});
-    GpuTypeSpec t;
-    t.name = it.key();
-    const std::string precision = it.value().value("efficiency_precision", "bf16");
-    if (precision != "fp32" && precision != "fp16" && precision != "bf16")
-      js.fail(where + ".efficiency_precision", fmt::format("'{}': valid: fp32, fp16, bf16", precision));
-    if (it.value().contains("catalogue")) {
-      const CatalogueGpu* g = nullptr;
-      try {
-        g = &cat.gpu(it.value()["catalogue"].get<std::string>());
-      } catch (const Error& e) {
-        js.fail(where + ".catalogue", e.what());
-      }
-      t = gpu_type_from_catalogue(cat, *g, precision);
-      t.name = it.key();
+// One entry of gpu_types: a catalogue GPU and/or its own props and PCIe figures.
+GpuTypeSpec parse_gpu_type(const Json& js, const std::string& name, const ojson& e, const Catalogue& cat) {
+  const std::string where = "gpu_types." + name;
+  js.keys(e, where, {"catalogue", "efficiency_precision", "props", "pcie"});
+  GpuTypeSpec t;
+  t.name = name;
+  const std::string precision = e.value("efficiency_precision", "bf16");
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+    js.fail(where + ".efficiency_precision", fmt::format("'{}': valid: fp32, fp16, bf16", precision));
+  if (e.contains("catalogue")) {
+    const CatalogueGpu* g = nullptr;
+    try {
+      g = &cat.gpu(e["catalogue"].get<std::string>());
+    } catch (const Error& err) {
+      js.fail(where + ".catalogue", err.what());
     }
-    if (it.value().contains("pcie")) parse_pcie(js, it.value()["pcie"], where + ".pcie", t.pcie);
-    if (it.value().contains("props"))
-      for (const auto& [k, v] : js.props(it.value()["props"], where + ".props")) set_prop(t.props, k, v);
-    if (!find_prop(t.props, "gpu_flops_fp32"))
-      js.fail(where, "names no catalogue GPU (\"catalogue\": \"h100-sxm\") and gives no gpu_flops_fp32 in props");
-    if (t.pcie.bw.empty() || t.pcie.h2d_bw.empty()) js.fail(where, "needs pcie.bw and pcie.h2d_bw (no catalogue GPU to take them from)");
-    if (t.pcie.lat.empty()) t.pcie.lat = cat.default_value("pcie_lat");
-    if (t.pcie.h2d_lat.empty()) t.pcie.h2d_lat = cat.default_value("h2d_lat");
-    spec.gpu_types[t.name] = std::move(t);
+    t = gpu_type_from_catalogue(cat, *g, precision);
+    t.name = name;
   }
+  if (e.contains("pcie")) parse_pcie(js, e["pcie"], where + ".pcie", t.pcie);
+  if (e.contains("props"))
+    for (const auto& [k, v] : js.props(e["props"], where + ".props")) set_prop(t.props, k, v);
+  if (!find_prop(t.props, "gpu_flops_fp32"))
+    js.fail(where, "names no catalogue GPU (\"catalogue\": \"h100-sxm\") and gives no gpu_flops_fp32 in props");
+  if (t.pcie.bw.empty() || t.pcie.h2d_bw.empty()) js.fail(where, "needs pcie.bw and pcie.h2d_bw (no catalogue GPU to take them from)");
+  if (t.pcie.lat.empty()) t.pcie.lat = cat.default_value("pcie_lat");
+  if (t.pcie.h2d_lat.empty()) t.pcie.h2d_lat = cat.default_value("h2d_lat");
+  return t;
+}
 
-  Props node_props;
+// What every node has unless it says otherwise: "node" props, "intranode" and "nic".
+struct NodeDefaults {
+  Props props;
+  FabricSpec fabric;
+  NicSpec nic;
+};
+
+NodeDefaults parse_node_defaults(const Json& js, const ojson& j, const Catalogue& cat) {
+  NodeDefaults d;
   if (j.contains("node")) {
     js.keys(j["node"], "node", {"cpu_cores", "loader_bw", "loader_image_overhead", "h2d_pageable_bw"});
     const std::map<std::string, units::Kind> kinds{{"loader_bw", units::Kind::Bandwidth},
@@ -561,54 +608,61 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
                                                    {"h2d_pageable_bw", units::Kind::Bandwidth}};
     for (auto it = j["node"].begin(); it != j["node"].end(); ++it) {
       const std::string where = "node." + it.key();
-      if (it.key() == "cpu_cores") node_props.emplace_back(it.key(), std::to_string(js.integer(it.value(), where, 1, 1 << 20)));
-      else node_props.emplace_back(it.key(), js.quantity(it.value(), where, kinds.at(it.key())));
+      if (it.key() == "cpu_cores") d.props.emplace_back(it.key(), std::to_string(js.integer(it.value(), where, 1, 1 << 20)));
+      else d.props.emplace_back(it.key(), js.quantity(it.value(), where, kinds.at(it.key())));
     }
   }
-  FabricSpec fabric;
-  if (j.contains("intranode")) parse_fabric(js, j["intranode"], "intranode", fabric);
-  NicSpec nic;
-  if (j.contains("nic")) parse_nic(js, j["nic"], "nic", nic, cat);
-  if (j.contains("topology")) {
-    js.keys(j["topology"], "topology", {"kind", "oversubscription", "pod_nodes", "uplink_lat"});
-    try {
-      spec.topology.kind = parse_topology_kind(j["topology"].value("kind", "star"));
-    } catch (const Error& e) {
-      js.fail("topology.kind", e.what());
-    }
-    if (j["topology"].contains("oversubscription")) spec.topology.oversubscription = j["topology"]["oversubscription"].get<double>();
-    if (j["topology"].contains("pod_nodes")) spec.topology.pod_nodes = js.integer(j["topology"]["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
-    if (j["topology"].contains("uplink_lat"))
-      spec.topology.uplink_lat = js.quantity(j["topology"]["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
-  }
+  if (j.contains("intranode")) parse_fabric(js, j["intranode"], "intranode", d.fabric);
+  if (j.contains("nic")) parse_nic(js, j["nic"], "nic", d.nic, cat);
+  return d;
+}
 
-  auto add_node = [&](const ojson& n, const std::string& where, const std::string& id) {
-    NodeSpec node;
-    node.id = id;
-    node.gpus = js.integer(n.at("gpus"), where + ".gpus", 1, 1 << 16);
-    node.gpu_type = n.at("gpu").get<std::string>();
-    auto t = spec.gpu_types.find(node.gpu_type);
-    if (t == spec.gpu_types.end()) {
-      std::vector<std::string> names;
-      for (const auto& [k, v] : spec.gpu_types) names.push_back(k);
-      js.fail(where + ".gpu", fmt::format("'{}' is not a gpu_types entry; entries: {}", node.gpu_type, join(names)));
-    }
-    node.pcie = t->second.pcie;
-    if (n.contains("pcie")) parse_pcie(js, n["pcie"], where + ".pcie", node.pcie);
-    node.fabric = fabric;
-    if (n.contains("intranode")) parse_fabric(js, n["intranode"], where + ".intranode", node.fabric);
-    node.nic = nic;
-    if (n.contains("nic")) parse_nic(js, n["nic"], where + ".nic", node.nic, cat);
-    node.props = node_props;
-    if (n.contains("props"))
-      for (const auto& [k, v] : js.props(n["props"], where + ".props")) set_prop(node.props, k, v);
-    spec.nodes.push_back(std::move(node));
-  };
+void parse_topology(const Json& js, const ojson& j, TopologySpec& topo) {
+  if (!j.contains("topology")) return;
+  const ojson& t = j["topology"];
+  js.keys(t, "topology", {"kind", "oversubscription", "pod_nodes", "uplink_lat"});
+  try {
+    topo.kind = parse_topology_kind(t.value("kind", "star"));
+  } catch (const Error& e) {
+    js.fail("topology.kind", e.what());
+  }
+  if (t.contains("oversubscription")) topo.oversubscription = t["oversubscription"].get<double>();
+  if (t.contains("pod_nodes")) topo.pod_nodes = js.integer(t["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
+  if (t.contains("uplink_lat")) topo.uplink_lat = js.quantity(t["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
+}
+
+// One node (of "nodes", or one of a node group), the defaults overridden by what it gives.
+NodeSpec parse_node(const Json& js, const ojson& n, const std::string& where, const std::string& id, const PlatformSpec& spec,
+                    const NodeDefaults& d, const Catalogue& cat) {
+  NodeSpec node;
+  node.id = id;
+  node.gpus = js.integer(n.at("gpus"), where + ".gpus", 1, 1 << 16);
+  node.gpu_type = n.at("gpu").get<std::string>();
+  auto t = spec.gpu_types.find(node.gpu_type);
+  if (t == spec.gpu_types.end()) {
+    std::vector<std::string> names;
+    for (const auto& [k, v] : spec.gpu_types) names.push_back(k);
+    js.fail(where + ".gpu", fmt::format("'{}' is not a gpu_types entry; entries: {}", node.gpu_type, join(names)));
+  }
+  node.pcie = t->second.pcie;
+  if (n.contains("pcie")) parse_pcie(js, n["pcie"], where + ".pcie", node.pcie);
+  node.fabric = d.fabric;
+  if (n.contains("intranode")) parse_fabric(js, n["intranode"], where + ".intranode", node.fabric);
+  node.nic = d.nic;
+  if (n.contains("nic")) parse_nic(js, n["nic"], where + ".nic", node.nic, cat);
+  node.props = d.props;
+  if (n.contains("props"))
+    for (const auto& [k, v] : js.props(n["props"], where + ".props")) set_prop(node.props, k, v);
+  return node;
+}
+
+// "nodes" (each named) and "node_groups" (PREFIX0 .. PREFIX<count-1>, zero-padded).
+void parse_nodes(const Json& js, const ojson& j, const NodeDefaults& d, const Catalogue& cat, PlatformSpec& spec) {
   if (j.contains("nodes"))
     for (size_t i = 0; i < j["nodes"].size(); ++i) {
       const std::string where = fmt::format("nodes[{}]", i);
       js.keys(j["nodes"][i], where, {"id", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
-      add_node(j["nodes"][i], where, j["nodes"][i].at("id").get<std::string>());
+      spec.nodes.push_back(parse_node(js, j["nodes"][i], where, j["nodes"][i].at("id").get<std::string>(), spec, d, cat));
     }
   if (j.contains("node_groups"))
     for (size_t i = 0; i < j["node_groups"].size(); ++i) {
@@ -618,8 +672,26 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
       const int count = js.integer(g.at("count"), where + ".count", 1, 1 << 20);
       const size_t width = std::to_string(count - 1).size();
       for (int k = 0; k < count; ++k)
-        add_node(g, where, fmt::format("{}{:0{}d}", g.at("prefix").get<std::string>(), k, width));
+        spec.nodes.push_back(
+            parse_node(js, g, where, fmt::format("{}{:0{}d}", g.at("prefix").get<std::string>(), k, width), spec, d, cat));
     }
+}
+
+PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::string& path, const Catalogue& cat) {
+  const Json js{path};
+  const ojson j = js.parse(json_text);
+  js.keys(j, "", {"id", "comment", "price_per_gpu_hour", "price_per_kwh", "gpu_types", "node", "intranode", "nic", "topology",
+                  "zone_props", "nodes", "node_groups"});
+  PlatformSpec spec;
+  spec.id = j.value("id", "platform");
+  spec.comment = j.value("comment", "");
+  parse_prices(js, j, spec);
+  if (!j.contains("gpu_types") || j["gpu_types"].empty()) js.fail("gpu_types", "missing: name at least one GPU type");
+  for (auto it = j["gpu_types"].begin(); it != j["gpu_types"].end(); ++it)
+    spec.gpu_types[it.key()] = parse_gpu_type(js, it.key(), it.value(), cat);
+  const NodeDefaults defaults = parse_node_defaults(js, j, cat);
+  parse_topology(js, j, spec.topology);
+  parse_nodes(js, j, defaults, cat, spec);
   if (j.contains("zone_props"))
     for (const auto& [k, v] : js.props(j["zone_props"], "zone_props")) set_prop(spec.zone_props, k, v);
   try {
@@ -786,39 +858,63 @@ std::string default_comment(const PlatformSpec& spec, Layout layout) {
 
 }  // namespace
 
-std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
-  check_platform_spec(spec);
-  if (layout != Layout::ClusterPerNode && layout != Layout::FlatStar) throw Error("unknown platform layout");
-  const bool flat = layout == Layout::FlatStar;
-  const bool multi = spec.nodes.size() > 1;
-  const bool fat_tree = spec.topology.kind == "fat-tree";
-  // The NIC transport of the platform: on the zone for a star (one zone what-if switches it), on each NIC link
-  // for a fat-tree (the pods' up-links must run as written).
-  const std::string& zone_transport = spec.nodes.front().nic.transport;
-  Props zone_props = spec.zone_props;
-  if (multi && !fat_tree && !zone_transport.empty()) {
-    Props t = nic_transport_props(zone_transport);
-    for (const auto& [k, v] : spec.nodes.front().nic.props) set_prop(t, k, v);
-    Props merged;
-    if (const std::string* p = find_prop(zone_props, "price_per_gpu_hour")) merged.emplace_back("price_per_gpu_hour", *p);
-    if (const std::string* p = find_prop(zone_props, "price_per_kwh")) merged.emplace_back("price_per_kwh", *p);
-    for (const auto& kv : t) set_prop(merged, kv.first, kv.second);
-    for (const auto& kv : zone_props) set_prop(merged, kv.first, kv.second);
-    zone_props = merged;
+namespace {
+
+// The XML of one platform spec in one layout, piece by piece.
+class PlatformXml {
+ public:
+  PlatformXml(const PlatformSpec& spec, Layout layout)
+      : spec_(spec),
+        layout_(layout),
+        flat_(layout == Layout::FlatStar),
+        multi_(spec.nodes.size() > 1),
+        fat_tree_(spec.topology.kind == "fat-tree"),
+        zone_transport_(spec.nodes.front().nic.transport),
+        pod_(spec.nodes.size(), 0) {
+    if (multi_ && fat_tree_) {
+      pods_ = static_cast<int>((spec.nodes.size() + spec.topology.pod_nodes - 1) / spec.topology.pod_nodes);
+      for (size_t i = 0; i < spec.nodes.size(); ++i) pod_[i] = static_cast<int>(i) / spec.topology.pod_nodes;
+    }
   }
-  if (flat) zone_props.insert(zone_props.begin(), {std::string(kFlatStarProp), std::string(kFlatStarValue)});
-  std::string out = "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
-  std::string comment = spec.comment.empty() ? default_comment(spec, layout) : spec.comment;
-  while (!comment.empty() && std::isspace(static_cast<unsigned char>(comment.back()))) comment.pop_back();
-  out += "<!--\n" + comment + "\n\n  " + (spec.generated_by.empty() ? "Generated by vitsim platform." : spec.generated_by) + "\n-->\n";
-  out += "<platform version=\"4.1\">\n";
-  // Flat star: no routes are listed; vitsim builds one star zone (per pod for a fat-tree) in code, each GPU's
-  // route its lane + its node's backbone + its NIC (README "Platform files": layouts).
-  out += "  <zone id=" + xml_attr(spec.id) + (flat ? " routing=\"None\">\n" : " routing=\"Full\">\n");
-  out += props_xml(zone_props, "    ");
-  auto cluster_xml = [&](const NodeSpec& n, const std::string& indent) {
-    const GpuTypeSpec& t = spec.gpu_types.at(n.gpu_type);
-    const NodeLinks l = node_links(spec, n);
+
+  std::string write() const {
+    std::string out = "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n";
+    std::string comment = spec_.comment.empty() ? default_comment(spec_, layout_) : spec_.comment;
+    while (!comment.empty() && std::isspace(static_cast<unsigned char>(comment.back()))) comment.pop_back();
+    out += "<!--\n" + comment + "\n\n  " + (spec_.generated_by.empty() ? "Generated by vitsim platform." : spec_.generated_by) +
+           "\n-->\n";
+    out += "<platform version=\"4.1\">\n";
+    // Flat star: no routes are listed; vitsim builds one star zone (per pod for a fat-tree) in code, each GPU's
+    // route its lane + its node's backbone + its NIC (README "Platform files": layouts).
+    out += "  <zone id=" + xml_attr(spec_.id) + (flat_ ? " routing=\"None\">\n" : " routing=\"Full\">\n");
+    out += props_xml(zone_props(), "    ");
+    out += flat_ && multi_ && fat_tree_ ? pod_zones() : nodes();
+    out += "  </zone>\n</platform>\n";
+    return out;
+  }
+
+ private:
+  // The NIC transport of the platform: on the zone for a star (one zone what-if switches it), on each NIC
+  // link for a fat-tree (the pods' up-links must run as written).
+  Props zone_props() const {
+    Props zone_props = spec_.zone_props;
+    if (multi_ && !fat_tree_ && !zone_transport_.empty()) {
+      Props t = nic_transport_props(zone_transport_);
+      for (const auto& [k, v] : spec_.nodes.front().nic.props) set_prop(t, k, v);
+      Props merged;
+      if (const std::string* p = find_prop(zone_props, "price_per_gpu_hour")) merged.emplace_back("price_per_gpu_hour", *p);
+      if (const std::string* p = find_prop(zone_props, "price_per_kwh")) merged.emplace_back("price_per_kwh", *p);
+      for (const auto& kv : t) set_prop(merged, kv.first, kv.second);
+      for (const auto& kv : zone_props) set_prop(merged, kv.first, kv.second);
+      zone_props = merged;
+    }
+    if (flat_) zone_props.insert(zone_props.begin(), {std::string(kFlatStarProp), std::string(kFlatStarValue)});
+    return zone_props;
+  }
+
+  std::string cluster(const NodeSpec& n, const std::string& indent) const {
+    const GpuTypeSpec& t = spec_.gpu_types.at(n.gpu_type);
+    const NodeLinks l = node_links(spec_, n);
     Props props = t.props;
     for (const auto& [k, v] : n.props) set_prop(props, k, v);
     for (const auto& [k, v] : l.fabric_props) set_prop(props, k, v);
@@ -831,16 +927,17 @@ std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
     o += props_xml(props, indent + "  ");
     o += indent + "</cluster>\n";
     return o;
-  };
-  auto nic_xml = [&](const NodeSpec& n, const std::string& indent) {
+  }
+
+  std::string nic(const NodeSpec& n, const std::string& indent) const {
     Props lp;
     // A node whose transport differs from the zone's (or every node of a fat-tree) states its own.
-    if (!n.nic.transport.empty() && (fat_tree || normalise_name(n.nic.transport) != normalise_name(zone_transport)))
+    if (!n.nic.transport.empty() && (fat_tree_ || normalise_name(n.nic.transport) != normalise_name(zone_transport_)))
       lp = nic_transport_props(n.nic.transport);
     for (const auto& [k, v] : n.nic.props)
-      if (fat_tree || !lp.empty() || n.nic.props != spec.nodes.front().nic.props || zone_transport.empty()) set_prop(lp, k, v);
+      if (fat_tree_ || !lp.empty() || n.nic.props != spec_.nodes.front().nic.props || zone_transport_.empty()) set_prop(lp, k, v);
     // Flat layout, rail-optimised: one link per NIC ("<node>-nic<r>", a rail); GPU k of G uses rail k x R / G.
-    const bool rails = flat && n.nic.rail_optimised && n.nic.count > 1;
+    const bool rails = flat_ && n.nic.rail_optimised && n.nic.count > 1;
     std::string o;
     for (int r = 0; r < (rails ? n.nic.count : 1); ++r) {
       const std::string head = indent + "<link id=" + xml_attr(n.id + "-nic" + (rails ? std::to_string(r) : "")) +
@@ -849,59 +946,78 @@ std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
       o += lp.empty() ? head + "/>\n" : head + ">\n" + props_xml(lp, indent + "  ") + indent + "</link>\n";
     }
     return o;
-  };
-  std::vector<int> pod(spec.nodes.size(), 0);
-  int pods = 1;
-  if (multi && fat_tree) {
-    pods = static_cast<int>((spec.nodes.size() + spec.topology.pod_nodes - 1) / spec.topology.pod_nodes);
-    for (size_t i = 0; i < spec.nodes.size(); ++i) pod[i] = static_cast<int>(i) / spec.topology.pod_nodes;
   }
-  auto uplinks_xml = [&] {
+
+  // A pod's up-link carries what its nodes' NICs can send, divided by the oversubscription.
+  std::string uplinks() const {
     std::string o;
-    for (int p = 0; p < pods; ++p) {
-      // A pod's up-link carries what its nodes' NICs can send, divided by the oversubscription.
+    for (int p = 0; p < pods_; ++p) {
       double down = 0;
-      for (size_t i = 0; i < spec.nodes.size(); ++i)
-        if (pod[i] == p) down += units::parse(nic_bw(spec.nodes[i].nic), units::Kind::Bandwidth);
+      for (size_t i = 0; i < spec_.nodes.size(); ++i)
+        if (pod_[i] == p) down += units::parse(nic_bw(spec_.nodes[i].nic), units::Kind::Bandwidth);
       o += fmt::format("    <link id=\"pod{}-uplink\" bandwidth={} latency={} sharing_policy=\"SPLITDUPLEX\"/>\n", p,
-                       xml_attr(gbps_text(down / spec.topology.oversubscription)), xml_attr(spec.topology.uplink_lat));
+                       xml_attr(gbps_text(down / spec_.topology.oversubscription)), xml_attr(spec_.topology.uplink_lat));
     }
     return o;
-  };
-  if (flat && multi && fat_tree) {
-    // A pod is a zone: its nodes and their NICs; the pods' up-links join them (vitsim builds a star of pods).
-    for (int p = 0; p < pods; ++p) {
+  }
+
+  // Flat fat-tree: a pod is a zone, its nodes and their NICs; the pods' up-links join them (vitsim builds a
+  // star of pods).
+  std::string pod_zones() const {
+    std::string out;
+    for (int p = 0; p < pods_; ++p) {
       out += fmt::format("    <zone id=\"pod{}\" routing=\"None\">\n", p);
-      for (size_t i = 0; i < spec.nodes.size(); ++i)
-        if (pod[i] == p) out += cluster_xml(spec.nodes[i], "      ");
-      for (size_t i = 0; i < spec.nodes.size(); ++i)
-        if (pod[i] == p) out += nic_xml(spec.nodes[i], "      ");
+      for (size_t i = 0; i < spec_.nodes.size(); ++i)
+        if (pod_[i] == p) out += cluster(spec_.nodes[i], "      ");
+      for (size_t i = 0; i < spec_.nodes.size(); ++i)
+        if (pod_[i] == p) out += nic(spec_.nodes[i], "      ");
       out += "    </zone>\n";
     }
-    out += uplinks_xml();
-    out += "  </zone>\n</platform>\n";
+    return out + uplinks();
+  }
+
+  // Every node's cluster, then (several nodes) the NICs, up-links and, in the cluster layout, a route per pair.
+  std::string nodes() const {
+    std::string out;
+    for (const auto& n : spec_.nodes) out += cluster(n, "    ");
+    if (!multi_) return out;
+    for (const auto& n : spec_.nodes) out += nic(n, "    ");
+    if (fat_tree_) out += uplinks();
+    if (!flat_) out += routes();
     return out;
   }
-  for (const auto& n : spec.nodes) out += cluster_xml(n, "    ");
-  if (multi) {
-    for (const auto& n : spec.nodes) out += nic_xml(n, "    ");
-    if (fat_tree) out += uplinks_xml();
-    if (!flat)
-      for (size_t i = 0; i < spec.nodes.size(); ++i)
-        for (size_t k = i + 1; k < spec.nodes.size(); ++k) {
-          const std::string& a = spec.nodes[i].id;
-          const std::string& b = spec.nodes[k].id;
-          std::string links = fmt::format("<link_ctn id=\"{}-nic\" direction=\"UP\"/>", a);
-          if (pod[i] != pod[k])
-            links += fmt::format("<link_ctn id=\"pod{}-uplink\" direction=\"UP\"/><link_ctn id=\"pod{}-uplink\" direction=\"DOWN\"/>",
-                                 pod[i], pod[k]);
-          links += fmt::format("<link_ctn id=\"{}-nic\" direction=\"DOWN\"/>", b);
-          out += fmt::format("    <zoneRoute src=\"{0}\" dst=\"{1}\" gw_src=\"{0}-router\" gw_dst=\"{1}-router\">{2}</zoneRoute>\n",
-                             a, b, links);
-        }
+
+  std::string routes() const {
+    std::string out;
+    for (size_t i = 0; i < spec_.nodes.size(); ++i)
+      for (size_t k = i + 1; k < spec_.nodes.size(); ++k) {
+        const std::string& a = spec_.nodes[i].id;
+        const std::string& b = spec_.nodes[k].id;
+        std::string links = fmt::format("<link_ctn id=\"{}-nic\" direction=\"UP\"/>", a);
+        if (pod_[i] != pod_[k])
+          links += fmt::format("<link_ctn id=\"pod{}-uplink\" direction=\"UP\"/><link_ctn id=\"pod{}-uplink\" direction=\"DOWN\"/>",
+                               pod_[i], pod_[k]);
+        links += fmt::format("<link_ctn id=\"{}-nic\" direction=\"DOWN\"/>", b);
+        out += fmt::format("    <zoneRoute src=\"{0}\" dst=\"{1}\" gw_src=\"{0}-router\" gw_dst=\"{1}-router\">{2}</zoneRoute>\n",
+                           a, b, links);
+      }
+    return out;
   }
-  out += "  </zone>\n</platform>\n";
-  return out;
+
+  const PlatformSpec& spec_;
+  const Layout layout_;
+  const bool flat_, multi_, fat_tree_;
+  const std::string& zone_transport_;
+  std::vector<int> pod_;  // each node's pod (fat-tree)
+  int pods_ = 1;
+};
+
+}  // namespace
+
+std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
+  check_platform_spec(spec);
+  if (layout != Layout::ClusterPerNode && layout != Layout::FlatStar) throw Error("unknown platform layout");
+  return PlatformXml(spec, layout).write();
 }
 
 // --------------------------------------------------------------------------------------------- tables

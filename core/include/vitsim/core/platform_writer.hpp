@@ -178,6 +178,10 @@ Props nic_transport_props(const std::string& transport);
 // A topology name as users type it: star, fat-tree (fattree, fat_tree). Others: Error naming the valid ones
 // and saying which are not yet supported (dragonfly, torus).
 std::string parse_topology_kind(const std::string& name);
+// A NIC speed as users give it (--nic-speed, a spec's nic.speed): a rate with its unit ("400Gbps": nullptr)
+// or a catalogue NIC ("ndr": its entry, for its line rate and transport). Else Error "neither a rate with
+// its unit ... nor a catalogue NIC: ..." or "'nvlink4' is an intranode link, not a NIC; NICs: ...".
+const CatalogueLink* catalogue_nic(const std::string& speed, const Catalogue& cat);
 
 // Tables for `vitsim platform --list-gpus` / `--list-links`.
 std::string catalogue_gpu_table(const Catalogue& cat);
