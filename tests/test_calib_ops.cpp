@@ -3,6 +3,7 @@
 // point, fitted to op times (stage 1); the host time per kernel from whole passes (stage 2). Pure: no
 // Torch, no MPI.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -146,6 +147,29 @@ TEST_CASE("calibrate ops: the copy sweep reaches 4x the last-level cache", "[cal
   CHECK(largest_copy(32 * MiB) == 2 * 64 * MiB);  // >= 4 x 32 MiB
   CHECK(largest_copy(48 * MiB) == 2 * 256 * MiB); // the first size x4 apart of at least 2 x 48 MiB
   CHECK(largest_copy(48 * MiB) >= 4 * 48 * MiB);
+}
+
+TEST_CASE("calibrate ops: a permuted-gather sweep op carries its shape in its own fields", "[calib][ops]") {
+  // calibrate's kernel for a "strided" sweep op gathers [batch, m, n] into [n, batch, m], the shape read
+  // from the op (calibrate/src/compute.cpp), not from its name: every such op, at both precisions, has a
+  // whole positive shape whose product is its elements, and the name (for the reader) says the same.
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  for (Precision p : {Precision::FP32, Precision::BF16}) {
+    int gathers = 0;
+    for (const auto& b : op_benchmarks(w, {32}, p, 1088)) {
+      if (b.op.kind != OpKind::Strided || b.micro_batch != 0) continue;
+      ++gathers;
+      INFO(b.op.name);
+      CHECK(b.op.batch >= 1);
+      CHECK(b.op.m >= 1);
+      CHECK(b.op.n >= 1);
+      CHECK(b.op.batch == std::round(b.op.batch));
+      CHECK(b.op.batch * b.op.m * b.op.n == b.op.elems);
+      CHECK(b.op.name == fmt::format("sweep.strided.d{:.0f}.n{:.0f}.b{:.0f}", b.op.m, b.op.n, b.op.batch));
+      CHECK(b.op.cls == OpClass::Memory);  // its batch, m and n enter no prediction (core: matmuls only)
+    }
+    CHECK(gathers == 8);  // d in {64, 256} x n in {16, 64} at 2^18 and 2^20 elements
+  }
 }
 
 TEST_CASE("calibrate ops: cache sizes as sysfs writes them", "[calib][ops]") {

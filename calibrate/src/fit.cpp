@@ -87,10 +87,11 @@ double ring_allreduce_time(const RingFit& f, double bytes, int ranks) {
 
 // ---- the op model's fit ----
 
-std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p,
-                                       int sweep_rows, double llc_bytes) {
-  std::vector<OpBenchmark> out;
-  // The model: one layer of each kind (the first attention and MLP blocks stand for all of them).
+namespace {
+
+// The model: one layer of each kind (the first attention and MLP blocks stand for all of them), its ops
+// at each micro-batch.
+void model_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p, std::vector<OpBenchmark>& out) {
   std::vector<int> layers;
   for (LayerKind kind : {LayerKind::PatchEmbed, LayerKind::Attention, LayerKind::Mlp, LayerKind::Head})
     for (int l = 0; l < static_cast<int>(w.layers.size()); ++l)
@@ -101,7 +102,10 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
   for (int b : micro_batches)
     for (int l : layers)
       for (const Op& op : layer_ops(w, l, b, OpOptions{p})) out.push_back({op, b});
-  // The sweep.
+}
+
+// GEMMs on a checkerboard of shapes and the attention's batched matmuls, in the matmul dtype.
+void matmul_sweep(Precision p, int sweep_rows, std::vector<OpBenchmark>& out) {
   const double e = p == Precision::FP32 ? 4 : 2;
   auto matmul = [&](OpClass cls, const std::string& name, double batch, double m, double n, double k) {
     out.push_back({matmul_op(name, Pass::Fwd, cls, batch, m, n, k, e), 0});
@@ -121,14 +125,18 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_qk.b{}.t{}.hd{}", bh, t, hd), bh, t, t, hd);
         matmul(OpClass::AttnMatmul, fmt::format("sweep.bmm_av.b{}.t{}.hd{}", bh, t, hd), bh, t, hd, t);
       }
- // Kernel families (core/ops.hpp OpKind) at several row lengths, operands in the cache: the cost per
-  // element and per row that bounds them below the bandwidth. Elements about 2^18 and 2^20 (fp32).
-  auto kind = [&](OpKind k, OpClass cls, const std::string& name, double elems, double rows, double bytes) {
+}
+
+// Kernel families (core/ops.hpp OpKind) at several row lengths, operands in the cache: the cost per
+// element and per row that bounds them below the bandwidth. Elements about 2^18 and 2^20 (fp32).
+void family_sweep(std::vector<OpBenchmark>& out) {
+  auto kind = [&](OpKind k, OpClass cls, const std::string& name, double elems, double rows, double bytes) -> Op& {
     Op op = memory_op(name, Pass::Fwd, bytes, 1, cls);
     op.kind = k;
     op.elems = elems;
     op.rows = rows;
     out.push_back({op, 0});
+    return out.back().op;
   };
   for (double target : {262144.0, 1048576.0}) {
     for (int t : {17, 65, 197}) {
@@ -151,9 +159,19 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
     for (int d : {64, 256})
       for (int n : {16, 64}) {
         const double b = std::round(target / (d * n)), e = b * d * n;
-        kind(OpKind::Strided, OpClass::Memory, fmt::format("sweep.strided.d{}.n{}.b{:.0f}", d, n, b), e, 0, 8 * e);
+        Op& gather = kind(OpKind::Strided, OpClass::Memory, fmt::format("sweep.strided.d{}.n{}.b{:.0f}", d, n, b), e, 0, 8 * e);
+        // The gather's shape for its kernel (compute.cpp): [B, D, N] read as batch B of [m, n] = [D, N],
+        // written as [N, B, D]. A memory op's batch, m and n enter no prediction (core/ops.cpp: matmuls only).
+        gather.batch = b;
+        gather.m = d;
+        gather.n = n;
       }
   }
+}
+
+// Copies and adds of 64 KiB per tensor upwards, x4 apart, up to the first size of at least 64 MiB and
+// twice the last-level cache.
+void copy_sweep(double llc_bytes, std::vector<OpBenchmark>& out) {
   const double largest = std::max(64.0 * 1024 * 1024, 2 * llc_bytes);
   for (double size = 64.0 * 1024;; size *= 4) {
     for (int reads : {1, 2}) {
@@ -163,6 +181,17 @@ std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>
     }
     if (size >= largest) break;
   }
+}
+
+}  // namespace
+
+std::vector<OpBenchmark> op_benchmarks(const Workload& w, const std::vector<int>& micro_batches, Precision p,
+                                       int sweep_rows, double llc_bytes) {
+  std::vector<OpBenchmark> out;
+  model_benchmarks(w, micro_batches, p, out);
+  matmul_sweep(p, sweep_rows, out);
+  family_sweep(out);
+  copy_sweep(llc_bytes, out);
   return out;
 }
 
@@ -192,6 +221,32 @@ constexpr double kNHalves[] = {0, 16, 32, 64};
 // cost per matrix of a batched matmul in [1e-15 s, 10 ms] (at the lower bound it is reported as 0: none).
 constexpr double kMinEff = 1e-6, kMinHost = 1e-9, kMaxHost = 1.0, kMinMatrix = 1e-15, kMaxMatrix = 1e-2;
 
+// The one small dense solver of the fits: solves the leading n x n block of a x = b (n <= N) by Gaussian
+// elimination with partial pivoting and back substitution, in place. False when a pivot is zero (or not
+// a number): the system is singular and x is left as it was.
+template <size_t N>
+bool solve_dense(std::array<std::array<double, N>, N>& a, std::array<double, N>& b, size_t n, std::array<double, N>& x) {
+  for (size_t c = 0; c < n; ++c) {
+    size_t piv = c;
+    for (size_t r = c + 1; r < n; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+    std::swap(a[c], a[piv]);
+    std::swap(b[c], b[piv]);
+    if (!(std::abs(a[c][c]) > 0)) return false;
+    for (size_t r = c + 1; r < n; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (size_t c = n; c-- > 0;) {
+    double v = b[c];
+    for (size_t k = c + 1; k < n; ++k) v -= a[c][k] * x[k];
+    x[c] = v / a[c][c];
+  }
+  return true;
+}
+
 // The six continuous figures, fitted as logarithms: the efficiency of each op class, the host time per
 // kernel, the fixed cost per matrix of a batched matmul.
 enum Param { kGemm, kAttn, kMem, kNorm, kHost, kMatrix, kConv, kConvW, kParams };
@@ -199,6 +254,7 @@ enum Param { kGemm, kAttn, kMem, kNorm, kHost, kMatrix, kConv, kConvW, kParams }
 bool matmul_param(int c) { return c == kGemm || c == kAttn || c == kConv || c == kConvW; }
 using Params = std::array<double, kParams>;
 using Free = std::array<bool, kParams>;
+using ParamMatrix = std::array<std::array<double, kParams>, kParams>;
 
 // One sample with its grid point's shape efficiency folded in: predicted =
 // max(compute / eff_class, memory / eff_bytes) + host x kernels + matrix_s x matrices + fixed.
@@ -252,35 +308,42 @@ void clamp_params(Params& p) {
   p[kMatrix] = std::min(std::log(kMaxMatrix), std::max(std::log(kMinMatrix), p[kMatrix]));
 }
 
-// Solves the small symmetric system a x = b (Gaussian elimination with partial pivoting) over the
-// free parameters; fixed ones get 0.
-Params solve(std::array<std::array<double, kParams>, kParams> a, Params b, const Free& free) {
+// The normal equations J^T W J and J^T W r of the weighted log residuals at p.
+void normal_equations(const std::vector<Prepared>& v, const Params& p, ParamMatrix& jtj, Params& jtr) {
+  for (const auto& s : v) {
+    const Terms t = terms(s, p);
+    const double r = std::log(t.pred) - s.log_measured;
+    Params j{};  // d ln(pred) / d p
+    if (matmul_param(s.cls) && t.cmp >= t.mem)
+      j[s.cls] = -t.cmp / t.pred;
+    else if (t.mem >= t.cmp)
+      j[s.bytes_param] = -t.mem / t.pred;
+    j[kHost] = t.host / t.pred;
+    j[kMatrix] = t.matrix / t.pred;
+    for (int a = 0; a < kParams; ++a) {
+      jtr[a] += s.weight * j[a] * r;
+      for (int b = 0; b < kParams; ++b) jtj[a][b] += s.weight * j[a] * j[b];
+    }
+  }
+}
+
+// One damped step (J^T W J + lambda diag) step = -J^T W r over the free parameters (fixed ones step 0);
+// false when that system is singular.
+bool damped_step(const ParamMatrix& jtj, const Params& jtr, double lambda, const Free& free, Params& step) {
+  ParamMatrix m = jtj;
+  Params rhs{};
+  for (int a = 0; a < kParams; ++a) {
+    m[a][a] += lambda * (jtj[a][a] + 1e-12);
+    rhs[a] = -jtr[a];
+  }
   for (int i = 0; i < kParams; ++i)
     if (!free[i]) {
-      for (int j = 0; j < kParams; ++j) a[i][j] = a[j][i] = 0;
-      a[i][i] = 1;
-      b[i] = 0;
+      for (int j = 0; j < kParams; ++j) m[i][j] = m[j][i] = 0;
+      m[i][i] = 1;
+      rhs[i] = 0;
     }
-  for (int c = 0; c < kParams; ++c) {
-    int piv = c;
-    for (int r = c + 1; r < kParams; ++r)
-      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-    std::swap(a[c], a[piv]);
-    std::swap(b[c], b[piv]);
-    if (std::abs(a[c][c]) < 1e-300) a[c][c] = 1e-300;
-    for (int r = c + 1; r < kParams; ++r) {
-      const double f = a[r][c] / a[c][c];
-      for (int k = c; k < kParams; ++k) a[r][k] -= f * a[c][k];
-      b[r] -= f * b[c];
-    }
-  }
-  Params x{};
-  for (int c = kParams - 1; c >= 0; --c) {
-    double v = b[c];
-    for (int k = c + 1; k < kParams; ++k) v -= a[c][k] * x[k];
-    x[c] = v / a[c][c];
-  }
-  return x;
+  step = Params{};
+  return solve_dense(m, rhs, kParams, step);
 }
 
 // Levenberg-Marquardt on the weighted log residuals from `p`, the parameters kept inside their bounds.
@@ -289,44 +352,26 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const Free
   double cost = cost_of(v, p), lambda = 1e-3;
   int stalled = 0;  // accepted steps in a row that gained next to nothing
   for (int it = 0; it < 500 && lambda < 1e12 && stalled < 3 && cost > 1e-28; ++it) {
-    std::array<std::array<double, kParams>, kParams> jtj{};
+    ParamMatrix jtj{};
     Params jtr{};
-    for (const auto& s : v) {
-      const Terms t = terms(s, p);
-      const double r = std::log(t.pred) - s.log_measured;
-      Params j{};  // d ln(pred) / d p
-      if (matmul_param(s.cls) && t.cmp >= t.mem)
-        j[s.cls] = -t.cmp / t.pred;
-      else if (t.mem >= t.cmp)
-        j[s.bytes_param] = -t.mem / t.pred;
-      j[kHost] = t.host / t.pred;
-      j[kMatrix] = t.matrix / t.pred;
-      for (int a = 0; a < kParams; ++a) {
-        jtr[a] += s.weight * j[a] * r;
-        for (int b = 0; b < kParams; ++b) jtj[a][b] += s.weight * j[a] * j[b];
-      }
-    }
+    normal_equations(v, p, jtj, jtr);
     bool improved = false;
     while (lambda < 1e12) {
-      auto m = jtj;
-      Params rhs{};
-      for (int a = 0; a < kParams; ++a) {
-        m[a][a] += lambda * (jtj[a][a] + 1e-12);
-        rhs[a] = -jtr[a];
-      }
-      const Params step = solve(m, rhs, free);
-      Params q = p;
-      for (int a = 0; a < kParams; ++a) q[a] += step[a];
-      clamp_params(q);
-      const double c = cost_of(v, q);
-      if (c < cost) {
-        const double gain = cost - c;
-        p = q;
-        cost = c;
-        lambda = std::max(lambda / 3, 1e-12);
-        improved = true;
-        stalled = gain <= 1e-12 * cost ? stalled + 1 : 0;
-        break;
+      Params step;
+      if (damped_step(jtj, jtr, lambda, free, step)) {
+        Params q = p;
+        for (int a = 0; a < kParams; ++a) q[a] += step[a];
+        clamp_params(q);
+        const double c = cost_of(v, q);
+        if (c < cost) {
+          const double gain = cost - c;
+          p = q;
+          cost = c;
+          lambda = std::max(lambda / 3, 1e-12);
+          improved = true;
+          stalled = gain <= 1e-12 * cost ? stalled + 1 : 0;
+          break;
+        }
       }
       lambda *= 4;
     }
@@ -336,6 +381,32 @@ double levenberg_marquardt(const std::vector<Prepared>& v, Params& p, const Free
 }
 
 bool is_kind_sweep(const Op& op) { return op.kind != OpKind::None && !is_conv(op.kind) && op.name.rfind("sweep.", 0) == 0; }
+
+// The terms of a kernel family's cost: per element, per row, and a fixed cost per call.
+enum KindTerm { kElemTerm, kRowTerm, kCallTerm, kKindTerms };
+using KindCoef = std::array<double, kKindTerms>;
+// One family sweep sample as a row of the least-squares system: each term's count over the measured
+// time, and the share of the measured time the terms stand for.
+struct KindRow {
+  KindCoef x{};
+  double y = 1;
+};
+
+// Least squares over the terms `on` (the others 0): false when the normal equations are singular.
+bool fit_kind_terms(const std::vector<KindRow>& rows, const std::vector<int>& on, KindCoef& coef) {
+  const size_t n = on.size();
+  std::array<std::array<double, kKindTerms>, kKindTerms> a{};
+  KindCoef b{}, x{};
+  for (const auto& row : rows)
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t c = 0; c < n; ++c) a[r][c] += row.x[on[r]] * row.x[on[c]];
+      b[r] += row.x[on[r]] * row.y;
+    }
+  if (!solve_dense(a, b, n, x)) return false;
+  coef = KindCoef{};
+  for (size_t r = 0; r < n; ++r) coef[on[r]] = x[r];
+  return true;
+}
 
 // Each kernel family's elem_s and row_s from its sweep samples: least squares on relative errors,
 // measured ~ elems x elem_s + rows x row_s + c, every term >= 0 (of the subsets of terms whose solution
@@ -347,56 +418,27 @@ bool is_kind_sweep(const Op& op) { return op.kind != OpKind::None && !is_conv(op
 void fit_kind_costs(const std::vector<OpSample>& samples, DeviceFigures& f, double fixed_host_s = -1) {
   for (int k = 1; k < kOpKinds; ++k) {
     if (is_conv(static_cast<OpKind>(k))) continue;
-    std::vector<std::array<double, 3>> xs;  // elems, rows, 1, each over the measured time
-    std::vector<double> ys;                 // the share of the measured time the terms stand for
+    std::vector<KindRow> rows;
     for (const auto& s : samples)
-      if (is_kind_sweep(s.op) && static_cast<int>(s.op.kind) == k) {
-        xs.push_back({s.op.elems / s.seconds, s.op.rows / s.seconds, 1 / s.seconds});
-        ys.push_back(fixed_host_s >= 0 ? 1 - fixed_host_s * s.op.kernels / s.seconds : 1.0);
-      }
-    if (xs.empty()) continue;
+      if (is_kind_sweep(s.op) && static_cast<int>(s.op.kind) == k)
+        rows.push_back({{s.op.elems / s.seconds, s.op.rows / s.seconds, 1 / s.seconds},
+                        fixed_host_s >= 0 ? 1 - fixed_host_s * s.op.kernels / s.seconds : 1.0});
+    if (rows.empty()) continue;
     double best_cost = INFINITY;
-    std::array<double, 3> best{};
+    KindCoef best{};
     for (int mask = 1; mask < (fixed_host_s >= 0 ? 4 : 8); ++mask) {
       std::vector<int> on;
-      for (int t = 0; t < 3; ++t)
+      for (int t = 0; t < kKindTerms; ++t)
         if (mask & (1 << t)) on.push_back(t);
-      if (on.size() > xs.size()) continue;
-      // Normal equations over the terms switched on (at most 3x3: Gaussian elimination).
-      const size_t n = on.size();
-      std::array<std::array<double, 4>, 3> a{};
-      for (size_t i = 0; i < xs.size(); ++i)
-        for (size_t r = 0; r < n; ++r) {
-          for (size_t c = 0; c < n; ++c) a[r][c] += xs[i][on[r]] * xs[i][on[c]];
-          a[r][3] += xs[i][on[r]] * ys[i];
-        }
-      bool singular = false;
-      for (size_t c = 0; c < n && !singular; ++c) {
-        size_t piv = c;
-        for (size_t r = c + 1; r < n; ++r)
-          if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
-        std::swap(a[c], a[piv]);
-        if (!(std::abs(a[c][c]) > 0)) {
-          singular = true;
-          break;
-        }
-        for (size_t r = 0; r < n; ++r) {
-          if (r == c) continue;
-          const double m = a[r][c] / a[c][c];
-          for (size_t q = c; q < 4; ++q) a[r][q] -= m * a[c][q];
-        }
-      }
-      if (singular) continue;
-      std::array<double, 3> coef{};
+      KindCoef coef{};
+      if (on.size() > rows.size() || !fit_kind_terms(rows, on, coef)) continue;
       bool feasible = true;
-      for (size_t r = 0; r < n; ++r) {
-        coef[on[r]] = a[r][3] / a[r][r];
-        feasible = feasible && coef[on[r]] >= 0 && std::isfinite(coef[on[r]]);
-      }
+      for (int t : on) feasible = feasible && coef[t] >= 0 && std::isfinite(coef[t]);
       if (!feasible) continue;
       double cost = 0;
-      for (size_t i = 0; i < xs.size(); ++i) {
-        const double r = xs[i][0] * coef[0] + xs[i][1] * coef[1] + xs[i][2] * coef[2] - ys[i];
+      for (const auto& row : rows) {
+        const double r = row.x[kElemTerm] * coef[kElemTerm] + row.x[kRowTerm] * coef[kRowTerm] +
+                         row.x[kCallTerm] * coef[kCallTerm] - row.y;
         cost += r * r;
       }
       if (cost < best_cost * (1 - 1e-12)) {
@@ -404,135 +446,186 @@ void fit_kind_costs(const std::vector<OpSample>& samples, DeviceFigures& f, doub
         best = coef;
       }
     }
-    f.kinds[static_cast<size_t>(k)].elem_s = best[0];
-    f.kinds[static_cast<size_t>(k)].row_s = best[1];
+    f.kinds[static_cast<size_t>(k)].elem_s = best[kElemTerm];
+    f.kinds[static_cast<size_t>(k)].row_s = best[kRowTerm];
   }
 }
 
-}  // namespace
+// What the classes' fit works on: the samples outside the family sweeps, which parameters they can tell
+// (a class with samples; matrix_s when some matmul has batch > 1; the host time always), the sum of
+// their weights.
+struct ClassSamples {
+  std::vector<OpSample> samples;
+  Free free{};
+  double weight_sum = 0;
+  bool matmuls = false;  // some matmul sample: the tile, k_half and n_half go on the grid
+};
 
-OpModelCalibration fit_op_model(const std::vector<OpSample>& all, DeviceFigures start, const OpFitOptions& options) {
+void check_sample_times(const std::vector<OpSample>& all) {
   if (all.empty()) throw Error("op model fit: no op sample");
   for (const auto& s : all)
     if (!(s.seconds > 0) || !std::isfinite(s.seconds))
       throw Error(fmt::format("op model fit: op {} measured in {} s; times must be positive", s.op.name, s.seconds));
-  // First the kernel families' own costs from their sweeps; the classes' figures from the other samples.
-  fit_kind_costs(all, start);
-  std::vector<OpSample> samples;
+}
+
+ClassSamples class_samples(const std::vector<OpSample>& all, const DeviceFigures& start, const OpFitOptions& options) {
+  ClassSamples cs;
   for (const auto& s : all)
-    if (!is_kind_sweep(s.op)) samples.push_back(s);
-  if (samples.empty()) throw Error("op model fit: no op sample outside the kernel-family sweeps");
-  std::array<bool, kParams> has{};
-  double weight_sum = 0;
-  for (const auto& s : samples) {
-    if (!(s.seconds > 0) || !std::isfinite(s.seconds))
-      throw Error(fmt::format("op model fit: op {} measured in {} s; times must be positive", s.op.name, s.seconds));
+    if (!is_kind_sweep(s.op)) cs.samples.push_back(s);
+  if (cs.samples.empty()) throw Error("op model fit: no op sample outside the kernel-family sweeps");
+  for (const auto& s : cs.samples) {
     if (s.op.kernels < 1) throw Error(fmt::format("op model fit: op {} has {} kernels", s.op.name, s.op.kernels));
     const Param c = class_param(s.op);
     if (matmul_param(c) && !(start.peak_flops > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive peak_flops for its matmul samples", start.device_type));
     if (!(start.mem_bw > 0))
       throw Error(fmt::format("op model fit: device {} needs a positive mem_bw", start.device_type));
-    has[c] = true;
-    if ((c == kGemm || c == kAttn) && s.op.batch > 1) has[kMatrix] = true;
-    weight_sum += options.weight_by_time ? s.seconds : 1.0;
+    cs.free[c] = true;
+    if ((c == kGemm || c == kAttn) && s.op.batch > 1) cs.free[kMatrix] = true;
+    cs.weight_sum += options.weight_by_time ? s.seconds : 1.0;
   }
-  has[kHost] = true;
-  const Free free = has;
-  const bool matmuls = has[kGemm] || has[kAttn] || has[kConv] || has[kConvW];
-  auto eff0 = [](double e) { return std::log(std::min(1.0, std::max(kMinEff, e > 0 ? e : 1.0))); };
+  cs.free[kHost] = true;
+  cs.matmuls = cs.free[kGemm] || cs.free[kAttn] || cs.free[kConv] || cs.free[kConvW];
+  return cs;
+}
 
-  std::vector<std::pair<int, int>> tiles;
-  std::vector<double> k_halves, n_halves;
-  if (matmuls) {
-    n_halves.assign(std::begin(kNHalves), std::end(kNHalves));
-    for (int tm : kTiles)
-      for (int tn : kTiles)
-        if (tm == tn || !options.square_tiles) tiles.push_back({tm, tn});
-    k_halves.assign(std::begin(kKHalves), std::end(kKHalves));
-  } else {
-    tiles = {{start.tile_m, start.tile_n}};
-    k_halves = {start.gemm_k_half};
-    n_halves = {start.gemm_n_half};
+// One point of the grid of discrete figures.
+struct GridPoint {
+  int tile_m = 0, tile_n = 0;
+  double k_half = 0, n_half = 0;
+};
+// The grid in search order (tiles, then k_half, then n_half; the first of equal costs wins); with no
+// matmul sample the one point of start's figures.
+std::vector<GridPoint> grid_points(bool matmuls, const DeviceFigures& start, const OpFitOptions& options) {
+  if (!matmuls) return {{start.tile_m, start.tile_n, start.gemm_k_half, start.gemm_n_half}};
+  std::vector<GridPoint> grid;
+  for (int tm : kTiles)
+    for (int tn : kTiles)
+      if (tm == tn || !options.square_tiles)
+        for (double kh : kKHalves)
+          for (double nh : kNHalves) grid.push_back({tm, tn, kh, nh});
+  return grid;
+}
+
+double log_efficiency(double e) { return std::log(std::min(1.0, std::max(kMinEff, e > 0 ? e : 1.0))); }
+
+// The class samples at the figures f (its grid point's shape efficiencies, its families' costs).
+std::vector<Prepared> prepare(const ClassSamples& cs, const DeviceFigures& f, const DeviceFigures& start,
+                              const OpFitOptions& options) {
+  std::vector<Prepared> v;
+  v.reserve(cs.samples.size());
+  for (const auto& s : cs.samples) {
+    Prepared pr;
+    pr.cls = class_param(s.op);
+    pr.bytes_param = pr.cls == kNorm ? kNorm : kMem;
+    const bool matmul = matmul_param(pr.cls);
+    if (!matmul) pr.kind = kind_compute_time(s.op, f);
+    if (matmul) pr.compute = s.op.flops / (f.peak_flops * shape_efficiency(s.op, f));
+    pr.memory = s.op.bytes / f.mem_bw;
+    pr.kernels = s.op.kernels;
+    pr.fixed = s.op.kernels * f.kernel_s + (s.op.host_sync ? f.sync_s : 0);
+    if (matmul) (cs.free[kMatrix] ? pr.matrices : pr.fixed) += s.op.batch * (cs.free[kMatrix] ? 1 : start.matrix_s);
+    pr.log_measured = std::log(s.seconds);
+    pr.weight = (options.weight_by_time ? s.seconds : 1.0) * cs.samples.size() / cs.weight_sum;
+    v.push_back(pr);
   }
+  return v;
+}
 
-  // The continuous figures at one grid point f (its tile, k_half and n_half, its kernel families' costs).
-  auto fit_at = [&](DeviceFigures f) {
-      std::vector<Prepared> v;
-      v.reserve(samples.size());
-      for (const auto& s : samples) {
-        Prepared pr;
-        pr.cls = class_param(s.op);
-        pr.bytes_param = pr.cls == kNorm ? kNorm : kMem;
-        const bool matmul = matmul_param(pr.cls);
-        if (!matmul) pr.kind = kind_compute_time(s.op, f);
-        if (matmul) pr.compute = s.op.flops / (f.peak_flops * shape_efficiency(s.op, f));
-        pr.memory = s.op.bytes / f.mem_bw;
-        pr.kernels = s.op.kernels;
-        pr.fixed = s.op.kernels * f.kernel_s + (s.op.host_sync ? f.sync_s : 0);
-        if (matmul) (free[kMatrix] ? pr.matrices : pr.fixed) += s.op.batch * (free[kMatrix] ? 1 : start.matrix_s);
-        pr.log_measured = std::log(s.seconds);
-        pr.weight = (options.weight_by_time ? s.seconds : 1.0) * samples.size() / weight_sum;
-        v.push_back(pr);
-      }
-      // Start: host time (and cost per matrix) a tenth of the fastest op per kernel; each efficiency the
-      // median of what its class's samples need with those.
-      double fastest = INFINITY;
-      for (size_t i = 0; i < v.size(); ++i) fastest = std::min(fastest, samples[i].seconds / v[i].kernels);
-      const double small = std::log(std::max(kMinHost, 0.1 * fastest));
-      Params p{eff0(start.gemm_efficiency), eff0(start.attn_efficiency), eff0(start.mem_efficiency),
-               eff0(start.norm_efficiency > 0 ? start.norm_efficiency : start.mem_efficiency), small,
-               free[kMatrix] ? small : std::log(kMinMatrix), eff0(start.gemm_efficiency), eff0(start.gemm_efficiency)};
-      for (int c : {kGemm, kAttn, kMem, kNorm, kConv, kConvW}) {
-        if (!free[c]) continue;
-        std::vector<double> need;
-        for (size_t i = 0; i < v.size(); ++i) {
-          if (v[i].cls != c) continue;
-          const double left = samples[i].seconds - std::exp(p[kHost]) * v[i].kernels -
-                              std::exp(p[kMatrix]) * v[i].matrices - v[i].fixed;
-          const double work = matmul_param(c) ? v[i].compute : v[i].memory;
-          if (left > 0 && work > 0) need.push_back(work / left);
-        }
-        if (!need.empty()) p[c] = eff0(spread_of(need).median);
-      }
-      const double cost = levenberg_marquardt(v, p, free);
-      if (free[kGemm]) f.gemm_efficiency = std::exp(p[kGemm]);
-      if (free[kAttn]) f.attn_efficiency = std::exp(p[kAttn]);
-      if (free[kMem]) f.mem_efficiency = std::exp(p[kMem]);
-      if (free[kNorm]) f.norm_efficiency = std::exp(p[kNorm]);
-      if (free[kConv]) f.kinds[static_cast<size_t>(OpKind::Conv)].efficiency = std::exp(p[kConv]);
-      if (free[kConvW]) f.kinds[static_cast<size_t>(OpKind::ConvWgrad)].efficiency = std::exp(p[kConvW]);
-      if (free[kMatrix]) f.matrix_s = p[kMatrix] <= std::log(kMinMatrix) + 1e-6 ? 0 : std::exp(p[kMatrix]);
-      f.host_op_s = std::exp(p[kHost]);
-      return std::make_pair(cost, f);
-  };
+// Where Levenberg-Marquardt starts: host time (and cost per matrix) a tenth of the fastest op per kernel;
+// each free efficiency the median of what its class's samples need with those, else start's.
+Params start_params(const ClassSamples& cs, const std::vector<Prepared>& v, const DeviceFigures& start) {
+  double fastest = INFINITY;
+  for (size_t i = 0; i < v.size(); ++i) fastest = std::min(fastest, cs.samples[i].seconds / v[i].kernels);
+  const double small = std::log(std::max(kMinHost, 0.1 * fastest));
+  Params p{};
+  p[kGemm] = log_efficiency(start.gemm_efficiency);
+  p[kAttn] = log_efficiency(start.attn_efficiency);
+  p[kMem] = log_efficiency(start.mem_efficiency);
+  p[kNorm] = log_efficiency(start.norm_efficiency > 0 ? start.norm_efficiency : start.mem_efficiency);
+  p[kHost] = small;
+  p[kMatrix] = cs.free[kMatrix] ? small : std::log(kMinMatrix);
+  p[kConv] = log_efficiency(start.gemm_efficiency);
+  p[kConvW] = log_efficiency(start.gemm_efficiency);
+  for (int c : {kGemm, kAttn, kMem, kNorm, kConv, kConvW}) {
+    if (!cs.free[c]) continue;
+    std::vector<double> need;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].cls != c) continue;
+      const double left = cs.samples[i].seconds - std::exp(p[kHost]) * v[i].kernels -
+                          std::exp(p[kMatrix]) * v[i].matrices - v[i].fixed;
+      const double work = matmul_param(c) ? v[i].compute : v[i].memory;
+      if (left > 0 && work > 0) need.push_back(work / left);
+    }
+    if (!need.empty()) p[c] = log_efficiency(spread_of(need).median);
+  }
+  return p;
+}
+
+// The fitted parameters written into the figures (the free ones; the host time always).
+void store_params(const Params& p, const Free& free, DeviceFigures& f) {
+  if (free[kGemm]) f.gemm_efficiency = std::exp(p[kGemm]);
+  if (free[kAttn]) f.attn_efficiency = std::exp(p[kAttn]);
+  if (free[kMem]) f.mem_efficiency = std::exp(p[kMem]);
+  if (free[kNorm]) f.norm_efficiency = std::exp(p[kNorm]);
+  if (free[kConv]) f.kinds[static_cast<size_t>(OpKind::Conv)].efficiency = std::exp(p[kConv]);
+  if (free[kConvW]) f.kinds[static_cast<size_t>(OpKind::ConvWgrad)].efficiency = std::exp(p[kConvW]);
+  if (free[kMatrix]) f.matrix_s = p[kMatrix] <= std::log(kMinMatrix) + 1e-6 ? 0 : std::exp(p[kMatrix]);
+  f.host_op_s = std::exp(p[kHost]);
+}
+
+struct PointFit {
+  double cost = INFINITY;
+  DeviceFigures figures;
+};
+// The continuous figures at one grid point f (its tile, k_half and n_half, its kernel families' costs).
+PointFit fit_at(const ClassSamples& cs, DeviceFigures f, const DeviceFigures& start, const OpFitOptions& options) {
+  const std::vector<Prepared> v = prepare(cs, f, start, options);
+  Params p = start_params(cs, v, start);
+  PointFit out;
+  out.cost = levenberg_marquardt(v, p, cs.free);
+  store_params(p, cs.free, f);
+  out.figures = f;
+  return out;
+}
+
+// The grid point of least cost (the first on ties) with its continuous figures.
+DeviceFigures best_on_grid(const ClassSamples& cs, const DeviceFigures& start, const OpFitOptions& options) {
   double best_cost = INFINITY;
   DeviceFigures best = start;
-  for (const auto& [tm, tn] : tiles)
-    for (double kh : k_halves)
-      for (double nh : n_halves) {
-        DeviceFigures f = start;
-        if (matmuls) {
-          f.tile_m = tm;
-          f.tile_n = tn;
-          f.gemm_k_half = kh;
-          f.gemm_n_half = nh;
-        }
-        auto [cost, fitted] = fit_at(f);
-        if (cost < best_cost) {
-          best_cost = cost;
-          best = fitted;
-        }
-      }
+  for (const GridPoint& g : grid_points(cs.matmuls, start, options)) {
+    DeviceFigures f = start;
+    if (cs.matmuls) {
+      f.tile_m = g.tile_m;
+      f.tile_n = g.tile_n;
+      f.gemm_k_half = g.k_half;
+      f.gemm_n_half = g.n_half;
+    }
+    const PointFit fit = fit_at(cs, f, start, options);
+    if (fit.cost < best_cost) {
+      best_cost = fit.cost;
+      best = fit.figures;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+OpModelCalibration fit_op_model(const std::vector<OpSample>& all, DeviceFigures start, const OpFitOptions& options) {
+  check_sample_times(all);
+  // First the kernel families' own costs from their sweeps; the classes' figures from the other samples.
+  fit_kind_costs(all, start);
+  const ClassSamples cs = class_samples(all, start, options);
+  DeviceFigures best = best_on_grid(cs, start, options);
   // Second round at the best grid point: the families' costs again with the host time per op the
   // classes' fit found taken off their sweeps (the first round's intercept also took up their noise),
   // then the classes again with those.
-  bool families = false;
-  for (const auto& s : all) families = families || is_kind_sweep(s.op);
+  const bool families = std::any_of(all.begin(), all.end(), [](const OpSample& s) { return is_kind_sweep(s.op); });
   if (families) {
     DeviceFigures again = best;
     fit_kind_costs(all, again, best.host_op_s);
-    best = fit_at(again).second;
+    best = fit_at(cs, again, start, options).figures;
   }
 
   OpModelCalibration out;
@@ -546,21 +639,31 @@ OpModelCalibration fit_op_model(const std::vector<OpSample>& all, DeviceFigures 
   return out;
 }
 
-HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
-                    const OpOptions& o) {
+namespace {
+
+// One whole pass of the host-time fit: its measured time, its device time with no host time (+ syncs),
+// its kernels, its ops.
+struct PassPoint {
+  double measured = 0, device = 0, kernels = 0;
+  std::vector<Op> ops;
+};
+
+DeviceFigures with_host(const DeviceFigures& stage1, double h) {
+  DeviceFigures f = stage1;
+  f.host_op_s = h;
+  return f;
+}
+
+std::vector<PassPoint> pass_points(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
+                                   const OpOptions& o) {
   if (passes.empty()) throw Error("host time fit: no whole-pass measurement");
-  struct Point {
-    double measured, device, kernels;
-    std::vector<Op> ops;
-  };
-  DeviceFigures zero = stage1;
-  zero.host_op_s = 0;
-  std::vector<Point> pts;
+  const DeviceFigures zero = with_host(stage1, 0);
+  std::vector<PassPoint> pts;
   for (const auto& ps : passes) {
     if (!(ps.seconds > 0) || !std::isfinite(ps.seconds))
       throw Error(fmt::format("host time fit: the pass at micro-batch {} measured in {} s; times must be positive",
                               ps.micro_batch, ps.seconds));
-    Point pt;
+    PassPoint pt;
     pt.ops = pass_ops(w, ps.micro_batch, o);
     pt.measured = ps.seconds;
     pt.device = run_ops(pt.ops, zero).end_s;  // with no host time: device times (+ syncs)
@@ -568,76 +671,86 @@ HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, co
     for (const Op& op : pt.ops) pt.kernels += op.kernels;
     pts.push_back(std::move(pt));
   }
-  auto with_host = [&](double h) {
-    DeviceFigures f = stage1;
-    f.host_op_s = h;
-    return f;
-  };
-  HostFit out;
-  if (!stage1.async) {
-    // end = device + h x kernels. The whole passes and the ops were timed at different moments, and a
-    // shared machine's speed drifts between them (memory bandwidth seen from 18 to 48 GB/s within
-    // minutes): measured = s x device + h x kernels, with s the speed of the pass phase relative to the op
-    // phase (a nuisance factor, not kept) and h the host time per kernel; least squares on relative errors,
-    // (s, h) from the 2x2 normal equations. With one pass, or h < 0, s = 1 is kept and h alone is fitted:
-    // h = sum(a_b (1 - device_b / measured_b)) / sum(a_b^2), a_b = kernels_b / measured_b.
-    double suu = 0, suv = 0, svv = 0, suy = 0, svy = 0;
-    for (const auto& pt : pts) {
-      const double u = pt.device / pt.measured, v = pt.kernels / pt.measured;  // y = 1
-      suu += u * u;
-      suv += u * v;
-      svv += v * v;
-      suy += u;
-      svy += v;
-    }
-    const double det = suu * svv - suv * suv;
-    double sc = 1, h = -1;
-    if (pts.size() >= 2 && det > 1e-12 * suu * svv) {
-      sc = (suy * svv - svy * suv) / det;
-      h = (suu * svy - suv * suy) / det;
-    }
-    if (!(h >= 0) || !(sc > 0)) {
-      sc = 1;
-      h = (svy - suv) / svv;  // s = 1: sum v (1 - u) / sum v^2
-    }
-    out.host_op_s = std::max(0.0, h);
-    out.speed = sc;
-  } else {
-    // The host and the device overlap (core/ops.hpp run_ops): the end is non-decreasing in h; golden-
-    // section search of the relative squared error between 0 and the h that makes the host alone the
-    // longest measured pass.
-    auto cost = [&](double h) {
-      const DeviceFigures f = with_host(h);
-      double c = 0;
-      for (const auto& pt : pts) {
-        const double r = run_ops(pt.ops, f).end_s / pt.measured - 1;
-        c += r * r;
-      }
-      return c;
-    };
-    double lo = 0, hi = 0;
-    for (const auto& pt : pts) hi = std::max(hi, pt.measured / pt.kernels);
-    const double g = (std::sqrt(5.0) - 1) / 2;
-    double a = hi - g * (hi - lo), b = lo + g * (hi - lo), ca = cost(a), cb = cost(b);
-    for (int it = 0; it < 200 && hi - lo > 1e-15; ++it) {
-      if (ca <= cb) {
-        hi = b;
-        b = a;
-        cb = ca;
-        a = hi - g * (hi - lo);
-        ca = cost(a);
-      } else {
-        lo = a;
-        a = b;
-        ca = cb;
-        b = lo + g * (hi - lo);
-        cb = cost(b);
-      }
-    }
-    out.host_op_s = std::max(0.0, (lo + hi) / 2);
-    if (cost(0) <= cost(out.host_op_s)) out.host_op_s = 0;
+  return pts;
+}
+
+// Synchronous device: end = device + h x kernels. The whole passes and the ops were timed at different
+// moments, and a shared machine's speed drifts between them (memory bandwidth seen from 18 to 48 GB/s
+// within minutes): measured = s x device + h x kernels, with s the speed of the pass phase relative to the
+// op phase (a nuisance factor, not kept) and h the host time per kernel; least squares on relative
+// errors, (s, h) from the 2x2 normal equations. With one pass, or h < 0, s = 1 is kept and h alone is
+// fitted: h = sum(a_b (1 - device_b / measured_b)) / sum(a_b^2), a_b = kernels_b / measured_b.
+void fit_host_sync(const std::vector<PassPoint>& pts, HostFit& out) {
+  double suu = 0, suv = 0, svv = 0, suy = 0, svy = 0;
+  for (const auto& pt : pts) {
+    const double u = pt.device / pt.measured, v = pt.kernels / pt.measured;  // y = 1
+    suu += u * u;
+    suv += u * v;
+    svv += v * v;
+    suy += u;
+    svy += v;
   }
-  const DeviceFigures f = with_host(out.host_op_s);
+  const double det = suu * svv - suv * suv;
+  double sc = 1, h = -1;
+  if (pts.size() >= 2 && det > 1e-12 * suu * svv) {
+    sc = (suy * svv - svy * suv) / det;
+    h = (suu * svy - suv * suy) / det;
+  }
+  if (!(h >= 0) || !(sc > 0)) {
+    sc = 1;
+    h = (svy - suv) / svv;  // s = 1: sum v (1 - u) / sum v^2
+  }
+  out.host_op_s = std::max(0.0, h);
+  out.speed = sc;
+}
+
+// Asynchronous device: the host and the device overlap (core/ops.hpp run_ops), the end is
+// non-decreasing in h; golden-section search of the relative squared error between 0 and the h that
+// makes the host alone the longest measured pass.
+void fit_host_async(const std::vector<PassPoint>& pts, const DeviceFigures& stage1, HostFit& out) {
+  auto cost = [&](double h) {
+    const DeviceFigures f = with_host(stage1, h);
+    double c = 0;
+    for (const auto& pt : pts) {
+      const double r = run_ops(pt.ops, f).end_s / pt.measured - 1;
+      c += r * r;
+    }
+    return c;
+  };
+  double lo = 0, hi = 0;
+  for (const auto& pt : pts) hi = std::max(hi, pt.measured / pt.kernels);
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double a = hi - g * (hi - lo), b = lo + g * (hi - lo), ca = cost(a), cb = cost(b);
+  for (int it = 0; it < 200 && hi - lo > 1e-15; ++it) {
+    if (ca <= cb) {
+      hi = b;
+      b = a;
+      cb = ca;
+      a = hi - g * (hi - lo);
+      ca = cost(a);
+    } else {
+      lo = a;
+      a = b;
+      ca = cb;
+      b = lo + g * (hi - lo);
+      cb = cost(b);
+    }
+  }
+  out.host_op_s = std::max(0.0, (lo + hi) / 2);
+  if (cost(0) <= cost(out.host_op_s)) out.host_op_s = 0;
+}
+
+}  // namespace
+
+HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
+                    const OpOptions& o) {
+  const std::vector<PassPoint> pts = pass_points(w, passes, stage1, o);
+  HostFit out;
+  if (!stage1.async)
+    fit_host_sync(pts, out);
+  else
+    fit_host_async(pts, stage1, out);
+  const DeviceFigures f = with_host(stage1, out.host_op_s);
   for (size_t i = 0; i < pts.size(); ++i) {
     const auto& pt = pts[i];
     HostFitPoint hp;

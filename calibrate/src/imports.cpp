@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
-#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -20,6 +20,7 @@
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/system.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim::calibrate {
@@ -68,88 +69,107 @@ int type_bytes(const std::string& type) {
   return it == bytes.end() ? 0 : it->second;
 }
 
-}  // namespace
+// What the reader has seen of an all_reduce_perf log so far, and how it reads each kind of line.
+class NcclReader {
+ public:
+  explicit NcclReader(const std::string& path) { log_.path = path; }
 
-NcclTestsLog parse_nccl_tests(const std::string& path, const std::string& text) {
-  NcclTestsLog log;
-  log.path = path;
-  auto fail = [&](int line, const std::string& what) -> Error {
-    return Error(Origin{path, line}, what);
-  };
-  std::vector<std::string> columns;  // the header's, once seen
-  int header_line = 0, last_line = 0;
-  bool ended = false;
-  std::vector<int> rank_numbers;
-  std::istringstream in(text);
-  std::string line;
-  for (int ln = 1; std::getline(in, line); ++ln) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    last_line = ln;
-    if (line.find(" NCCL INFO ") != std::string::npos || line.find(" NCCL WARN ") != std::string::npos) continue;
-    const size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos) continue;
-    if (line[first] == '#') {
-      std::vector<std::string> t = split_ws(line.substr(first + 1));
-      if (t.empty()) continue;
-      if (t[0] == "Rank" && columns.empty()) {  // "#  Rank  0 Group  0 Pid 6899 on HOST device  0 [0000:04:00] NAME"
-        double r = 0;
-        auto on = std::find(t.begin(), t.end(), "on");
-        if (t.size() < 2 || !to_number(t[1], r) || on == t.end() || on + 1 == t.end())
-          throw fail(ln, fmt::format("unreadable rank line '{}': expected '#  Rank N ... on HOST device D ...'",
-                                     line.substr(first)));
-        rank_numbers.push_back(static_cast<int>(r));
-        const std::string& host = *(on + 1);
-        if (std::find(log.hosts.begin(), log.hosts.end(), host) == log.hosts.end()) log.hosts.push_back(host);
-        const size_t bracket = line.find(']');
-        if (log.device.empty() && bracket != std::string::npos) {
-          std::string name = line.substr(bracket + 1);
-          name.erase(0, name.find_first_not_of(" \t"));
-          name.erase(name.find_last_not_of(" \t") + 1);
-          log.device = name;
-        }
-        continue;
+  void line(int ln, std::string text) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    last_line_ = ln;
+    if (text.find(" NCCL INFO ") != std::string::npos || text.find(" NCCL WARN ") != std::string::npos) return;
+    const size_t first = text.find_first_not_of(" \t");
+    if (first == std::string::npos) return;
+    if (text[first] == '#') return comment(ln, text, first);
+    if (columns_.empty() || ended_) return;  // launcher output before the table, anything after it
+    log_.rows.push_back(row(ln, text, first));
+  }
+
+  NcclTestsLog finish() {
+    const std::string& path = log_.path;
+    if (columns_.empty())
+      throw Error(fmt::format("{}: no all_reduce_perf table (no '# size count type redop ...' column header): is this "
+                              "the output of nccl-tests' all_reduce_perf?",
+                              path));
+    if (log_.rows.empty()) throw fail(header_line_, "the all_reduce_perf table has no data rows");
+    if (!ended_)
+      throw fail(last_line_, fmt::format("the all_reduce_perf table stops after {} rows without its closing '# Avg bus "
+                                         "bandwidth' line: the log is truncated",
+                                         log_.rows.size()));
+    log_.ranks = rank_count();
+    check_allreduce_factor();
+    return log_;
+  }
+
+ private:
+  NcclTestsLog log_;
+  std::vector<std::string> columns_;  // the header's, once seen
+  int header_line_ = 0, last_line_ = 0;
+  bool ended_ = false;
+  std::vector<int> rank_numbers_;
+
+  Error fail(int line, const std::string& what) const { return Error(Origin{log_.path, line}, what); }
+
+  void comment(int ln, const std::string& line, size_t first) {
+    const std::vector<std::string> t = split_ws(line.substr(first + 1));
+    if (t.empty()) return;
+    if (t[0] == "Rank" && columns_.empty()) return rank_line(ln, line, first, t);
+    if (t.size() >= 2 && t[0] == "size" && t[1] == "count") return header(ln, t);
+    if (!columns_.empty() && !ended_ && (starts_with(t[0], "Out") || (t[0] == "Avg" && t.size() > 1 && t[1] == "bus"))) {
+      if (log_.rows.empty()) throw fail(header_line_, "the all_reduce_perf table has no data rows");
+      if (t[0] == "Avg") {
+        const size_t colon = line.find(':');
+        const std::vector<std::string> value = split_ws(colon == std::string::npos ? "" : line.substr(colon + 1));
+        double v = 0;
+        if (value.empty() || !to_number(value[0], v)) throw fail(ln, "unreadable '# Avg bus bandwidth : X' line");
+        log_.avg_busbw = v * 1e9;
+        ended_ = true;
       }
-      if (t.size() >= 2 && t[0] == "size" && t[1] == "count") {
-        if (!columns.empty())
-          throw fail(ln, fmt::format("a second nccl-tests table (the first starts at line {}): import one "
-                                     "all_reduce_perf run per file", header_line));
-        if (t != kColumnsRoot && t != kColumnsOld)
-          throw fail(ln, fmt::format("unknown all_reduce_perf column header '{}': expected '{}' (nccl-tests 2.x) or "
-                                     "'{}'", join(t), join(kColumnsRoot), join(kColumnsOld)));
-        columns = t;
-        header_line = ln;
-        continue;
-      }
-      if (!columns.empty() && !ended && (starts_with(t[0], "Out") || (t[0] == "Avg" && t.size() > 1 && t[1] == "bus"))) {
-        if (log.rows.empty()) throw fail(header_line, "the all_reduce_perf table has no data rows");
-        if (t[0] == "Avg") {
-          const size_t colon = line.find(':');
-          const std::vector<std::string> value = split_ws(colon == std::string::npos ? "" : line.substr(colon + 1));
-          double v = 0;
-          if (value.empty() || !to_number(value[0], v)) throw fail(ln, "unreadable '# Avg bus bandwidth : X' line");
-          log.avg_busbw = v * 1e9;
-          ended = true;
-        }
-        continue;
-      }
-      continue;  // other comments: the command line, "(B) (elements) (us)" units, "out-of-place in-place"
     }
-    if (columns.empty() || ended) continue;  // launcher output before the table, anything after it
-    const std::vector<std::string> t = split_ws(line);
-    const bool with_root = columns.size() == kColumnsRoot.size();
-    if (t.size() != columns.size())
-      throw fail(ln, fmt::format("expected {} columns ({}), found {}: '{}'", columns.size(), join(columns), t.size(),
+    // Other comments: the command line, "(B) (elements) (us)" units, "out-of-place in-place".
+  }
+
+  // "#  Rank  0 Group  0 Pid 6899 on HOST device  0 [0000:04:00] NAME"
+  void rank_line(int ln, const std::string& line, size_t first, const std::vector<std::string>& t) {
+    double r = 0;
+    auto on = std::find(t.begin(), t.end(), "on");
+    if (t.size() < 2 || !to_number(t[1], r) || on == t.end() || on + 1 == t.end())
+      throw fail(ln, fmt::format("unreadable rank line '{}': expected '#  Rank N ... on HOST device D ...'",
                                  line.substr(first)));
-    auto num = [&](size_t i) {
-      double v = 0;
-      if (!to_number(t[i], v))
-        throw fail(ln, fmt::format("column {} ({}): '{}' is not a number", i + 1, columns[i], t[i]));
-      return v;
-    };
+    rank_numbers_.push_back(static_cast<int>(r));
+    const std::string& host = *(on + 1);
+    if (std::find(log_.hosts.begin(), log_.hosts.end(), host) == log_.hosts.end()) log_.hosts.push_back(host);
+    const size_t bracket = line.find(']');
+    if (log_.device.empty() && bracket != std::string::npos) {
+      std::string name = line.substr(bracket + 1);
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      log_.device = name;
+    }
+  }
+
+  void header(int ln, const std::vector<std::string>& t) {
+    if (!columns_.empty())
+      throw fail(ln, fmt::format("a second nccl-tests table (the first starts at line {}): import one "
+                                 "all_reduce_perf run per file", header_line_));
+    if (t != kColumnsRoot && t != kColumnsOld)
+      throw fail(ln, fmt::format("unknown all_reduce_perf column header '{}': expected '{}' (nccl-tests 2.x) or "
+                                 "'{}'", join(t), join(kColumnsRoot), join(kColumnsOld)));
+    columns_ = t;
+    header_line_ = ln;
+  }
+
+  // One data row: size, count, type, redop, [root], then the out-of-place and the in-place columns.
+  NcclTestsRow row(int ln, const std::string& line, size_t first) const {
+    const std::vector<std::string> t = split_ws(line);
+    const bool with_root = columns_.size() == kColumnsRoot.size();
+    if (t.size() != columns_.size())
+      throw fail(ln, fmt::format("expected {} columns ({}), found {}: '{}'", columns_.size(), join(columns_), t.size(),
+                                 line.substr(first)));
     NcclTestsRow r;
     r.line = ln;
-    r.bytes = num(0);
-    const double count = num(1);
+    r.bytes = number(ln, t, 0);
+    const double count = number(ln, t, 1);
     if (r.bytes < 0 || r.bytes != std::floor(r.bytes) || count < 0 || count != std::floor(count))
       throw fail(ln, fmt::format("size '{}' and count '{}' must be whole non-negative numbers", t[0], t[1]));
     r.count = static_cast<long long>(count);
@@ -159,76 +179,90 @@ NcclTestsLog parse_nccl_tests(const std::string& path, const std::string& text) 
     if (tb > 0 && r.bytes != static_cast<double>(r.count) * tb)
       throw fail(ln, fmt::format("size {} B is not count {} x {} B of type {}", t[0], t[1], tb, r.type));
     const size_t c = with_root ? 5 : 4;  // first out-of-place column
-    if (with_root) num(4);
-    for (int half = 0; half < 2; ++half) {
-      const size_t k = c + 4 * half;
-      const double us = num(k), alg = num(k + 1), bus = num(k + 2);
-      if (!(us > 0)) throw fail(ln, fmt::format("column {} (time): {} us; a time must be positive", k + 1, t[k]));
-      if (alg < 0 || bus < 0)
-        throw fail(ln, fmt::format("columns {}-{} (algbw, busbw): negative bandwidth", k + 2, k + 3));
-      const std::string& wrong = t[k + 3];
-      if (columns[k + 3] == "#wrong" && wrong != "N/A") {
-        double w = 0;
-        if (!to_number(wrong, w) || w < 0 || w != std::floor(w))
-          throw fail(ln, fmt::format("column {} (#wrong): '{}' is not a count", k + 4, wrong));
-        if (w > 0)
-          throw fail(ln, fmt::format("{} wrong elements in the {} all-reduce of {} B: the run's results are invalid",
-                                     wrong, half ? "in-place" : "out-of-place", t[0]));
-      } else if (double e = 0; columns[k + 3] == "error" && wrong != "N/A" && !to_number(wrong, e)) {
-        throw fail(ln, fmt::format("column {} (error): '{}' is not a number", k + 4, wrong));
-      }
-      // algbw = size / time (nccl-tests' definition), printed with two decimals: a check of the columns.
-      const double alg_expected = r.bytes / (us * 1e-6) / 1e9;
-      if (std::abs(alg - alg_expected) > 0.01 + 0.02 * alg_expected)
-        throw fail(ln, fmt::format("algbw {} GB/s is not size / time = {} B / {} us = {:.2f} GB/s", t[k + 1], t[0],
-                                   t[k], alg_expected));
-      (half ? r.ip_time_s : r.oop_time_s) = us * 1e-6;
-      (half ? r.ip_algbw : r.oop_algbw) = alg * 1e9;
-      (half ? r.ip_busbw : r.oop_busbw) = bus * 1e9;
-    }
-    log.rows.push_back(r);
+    if (with_root) number(ln, t, 4);
+    for (int half = 0; half < 2; ++half) read_half(ln, t, c + 4 * half, half == 1, r);
+    return r;
   }
-  if (columns.empty())
-    throw Error(fmt::format("{}: no all_reduce_perf table (no '# size count type redop ...' column header): is this "
-                            "the output of nccl-tests' all_reduce_perf?",
-                            path));
-  if (log.rows.empty()) throw fail(header_line, "the all_reduce_perf table has no data rows");
-  if (!ended)
-    throw fail(last_line, fmt::format("the all_reduce_perf table stops after {} rows without its closing '# Avg bus "
-                                      "bandwidth' line: the log is truncated",
-                                      log.rows.size()));
+
+  double number(int ln, const std::vector<std::string>& t, size_t i) const {
+    double v = 0;
+    if (!to_number(t[i], v)) throw fail(ln, fmt::format("column {} ({}): '{}' is not a number", i + 1, columns_[i], t[i]));
+    return v;
+  }
+
+  // time, algbw, busbw and #wrong (or error) from column k: the out-of-place half, or the in-place one.
+  void read_half(int ln, const std::vector<std::string>& t, size_t k, bool in_place, NcclTestsRow& r) const {
+    const double us = number(ln, t, k), alg = number(ln, t, k + 1), bus = number(ln, t, k + 2);
+    if (!(us > 0)) throw fail(ln, fmt::format("column {} (time): {} us; a time must be positive", k + 1, t[k]));
+    if (alg < 0 || bus < 0) throw fail(ln, fmt::format("columns {}-{} (algbw, busbw): negative bandwidth", k + 2, k + 3));
+    const std::string& wrong = t[k + 3];
+    if (columns_[k + 3] == "#wrong" && wrong != "N/A") {
+      double w = 0;
+      if (!to_number(wrong, w) || w < 0 || w != std::floor(w))
+        throw fail(ln, fmt::format("column {} (#wrong): '{}' is not a count", k + 4, wrong));
+      if (w > 0)
+        throw fail(ln, fmt::format("{} wrong elements in the {} all-reduce of {} B: the run's results are invalid", wrong,
+                                   in_place ? "in-place" : "out-of-place", t[0]));
+    } else if (double e = 0; columns_[k + 3] == "error" && wrong != "N/A" && !to_number(wrong, e)) {
+      throw fail(ln, fmt::format("column {} (error): '{}' is not a number", k + 4, wrong));
+    }
+    // algbw = size / time (nccl-tests' definition), printed with two decimals: a check of the columns.
+    const double alg_expected = r.bytes / (us * 1e-6) / 1e9;
+    if (std::abs(alg - alg_expected) > 0.01 + 0.02 * alg_expected)
+      throw fail(ln, fmt::format("algbw {} GB/s is not size / time = {} B / {} us = {:.2f} GB/s", t[k + 1], t[0], t[k],
+                                 alg_expected));
+    (in_place ? r.ip_time_s : r.oop_time_s) = us * 1e-6;
+    (in_place ? r.ip_algbw : r.oop_algbw) = alg * 1e9;
+    (in_place ? r.ip_busbw : r.oop_busbw) = bus * 1e9;
+  }
+
   // Ranks: the rank lines, else busbw / algbw = 2(n-1)/n on a row precise enough to tell.
-  if (!rank_numbers.empty()) {
-    std::sort(rank_numbers.begin(), rank_numbers.end());
-    for (size_t i = 0; i < rank_numbers.size(); ++i)
-      if (rank_numbers[i] != static_cast<int>(i))
-        throw Error(fmt::format("{}: the '# Rank' lines list ranks {}..{} with gaps or repeats: the header is incomplete",
-                                path, rank_numbers.front(), rank_numbers.back()));
-    log.ranks = static_cast<int>(rank_numbers.size());
-  } else {
+  int rank_count() {
+    const std::string& path = log_.path;
+    if (!rank_numbers_.empty()) {
+      std::sort(rank_numbers_.begin(), rank_numbers_.end());
+      for (size_t i = 0; i < rank_numbers_.size(); ++i)
+        if (rank_numbers_[i] != static_cast<int>(i))
+          throw Error(fmt::format("{}: the '# Rank' lines list ranks {}..{} with gaps or repeats: the header is incomplete",
+                                  path, rank_numbers_.front(), rank_numbers_.back()));
+      return static_cast<int>(rank_numbers_.size());
+    }
     const NcclTestsRow* best = nullptr;
-    for (const auto& r : log.rows)
+    for (const auto& r : log_.rows)
       if (!best || r.oop_algbw > best->oop_algbw) best = &r;
     if (best->oop_algbw < 1e9)
       throw Error(fmt::format("{}: no '# Rank' lines and no row with algbw of 1 GB/s or more: the number of ranks is "
                               "unknown (keep the log's header)",
                               path));
     const double ratio = best->oop_busbw / best->oop_algbw;
-    log.ranks = ratio < 2 ? static_cast<int>(std::lround(2 / (2 - ratio))) : 0;
-    if (log.ranks < 1) throw Error(Origin{path, best->line}, "busbw / algbw is 2 or more: not an all-reduce");
+    const int ranks = ratio < 2 ? static_cast<int>(std::lround(2 / (2 - ratio))) : 0;
+    if (ranks < 1) throw Error(Origin{path, best->line}, "busbw / algbw is 2 or more: not an all-reduce");
+    return ranks;
   }
+
   // busbw = algbw x 2(n-1)/n for an all-reduce: any other factor is another collective's log.
-  const double factor = 2.0 * (log.ranks - 1) / log.ranks;
-  for (const auto& r : log.rows)
-    for (int half = 0; half < 2; ++half) {
-      const double alg = (half ? r.ip_algbw : r.oop_algbw) / 1e9, bus = (half ? r.ip_busbw : r.oop_busbw) / 1e9;
-      if (std::abs(bus - alg * factor) > 0.01 + 0.02 * alg * factor)
-        throw Error(Origin{path, r.line},
-                    fmt::format("busbw {:.2f} GB/s is not algbw x 2(n-1)/n = {:.2f} x {:.4g} for {} ranks: not an "
-                                "all_reduce_perf table",
-                                bus, alg, factor, log.ranks));
-    }
-  return log;
+  void check_allreduce_factor() const {
+    const double factor = 2.0 * (log_.ranks - 1) / log_.ranks;
+    for (const auto& r : log_.rows)
+      for (int half = 0; half < 2; ++half) {
+        const double alg = (half ? r.ip_algbw : r.oop_algbw) / 1e9, bus = (half ? r.ip_busbw : r.oop_busbw) / 1e9;
+        if (std::abs(bus - alg * factor) > 0.01 + 0.02 * alg * factor)
+          throw Error(Origin{log_.path, r.line},
+                      fmt::format("busbw {:.2f} GB/s is not algbw x 2(n-1)/n = {:.2f} x {:.4g} for {} ranks: not an "
+                                  "all_reduce_perf table",
+                                  bus, alg, factor, log_.ranks));
+      }
+  }
+};
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests(const std::string& path, const std::string& text) {
+  NcclReader reader(path);
+  std::istringstream in(text);
+  std::string line;
+  for (int ln = 1; std::getline(in, line); ++ln) reader.line(ln, line);
+  return reader.finish();
 }
 
 NcclImport import_nccl_tests(const NcclTestsLog& log, double fit_max_bytes, const std::string& link_class) {
@@ -295,7 +329,10 @@ OpClass torch_op_class(const std::string& n) {
 
 namespace {
 
+using json = nlohmann::json;
+
 enum class Phase { Fwd, Bwd, Optimizer, Data };
+constexpr int kPhases = 4;
 
 struct TraceEv {
   std::string name, cat, thread;  // thread: pid/tid as the trace writes them
@@ -310,41 +347,34 @@ struct TopOp {
   double ts, end;
 };
 
-std::string id_text(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+std::string id_text(const json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
-// "2026-12-01T14:38:22Z", as calibrate's own provenance writes the date.
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-}  // namespace
-
-TorchProfile parse_torch_profile(const std::string& path, const std::string& text) {
-  using json = nlohmann::json;
-  TorchProfile p;
-  p.path = path;
+// The trace's "traceEvents" array.
+json trace_events(const std::string& path, const std::string& text) {
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
     throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
   }
-  const json* events = nullptr;
-  if (j.is_object() && j.contains("traceEvents") && j["traceEvents"].is_array()) events = &j["traceEvents"];
-  if (!events)
+  if (!(j.is_object() && j.contains("traceEvents") && j["traceEvents"].is_array()))
     throw Error(fmt::format("{}: not a PyTorch profiler trace: no \"traceEvents\" array (export it with "
                             "prof.export_chrome_trace(...))",
                             path));
+  return std::move(j["traceEvents"]);
+}
+
+// The complete events ("ph": "X") of the trace: host events (with the ProfilerStep# spans among them
+// also in `steps`) and device ones (kernels, copies, memsets).
+struct TraceEvents {
   std::vector<TraceEv> cpu, device, steps;
-  for (size_t i = 0; i < events->size(); ++i) {
-    const json& e = (*events)[i];
+};
+TraceEvents complete_events(const std::string& path, const json& events) {
+  TraceEvents out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
     if (!e.is_object() || e.value("ph", "") != "X") continue;
-    auto bad = [&](const char* what) {
-      return Error(fmt::format("{}: /traceEvents/{}: {}", path, i, what));
-    };
+    auto bad = [&](const char* what) { return Error(fmt::format("{}: /traceEvents/{}: {}", path, i, what)); };
     if (!e.contains("name") || !e["name"].is_string()) throw bad("a complete event (\"ph\": \"X\") without a \"name\"");
     if (!e.contains("ts") || !e["ts"].is_number()) throw bad("a complete event without a numeric \"ts\"");
     if (e.contains("dur") && !e["dur"].is_number()) throw bad("\"dur\" is not a number");
@@ -359,12 +389,23 @@ TorchProfile parse_torch_profile(const std::string& path, const std::string& tex
         e["args"]["External id"].is_number_integer())
       ev.ext = e["args"]["External id"].get<long long>();
     if (ev.cat == "kernel" || ev.cat == "gpu_memcpy" || ev.cat == "gpu_memset") {
-      device.push_back(std::move(ev));
+      out.device.push_back(std::move(ev));
     } else {
-      if (starts_with(ev.name, "ProfilerStep#")) steps.push_back(ev);
-      cpu.push_back(std::move(ev));
+      if (starts_with(ev.name, "ProfilerStep#")) out.steps.push_back(ev);
+      out.cpu.push_back(std::move(ev));
     }
   }
+  return out;
+}
+
+// The step the trace covers: its one ProfilerStep# span, else all of it.
+struct StepWindow {
+  bool windowed = false;
+  std::string name;  // the step's
+  double w0 = -INFINITY, w1 = INFINITY;
+  bool contains(double ts) const { return ts >= w0 - 1e-3 && ts <= w1 + 1e-3; }
+};
+StepWindow step_window(const std::string& path, const std::vector<TraceEv>& steps) {
   if (steps.size() > 1) {
     std::string names;
     for (const auto& s : steps) names += (names.empty() ? "" : ", ") + s.name;
@@ -372,18 +413,25 @@ TorchProfile parse_torch_profile(const std::string& path, const std::string& tex
                             "(torch.profiler.schedule(wait=..., warmup=..., active=1))",
                             path, steps.size(), names));
   }
-  const bool windowed = steps.size() == 1;
-  const double w0 = windowed ? steps[0].ts : -INFINITY, w1 = windowed ? steps[0].end() : INFINITY;
-  auto in_window = [&](double ts) { return ts >= w0 - 1e-3 && ts <= w1 + 1e-3; };
+  StepWindow w;
+  if (steps.size() == 1) w = {true, steps[0].name, steps[0].ts, steps[0].end()};
+  return w;
+}
 
+// The outermost aten:: ops of the step, each with its class and phase (from the wrappers around it),
+// and which of them each "External id" belongs to (the op's own, or one of an inner aten:: op).
+struct OuterOps {
+  std::vector<TopOp> tops;
+  std::map<long long, size_t> top_of_ext;
+};
+OuterOps outermost_ops(std::vector<TraceEv>& cpu, const StepWindow& window) {
   // Per thread, outermost aten:: ops and the phase wrappers around them.
   std::stable_sort(cpu.begin(), cpu.end(), [](const TraceEv& a, const TraceEv& b) {
     if (a.thread != b.thread) return a.thread < b.thread;
     if (a.ts != b.ts) return a.ts < b.ts;
     return a.dur > b.dur;  // a parent before the child that starts with it
   });
-  std::vector<TopOp> tops;
-  std::map<long long, size_t> top_of_ext;  // an op's External id -> its outermost aten:: op
+  OuterOps out;
   std::vector<const TraceEv*> stack;
   std::string thread;
   long long current_top = -1;
@@ -403,76 +451,98 @@ TorchProfile parse_torch_profile(const std::string& path, const std::string& tex
       else if (starts_with(s->name, "Optimizer.step") || starts_with(s->name, "Optimizer.zero_grad")) phase = Phase::Optimizer;
       else if (starts_with(s->name, "enumerate(DataLoader)")) phase = Phase::Data;
     }
-    if (aten && !outer_aten && in_window(ev.ts)) {
-      tops.push_back({torch_op_class(ev.name), phase, ev.ts, ev.end()});
-      current_top = static_cast<long long>(tops.size() - 1);
-      if (ev.ext >= 0) top_of_ext[ev.ext] = tops.size() - 1;
-    } else if (outer_aten && current_top >= 0 && in_window(outer_aten->ts)) {
-      if (ev.ext >= 0) top_of_ext[ev.ext] = static_cast<size_t>(current_top);
+    if (aten && !outer_aten && window.contains(ev.ts)) {
+      out.tops.push_back({torch_op_class(ev.name), phase, ev.ts, ev.end()});
+      current_top = static_cast<long long>(out.tops.size() - 1);
+      if (ev.ext >= 0) out.top_of_ext[ev.ext] = out.tops.size() - 1;
+    } else if (outer_aten && current_top >= 0 && window.contains(outer_aten->ts)) {
+      if (ev.ext >= 0) out.top_of_ext[ev.ext] = static_cast<size_t>(current_top);
       // aten::matmul of batched operands runs a bmm: attention's matmul, not a GEMM of weights.
-      TopOp& t = tops[current_top];
+      TopOp& t = out.tops[current_top];
       if (aten && t.cls == OpClass::Gemm && torch_op_class(ev.name) == OpClass::AttnMatmul) t.cls = OpClass::AttnMatmul;
     }
     stack.push_back(&ev);
   }
-  if (tops.empty())
-    throw Error(fmt::format("{}: no aten:: operator{}: record the trace with "
-                            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ...])",
-                            path, windowed ? " inside " + steps[0].name : ""));
+  return out;
+}
 
-  double first[4] = {INFINITY, INFINITY, INFINITY, INFINITY}, last[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  auto phase_span = [&](Phase ph, double a, double b) {
-    const int k = static_cast<int>(ph);
-    first[k] = std::min(first[k], a);
-    last[k] = std::max(last[k], b);
-  };
-  double lo = INFINITY, hi = -INFINITY;
-  const bool on_device = std::any_of(device.begin(), device.end(), [](const TraceEv& k) { return !starts_with(k.name, "nccl"); });
-  p.device = on_device;
-  if (on_device) {
-    for (const TraceEv& k : device) {
-      if (starts_with(k.name, "nccl")) continue;  // communication, not compute
-      auto it = k.ext >= 0 ? top_of_ext.find(k.ext) : top_of_ext.end();
-      if (it == top_of_ext.end()) {
-        if (!in_window(k.ts)) continue;
-        p.class_s[static_cast<int>(OpClass::Memory)] += k.dur * 1e-6;  // launched outside any aten:: op
-      } else {
-        const TopOp& t = tops[it->second];
-        if (t.phase == Phase::Data) continue;
-        p.class_s[static_cast<int>(k.cat == "kernel" ? t.cls : OpClass::Memory)] += k.dur * 1e-6;
-        phase_span(t.phase, k.ts, k.end());
-      }
-      ++p.kernels;
-      lo = std::min(lo, k.ts);
-      hi = std::max(hi, k.end());
-    }
+// Where the counted times lie: each phase's first start and last end, and the extent of them all (us).
+struct Span {
+  double first = INFINITY, last = -INFINITY;
+  void add(double a, double b) {
+    first = std::min(first, a);
+    last = std::max(last, b);
   }
-  for (const TopOp& t : tops) {
+  double extent_s() const { return last > first ? (last - first) * 1e-6 : 0.0; }
+};
+struct Spans {
+  std::array<Span, kPhases> phase;
+  Span all;  // the extent of every counted time
+  Span& of(Phase ph) { return phase[static_cast<size_t>(ph)]; }
+};
+
+// Device kernels (NCCL's left out: communication) into the classes of the ops that launched them; a
+// kernel launched outside any aten:: op is memory work of no phase.
+void count_kernels(const TraceEvents& ev, const OuterOps& ops, const StepWindow& window, TorchProfile& p, Spans& spans) {
+  for (const TraceEv& k : ev.device) {
+    if (starts_with(k.name, "nccl")) continue;  // communication, not compute
+    auto it = k.ext >= 0 ? ops.top_of_ext.find(k.ext) : ops.top_of_ext.end();
+    if (it == ops.top_of_ext.end()) {
+      if (!window.contains(k.ts)) continue;
+      p.class_s[static_cast<int>(OpClass::Memory)] += k.dur * 1e-6;  // launched outside any aten:: op
+    } else {
+      const TopOp& t = ops.tops[it->second];
+      if (t.phase == Phase::Data) continue;
+      p.class_s[static_cast<int>(k.cat == "kernel" ? t.cls : OpClass::Memory)] += k.dur * 1e-6;
+      spans.of(t.phase).add(k.ts, k.end());
+    }
+    ++p.kernels;
+    spans.all.add(k.ts, k.end());
+  }
+}
+
+// The outermost ops outside the data loader counted; without device kernels their own times classed.
+void count_ops(const OuterOps& ops, TorchProfile& p, Spans& spans) {
+  for (const TopOp& t : ops.tops) {
     if (t.phase == Phase::Data) continue;
     ++p.ops;
-    if (!on_device) {
+    if (!p.device) {
       p.class_s[static_cast<int>(t.cls)] += (t.end - t.ts) * 1e-6;
-      phase_span(t.phase, t.ts, t.end);
-      lo = std::min(lo, t.ts);
-      hi = std::max(hi, t.end);
+      spans.of(t.phase).add(t.ts, t.end);
+      spans.all.add(t.ts, t.end);
     }
   }
-  auto extent = [&](Phase ph) {
-    const int k = static_cast<int>(ph);
-    return last[k] > first[k] ? (last[k] - first[k]) * 1e-6 : 0.0;
-  };
-  p.fwd_s = extent(Phase::Fwd);
-  p.bwd_s = extent(Phase::Bwd);
-  p.optimizer_s = extent(Phase::Optimizer);
+}
+
+}  // namespace
+
+TorchProfile parse_torch_profile(const std::string& path, const std::string& text) {
+  TorchProfile p;
+  p.path = path;
+  TraceEvents ev = complete_events(path, trace_events(path, text));
+  const StepWindow window = step_window(path, ev.steps);
+  const OuterOps ops = outermost_ops(ev.cpu, window);
+  if (ops.tops.empty())
+    throw Error(fmt::format("{}: no aten:: operator{}: record the trace with "
+                            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ...])",
+                            path, window.windowed ? " inside " + window.name : ""));
+  p.device = std::any_of(ev.device.begin(), ev.device.end(), [](const TraceEv& k) { return !starts_with(k.name, "nccl"); });
+  Spans spans;
+  if (p.device) count_kernels(ev, ops, window, p, spans);
+  count_ops(ops, p, spans);
+  p.fwd_s = spans.of(Phase::Fwd).extent_s();
+  p.bwd_s = spans.of(Phase::Bwd).extent_s();
+  p.optimizer_s = spans.of(Phase::Optimizer).extent_s();
   if (!(p.fwd_s > 0))
     throw Error(fmt::format("{}: no forward: no aten:: operator outside the backward, the optimizer and the data "
                             "loader{}",
-                            path, on_device ? " launched a kernel" : ""));
+                            path, p.device ? " launched a kernel" : ""));
   if (!(p.bwd_s > 0))
     throw Error(fmt::format("{}: no backward (no aten:: operator inside an 'autograd::engine::evaluate_function' "
                             "event{}): profile a whole training step",
-                            path, on_device ? " launched a kernel" : ""));
-  p.step_s = windowed ? (std::max(w1, hi) - w0) * 1e-6 : (hi - lo) * 1e-6;
+                            path, p.device ? " launched a kernel" : ""));
+  p.step_s = window.windowed ? (std::max(window.w1, spans.all.last) - window.w0) * 1e-6
+                             : (spans.all.last - spans.all.first) * 1e-6;
   return p;
 }
 
@@ -504,8 +574,85 @@ std::string describe(const TorchProfile& p) {
       units::format_time(p.optimizer_s));
 }
 
-
 // ---- the import run ----
+
+namespace {
+
+void say_import(const ImportOptions& o, const std::string& line) {
+  if (o.verbose) fmt::print("vitsim calibrate: {}\n", line);
+}
+
+// The nccl-tests log as the calibration's link entry (an entry of the same class and ranks replaced).
+void import_nccl_log(const Scenario& s, const ImportOptions& o, Calibration& c) {
+  const std::string text = read_input_file(o.nccl_tests, "nccl-tests log");
+  const NcclTestsLog log = parse_nccl_tests(o.nccl_tests, text);
+  // What the scenario's trainer reduces per step: the whole fp32 gradient (calibrate's own fit limit).
+  const double fit_max = o.fit_max_bytes > 0 ? o.fit_max_bytes : 4.0 * build_workload(s.model).total_params();
+  const NcclImport imp = import_nccl_tests(log, fit_max, o.link_class);
+  c.links.erase(std::remove_if(c.links.begin(), c.links.end(),
+                               [&](const LinkCalibration& e) {
+                                 return e.link_class == imp.link.link_class && e.ranks == imp.link.ranks;
+                               }),
+                c.links.end());
+  c.links.push_back(imp.link);
+  const std::string line = describe(log, imp);
+  c.provenance["nccl_tests"] = fmt::format("{} (sha256 {})", line, sha256_hex(text));
+  say_import(o, line);
+}
+
+// --device-type, else the gpu_model of the scenario platform's first GPU used.
+std::string profiled_device_type(const Scenario& s, const ImportOptions& o) {
+  if (!o.device_type.empty()) return o.device_type;
+  const PlatformFacts facts = read_platform_facts(s.cluster.platform);
+  if (facts.nodes.empty()) throw Error(fmt::format("{}: the platform has no node", s.cluster.platform));
+  const NodeFacts& node = s.cluster.hosts.empty() ? facts.nodes.front() : facts.node(s.cluster.hosts.front());
+  if (node.gpus.empty()) throw Error(fmt::format("{}: node {} has no GPU", s.cluster.platform, node.name));
+  return facts.gpu.at(node.gpus.front()).model;
+}
+
+// The profiled step as a measured compute point of the device (its entry for the scenario's model and
+// precision, made when there is none).
+void import_profile(const Scenario& s, const ImportOptions& o, Calibration& c) {
+  if (s.training.grad_accum != 1)
+    throw Error(fmt::format("--from-torch-profile: the scenario has training.grad_accum {}: a profiled step then holds "
+                            "{} forward and backward passes; profile (and import with) grad_accum 1",
+                            s.training.grad_accum, s.training.grad_accum));
+  const std::string text = read_input_file(o.torch_profile, "PyTorch profiler trace");
+  const TorchProfile prof = parse_torch_profile(o.torch_profile, text);
+  const std::string type = profiled_device_type(s, o);
+  DeviceCalibration fresh;
+  fresh.device_type = type;
+  fresh.model = s.model;
+  fresh.precision = s.training.precision;
+  DeviceCalibration* d = &fresh;
+  for (auto& e : c.devices)
+    if (e.device_type == type && e.precision == s.training.precision && same_shape(e.model, s.model)) d = &e;
+  if (o.peak_flops > 0) d->peak_flops = o.peak_flops;
+  if (o.mem_bw > 0) d->mem_bw = o.mem_bw;
+  add_torch_profile_point(*d, prof, s.training.micro_batch);
+  if (d == &fresh) c.devices.push_back(fresh);
+  const std::string line = describe(prof);
+  c.provenance["torch_profile"] = fmt::format("{}; device {} at micro-batch {} (sha256 {})", line, type,
+                                              s.training.micro_batch, sha256_hex(text));
+  say_import(o, fmt::format("{}; recorded as device '{}', micro-batch {}, {}", line, type, s.training.micro_batch,
+                            precision_name(s.training.precision)));
+}
+
+// Read back before it replaces `out`: a merge the reader refuses (a point that breaks the batch curve)
+// must not destroy the file it was merged into.
+void write_read_back(const std::string& out, const Calibration& c) {
+  const std::string tmp = out + ".vitsim-import";
+  write_file_atomic(tmp, calibration_to_json(c));
+  try {
+    read_calibration(tmp);
+  } catch (const Error& e) {
+    fs::remove(tmp);
+    throw Error(fmt::format("{}: the merged calibration would not read back: {}", out, e.what()));
+  }
+  fs::rename(tmp, out);
+}
+
+}  // namespace
 
 Calibration import_measurements(const Scenario& s, const ImportOptions& o) {
   if (o.out.empty()) throw Error("calibrate: --out FILE is required");
@@ -519,75 +666,13 @@ Calibration import_measurements(const Scenario& s, const ImportOptions& o) {
   std::string earlier;
   if (!c.provenance.empty()) earlier = fmt::format("{} ({})", c.provenance["command"], c.provenance["date"]);
   c.provenance.clear();
-  c.provenance["date"] = utc_now();
+  c.provenance["date"] = now_utc();
   c.provenance["command"] = o.command;
   if (!earlier.empty()) c.provenance["appended_to"] = earlier;
-  auto say = [&](const std::string& line) {
-    if (o.verbose) fmt::print("vitsim calibrate: {}\n", line);
-  };
-
-  if (!o.nccl_tests.empty()) {
-    const std::string text = read_input_file(o.nccl_tests, "nccl-tests log");
-    const NcclTestsLog log = parse_nccl_tests(o.nccl_tests, text);
-    // What the scenario's trainer reduces per step: the whole fp32 gradient (calibrate's own fit limit).
-    const double fit_max = o.fit_max_bytes > 0 ? o.fit_max_bytes : 4.0 * build_workload(s.model).total_params();
-    const NcclImport imp = import_nccl_tests(log, fit_max, o.link_class);
-    c.links.erase(std::remove_if(c.links.begin(), c.links.end(),
-                                 [&](const LinkCalibration& e) {
-                                   return e.link_class == imp.link.link_class && e.ranks == imp.link.ranks;
-                                 }),
-                  c.links.end());
-    c.links.push_back(imp.link);
-    const std::string line = describe(log, imp);
-    c.provenance["nccl_tests"] = fmt::format("{} (sha256 {})", line, sha256_hex(text));
-    say(line);
-  }
-
-  if (!o.torch_profile.empty()) {
-    if (s.training.grad_accum != 1)
-      throw Error(fmt::format("--from-torch-profile: the scenario has training.grad_accum {}: a profiled step then holds "
-                              "{} forward and backward passes; profile (and import with) grad_accum 1",
-                              s.training.grad_accum, s.training.grad_accum));
-    const std::string text = read_input_file(o.torch_profile, "PyTorch profiler trace");
-    const TorchProfile prof = parse_torch_profile(o.torch_profile, text);
-    std::string type = o.device_type;
-    if (type.empty()) {
-      const PlatformFacts facts = read_platform_facts(s.cluster.platform);
-      if (facts.nodes.empty()) throw Error(fmt::format("{}: the platform has no node", s.cluster.platform));
-      const NodeFacts& node = s.cluster.hosts.empty() ? facts.nodes.front() : facts.node(s.cluster.hosts.front());
-      if (node.gpus.empty()) throw Error(fmt::format("{}: node {} has no GPU", s.cluster.platform, node.name));
-      type = facts.gpu.at(node.gpus.front()).model;
-    }
-    DeviceCalibration fresh;
-    fresh.device_type = type;
-    fresh.model = s.model;
-    fresh.precision = s.training.precision;
-    DeviceCalibration* d = &fresh;
-    for (auto& e : c.devices)
-      if (e.device_type == type && e.precision == s.training.precision && same_shape(e.model, s.model)) d = &e;
-    if (o.peak_flops > 0) d->peak_flops = o.peak_flops;
-    if (o.mem_bw > 0) d->mem_bw = o.mem_bw;
-    add_torch_profile_point(*d, prof, s.training.micro_batch);
-    if (d == &fresh) c.devices.push_back(fresh);
-    const std::string line = describe(prof);
-    c.provenance["torch_profile"] = fmt::format("{}; device {} at micro-batch {} (sha256 {})", line, type,
-                                                s.training.micro_batch, sha256_hex(text));
-    say(fmt::format("{}; recorded as device '{}', micro-batch {}, {}", line, type, s.training.micro_batch,
-                    precision_name(s.training.precision)));
-  }
-
-  // Read back before it replaces `out`: a merge the reader refuses (a point that breaks the batch curve)
-  // must not destroy the file it was merged into.
-  const std::string tmp = o.out + ".vitsim-import";
-  write_file_atomic(tmp, calibration_to_json(c));
-  try {
-    read_calibration(tmp);
-  } catch (const Error& e) {
-    fs::remove(tmp);
-    throw Error(fmt::format("{}: the merged calibration would not read back: {}", o.out, e.what()));
-  }
-  fs::rename(tmp, o.out);
-  say(fmt::format("wrote {}", o.out));
+  if (!o.nccl_tests.empty()) import_nccl_log(s, o, c);
+  if (!o.torch_profile.empty()) import_profile(s, o, c);
+  write_read_back(o.out, c);
+  say_import(o, fmt::format("wrote {}", o.out));
   return read_calibration(o.out);
 }
 

@@ -81,7 +81,8 @@ struct OpSample {
 // kernel-family sweeps (core/ops.hpp OpKind), operands cold and each output a fresh block (earlier
 // outputs kept alive, as a pass keeps its activations): softmax and its backward at row
 // lengths 17, 65, 197, LayerNorm and its backward at widths 64-1024, GELU and its backward, sums over rows
-// ("reduce") at widths 64-1024 and permuted gathers ("strided"), each at about 2^18 and 2^20 elements.
+// ("reduce") at widths 64-1024 and permuted gathers ("strided": [B, D, N] read, [N, B, D] written; B, D
+// and N in the op's batch, m and n), each at about 2^18 and 2^20 elements.
 // GEMM tensors in the precision's matmul dtype (2 bytes under fp16/bf16), the copies in fp32.
 struct OpBenchmark {
   vitsim::Op op;
