@@ -64,7 +64,12 @@ Group::Group(std::string name, std::vector<sg4::Host*> hosts, std::vector<int> n
     : name_(std::move(name)), hosts_(std::move(hosts)), node_of_(std::move(node_of)), lat_(lat) {}
 
 sg4::Mailbox* Group::mailbox(int src, int dst) const {
-  return sg4::Mailbox::by_name(fmt::format("{}:{}>{}", name_, src, dst));
+  const long long key = static_cast<long long>(src) * static_cast<long long>(hosts_.size()) + dst;
+  auto it = mailbox_cache_.find(key);
+  if (it != mailbox_cache_.end()) return it->second;
+  sg4::Mailbox* box = sg4::Mailbox::by_name(fmt::format("{}:{}>{}", name_, src, dst));
+  mailbox_cache_.emplace(key, box);
+  return box;
 }
 
 double Group::latency(int src, int dst) const {

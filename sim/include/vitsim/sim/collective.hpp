@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vitsim/core/platform.hpp"
+#include "vitsim/sim/coll_op.hpp"
 
 namespace vitsim::sim {
 
@@ -36,8 +37,6 @@ class LatencyModel {
   std::unordered_map<const simgrid::s4u::Link*, double> latency_;
 };
 
-enum class CollOp { AllReduce, ReduceScatter, AllGather };
-const char* coll_op_name(CollOp op);
 
 // The ranks taking part, in ring order, with mailboxes private to this group.
 class Group {
@@ -63,6 +62,7 @@ class Group {
   std::vector<int> node_of_;
   const LatencyModel& lat_;
   mutable std::unordered_map<long long, double> latency_cache_;  // (src * size + dst) -> latency
+  mutable std::unordered_map<long long, simgrid::s4u::Mailbox*> mailbox_cache_;  // (src * size + dst) -> its mailbox
   mutable double ring_max_latency_ = -1;
   mutable simgrid::s4u::BarrierPtr barrier_;
 };

@@ -5,11 +5,17 @@
 #include <vector>
 
 #include "vitsim/core/calibration.hpp"
+#include "vitsim/core/memory.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/placement.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/trace.hpp"
+#include "vitsim/sim/step_plan.hpp"
+
+namespace simgrid::s4u {
+class Engine;
+}
 
 namespace vitsim::sim {
 
@@ -47,7 +53,19 @@ SteadyState steady_state(const std::vector<double>& step_s, int period, double l
 // What simulating `s` is estimated to need in memory (bytes), before the engine starts: the actors'
 // stacks and state per rank, the platform's hosts, the loader's and the statistics' records per step.
 // simulate_point refuses a point above simulation.max_memory (default: half the machine's memory).
+// Measured (peak RSS of vitsim predict, BENCHMARKS.md "flat-star platforms"): see the constants.
+inline constexpr double kSimBytesPerRank = 48 * 1024.0;  // actors' touched stacks, mailboxes, rank state, report
+inline constexpr double kSimBytesPerHost = 6 * 1024.0;   // a platform host: its links and routes
+inline constexpr double kSimBytesPerRankStep = 200;      // statistics' records per rank and micro-batch step
 double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long long steps);
+
+// The memory model's inputs for a rank of `s` on a GPU with `reserved_bytes` of runtime overhead: the one
+// builder for the simulation and plan's memory pre-check.
+MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes);
+
+// SimGrid's engine as vitsim runs it (the network model's alpha-beta recipe, actor stacks): for every engine
+// that simulates (simulate_point, the tests of collectives and platforms).
+void configure_engine(simgrid::s4u::Engine& e);
 
 // Loads the platform with SimGrid in a throwaway child process: SimGrid 3.32 aborts with a backtrace
 // (or segfaults) on some faults instead of throwing. A death becomes Error("<where>: SimGrid cannot load
@@ -61,10 +79,6 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
 
 // The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
 // the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.
-struct BackwardBucket {
-  int last_layer;  // index into build_workload(s.model).layers
-  double bytes;    // in the communication dtype (gradient_comm_dtype)
-};
 std::vector<BackwardBucket> backward_buckets(const Scenario& s);
 
 }  // namespace vitsim::sim
