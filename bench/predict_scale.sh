@@ -10,18 +10,13 @@ runs=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/bench/lib.sh"
 
 # measure LABEL CMD...: runs CMD `runs` times under /usr/bin/time.
 measure() {
-  local label=$1; shift
-  local walls=() rss=0
-  for _ in $(seq "$runs"); do
-    /usr/bin/time -f "%e %M" -o "$tmp/t" "$@" >/dev/null
-    read -r w m <"$tmp/t"
-    walls+=("$w")
-    ((m > rss)) && rss=$m
-  done
+  local label=$1
+  shift
+  time_runs "$runs" "$@"
   printf '%-40s median %6.2f s  (runs: %s)  peak RSS %6.0f MiB\n' "$label" \
     "$(printf '%s\n' "${walls[@]}" | median)" "${walls[*]}" "$((rss / 1024))"
 }
@@ -33,16 +28,7 @@ for nodes in 1 8 32 128 512; do
   "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
     --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --out "$tmp/p$nodes.xml"
   # A synthetic set large enough that every size runs 20 steps (4096 GPUs x 64 x 20 = 5.2 M samples).
-  cat >"$tmp/s$nodes.xml" <<XML
-<scenario name="scale-$nodes">
-  <cluster platform="p$nodes.xml" nodes="$nodes" gpus_per_node="8"/>
-  <model preset="vit_b_16"/>
-  <dataset name="synthetic" train_samples="30000000" image_size="224" channels="3"/>
-  <training micro_batch="64" precision="fp32"/>
-  <parallelism collective="ring"/>
-  <simulation steps="20" warmup="2"/>
-</scenario>
-XML
+  scale_point "$tmp/s$nodes.xml" "$nodes" 30000000
   measure "$((nodes * 8)) GPUs ($nodes nodes), 20 steps" "$vitsim" predict "$tmp/s$nodes.xml" -q -j1
 done
 for s in "$here"/scenarios/study/*.xml; do

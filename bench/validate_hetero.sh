@@ -14,24 +14,18 @@ vitsim="$build/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 if [ "$(nproc)" -lt 2 ]; then echo "validate_hetero: needs 2 cores, this machine has $(nproc): skipped"; exit 0; fi
-nice_level=${NICE:-$([ "$(id -u)" = 0 ] && echo -20 || echo 0)}
-# Own session, its autogroup at nice_level: see bench/validate_local.sh.
-if [ "$nice_level" != 0 ] && [ -w /proc/self/autogroup ] && [ -z "${VITSIM_OWN_SESSION:-}" ]; then
-  VITSIM_OWN_SESSION=1 exec setsid -w "$0" "$@"
-fi
-[ -n "${VITSIM_OWN_SESSION:-}" ] && echo "$nice_level" >/proc/self/autogroup
-flags="--bind-to none --oversubscribe"
-[ "$(id -u)" = 0 ] && flags="--allow-run-as-root $flags"
+. bench/lib.sh
+own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)
+flags=$(mpirun_flags --bind-to none --oversubscribe)
 # MPMD: rank 0 on core 0, ranks 1-2 on core 1 (taskset pins every thread of the process).
 placed() { nice -n "$nice_level" mpirun $flags -np 1 taskset -c 0 "$vitsim" "$@" : -np 2 taskset -c 1 "$vitsim" "$@"; }
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); nice $nice_level; $(cat /proc/self/autogroup 2>/dev/null)"
+run_header
 echo "# scenario $scenario, calibrated at micro-batches $calib_mbs with the same placement, $reps runs per point; files in $out"
 placed calibrate --scenario "$scenario" --out "$out/calib.json" --force --micro-batches "$calib_mbs" --iters 20 \
   --device-type cpu,cpu-half,cpu-half --details "$out/calib-details.json" \
   --emit-platform platforms/local/calibrated-hetero.xml >"$out/calibrate.log"
-grep -E "^ +[0-9]+ +[0-9]+ " "$out/calibrate.log" | sed 's/^/# calibrate: /'
-grep -E "^fit|^occupancy" "$out/calibrate.log" | sed 's/^/# /'
+calibration_summary "$out/calibrate.log"
 for r in $(seq 1 "$reps"); do
   placed train "$scenario" --quiet --out "$out/measured-raw-$r.json" >/dev/null
   # The trainer counts nodes by host name: here 1. The platform describes each rank as a node of its own

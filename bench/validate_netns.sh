@@ -13,32 +13,27 @@ scenario=scenarios/local/validate-netns.xml
 vitsim="$(pwd)/$build/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-nice_level=${NICE:-$([ "$(id -u)" = 0 ] && echo -20 || echo 0)}
-# Own session, its autogroup at nice_level: see bench/validate_local.sh.
-if [ "$nice_level" != 0 ] && [ -w /proc/self/autogroup ] && [ -z "${VITSIM_OWN_SESSION:-}" ]; then
-  VITSIM_OWN_SESSION=1 exec setsid -w "$0" "$@"
-fi
-[ -n "${VITSIM_OWN_SESSION:-}" ] && echo "$nice_level" >/proc/self/autogroup
+. bench/lib.sh
+own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)
 if ! net=$(scripts/netns_local.sh up); then echo "validate_netns: skipped (see the line above)"; exit 0; fi
 trap 'scripts/netns_local.sh down >/dev/null' EXIT
 # mpirun's PMIx server must accept the namespaces' connections on the bridge; MPI itself over TCP only
 # (no shared memory between the "nodes").
 export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=10.77.0.0/24
-flags="--bind-to none --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24"
-[ "$(id -u)" = 0 ] && flags="--allow-run-as-root $flags"
+flags=$(mpirun_flags --bind-to none --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
+  --mca oob_tcp_if_include 10.77.0.0/24)
 placed() {
   nice -n "$nice_level" mpirun $flags -np 1 ip netns exec vitsim-a "$vitsim" "$@" : -np 1 ip netns exec vitsim-b "$vitsim" "$@"
 }
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg); nice $nice_level; $(cat /proc/self/autogroup 2>/dev/null)"
+run_header
 echo "# $net"
 echo "# scenario $scenario, calibrated at micro-batches $calib_mbs through the same network, $reps runs per point; files in $out"
 placed calibrate --scenario "$scenario" --out "$out/calib.json" --force --micro-batches "$calib_mbs" --iters 20 \
   --link-class inter_node --details "$out/calib-details.json" --emit-platform platforms/local/calibrated-netns.xml \
   >"$out/calibrate.log"
-grep -E "^ +[0-9]+ +[0-9]+ " "$out/calibrate.log" | sed 's/^/# calibrate: /'
+calibration_summary "$out/calibrate.log"
 grep -E "^ +[0-9]+ +[0-9.e+-]+ " "$out/calibrate.log" | grep -vE "^ +[0-9]+ +[0-9]+ +0\." | sed 's/^/# all-reduce: /' || true
-grep -E "^fit|^occupancy" "$out/calibrate.log" | sed 's/^/# /'
 for r in $(seq 1 "$reps"); do
   placed train "$scenario" --quiet --out "$out/measured-$r-2.json" >/dev/null
   "$vitsim" validate "$scenario" --calibration "$out/calib.json" -q --measured "$out/measured-$r-2.json" \
