@@ -36,6 +36,9 @@ struct PlatformArgs {
   std::string topology = "star";
   double oversubscription = 1;
   int pod_nodes = 0;
+  std::string torus_dims;
+  int global_links = 1;
+  std::string hop_lat;
   int cpu_cores = 0;
   std::string loader_bw = "600MBps";
   std::string loader_image_overhead = "100us";
@@ -66,8 +69,8 @@ std::string default_fabric(const CatalogueGpu& g) {
   return "pcie_p2p";
 }
 
-// --layout: auto is flat-star for more than 64 nodes (a full mesh of routes grows with nodes squared) or for
-// rail-optimised NICs (rails are separate links only there).
+// --layout: auto is flat-star for more than 64 nodes (a full mesh of routes grows with nodes squared), for
+// rail-optimised NICs (rails are separate links only there) and for a torus or a dragonfly (computed routes only).
 Layout choose_layout(const std::string& name, const PlatformSpec& spec) {
   const std::string n = normalise_name(name);
   if (n == "clusterpernode") return Layout::ClusterPerNode;
@@ -75,7 +78,8 @@ Layout choose_layout(const std::string& name, const PlatformSpec& spec) {
   if (n != "auto") throw Error(fmt::format("--layout {}: valid: auto, cluster-per-node, flat-star", name));
   bool rails = false;
   for (const auto& node : spec.nodes) rails = rails || (node.nic.rail_optimised && node.nic.count > 1);
-  return spec.nodes.size() > 64 || (rails && spec.nodes.size() > 1) ? Layout::FlatStar : Layout::ClusterPerNode;
+  const bool grid = spec.topology.kind == "torus" || spec.topology.kind == "dragonfly";
+  return spec.nodes.size() > 64 || ((rails || grid) && spec.nodes.size() > 1) ? Layout::FlatStar : Layout::ClusterPerNode;
 }
 
 void check_counts(const PlatformArgs& a) {
@@ -156,8 +160,17 @@ TopologySpec topology_from_flags(const PlatformArgs& a) {
   topo.kind = parse_topology_kind(a.topology);
   topo.oversubscription = a.oversubscription;
   topo.pod_nodes = a.pod_nodes;
+  topo.torus_dims = a.torus_dims;
+  topo.global_links = a.global_links;
+  if (!a.hop_lat.empty()) {
+    check_quantity("--hop-lat", a.hop_lat, units::Kind::Time);
+    topo.uplink_lat = a.hop_lat;
+  }
   if (topo.kind == "star" && (a.oversubscription != 1 || a.pod_nodes != 0))
     throw Error("--oversubscription and --pod-nodes need --topology fat-tree (a star is non-blocking)");
+  if (topo.kind != "torus" && !a.torus_dims.empty()) throw Error("--torus-dims needs --topology torus");
+  if (topo.kind != "dragonfly" && a.global_links != 1) throw Error("--global-links needs --topology dragonfly");
+  if (topo.kind == "star" && !a.hop_lat.empty()) throw Error("--hop-lat needs --topology fat-tree, torus or dragonfly");
   return topo;
 }
 
@@ -214,6 +227,8 @@ void add_platform(CLI::App& cli, Action& action) {
       "      --nic-transport roce --price-per-gpu-hour 1.10 --out a100.xml\n"
       "  vitsim platform --nodes 64 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed 400Gbps --nic-transport ib\n"
       "      --topology fat-tree --pod-nodes 16 --oversubscription 4 --out pods.xml\n"
+      "  vitsim platform --nodes 64 --gpus-per-node 4 --gpu a100-sxm-80gb --nic-speed hdr --topology torus\n"
+      "      --torus-dims 4x4x4 --out torus.xml\n"
       "  vitsim platform platforms/specs/tesla.json --out platforms/tesla.xml   (per-node GPU types: a spec file)");
   c->add_option("spec", a->spec_file, "JSON spec (platforms/specs/*.json; per-node GPU types and figures); or use the flags");
   c->add_option("--out", a->out, "platform file to write (atomically); default: standard output");
@@ -233,10 +248,14 @@ void add_platform(CLI::App& cli, Action& action) {
   c->add_option("--nic-transport", a->nic_transport, "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
   c->add_option("--nic-lat", a->nic_lat, "NIC + cable + switch latency per end (default 5us)");
   c->add_flag("--rail-optimised", a->rail_optimised, "the NICs are rails (recorded; see README)");
-  c->add_option("--topology", a->topology, "star (non-blocking, default) or fat-tree; dragonfly, torus: not yet");
+  c->add_option("--topology", a->topology, "star (non-blocking, default), fat-tree, torus or dragonfly");
   c->add_option("--oversubscription", a->oversubscription, "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
       ->check(number(units::Range{}));
-  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod")->check(integer(0, 1 << 20));
+  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod; dragonfly: nodes per group")->check(integer(0, 1 << 20));
+  c->add_option("--torus-dims", a->torus_dims, "torus: nodes per dimension, 4x4x2 (the first fastest; their product = --nodes)");
+  c->add_option("--global-links", a->global_links, "dragonfly: links between each pair of groups, each of one NIC's rate (default 1)")
+      ->check(integer(1, 1 << 10));
+  c->add_option("--hop-lat", a->hop_lat, "fat-tree up-link, torus link or dragonfly global link latency (default 1us)");
   c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)")->check(integer(0, 1 << 20));
   c->add_option("--loader-bw", a->loader_bw, "bytes of input tensor one loader worker makes per second (default 600MBps)");
   c->add_option("--loader-image-overhead", a->loader_image_overhead, "loader CPU time per image (default 100us)");
@@ -259,7 +278,8 @@ void add_platform(CLI::App& cli, Action& action) {
       if (!a->spec_file.empty()) {
         for (const char* flag : {"--nodes", "--gpus-per-node", "--gpu", "--precision", "--intranode", "--intranode-bw",
                                  "--staging-bw", "--nics", "--nic-speed", "--nic-transport", "--nic-lat", "--rail-optimised",
-                                 "--topology", "--oversubscription", "--pod-nodes", "--cpu-cores", "--loader-bw",
+                                 "--topology", "--oversubscription", "--pod-nodes", "--torus-dims", "--global-links",
+                                 "--hop-lat", "--cpu-cores", "--loader-bw",
                                  "--loader-image-overhead", "--price-per-gpu-hour", "--price-per-kwh", "--id"})
           if (c->count(flag) > 0)
             throw Error(fmt::format("{}: give the cluster in the spec file {} or in flags, not both", flag, a->spec_file));

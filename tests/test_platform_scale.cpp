@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -543,6 +544,76 @@ TEST_CASE("torus and dragonfly files: what they do not allow is one line with fi
   }
   CHECK(parse_torus_dims("4x4x2") == std::vector<unsigned long>{4, 4, 2});
   CHECK(parse_torus_dims("8,2") == std::vector<unsigned long>{8, 2});
+}
+
+TEST_CASE("vitsim platform writes a torus and a dragonfly that read back as written and route through their fabric", "[scale][topology][cli]") {
+  vt::TempDir d;
+  // 8 nodes of 2 T4s on a 4 x 2 torus: 25 Gb/s a link (one NIC's line rate), 1 us a hop (the default).
+  vt::CmdResult r = vt::vitsim("platform --nodes 8 --gpus-per-node 2 --gpu t4 --nic-speed 25GbE --topology torus --torus-dims 4x2 --out '" +
+                               (d / "torus.xml") + "'");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const FlatPlatform t = read_flat_platform_file(d / "torus.xml");
+  CHECK(t.topology == FlatTopology::Torus);
+  CHECK(t.torus_dims == std::vector<unsigned long>{4, 2});
+  CHECK(t.nodes() == 8);
+  CHECK(t.fabric.bw == Approx(25e9 / 8));
+  CHECK(t.fabric.lat == Approx(1e-6));
+  // node0 -> node5 = (1, 1): one hop in x, one in y.
+  const Loaded lt = load_in_child(d / "torus.xml", {{"node0-gpu0", "node5-gpu1"}});
+  REQUIRE(lt.error.empty());
+  const auto& links = lt.routes.at({"node0-gpu0", "node5-gpu1"}).first;
+  CHECK(std::count_if(links.begin(), links.end(), [](const std::string& l) { return l.rfind("platform_link_from_", 0) == 0; }) == 2);
+  CHECK(links.count("node0-nic_UP") == 1);
+  CHECK(links.count("node5-nic_DOWN") == 1);
+  // 6 nodes in groups of 2 with 2 global links a pair: each global link 2 x 25 Gb/s.
+  r = vt::vitsim("platform --nodes 6 --gpus-per-node 2 --gpu t4 --nic-speed 25GbE --topology dragonfly --pod-nodes 2 --global-links 2 "
+                 "--hop-lat 300ns --out '" + (d / "df.xml") + "'");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const FlatPlatform g = read_flat_platform_file(d / "df.xml");
+  CHECK(g.topology == FlatTopology::Dragonfly);
+  REQUIRE(g.groups.size() == 3);
+  CHECK(g.groups[1].id == "group1");
+  CHECK(g.groups[1].nodes.front().id == "node2");
+  CHECK(g.fabric.bw == Approx(2 * 25e9 / 8));
+  CHECK(g.fabric.lat == Approx(300e-9));
+  const Loaded lg = load_in_child(d / "df.xml", {{"node1-gpu0", "node4-gpu0"}});
+  REQUIRE(lg.error.empty());
+  CHECK(lg.routes.at({"node1-gpu0", "node4-gpu0"}).first.count("group0-group2-global_UP") == 1);
+  // Predict runs on both (a shipped scenario on 4 of the nodes).
+  for (const char* p : {"torus.xml", "df.xml"}) {
+    const vt::CmdResult pr = vt::vitsim(std::string("predict ") + vt::source("scenarios/study/vector-strong-b64.xml") + " --set cluster.platform='" +
+                                        (d / p) + "' --set cluster.nodes=4 --set cluster.gpus_per_node=2 -q");
+    INFO(p << "\n" << pr.out);
+    CHECK(pr.status == 0);
+  }
+}
+
+TEST_CASE("vitsim platform: a torus or dragonfly that cannot be is one line", "[scale][topology][cli]") {
+  struct Row {
+    std::string flags, want;
+  };
+  const std::string base = "platform --gpus-per-node 2 --gpu t4 --nic-speed 25GbE ";
+  for (const Row& row : std::vector<Row>{
+           {"--nodes 8 --topology torus --torus-dims 4x4", "torus dimensions 4x4 hold 16 nodes, the platform has 8"},
+           {"--nodes 8 --topology torus", "a torus needs its dimensions (--torus-dims"},
+           {"--nodes 8 --topology torus --torus-dims 4xq", "torus dimensions '4xq'"},
+           {"--nodes 8 --topology torus --torus-dims 8 --layout cluster-per-node", "a torus is written in the flat-star layout"},
+           {"--nodes 8 --topology torus --torus-dims 8 --pod-nodes 2", "a torus has no pods"},
+           {"--nodes 8 --topology dragonfly --pod-nodes 8", "has one group"},
+           {"--nodes 8 --topology dragonfly", "a dragonfly needs nodes per group"},
+           {"--nodes 8 --torus-dims 8", "--torus-dims needs --topology torus"},
+           {"--nodes 8 --topology fat-tree --pod-nodes 2 --global-links 2", "--global-links needs --topology dragonfly"},
+           {"--nodes 8 --topology torus --torus-dims 8 --hop-lat 3", "--hop-lat"},
+           {"--nodes 8 --topology ring", "valid: star (non-blocking), fat-tree (--oversubscription, --pod-nodes), torus (--torus-dims), dragonfly"},
+       }) {
+    const vt::CmdResult r = vt::vitsim(base + row.flags);
+    INFO(row.flags << "\n" << r.out);
+    CHECK(r.status != 0);
+    CHECK(r.out.find(row.want) != std::string::npos);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
 }
 
 TEST_CASE("flat-star build time at 512 to 131072 GPUs", "[.buildbench]") {

@@ -155,7 +155,8 @@ TEST_CASE("catalogue: names resolve as users type them and unknown ones list the
 TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform][cli]") {
   vt::TempDir d;
   d.file("unknown-gpu.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"h100-sxn\"}}}");
-  d.file("torus.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"topology\": {\"kind\": \"torus\"}}");
+  d.file("torus.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", \"gpus\": 1, \"gpu\": \"X\"}], "
+                       "\"topology\": {\"kind\": \"torus\", \"torus_dims\": \"2x2\"}}");
   d.file("typo.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodez\": []}");
   d.file("no-nodes.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}}");
   d.file("bad-type.json", "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", \"gpus\": 1, \"gpu\": \"Y\"}]}");
@@ -167,8 +168,8 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"unknown GPU, near a known one", "--gpu h100-sxn", "unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?); known:"},
       {"unknown GPU", "--gpu quantum-9000", "unknown GPU 'quantum-9000'; known: T4, P4"},
       {"no GPU", "--nodes 2", "--gpu is required"},
-      {"topology not yet supported", "--gpu h100-sxm --topology dragonfly", "topology 'dragonfly' is not yet supported"},
-      {"topology not yet supported", "--gpu h100-sxm --topology torus", "topology 'torus' is not yet supported"},
+      {"dragonfly without groups", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology dragonfly", "a dragonfly needs nodes per group"},
+      {"torus without dimensions", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology torus", "a torus needs its dimensions"},
       {"unknown topology", "--gpu h100-sxm --topology ring", "unknown topology 'ring'; valid: star"},
       {"zero nodes", "--gpu h100-sxm --nodes 0", "--nodes 0: a platform needs at least 1 node"},
       {"zero GPUs a node", "--gpu h100-sxm --gpus-per-node 0", "--gpus-per-node 0: a node needs at least 1 GPU"},
@@ -192,7 +193,7 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"price per kWh not a number", "--gpu h100-sxm --price-per-kwh cheap", "--price-per-kwh cheap: 'cheap' is not a number"},
       {"spec and flags", "tesla.json --nodes 3", "not both"},
       {"spec: unknown GPU", "unknown-gpu.json", "unknown-gpu.json: gpu_types.X.catalogue: unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?)"},
-      {"spec: topology", "torus.json", "torus.json: topology.kind: topology 'torus' is not yet supported"},
+      {"spec: torus of other size", "torus.json", "torus dimensions 2x2 hold 4 nodes, the platform has 1"},
       {"spec: unknown key", "typo.json", "typo.json: nodez: unknown key; valid:"},
       {"spec: no nodes", "no-nodes.json", "no-nodes.json: no nodes"},
       {"spec: node of no type", "bad-type.json", "bad-type.json: nodes[0].gpu: 'Y' is not a gpu_types entry; entries: X"},

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "vitsim/core/energy.hpp"
+#include "vitsim/core/platform_flat.hpp"
 #include "vitsim/core/transport.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -444,11 +445,9 @@ std::string parse_topology_kind(const std::string& name) {
   const std::string t = normalise_name(name);
   if (t == "star" || t == "nonblocking") return "star";
   if (t == "fattree") return "fat-tree";
-  if (t == "dragonfly" || t == "torus")
-    throw Error(fmt::format("topology '{}' is not yet supported: SimGrid's {} zones need the flat platform layout "
-                            "(issue 14, item 3); use star or fat-tree", name, t));
+  if (t == "dragonfly" || t == "torus") return t;
   throw Error(fmt::format("unknown topology '{}'; valid: star (non-blocking), fat-tree (--oversubscription, "
-                          "--pod-nodes); not yet: dragonfly, torus", name));
+                          "--pod-nodes), torus (--torus-dims), dragonfly (--pod-nodes, --global-links)", name));
 }
 
 const CatalogueLink* catalogue_nic(const std::string& speed, const Catalogue& cat) {
@@ -620,7 +619,7 @@ NodeDefaults parse_node_defaults(const Json& js, const ojson& j, const Catalogue
 void parse_topology(const Json& js, const ojson& j, TopologySpec& topo) {
   if (!j.contains("topology")) return;
   const ojson& t = j["topology"];
-  js.keys(t, "topology", {"kind", "oversubscription", "pod_nodes", "uplink_lat"});
+  js.keys(t, "topology", {"kind", "oversubscription", "pod_nodes", "uplink_lat", "torus_dims", "global_links"});
   try {
     topo.kind = parse_topology_kind(t.value("kind", "star"));
   } catch (const Error& e) {
@@ -629,6 +628,8 @@ void parse_topology(const Json& js, const ojson& j, TopologySpec& topo) {
   if (t.contains("oversubscription")) topo.oversubscription = t["oversubscription"].get<double>();
   if (t.contains("pod_nodes")) topo.pod_nodes = js.integer(t["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
   if (t.contains("uplink_lat")) topo.uplink_lat = js.quantity(t["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
+  if (t.contains("torus_dims")) topo.torus_dims = js.text(t["torus_dims"], "topology.torus_dims");
+  if (t.contains("global_links")) topo.global_links = js.integer(t["global_links"], "topology.global_links", 1, 1 << 10);
 }
 
 // One node (of "nodes", or one of a node group), the defaults overridden by what it gives.
@@ -703,6 +704,53 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
 }
 }  // namespace
 
+namespace {
+
+std::vector<unsigned long> torus_dims_of(const TopologySpec& topo) {
+  try {
+    return parse_torus_dims(topo.torus_dims);
+  } catch (const Error& e) {
+    throw Error(fmt::format("torus dimensions '{}': {} (--torus-dims 4x4x2: nodes per dimension)", topo.torus_dims, e.what()));
+  }
+}
+
+// The topology's own checks: a fat-tree's pods and oversubscription, a torus's dimensions against the nodes, a
+// dragonfly's groups; every topology but the star states the NIC transport per NIC link.
+void check_topology(const PlatformSpec& spec) {
+  const TopologySpec& topo = spec.topology;
+  parse_topology_kind(topo.kind);
+  const bool star = topo.kind == "star", fat_tree = topo.kind == "fat-tree", torus = topo.kind == "torus";
+  if (!fat_tree && topo.oversubscription != 1)
+    throw Error(fmt::format("oversubscription applies to a fat-tree, not a {}", topo.kind));
+  if (!torus && !topo.torus_dims.empty()) throw Error(fmt::format("torus dimensions apply to a torus, not a {}", topo.kind));
+  if (topo.kind != "dragonfly" && topo.global_links != 1)
+    throw Error(fmt::format("global links apply to a dragonfly, not a {}", topo.kind));
+  if (fat_tree) {
+    if (!(topo.oversubscription >= 1) || !std::isfinite(topo.oversubscription))
+      throw Error(fmt::format("fat-tree oversubscription {} must be at least 1 (1 = non-blocking, 4 = 4:1)", topo.oversubscription));
+    if (topo.pod_nodes < 1) throw Error("fat-tree needs nodes per pod (--pod-nodes N, at least 1)");
+  }
+  if (torus) {
+    if (topo.pod_nodes != 0) throw Error("a torus has no pods (--pod-nodes applies to a fat-tree or a dragonfly)");
+    if (topo.torus_dims.empty()) throw Error("a torus needs its dimensions (--torus-dims 4x4x2: nodes per dimension)");
+    size_t cells = 1;
+    for (unsigned long d : torus_dims_of(topo)) cells *= d;
+    if (cells != spec.nodes.size())
+      throw Error(fmt::format("torus dimensions {} hold {} nodes, the platform has {}", topo.torus_dims, cells, spec.nodes.size()));
+  }
+  if (topo.kind == "dragonfly") {
+    if (topo.pod_nodes < 1) throw Error("a dragonfly needs nodes per group (--pod-nodes N, at least 1)");
+    if (spec.nodes.size() <= static_cast<size_t>(topo.pod_nodes))
+      throw Error(fmt::format("a dragonfly of {} nodes in groups of {} has one group: use a star, or smaller groups",
+                              spec.nodes.size(), topo.pod_nodes));
+  }
+  if (!star && find_prop(spec.zone_props, "transport"))
+    throw Error(fmt::format("a {} writes the NIC transport on each NIC link (its fabric links carry none): drop 'transport' "
+                            "from zone_props and give it as the NIC's", topo.kind));
+}
+
+}  // namespace
+
 void check_platform_spec(const PlatformSpec& spec) {
   if (spec.nodes.empty()) throw Error("no nodes: give at least one (--nodes N, or \"nodes\"/\"node_groups\" in a spec)");
   std::set<std::string> ids;
@@ -722,16 +770,7 @@ void check_platform_spec(const PlatformSpec& spec) {
     if (spec.nodes.size() > 1 && n.nic.speed.empty())
       throw Error(fmt::format("node '{}': no NIC speed (--nic-speed 400Gbps or a catalogue NIC: ndr, 100gbe, ...)", n.id));
   }
-  const TopologySpec& topo = spec.topology;
-  if (topo.kind != "star" && topo.kind != "fat-tree") parse_topology_kind(topo.kind);
-  if (topo.kind == "fat-tree") {
-    if (!(topo.oversubscription >= 1) || !std::isfinite(topo.oversubscription))
-      throw Error(fmt::format("fat-tree oversubscription {} must be at least 1 (1 = non-blocking, 4 = 4:1)", topo.oversubscription));
-    if (topo.pod_nodes < 1) throw Error("fat-tree needs nodes per pod (--pod-nodes N, at least 1)");
-    if (find_prop(spec.zone_props, "transport"))
-      throw Error("a fat-tree writes the NIC transport on each NIC link (the pods' up-links carry none): drop 'transport' "
-                  "from zone_props and give it as the NIC's");
-  }
+  check_topology(spec);
 }
 
 // --------------------------------------------------------------------------------------------- writer
@@ -797,10 +836,12 @@ std::string default_comment(const PlatformSpec& spec, Layout layout) {
   const std::string nics = multi ? fmt::format("{} x {} NIC{}, {}", first.nic.count, first.nic.speed, first.nic.count > 1 ? "s" : "",
                                                first.nic.transport.empty() ? "no transport" : first.nic.transport)
                                  : "no NIC (one node)";
-  const std::string core = spec.topology.kind == "star"
-                               ? "non-blocking switch (star)"
-                               : fmt::format("fat-tree: pods of {} nodes, up-links {:g}:1 oversubscribed", spec.topology.pod_nodes,
-                                             spec.topology.oversubscription);
+  const TopologySpec& topo = spec.topology;
+  const std::string core = topo.kind == "star"     ? std::string("non-blocking switch (star)")
+                           : topo.kind == "torus"  ? fmt::format("torus {}", topo.torus_dims)
+                           : topo.kind == "dragonfly" ? fmt::format("dragonfly: groups of {} nodes", topo.pod_nodes)
+                                                  : fmt::format("fat-tree: pods of {} nodes, up-links {:g}:1 oversubscribed",
+                                                                topo.pod_nodes, topo.oversubscription);
   std::string c = fmt::format("  {}: {} node{}, {} GPUs ({}).\n\n", spec.id, spec.nodes.size(), multi ? "s" : "", gpus, types);
   auto row = [](const std::string& text) { return fmt::format("   | {:<32}|\n", text); };
   c += fmt::format("      {:<30}{}\n", first.id, multi ? "...   " + spec.nodes.back().id : "");
@@ -846,6 +887,17 @@ std::string default_comment(const PlatformSpec& spec, Layout layout) {
     c += bullet(fmt::format("fat-tree: each pod's up-link is its nodes' NIC capacity / {:g}, latency {} (a leaf-to-spine hop: "
                             "ASSUMPTION); a route between pods crosses both pods' up-links",
                             spec.topology.oversubscription, spec.topology.uplink_lat));
+  if (spec.topology.kind == "torus")
+    c += bullet(fmt::format("torus {}: nodes in order, the first dimension fastest; each node has a link to its next neighbour in "
+                            "every dimension at one NIC's line rate {} each way, latency {} a hop (ASSUMPTION); routes go "
+                            "dimension by dimension, each the shorter way round (SimGrid's TorusZone)",
+                            spec.topology.torus_dims, first.nic.speed, spec.topology.uplink_lat));
+  if (spec.topology.kind == "dragonfly")
+    c += bullet(fmt::format("dragonfly: groups of {} consecutive nodes, non-blocking inside a group (ASSUMPTION: a balanced "
+                            "dragonfly's local links carry its minimal routes, Kim et al. 2008); each pair of groups joined by "
+                            "{} global link{} of {} each way, latency {} (ASSUMPTION); minimal routes, one global hop",
+                            spec.topology.pod_nodes, spec.topology.global_links, spec.topology.global_links > 1 ? "s" : "",
+                            first.nic.speed, spec.topology.uplink_lat));
   std::string node;
   for (const auto& [k, v] : first.props) node += (node.empty() ? "" : ", ") + k + " " + v;
   if (!node.empty())
@@ -869,9 +921,11 @@ class PlatformXml {
         flat_(layout == Layout::FlatStar),
         multi_(spec.nodes.size() > 1),
         fat_tree_(spec.topology.kind == "fat-tree"),
+        grouped_(fat_tree_ || spec.topology.kind == "dragonfly"),
+        link_transport_(spec.topology.kind != "star"),
         zone_transport_(spec.nodes.front().nic.transport),
         pod_(spec.nodes.size(), 0) {
-    if (multi_ && fat_tree_) {
+    if (multi_ && grouped_) {
       pods_ = static_cast<int>((spec.nodes.size() + spec.topology.pod_nodes - 1) / spec.topology.pod_nodes);
       for (size_t i = 0; i < spec.nodes.size(); ++i) pod_[i] = static_cast<int>(i) / spec.topology.pod_nodes;
     }
@@ -888,17 +942,17 @@ class PlatformXml {
     // route its lane + its node's backbone + its NIC (README "Platform files": layouts).
     out += "  <zone id=" + xml_attr(spec_.id) + (flat_ ? " routing=\"None\">\n" : " routing=\"Full\">\n");
     out += props_xml(zone_props(), "    ");
-    out += flat_ && multi_ && fat_tree_ ? pod_zones() : nodes();
+    out += flat_ && multi_ && grouped_ ? pod_zones() : nodes();
     out += "  </zone>\n</platform>\n";
     return out;
   }
 
  private:
   // The NIC transport of the platform: on the zone for a star (one zone what-if switches it), on each NIC
-  // link for a fat-tree (the pods' up-links must run as written).
+  // link for the other topologies (their fabric links, a fat-tree's up-links, run as written).
   Props zone_props() const {
     Props zone_props = spec_.zone_props;
-    if (multi_ && !fat_tree_ && !zone_transport_.empty()) {
+    if (multi_ && !link_transport_ && !zone_transport_.empty()) {
       Props t = nic_transport_props(zone_transport_);
       for (const auto& [k, v] : spec_.nodes.front().nic.props) set_prop(t, k, v);
       Props merged;
@@ -909,6 +963,16 @@ class PlatformXml {
       zone_props = merged;
     }
     if (flat_) zone_props.insert(zone_props.begin(), {std::string(kFlatStarProp), std::string(kFlatStarValue)});
+    const TopologySpec& topo = spec_.topology;
+    if (topo.kind == "torus" || topo.kind == "dragonfly") {
+      // core/platform_flat.hpp: each torus link, each global link between two groups.
+      const NicSpec& nic = spec_.nodes.front().nic;
+      Props t{{"vitsim_topology", topo.kind}};
+      if (topo.kind == "torus") t.emplace_back("vitsim_torus_dims", topo.torus_dims);
+      t.emplace_back("vitsim_link_bw", topo.global_links == 1 ? nic.speed : gbps_text(topo.global_links * units::parse(nic.speed, units::Kind::Bandwidth)));
+      t.emplace_back("vitsim_link_lat", topo.uplink_lat);
+      zone_props.insert(zone_props.begin() + 1, t.begin(), t.end());
+    }
     return zone_props;
   }
 
@@ -931,11 +995,11 @@ class PlatformXml {
 
   std::string nic(const NodeSpec& n, const std::string& indent) const {
     Props lp;
-    // A node whose transport differs from the zone's (or every node of a fat-tree) states its own.
-    if (!n.nic.transport.empty() && (fat_tree_ || normalise_name(n.nic.transport) != normalise_name(zone_transport_)))
+    // A node whose transport differs from the zone's (or every node but a star's) states its own.
+    if (!n.nic.transport.empty() && (link_transport_ || normalise_name(n.nic.transport) != normalise_name(zone_transport_)))
       lp = nic_transport_props(n.nic.transport);
     for (const auto& [k, v] : n.nic.props)
-      if (fat_tree_ || !lp.empty() || n.nic.props != spec_.nodes.front().nic.props || zone_transport_.empty()) set_prop(lp, k, v);
+      if (link_transport_ || !lp.empty() || n.nic.props != spec_.nodes.front().nic.props || zone_transport_.empty()) set_prop(lp, k, v);
     // Flat layout, rail-optimised: one link per NIC ("<node>-nic<r>", a rail); GPU k of G uses rail k x R / G.
     const bool rails = flat_ && n.nic.rail_optimised && n.nic.count > 1;
     std::string o;
@@ -962,18 +1026,18 @@ class PlatformXml {
   }
 
   // Flat fat-tree: a pod is a zone, its nodes and their NICs; the pods' up-links join them (vitsim builds a
-  // star of pods).
+  // star of pods). Dragonfly: a group is a zone; vitsim joins each pair of groups by a global link.
   std::string pod_zones() const {
     std::string out;
     for (int p = 0; p < pods_; ++p) {
-      out += fmt::format("    <zone id=\"pod{}\" routing=\"None\">\n", p);
+      out += fmt::format("    <zone id=\"{}{}\" routing=\"None\">\n", fat_tree_ ? "pod" : "group", p);
       for (size_t i = 0; i < spec_.nodes.size(); ++i)
         if (pod_[i] == p) out += cluster(spec_.nodes[i], "      ");
       for (size_t i = 0; i < spec_.nodes.size(); ++i)
         if (pod_[i] == p) out += nic(spec_.nodes[i], "      ");
       out += "    </zone>\n";
     }
-    return out + uplinks();
+    return fat_tree_ ? out + uplinks() : out;
   }
 
   // Every node's cluster, then (several nodes) the NICs, up-links and, in the cluster layout, a route per pair.
@@ -1007,6 +1071,8 @@ class PlatformXml {
   const PlatformSpec& spec_;
   const Layout layout_;
   const bool flat_, multi_, fat_tree_;
+  const bool grouped_;         // fat-tree pods, dragonfly groups
+  const bool link_transport_;  // the NIC transport on each NIC link (every topology but the star)
   const std::string& zone_transport_;
   std::vector<int> pod_;  // each node's pod (fat-tree)
   int pods_ = 1;
@@ -1017,6 +1083,9 @@ class PlatformXml {
 std::string write_platform_xml(const PlatformSpec& spec, Layout layout) {
   check_platform_spec(spec);
   if (layout != Layout::ClusterPerNode && layout != Layout::FlatStar) throw Error("unknown platform layout");
+  if (layout == Layout::ClusterPerNode && (spec.topology.kind == "torus" || spec.topology.kind == "dragonfly") && spec.nodes.size() > 1)
+    throw Error(fmt::format("a {} is written in the flat-star layout, whose routes vitsim computes (--layout flat-star; auto picks it)",
+                            spec.topology.kind));
   return PlatformXml(spec, layout).write();
 }
 

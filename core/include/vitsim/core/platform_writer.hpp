@@ -136,10 +136,12 @@ struct NodeSpec {
 };
 
 struct TopologySpec {
-  std::string kind = "star";       // star (non-blocking), fat-tree (pods under an oversubscribed core)
+  std::string kind = "star";       // star (non-blocking), fat-tree (pods under an oversubscribed core), torus, dragonfly
   double oversubscription = 1;     // fat-tree: a pod's down-link capacity over its up-link capacity
-  int pod_nodes = 0;               // fat-tree: nodes per pod
-  std::string uplink_lat = "1us";  // fat-tree: a pod's up-link (leaf -> spine hop)
+  int pod_nodes = 0;               // fat-tree: nodes per pod; dragonfly: nodes per group
+  std::string uplink_lat = "1us";  // fat-tree: a pod's up-link (leaf -> spine hop); torus, dragonfly: each fabric hop
+  std::string torus_dims;          // torus: nodes per dimension, "4x4x2" (first fastest; their product = nodes)
+  int global_links = 1;            // dragonfly: links between each pair of groups, each of one NIC's line rate
 };
 
 // ClusterPerNode: one <cluster> per node and one <zoneRoute> per pair of nodes (SimGrid loads it; quadratic in
@@ -175,8 +177,8 @@ std::string write_platform_xml(const PlatformSpec& spec, Layout layout = Layout:
 // The NIC transport settings written for a transport name (tcp, ib, roce): every setting with its default,
 // so a reader sees each figure. Throws Error listing the valid names.
 Props nic_transport_props(const std::string& transport);
-// A topology name as users type it: star, fat-tree (fattree, fat_tree). Others: Error naming the valid ones
-// and saying which are not yet supported (dragonfly, torus).
+// A topology name as users type it: star, fat-tree (fattree, fat_tree), torus, dragonfly. Others: Error naming the
+// valid ones.
 std::string parse_topology_kind(const std::string& name);
 // A NIC speed as users give it (--nic-speed, a spec's nic.speed): a rate with its unit ("400Gbps": nullptr)
 // or a catalogue NIC ("ndr": its entry, for its line rate and transport). Else Error "neither a rate with
