@@ -20,7 +20,6 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -39,6 +38,7 @@
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
+#include "vitsim/real/gather.hpp"
 #include "vitsim/real/model.hpp"
 #include "vitsim/real/optim.hpp"
 #include "vitsim/real/train.hpp"
@@ -95,19 +95,6 @@ struct LossScaler {
   long long good_steps = 0, skipped = 0;
   static constexpr long long kGrowthInterval = 2000;
 };
-
-// Every rank's copy of a struct of doubles, through World's allgather of doubles: the fields travel by
-// name, never as positions in a vector.
-template <class T>
-std::vector<T> allgather_struct(World& world, const T& mine, const char* what) {
-  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % sizeof(double) == 0, "a struct of doubles only");
-  std::vector<double> packed(sizeof(T) / sizeof(double));
-  std::memcpy(packed.data(), &mine, sizeof(T));
-  const std::vector<double> all = world.allgather(packed, what);
-  std::vector<T> out(all.size() * sizeof(double) / sizeof(T));
-  std::memcpy(static_cast<void*>(out.data()), all.data(), out.size() * sizeof(T));  // T trivially copyable
-  return out;
-}
 
 // ---- threads ----
 
@@ -222,7 +209,7 @@ void check_same_run(const Scenario& s, World& world, bool resume) {
   };
   uint64_t h = 1469598103934665603ULL;  // FNV-1a, 64 bit: the same on every node whatever its libstdc++
   for (unsigned char c : fingerprint(s, world.size()) + (resume ? " resume" : "")) h = (h ^ c) * 1099511628211ULL;
-  const auto all = allgather_struct(world, RunHash{double(h >> 32), double(h & 0xffffffffULL)}, "run agreement check");
+  const auto all = allgather_record(world, RunHash{double(h >> 32), double(h & 0xffffffffULL)}, "run agreement check");
   for (int r = 1; r < world.size(); ++r)
     if (all[r].high != all[0].high || all[r].low != all[0].low)
       throw Error(fmt::format("rank {} was started with another run than rank 0 (scenario, --set values or --resume "
@@ -521,7 +508,7 @@ void PointTrainer::checkpoint() {
 
 void PointTrainer::check_replicas(const char* when) {
   if (nranks_ == 1) return;
-  const auto all = allgather_struct(world_, checksum(params_), "replica checksum");
+  const auto all = allgather_record(world_, checksum(params_), "replica checksum");
   for (int r = 0; r < nranks_; ++r)
     if (!std::isfinite(all[r].plain) || !std::isfinite(all[r].weighted))
       throw Error(fmt::format("training diverged ({} global step {}): rank {}'s parameters are not finite", when,
@@ -746,7 +733,7 @@ void PointTrainer::after_step() {
 ReportPoint PointTrainer::assemble_point() {
   RankMeasure mine = measure_rank(steps_, warmup_, epoch_times_, device_);
   const std::string device_name = device_.is_cuda() ? fmt::format("cuda:{}", device_.index()) : "cpu";
-  const auto all = allgather_struct(world_, mine, "report gather");
+  const auto all = allgather_record(world_, mine, "report gather");
   const auto names = world_.gather(world_.host() + "\n" + device_name, 0, "report host gather");
   ReportPoint p;
   p.params = s_.params;
