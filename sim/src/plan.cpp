@@ -82,17 +82,7 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
     const GpuFacts& g = facts.gpu.at(host);
     const std::string key = fmt::format("{}/{}/{}", g.model, g.mem_bytes, g.reserved_bytes);
     if (!seen.insert(key).second) continue;
-    MemoryInputs mi;
-    mi.micro_batch = s.training.micro_batch;
-    mi.precision = s.training.precision;
-    mi.zero_stage = s.parallel.zero;
-    mi.dp_ranks = s.ranks();
-    mi.bucket_bytes = s.parallel.bucket_bytes;
-    mi.reserved_bytes = g.reserved_bytes;
-    mi.optimizer = s.training.optimizer;
-    mi.sequence_parallel = s.parallel.sequence_parallel;
-    mi.activation_checkpointing = s.training.activation_checkpointing;
-    const double need = memory_per_gpu(w, mi).total();
+    const double need = memory_per_gpu(w, memory_inputs(s, g.reserved_bytes)).total();
     p.memory_per_gpu_bytes = std::max(p.memory_per_gpu_bytes, need);
     p.gpu_memory_bytes = std::min(p.gpu_memory_bytes, g.mem_bytes);
     if (need > g.mem_bytes) fits = false;
