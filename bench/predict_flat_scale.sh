@@ -14,7 +14,7 @@ largest=${3:-16384}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/bench/lib.sh"
 
 echo "vitsim predict flat-star scaling: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
 echo "binary: $vitsim"
@@ -26,25 +26,9 @@ for nodes in 64 512 2048 8192 16384; do
   "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
     --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --layout flat-star --out "$tmp/p$nodes.xml"
   # 131,072 GPUs x 64 x 20 steps = 168 M samples: the synthetic set holds 200 M.
-  cat >"$tmp/s$nodes.xml" <<XML
-<scenario name="flat-scale-$nodes">
-  <cluster platform="p$nodes.xml" nodes="$nodes" gpus_per_node="8"/>
-  <model preset="vit_b_16"/>
-  <dataset name="synthetic" train_samples="200000000" image_size="224" channels="3"/>
-  <training micro_batch="64" precision="fp32"/>
-  <parallelism collective="ring"/>
-  <simulation steps="20" warmup="2"/>
-</scenario>
-XML
+  scale_point "$tmp/s$nodes.xml" "$nodes" 200000000
   load=$(cut -d' ' -f1-3 /proc/loadavg)
-  walls=() cpus=() rss=0
-  for _ in $(seq "$runs"); do
-    /usr/bin/time -f "%e %U %S %M" -o "$tmp/t" "$vitsim" predict "$tmp/s$nodes.xml" -q -j1 "${extra[@]}" >/dev/null
-    read -r w u s m <"$tmp/t"
-    walls+=("$w")
-    cpus+=("$(echo "$u + $s" | bc)")
-    ((m > rss)) && rss=$m
-  done
+  time_runs "$runs" "$vitsim" predict "$tmp/s$nodes.xml" -q -j1 "${extra[@]}"
   printf '%6d GPUs (%5d nodes): wall median %7.2f s (runs: %s), CPU median %7.2f s, peak RSS %6.0f MiB, file %5.1f MiB, load %s\n' \
     "$((nodes * 8))" "$nodes" "$(printf '%s\n' "${walls[@]}" | median)" "${walls[*]}" \
     "$(printf '%s\n' "${cpus[@]}" | median)" "$((rss / 1024))" "$(echo "scale=1; $(stat -c %s "$tmp/p$nodes.xml") / 1048576" | bc)" "$load"
