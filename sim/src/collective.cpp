@@ -157,10 +157,18 @@ namespace {
 // then all ranks meet (the slowest edge's flow ends last) and the remaining steps-1 latencies of the
 // slowest edge are added. Equal to the message-level form when the slowest edge is also the one with
 // the largest latency, and on identical links to 2(n-1) a + 2(n-1)/n S/B.
+//
+// Each rank waits for its own send only: the chunk it receives is its predecessor's send, which the predecessor
+// waits for before the barrier, so the barrier opens at the same instant (the last flow's end) with one wait
+// less per rank.
 void fused_ring_steps(const Group& g, int me, double chunk, int steps) {
   const int n = g.size();
-  exchange(g, me, (me + 1) % n, (me + n - 1) % n, chunk * steps);
-  g.barrier()->wait();
+  const int to = (me + 1) % n, from = (me + n - 1) % n;
+  void* got = nullptr;
+  sg4::CommPtr recv = g.mailbox(from, me)->get_async(&got);
+  if (double lat = g.latency(me, to); lat > 0) sg4::this_actor::sleep_for(lat);
+  g.mailbox(me, to)->put_async(&token, static_cast<uint64_t>(chunk * steps))->wait();
+  g.barrier()->wait();  // every flow of the ring is done, `recv` with them
   if (steps > 1) sg4::this_actor::sleep_for((steps - 1) * g.ring_max_latency());
 }
 }  // namespace

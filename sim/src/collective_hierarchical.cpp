@@ -16,6 +16,27 @@ namespace sg4 = simgrid::s4u;
 namespace vitsim::sim {
 namespace {
 
+// The group's members by node (node -> member indices in group order).
+std::map<int, std::vector<int>> members_by_node(const Group& g) {
+  std::map<int, std::vector<int>> members;
+  for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
+  return members;
+}
+
+// The members of `g` on one node, as a group of their own.
+std::unique_ptr<Group> node_group(const Group& g, int node, const std::vector<sg4::Host*>& hosts) {
+  return std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node),
+                                 g.latency_model());
+}
+
+// A collective's layout of `g`, built from its members by node on first use and cached by group name.
+template <typename Layout, typename Build>
+const Layout& cached_layout(std::map<std::string, std::unique_ptr<Layout>>& cache, const Group& g, Build build) {
+  auto it = cache.find(g.name());
+  if (it != cache.end()) return *it->second;
+  return *(cache[g.name()] = build(members_by_node(g)));
+}
+
 class Hierarchical : public Collective {
  public:
   std::string name() const override { return "hierarchical"; }
@@ -77,12 +98,10 @@ class Hierarchical : public Collective {
     for (auto& c : comms) c->wait();
   }
 
-  const Layout& layout(const Group& g) const {
-    auto it = cache_.find(g.name());
-    if (it != cache_.end()) return *it->second;
+  const Layout& layout(const Group& g) const { return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); }); }
+
+  static std::unique_ptr<Layout> build(const Group& g, const std::map<int, std::vector<int>>& members) {
     auto L = std::make_unique<Layout>();
-    std::map<int, std::vector<int>> members;
-    for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
     L->local_index.assign(g.size(), 0);
     std::vector<sg4::Host*> leader_hosts;
     std::vector<int> leader_nodes;
@@ -92,14 +111,13 @@ class Hierarchical : public Collective {
         hosts.push_back(g.host(ms[k]));
         L->local_index[ms[k]] = static_cast<int>(k);
       }
-      L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node),
-                                             g.latency_model());
+      L->local[node] = node_group(g, node, hosts);
       L->leader_index[node] = static_cast<int>(leader_hosts.size());
       leader_hosts.push_back(hosts.front());
       leader_nodes.push_back(node);
     }
     L->leaders = std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes, g.latency_model());
-    return *(cache_[g.name()] = std::move(L));
+    return L;
   }
 
   mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
@@ -140,12 +158,10 @@ class Rail : public Collective {
     std::vector<int> local_index, rail_index;
   };
 
-  const Layout& layout(const Group& g) const {
-    auto it = cache_.find(g.name());
-    if (it != cache_.end()) return *it->second;
+  const Layout& layout(const Group& g) const { return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); }); }
+
+  static std::unique_ptr<Layout> build(const Group& g, const std::map<int, std::vector<int>>& members) {
     auto L = std::make_unique<Layout>();
-    std::map<int, std::vector<int>> members;
-    for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
     L->nodes = static_cast<int>(members.size());
     L->local_index.assign(g.size(), 0);
     L->rail_index.assign(g.size(), 0);
@@ -163,14 +179,13 @@ class Rail : public Collective {
           rail_hosts[k].push_back(g.host(ms[k]));
           rail_nodes[k].push_back(node);
         }
-        L->local[node] = std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts,
-                                                 std::vector<int>(hosts.size(), node), g.latency_model());
+        L->local[node] = node_group(g, node, hosts);
       }
       for (size_t k = 0; k < per; ++k)
         L->rails.push_back(std::make_unique<Group>(fmt::format("{}/rail{}", g.name(), k), rail_hosts[k], rail_nodes[k],
                                                    g.latency_model()));
     }
-    return *(cache_[g.name()] = std::move(L));
+    return L;
   }
 
   Hierarchical fallback_;
@@ -204,8 +219,7 @@ class Auto : public Collective {
   void run(const Group& g, int me, double bytes, CollOp op) const override {
     auto it = choice_.find(g.name());
     if (it == choice_.end()) {
-      std::map<int, std::vector<int>> members;
-      for (int i = 0; i < g.size(); ++i) members[g.node_of(i)].push_back(i);
+      const std::map<int, std::vector<int>> members = members_by_node(g);
       bool multi = false, even = true;
       for (const auto& [n, ms] : members) {
         multi |= ms.size() > 1;
