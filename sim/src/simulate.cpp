@@ -133,6 +133,16 @@ struct RankState {
   }
 };
 
+// Adds one step's compute-stream breakdown to a sum (comm_total, the communication stream's, is kept apart).
+void add_step(Breakdown& sum, const Breakdown& step) {
+  sum.data += step.data;
+  sum.h2d += step.h2d;
+  sum.compute_fwd += step.compute_fwd;
+  sum.compute_bwd += step.compute_bwd;
+  sum.optimizer += step.optimizer;
+  sum.comm_exposed += step.comm_exposed;
+}
+
 // Compute-stream time is accumulated and slept only when the rank must meet another actor (a
 // submission, a wait, a transfer): the same simulated times with a fraction of the events.
 struct LazyClock {
@@ -284,13 +294,7 @@ struct Model {
   void record_step(RankState& r, double dt, const Breakdown& b) {
     r.step_times.push_back(dt);
     r.step_b.push_back(b);
-    Breakdown& t = r.totals;
-    t.data += b.data;
-    t.h2d += b.h2d;
-    t.compute_fwd += b.compute_fwd;
-    t.compute_bwd += b.compute_bwd;
-    t.optimizer += b.optimizer;
-    t.comm_exposed += b.comm_exposed;
+    add_step(r.totals, b);
   }
 
   // Executes one step's actions; `b` gets the step's breakdown.
@@ -827,13 +831,7 @@ Breakdown rank_breakdown(const RankState& rs, const Window& win) {
   if (win.first > 0) {
     b = Breakdown{};
     for (int i = win.first; i < win.measured; ++i) {
-      const Breakdown& x = rs.step_b[i];
-      b.data += x.data;
-      b.h2d += x.h2d;
-      b.compute_fwd += x.compute_fwd;
-      b.compute_bwd += x.compute_bwd;
-      b.optimizer += x.optimizer;
-      b.comm_exposed += x.comm_exposed;
+      add_step(b, rs.step_b[i]);
       if (static_cast<size_t>(i) < rs.step_comm.size()) b.comm_total += rs.step_comm[i];
     }
   }
