@@ -71,114 +71,145 @@ DeviceInfo open_device(const Scenario& s, int local_rank, int local_size) {
   return info;
 }
 
+namespace {
+
+// The scenario's model on the device, trained as the trainer trains it: parameters and gradients in flat
+// buffers and the flat optimizer (its phase divides and zeroes the gradient buffer), one micro-batch of
+// random images and labels.
+struct ModelBench {
+  real::VisionTransformer model{nullptr};
+  torch::Tensor flat_grad;
+  std::unique_ptr<real::FlatOptimizer> optimizer;
+  torch::Tensor x, y;
+  bool cuda = false;
+  Precision prec = Precision::FP32;
+};
+
+ModelBench model_bench(const Scenario& s, const torch::Device& dev, int micro_batch) {
+  ModelBench mb;
+  mb.cuda = dev.is_cuda();
+  mb.prec = s.training.precision;
+  torch::manual_seed(s.training.seed);
+  mb.model = real::VisionTransformer(s.model);
+  mb.model->to(dev);
+  mb.model->train();
+  std::vector<torch::Tensor> params = mb.model->parameters();
+  real::FlatParameters flat = real::flatten_parameters(params);
+  mb.flat_grad = flat.grads;
+  mb.optimizer = std::make_unique<real::FlatOptimizer>(real::optimizer_config(s.training), flat.params, flat.grads);
+  const auto& m = s.model;
+  mb.x = torch::randn({micro_batch, m.channels, m.image_size, m.image_size}, torch::TensorOptions().device(dev));
+  mb.y = torch::randint(0, m.classes, {micro_batch}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
+  return mb;
+}
+
+// Whole model: forward (with the loss), backward, optimizer step, timed like the trainer's phases.
+void time_whole_model(ModelBench& mb, const torch::Device& dev, int warmup, int iters, int ranks, ComputeSample& out) {
+  std::vector<double> fwd, bwd, opt;
+  for (int it = 0; it < warmup + iters; ++it) {
+    auto a = mark(dev);
+    torch::Tensor loss;
+    {
+      Autocast ac(mb.cuda, mb.prec);
+      loss = torch::cross_entropy_loss(mb.model->forward(mb.x), mb.y);
+    }
+    auto b = mark(dev);
+    loss.backward();
+    auto c = mark(dev);
+    if (ranks > 1) mb.flat_grad.div_(ranks);
+    mb.optimizer->step();
+    mb.flat_grad.zero_();
+    auto d = mark(dev);
+    if (it >= warmup) {
+      fwd.push_back(seconds(a, b));
+      bwd.push_back(seconds(b, c));
+      opt.push_back(seconds(c, d));
+    }
+  }
+  out.fwd = spread_of(fwd);
+  out.bwd = spread_of(bwd);
+  out.optimizer = spread_of(opt);
+}
+
+// One layer of core's layer table as a function of its input.
+struct Segment {
+  std::string name;
+  std::function<torch::Tensor(const torch::Tensor&)> run;
+};
+std::vector<Segment> layer_segments(ModelBench& mb, const ViTConfig& m) {
+  auto& model = mb.model;
+  std::vector<Segment> segs;
+  segs.push_back({"patch_embed", [&model, &m](const torch::Tensor& img) {
+                    const auto b = img.size(0);
+                    auto h = model->patch_embed(img).flatten(2).permute({2, 0, 1});
+                    h = torch::cat({model->class_token.expand({1, b, m.width}), h}, 0);
+                    return model->drop(h + model->pos_embedding);
+                  }});
+  for (int i = 0; i < m.depth; ++i) {
+    auto* blk = (*model->blocks)[i]->as<real::EncoderBlockImpl>();
+    segs.push_back({fmt::format("block{}.attn", i), [blk](const torch::Tensor& h) {
+                      auto z = blk->ln1(h);
+                      z = blk->self_attention(z);  // the trainer's attention (real/src/model.cpp)
+                      return h + blk->drop(z);
+                    }});
+    segs.push_back({fmt::format("block{}.mlp", i), [blk](const torch::Tensor& h) {
+                      auto z = blk->fc2(blk->drop(torch::gelu(blk->fc1(blk->ln2(h)))));
+                      return h + blk->drop(z);
+                    }});
+  }
+  const torch::Tensor y = mb.y;
+  segs.push_back({"head", [&model, y](const torch::Tensor& h) {
+                    return torch::cross_entropy_loss(model->head(model->ln(h)[0]), y);
+                  }});
+  return segs;
+}
+
+// Layer by layer, in core's layer table order: each layer's input is detached, so its backward is
+// its own; the sum exceeds the whole pass by the boundary overheads, so only the shares are used.
+void time_layers(ModelBench& mb, const ViTConfig& m, const torch::Device& dev, int warmup, int iters, ComputeSample& out) {
+  const std::vector<Segment> segs = layer_segments(mb, m);
+  const size_t n = segs.size();
+  std::vector<std::vector<double>> f(n), b(n);
+  for (int it = 0; it < warmup + iters; ++it) {
+    std::vector<torch::Tensor> ins(n), outs(n);
+    torch::Tensor cur = mb.x;
+    for (size_t k = 0; k < n; ++k) {
+      ins[k] = k == 0 ? mb.x : cur.detach().requires_grad_(true);
+      auto t0 = mark(dev);
+      {
+        Autocast ac(mb.cuda, mb.prec);
+        outs[k] = segs[k].run(ins[k]);
+      }
+      auto t1 = mark(dev);
+      if (it >= warmup) f[k].push_back(seconds(t0, t1));
+      cur = outs[k];
+    }
+    torch::Tensor g;
+    for (size_t k = n; k-- > 0;) {
+      auto t0 = mark(dev);
+      if (k + 1 == n)
+        outs[k].backward();
+      else
+        outs[k].backward(g);
+      auto t1 = mark(dev);
+      if (it >= warmup) b[k].push_back(seconds(t0, t1));
+      if (k > 0) g = ins[k].grad();
+    }
+    mb.flat_grad.zero_();
+  }
+  for (size_t k = 0; k < n; ++k) out.layers.push_back({segs[k].name, spread_of(f[k]), spread_of(b[k])});
+}
+
+}  // namespace
+
 ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int micro_batch, int warmup, int iters,
                               int ranks) {
   const torch::Device dev = device_of(info);
-  const bool cuda = dev.is_cuda();
-  const Precision prec = s.training.precision;
-  torch::manual_seed(s.training.seed);
-  real::VisionTransformer model(s.model);
-  model->to(dev);
-  model->train();
-  std::vector<torch::Tensor> params = model->parameters();
-  // Parameters and gradients in flat buffers and the flat optimizer, as the trainer keeps and steps them
-  // (its optimizer phase divides and zeroes the gradient buffer).
-  real::FlatParameters flat = real::flatten_parameters(params);
-  torch::Tensor flat_grad = flat.grads;
-  auto optimizer = std::make_unique<real::FlatOptimizer>(real::optimizer_config(s.training), flat.params, flat.grads);
-  const auto& m = s.model;
-  auto x = torch::randn({micro_batch, m.channels, m.image_size, m.image_size}, torch::TensorOptions().device(dev));
-  auto y = torch::randint(0, m.classes, {micro_batch}, torch::TensorOptions().dtype(torch::kInt64).device(dev));
-
+  ModelBench mb = model_bench(s, dev, micro_batch);
   ComputeSample out;
   out.micro_batch = micro_batch;
-  // Whole model: forward (with the loss), backward, optimizer step, timed like the trainer's phases.
-  {
-    std::vector<double> fwd, bwd, opt;
-    for (int it = 0; it < warmup + iters; ++it) {
-      auto a = mark(dev);
-      torch::Tensor loss;
-      {
-        Autocast ac(cuda, prec);
-        loss = torch::cross_entropy_loss(model->forward(x), y);
-      }
-      auto b = mark(dev);
-      loss.backward();
-      auto c = mark(dev);
-      if (ranks > 1) flat_grad.div_(ranks);
-      optimizer->step();
-      flat_grad.zero_();
-      auto d = mark(dev);
-      if (it >= warmup) {
-        fwd.push_back(seconds(a, b));
-        bwd.push_back(seconds(b, c));
-        opt.push_back(seconds(c, d));
-      }
-    }
-    out.fwd = spread_of(fwd);
-    out.bwd = spread_of(bwd);
-    out.optimizer = spread_of(opt);
-  }
-  // Layer by layer, in core's layer table order: each layer's input is detached, so its backward is
-  // its own; the sum exceeds the whole pass by the boundary overheads, so only the shares are used.
-  {
-    struct Segment {
-      std::string name;
-      std::function<torch::Tensor(const torch::Tensor&)> run;
-    };
-    std::vector<Segment> segs;
-    segs.push_back({"patch_embed", [&](const torch::Tensor& img) {
-                      const auto b = img.size(0);
-                      auto h = model->patch_embed(img).flatten(2).permute({2, 0, 1});
-                      h = torch::cat({model->class_token.expand({1, b, m.width}), h}, 0);
-                      return model->drop(h + model->pos_embedding);
-                    }});
-    for (int i = 0; i < m.depth; ++i) {
-      auto* blk = (*model->blocks)[i]->as<real::EncoderBlockImpl>();
-      segs.push_back({fmt::format("block{}.attn", i), [blk](const torch::Tensor& h) {
-                        auto z = blk->ln1(h);
-                        z = blk->self_attention(z);  // the trainer's attention (real/src/model.cpp)
-                        return h + blk->drop(z);
-                      }});
-      segs.push_back({fmt::format("block{}.mlp", i), [blk](const torch::Tensor& h) {
-                        auto z = blk->fc2(blk->drop(torch::gelu(blk->fc1(blk->ln2(h)))));
-                        return h + blk->drop(z);
-                      }});
-    }
-    segs.push_back({"head", [&](const torch::Tensor& h) {
-                      return torch::cross_entropy_loss(model->head(model->ln(h)[0]), y);
-                    }});
-    const size_t n = segs.size();
-    std::vector<std::vector<double>> f(n), b(n);
-    for (int it = 0; it < warmup + iters; ++it) {
-      std::vector<torch::Tensor> ins(n), outs(n);
-      torch::Tensor cur = x;
-      for (size_t k = 0; k < n; ++k) {
-        ins[k] = k == 0 ? x : cur.detach().requires_grad_(true);
-        auto t0 = mark(dev);
-        {
-          Autocast ac(cuda, prec);
-          outs[k] = segs[k].run(ins[k]);
-        }
-        auto t1 = mark(dev);
-        if (it >= warmup) f[k].push_back(seconds(t0, t1));
-        cur = outs[k];
-      }
-      torch::Tensor g;
-      for (size_t k = n; k-- > 0;) {
-        auto t0 = mark(dev);
-        if (k + 1 == n)
-          outs[k].backward();
-        else
-          outs[k].backward(g);
-        auto t1 = mark(dev);
-        if (it >= warmup) b[k].push_back(seconds(t0, t1));
-        if (k > 0) g = ins[k].grad();
-      }
-      flat_grad.zero_();
-    }
-    for (size_t k = 0; k < n; ++k) out.layers.push_back({segs[k].name, spread_of(f[k]), spread_of(b[k])});
-  }
+  time_whole_model(mb, dev, warmup, iters, ranks, out);
+  time_layers(mb, s.model, dev, warmup, iters, out);
   return out;
 }
 
@@ -329,9 +360,9 @@ class KernelMaker {
         auto g = rnd({e / rows, rows}, f32);
         return [g, keep] { keep->keep(g.sum(0)); };
       }
-      case OpKind::Strided: {  // "sweep.strided.d<D>.n<N>.b<B>": [B, D, N] gathered into [N, B, D]
-        long long d = 0, n = 0, b = 0;
-        if (std::sscanf(op.name.c_str(), "sweep.strided.d%lld.n%lld.b%lld", &d, &n, &b) != 3) break;
+      case OpKind::Strided: {  // [B, D, N] gathered into [N, B, D]: B, D, N the op's batch, m and n (fit.cpp)
+        const int64_t b = std::llround(op.batch), d = std::llround(op.m), n = std::llround(op.n);
+        if (b <= 0 || d <= 0 || n <= 0) break;
         auto x = rnd({b, d, n}, f32);
         return [x, keep] { keep->keep(x.permute({2, 0, 1}).contiguous()); };
       }
@@ -375,52 +406,56 @@ class KernelMaker {
     return [x, z]() mutable { z.copy_(x); };
   }
 
+  // Attention's matmuls by name ("qk", "av" and their gradients); a fused attention op has none.
+  Kernel attention_matmul(const Op& op, const std::string& rel, std::string& how) {
+    const int64_t m = static_cast<int64_t>(op.m), n = static_cast<int64_t>(op.n), k = static_cast<int64_t>(op.k);
+    if (starts_with(rel, "sdpa")) return nullptr;  // fused attention: no stand-in on this LibTorch
+    // bmm in the layouts of multi-head attention (real/src/model.cpp, torch 1.13's
+    // multi_head_attention_forward) and of its autograd backward: q, k, v and the output's gradient
+    // are transposed views [B H, T, hd] of contiguous [T, B H, hd] tensors; scores and probabilities
+    // [B H, T, T] are contiguous.
+    const int64_t bt = static_cast<int64_t>(op.batch);
+    auto heads = [&](int64_t t, int64_t hd) { return rnd({t, bt, hd}, act_).transpose(0, 1); };  // [BH, t, hd]
+    auto square = [&](int64_t t) { return rnd({bt, t, t}, act_); };
+    if (rel == "qk") {  // S = Q K^T: m = n = T, k = hd
+      how = "bmm(Q, K^T)";
+      auto q = heads(m, k), kk = heads(n, k);
+      return [q, kk] { (void)at::bmm(q, kk.transpose(1, 2)); };
+    }
+    if (rel == "av") {  // O = P V: m = T, n = hd, k = T
+      how = "bmm(P, V)";
+      auto p = square(m), v = heads(k, n);
+      return [p, v] { (void)at::bmm(p, v); };
+    }
+    if (rel == "qk.dq") {  // dQ = dS K
+      how = "bmm(dS, K)";
+      auto ds = square(m), kk = heads(k, n);
+      return [ds, kk] { (void)at::bmm(ds, kk); };
+    }
+    if (rel == "qk.dk") {  // dK^T = Q^T dS ([B H, hd, T], as autograd computes the second operand's gradient)
+      how = "bmm(Q^T, dS)";
+      auto q = heads(k, n), ds = square(k);
+      return [q, ds] { (void)at::bmm(q.transpose(1, 2), ds); };
+    }
+    if (rel == "av.dprobs") {  // dP = dO V^T
+      how = "bmm(dO, V^T)";
+      auto dout = heads(m, k), v = heads(n, k);
+      return [dout, v] { (void)at::bmm(dout, v.transpose(1, 2)); };
+    }
+    if (rel == "av.dv") {  // dV = P^T dO
+      how = "bmm(P^T, dO)";
+      auto p = square(m), dout = heads(k, n);
+      return [p, dout] { (void)at::bmm(p.transpose(1, 2), dout); };
+    }
+    how = "bmm";
+    auto a = rnd({bt, m, k}, act_), b = rnd({bt, k, n}, act_);
+    return [a, b] { (void)at::bmm(a, b); };
+  }
+
   // GEMMs as the trainer's linear layers run them; attention matmuls as bmm.
   Kernel matmul(const Op& op, const std::string& rel, std::string& how) {
+    if (op.cls == OpClass::AttnMatmul) return attention_matmul(op, rel, how);
     const int64_t m = static_cast<int64_t>(op.m), n = static_cast<int64_t>(op.n), k = static_cast<int64_t>(op.k);
-    if (op.cls == OpClass::AttnMatmul) {
-      if (starts_with(rel, "sdpa")) return nullptr;  // fused attention: no stand-in on this LibTorch
-      // bmm in the layouts of multi-head attention (real/src/model.cpp, torch 1.13's
-      // multi_head_attention_forward) and of its autograd backward: q, k, v and the output's gradient
-      // are transposed views [B H, T, hd] of contiguous [T, B H, hd] tensors; scores and probabilities
-      // [B H, T, T] are contiguous.
-      const int64_t bt = static_cast<int64_t>(op.batch);
-      auto heads = [&](int64_t t, int64_t hd) { return rnd({t, bt, hd}, act_).transpose(0, 1); };  // [BH, t, hd]
-      auto square = [&](int64_t t) { return rnd({bt, t, t}, act_); };
-      if (rel == "qk") {  // S = Q K^T: m = n = T, k = hd
-        how = "bmm(Q, K^T)";
-        auto q = heads(m, k), kk = heads(n, k);
-        return [q, kk] { (void)at::bmm(q, kk.transpose(1, 2)); };
-      }
-      if (rel == "av") {  // O = P V: m = T, n = hd, k = T
-        how = "bmm(P, V)";
-        auto p = square(m), v = heads(k, n);
-        return [p, v] { (void)at::bmm(p, v); };
-      }
-      if (rel == "qk.dq") {  // dQ = dS K
-        how = "bmm(dS, K)";
-        auto ds = square(m), kk = heads(k, n);
-        return [ds, kk] { (void)at::bmm(ds, kk); };
-      }
-      if (rel == "qk.dk") {  // dK^T = Q^T dS ([B H, hd, T], as autograd computes the second operand's gradient)
-        how = "bmm(Q^T, dS)";
-        auto q = heads(k, n), ds = square(k);
-        return [q, ds] { (void)at::bmm(q.transpose(1, 2), ds); };
-      }
-      if (rel == "av.dprobs") {  // dP = dO V^T
-        how = "bmm(dO, V^T)";
-        auto dout = heads(m, k), v = heads(n, k);
-        return [dout, v] { (void)at::bmm(dout, v.transpose(1, 2)); };
-      }
-      if (rel == "av.dv") {  // dV = P^T dO
-        how = "bmm(P^T, dO)";
-        auto p = square(m), dout = heads(k, n);
-        return [p, dout] { (void)at::bmm(p.transpose(1, 2), dout); };
-      }
-      how = "bmm";
-      auto a = rnd({bt, m, k}, act_), b = rnd({bt, k, n}, act_);
-      return [a, b] { (void)at::bmm(a, b); };
-    }
     if (ends_with(rel, ".wgrad")) {  // dW[out, in] = dY^T X: dY [rows, out] read transposed
       how = "mm(dY^T, X)";
       auto dy = rnd({k, m}, act_), x = rnd({k, n}, act_);
@@ -457,38 +492,61 @@ class KernelMaker {
     return lin == "conv" ? D.b * D.N : lin == "fc" ? D.b : D.R;
   }
 
+  // Data movement and norm ops of the model, by name: the first group that knows the op makes its
+  // kernel; anything else is a copy of as many fp32 elements as its bytes move (read + write).
   Kernel memory(const Op& op, const std::string& rel, const Dims& D, std::string& how) {
     const std::string first = rel.substr(0, rel.find('.'));
     const bool is_ln = first == "ln" || first == "ln1" || first == "ln2";
+    if (Kernel k = is_ln ? layer_norm_kernel(op, rel, first, D, how) : nullptr) return k;
+    if (Kernel k = parameter_kernel(rel, first, is_ln, D, how)) return k;
+    if (Kernel k = cast_kernel(op, rel, how)) return k;
+    if (Kernel k = embedding_kernel(rel, D, how)) return k;
+    if (Kernel k = dropout_kernel(op, rel, how)) return k;
+    if (Kernel k = attention_kernel(rel, D, how)) return k;
+    if (Kernel k = block_kernel(rel, D, how)) return k;
+    if (Kernel k = loss_kernel(rel, D, how)) return k;
+    how = "copy (generic)";
+    auto x = rnd({std::max<int64_t>(1, static_cast<int64_t>(op.bytes / 8))}, at::kFloat);
+    return [x] { (void)x.clone(); };
+  }
+
+  // LayerNorm over the width and its backward, rows from the op's bytes (rows (d (4 + 4) + 2 x 4)
+  // forward, rows (d 20 + 8) backward).
+  Kernel layer_norm_kernel(const Op& op, const std::string& rel, const std::string& first, const Dims& D,
+                           std::string& how) {
     const at::ScalarType f32 = at::kFloat;
-    // LayerNorm over the width, rows from the op's bytes (rows (d (4 + 4) + 2 x 4) forward).
-    if (is_ln && rel == first) {
+    const int64_t d = D.d;
+    if (rel == first) {
       how = "native_layer_norm";
       const int64_t rows = static_cast<int64_t>(std::llround(op.bytes / (8.0 * D.d + 8)));
       auto x = rnd({rows, D.d}, f32), w = rnd({D.d}, f32), b = rnd({D.d}, f32);
-      const int64_t d = D.d;
       return [x, w, b, d] { (void)at::native_layer_norm(x, {d}, w, b, 1e-6); };
     }
-    if (is_ln && rel == first + ".bwd") {
+    if (rel == first + ".bwd") {
       how = "native_layer_norm_backward";
       const int64_t rows = static_cast<int64_t>(std::llround(op.bytes / (20.0 * D.d + 8)));
       auto x = rnd({rows, D.d}, f32), w = rnd({D.d}, f32), b = rnd({D.d}, f32), dy = rnd({rows, D.d}, f32);
       auto fwd = at::native_layer_norm(x, {D.d}, w, b, 1e-6);
       auto mean = std::get<1>(fwd), rstd = std::get<2>(fwd);
-      const int64_t d = D.d;
       return [x, w, b, dy, mean, rstd, d] {
         (void)at::native_layer_norm_backward(dy, x, {d}, mean, rstd, w, b, {true, true, true});
       };
     }
-    // Gradient accumulation into the fp32 .grad (in place), after a cast of a half gradient.
+    return nullptr;
+  }
+
+  // A parameter's own ops: gradient accumulation into the fp32 .grad (in place, after a cast of a half
+  // gradient), a bias gradient's sum over rows, the weights cast to half for the forward.
+  Kernel parameter_kernel(const std::string& rel, const std::string& first, bool is_ln, const Dims& D,
+                          std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
+    const auto [in, out] = linear_shape(first, D);
     if (ends_with(rel, ".grad_acc")) {
       std::vector<int64_t> sizes;
-      if (is_ln) {
+      if (is_ln)
         sizes = {D.d, D.d};
-      } else {
-        auto [in, out] = linear_shape(first, D);
-        if (in > 0) sizes = {in * out, out};
-      }
+      else if (in > 0)
+        sizes = {in * out, out};
       if (!sizes.empty()) {
         std::vector<torch::Tensor> grads, news;
         const bool cast = half_ && !is_ln;
@@ -502,37 +560,39 @@ class KernelMaker {
         };
       }
     }
-    if (ends_with(rel, ".bias_grad")) {
-      auto [in, out] = linear_shape(first, D);
-      if (in > 0) {
-        how = "sum(0)";
-        auto g = rnd({linear_rows(first, D), out}, act_);
-        return [g] { (void)g.sum(0); };
-      }
+    if (ends_with(rel, ".bias_grad") && in > 0) {
+      how = "sum(0)";
+      auto g = rnd({linear_rows(first, D), out}, act_);
+      return [g] { (void)g.sum(0); };
     }
-    if (ends_with(rel, ".cast_w")) {
-      auto [in, out] = linear_shape(first, D);
-      if (in > 0) {
-        how = "to(half) x2";
-        auto w = rnd({out, in}, f32), b = rnd({out}, f32);
-        const auto t = act_;
-        return [w, b, t] {
-          (void)w.to(t);
-          (void)b.to(t);
-        };
-      }
+    if (ends_with(rel, ".cast_w") && in > 0) {
+      how = "to(half) x2";
+      auto w = rnd({out, in}, f32), b = rnd({out}, f32);
+      const auto t = act_;
+      return [w, b, t] {
+        (void)w.to(t);
+        (void)b.to(t);
+      };
     }
-    // Casts of activations and their gradients (6 bytes an element): fp32 -> half, or half -> fp32.
-    if (ends_with(rel, "cast") || ends_with(rel, "cast_bwd") || rel == "cast_image") {
-      const bool from_half = ends_with(rel, "scores.cast") || ends_with(rel, "probs.cast_bwd") ||
-                             (ends_with(rel, ".cast_bwd") && !ends_with(rel, "scores.cast_bwd"));
-      const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / 6));
-      auto x = rnd({elems}, from_half ? act_ : f32);
-      const auto t = from_half ? f32 : act_;
-      how = from_half ? "to(float)" : "to(half)";
-      return [x, t] { (void)x.to(t); };
-    }
-    const double a = half_ ? 2 : 4;
+    return nullptr;
+  }
+
+  // Casts of activations and their gradients (6 bytes an element): fp32 -> half, or half -> fp32.
+  Kernel cast_kernel(const Op& op, const std::string& rel, std::string& how) {
+    if (!(ends_with(rel, "cast") || ends_with(rel, "cast_bwd") || rel == "cast_image")) return nullptr;
+    const bool from_half = ends_with(rel, "scores.cast") || ends_with(rel, "probs.cast_bwd") ||
+                           (ends_with(rel, ".cast_bwd") && !ends_with(rel, "scores.cast_bwd"));
+    const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / 6));
+    auto x = rnd({elems}, from_half ? act_ : at::kFloat);
+    const auto t = from_half ? at::kFloat : act_;
+    how = from_half ? "to(float)" : "to(half)";
+    return [x, t] { (void)x.to(t); };
+  }
+
+  // The patch embedding's tokens: the class token joined, the position embedding added, and their
+  // backward.
+  Kernel embedding_kernel(const std::string& rel, const Dims& D, std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
     if (rel == "cat_class_token") {  // cat(class token expanded, conv output [b, d, N] permuted to [N, b, d])
       how = "cat";
       auto cls = rnd({1, 1, D.d}, act_), x = rnd({D.b, D.d, D.N}, act_);
@@ -560,19 +620,30 @@ class KernelMaker {
         cls.add_(cls_new);
       };
     }
-    if (ends_with(rel, "dropout") || ends_with(rel, "dropout_bwd")) {
-      const double e = starts_with(rel, "embed") || starts_with(rel, "attn.") ? 4 : a;
-      const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / (2 * e + 1)));
-      const double p = m_.dropout;
-      auto x = rnd({elems}, e == 4 ? f32 : act_);
-      if (ends_with(rel, "dropout")) {
-        how = "native_dropout";
-        return [x, p] { (void)at::native_dropout(x, p, true); };
-      }
-      how = "native_dropout_backward";
-      auto mask = std::get<1>(at::native_dropout(x, p, true));
-      return [x, mask, p] { (void)at::native_dropout_backward(x, mask, 1.0 / (1.0 - p)); };
+    return nullptr;
+  }
+
+  // Dropout and its backward: elements from the op's bytes (each read and written in its dtype, plus a
+  // one-byte mask); fp32 in the embedding and on attention's probabilities.
+  Kernel dropout_kernel(const Op& op, const std::string& rel, std::string& how) {
+    if (!(ends_with(rel, "dropout") || ends_with(rel, "dropout_bwd"))) return nullptr;
+    const double a = half_ ? 2 : 4;
+    const double e = starts_with(rel, "embed") || starts_with(rel, "attn.") ? 4 : a;
+    const int64_t elems = static_cast<int64_t>(std::llround(op.bytes / (2 * e + 1)));
+    const double p = m_.dropout;
+    auto x = rnd({elems}, e == 4 ? at::kFloat : act_);
+    if (ends_with(rel, "dropout")) {
+      how = "native_dropout";
+      return [x, p] { (void)at::native_dropout(x, p, true); };
     }
+    how = "native_dropout_backward";
+    auto mask = std::get<1>(at::native_dropout(x, p, true));
+    return [x, mask, p] { (void)at::native_dropout_backward(x, mask, 1.0 / (1.0 - p)); };
+  }
+
+  // Multi-head attention's layouts, scaling and softmax (real/src/model.cpp, core/src/ops.cpp).
+  Kernel attention_kernel(const std::string& rel, const Dims& D, std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
     if (rel == "qkv_split") {  // q, k, v: three [T, b, d] slices of the [T, b, 3d] projection made contiguous
       how = "contiguous x3";
       auto qkv = rnd({D.T, D.b, 3 * D.d}, act_);
@@ -618,6 +689,12 @@ class KernelMaker {
       auto o = rnd({D.b * D.H, D.T, D.hd}, act_);
       return [o] { (void)o.transpose(0, 1).contiguous(); };
     }
+    return nullptr;
+  }
+
+  // A block's residual adds and the MLP's GELU, forward and backward.
+  Kernel block_kernel(const std::string& rel, const Dims& D, std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
     if (ends_with(rel, ".residual")) {  // fp32 stream + branch output
       how = "add";
       auto x = rnd({D.R, D.d}, f32), y = rnd({D.R, D.d}, act_);
@@ -638,6 +715,12 @@ class KernelMaker {
       auto x = rnd({D.R, D.h}, act_), g = rnd({D.R, D.h}, act_);
       return [x, g] { (void)at::gelu_backward(g, x); };
     }
+    return nullptr;
+  }
+
+  // The head's loss and its backward, and the class token's gradient scattered back into every token's.
+  Kernel loss_kernel(const std::string& rel, const Dims& D, std::string& how) {
+    const at::ScalarType f32 = at::kFloat;
     if (rel == "loss") {  // log_softmax (fp32) + nll_loss
       how = "cross_entropy_loss";
       auto logits = rnd({D.b, D.C}, act_);
@@ -665,12 +748,52 @@ class KernelMaker {
         z.select(0, 0).copy_(g);
       };
     }
-    // Anything else: a copy of as many fp32 elements as its bytes move (read + write).
-    how = "copy (generic)";
-    auto x = rnd({std::max<int64_t>(1, static_cast<int64_t>(op.bytes / 8))}, f32);
-    return [x] { (void)x.clone(); };
+    return nullptr;
   }
 };
+
+// Cold operands: the op runs over `copies` sets of its own inputs in turn, together at least
+// cold_bytes, so that each run finds its operands out of the cache (the code and the allocator's
+// blocks stay warm, as in a pass). A training pass's activations are many times the last-level
+// cache: each op reads operands written long before (or evicted by the ops since) and writes its
+// output to memory, where one op in a loop keeps its few megabytes in the cache: memory-bound ops
+// ran 2-4x faster alone than inside the pass, GEMMs ~10% faster.
+class InputRing {
+ public:
+  InputRing(KernelMaker& maker, const OpBenchmark& ob, Kernel first, const torch::Device& dev, double cold_bytes)
+      : dev_(dev), ring_{std::move(first)} {
+    constexpr int kMaxCopies = 64;  // copies of one op's inputs, at most
+    if (!dev.is_cuda() && cold_bytes > 0 && ob.op.bytes > 0) {
+      const int copies = static_cast<int>(std::min<double>(kMaxCopies, std::ceil(cold_bytes / ob.op.bytes)));
+      std::string how;
+      for (int c = 1; c < copies; ++c) ring_.push_back(maker.make(ob, how));
+    }
+  }
+  int size() const { return static_cast<int>(ring_.size()); }
+  // One run of the next input set between two clock reads (seconds).
+  double timed() {
+    Kernel& run = ring_[next_];
+    next_ = (next_ + 1) % ring_.size();
+    auto a = mark(dev_);
+    run();
+    auto b = mark(dev_);
+    return seconds(a, b);
+  }
+
+ private:
+  torch::Device dev_;
+  std::vector<Kernel> ring_;
+  size_t next_ = 0;
+};
+
+// Timed runs per round, from the fastest warm-up run: at least `iters` in all, more for ops under 1 ms
+// so each gets ~20 ms of runs, fewer for slow ones so each takes at most ~0.25 s, never under 3 a round.
+int runs_per_round(double fastest, int iters, int rounds) {
+  constexpr double kTarget = 0.02, kCap = 0.25;  // seconds of timed runs per op: aimed at, at most
+  int runs = std::max(iters, static_cast<int>(std::min(10.0 * iters, kTarget / fastest)));
+  runs = std::max(3, std::min(runs, static_cast<int>(kCap / fastest)));
+  return std::max(3, (runs + rounds - 1) / rounds);
+}
 
 }  // namespace
 
@@ -684,8 +807,6 @@ std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& info, con
   std::vector<OpTiming> out(list.size());
   std::vector<std::vector<double>> all(list.size()), round_means(list.size());
   std::vector<int> runs_of(list.size(), 0);
-  constexpr double kTarget = 0.02, kCap = 0.25;  // seconds of timed runs per op: aimed at, at most
-  constexpr int kMaxCopies = 64;                   // copies of one op's inputs, at most
   for (int round = 0; round < rounds; ++round)
     for (size_t i = 0; i < list.size(); ++i) {
       const OpBenchmark& ob = list[i];
@@ -697,43 +818,19 @@ std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& info, con
         t.how = "none";
         continue;
       }
-      // Cold operands: the op runs over `copies` sets of its own inputs in turn, together at least
-      // cold_bytes, so that each run finds its operands out of the cache (the code and the allocator's
-      // blocks stay warm, as in a pass). A training pass's activations are many times the last-level
-      // cache: each op reads operands written long before (or evicted by the ops since) and writes its
-      // output to memory, where one op in a loop keeps its few megabytes in the cache: memory-bound ops
-      // ran 2-4x faster alone than inside the pass, GEMMs ~10% faster.
-      std::vector<Kernel> ring{k};
-      if (!dev.is_cuda() && cold_bytes > 0 && ob.op.bytes > 0) {
-        const int copies = static_cast<int>(std::min<double>(kMaxCopies, std::ceil(cold_bytes / ob.op.bytes)));
-        std::string how;
-        for (int c = 1; c < copies; ++c) ring.push_back(maker.make(ob, how));
-      }
-      size_t next = 0;
-      auto timed = [&] {
-        Kernel& run = ring[next];
-        next = (next + 1) % ring.size();
-        auto a = mark(dev);
-        run();
-        auto b = mark(dev);
-        return seconds(a, b);
-      };
-      double first = timed();  // also the first warm-up run
-      for (int w = 1; w < std::max<int>(warmup, static_cast<int>(ring.size())); ++w) first = std::min(first, timed());
+      InputRing ring(maker, ob, std::move(k), dev, cold_bytes);
+      double first = ring.timed();  // also the first warm-up run
+      for (int w = 1; w < std::max<int>(warmup, ring.size()); ++w) first = std::min(first, ring.timed());
       first = std::max(first, 1e-7);
-      if (round == 0) {  // the runs per round, from the first round's warm-up
-        int runs = std::max(iters, static_cast<int>(std::min(10.0 * iters, kTarget / first)));
-        runs = std::max(3, std::min(runs, static_cast<int>(kCap / first)));
-        runs_of[i] = std::max(3, (runs + rounds - 1) / rounds);
-      }
+      if (round == 0) runs_of[i] = runs_per_round(first, iters, rounds);  // from the first round's warm-up
       double sum = 0;
       for (int r = 0; r < runs_of[i]; ++r) {
-        const double x = timed();
+        const double x = ring.timed();
         all[i].push_back(x);
         sum += x;
       }
       round_means[i].push_back(sum / runs_of[i]);
-      t.copies = static_cast<int>(ring.size());
+      t.copies = ring.size();
     }
   for (size_t i = 0; i < list.size(); ++i) {
     if (out[i].skipped) continue;
