@@ -1,4 +1,5 @@
 #include "vitsim/sim/process_pool.hpp"
+#include "vitsim/sim/simulate.hpp"
 
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -157,6 +158,7 @@ const PlatformFacts& PlatformCache::of(const Scenario& s) {
     if (!std::filesystem::exists(s.cluster.platform))
       throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
     it = facts_.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform)).first;
+    check_platform_loads(s.cluster.platform, platform_origin(s, it->second));  // once, before the points fork
   }
   return it->second;
 }

@@ -25,6 +25,7 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <numeric>
 #include <regex>
@@ -505,10 +506,18 @@ std::string simgrid_reason(const std::string& out) {
 }
 }  // namespace
 
+Origin platform_origin(const Scenario& s, const PlatformFacts& facts) {
+  return s.what_ifs.empty() ? Origin{facts.path, 0}
+                            : Origin{s.origin_of("whatif.edits").str() + ": the platform as edited by the what-ifs", 0};
+}
+
 void check_platform_loads(const std::string& path, const Origin& where) {
+  static std::set<std::string> loaded;  // paths checked by this process (or its parent before the fork)
+  if (loaded.count(path)) return;
   // A flat-star file is checked by its reader (core/platform_flat.hpp) and built by vitsim's own code.
   if (is_flat_layout_file(path)) {
     read_flat_platform_file(path);
+    loaded.insert(path);
     return;
   }
   int fds[2];
@@ -552,7 +561,10 @@ void check_platform_loads(const std::string& path, const Origin& where) {
   }
   unregister_child(pid);
   stop_if_interrupted();
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    loaded.insert(path);
+    return;
+  }
   std::string reason = simgrid_reason(out);
   if (WIFSIGNALED(status))
     reason = fmt::format("it crashed ({}){}{}", strsignal(WTERMSIG(status)), reason.empty() ? "" : ": ", reason);
@@ -976,9 +988,7 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   for (auto& a : args_store) argv.push_back(a.data());
   argv.push_back(nullptr);
   // What SimGrid would abort on is checked in core (read_platform_facts); anything left is contained here.
-  check_platform_loads(s.cluster.platform, s.what_ifs.empty()
-                                               ? Origin{facts.path, 0}
-                                               : Origin{s.origin_of("whatif.edits").str() + ": the platform as edited by the what-ifs", 0});
+  check_platform_loads(s.cluster.platform, platform_origin(s, facts));
   sg4::Engine e(&argc, argv.data());
   configure_engine(e);
   load_platform_file(e, s.cluster.platform);  // flat-star files built in code (platform_build.hpp)

@@ -69,8 +69,11 @@ void configure_engine(simgrid::s4u::Engine& e);
 
 // Loads the platform with SimGrid in a throwaway child process: SimGrid 3.32 aborts with a backtrace
 // (or segfaults) on some faults instead of throwing. A death becomes Error("<where>: SimGrid cannot load
-// the platform: <its one-line reason>").
+// the platform: <its one-line reason>"). Once per path in a process and the children it forks afterwards
+// (predict's and plan's PlatformCache check each platform in the parent, before the points fork).
 void check_platform_loads(const std::string& path, const Origin& where);
+// Where a platform that does not load is reported: the platform file, or the what-ifs that edited it.
+Origin platform_origin(const Scenario& s, const PlatformFacts& facts);
 
 // want_trace: record core/trace.hpp's events (one trace format with `vitsim train --trace`) of the ranks in
 // trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64).
