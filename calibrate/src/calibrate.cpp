@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -14,7 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,6 +27,7 @@
 #include "vitsim/core/vit.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
+#include "vitsim/real/gather.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {
@@ -115,29 +114,8 @@ constexpr int kOpRounds = 3;
 // All-reduce timing: warm-up runs thrown away, then at least this many timed runs per size.
 constexpr int kAllreduceWarmup = 5, kAllreduceMinIters = 10;
 
-// Every rank's records (a struct of doubles only, the same count on every rank) through the job's
-// allgather of doubles: per rank, its records in order. A record crosses as its bytes, so no reader
-// picks a figure out of a row of numbers by position.
-template <class Record>
-std::vector<std::vector<Record>> allgather_records(real::World& world, const std::vector<Record>& mine,
-                                                   const char* what) {
-  static_assert(std::is_trivially_copyable_v<Record> && sizeof(Record) % sizeof(double) == 0,
-                "a record is made of doubles only");
-  constexpr size_t kDoubles = sizeof(Record) / sizeof(double);
-  std::vector<double> flat(mine.size() * kDoubles);
-  if (!mine.empty()) std::memcpy(flat.data(), mine.data(), flat.size() * sizeof(double));
-  const std::vector<double> all = world.allgather(flat, what);
-  std::vector<std::vector<Record>> out(static_cast<size_t>(world.size()), std::vector<Record>(mine.size()));
-  for (size_t r = 0; r < out.size() && !mine.empty(); ++r)
-    std::memcpy(static_cast<void*>(out[r].data()), all.data() + r * flat.size(), flat.size() * sizeof(double));
-  return out;
-}
-template <class Record>
-std::vector<Record> allgather_record(real::World& world, const Record& mine, const char* what) {
-  std::vector<Record> out;
-  for (auto& rank : allgather_records(world, std::vector<Record>{mine}, what)) out.push_back(rank.front());
-  return out;
-}
+using real::allgather_record;  // vitsim/real/gather.hpp: per-rank records cross as named structs
+using real::allgather_records;
 
 // What every phase of one run shares: the job, this rank's device, the scenario's model and the
 // micro-batches measured, the details document and the terminal.
