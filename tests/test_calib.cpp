@@ -172,7 +172,9 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
   vt::TempDir d;
   const std::string sc = vt::source("scenarios/local/fmnist-vit.xml");
   const std::string out = d / "calib.json";
-  const std::string base = "calibrate --scenario " + sc + " --out " + out + " --micro-batches 4,8 --iters 3 --warmup 1 " +
+  // Micro-batches 4 and 16: 4 and 8 timed in the wrong order under load (0.019 s against 0.014 s, 3 iterations),
+  // a file the reader refuses (times falling with the batch beyond 5%); 4x the work is beyond such noise.
+  const std::string base = "calibrate --scenario " + sc + " --out " + out + " --micro-batches 4,16 --iters 3 --warmup 1 " +
                            "--loader-batches 4 -q --set run.threads=1";
   auto first = vt::vitsim(base + " --device-type cpu-a");
   INFO(first.out);
@@ -191,7 +193,7 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
   for (const auto& dev : c.devices) {
     REQUIRE(dev.points.size() == 2);
     CHECK(dev.points[0].micro_batch == 4);
-    CHECK(dev.points[1].micro_batch == 8);
+    CHECK(dev.points[1].micro_batch == 16);
     for (const auto& p : dev.points) {
       CHECK(p.fwd_s > 0);
       CHECK(p.bwd_s > 0);

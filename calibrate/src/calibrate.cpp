@@ -890,7 +890,18 @@ std::string platform_provenance(const RunContext& x, const Measured& m, const Ca
 void write_outputs(RunContext& x, const Calibration& c, const Measured& m, const std::vector<std::string>& hosts) {
   if (!x.root) return;
   const Options& o = x.o;
-  write_file_atomic(o.out, calibration_to_json(c));
+  // What calibrate writes, its readers take: a file they would refuse (times falling with the micro-batch on a
+  // busy machine) is not written.
+  const std::string text = calibration_to_json(c);
+  try {
+    read_calibration_text(text, o.out);
+  } catch (const Error& e) {
+    const std::string why = fmt::format("{}; nothing written: the measured times are noisier than the file's checks allow "
+                                        "(a busy machine, or too few --iters): measure again, with more --iters", e.what());
+    if (x.nranks > 1) x.world.abort(why, 1);  // the other ranks wait at the final barrier
+    throw Error(why);
+  }
+  write_file_atomic(o.out, text);
   x.say(fmt::format("wrote {}\n", o.out));
   if (!o.details.empty()) {
     x.details["provenance"] = c.provenance;

@@ -94,7 +94,10 @@ Calibration parse_calibration(const json& j, const std::string& path);
 }  // namespace
 
 Calibration read_calibration(const std::string& path) {
-  const std::string text = read_input_file(path, "calibration file");  // regular files only, size-limited
+  return read_calibration_text(read_input_file(path, "calibration file"), path);  // regular files only, size-limited
+}
+
+Calibration read_calibration_text(const std::string& text, const std::string& path) {
   json j;
   try {
     j = json::parse(text);

@@ -79,6 +79,8 @@ struct Calibration {
 
 bool same_shape(const ViTConfig& a, const ViTConfig& b);
 Calibration read_calibration(const std::string& path);  // throws Error naming the file and key
+// The same checks on a calibration's text; `path` names it in errors.
+Calibration read_calibration_text(const std::string& text, const std::string& path);
 std::string calibration_to_json(const Calibration& c);   // pretty, deterministic
 // The measured times at another micro-batch. Each of fwd, bwd and every per-layer fwd/bwd is fitted
 // separately by t(b) = fixed + per_sample x b over all measured points (least squares on relative
