@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "test_util.hpp"
+#include "vitsim/sim/simulate.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/platform_flat.hpp"
 #include "vitsim/core/platform_writer.hpp"
@@ -368,10 +369,7 @@ double collective_time(const std::string& platform, const std::string& algo, dou
     char a0[] = "t", a1[] = "--log=root.thres:critical";
     char* argv[] = {a0, a1, nullptr};
     sg4::Engine e(&argc, argv);
-    // The plain bandwidth model (as tests/test_sim_collectives.cpp): figures exactly as written.
-    for (const char* c : {"network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0", "network/latency-factor:1",
-                          "network/bandwidth-factor:1", "network/weight-S:0"})
-      e.set_config(c);
+    sim::configure_engine(e);  // the simulator's own network model: figures exactly as written
     const FlatPlatform p = read_flat_platform_file(platform);
     sim::load_platform_file(e, platform);
     std::vector<sg4::Host*> hosts;

@@ -5,6 +5,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/sim/simulate.hpp"
 #include "vitsim/sim/collective.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -21,9 +22,7 @@ double simulate_collective(const std::string& platform, const std::string& algo,
     char a0[] = "t", a1[] = "--log=root.thres:critical";
     char* argv[] = {a0, a1, nullptr};
     sg4::Engine e(&argc, argv);
-    for (const char* c : {"network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
-                          "network/latency-factor:1", "network/bandwidth-factor:1", "network/weight-S:0"})
-      e.set_config(c);
+    vitsim::sim::configure_engine(e);  // the simulator's own network model: figures exactly as written
     e.load_platform(platform);
     auto hosts = e.get_all_hosts();
     std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) {

@@ -5,6 +5,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/sim/simulate.hpp"
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/transport.hpp"
 #include "vitsim/sim/collective.hpp"
@@ -56,9 +57,7 @@ double ring_allreduce(const std::string& platform, double bytes) {
     char a0[] = "t", a1[] = "--log=root.thres:critical";
     char* argv[] = {a0, a1, nullptr};
     sg4::Engine e(&argc, argv);
-    for (const char* c : {"network/model:CM02", "network/crosstraffic:0", "network/TCP-gamma:0",
-                          "network/latency-factor:1", "network/bandwidth-factor:1", "network/weight-S:0"})
-      e.set_config(c);
+    sim::configure_engine(e);  // the simulator's own network model: figures exactly as written
     e.load_platform(platform);
     sim::apply_link_transports(e, facts);
     std::vector<sg4::Host*> hosts;
