@@ -72,11 +72,19 @@ void add_plan(CLI::App& cli, Action& action) {
   c->add_option("--shard", a->shard, "simulate only points with index % K == I and write them unranked (I/K)");
   c->add_option("--merge", a->merge, "rank the union of shard outputs (vitsim plan --shard ... --format json)");
   c->add_flag("--quiet,-q", a->quiet, "no progress line on stderr");
-  c->callback([&action, a] {
-    action = [a] {
+  c->callback([&action, a, c] {
+    action = [a, c] {
       PlanResult result;
       if (!a->merge.empty()) {
         if (!a->scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
+        // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
+        // as they were (a different price or objective would be another plan, with another plan_id).
+        for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min", "--global-batch-max",
+                                 "--deadline", "--budget", "--allow-oom", "--baseline", "--epochs", "--objective", "--price-per-kwh",
+                                 "--shard", "--jobs"})
+          if (c->count(flag) > 0)
+            throw UsageError(fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
+                                         "shards as they were planned", flag));
         std::vector<NamedPath> inputs;
         for (const auto& f : a->merge) inputs.push_back({f, "--merge shard"});
         check_output_paths({{a->out, "--out"}}, inputs);

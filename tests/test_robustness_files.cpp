@@ -641,6 +641,10 @@ std::vector<FileCase> file_cases() {
        "vitsim validate s.xml -q --measured zero", 1, "vitsim: error: zero: measured report is a character device, not a regular file"},
       {"inputs", "plan --merge: a shard that is a folder", "mkdir d", "vitsim plan --merge d", 1,
        "vitsim: error: d: plan shard is a directory, not a regular file"},
+      {"inputs", "plan --merge: an option that shapes the plan", "vitsim plan s.xml -q --shard 0/1 --format json --out a.json",
+       "vitsim plan --merge a.json --price-per-kwh 0.3", 2,
+       "vitsim: error: --price-per-kwh shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the shards "
+       "as they were planned"},
       // --- standard output ---
       {"stdout", "the table onto a full device", "mknod full c 1 7", P + " > full", 1,
        "vitsim: error: writing standard output: No space left on device"},
