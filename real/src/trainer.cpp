@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
