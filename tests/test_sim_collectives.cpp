@@ -45,7 +45,68 @@ double simulate_collective(const std::string& platform, const std::string& algo,
   });
 }
 
+// Every rank i first has leads[i] seconds of its own work, then one collective. Slept: the rank sleeps them and
+// calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collective.hpp) and owes d.lead + d.tail
+// after it. Returns each rank's end (the instant its clock reaches after all it owes).
+std::vector<double> rank_ends(const std::string& platform, const std::string& algo, double bytes, CollOp op,
+                              const std::vector<double>& leads, bool deferred) {
+  return vt::in_child_vector([&] {
+    int argc = 2;
+    char a0[] = "t", a1[] = "--log=root.thres:critical";
+    char* argv[] = {a0, a1, nullptr};
+    sg4::Engine e(&argc, argv);
+    vitsim::sim::configure_engine(e);
+    e.load_platform(platform);
+    auto hosts = e.get_all_hosts();
+    std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) { return x->get_name() < y->get_name(); });
+    std::vector<int> node(hosts.size(), 0);
+    LatencyModel lat(e);
+    Group g("g", hosts, node, lat);
+    auto coll = make_collective(algo);
+    std::vector<double> end(hosts.size(), 0.0);
+    for (int i = 0; i < g.size(); ++i)
+      sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
+        if (deferred) {
+          Deferred d;
+          d.lead = leads[i];
+          coll->run_deferred(g, i, bytes, op, d);
+          end[i] = sg4::Engine::get_clock() + d.lead + d.tail;
+        } else {
+          if (leads[i] > 0) sg4::this_actor::sleep_for(leads[i]);
+          coll->run(g, i, bytes, op);
+          end[i] = sg4::Engine::get_clock();
+        }
+      });
+    e.run();
+    return end;
+  });
+}
+
 }  // namespace
+
+TEST_CASE("a collective carrying its ranks' pending time ends where sleeping it first would", "[collective][deferred]") {
+  // The compute stream runs an inline collective with its unslept compute time as the lead and takes the ring's
+  // trailing latencies back as time it owes (sim/src/simulate.cpp): the same instants, fewer SimGrid events.
+  const double B = 10e9, a = 2e-6, S = 100e6;
+  vt::TempDir d;
+  for (int n : {1, 2, 3, 5, 8}) {
+    const std::string p = d.file("p" + std::to_string(n) + ".xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}));
+    std::vector<double> same(n, 5e-3), staggered(n);
+    for (int i = 0; i < n; ++i) staggered[i] = 1e-3 * (i % 3) + 7e-6 * i;  // ranks arrive at different instants
+    for (const char* algo : {"ring", "ring_msg", "tree", "hierarchical"})
+      for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
+        for (const auto* leads : {&same, &staggered}) {
+          INFO("n = " << n << ", " << algo << ", op " << coll_op_name(op) << (leads == &same ? ", equal leads" : ", staggered leads"));
+          const std::vector<double> slept = rank_ends(p, algo, S, op, *leads, false);
+          const std::vector<double> carried = rank_ends(p, algo, S, op, *leads, true);
+          REQUIRE(carried.size() == slept.size());
+          for (size_t i = 0; i < slept.size(); ++i) CHECK(carried[i] == Approx(slept[i]).epsilon(1e-12));
+        }
+    // Equal leads L: the ring's closed form shifted by L (n = 1: nothing to reduce, the rank owes its lead).
+    const double formula = n > 1 ? 2 * (n - 1) * a + 2.0 * (n - 1) / n * S / B : 0.0;
+    for (double end : rank_ends(p, "ring", S, CollOp::AllReduce, same, true)) CHECK(end == Approx(5e-3 + formula).epsilon(1e-6));  // SimGrid solves shares to ~1e-7 (the ring tests above)
+  }
+}
 
 TEST_CASE("ring all-reduce equals 2(n-1)a + 2(n-1)/n S/B on identical links", "[collective][ring]") {
   // One node of n GPUs: each GPU's private link has B = 10 GB/s and 1 us latency, the backbone adds

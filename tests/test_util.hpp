@@ -90,6 +90,43 @@ inline double in_child(const std::function<double()>& fn) {
   return v;
 }
 
+// Runs `fn` in a forked child and returns the doubles it produced (empty if the child failed).
+inline std::vector<double> in_child_vector(const std::function<std::vector<double>()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::vector<double> v;
+    try {
+      v = fn();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child failed: %s\n", e.what());
+    }
+    const size_t n = v.size();
+    if (write(fds[1], &n, sizeof n) != sizeof n) _exit(3);
+    for (double x : v)
+      if (write(fds[1], &x, sizeof x) != sizeof x) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::vector<double> v;
+  size_t n = 0;
+  if (read(fds[0], &n, sizeof n) == sizeof n && n < (1u << 24)) {
+    v.resize(n);
+    for (double& x : v)
+      if (read(fds[0], &x, sizeof x) != sizeof x) {
+        v.clear();
+        break;
+      }
+  }
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return v;
+}
+
 // A GPU's <prop> lines for test platforms: a compute-bound device (huge memory bandwidth, no launch cost).
 inline std::string gpu_props(const std::string& model, const std::string& flops, const std::string& extra = "") {
   return fmt::format(

@@ -9,6 +9,9 @@ class RingFused : public Collective {
  public:
   std::string name() const override { return "ring"; }
   void run(const Group& g, int me, double bytes, CollOp op) const override { ring_collective(g, me, bytes, op, true); }
+  void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
+    ring_collective(g, me, bytes, op, true, &d);
+  }
 };
 
 // Message level: every one of the 2(n-1) steps is its own transfer. O(n^2) messages; for checking.

@@ -30,6 +30,7 @@
 #include <numeric>
 #include <regex>
 #include <sstream>
+#include <utility>
 #include <cstring>
 #include <cerrno>
 
@@ -219,10 +220,16 @@ struct Model {
   // itself, without a communication actor.
   bool inline_comm() const { return !s.parallel.overlap && s.parallel.zero == 0; }
 
-  void run_job(RankState& r, const PlannedJob& job) {
-    const double t0 = sg4::Engine::get_clock();
-    coll->run(*group, r.rank, job.bytes, job.op);
-    const double t1 = sg4::Engine::get_clock();
+  // Runs a collective on this rank's stream. With `d` (the compute stream running it inline), the stream's
+  // pending time rides into the collective (Deferred, sim/collective.hpp) and what the rank still owes after it
+  // comes back in d->lead + d->tail; the collective's span is from the end of the lead to the end of the tail.
+  void run_job(RankState& r, const PlannedJob& job, Deferred* d = nullptr) {
+    const double t0 = sg4::Engine::get_clock() + (d ? d->lead : 0.0);
+    if (d)
+      coll->run_deferred(*group, r.rank, job.bytes, job.op, *d);
+    else
+      coll->run(*group, r.rank, job.bytes, job.op);
+    const double t1 = sg4::Engine::get_clock() + (d ? d->lead + d->tail : 0.0);
     r.add_comm(t1 - t0);
     if (!tracing(r.rank)) return;
     if (job.bucket >= 0 && job.op == CollOp::AllReduce)
@@ -232,10 +239,15 @@ struct Model {
            t0, t1);
   }
 
-  // Hands a job to the communication stream (nullptr: stop it); inline, runs it now.
-  void submit(RankState& r, const PlannedJob* job) {
+  // Hands a job to the communication stream (nullptr: stop it); inline, runs it now, carrying the compute
+  // stream's pending time through it (`clk`).
+  void submit(RankState& r, const PlannedJob* job, LazyClock* clk = nullptr) {
     if (!r.comm) {
-      if (job) run_job(r, *job);
+      if (!job) return;
+      Deferred d;
+      if (clk) d.lead = std::exchange(clk->pending, 0.0);
+      run_job(r, *job, clk ? &d : nullptr);
+      if (clk) clk->pending = d.lead + d.tail;
       return;
     }
     r.comm->jobs.push_back(job);
@@ -318,8 +330,8 @@ struct Model {
           break;
         case Kind::Book: book(b, a.pass, a.seconds); break;
         case Kind::Submit:
-          clk.flush();
-          submit(r, &plan.jobs[static_cast<size_t>(a.job)]);
+          if (r.comm) clk.flush();
+          submit(r, &plan.jobs[static_cast<size_t>(a.job)], &clk);
           break;
         case Kind::WaitOne: {
           clk.flush();
@@ -333,12 +345,12 @@ struct Model {
           b.comm_exposed += ulysses_all_to_all(r, a.tensors, a.label);
           break;
         case Kind::CommWaitStart:
-          clk.flush();
-          wait_from = sg4::Engine::get_clock();
+          if (r.comm) clk.flush();  // inline, the pending compute rides into the first collective (submit)
+          wait_from = clk.now();
           break;
         case Kind::CommWaitEnd:
-          b.comm_exposed += drain(r) + (r.comm ? 0 : sg4::Engine::get_clock() - wait_from);
-          span(r.rank, TraceTrack::Compute, kTraceCommWait, wait_from, sg4::Engine::get_clock());
+          b.comm_exposed += drain(r) + (r.comm ? 0 : clk.now() - wait_from);
+          span(r.rank, TraceTrack::Compute, kTraceCommWait, wait_from, clk.now());
           break;
         case Kind::CommWaitNone: span(r.rank, TraceTrack::Compute, kTraceCommWait, clk.now(), clk.now()); break;
         case Kind::Drain: b.comm_exposed += drain(r); break;

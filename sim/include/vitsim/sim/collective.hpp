@@ -75,12 +75,26 @@ void exchange(const Group& g, int me, int to, int from, double bytes);
 // (NCCL's grouped send/recv), after the largest route latency to its peers; then waits for all.
 void all_to_all(const Group& g, int me, double bytes);
 
+// A member's own time carried across a collective without sleeping it (the compute stream's pending time,
+// sim/src/simulate.cpp LazyClock): `lead`, work of the member's that is still to elapse before the collective's
+// first action; `tail`, time the member is still to spend after run_deferred returns (a fused ring's trailing
+// latencies). Folding them into the collective's own waits saves SimGrid a sleep (a simcall and two context
+// switches) per member and collective; the simulated instants are the same, summed in another order.
+struct Deferred {
+  double lead = 0;
+  double tail = 0;
+};
+
 class Collective {
  public:
   virtual ~Collective() = default;
   virtual std::string name() const = 0;
   // Called by every member with the same arguments; returns when this member's part is done.
   virtual void run(const Group& g, int me, double bytes, CollOp op) const = 0;
+  // run() for a member that carries time (Deferred): on return d.lead is what the collective did not take (the
+  // member's time still to elapse; all of it when the collective had nothing to do) and d.tail what the member
+  // still owes after it. This default sleeps the lead first and owes nothing after.
+  virtual void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const;
 };
 
 using CollectiveFactory = std::function<std::unique_ptr<Collective>()>;
@@ -94,7 +108,8 @@ bool register_collective(const std::string& name, CollectiveFactory f);
 
 // Ring building blocks shared by the ring, hierarchical and tree files.
 // steps: reduce-scatter or all-gather phase of a ring over g: (n-1) steps of bytes/n.
-void ring_phase(const Group& g, int me, double bytes, bool fused);
-void ring_collective(const Group& g, int me, double bytes, CollOp op, bool fused);
+// With `d` (fused only), the member's lead goes into the ring's first wait and the trailing latencies into d->tail.
+void ring_phase(const Group& g, int me, double bytes, bool fused, Deferred* d = nullptr);
+void ring_collective(const Group& g, int me, double bytes, CollOp op, bool fused, Deferred* d = nullptr);
 
 }  // namespace vitsim::sim
