@@ -364,6 +364,7 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
       for (auto& e : eff) effects_.push_back(std::move(e));
       it = cache_.emplace(key, path).first;
     }
+    s.cluster.platform_label = s.cluster.platform + " (as edited by the what-ifs)";
     s.cluster.platform = it->second;
   }
 }

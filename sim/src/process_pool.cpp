@@ -157,7 +157,9 @@ const PlatformFacts& PlatformCache::of(const Scenario& s) {
   if (it == facts_.end()) {
     if (!std::filesystem::exists(s.cluster.platform))
       throw Error(s.origin_of("cluster.platform"), fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
-    it = facts_.emplace(s.cluster.platform, read_platform_facts(s.cluster.platform)).first;
+    PlatformFacts facts = read_platform_facts(s.cluster.platform);
+    if (!s.cluster.platform_label.empty()) facts.path = s.cluster.platform_label;  // never the temporary copy's path
+    it = facts_.emplace(s.cluster.platform, std::move(facts)).first;
     check_platform_loads(s.cluster.platform, platform_origin(s, it->second));  // once, before the points fork
   }
   return it->second;

@@ -22,6 +22,9 @@ struct ClusterSpec {
   int nodes = 1;                   // how many nodes are used
   int gpus_per_node = 1;           // GPUs used in each node
   std::vector<std::string> hosts;  // node names in the order they are used; empty: platform order
+  // How messages name the platform when `platform` is a what-if's edited copy in a temporary folder
+  // ("platforms/tesla.xml (as edited by the what-ifs)", set by EditedPlatforms); empty: `platform` itself.
+  std::string platform_label;
 };
 
 struct DatasetSpec {
