@@ -209,7 +209,6 @@ std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::fu
   std::vector<std::string> failures(count);
   size_t next = 0, done = 0;
   int running = 0;
-  std::fflush(nullptr);  // a zygote must not flush the parent's buffered output a second time
   const pid_t parent = getpid();
   auto reap = [](Group& g) {
     if (g.sock >= 0) close(g.sock);
@@ -245,6 +244,7 @@ std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::fu
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       throw Error(fmt::format("socketpair failed: {}", std::strerror(errno)));
+    std::fflush(nullptr);  // a zygote must not flush the parent's buffered output a second time
     const pid_t pid = fork();
     if (pid < 0) {
       const int err = errno;
