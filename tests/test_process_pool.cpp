@@ -2,7 +2,8 @@
 // from one process that loaded the platform once (sim/process_pool.hpp run_forked_groups, gather_forked with
 // ForkedPoints::group_of; sim/simulate.hpp prepare_engine + simulate_prepared). The pool with made-up tasks
 // (groups, failures per task, the job limit, a zygote that dies), then real points of several platforms
-// (one flat-star) against simulate_point, a platform that fails to load, and the CLI with two platforms.
+// (one flat-star) against simulate_point, a platform that fails to load, and the CLI with two platform
+// files and with a what-if swept over two edits (two edited copies).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/mman.h>
@@ -345,4 +346,64 @@ TEST_CASE("zygotes: predict and plan over two platform files, -j 1 and -j 2, equ
   const json plan = json::parse(outs[0]);
   for (const auto& p : plan["points"]) simulated += p.value("simulated", false);
   CHECK(simulated == 8);
+}
+
+TEST_CASE("zygotes: a what-if swept over two edits (two edited copies of the platform) equals each edit alone", "[process_pool][zygote][cli][whatif]") {
+  vt::TempDir d;
+  REQUIRE(vt::vitsim("platform --gpu h100-sxm --nic-speed ndr --nodes 2 --gpus-per-node 2 --out " + d / "a.xml").status == 0);
+  const std::string scen = d.file("s.xml", R"(<scenario name="t">
+  <cluster platform="a.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_b_16"/>
+  <dataset name="cifar10" resize="224"/>
+  <training micro_batch="16" precision="fp32"/>
+  <simulation steps="4" warmup="1"/>
+  <sweep param="cluster.nodes" values="1,2"/>
+  <sweep param="training.micro_batch" values="16,32"/>
+</scenario>)");
+  // 1 GB/s against 100 GB/s NICs: the 2-node points differ by several times (a point simulated on the
+  // other copy would show).
+  const std::vector<std::string> edits{"link:node*-nic:bandwidth=1GBps", "link:node*-nic:bandwidth=100GBps"};
+  std::map<std::string, json> alone;  // params -> point
+  for (const auto& e : edits) {
+    auto r = vt::vitsim(fmt::format("predict {} -q -j 2 --format json --set 'whatif.edits={}'", scen, e));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const json report = json::parse(r.out);
+    for (const auto& pt : report["points"]) {
+      json key = pt["params"];
+      key["whatif.edits"] = e;
+      alone[key.dump()] = pt;
+    }
+  }
+  std::vector<std::string> outs;
+  for (const char* jobs : {"1", "2"}) {
+    auto r = vt::vitsim(fmt::format("predict {} -q -j {} --format json --set 'whatif.edits={},{}'", scen, jobs, edits[0], edits[1]));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    outs.push_back(r.out);
+  }
+  CHECK(outs[0] == outs[1]);
+  const json both = json::parse(outs[0]);
+  REQUIRE(both["points"].size() == 8u);
+  std::map<std::string, double> two_nodes;  // edit -> a 2-node point's step time
+  for (const auto& pt : both["points"]) {
+    const std::string key = pt["params"].dump();
+    INFO(key);
+    REQUIRE(alone.count(key));
+    CHECK(pt["step_time_s"] == alone.at(key)["step_time_s"]);
+    CHECK(pt["notes"] == alone.at(key)["notes"]);
+    if (pt["params"]["cluster.nodes"] == "2" && pt["params"]["training.micro_batch"] == "16")
+      two_nodes[pt["params"]["whatif.edits"]] = pt["step_time_s"]["mean"];
+  }
+  REQUIRE(two_nodes.size() == 2u);
+  CHECK(two_nodes.at(edits[0]) > 2 * two_nodes.at(edits[1]));
+  // plan over the two copies: byte-identical with -j 1 and -j 2.
+  outs.clear();
+  for (const char* jobs : {"1", "2"}) {
+    auto r = vt::vitsim(fmt::format("plan {} -q -j {} --format json --set 'whatif.edits={},{}'", scen, jobs, edits[0], edits[1]));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    outs.push_back(r.out);
+  }
+  CHECK(outs[0] == outs[1]);
 }
