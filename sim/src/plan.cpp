@@ -62,8 +62,8 @@ bool swept(const ScenarioFile& f, const std::string& key) {
 
 // What a child process hands back: the point's summary as a one-point report (per-rank detail is
 // `vitsim predict`'s).
-json point_result(const Scenario& s, const PlatformFacts& facts, const Calibration* calib) {
-  SimResult r = simulate_point(s, facts, calib, false);
+json point_result(PreparedEngine& engine, const Scenario& s, const PlatformFacts& facts, const Calibration* calib) {
+  SimResult r = simulate_prepared(engine, s, facts, calib, false);
   r.point.per_rank.clear();
   Report one;
   one.points.push_back(r.point);
@@ -272,9 +272,13 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   how.progress = opt.progress;
   how.jobs = opt.jobs;
   how.prefix = "vitsim-plan-";
+  // The points of one platform file fork from one zygote that loaded it (process_pool.hpp).
+  std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
+  how.group_of = [&](size_t i) { return work[i].scenario.cluster.platform; };
+  how.prepare = [&](size_t i) { engine = prepare_engine(work[i].scenario, platforms.of(work[i].scenario)); };
   const std::vector<json> results = gather_forked(
       work.size(), how,
-      [&](size_t i) { return point_result(work[i].scenario, platforms.of(work[i].scenario), calib.get()); },
+      [&](size_t i) { return point_result(*engine, work[i].scenario, platforms.of(work[i].scenario), calib.get()); },
       [&](size_t i) {
         const PlanPoint& p = points[work[i].slot];
         return fmt::format("plan point {} ({})", p.index, json(p.params).dump());

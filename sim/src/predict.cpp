@@ -38,9 +38,9 @@ std::vector<TraceEvent> trace_from_json(const json& j) {
 }
 
 // What a child process hands back: the point as a one-point report, and its trace when asked.
-json point_result(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool trace,
-                  const std::vector<int>& trace_ranks) {
-  SimResult r = simulate_point(s, facts, calib, trace, trace_ranks);
+json point_result(PreparedEngine& engine, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
+                  bool trace, const std::vector<int>& trace_ranks) {
+  SimResult r = simulate_prepared(engine, s, facts, calib, trace, trace_ranks);
   Report one;
   one.points.push_back(r.point);
   json j;
@@ -120,9 +120,15 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   how.who = "vitsim predict";
   how.progress = opt.progress;
   how.jobs = opt.jobs;
+  // The points of one platform file fork from one zygote that loaded it (process_pool.hpp).
+  std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
+  how.group_of = [&](size_t i) { return points[i].cluster.platform; };
+  how.prepare = [&](size_t i) { engine = prepare_engine(points[i], platforms.of(points[i])); };
   const std::vector<json> results = gather_forked(
       points.size(), how,
-      [&](size_t i) { return point_result(points[i], platforms.of(points[i]), calib.get(), trace, sel.ranks[i]); },
+      [&](size_t i) {
+        return point_result(*engine, points[i], platforms.of(points[i]), calib.get(), trace, sel.ranks[i]);
+      },
       [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); });
 
   Report report;

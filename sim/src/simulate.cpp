@@ -975,8 +975,41 @@ ReportPoint point_report(const Model& m, const PlatformFacts& facts, const RankP
 
 }  // namespace
 
-SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
-                         const std::vector<int>& trace_ranks) {
+PreparedEngine::PreparedEngine() = default;
+PreparedEngine::~PreparedEngine() = default;
+
+std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const PlatformFacts& facts) {
+  auto pe = std::make_unique<PreparedEngine>();
+  pe->platform = s.cluster.platform;
+  pe->args = {"vitsim", "--log=root.thres:critical"};
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer cannot follow SimGrid's raw context switches (false reports): use threads. The
+  // factory is chosen when the engine starts, so it goes on the command line.
+  pe->args.push_back("--cfg=contexts/factory:thread");
+#endif
+  int argc = static_cast<int>(pe->args.size());
+  for (auto& a : pe->args) pe->argv.push_back(a.data());
+  pe->argv.push_back(nullptr);
+  try {
+    // What SimGrid would abort on is checked in core (read_platform_facts); anything left is contained here.
+    check_platform_loads(s.cluster.platform, platform_origin(s, facts));
+    pe->engine = std::make_unique<sg4::Engine>(&argc, pe->argv.data());
+    configure_engine(*pe->engine);
+    load_platform_file(*pe->engine, s.cluster.platform);  // flat-star files built in code (platform_build.hpp)
+    pe->notes = apply_link_transports(*pe->engine, facts);  // before LatencyModel
+  } catch (...) {
+    pe->error = std::current_exception();
+  }
+  return pe;
+}
+
+namespace {
+
+// simulate_point and simulate_prepared: the point's own checks and state first (placement, collective,
+// traced ranks, the steps and the memory they need), then the engine (`pe`, prepared here when null) and
+// its platform's error if it failed to load, then the actors and the run.
+SimResult simulate_on(PreparedEngine* pe, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
+                      bool want_trace, const std::vector<int>& trace_ranks) {
   const RankPlacement place = place_ranks(s, facts);
   Model m(s);
   try {
@@ -987,24 +1020,19 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   select_traced_ranks(m, s, want_trace, trace_ranks);
   const StepBudget budget = plan_steps(m, s, facts);
 
-  std::vector<std::string> notes;
   // Engine, platform, actors.
-  std::vector<std::string> args_store{"vitsim", "--log=root.thres:critical"};
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer cannot follow SimGrid's raw context switches (false reports): use threads. The
-  // factory is chosen when the engine starts, so it goes on the command line.
-  args_store.push_back("--cfg=contexts/factory:thread");
-#endif
-  int argc = static_cast<int>(args_store.size());
-  std::vector<char*> argv;
-  for (auto& a : args_store) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // What SimGrid would abort on is checked in core (read_platform_facts); anything left is contained here.
-  check_platform_loads(s.cluster.platform, platform_origin(s, facts));
-  sg4::Engine e(&argc, argv.data());
-  configure_engine(e);
-  load_platform_file(e, s.cluster.platform);  // flat-star files built in code (platform_build.hpp)
-  for (auto& note : apply_link_transports(e, facts)) notes.push_back(std::move(note));  // before LatencyModel
+  std::unique_ptr<PreparedEngine> own;
+  if (!pe) {
+    own = prepare_engine(s, facts);
+    pe = own.get();
+  }
+  if (pe->platform != s.cluster.platform || pe->used)
+    throw Error(fmt::format("{}: internal error: a prepared engine of '{}'{} cannot simulate this point",
+                            s.cluster.platform, pe->platform, pe->used ? " that ran a point already" : ""));
+  pe->used = true;
+  if (pe->error) std::rethrow_exception(pe->error);
+  sg4::Engine& e = *pe->engine;
+  std::vector<std::string> notes = pe->notes;
 
   std::vector<sg4::Host*> hosts;
   for (const auto& name : place.hosts) {
@@ -1023,6 +1051,18 @@ SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Ca
   out.trace = std::move(m.trace);
   out.trace_truncated = m.trace_truncated;
   return out;
+}
+
+}  // namespace
+
+SimResult simulate_prepared(PreparedEngine& pe, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
+                            bool want_trace, const std::vector<int>& trace_ranks) {
+  return simulate_on(&pe, s, facts, calib, want_trace, trace_ranks);
+}
+
+SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
+                         const std::vector<int>& trace_ranks) {
+  return simulate_on(nullptr, s, facts, calib, want_trace, trace_ranks);
 }
 
 }  // namespace vitsim::sim

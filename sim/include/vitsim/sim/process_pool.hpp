@@ -21,6 +21,19 @@ namespace vitsim::sim {
 std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
                                     const std::function<void(size_t)>& on_done);
 
+// run_forked for tasks that share preparations (predict's and plan's points of one platform file): the
+// tasks with the same group_of(i) run in children of one zygote process, forked from the parent when the
+// group's first task is due, which calls prepare(first task of the group) once and then forks child(i) for
+// each task of the group; a child inherits what prepare built (a loaded SimGrid platform). Groups run in
+// the order of their first task, tasks in order within a group; at most `jobs` tasks run at once over all
+// groups (a zygote preparing is not a task). Returns, per task, what run_forked returns; a zygote that
+// dies fails its tasks not yet ended with its own death. prepare must not throw (its zygote exits with
+// status 5, failing its tasks).
+std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::function<std::string(size_t)>& group_of,
+                                           const std::function<void(size_t)>& prepare,
+                                           const std::function<void(size_t)>& child,
+                                           const std::function<void(size_t)>& on_done);
+
 // When a progress line is due. On a terminal every update redraws one line (after the first second).
 // Elsewhere (a log file, a CI job's pipe) each update is a new line, so they are rate-limited: the first
 // after one second, then at most one per 10 s unless another tenth of the work is done, and always the
@@ -68,11 +81,16 @@ struct ForkedPoints {
   bool progress = true;
   int jobs = 0;
   std::string prefix = "vitsim-";
+  // Zygotes (run_forked_groups): the points with the same group_of(i) (their platform file) share one
+  // prepare(i), made in a zygote process before their children fork from it. Empty: a child per point.
+  std::function<std::string(size_t)> group_of;
+  std::function<void(size_t)> prepare;
 };
 
 // Runs result_of(i) for i in 0..count-1, each in a forked child, and returns what each returned, in
 // order. A child whose result_of throws hands back {"error": what()}, which the parent throws as an Error;
 // a child that dies (or writes nothing) is an Error "NAME: the simulation process ..." with name_of(i).
+// With how.group_of, the children of a group fork from its zygote (run_forked_groups).
 std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
                                           const std::function<nlohmann::json(size_t)>& result_of,
                                           const std::function<std::string(size_t)>& name_of);

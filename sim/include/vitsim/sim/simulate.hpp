@@ -1,6 +1,9 @@
 #pragma once
 // The discrete-event model of one scenario point on SimGrid. SimGrid allows one engine per process:
-// call simulate_point() once per process (app/ forks one process per sweep point).
+// call simulate_point() once per process, or prepare_engine() once and simulate_prepared() in forked
+// children (predict and plan: process_pool.hpp).
+#include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,9 +79,36 @@ void check_platform_loads(const std::string& path, const Origin& where);
 Origin platform_origin(const Scenario& s, const PlatformFacts& facts);
 
 // want_trace: record core/trace.hpp's events (one trace format with `vitsim train --trace`) of the ranks in
-// trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64).
+// trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64). prepare_engine + simulate_prepared.
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
                          const std::vector<int>& trace_ranks = {});
+
+// simulate_point in two steps, for the points of one platform: a SimGrid engine with the platform loaded
+// (configure_engine, load_platform_file, apply_link_transports), made once in a zygote process
+// (process_pool.hpp, ForkedPoints::prepare), then each point simulated on it in a child forked from the
+// zygote (simulate_prepared), which inherits the loaded platform instead of parsing and building it again.
+// An engine runs one point (SimGrid runs an engine once): each child has its own copy.
+struct PreparedEngine {
+  PreparedEngine();
+  ~PreparedEngine();
+  PreparedEngine(const PreparedEngine&) = delete;
+  PreparedEngine& operator=(const PreparedEngine&) = delete;
+
+  std::string platform;                           // the cluster.platform it loaded
+  std::vector<std::string> notes;                 // apply_link_transports's: the first notes of each point
+  std::exception_ptr error;                       // what loading threw: each point rethrows it after its own checks
+  std::vector<std::string> args;                  // the engine's command line, kept with the engine
+  std::vector<char*> argv;
+  std::unique_ptr<simgrid::s4u::Engine> engine;   // null when `error`
+  bool used = false;                              // it ran a point
+};
+// Never throws for the platform: a platform that fails to load is kept in `error` (each point of it then
+// fails with what simulate_point would have thrown). `s` is any point of the platform (its origin for errors).
+std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const PlatformFacts& facts);
+// simulate_point on a prepared engine of s.cluster.platform that has run no point yet. The point's own
+// checks (collective, placement, memory) come first, then the platform's error if it failed to load.
+SimResult simulate_prepared(PreparedEngine& pe, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
+                            bool want_trace, const std::vector<int>& trace_ranks = {});
 
 // The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
 // the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.
