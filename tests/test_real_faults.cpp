@@ -92,9 +92,14 @@ pid_t find_rank(int rank, const std::string& marker) {
   for (const auto& e : vt::fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream c(e.path() / "cmdline"), v(e.path() / "environ");
-    std::string cmd{std::istreambuf_iterator<char>(c), std::istreambuf_iterator<char>()};
-    std::string env{std::istreambuf_iterator<char>(v), std::istreambuf_iterator<char>()};
+    std::string cmd, env;
+    try {  // a process that ends while it is read fails the read (ESRCH, thrown by libstdc++): skip it
+      std::ifstream c(e.path() / "cmdline"), v(e.path() / "environ");
+      cmd.assign(std::istreambuf_iterator<char>(c), std::istreambuf_iterator<char>());
+      env.assign(std::istreambuf_iterator<char>(v), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     std::replace(env.begin(), env.end(), '\0', '\n');
     if (cmd.rfind(VITSIM_BINARY, 0) == 0 && cmd.find(marker) != std::string::npos &&
         ("\n" + env + "\n").find("\n" + want + "\n") != std::string::npos)

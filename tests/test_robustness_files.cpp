@@ -35,6 +35,16 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// /proc/PID/stat of a process that may end at any moment: reading it then fails with ESRCH, which libstdc++
+// throws from inside the stream; a process gone reads as "".
+std::string proc_stat(const std::string& path) {
+  try {
+    return slurp(path);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 // The message of the Error `fn` throws ("" when it throws none).
 std::string error_of(const std::function<void()>& fn) {
   try {
@@ -374,7 +384,7 @@ std::vector<pid_t> children_of(pid_t pid) {
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = slurp(e.path().string() + "/stat");
+    const std::string stat = proc_stat(e.path().string() + "/stat");
     const size_t close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
@@ -388,7 +398,7 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 // Alive: exists and is not a zombie (a zombie's parent has not reaped it yet; it runs no more).
 bool alive(pid_t pid) {
-  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = proc_stat("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = stat.rfind(')');
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }

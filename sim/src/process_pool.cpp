@@ -305,10 +305,14 @@ std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::fu
         if (m.fork_errno != 0) throw Error(fmt::format("fork failed: {}", std::strerror(m.fork_errno)));
         end_task(m.task, failure_of(m.status));
         if (++g.ended == g.tasks.size()) reap(g);
+        stop_if_interrupted();
         continue;
       }
-      // End-of-file (or nonsense): the zygote is gone before its tasks ended; they end with it.
+      // End-of-file (or nonsense): the zygote is gone before its tasks ended; they end with it. Unless an
+      // interruption ended it: then the watcher ends this process (its tasks must not be reported as failed,
+      // which would race the watcher's exit status and last line with an error of their own).
       const int status = reap(g);
+      stop_if_interrupted();
       std::string why = failure_of(status);
       if (why.empty()) why = "the simulation process exited before its result";
       for (size_t task : g.tasks)
