@@ -64,32 +64,6 @@ inline CmdResult run(const std::string& cmd) {
 
 inline CmdResult vitsim(const std::string& args) { return run(std::string(VITSIM_BINARY) + " " + args); }
 
-// Runs `fn` in a forked child and returns the double it produced (NaN if the child failed).
-inline double in_child(const std::function<double()>& fn) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    double v = std::numeric_limits<double>::quiet_NaN();
-    try {
-      v = fn();
-    } catch (const std::exception& e) {
-      fprintf(stderr, "child failed: %s\n", e.what());
-    }
-    if (write(fds[1], &v, sizeof v) != sizeof v) _exit(3);
-    _exit(0);
-  }
-  close(fds[1]);
-  double v = std::numeric_limits<double>::quiet_NaN();
-  if (read(fds[0], &v, sizeof v) != sizeof v) v = std::numeric_limits<double>::quiet_NaN();
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return v;
-}
-
 // Runs `fn` in a forked child and returns the doubles it produced (empty if the child failed).
 inline std::vector<double> in_child_vector(const std::function<std::vector<double>()>& fn) {
   int fds[2];
@@ -125,6 +99,12 @@ inline std::vector<double> in_child_vector(const std::function<std::vector<doubl
   int st = 0;
   waitpid(pid, &st, 0);
   return v;
+}
+
+// Runs `fn` in a forked child and returns the double it produced (NaN if the child failed).
+inline double in_child(const std::function<double()>& fn) {
+  const std::vector<double> v = in_child_vector([&] { return std::vector<double>{fn()}; });
+  return v.size() == 1 ? v[0] : std::numeric_limits<double>::quiet_NaN();
 }
 
 // A GPU's <prop> lines for test platforms: a compute-bound device (huge memory bandwidth, no launch cost).
