@@ -72,6 +72,20 @@ std::string error_in_child(const std::function<void()>& fn) {
   return out;
 }
 
+// Runs `vitsim COMMAND` with -j 1 and with -j 2 (COMMAND holds one {} for the job count); both must succeed
+// with the same output, which is returned.
+std::string same_with_1_and_2_jobs(const std::string& command) {
+  std::vector<std::string> outs;
+  for (int jobs : {1, 2}) {
+    auto r = vt::vitsim(fmt::format(fmt::runtime(command), jobs));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    outs.push_back(r.out);
+  }
+  CHECK(outs[0] == outs[1]);
+  return outs[0];
+}
+
 }  // namespace
 
 TEST_CASE("zygotes: a group's tasks fork from one zygote that prepared once, whatever the job count", "[process_pool][zygote]") {
@@ -139,7 +153,7 @@ TEST_CASE("zygotes: at most `jobs` tasks run at once over all groups", "[process
 
 TEST_CASE("zygotes: a task that fails is reported alone and the others succeed", "[process_pool][zygote]") {
   vt::TempDir d;
-  // The ways a point's process ends badly, each the message run_forked gives it.
+  // The ways a point's process ends badly, each the message run_forked_groups gives it.
   const std::map<size_t, std::string> bad{{1, "the simulation process exited with status 5"},  // child() threw
                                           {2, "the simulation process died of signal 9"},
                                           {5, "the simulation process exited with status 3"},
@@ -312,15 +326,8 @@ TEST_CASE("zygotes: predict and plan over two platform files, -j 1 and -j 2, equ
       by_params[key.dump()] = pt;
     }
   }
-  std::vector<std::string> outs;
-  for (const char* jobs : {"1", "2"}) {
-    auto r = vt::vitsim(fmt::format("predict {} -q -j {} --format json", both, jobs));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    outs.push_back(r.out);
-  }
-  CHECK(outs[0] == outs[1]);
-  const json points = json::parse(outs[0])["points"];
+  const std::string out1 = same_with_1_and_2_jobs(fmt::format("predict {} -q -j {{}} --format json", both));
+  const json points = json::parse(out1)["points"];
   REQUIRE(points.size() == 8u);
   for (const auto& pt : points) {
     json key = pt["params"];
@@ -334,16 +341,9 @@ TEST_CASE("zygotes: predict and plan over two platform files, -j 1 and -j 2, equ
     CHECK(pt["notes"] == ref["notes"]);
   }
   // plan: the same two platforms, byte-identical with -j 1 and -j 2.
-  outs.clear();
-  for (const char* jobs : {"1", "2"}) {
-    auto r = vt::vitsim(fmt::format("plan {} -q -j {} --format json", both, jobs));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    outs.push_back(r.out);
-  }
-  CHECK(outs[0] == outs[1]);
+  const std::string out2 = same_with_1_and_2_jobs(fmt::format("plan {} -q -j {{}} --format json", both));
   int simulated = 0;
-  const json plan = json::parse(outs[0]);
+  const json plan = json::parse(out2);
   for (const auto& p : plan["points"]) simulated += p.value("simulated", false);
   CHECK(simulated == 8);
 }
@@ -375,15 +375,8 @@ TEST_CASE("zygotes: a what-if swept over two edits (two edited copies of the pla
       alone[key.dump()] = pt;
     }
   }
-  std::vector<std::string> outs;
-  for (const char* jobs : {"1", "2"}) {
-    auto r = vt::vitsim(fmt::format("predict {} -q -j {} --format json --set 'whatif.edits={},{}'", scen, jobs, edits[0], edits[1]));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    outs.push_back(r.out);
-  }
-  CHECK(outs[0] == outs[1]);
-  const json both = json::parse(outs[0]);
+  const std::string out3 = same_with_1_and_2_jobs(fmt::format("predict {} -q -j {{}} --format json --set 'whatif.edits={},{}'", scen, edits[0], edits[1]));
+  const json both = json::parse(out3);
   REQUIRE(both["points"].size() == 8u);
   std::map<std::string, double> two_nodes;  // edit -> a 2-node point's step time
   for (const auto& pt : both["points"]) {
@@ -398,12 +391,5 @@ TEST_CASE("zygotes: a what-if swept over two edits (two edited copies of the pla
   REQUIRE(two_nodes.size() == 2u);
   CHECK(two_nodes.at(edits[0]) > 2 * two_nodes.at(edits[1]));
   // plan over the two copies: byte-identical with -j 1 and -j 2.
-  outs.clear();
-  for (const char* jobs : {"1", "2"}) {
-    auto r = vt::vitsim(fmt::format("plan {} -q -j {} --format json --set 'whatif.edits={},{}'", scen, jobs, edits[0], edits[1]));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    outs.push_back(r.out);
-  }
-  CHECK(outs[0] == outs[1]);
+  same_with_1_and_2_jobs(fmt::format("plan {} -q -j {{}} --format json --set 'whatif.edits={},{}'", scen, edits[0], edits[1]));
 }

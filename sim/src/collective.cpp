@@ -159,25 +159,21 @@ namespace {
 // slowest edge are added. Equal to the message-level form when the slowest edge is also the one with
 // the largest latency, and on identical links to 2(n-1) a + 2(n-1)/n S/B.
 //
-// Each rank waits for its own send only: the chunk it receives is its predecessor's send, which the predecessor
-// waits for before the barrier, so the barrier opens at the same instant (the last flow's end) with one wait
-// less per rank. (A direct host-to-host Comm::sendto would spare the receive, but SimGrid 3.32 detaches those
-// and removes each from the maestro's list of detached activities at its end: a linear search, quadratic in the
-// ranks: measured 26% of a 4,096-GPU point.)
+// Each rank waits for its own send, then the barrier (it opens at the last flow's end), then its receive (the
+// predecessor's send, done by then: waited so that SimGrid 3.32 drops it from the rank's list of activities,
+// which it searches linearly at every end of a communication). A direct host-to-host Comm::sendto would spare
+// the receive, but SimGrid 3.32 detaches those and removes each from the maestro's list of detached
+// activities at its end, a linear search over every flow in flight: 26% of a 4,096-GPU point.
 // With `d`, the rank's lead is slept with the route latency in one wait and the trailing latencies are left
-// in d->tail: per rank and collective, 5 simcalls where there were 7 (the compute stream's flush and the
-// trailing sleep are gone).
+// in d->tail: per rank and collective 6 simcalls (the sleep, the receive, the send and its wait, the barrier,
+// the receive's wait) where there were 7 (the compute stream's flush and the trailing sleep, no receive waited).
 void fused_ring_steps(const Group& g, int me, double chunk, int steps, Deferred* d) {
   const int n = g.size();
   const int to = (me + 1) % n, from = (me + n - 1) % n;
   void* got = nullptr;
   sg4::CommPtr recv = g.mailbox(from, me)->get_async(&got);
   const double lead = d ? std::exchange(d->lead, 0.0) : 0.0;
-  if (lead > 0) {
-    sg4::this_actor::sleep_for(lead + g.latency(me, to));
-  } else if (double lat = g.latency(me, to); lat > 0) {
-    sg4::this_actor::sleep_for(lat);
-  }
+  if (double wait = lead + g.latency(me, to); wait > 0) sg4::this_actor::sleep_for(wait);
   g.mailbox(me, to)->put_async(&token, static_cast<uint64_t>(chunk * steps))->wait();
   g.barrier()->wait();  // every flow of the ring is done, `recv` with them
   recv->wait();
@@ -223,11 +219,8 @@ void ring_collective(const Group& g, int me, double bytes, CollOp op, bool fused
     fused_ring_steps(g, me, bytes / n, 2 * (n - 1), d);
     return;
   }
-  if (n < 2) return;
-  if (!fused) sleep_lead(d);
-  const bool two = op == CollOp::AllReduce;
+  // A fused all-reduce returned above: one phase here carries `d`; the message-level phases sleep its lead.
   if (op == CollOp::AllReduce || op == CollOp::ReduceScatter) ring_phase(g, me, bytes, fused, d);
-  if (d && two) d->lead = std::exchange(d->tail, 0.0);  // the first phase's trailing latencies lead into the second
   if (op == CollOp::AllReduce || op == CollOp::AllGather) ring_phase(g, me, bytes, fused, d);
 }
 

@@ -33,61 +33,7 @@ std::string failure_of(int status) {
 
 }  // namespace
 
-std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
-                                    const std::function<void(size_t)>& on_done) {
-  std::vector<std::string> failures(count);
-  std::map<pid_t, size_t> running;
-  size_t next = 0, done = 0;
-  std::fflush(nullptr);  // a child must not flush the parent's buffered output a second time
-  const pid_t parent = getpid();
-  // An exception (or an interruption) must not leave children running: end and reap them.
-  struct Reaper {
-    std::map<pid_t, size_t>& running;
-    ~Reaper() {
-      for (const auto& [pid, idx] : running) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-        unregister_child(pid);
-      }
-    }
-  } reaper{running};
-  while (done < count) {
-    while (next < count && static_cast<int>(running.size()) < std::max(1, jobs)) {
-      stop_if_interrupted();
-      pid_t pid = fork();
-      if (pid < 0) throw Error(fmt::format("fork failed: {}", std::strerror(errno)));
-      if (pid == 0) {
-        child_after_fork(parent);  // dies with the parent, even of SIGKILL
-        try {
-          child(next);
-        } catch (...) {
-          // Never unwind into the parent's frames: their destructors (a TempDir) are the parent's.
-        }
-        std::_Exit(5);  // child() must not return
-      }
-      register_child(pid);
-      running[pid] = next++;
-    }
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    stop_if_interrupted();  // its children were ended by the interruption, not by a failure
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("waitpid failed: {}", std::strerror(errno)));
-    }
-    unregister_child(pid);
-    auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const size_t idx = it->second;
-    running.erase(it);
-    ++done;
-    failures[idx] = failure_of(status);
-    if (on_done) on_done(done);
-  }
-  return failures;
-}
-
-// Zygotes (run_forked_groups). The parent keeps the control it has in run_forked: it decides which task
+// Zygotes (run_forked_groups). The parent keeps the control: it decides which task
 // runs when (at most `jobs` at once over all groups), counts the ends for the progress line and keeps
 // each task's failure. A zygote only forks and reaps: over one SOCK_SEQPACKET socket pair per zygote
 // (one message per send, no partial reads; MSG_NOSIGNAL: a peer gone is an error, not SIGPIPE) the parent
@@ -388,9 +334,8 @@ std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
       finish_child(out_of(i), j.dump());
     };
     auto on_done = [&](size_t done) { progress.update(done, count, how.what); };
-    failures = how.group_of ? run_forked_groups(count, jobs, how.group_of,
-                                                how.prepare ? how.prepare : [](size_t) {}, child, on_done)
-                            : run_forked(count, jobs, child, on_done);
+    failures = run_forked_groups(count, jobs, how.group_of ? how.group_of : [](size_t) { return std::string(); },
+                                 how.prepare ? how.prepare : [](size_t) {}, child, on_done);
   }
   std::vector<json> results;
   results.reserve(count);

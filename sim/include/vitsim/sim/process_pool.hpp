@@ -15,20 +15,17 @@
 
 namespace vitsim::sim {
 
-// Runs tasks 0..count-1, task i in a forked child that calls child(i) and must end with std::_Exit.
-// Returns, per task, "" when its child exited with status 0, else what happened to it.
-// `on_done(done)` runs in the parent after each child ends (for progress lines).
-std::vector<std::string> run_forked(size_t count, int jobs, const std::function<void(size_t)>& child,
-                                    const std::function<void(size_t)>& on_done);
-
-// run_forked for tasks that share preparations (predict's and plan's points of one platform file): the
-// tasks with the same group_of(i) run in children of one zygote process, forked from the parent when the
-// group's first task is due, which calls prepare(first task of the group) once and then forks child(i) for
-// each task of the group; a child inherits what prepare built (a loaded SimGrid platform). Groups run in
-// the order of their first task, tasks in order within a group; at most `jobs` tasks run at once over all
-// groups (a zygote preparing is not a task). Returns, per task, what run_forked returns; a zygote that
-// dies fails its tasks not yet ended with its own death. prepare must not throw (its zygote exits with
-// status 5, failing its tasks).
+// Runs tasks 0..count-1, task i in a child process that calls child(i) and must end with std::_Exit.
+// Returns, per task, "" when its child exited with status 0, else what happened to it ("the simulation
+// process died of signal N", "... exited with status N"); `on_done(done)` runs in the parent after each task
+// ends (for progress lines). Tasks that share preparations (predict's and plan's points of one platform
+// file) share a group: the tasks with the same group_of(i) run in children of one zygote process, forked
+// from the parent when the group's first task is due, which calls prepare(first task of the group) once and
+// then forks child(i) for each task of the group; a child inherits what prepare built (a loaded SimGrid
+// platform). Groups run in the order of their first task, tasks in order within a group; at most `jobs`
+// tasks run at once over all groups (a zygote preparing is not a task). A zygote that dies fails its tasks
+// not yet ended with its own death. prepare must not throw (its zygote exits with status 5, failing its
+// tasks).
 std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::function<std::string(size_t)>& group_of,
                                            const std::function<void(size_t)>& prepare,
                                            const std::function<void(size_t)>& child,
@@ -82,7 +79,7 @@ struct ForkedPoints {
   int jobs = 0;
   std::string prefix = "vitsim-";
   // Zygotes (run_forked_groups): the points with the same group_of(i) (their platform file) share one
-  // prepare(i), made in a zygote process before their children fork from it. Empty: a child per point.
+  // prepare(i), made in a zygote process before their children fork from it. Empty: one group, nothing prepared.
   std::function<std::string(size_t)> group_of;
   std::function<void(size_t)> prepare;
 };
@@ -90,12 +87,12 @@ struct ForkedPoints {
 // Runs result_of(i) for i in 0..count-1, each in a forked child, and returns what each returned, in
 // order. A child whose result_of throws hands back {"error": what()}, which the parent throws as an Error;
 // a child that dies (or writes nothing) is an Error "NAME: the simulation process ..." with name_of(i).
-// With how.group_of, the children of a group fork from its zygote (run_forked_groups).
+// The children of a group fork from its zygote (run_forked_groups).
 std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
                                           const std::function<nlohmann::json(size_t)>& result_of,
                                           const std::function<std::string(size_t)>& name_of);
 
-// Ends a child of run_forked: writes `payload` to `out_path` atomically, then exits (status 4 when the
+// Ends a child of run_forked_groups: writes `payload` to `out_path` atomically, then exits (status 4 when the
 // file cannot be written, 0 otherwise).
 [[noreturn]] void finish_child(const std::string& out_path, const std::string& payload);
 
