@@ -48,8 +48,10 @@ double simulate_collective(const std::string& platform, const std::string& algo,
 // Every rank i first has leads[i] seconds of its own work, then one collective. Slept: the rank sleeps them and
 // calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collective.hpp) and owes d.lead + d.tail
 // after it. Returns each rank's end (the instant its clock reaches after all it owes).
+// With `lone`, the group is a lone ring (Group::set_lone_ring: no flows) when lone_ring_bandwidths allows it, and
+// the result is empty when it does not.
 std::vector<double> rank_ends(const std::string& platform, const std::string& algo, double bytes, CollOp op,
-                              const std::vector<double>& leads, bool deferred) {
+                              const std::vector<double>& leads, bool deferred, bool lone = false) {
   return vt::in_child_vector([&] {
     int argc = 2;
     char a0[] = "t", a1[] = "--log=root.thres:critical";
@@ -62,6 +64,11 @@ std::vector<double> rank_ends(const std::string& platform, const std::string& al
     std::vector<int> node(hosts.size(), 0);
     LatencyModel lat(e);
     Group g("g", hosts, node, lat);
+    if (lone) {
+      std::vector<double> bw = lone_ring_bandwidths(hosts);
+      if (bw.empty()) return std::vector<double>{};
+      g.set_lone_ring(std::move(bw));
+    }
     auto coll = make_collective(algo);
     std::vector<double> end(hosts.size(), 0.0);
     for (int i = 0; i < g.size(); ++i)
@@ -149,6 +156,82 @@ TEST_CASE("fused and message-level rings agree on a ring with one slow edge", "[
   const double msg = simulate_collective(p, "ring_msg", 60e6, CollOp::AllReduce);
   CHECK(fused == Approx(msg).epsilon(1e-6));
   CHECK(fused == Approx(2 * 5 * (4e-6 + 10e6 / 0.5e9)).epsilon(1e-6));
+}
+
+namespace {
+// lone_ring_bandwidths over the platform's hosts in name order, or in `order` (indices into that order).
+std::vector<double> ring_bandwidths(const std::string& platform, const std::vector<int>& order = {}) {
+  return vt::in_child_vector([&] {
+    int argc = 2;
+    char a0[] = "t", a1[] = "--log=root.thres:critical";
+    char* argv[] = {a0, a1, nullptr};
+    sg4::Engine e(&argc, argv);
+    vitsim::sim::configure_engine(e);
+    e.load_platform(platform);
+    auto hosts = e.get_all_hosts();
+    std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) { return x->get_name() < y->get_name(); });
+    if (!order.empty()) {
+      std::vector<sg4::Host*> h;
+      for (int i : order) h.push_back(hosts[i]);
+      hosts = h;
+    }
+    return lone_ring_bandwidths(hosts);
+  });
+}
+}  // namespace
+
+TEST_CASE("a lone ring's narrowest links, and none where two of its transfers share a link", "[collective][ring][lone]") {
+  vt::TempDir d;
+  // One node of 4 GPUs, 10 GB/s lanes, FATPIPE backbone (a cap per transfer, shared by none): each edge is
+  // lane up, backbone, lane down, the narrowest 10 GB/s.
+  const std::string one = d.file("one.xml", vt::platform_xml(1, 4, "10GBps", "1us", {}, {"1Tf"}));
+  CHECK(ring_bandwidths(one) == std::vector<double>(4, 10e9));
+  // Three nodes of 2 GPUs, node 2's NIC 0.5 GB/s (SPLITDUPLEX: its up and down directions are two links): the
+  // edge into node 2 crosses its NIC down, the edge out of it its NIC up, each at 0.5 GB/s.
+  const std::string three = d.file("three.xml", vt::platform_xml(3, 2, "10GBps", "1us", {"10GBps", "10GBps", "0.5GBps"},
+                                                                {"1Tf", "1Tf", "1Tf"}));
+  CHECK(ring_bandwidths(three) == std::vector<double>{10e9, 10e9, 10e9, 0.5e9, 10e9, 0.5e9});
+  // The ring n0-gpu0, n1-gpu0, n0-gpu1, n1-gpu1 leaves node 0 twice: node 0's NIC up carries two transfers.
+  const std::string two = d.file("two.xml", vt::platform_xml(2, 2, "10GBps", "1us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"}));
+  CHECK(ring_bandwidths(two, {0, 1, 2, 3}).size() == 4);
+  CHECK(ring_bandwidths(two, {0, 2, 1, 3}).empty());
+  // A SHARED backbone carries every edge of the node's ring.
+  const std::string shared = d.file("shared.xml", vt::platform_xml(1, 4, "10GBps", "1us", {}, {"1Tf"}, "8GBps", "SHARED"));
+  CHECK(ring_bandwidths(shared).empty());
+}
+
+TEST_CASE("a lone ring ends where its flows would, for every rank, lead and operation", "[collective][ring][lone]") {
+  // The lone ring computes max(put_i, post_{i+1}) + bytes / narrowest bandwidth per edge instead of making the
+  // flows (Group::set_lone_ring). Against the flows: ranks arriving together and staggered (a transfer then
+  // waits for its receiver, or the receiver for it), slept and carried (Deferred), over identical links and
+  // over a ring with one slow NIC. 99,999,999 bytes: the fused ring's chunk x steps is not a whole number of
+  // bytes, and both forms send its integer part.
+  vt::TempDir d;
+  std::vector<std::string> platforms;
+  for (int n : {2, 3, 5, 8})
+    platforms.push_back(d.file("p" + std::to_string(n) + ".xml", vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"})));
+  platforms.push_back(d.file("slow.xml", vt::platform_xml(3, 2, "10GBps", "1us", {"10GBps", "10GBps", "0.5GBps"},
+                                                          {"1Tf", "1Tf", "1Tf"})));
+  for (const std::string& p : platforms) {
+    const int n = static_cast<int>(ring_bandwidths(p).size());
+    REQUIRE(n >= 2);
+    std::vector<double> same(n, 5e-3), staggered(n), late_receiver(n, 0.0);
+    for (int i = 0; i < n; ++i) staggered[i] = 1e-3 * (i % 3) + 7e-6 * i;
+    // Rank n-2 posts its receive 0.2 s after its predecessor's send (slept: it enters the collective late). On the
+    // slow platform its receive crosses node 2's 0.5 GB/s NIC: the ring's last transfer is the one that waited
+    // for its receiver.
+    late_receiver[n - 2] = 0.2;
+    for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
+      for (const auto* leads : {&same, &staggered, &late_receiver})
+        for (bool deferred : {false, true}) {
+          INFO(p << ", op " << coll_op_name(op) << ", leads " << (leads == &same ? "equal" : leads == &staggered ? "staggered" : "a late receiver")
+                 << (deferred ? ", carried" : ", slept"));
+          const std::vector<double> flows = rank_ends(p, "ring", 99'999'999, op, *leads, deferred);
+          const std::vector<double> lone = rank_ends(p, "ring", 99'999'999, op, *leads, deferred, true);
+          REQUIRE(lone.size() == flows.size());
+          for (size_t i = 0; i < flows.size(); ++i) CHECK(lone[i] == Approx(flows[i]).epsilon(1e-12));
+        }
+  }
 }
 
 TEST_CASE("a ring through one slow link runs at that link's speed", "[collective][ring]") {

@@ -1,6 +1,8 @@
 // Behaviour of the training model, through the public predict() API (one process per point).
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
@@ -111,6 +113,58 @@ TEST_CASE("the same inputs give byte-identical JSON, whatever --jobs", "[model][
   REQUIRE(a.status == 0);
   CHECK(a.out == b.out);
   CHECK(b.out == c.out);
+}
+
+namespace {
+// Every number of two reports' JSON within `rel` of each other (the same keys; lists of the same length).
+void check_same_numbers(const nlohmann::json& a, const nlohmann::json& b, double rel, const std::string& path = "") {
+  INFO(path);
+  if (a.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      REQUIRE(b.contains(it.key()));
+      check_same_numbers(it.value(), b[it.key()], rel, path + "." + it.key());
+    }
+  } else if (a.is_array() && path.find("notes") == std::string::npos) {
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) check_same_numbers(a[i], b[i], rel, path + "[" + std::to_string(i) + "]");
+  } else if (a.is_number()) {
+    CHECK(a.get<double>() == Approx(b.get<double>()).epsilon(rel).margin(1e-300));
+  }
+}
+}  // namespace
+
+TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows do", "[model][lone]") {
+  // The shipped study scenarios, heterogeneous Tesla and Vector with the communication stream (overlap, ZeRO-2),
+  // predicted with the ring computed (auto) and as SimGrid flows (always): every figure the same to 1e-9 (SimGrid
+  // ends a flow within its own precision, sg_precision_timing), and the notes say which ran.
+  const std::string note = "note: ring: no link carries two of its transfers";
+  for (const std::string& set : {std::string("scenarios/study/tesla-strong-b16.xml"),
+                                std::string("scenarios/study/vector-strong-b64.xml --set parallelism.overlap=true"),
+                                std::string("scenarios/study/vector-strong-b64.xml --set parallelism.zero=2")}) {
+    INFO(set);
+    const std::string args = "predict " + vt::source(set.substr(0, set.find(' '))) +
+                             (set.find(' ') == std::string::npos ? "" : set.substr(set.find(' '))) + " -q -j1 ";
+    const auto lone = vt::vitsim(args + "--format json"), flows = vt::vitsim(args + "--format json --set simulation.flows=always");
+    REQUIRE(lone.status == 0);
+    REQUIRE(flows.status == 0);
+    check_same_numbers(nlohmann::json::parse(lone.out), nlohmann::json::parse(flows.out), 1e-9);
+    CHECK(vt::vitsim(args).out.find(note) != std::string::npos);
+    CHECK(vt::vitsim(args + "--set simulation.flows=always").out.find(note) == std::string::npos);
+  }
+  // A SHARED node backbone carries every transfer of the node's ring: flows, and no note.
+  vt::TempDir d;
+  d.file("p.xml", vt::platform_xml(1, 4, "10GBps", "1us", {}, {"1Tf"}, "8GBps", "SHARED"));
+  const std::string sc = d.file("s.xml", R"(<scenario name="shared">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="4"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32" precision="fp32"/>
+  <simulation steps="4" warmup="1"/>
+</scenario>
+)");
+  const auto shared = vt::vitsim("predict " + sc + " -q -j1");
+  REQUIRE(shared.status == 0);
+  CHECK(shared.out.find(note) == std::string::npos);
 }
 
 TEST_CASE("compute model: per-layer times are the op timeline charged to each layer", "[model][compute]") {

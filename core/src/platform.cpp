@@ -571,6 +571,10 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
     for (const auto& [k, v] : own_props(c, zone)) facts.props[k] = v.first;
     w.walk_zone(zone, {});
   }
+  // Links whose figures change during a run (SimGrid profiles): a transfer's time is then the profile's.
+  facts.link_profiles = !root.select_nodes("//link[@bandwidth_file or @latency_file or @state_file] | "
+                                           "//backbone[@bandwidth_file or @latency_file or @state_file] | //trace | "
+                                           "//trace_connect").empty();
   if (facts.nodes.empty())
     throw Error(c.at(root), "no GPU hosts: give hosts or clusters a gpu_model property (README, Platform files)");
   return facts;

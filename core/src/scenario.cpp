@@ -642,6 +642,9 @@ std::vector<KeyRow> simulation_rows() {
                 field(&Scenario::simulation, &SimulationSpec::max_routes)),
     integer_row("simulation.max_points", kDefaultMaxPoints, 1, 1LL << 53, "sweep points one command may run (see \"Errors\", Limits)",
                 field(&Scenario::simulation, &SimulationSpec::max_points)),
+    choice_row("simulation.flows", "auto", {"auto", "always"},
+               "auto: a ring whose transfers share no link is computed without SimGrid flows (same times; see \"The model\", Collectives); always: every transfer a flow",
+               field(&Scenario::simulation, &SimulationSpec::flows)),
   };
 }
 

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
+#include <unordered_set>
 #include <utility>
 
 #include "vitsim/core/enum_names.hpp"
@@ -95,6 +98,49 @@ sg4::BarrierPtr Group::barrier() const {
   return barrier_;
 }
 
+void Group::set_lone_ring(std::vector<double> bandwidth) {
+  lone_bw_ = std::move(bandwidth);
+  for (auto& a : arrival_) a.assign(lone_bw_.size(), Arrival{});
+  rounds_.assign(lone_bw_.size(), 0);
+}
+
+double Group::lone_ring_meet(int me, double post, double put, double bytes) const {
+  const int n = size();
+  const long long r = rounds_[me]++;
+  std::vector<Arrival>& a = arrival_[r & 1];
+  Round& round = round_[r & 1];
+  if (round.round != r) round = {r, post};  // the first arrival; every transfer ends at or after it
+  a[me] = {r, post, put, bytes};
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  if (a[next].round == r) round.end = std::max(round.end, std::max(put, a[next].post) + bytes / lone_bw_[me]);
+  if (a[prev].round == r) round.end = std::max(round.end, std::max(a[prev].put, post) + a[prev].bytes / lone_bw_[prev]);
+  barrier()->wait();
+  return round.end;
+}
+
+std::vector<double> lone_ring_bandwidths(const std::vector<sg4::Host*>& hosts) {
+  const size_t n = hosts.size();
+  std::vector<double> bw(n, 0.0);
+  std::unordered_set<const sg4::Link*> crossed;
+  std::vector<sg4::Link*> links;
+  for (size_t i = 0; i < n; ++i) {
+    links.clear();
+    double ignored = 0;
+    hosts[i]->route_to(hosts[(i + 1) % n], links, &ignored);
+    if (links.empty()) return {};
+    double narrowest = std::numeric_limits<double>::infinity();
+    for (const sg4::Link* l : links) {
+      const auto policy = l->get_sharing_policy();
+      if (policy == sg4::Link::SharingPolicy::WIFI) return {};
+      if (policy != sg4::Link::SharingPolicy::FATPIPE && !crossed.insert(l).second) return {};
+      narrowest = std::min(narrowest, l->get_bandwidth());
+    }
+    if (!(narrowest > 0) || !std::isfinite(narrowest)) return {};
+    bw[i] = narrowest;
+  }
+  return bw;
+}
+
 namespace {
 std::map<std::string, CollectiveFactory>& registry() {
   static std::map<std::string, CollectiveFactory> r;
@@ -170,14 +216,27 @@ namespace {
 void fused_ring_steps(const Group& g, int me, double chunk, int steps, Deferred* d) {
   const int n = g.size();
   const int to = (me + 1) % n, from = (me + n - 1) % n;
+  const uint64_t bytes = static_cast<uint64_t>(chunk * steps);
+  const double lead = d ? std::exchange(d->lead, 0.0) : 0.0;
+  const double trailing = steps > 1 ? (steps - 1) * g.ring_max_latency() : 0.0;
+  if (g.lone_ring()) {
+    // The same instants without flows (Group::set_lone_ring): the receive is posted now, the send starts after
+    // the lead and the route latency; the ring's end and the trailing latencies are owed after the barrier.
+    const double now = sg4::Engine::get_clock();
+    const double end = g.lone_ring_meet(me, now, now + (lead + g.latency(me, to)), static_cast<double>(bytes));
+    const double owed = std::max(0.0, end - sg4::Engine::get_clock()) + trailing;
+    if (d)
+      d->tail += owed;
+    else if (owed > 0)
+      sg4::this_actor::sleep_for(owed);
+    return;
+  }
   void* got = nullptr;
   sg4::CommPtr recv = g.mailbox(from, me)->get_async(&got);
-  const double lead = d ? std::exchange(d->lead, 0.0) : 0.0;
   if (double wait = lead + g.latency(me, to); wait > 0) sg4::this_actor::sleep_for(wait);
-  g.mailbox(me, to)->put_async(&token, static_cast<uint64_t>(chunk * steps))->wait();
+  g.mailbox(me, to)->put_async(&token, bytes)->wait();
   g.barrier()->wait();  // every flow of the ring is done, `recv` with them
   recv->wait();
-  const double trailing = steps > 1 ? (steps - 1) * g.ring_max_latency() : 0.0;
   if (d)
     d->tail += trailing;
   else if (steps > 1)

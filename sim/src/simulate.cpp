@@ -817,6 +817,25 @@ MemoryVerdict setup_ranks(Model& m, const PlatformFacts& facts, const Calibratio
   return v;
 }
 
+// The data-parallel ring without flows (Group::set_lone_ring) where that gives the flows' own instants: the
+// collective is the fused ring and makes the simulation's only transfers (no Ulysses all-to-all; every
+// host->device copy timed without a flow), no link changes its figures during the run (no profiles), and no
+// link but FATPIPE ones carries two of the ring's transfers (lone_ring_bandwidths). simulation.flows=always
+// keeps the flows.
+void choose_lone_ring(Model& m, const PlatformFacts& facts, const std::vector<sg4::Host*>& hosts, std::vector<std::string>& notes) {
+  const Scenario& s = m.s;
+  if (s.simulation.flows != "auto" || s.parallel.collective != "ring" || m.sp > 1 || facts.link_profiles || hosts.size() < 2)
+    return;
+  for (const RankState& r : m.ranks)
+    if (m.h2d_bytes > 0 && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
+  std::vector<double> bw = lone_ring_bandwidths(hosts);
+  if (bw.empty()) return;
+  m.group->set_lone_ring(std::move(bw));
+  notes.push_back("ring: no link carries two of its transfers and nothing else makes any, so each transfer ends at its "
+                  "bytes over its route's narrowest link from when both ends are there: computed without SimGrid flows "
+                  "(the same instants; simulation.flows=always makes them flows)");
+}
+
 // One actor per rank for its compute stream, one more for its communication stream when it has one.
 // Their stacks come from mmap (allocate_actor_stacks_lazily): only the pages an actor touches are resident.
 void create_actors(Model& m) {
@@ -1043,6 +1062,7 @@ SimResult simulate_on(PreparedEngine* pe, const Scenario& s, const PlatformFacts
   LatencyModel latency(e);
   make_groups(m, s, hosts, place, latency, notes);
   const MemoryVerdict mem = setup_ranks(m, facts, calib, place, hosts, latency, notes);
+  choose_lone_ring(m, facts, hosts, notes);
   create_actors(m);
   e.run();
 

@@ -65,6 +65,7 @@ struct PlatformFacts {
   std::map<std::string, GpuFacts> gpu;        // host name -> facts
   std::map<std::string, std::string> props;   // top-level <zone> props (price etc.)
   std::vector<LinkFacts> links;               // links that state a transport (file order); others run as written
+  bool link_profiles = false;  // some link's bandwidth, latency or state follows a profile (a *_file, <trace>)
   const NodeFacts& node(const std::string& name) const;  // throws listing valid names
 };
 

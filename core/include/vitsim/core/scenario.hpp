@@ -90,6 +90,9 @@ struct SimulationSpec {
   double max_memory = 0;                  // bytes one simulated point may need (0: half the machine's memory)
   long long max_routes = kDefaultMaxRoutes;
   long long max_points = kDefaultMaxPoints;
+  // auto: a fused ring whose transfers share no link with any other transfer is computed without SimGrid
+  // flows (exact for its model: sim/collective.hpp Group::set_lone_ring); always: every transfer is a flow.
+  std::string flows = "auto";
 };
 
 // Settings only the real trainer reads.

@@ -56,6 +56,21 @@ class Group {
   // A barrier over all members, for fused forms that stand for lock-step algorithms.
   simgrid::s4u::BarrierPtr barrier() const;
 
+  // A lone ring: each member's transfer to the next crosses only links that no other transfer of the
+  // simulation crosses (the caller checks it: lone_ring_bandwidths, and that nothing else makes flows). A
+  // transfer alone on its links runs at its route's narrowest bandwidth from the instant both ends are there
+  // (SimGrid's max-min share of one flow, link latencies being zero: LatencyModel), whatever the others do, so
+  // the fused ring computes its end instead of making flows (fused_ring_steps). bandwidth[i]: the narrowest
+  // link from member i to member i+1.
+  void set_lone_ring(std::vector<double> bandwidth);
+  bool lone_ring() const { return !lone_bw_.empty(); }
+  // A member's arrival at a lone ring's transfer, its receive posted at `post` and its send of `bytes` started
+  // at `put`; waits for every member (the barrier) and returns the instant the ring's last transfer ends: the
+  // largest over members i of max(put_i, post_{i+1}) + bytes_i / bandwidth[i], the mailbox pair's rule (a
+  // transfer starts when both ends are there). Each transfer is settled by whichever of its two ends arrives
+  // second, so a ring costs O(1) per member.
+  double lone_ring_meet(int me, double post, double put, double bytes) const;
+
  private:
   std::string name_;
   std::vector<simgrid::s4u::Host*> hosts_;
@@ -65,7 +80,26 @@ class Group {
   mutable std::unordered_map<long long, simgrid::s4u::Mailbox*> mailbox_cache_;  // (src * size + dst) -> its mailbox
   mutable double ring_max_latency_ = -1;
   mutable simgrid::s4u::BarrierPtr barrier_;
+  // Lone ring: arrivals of the last two rounds (a member reads a round's end after its barrier, before which no
+  // member can arrive at the round after next).
+  struct Arrival {
+    long long round = -1;
+    double post = 0, put = 0, bytes = 0;
+  };
+  struct Round {
+    long long round = -1;
+    double end = 0;
+  };
+  std::vector<double> lone_bw_;
+  mutable std::vector<Arrival> arrival_[2];
+  mutable std::vector<long long> rounds_;  // per member: lone-ring rounds it has started
+  mutable Round round_[2];
 };
+
+// The narrowest bandwidth of each ring edge (hosts[i] to hosts[i+1], the last to the first) when no link but
+// FATPIPE ones is crossed by two edges, and every edge crosses at least one link; otherwise empty (the ring's
+// transfers would share a link: they run as SimGrid flows).
+std::vector<double> lone_ring_bandwidths(const std::vector<simgrid::s4u::Host*>& hosts);
 
 // A point-to-point exchange: send `bytes` to `to` (after the route latency) and receive from `from`,
 // both at once, then wait.
