@@ -17,10 +17,13 @@ trap 'rm -rf "$tmp"' EXIT
 . "$here/bench/lib.sh"
 
 echo "vitsim predict flat-star scaling: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
-echo "binary: $vitsim"
+echo "binary: $vitsim${VITSIM_BENCH_FLOWS:+ (simulation.flows=$VITSIM_BENCH_FLOWS)}"
 # VITSIM_BENCH_MAX_MEMORY=SIZE raises the size guard (simulation.max_memory) where it refuses a point.
 extra=()
 [[ -n "${VITSIM_BENCH_MAX_MEMORY:-}" ]] && extra=(--set "simulation.max_memory=$VITSIM_BENCH_MAX_MEMORY")
+# VITSIM_BENCH_FLOWS=always makes every transfer a SimGrid flow (simulation.flows; default auto: a lone ring
+# is computed without them).
+[[ -n "${VITSIM_BENCH_FLOWS:-}" ]] && extra+=(--set "simulation.flows=$VITSIM_BENCH_FLOWS")
 for nodes in 64 512 2048 8192 16384; do
   ((nodes > largest)) && break
   "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
