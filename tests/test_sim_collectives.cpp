@@ -45,6 +45,21 @@ double simulate_collective(const std::string& platform, const std::string& algo,
   });
 }
 
+// Runs f(engine, hosts) on an engine with the simulator's network model (configure_engine) on `platform`, its
+// hosts sorted by name.
+template <class F>
+auto on_engine(const std::string& platform, F&& f) {
+  int argc = 2;
+  char a0[] = "t", a1[] = "--log=root.thres:critical";
+  char* argv[] = {a0, a1, nullptr};
+  sg4::Engine e(&argc, argv);
+  vitsim::sim::configure_engine(e);
+  e.load_platform(platform);
+  auto hosts = e.get_all_hosts();
+  std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) { return x->get_name() < y->get_name(); });
+  return f(e, hosts);
+}
+
 // Every rank i first has leads[i] seconds of its own work, then one collective. Slept: the rank sleeps them and
 // calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collective.hpp) and owes d.lead + d.tail
 // after it. Returns each rank's end (the instant its clock reaches after all it owes).
@@ -53,39 +68,33 @@ double simulate_collective(const std::string& platform, const std::string& algo,
 std::vector<double> rank_ends(const std::string& platform, const std::string& algo, double bytes, CollOp op,
                               const std::vector<double>& leads, bool deferred, bool lone = false) {
   return vt::in_child_vector([&] {
-    int argc = 2;
-    char a0[] = "t", a1[] = "--log=root.thres:critical";
-    char* argv[] = {a0, a1, nullptr};
-    sg4::Engine e(&argc, argv);
-    vitsim::sim::configure_engine(e);
-    e.load_platform(platform);
-    auto hosts = e.get_all_hosts();
-    std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) { return x->get_name() < y->get_name(); });
-    std::vector<int> node(hosts.size(), 0);
-    LatencyModel lat(e);
-    Group g("g", hosts, node, lat);
-    if (lone) {
-      std::vector<double> bw = lone_ring_bandwidths(hosts);
-      if (bw.empty()) return std::vector<double>{};
-      g.set_lone_ring(std::move(bw));
-    }
-    auto coll = make_collective(algo);
-    std::vector<double> end(hosts.size(), 0.0);
-    for (int i = 0; i < g.size(); ++i)
-      sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
-        if (deferred) {
-          Deferred d;
-          d.lead = leads[i];
-          coll->run_deferred(g, i, bytes, op, d);
-          end[i] = sg4::Engine::get_clock() + d.lead + d.tail;
-        } else {
-          if (leads[i] > 0) sg4::this_actor::sleep_for(leads[i]);
-          coll->run(g, i, bytes, op);
-          end[i] = sg4::Engine::get_clock();
-        }
-      });
-    e.run();
-    return end;
+    return on_engine(platform, [&](sg4::Engine& e, std::vector<sg4::Host*> hosts) {
+      std::vector<int> node(hosts.size(), 0);
+      LatencyModel lat(e);
+      Group g("g", hosts, node, lat);
+      if (lone) {
+        std::vector<double> bw = lone_ring_bandwidths(hosts);
+        if (bw.empty()) return std::vector<double>{};
+        g.set_lone_ring(std::move(bw));
+      }
+      auto coll = make_collective(algo);
+      std::vector<double> end(hosts.size(), 0.0);
+      for (int i = 0; i < g.size(); ++i)
+        sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
+          if (deferred) {
+            Deferred d;
+            d.lead = leads[i];
+            coll->run_deferred(g, i, bytes, op, d);
+            end[i] = sg4::Engine::get_clock() + d.lead + d.tail;
+          } else {
+            if (leads[i] > 0) sg4::this_actor::sleep_for(leads[i]);
+            coll->run(g, i, bytes, op);
+            end[i] = sg4::Engine::get_clock();
+          }
+        });
+      e.run();
+      return end;
+    });
   });
 }
 
@@ -162,20 +171,14 @@ namespace {
 // lone_ring_bandwidths over the platform's hosts in name order, or in `order` (indices into that order).
 std::vector<double> ring_bandwidths(const std::string& platform, const std::vector<int>& order = {}) {
   return vt::in_child_vector([&] {
-    int argc = 2;
-    char a0[] = "t", a1[] = "--log=root.thres:critical";
-    char* argv[] = {a0, a1, nullptr};
-    sg4::Engine e(&argc, argv);
-    vitsim::sim::configure_engine(e);
-    e.load_platform(platform);
-    auto hosts = e.get_all_hosts();
-    std::sort(hosts.begin(), hosts.end(), [](auto* x, auto* y) { return x->get_name() < y->get_name(); });
-    if (!order.empty()) {
-      std::vector<sg4::Host*> h;
-      for (int i : order) h.push_back(hosts[i]);
-      hosts = h;
-    }
-    return lone_ring_bandwidths(hosts);
+    return on_engine(platform, [&](sg4::Engine&, std::vector<sg4::Host*> hosts) {
+      std::vector<sg4::Host*> ring = hosts;
+      if (!order.empty()) {
+        ring.clear();
+        for (int i : order) ring.push_back(hosts[i]);
+      }
+      return lone_ring_bandwidths(ring);
+    });
   });
 }
 }  // namespace
