@@ -104,6 +104,12 @@ TEST_CASE("calibrate --emit-platform: the emitted platform loads and carries the
     CHECK(step > 0);
     CHECK(step == Approx(step_of(former, c.nodes, c.gpus_per_node)).epsilon(1e-9));
   }
+  // A CPU device is written as one (device_kind cpu): its ops run on the issuing thread and it copies no batch.
+  PlatformText cpu = one;
+  for (auto& dev : cpu.nodes[0].devices) dev.cpu = true;
+  CHECK_THAT(calibrated_platform_xml(cpu), Catch::Contains("<prop id=\"device_kind\" value=\"cpu\"/>"));
+  CHECK_FALSE(read_platform_facts(d.file("cpu.xml", calibrated_platform_xml(cpu))).gpu.begin()->second.async);
+  CHECK(read_platform_facts(d.file("gpu.xml", calibrated_platform_xml(one))).gpu.begin()->second.async);
   // What it refuses, as before: no node, no NIC for several clusters, no link bandwidth.
   CHECK_THROWS_WITH(calibrated_platform_xml(PlatformText{}), "platform: no node to write");
   PlatformText no_nic = three;

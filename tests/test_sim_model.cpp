@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
@@ -185,6 +186,25 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
   const auto shared = vt::vitsim("predict " + sc + " -q -j1");
   REQUIRE(shared.status == 0);
   CHECK(shared.out.find(note) == std::string::npos);
+}
+
+TEST_CASE("a CPU device copies no batch to itself: no host-to-device time, no h2d event", "[model][trace]") {
+  // The trainer on a CPU device wraps the loader's batch in place (real/src/trainer.cpp micro_batch: no copy, no
+  // h2d event); on a GPU it copies it over the host link.
+  vt::TempDir d;
+  for (const auto& [scenario, cpu] : {std::pair<std::string, bool>{"scenarios/local/validate-homog.xml", true},
+                                      {"scenarios/study/vector-strong-b64.xml", false}}) {
+    INFO(scenario);
+    const auto r = vt::vitsim("predict " + vt::source(scenario) + " -q -j1 --format json --trace " + (d / "t.json"));
+    REQUIRE(r.status == 0);
+    const auto rep = nlohmann::json::parse(r.out);
+    for (const auto& p : rep["points"]) CHECK((p["breakdown_s"]["h2d"].get<double>() == 0) == cpu);
+    std::ifstream in(d / "t.json");
+    const auto trace = nlohmann::json::parse(in);
+    bool h2d = false;
+    for (const auto& e : trace["traceEvents"]) h2d = h2d || e.value("name", "") == "h2d";
+    CHECK(h2d == !cpu);
+  }
 }
 
 TEST_CASE("compute model: per-layer times are the op timeline charged to each layer", "[model][compute]") {

@@ -823,6 +823,7 @@ PlatformText calibrated_platform_text(const RunContext& x, const Measured& m, co
     pd.flops = m.compute.rank_rates[r];
     pd.mem_bw = m.h2d.median.pageable;
     pd.mem_bytes = x.dev.mem_bytes > 0 ? x.dev.mem_bytes : mem_total_bytes() / std::max(1, x.world.local_size());
+    pd.cpu = x.dev.device == "cpu";
     return pd;
   };
   const std::set<std::string> host_set(hosts.begin(), hosts.end());
@@ -871,6 +872,7 @@ std::string platform_provenance(const RunContext& x, const Measured& m, const Ca
       "  - gpu_flops_fp32 / gpu_efficiency 1: the measured training rate (forward + backward FLOPs of the ViT at\n"
       "    micro-batch {} over the measured time), median over the ranks of the device; a roofline fallback only.\n"
       "  - gpu_mem_bw: the measured host-to-device copy bandwidth (on CPU a memcpy), a stand-in for memory bandwidth.\n"
+      "  - device_kind (CPU devices): cpu, LibTorch runs each op on the thread that issues it and copies no batch.\n"
       "  - gpu_mem: {}.\n"
       "  - links: the fitted ring all-reduce edge, a = {} per step and B = {} (largest residual {});\n"
       "    each private link carries a/2 so a device-to-device route has latency a.\n"

@@ -46,6 +46,7 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       t.name = node.id;
       t.props = {{"gpu_model", d.gpu_model},   {"gpu_flops_fp32", flops(d.flops)}, {"gpu_mem_bw", bw(d.mem_bw)},
                  {"gpu_mem", bytes(d.mem_bytes)}, {"gpu_efficiency", "1"}};
+      if (d.cpu) t.props.emplace_back("device_kind", "cpu");
       t.pcie = {bw(n.link_bw), lat(n.link_lat / 2), bw(n.h2d_bw), "0us"};
       node.pcie = t.pcie;
       spec.gpu_types[t.name] = std::move(t);

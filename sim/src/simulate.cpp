@@ -115,6 +115,7 @@ struct RankState {
   const Device* device = nullptr;
   double h2d_sleep_bw = 0;  // >0: copy time from a measured or pageable bandwidth instead of a transfer
   double h2d_private_s = -1;  // >=0: the copy path is one link private to this GPU: its exact time
+  bool h2d_none = false;      // a CPU device: the batch is already where its compute reads it
   double h2d_latency_s = 0;   // route latency of a shared copy path, added before the transfer
   Loader loader;
   std::unique_ptr<CommStream> comm;  // null: the compute stream runs its collectives itself
@@ -367,8 +368,10 @@ struct Model {
     span(r.rank, TraceTrack::Data, kTraceDataWait, t0, clk.now());
   }
 
-  // Host -> device copy over the GPU's host link.
+  // Host -> device copy over the GPU's host link. A CPU device copies nothing and records no event (the
+  // trainer's CPU path: real/src/trainer.cpp micro_batch).
   void host_to_device(RankState& r, LazyClock& clk, Breakdown& b) {
+    if (r.h2d_none) return;
     const double t0 = clk.now();
     if (h2d_bytes > 0) {
       if (r.h2d_sleep_bw > 0) {
@@ -803,7 +806,13 @@ MemoryVerdict setup_ranks(Model& m, const PlatformFacts& facts, const Calibratio
     const NodeFacts& node = facts.nodes[place.node[r]];
     rs.device = &device_of(m, g, compute_in, calib, shape, notes);
     set_loader(m, rs, node, calib, image_bytes);
-    set_host_to_device(m, rs, node, calib, latency);
+    // A CPU device (the calibration's fitted figures say so where they exist, else the platform's device_kind)
+    // copies no batch.
+    const OpModelCalibration* fitted = calib ? calib->op_model(g.model, s.training.precision) : nullptr;
+    if (fitted ? fitted->figures.async : g.async)
+      set_host_to_device(m, rs, node, calib, latency);
+    else
+      rs.h2d_none = true;
     if (!m.inline_comm()) rs.comm = std::make_unique<CommStream>();
     auto [it, fresh] = memory.try_emplace(g.reserved_bytes);
     if (fresh) it->second = memory_per_gpu(m.w, memory_inputs(s, g.reserved_bytes));
@@ -827,7 +836,7 @@ void choose_lone_ring(Model& m, const PlatformFacts& facts, const std::vector<sg
   if (s.simulation.flows != "auto" || s.parallel.collective != "ring" || m.sp > 1 || facts.link_profiles || hosts.size() < 2)
     return;
   for (const RankState& r : m.ranks)
-    if (m.h2d_bytes > 0 && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
+    if (m.h2d_bytes > 0 && !r.h2d_none && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
   std::vector<double> bw = lone_ring_bandwidths(hosts);
   if (bw.empty()) return;
   m.group->set_lone_ring(std::move(bw));

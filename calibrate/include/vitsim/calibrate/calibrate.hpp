@@ -159,6 +159,7 @@ struct PlatformDevice {  // one rank's device as the platform describes it
   double flops = 0;            // gpu_flops_fp32: the measured ViT training rate (FLOP/s)
   double mem_bw = 0;           // gpu_mem_bw
   double mem_bytes = 0;        // gpu_mem
+  bool cpu = false;            // device_kind cpu: LibTorch runs each op on the issuing host thread
 };
 struct PlatformNode {
   std::string id;              // cluster id; hosts are <id>-dev0..N-1
