@@ -217,6 +217,24 @@ class Auto : public Collective {
  public:
   std::string name() const override { return "auto"; }
   void run(const Group& g, int me, double bytes, CollOp op) const override {
+    switch (choice(g)) {
+      case Choice::Rail: rail_.run(g, me, bytes, op); break;
+      case Choice::Hierarchical: hier_.run(g, me, bytes, op); break;
+      case Choice::Ring: ring_collective(g, me, bytes, op, true); break;
+    }
+  }
+  void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
+    if (choice(g) == Choice::Ring)
+      ring_collective(g, me, bytes, op, true, &d);
+    else
+      Collective::run_deferred(g, me, bytes, op, d);
+  }
+  bool fused_ring(const Group& g) const override { return choice(g) == Choice::Ring; }
+
+ private:
+  enum class Choice { Ring, Hierarchical, Rail };
+  // Decided once per group (by its name).
+  Choice choice(const Group& g) const {
     auto it = choice_.find(g.name());
     if (it == choice_.end()) {
       const std::map<int, std::vector<int>> members = members_by_node(g);
@@ -230,15 +248,8 @@ class Auto : public Collective {
                                                                                   : Choice::Ring;
       it = choice_.emplace(g.name(), c).first;
     }
-    switch (it->second) {
-      case Choice::Rail: rail_.run(g, me, bytes, op); break;
-      case Choice::Hierarchical: hier_.run(g, me, bytes, op); break;
-      case Choice::Ring: ring_collective(g, me, bytes, op, true); break;
-    }
+    return it->second;
   }
-
- private:
-  enum class Choice { Ring, Hierarchical, Rail };
   Hierarchical hier_;
   Rail rail_;
   mutable std::map<std::string, Choice> choice_;

@@ -12,6 +12,7 @@ class RingFused : public Collective {
   void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
     ring_collective(g, me, bytes, op, true, &d);
   }
+  bool fused_ring(const Group&) const override { return true; }
 };
 
 // Message level: every one of the 2(n-1) steps is its own transfer. O(n^2) messages; for checking.

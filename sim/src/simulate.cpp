@@ -827,13 +827,13 @@ MemoryVerdict setup_ranks(Model& m, const PlatformFacts& facts, const Calibratio
 }
 
 // The data-parallel ring without flows (Group::set_lone_ring) where that gives the flows' own instants: the
-// collective is the fused ring and makes the simulation's only transfers (no Ulysses all-to-all; every
+// collective is the fused ring (`ring`, or `auto` where it picks the ring) and makes the simulation's only transfers (no Ulysses all-to-all; every
 // host->device copy timed without a flow), no link changes its figures during the run (no profiles), and no
 // link but FATPIPE ones carries two of the ring's transfers (lone_ring_bandwidths). simulation.flows=always
 // keeps the flows.
 void choose_lone_ring(Model& m, const PlatformFacts& facts, const std::vector<sg4::Host*>& hosts, std::vector<std::string>& notes) {
   const Scenario& s = m.s;
-  if (s.simulation.flows != "auto" || s.parallel.collective != "ring" || m.sp > 1 || facts.link_profiles || hosts.size() < 2)
+  if (s.simulation.flows != "auto" || m.sp > 1 || facts.link_profiles || hosts.size() < 2 || !m.coll->fused_ring(*m.group))
     return;
   for (const RankState& r : m.ranks)
     if (m.h2d_bytes > 0 && !r.h2d_none && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;

@@ -129,6 +129,12 @@ class Collective {
   // member's time still to elapse; all of it when the collective had nothing to do) and d.tail what the member
   // still owes after it. This default sleeps the lead first and owes nothing after.
   virtual void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const;
+  // True when every run over g is the fused ring over all of g (ring_collective, fused): the transfers are then
+  // one per member and edge, and a lone ring may stand for them (Group::set_lone_ring).
+  virtual bool fused_ring(const Group& g) const {
+    (void)g;
+    return false;
+  }
 };
 
 using CollectiveFactory = std::function<std::unique_ptr<Collective>()>;
