@@ -21,16 +21,22 @@ std::string two_gpu_platform(const vt::TempDir& d, const std::string& f0, const 
   return d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {nic, nic}, {f0, f1}));
 }
 
-Report run(const vt::TempDir& d, const std::string& extra, const std::vector<std::string>& sets = {}) {
-  std::string text = R"(<scenario name="m">
-  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+// The tests' small scenario: vit_cifar_tiny at micro-batch 32 on `nodes` x `gpus` of `platform`, 6 steps.
+std::string scenario_text(const std::string& platform, int nodes, int gpus, const std::string& extra) {
+  return fmt::format(R"(<scenario name="m">
+  <cluster platform="{}" nodes="{}" gpus_per_node="{}"/>
   <model preset="vit_cifar_tiny"/>
   <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
   <training micro_batch="32" precision="fp32"/>
   <loader workers="2"/>
   <simulation steps="6" warmup="1"/>
-  )" + extra + "\n</scenario>\n";
-  auto f = read_scenario_file(d.file("s.xml", text));
+  {}
+</scenario>
+)", platform, nodes, gpus, extra);
+}
+
+Report run(const vt::TempDir& d, const std::string& extra, const std::vector<std::string>& sets = {}) {
+  auto f = read_scenario_file(d.file("s.xml", scenario_text("p.xml", 2, 1, extra)));
   for (const auto& s : sets) apply_override(f, s);
   sim::PredictOptions o;
   o.progress = false;
@@ -147,15 +153,7 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
                               " --out " + (d / (name + ".xml")));
     INFO(w.out);
     REQUIRE(w.status == 0);
-    d.file(name + "-s.xml", fmt::format(R"(<scenario name="flat">
-  <cluster platform="{}.xml" nodes="4" gpus_per_node="2"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <parallelism collective="ring"/>
-  <simulation steps="6" warmup="1"/>
-</scenario>
-)", name));
+    d.file(name + "-s.xml", scenario_text(name + ".xml", 4, 2, R"(<parallelism collective="ring"/>)"));
   }
   const std::vector<std::string> cases = {
       vt::source("scenarios/study/tesla-strong-b16.xml"),
@@ -180,14 +178,7 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
   CHECK(hier.out.find(note) == std::string::npos);
   // A SHARED node backbone carries every transfer of the node's ring: flows, and no note.
   d.file("p.xml", vt::platform_xml(1, 4, "10GBps", "1us", {}, {"1Tf"}, "8GBps", "SHARED"));
-  const std::string sc = d.file("s.xml", R"(<scenario name="shared">
-  <cluster platform="p.xml" nodes="1" gpus_per_node="4"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <simulation steps="4" warmup="1"/>
-</scenario>
-)");
+  const std::string sc = d.file("s.xml", scenario_text("p.xml", 1, 4, ""));
   const auto shared = vt::vitsim("predict " + sc + " -q -j1");
   REQUIRE(shared.status == 0);
   CHECK(shared.out.find(note) == std::string::npos);
