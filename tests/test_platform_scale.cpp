@@ -97,11 +97,7 @@ Loaded load_in_child(const std::string& path, const std::vector<std::pair<std::s
     std::_Exit(0);
   }
   close(fds[1]);
-  std::string text;
-  char buf[65536];
-  ssize_t got;
-  while ((got = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(got));
-  close(fds[0]);
+  const std::string text = vt::read_to_end(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   INFO(text);

@@ -63,13 +63,35 @@ std::string error_in_child(const std::function<void()>& fn) {
     _exit(0);
   }
   close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  const std::string out = vt::read_to_end(fds[0]);
   waitpid(pid, nullptr, 0);
   return out;
+}
+
+// The zygote tests' scenario in d/NAME: ViT-B/16 at micro-batch 16 on 1 node x 2 GPUs of a.xml, 4 steps,
+// with the given <sweep> lines.
+std::string sweep_scenario(const vt::TempDir& d, const std::string& name, const std::string& sweeps) {
+  return d.file(name, fmt::format(R"(<scenario name="t">
+  <cluster platform="a.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_b_16"/>
+  <dataset name="cifar10" resize="224"/>
+  <training micro_batch="16" precision="fp32"/>
+  <simulation steps="4" warmup="1"/>
+{}</scenario>)", sweeps));
+}
+
+// Runs `vitsim COMMAND` (a predict with --format json), which must succeed, and files each of its points in
+// `into` under its params with `key` set to `value` (what this run varied).
+void add_points(std::map<std::string, json>& into, const std::string& command, const std::string& key, const std::string& value) {
+  const auto r = vt::vitsim(command);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const json report = json::parse(r.out);
+  for (const auto& pt : report["points"]) {
+    json params = pt["params"];
+    params[key] = value;
+    into[params.dump()] = pt;
+  }
 }
 
 // Runs `vitsim COMMAND` with -j 1 and with -j 2 (COMMAND holds one {} for the job count); both must succeed
@@ -236,16 +258,9 @@ TEST_CASE("zygotes: points of two platforms (one flat-star) equal simulate_point
                   "<zone id=\"z\" routing=\"Full\">\n<cluster id=\"c\" prefix=\"c-\" suffix=\"\" radical=\"0-1\" speed=\"1Gf\" "
                   "bw=\"1GBps\" lat=\"1us\" topology=\"FAT_TREE\">" + vt::gpu_props("G", "8Tf") + "</cluster>\n</zone></platform>\n");
   auto points_of = [&](const std::string& platforms, const std::string& nodes) {
-    const std::string text = fmt::format(R"(<scenario name="t">
-  <cluster platform="a.xml" nodes="1" gpus_per_node="2"/>
-  <model preset="vit_b_16"/>
-  <dataset name="cifar10" resize="224"/>
-  <training micro_batch="16" precision="fp32"/>
-  <simulation steps="4" warmup="1"/>
-  <sweep param="cluster.nodes" values="{}"/>
-  <sweep param="cluster.platform" values="{}"/>
-</scenario>)", nodes, platforms);
-    return expand(read_scenario_file(d.file("s.xml", text)));
+    return expand(read_scenario_file(sweep_scenario(d, "s.xml", fmt::format("  <sweep param=\"cluster.nodes\" values=\"{}\"/>\n"
+                                                                            "  <sweep param=\"cluster.platform\" values=\"{}\"/>\n",
+                                                                            nodes, platforms))));
   };
   std::map<std::string, PlatformFacts> facts;
   auto facts_of = [&](const Scenario& s) -> const PlatformFacts& {
@@ -300,31 +315,14 @@ TEST_CASE("zygotes: predict and plan over two platform files, -j 1 and -j 2, equ
   REQUIRE(vt::vitsim("platform --gpu h100-sxm --nic-speed ndr --nodes 2 --gpus-per-node 2 --out " + d / "a.xml").status == 0);
   REQUIRE(vt::vitsim("platform --gpu a100-sxm-80gb --nic-speed hdr --nodes 2 --gpus-per-node 2 --layout flat-star --out " +
                      d / "b.xml").status == 0);
-  auto scenario = [&](const std::string& name, const std::string& sweep) {
-    return d.file(name, fmt::format(R"(<scenario name="t">
-  <cluster platform="a.xml" nodes="1" gpus_per_node="2"/>
-  <model preset="vit_b_16"/>
-  <dataset name="cifar10" resize="224"/>
-  <training micro_batch="16" precision="fp32"/>
-  <simulation steps="4" warmup="1"/>
-  <sweep param="cluster.nodes" values="1,2"/>
-  <sweep param="training.micro_batch" values="16,32"/>{}
-</scenario>)", sweep));
-  };
-  const std::string both = scenario("both.xml", "\n  <sweep param=\"cluster.platform\" values=\"a.xml,b.xml\"/>");
-  const std::string alone = scenario("alone.xml", "");
+  const std::string sweeps = "  <sweep param=\"cluster.nodes\" values=\"1,2\"/>\n  <sweep param=\"training.micro_batch\" values=\"16,32\"/>\n";
+  const std::string both = sweep_scenario(d, "both.xml", sweeps + "  <sweep param=\"cluster.platform\" values=\"a.xml,b.xml\"/>\n");
+  const std::string alone = sweep_scenario(d, "alone.xml", sweeps);
   // predict: every point of the two-platform run equals that point predicted with its platform alone.
   std::map<std::string, json> by_params;
   for (const char* p : {"a.xml", "b.xml"}) {
-    auto r = vt::vitsim(fmt::format("predict {} -q -j 2 --format json --set cluster.platform={}", alone, d / p));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    const json report = json::parse(r.out);
-    for (const auto& pt : report["points"]) {
-      json key = pt["params"];
-      key["cluster.platform"] = p;
-      by_params[key.dump()] = pt;
-    }
+    add_points(by_params, fmt::format("predict {} -q -j 2 --format json --set cluster.platform={}", alone, d / p),
+               "cluster.platform", p);
   }
   const std::string out1 = same_with_1_and_2_jobs(fmt::format("predict {} -q -j {{}} --format json", both));
   const json points = json::parse(out1)["points"];
@@ -351,29 +349,14 @@ TEST_CASE("zygotes: predict and plan over two platform files, -j 1 and -j 2, equ
 TEST_CASE("zygotes: a what-if swept over two edits (two edited copies of the platform) equals each edit alone", "[process_pool][zygote][cli][whatif]") {
   vt::TempDir d;
   REQUIRE(vt::vitsim("platform --gpu h100-sxm --nic-speed ndr --nodes 2 --gpus-per-node 2 --out " + d / "a.xml").status == 0);
-  const std::string scen = d.file("s.xml", R"(<scenario name="t">
-  <cluster platform="a.xml" nodes="1" gpus_per_node="2"/>
-  <model preset="vit_b_16"/>
-  <dataset name="cifar10" resize="224"/>
-  <training micro_batch="16" precision="fp32"/>
-  <simulation steps="4" warmup="1"/>
-  <sweep param="cluster.nodes" values="1,2"/>
-  <sweep param="training.micro_batch" values="16,32"/>
-</scenario>)");
+  const std::string scen = sweep_scenario(d, "s.xml", "  <sweep param=\"cluster.nodes\" values=\"1,2\"/>\n"
+                                                      "  <sweep param=\"training.micro_batch\" values=\"16,32\"/>\n");
   // 1 GB/s against 100 GB/s NICs: the 2-node points differ by several times (a point simulated on the
   // other copy would show).
   const std::vector<std::string> edits{"link:node*-nic:bandwidth=1GBps", "link:node*-nic:bandwidth=100GBps"};
   std::map<std::string, json> alone;  // params -> point
   for (const auto& e : edits) {
-    auto r = vt::vitsim(fmt::format("predict {} -q -j 2 --format json --set 'whatif.edits={}'", scen, e));
-    INFO(r.out);
-    REQUIRE(r.status == 0);
-    const json report = json::parse(r.out);
-    for (const auto& pt : report["points"]) {
-      json key = pt["params"];
-      key["whatif.edits"] = e;
-      alone[key.dump()] = pt;
-    }
+    add_points(alone, fmt::format("predict {} -q -j 2 --format json --set 'whatif.edits={}'", scen, e), "whatif.edits", e);
   }
   const std::string out3 = same_with_1_and_2_jobs(fmt::format("predict {} -q -j {{}} --format json --set 'whatif.edits={},{}'", scen, edits[0], edits[1]));
   const json both = json::parse(out3);

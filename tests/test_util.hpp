@@ -64,6 +64,16 @@ inline CmdResult run(const std::string& cmd) {
 
 inline CmdResult vitsim(const std::string& args) { return run(std::string(VITSIM_BINARY) + " " + args); }
 
+// Everything left to read from `fd` (a pipe from a child), then closes it.
+inline std::string read_to_end(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t got;
+  while ((got = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(got));
+  close(fd);
+  return out;
+}
+
 // Runs `fn` in a forked child and returns the doubles it produced (empty if the child failed).
 inline std::vector<double> in_child_vector(const std::function<std::vector<double>()>& fn) {
   int fds[2];

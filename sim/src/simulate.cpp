@@ -101,6 +101,9 @@ struct Device {
   std::string name;
   std::vector<LayerTimes> layers;
   StepPlan plan;
+  // A GPU; false: a CPU device (LibTorch on host threads), which copies no batch. The calibration's fitted
+  // figures say which where they exist, else the platform's device_kind.
+  bool async = true;
 };
 
 // The communication stream of a rank (with overlap or ZeRO): collectives in submission order.
@@ -115,7 +118,6 @@ struct RankState {
   const Device* device = nullptr;
   double h2d_sleep_bw = 0;  // >0: copy time from a measured or pageable bandwidth instead of a transfer
   double h2d_private_s = -1;  // >=0: the copy path is one link private to this GPU: its exact time
-  bool h2d_none = false;      // a CPU device: the batch is already where its compute reads it
   double h2d_latency_s = 0;   // route latency of a shared copy path, added before the transfer
   Loader loader;
   std::unique_ptr<CommStream> comm;  // null: the compute stream runs its collectives itself
@@ -371,7 +373,7 @@ struct Model {
   // Host -> device copy over the GPU's host link. A CPU device copies nothing and records no event (the
   // trainer's CPU path: real/src/trainer.cpp micro_batch).
   void host_to_device(RankState& r, LazyClock& clk, Breakdown& b) {
-    if (r.h2d_none) return;
+    if (!r.device->async) return;
     const double t0 = clk.now();
     if (h2d_bytes > 0) {
       if (r.h2d_sleep_bw > 0) {
@@ -526,6 +528,25 @@ Origin platform_origin(const Scenario& s, const PlatformFacts& facts) {
                             : Origin{s.origin_of("whatif.edits").str() + ": the platform as edited by the what-ifs", 0};
 }
 
+namespace {
+// A SimGrid engine's command line: quiet logs; under AddressSanitizer, which cannot follow SimGrid's raw
+// context switches (false reports), thread contexts (the factory is chosen when the engine starts).
+std::vector<std::string> engine_args() {
+  std::vector<std::string> args{"vitsim", "--log=root.thres:critical"};
+#if defined(__SANITIZE_ADDRESS__)
+  args.push_back("--cfg=contexts/factory:thread");
+#endif
+  return args;
+}
+// argv over `args` (which must outlive it), null-terminated.
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+}  // namespace
+
 void check_platform_loads(const std::string& path, const Origin& where) {
   static std::set<std::string> loaded;  // paths checked by this process (or its parent before the fork)
   if (loaded.count(path)) return;
@@ -548,11 +569,9 @@ void check_platform_loads(const std::string& path, const Origin& where) {
     dup2(fds[1], 2);
     std::signal(SIGPIPE, SIG_DFL);
     try {
-      std::vector<std::string> args{"vitsim", "--log=root.thres:critical"};
+      std::vector<std::string> args = engine_args();
+      std::vector<char*> argv = argv_of(args);
       int argc = static_cast<int>(args.size());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       sg4::Engine e(&argc, argv.data());
       load_platform_file(e, path);
     } catch (const std::exception& ex) {
@@ -733,6 +752,8 @@ const Device& device_of(Model& m, const GpuFacts& g, const ComputeInputs& in, co
   sh.layers = d.layers;
   sh.optimizer_s = cm->optimizer_s();
   d.plan = plan_step(sh);
+  const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;
+  d.async = fitted ? fitted->figures.async : g.async;
   return d;
 }
 
@@ -806,13 +827,7 @@ MemoryVerdict setup_ranks(Model& m, const PlatformFacts& facts, const Calibratio
     const NodeFacts& node = facts.nodes[place.node[r]];
     rs.device = &device_of(m, g, compute_in, calib, shape, notes);
     set_loader(m, rs, node, calib, image_bytes);
-    // A CPU device (the calibration's fitted figures say so where they exist, else the platform's device_kind)
-    // copies no batch.
-    const OpModelCalibration* fitted = calib ? calib->op_model(g.model, s.training.precision) : nullptr;
-    if (fitted ? fitted->figures.async : g.async)
-      set_host_to_device(m, rs, node, calib, latency);
-    else
-      rs.h2d_none = true;
+    if (rs.device->async) set_host_to_device(m, rs, node, calib, latency);
     if (!m.inline_comm()) rs.comm = std::make_unique<CommStream>();
     auto [it, fresh] = memory.try_emplace(g.reserved_bytes);
     if (fresh) it->second = memory_per_gpu(m.w, memory_inputs(s, g.reserved_bytes));
@@ -836,7 +851,7 @@ void choose_lone_ring(Model& m, const PlatformFacts& facts, const std::vector<sg
   if (s.simulation.flows != "auto" || m.sp > 1 || facts.link_profiles || hosts.size() < 2 || !m.coll->fused_ring(*m.group))
     return;
   for (const RankState& r : m.ranks)
-    if (m.h2d_bytes > 0 && !r.h2d_none && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
+    if (m.h2d_bytes > 0 && r.device->async && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
   std::vector<double> bw = lone_ring_bandwidths(hosts);
   if (bw.empty()) return;
   m.group->set_lone_ring(std::move(bw));
@@ -1009,15 +1024,9 @@ PreparedEngine::~PreparedEngine() = default;
 std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const PlatformFacts& facts) {
   auto pe = std::make_unique<PreparedEngine>();
   pe->platform = s.cluster.platform;
-  pe->args = {"vitsim", "--log=root.thres:critical"};
-#if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer cannot follow SimGrid's raw context switches (false reports): use threads. The
-  // factory is chosen when the engine starts, so it goes on the command line.
-  pe->args.push_back("--cfg=contexts/factory:thread");
-#endif
+  pe->args = engine_args();
+  pe->argv = argv_of(pe->args);
   int argc = static_cast<int>(pe->args.size());
-  for (auto& a : pe->args) pe->argv.push_back(a.data());
-  pe->argv.push_back(nullptr);
   try {
     // What SimGrid would abort on is checked in core (read_platform_facts); anything left is contained here.
     check_platform_loads(s.cluster.platform, platform_origin(s, facts));
