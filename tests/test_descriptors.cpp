@@ -340,6 +340,14 @@ TEST_CASE("docs: README is a front door of at most 200 lines", "[descriptors][do
   CHECK(setup < test);
   CHECK(text.find("\n## ") > test);
   CHECK(doc(".ci/run").find("bash scripts/test.sh") != std::string::npos);
+  // Its sample output is what the first command prints.
+  const std::string command = "$ vitsim predict scenarios/study/vector-strong-b64.xml\n";
+  const auto sample = text.find(command);
+  REQUIRE(sample != std::string::npos);
+  const auto from = sample + command.size();
+  const auto r = vt::vitsim("predict " + vt::source("scenarios/study/vector-strong-b64.xml") + " --quiet");
+  CHECK(r.status == 0);
+  CHECK(text.substr(from, text.find("```", from) - from) == r.out);
 }
 
 TEST_CASE("docs: every relative link leads to a file and a heading that exist", "[descriptors][docs]") {
@@ -357,7 +365,8 @@ TEST_CASE("docs: every relative link leads to a file and a heading that exist", 
         const std::string file = target.substr(0, hash);
         const std::string rel = file.empty() ? page : (dir / file).lexically_normal().string();
         CHECK(fs::exists(vt::source(rel)));
-        if (hash != std::string::npos && fs::path(rel).extension() == ".md" && fs::is_regular_file(vt::source(rel)))
+        if (hash != std::string::npos && fs::path(rel).extension() == ".md" &&
+            fs::is_regular_file(vt::source(rel)))
           CHECK(anchors(doc(rel)).count(target.substr(hash + 1)) == 1);
         ++checked;
       }
