@@ -11,7 +11,7 @@
 namespace vitsim::app {
 
 namespace {
-// The configure line that builds the real trainer (README, "The real trainer: vitsim train", Build).
+// The configure line that builds the real trainer (docs/trainer.md, Build).
 constexpr const char* kRebuild =
     "cmake -S . -B build -DVITSIM_WITH_TORCH=ON -DTorch_DIR=/path/to/libtorch/share/cmake/Torch "
     "&& cmake --build build --target vitsim";

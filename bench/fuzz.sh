@@ -37,7 +37,7 @@ mkdir -p "$b/corpus/numbers"; printf '0.5' >"$b/corpus/numbers/a"; printf '12GBp
 seed deepspeed "$here"/scenarios/*/*.json
 mkdir -p "$b/corpus/units"; printf '12GBps' >"$b/corpus/units/a"; printf '5us' >"$b/corpus/units/b"; printf '16GiB' >"$b/corpus/units/c"
 mkdir -p "$b/corpus/calibration"
-sed -n '/^```json$/,/^```$/p' "$here/README.md" | sed '1d;$d' | head -n 30 >"$b/corpus/calibration/readme-example.json"
+sed -n '/^```json$/,/^```$/p' "$here/docs/calibrate-validate.md" | sed '1d;$d' | head -n 30 >"$b/corpus/calibration/readme-example.json"
 # Dataset readers: small valid IDX (plain, gzip), CIFAR-10/100, PNG and JPEG files from fuzz_seeds.
 [ -x "$b/fuzz/fuzz_seeds" ] && "$b/fuzz/fuzz_seeds" "$b/corpus"
 mkdir -p "$b/corpus/report"

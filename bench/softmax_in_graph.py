@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-# Probe behind BENCHMARKS.md "Cross-shape validation" (2026-12-01): softmax over [64, 197, 197] scores
+# Probe behind docs/benchmarks.md "Cross-shape validation" (2026-12-01): softmax over [64, 197, 197] scores
 # (a width-64, 2-head, 224 px ViT's attention at micro-batch 32), timed alone, after a bmm, and inside an
 # autograd graph, in ns per element. Debian's python3-torch 1.13.1 (the same ATen kernels as libtorch-dev).
-# usage: /usr/bin/python3 bench/softmax_in_graph.py [THREADS]   (BENCHMARKS.md ran it with 1 thread)
+# usage: /usr/bin/python3 bench/softmax_in_graph.py [THREADS]   (docs/benchmarks.md ran it with 1 thread)
 import ctypes
 import sys
 import time

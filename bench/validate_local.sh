@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local validation (BENCHMARKS.md "Validation on this machine"): calibrate this machine on 2 ranks at
+# The local validation (docs/benchmarks.md "Validation on this machine"): calibrate this machine on 2 ranks at
 # the calibration micro-batches, write platforms/local/calibrated.xml, then train every point of the
 # validation scenario REPS times and compare each run with the prediction. Prints per point: predicted,
 # each run's measured step time, the run-to-run spread, the error of the mean and the MAPE.

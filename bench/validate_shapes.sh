@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-shape validation of the operator-level compute model (BENCHMARKS.md "Cross-shape validation",
+# Cross-shape validation of the operator-level compute model (docs/benchmarks.md "Cross-shape validation",
 # issue 11 item 5): calibrate this machine once on one ViT shape (scenarios/local/shapes.xml), then, for
 # each shape below, predict with that calibration (op-class efficiencies only: the shape itself was never
 # measured) and train it for real (`vitsim train`, 1 rank x THREADS threads, synthetic data), and print the
@@ -10,7 +10,7 @@
 # run.threads; with OpenMP's default policy its idle threads spin after every parallel region while
 # OpenBLAS's spin after every GEMM, and on 2 cores the pools take turns at the scheduler tick (a step of
 # the calibration shape: 0.99 s spinning, 0.42 s passive; spread over iterations 20-90% against 3-5%),
-# which no op model follows (README "Calibrate and validate"). ACTIVE measures that default.
+# which no op model follows (docs/calibrate-validate.md). ACTIVE measures that default.
 # THREADS (default 1): intra-op threads of the one rank, for calibrate, train and predict alike. With 2
 # threads on this 2-core machine every parallel region waits for a worker thread that shares its core
 # with whatever else runs (other engineers' builds): the same shape measured 544 and 917 ms a step

@@ -1,5 +1,5 @@
 // Gradient buckets (issue 13 item 1): one layout, core's bucket_layout(), cut by the frameworks' own rules
-// (README "The model", docs/sources.md) and used by both the simulator and the real trainer.
+// (docs/model.md, docs/sources.md) and used by both the simulator and the real trainer.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

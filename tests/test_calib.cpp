@@ -161,7 +161,7 @@ TEST_CASE("calibrate: refuses to overwrite without --force, before measuring", "
   CHECK(p.status == 1);
   CHECK(p.out == "vitsim: error: " + out + ": platform file exists; pass --force to overwrite it\n");
   auto s = vt::vitsim("calibrate --out " + d / "new.json");
-  CHECK(s.status == 2);  // a bad command line (README "Errors")
+  CHECK(s.status == 2);  // a bad command line (docs/errors.md)
   CHECK(s.out ==
         "vitsim: error: vitsim calibrate needs a scenario: vitsim calibrate SCENARIO.xml --out CALIB.json: it measures "
         "that scenario's ViT, dataset and precision\n");

@@ -207,7 +207,7 @@ TEST_CASE("calibration: the shipped calibrations read as schema 2 and fit their 
     for (const auto& d : c.devices) {
       const Interpolated r = interpolate_with_notes(d, d.points.front().micro_batch);
       CHECK(r.point.layers.size() == d.points.front().layers.size());
-      // CPU compute on these machines is close to affine over 48..384 (BENCHMARKS.md).
+      // CPU compute on these machines is close to affine over 48..384 (docs/benchmarks.md).
       CHECK(r.fit_max_rel_residual < 0.1);
     }
   }

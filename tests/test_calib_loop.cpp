@@ -1,6 +1,6 @@
 // The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks, emit the platform, then
 // `vitsim validate --run` a micro-batch the calibration did not measure, and require the predicted step
-// time within a tolerance set from the run-to-run noise measured here (BENCHMARKS.md "Validation on this
+// time within a tolerance set from the run-to-run noise measured here (docs/benchmarks.md "Validation on this
 // machine"). About a minute on 2 cores.
 #include <catch2/catch.hpp>
 
@@ -15,7 +15,7 @@ namespace {
 // As root, where the kernel schedules by session (autogroup), the commands run in a session of their
 // own whose group has nice -20: this machine's cores are shared with other sessions' builds, and
 // without it their load made single runs 2-5x slower and the run-to-run spread 30-120% (measured,
-// BENCHMARKS.md). Elsewhere (CI, a quiet machine) the commands run as they are.
+// docs/benchmarks.md). Elsewhere (CI, a quiet machine) the commands run as they are.
 std::string prioritised(const std::string& cmd) {
   if (geteuid() != 0 || access("/proc/self/autogroup", W_OK) != 0) return cmd;
   return "setsid -w sh -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 " + cmd + "'";
@@ -68,7 +68,7 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
     }
   INFO("predicted " << predicted << " s, measured " << measured << " s, error " << err);
   CHECK(measured > 0);
-  // 35%: on this machine (BENCHMARKS.md) single runs of one point spread by up to 14% (max - min over
+  // 35%: on this machine (docs/benchmarks.md) single runs of one point spread by up to 14% (max - min over
   // 3 runs, over the mean) and two calibrations minutes apart differed by up to 10%; on top of that the
   // prediction is low by a part the model leaves out here: two ranks and their two loader workers share
   // the 2 cores, so the trainer's all-reduce waits for a peer slowed by its worker (measured 2026-12-01:

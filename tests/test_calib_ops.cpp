@@ -430,7 +430,7 @@ TEST_CASE("calibrate ops: stage 2 refuses what it cannot fit", "[calib][ops][sta
 
 TEST_CASE("calibrate ops: the kernel-family sweeps give each family's cost per element and per row", "[calib][ops][kinds]") {
   // Softmax on a CPU: exp per element and a reduction set-up per row (here 1.5 ns and 60 ns, the order
-  // measured on this project's VM: README "The model"); GELU's erf per element only. Against the
+  // measured on this project's VM: docs/model.md); GELU's erf per element only. Against the
   // truth's norm bandwidth (6e10 x 0.15 = 9 GB/s: 0.9 ns an element for softmax's 8 bytes) both bind.
   DeviceFigures truth = cpu_truth();
   truth.kinds[static_cast<size_t>(OpKind::Softmax)] = {1.5e-9, 6e-8, 0};

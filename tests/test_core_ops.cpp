@@ -169,7 +169,7 @@ TEST_CASE("ops: an asynchronous device is launch-bound when the host issues slow
 }
 
 TEST_CASE("framework: DeepSpeed fp16 adds one host sync per parameter tensor plus eight", "[ops][framework]") {
-  // DeepSpeed v0.12.6 (README "The model"): utils.py CheckOverflow.has_overflow_serial syncs once per
+  // DeepSpeed v0.12.6 (docs/model.md): utils.py CheckOverflow.has_overflow_serial syncs once per
   // gradient tensor (float(x.float().sum())); FP16_Optimizer.step adds 5 (overflow flag copy and .item(),
   // the norm's .item(), FloatTensor copy and [0].item()); engine.backward's loss .item() and
   // ThroughputTimer's two cuda.synchronize() add 3 per step in fp16 and fp32 alike. vit_b_16 has

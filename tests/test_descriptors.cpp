@@ -1,10 +1,15 @@
 // Issue 13 item 2: one table per concept. Each registry (collectives, datasets, what-if kinds, plot kinds)
-// is what the messages list, and README.md lists what the registry holds: a name added to or dropped from
-// a table without its documentation fails here.
+// is what the messages list, and the manual (docs/) lists what the registry holds: a name added to or
+// dropped from a table without its documentation fails here. Issue 24: README.md is a front door of at most
+// 200 lines, and every relative link of README.md, CONTRIBUTING.md and docs/*.md leads to a file (and a
+// heading) that exists.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -23,7 +28,12 @@
 
 namespace {
 
-std::string readme() { return vitsim::read_file(vt::source("README.md")); }
+// A page of the manual, by its path from the repository root ("docs/model.md").
+std::string doc(const std::string& rel) { return vitsim::read_file(vt::source(rel)); }
+const std::string kScenarioDoc = "docs/scenarios.md";  // the scenario-key table (generated)
+const std::string kModelDoc = "docs/model.md";         // "Collectives", the compute-models list (generated)
+const std::string kPlanDoc = "docs/plan.md";           // "What-ifs", `vitsim plot PLAN.json`
+const std::string kStudyDoc = "docs/study.md";         // `vitsim plot REPORT.json`
 
 std::vector<std::string> split(const std::string& s, const std::string& sep) {
   std::vector<std::string> out;
@@ -33,9 +43,9 @@ std::vector<std::string> split(const std::string& s, const std::string& sep) {
   return out;
 }
 
-// The "valid" cell of README's scenario-key row "| KEY | type | default | v1, v2, ...[; remark] | meaning |".
-std::vector<std::string> readme_key_values(const std::string& key) {
-  std::istringstream in(readme());
+// The "valid" cell of docs/scenarios.md's key row "| KEY | type | default | v1, v2, ...[; remark] | meaning |".
+std::vector<std::string> doc_key_values(const std::string& key) {
+  std::istringstream in(doc(kScenarioDoc));
   const std::string head = "| " + key + " |";
   for (std::string line; std::getline(in, line);) {
     if (line.rfind(head, 0) != 0) continue;
@@ -45,7 +55,7 @@ std::vector<std::string> readme_key_values(const std::string& key) {
     if (values.size() >= 2 && values.substr(values.size() - 2) == " |") values.resize(values.size() - 2);
     return split(values.substr(0, values.find(';')), ", ");
   }
-  FAIL("README.md has no row for " << key);
+  FAIL(kScenarioDoc << " has no row for " << key);
   return {};
 }
 
@@ -58,7 +68,7 @@ std::string cell(const std::string& text) {
   return out;
 }
 
-// README's scenario-key table, generated from core's key table; names checked outside core come from
+// docs/scenarios.md's key table, generated from core's key table; names checked outside core come from
 // their registries.
 std::string key_table_markdown() {
   const std::map<std::string, std::vector<std::string>> registries{
@@ -73,14 +83,14 @@ std::string key_table_markdown() {
 
 }  // namespace
 
-TEST_CASE("collectives: README, the messages and the tests list the registry", "[descriptors][collective]") {
+TEST_CASE("collectives: the manual, the messages and the tests list the registry", "[descriptors][collective]") {
   const std::vector<std::string> names = vitsim::sim::collective_names();
   REQUIRE(names.size() >= 2);  // at least ring and auto: a registry filled by the collective_*.cpp files
-  CHECK(as_set(readme_key_values("parallelism.collective")) == as_set(names));
-  const std::string text = readme();
+  CHECK(as_set(doc_key_values("parallelism.collective")) == as_set(names));
+  const std::string text = doc(kModelDoc);
   for (const auto& n : names) {
     INFO(n);
-    CHECK(text.find("`" + n + "` (") != std::string::npos);  // README "Collectives" describes each one
+    CHECK(text.find("`" + n + "` (") != std::string::npos);  // docs/model.md "Collectives" describes each one
   }
   CHECK_THROWS_WITH(vitsim::sim::make_collective("butterfly"), "unknown collective 'butterfly'; valid: " + vt::join(names));
   for (const auto& n : names) CHECK(vitsim::sim::make_collective(n) != nullptr);
@@ -88,7 +98,7 @@ TEST_CASE("collectives: README, the messages and the tests list the registry", "
 
 TEST_CASE("datasets: one table gives the names, the facts and the reader", "[descriptors][dataset]") {
   const std::vector<std::string> names = vitsim::dataset_names();
-  CHECK(readme_key_values("dataset.name") == names);  // in the table's order, as the messages list them
+  CHECK(doc_key_values("dataset.name") == names);  // in the table's order, as the messages list them
   CHECK_THROWS_WITH(vitsim::dataset("mnist"), "unknown dataset 'mnist'; valid: " + vt::join(names));
   for (const auto& d : vitsim::datasets()) {
     INFO(d.name);
@@ -145,12 +155,12 @@ TEST_CASE("datasets: normalisation by the table's statistics or the fill", "[des
   CHECK(syn.second == std::vector<float>(2, 0.2887f));
 }
 
-TEST_CASE("what-if kinds: README's table and the messages list the kinds", "[descriptors][whatif]") {
+TEST_CASE("what-if kinds: the manual's table and the messages list the kinds", "[descriptors][whatif]") {
   const std::vector<std::string> kinds = vitsim::what_if_kinds();
-  const std::string text = readme();
-  const auto from = text.find("### What-ifs");
+  const std::string text = doc(kPlanDoc);
+  const auto from = text.find("\n## What-ifs\n");
   REQUIRE(from != std::string::npos);
-  const std::string section = text.substr(from, std::min(text.find("\n### ", from + 1), text.find("\n## ", from)) - from);
+  const std::string section = text.substr(from, std::min(text.find("\n### ", from + 1), text.find("\n## ", from + 1)) - from);
   std::set<std::string> documented;
   std::istringstream in(section);
   for (std::string line; std::getline(in, line);)
@@ -165,7 +175,7 @@ TEST_CASE("what-if kinds: README's table and the messages list the kinds", "[des
   CHECK_THROWS_WITH(vitsim::apply_what_ifs(platform, {"disk:x=1"}), "what-if 'disk:x=1': unknown kind 'disk'; valid: " + vt::join(sorted));
 }
 
-TEST_CASE("plot kinds: the parser, --kind and README read the tables", "[descriptors][plot]") {
+TEST_CASE("plot kinds: the parser, --kind and the manual read the tables", "[descriptors][plot]") {
   namespace plot = vitsim::plot;
   std::vector<std::string> report, plan;
   for (const auto& k : plot::report_kinds()) {
@@ -181,9 +191,10 @@ TEST_CASE("plot kinds: the parser, --kind and README read the tables", "[descrip
   std::set<std::string> all = as_set(report);
   all.insert(plan.begin(), plan.end());
   CHECK(as_set(plot::plot_kind_names()) == all);
-  // README's usage lines: `[--kind a|b|c]` for reports and for plans.
-  const std::string text = readme();
-  CHECK(text.find("[--kind " + vt::join(report, "|") + "]") != std::string::npos);
+  // The manual's usage lines: `[--kind a|b|c]` for reports (docs/study.md) and for plans (docs/plan.md).
+  CHECK(doc(kStudyDoc).find("vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind " +
+                            vt::join(report, "|") + "]") != std::string::npos);
+  const std::string text = doc(kPlanDoc);
   std::set<std::string> plan_doc;
   const auto at = text.find("vitsim plot PLAN.json");
   REQUIRE(at != std::string::npos);
@@ -196,11 +207,11 @@ TEST_CASE("plot kinds: the parser, --kind and README read the tables", "[descrip
   CHECK(vt::vitsim("plot " + r + " --out " + (dir / "x.svg") + " --kind pie").status == 2);
 }
 
-TEST_CASE("scenario keys: README's table, the schema and --set read the key table", "[descriptors][scenario]") {
+TEST_CASE("scenario keys: the manual's table, the schema and --set read the key table", "[descriptors][scenario]") {
   const auto& table = vitsim::scenario_key_table();
-  // README's table is generated from the rows (VITSIM_UPDATE_DOCS=1 rewrites it).
+  // docs/scenarios.md's table is generated from the rows (VITSIM_UPDATE_DOCS=1 rewrites it).
   const std::string md = key_table_markdown();
-  CHECK(vt::doc_section(vt::source("README.md"), "scenario-keys", md) == md);
+  CHECK(vt::doc_section(vt::source(kScenarioDoc), "scenario-keys", md) == md);
   // Each key once; scenario_keys() (--set's known keys, "did you mean") is the table's, sorted.
   std::vector<std::string> keys;
   for (const auto& k : table) keys.push_back(k.key);
@@ -240,7 +251,7 @@ TEST_CASE("scenario keys: README's table, the schema and --set read the key tabl
   CHECK_THROWS_WITH(vitsim::apply_override(f, "training.bogus=1"), "--set training.bogus: unknown key; valid: " + vt::join(sorted));
 }
 
-TEST_CASE("compute models: README, the messages and the key read the registry", "[descriptors][compute]") {
+TEST_CASE("compute models: the manual, the messages and the key read the registry", "[descriptors][compute]") {
   namespace sim = vitsim::sim;
   const auto& models = sim::compute_models();
   REQUIRE(models.size() >= 2);
@@ -248,8 +259,8 @@ TEST_CASE("compute models: README, the messages and the key read the registry", 
   std::string md;
   for (const auto& m : models)
     md += "  - `" + m.name + "`" + (m.name == "auto" ? " (default)" : "") + ": " + m.description + ".\n";
-  CHECK(vt::doc_section(vt::source("README.md"), "compute-models", md) == md);
-  CHECK(as_set(readme_key_values("compute.model")) == as_set(sim::compute_model_names()));
+  CHECK(vt::doc_section(vt::source(kModelDoc), "compute-models", md) == md);
+  CHECK(as_set(doc_key_values("compute.model")) == as_set(sim::compute_model_names()));
   CHECK_THROWS_WITH(sim::check_compute_model("cas01"), "unknown compute model 'cas01'; valid: " + vt::join(sim::compute_model_names()));
   for (const auto& m : models) CHECK_NOTHROW(sim::check_compute_model(m.name));
   // A scenario naming another model: the key's origin and the registry's names, exit 1 before any work.
@@ -266,4 +277,100 @@ TEST_CASE("compute models: README, the messages and the key read the registry", 
   CHECK(r.status == 1);
   CHECK(r.out == "vitsim: error: " + s + ":4: compute.model: unknown compute model 'cas01'; valid: " +
                      vt::join(sim::compute_model_names()) + "\n");
+}
+
+namespace {
+
+// The pages whose links are checked: the front door, CONTRIBUTING.md and the manual.
+std::vector<std::string> pages() {
+  std::vector<std::string> out{"README.md", "CONTRIBUTING.md"};
+  for (const auto& e : std::filesystem::directory_iterator(vt::source("docs")))
+    if (e.path().extension() == ".md") out.push_back("docs/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The lines of a Markdown page outside fenced code blocks.
+std::vector<std::string> prose_lines(const std::string& md) {
+  std::vector<std::string> out;
+  std::istringstream in(md);
+  bool code = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("```", 0) == 0) {
+      code = !code;
+      continue;
+    }
+    if (!code) out.push_back(line);
+  }
+  return out;
+}
+
+// GitHub's anchor of a heading: lower case, punctuation dropped, each space a '-'.
+std::string anchor_of(const std::string& heading) {
+  std::string out;
+  for (unsigned char c : heading) {
+    if (std::isalnum(c) || c == '-' || c == '_')
+      out += static_cast<char>(std::tolower(c));
+    else if (c == ' ')
+      out += '-';
+  }
+  return out;
+}
+
+std::set<std::string> anchors(const std::string& md) {
+  std::set<std::string> out;
+  for (const auto& line : prose_lines(md)) {
+    const auto text = line.find_first_not_of('#');
+    if (text == 0 || text == std::string::npos || text > 6 || line[text] != ' ') continue;
+    out.insert(anchor_of(line.substr(text + 1)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("docs: README is a front door of at most 200 lines", "[descriptors][docs]") {
+  const std::string text = doc("README.md");
+  CHECK(std::count(text.begin(), text.end(), '\n') <= 200);
+  // The two commands of a fresh machine come first, as .ci/run runs the second.
+  const auto setup = text.find("VITSIM_WITH_TORCH=0 bash scripts/setup.sh && cmake -S . -B build-sim");
+  const auto test = text.find("\n```\nbash scripts/test.sh\n```\n");
+  REQUIRE(setup != std::string::npos);
+  REQUIRE(test != std::string::npos);
+  CHECK(setup < test);
+  CHECK(text.find("\n## ") > test);
+  CHECK(doc(".ci/run").find("bash scripts/test.sh") != std::string::npos);
+  // Its sample output is what the first command prints.
+  const std::string command = "$ vitsim predict scenarios/study/vector-strong-b64.xml\n";
+  const auto sample = text.find(command);
+  REQUIRE(sample != std::string::npos);
+  const auto from = sample + command.size();
+  const auto r = vt::vitsim("predict " + vt::source("scenarios/study/vector-strong-b64.xml") + " --quiet");
+  CHECK(r.status == 0);
+  CHECK(text.substr(from, text.find("```", from) - from) == r.out);
+}
+
+TEST_CASE("docs: every relative link leads to a file and a heading that exist", "[descriptors][docs]") {
+  namespace fs = std::filesystem;
+  const std::regex link(R"(\]\(([^()\s]+)(?:\s+"[^"]*")?\))");  // [text](target) and ![alt](target)
+  size_t checked = 0;
+  for (const auto& page : pages()) {
+    const fs::path dir = fs::path(page).parent_path();
+    for (const auto& line : prose_lines(doc(page))) {
+      for (std::sregex_iterator m(line.begin(), line.end(), link), end; m != end; ++m) {
+        const std::string target = (*m)[1];
+        if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+        INFO(page << ": " << target);
+        const auto hash = target.find('#');
+        const std::string file = target.substr(0, hash);
+        const std::string rel = file.empty() ? page : (dir / file).lexically_normal().string();
+        CHECK(fs::exists(vt::source(rel)));
+        if (hash != std::string::npos && fs::path(rel).extension() == ".md" &&
+            fs::is_regular_file(vt::source(rel)))
+          CHECK(anchors(doc(rel)).count(target.substr(hash + 1)) == 1);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 20);  // the README's map and the manual's table at least
 }

@@ -218,7 +218,7 @@ TEST_CASE("a plan is byte-identical whatever --jobs and however its points are s
 TEST_CASE("vitsim plan bad input gets one clear line", "[plan][cli]") {
   const std::string scen = vt::source("scenarios/whatif/tesla-nic-10gbe.xml");
   auto r = vt::vitsim("plan " + scen + " -q --shard 2/2");
-  CHECK(r.status == 2);  // the command line (README, Errors)
+  CHECK(r.status == 2);  // the command line (docs/errors.md)
   CHECK(r.out == "vitsim: error: --shard '2/2': expected I/K with 0 <= I < K, e.g. 0/2\n");
   r = vt::vitsim("plan " + scen + " -q --what-if link:nope:bandwidth=1GBps");
   CHECK(r.status == 1);

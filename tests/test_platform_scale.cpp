@@ -436,7 +436,7 @@ TEST_CASE("collective auto picks the rail collective where the NICs are rails an
 }
 
 // Not run by default (hidden tag): the time and counts of reading and building flat-star platforms up to
-// 16,384 nodes x 8 GPUs, for BENCHMARKS.md. Prints; asserts only that the build completes with its counts.
+// 16,384 nodes x 8 GPUs, for docs/benchmarks.md. Prints; asserts only that the build completes with its counts.
 // Torus and dragonfly (issue 14, item 1): hand-written flat files of `nodes` nodes of 2 GPUs each (lane 10 GB/s,
 // 1 us; backbone 5 GB/s, 2 us; NIC 25 Gb/s, 5 us); the fabric's links 12.5 GB/s, 300 ns.
 std::string topo_node(int i) {

@@ -344,7 +344,7 @@ TEST_CASE("vitsim platform: a fat-tree oversubscribed 4:1 slows cross-pod all-re
 }
 
 TEST_CASE("vitsim platform: the shipped H100 example is what its command writes and docs/sources.md lists the catalogue", "[platform]") {
-  // platforms/h100-16x8-ndr.xml, the README's newcomer example (its header names the command).
+  // platforms/h100-16x8-ndr.xml, docs/platforms.md's newcomer example (its header names the command).
   const vt::CmdResult r = vt::vitsim("platform --nodes 16 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr");
   REQUIRE(r.status == 0);
   std::ifstream in(vt::source("platforms/h100-16x8-ndr.xml"));

@@ -314,7 +314,7 @@ TEST_CASE("hierarchical all-reduce: the inter-node ring carries S only between l
 }
 
 TEST_CASE("unknown collective names list the valid ones", "[collective][negative]") {
-  // The registry's names (tests/test_descriptors.cpp checks README against them), sorted.
+  // The registry's names (tests/test_descriptors.cpp checks the manual against them), sorted.
   const std::vector<std::string> names = collective_names();
   CHECK(std::is_sorted(names.begin(), names.end()));
   CHECK_THROWS_WITH(make_collective("butterfly"), "unknown collective 'butterfly'; valid: " + vt::join(names));

@@ -177,7 +177,7 @@ TEST_CASE("plot: clear errors for a missing gnuplot and a report with nothing to
                     Catch::Contains("sweeps neither the GPU count nor the micro-batch"));
   CHECK_THROWS_WITH(vitsim::plot::resolve_kind(one, vitsim::plot::Kind::Batch),
                     Catch::Contains("has a single micro-batch (16): a batch plot needs several"));
-  std::string kinds;  // the table's names (tests/test_descriptors.cpp checks README against them)
+  std::string kinds;  // the table's names (tests/test_descriptors.cpp checks the manual against them)
   for (const auto& k : vitsim::plot::report_kinds()) kinds += (kinds.empty() ? "" : ", ") + std::string(k.name);
   CHECK_THROWS_WITH(vitsim::plot::parse_kind("pie"), "unknown plot kind 'pie'; valid: " + kinds);
 }

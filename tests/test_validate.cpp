@@ -83,6 +83,6 @@ TEST_CASE("validate: exit status 0 within the tolerance, 4 beyond it", "[validat
   CHECK(off.out.find("step_time 20.0%") != std::string::npos);
   CHECK(off.out.find("FAIL") != std::string::npos);
   auto none = vt::vitsim("validate " + sc + " -q");
-  CHECK(none.status == 2);  // the command line (README, Errors)
+  CHECK(none.status == 2);  // the command line (docs/errors.md)
   CHECK(none.out == "vitsim: error: validate needs --measured REPORT.json or --run\n");
 }

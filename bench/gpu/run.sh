@@ -3,7 +3,7 @@
 # and little else: builds `vitsim train` alone (cmake -DVITSIM_TRAINER_ONLY=ON) with what
 # bench/gpu/pack_deps.sh packed into bench/gpu/deps/, prints the environment, then trains ViT-B/16 at
 # 224 px (bench/gpu/vit_b16.xml) and a small ViT (bench/gpu/vit_cifar_tiny.xml) on synthetic data with
-# bf16 autocast and prints images/s and model FLOP utilisation (MFU) as BENCHMARKS.md table rows.
+# bf16 autocast and prints images/s and model FLOP utilisation (MFU) as docs/benchmarks.md table rows.
 #
 #   bash bench/gpu/run.sh                          # on the GPU machine, from the repository root
 #   VITSIM_GPU_DEVICE=cpu VITSIM_GPU_STEPS=3 VITSIM_GPU_SET="training.micro_batch=2 training.precision=fp32 run.eval_samples=4" \
@@ -156,7 +156,7 @@ for r in $runs; do
   fi
 done
 echo
-echo "## summary (paste into BENCHMARKS.md)"
+echo "## summary (paste into docs/benchmarks.md)"
 cat "$summary"
 stamp "done: outputs in $out"
 exit $failed

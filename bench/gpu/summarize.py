@@ -9,7 +9,7 @@ weight gradient only: the image needs no gradient). The usual 3 x forward is pri
 model's shape is the scenario's <model> (a preset, read from core/src/vit.cpp's table, then any explicit
 attribute). MFU = FLOPs per image x images/s / the GPU's peak dense BF16 FLOP/s.
 
-Prints a Markdown table row for BENCHMARKS.md and one key=value line; writes nothing.
+Prints a Markdown table row for docs/benchmarks.md and one key=value line; writes nothing.
 """
 import argparse
 import json

@@ -327,7 +327,7 @@ double shape_efficiency(const Op& op, const DeviceFigures& d) {
   const double fill = (op.m * op.n) / (tiles_m * tm * tiles_n * tn);
   // Split-K when the output tiles leave SMs idle and K is long (cuBLAS does it for such shapes; the
   // weight-gradient GEMMs are the usual case): K slices of at least kMinSplitK go to idle SMs.
-  constexpr double kMinSplitK = 256;  // assumption: the shortest K slice worth a split (README "The model")
+  constexpr double kMinSplitK = 256;  // assumption: the shortest K slice worth a split (docs/model.md)
   double split = 1;
   if (tiles < sms) split = std::max(1.0, std::min(std::floor(sms / tiles), std::floor(op.k / kMinSplitK)));
   const double work = tiles * split;

@@ -939,7 +939,7 @@ class PlatformXml {
            "\n-->\n";
     out += "<platform version=\"4.1\">\n";
     // Flat star: no routes are listed; vitsim builds one star zone (per pod for a fat-tree) in code, each GPU's
-    // route its lane + its node's backbone + its NIC (README "Platform files": layouts).
+    // route its lane + its node's backbone + its NIC (docs/platforms.md: layouts).
     out += "  <zone id=" + xml_attr(spec_.id) + (flat_ ? " routing=\"None\">\n" : " routing=\"Full\">\n");
     out += props_xml(zone_props(), "    ");
     out += flat_ && multi_ && grouped_ ? pod_zones() : nodes();

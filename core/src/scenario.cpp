@@ -275,7 +275,7 @@ namespace {
 
 // --- The scenario's keys, one row each: its type, default, valid values, one line of documentation and
 // how it is applied to the Scenario. The schema (element -> attributes), the known-key check, the
-// defaults, resolve() and README's key table (tests/test_descriptors.cpp) all read this table. resolve()
+// defaults, resolve() and docs/scenarios.md's key table (tests/test_descriptors.cpp) all read this table. resolve()
 // applies the rows in table order, so an earlier key's error comes first; checks across an element's
 // keys run after its last row (element_checks()).
 

@@ -270,7 +270,7 @@ void edit_loader(PlatformEdit& e, const std::string& rest) {
 }
 
 // The kinds, in the order the "expected KIND:..." message lists them. Adding a kind is a row here and
-// its edit_ function (README "What-ifs" lists every kind: tests/test_descriptors.cpp checks it).
+// its edit_ function (docs/plan.md "What-ifs" lists every kind: tests/test_descriptors.cpp checks it).
 struct WhatIfKind {
   const char* name;
   void (*apply)(PlatformEdit&, const std::string&);

@@ -1,5 +1,5 @@
 // The `nodes:` what-if: remove nodes, add copies of one, or either to reach a count. It edits the layout
-// `vitsim platform` writes (README "Platform files"): clusters in a Full zone, one NIC <link> per node, a
+// `vitsim platform` writes (docs/platforms.md): clusters in a Full zone, one NIC <link> per node, a
 // <zoneRoute> per pair: src's NIC UP, then dst's NIC DOWN.
 #include <fmt/format.h>
 

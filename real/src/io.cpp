@@ -75,7 +75,7 @@ FaultInjection parse_fault(const std::string& text) {
 // (128 KiB, rising with the blocks freed up to 32 MiB) are their own mmap, unmapped by free, and a heap
 // whose free top exceeds M_TRIM_THRESHOLD is shrunk. The next step maps it again and takes a page fault on
 // the first touch of every 4 KiB page (about 2 us each in a VM): residual adds and other memory-bound ops
-// ran 5-9x slower inside a pass than alone (README "vitsim calibrate"). Large thresholds keep the freed
+// ran 5-9x slower inside a pass than alone (docs/calibrate-validate.md). Large thresholds keep the freed
 // blocks in the heap for the next step, as PyTorch's CUDA caching allocator does on a GPU; the process
 // holds its peak working set instead of returning it between steps. M_TOP_PAD grows the heap in large
 // steps (address space only: pages are committed when touched). Setting M_MMAP_THRESHOLD also turns off

@@ -52,7 +52,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// MFU of a measured run (README "Report files"): the op model's forward + backward FLOPs of one rank's
+// MFU of a measured run (docs/reports.md): the op model's forward + backward FLOPs of one rank's
 // micro-batches in a step (core/ops pass_ops, as predict counts them) over the dense peak of the GPUs the
 // scenario's platform file gives its ranks (core/placement.hpp: the simulator's placement, for as many
 // ranks as this job has), in the precision used. A platform that cannot be read or cannot hold the ranks

@@ -260,7 +260,7 @@ std::unique_ptr<ComputeModel> make_op(const Candidates& c) {
 
 std::unique_ptr<ComputeModel> make_op_platform(const Candidates& c) { return c.op_platform(); }
 
-// The registry, in the order README "Compute models" lists it. A new model is a ComputeModel subclass
+// The registry, in the order docs/model.md "Compute models" lists it. A new model is a ComputeModel subclass
 // above and a row here.
 const std::vector<Registered>& registry() {
   static const std::vector<Registered> r{

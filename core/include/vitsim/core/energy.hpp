@@ -1,5 +1,5 @@
 #pragma once
-// Energy and its cost per epoch (README "Energy and cost per epoch"). Pure arithmetic: the simulation
+// Energy and its cost per epoch (docs/model.md "Energy and cost per epoch"). Pure arithmetic: the simulation
 // (sim/simulate.cpp) gives each GPU's busy time, the platform each GPU's power, this file the rest.
 //
 // The power model, per GPU: `busy_w` while a kernel runs, `idle_w` otherwise (two levels, no DVFS curve).

@@ -1,7 +1,7 @@
 #pragma once
 // The fixed work of one optimizer step as a framework's code does it, as ops (core/ops.hpp): gradient
 // averaging and flattening around the all-reduce, the optimizer, overflow checks and their host syncs,
-// zeroing gradients. Which functions each cost comes from: README "The model", docs/sources.md.
+// zeroing gradients. Which functions each cost comes from: docs/model.md, docs/sources.md.
 #include <string>
 #include <vector>
 

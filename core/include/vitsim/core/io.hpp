@@ -1,5 +1,5 @@
 #pragma once
-// Every file vitsim reads from the user and every file it writes goes through here (README "Errors":
+// Every file vitsim reads from the user and every file it writes goes through here (docs/errors.md:
 // what vitsim accepts as inputs and outputs, and what Ctrl-C does).
 #include <sys/types.h>
 

@@ -1,6 +1,6 @@
 #pragma once
 // The kernels a ViT training step launches, and how long each takes on a device: the operator-level
-// compute model (README "The model"). Pure arithmetic, no SimGrid, no Torch: the simulator, the
+// compute model (docs/model.md). Pure arithmetic, no SimGrid, no Torch: the simulator, the
 // calibration fit and the tests share it.
 //
 // Each layer of core's layer table (vit.hpp) is decomposed into the operators PyTorch runs for it

@@ -2,7 +2,7 @@
 // Facts vitsim needs from a SimGrid platform file, read without SimGrid (pugixml): which hosts are
 // GPUs, how they group into nodes, and each GPU's and node's figures, taken from <prop> elements.
 //
-// Conventions (README "Platform files"):
+// Conventions (docs/platforms.md):
 // - every <cluster> is one node; its hosts (prefix + radical + suffix) are that node's GPUs;
 //   a <host> outside a cluster with a gpu_model property is a one-GPU node of its own.
 // - properties on a <cluster>, or on a <zone> enclosing it, apply to every GPU within (SimGrid passes
@@ -71,7 +71,7 @@ struct PlatformFacts {
 
 PlatformFacts read_platform_facts(const std::string& path);  // throws Error with file:line
 // The same on text already in memory (a what-if's edited copy, a fuzzer's input): `path` names it in messages.
-// Checks first what SimGrid 3.32's parser would abort on (README "Platform files": limits).
+// Checks first what SimGrid 3.32's parser would abort on (docs/platforms.md; docs/errors.md: limits).
 PlatformFacts read_platform_text(const std::string& path, const std::string& text);
 
 }  // namespace vitsim

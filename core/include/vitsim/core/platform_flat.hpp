@@ -7,7 +7,7 @@
 // backbone (bb_bw, bb_lat), a loopback (loopback_bw, loopback_lat)) and the nodes' NIC links, named
 // "<node>-nic" (one link for the node's NICs) or "<node>-nic0" ... (rail-optimised: one link per NIC; GPU k of G
 // uses rail k x R / G); or, for a fat-tree, <zone routing="None"> pods holding those, and a "<pod>-uplink" link
-// per pod. No <route>, <zoneRoute> or <host>: routes are computed (README "Platform files", layouts).
+// per pod. No <route>, <zoneRoute> or <host>: routes are computed (docs/platforms.md, layouts).
 // Two more network topologies are named by the top zone's prop vitsim_topology: `torus` (the nodes, in the top
 // zone, in torus order: the first dimension varies fastest; props vitsim_torus_dims "4,4,2", vitsim_link_bw and
 // vitsim_link_lat give each torus link) and `dragonfly` (the nodes in group zones, routing="None", without

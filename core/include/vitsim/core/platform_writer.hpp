@@ -2,7 +2,7 @@
 // The one writer of vitsim's platform files, and the GPU and interconnect catalogue it draws from.
 // Pure: a PlatformSpec (a data model of nodes, GPUs, fabrics, NICs and a topology) becomes SimGrid XML text;
 // no SimGrid here. `vitsim platform` (app/cmd_platform.cpp) builds a spec from flags or a JSON spec file
-// (platforms/specs/*.json); README "Platform files" documents both.
+// (platforms/specs/*.json); docs/platforms.md documents both.
 //
 // The catalogue (data/catalogue.json, compiled in at build time) lists GPUs (dense peaks per precision,
 // memory, bandwidth, SMs, TDP, GPU-to-GPU fabric, per-architecture efficiencies) and interconnects (PCIe,
@@ -167,7 +167,7 @@ struct PlatformSpec {
 // the default latencies), NVLink bandwidth, and one note per figure with its source for the header comment.
 GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& g, const std::string& precision);
 
-// Parses a JSON spec (platforms/specs/*.json; README "Platform files"). Throws Error "PATH: KEY: what".
+// Parses a JSON spec (platforms/specs/*.json; docs/platforms.md). Throws Error "PATH: KEY: what".
 PlatformSpec parse_platform_spec(const std::string& json_text, const std::string& path,
                                  const Catalogue& cat = builtin_catalogue());
 // Checks a spec (nodes, GPU counts, types, fabric against the GPU, topology): one clear Error per fault.

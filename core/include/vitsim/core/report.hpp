@@ -1,6 +1,6 @@
 #pragma once
 // The one result schema ("vitsim.report/2") written by the simulator and the real trainer alike.
-// Schema 2 adds provenance (README "Report files"): the report's kind (predicted or measured), the vitsim
+// Schema 2 adds provenance (docs/reports.md): the report's kind (predicted or measured), the vitsim
 // version that wrote it and, per point, the identity of the scenario point it answers (core/identity.hpp).
 #include <map>
 #include <nlohmann/json_fwd.hpp>
@@ -67,7 +67,7 @@ struct ReportPoint {
   std::vector<std::string> notes;
   std::vector<RankReport> per_rank;
   std::string scenario_id;  // "sha256:..." of the resolved point (scenario_id()); "" in schema-1 reports
-  // Model FLOPs utilisation (README "Report files"): per GPU and optimizer step, the op model's forward +
+  // Model FLOPs utilisation (docs/reports.md): per GPU and optimizer step, the op model's forward +
   // backward FLOPs (core/ops pass_ops x grad_accum, 1/sequence_parallel of the token-wise layers), the
   // activation-checkpointing recompute (hardware FLOPs only), and the GPUs' dense peak in the precision
   // used (mean over ranks). 0 when unknown (older reports, measured runs without a platform).
@@ -79,7 +79,7 @@ struct ReportPoint {
   double hfu() const {
     return step_time_s.mean > 0 && peak_flops > 0 ? (model_flops + recompute_flops) / (step_time_s.mean * peak_flops) : 0;
   }
-  PointEnergy energy;  // per epoch (README "Energy and cost per epoch"); unknown without GPU power figures
+  PointEnergy energy;  // per epoch (docs/model.md "Energy and cost per epoch"); unknown without GPU power figures
 };
 
 struct Report {
@@ -103,7 +103,7 @@ std::string straggler(const ReportPoint& p);
 // The report's own identity: "sha256:" of its points' scenario identities, in order.
 std::string report_scenario_id(const Report& r);
 
-// Plausibility limits of the report reader (README "Report files"). 16 TiB: no accelerator or host of
+// Plausibility limits of the report reader (docs/reports.md). 16 TiB: no accelerator or host of
 // 2026 holds that much per device (the largest GPUs have 288 GB; large hosts a few TiB).
 inline constexpr double kMaxMemoryPerGpuBytes = 16.0 * 1024 * 1024 * 1024 * 1024;
 // An epoch simulated or measured in full takes at least one mean step and at most this many times
@@ -128,7 +128,7 @@ std::string report_to_json(const Report& r);  // deterministic: sorted keys, fix
 // "vitsim_version" (this vitsim's).
 nlohmann::json json_file_head(const std::string& schema, const std::string& kind);
 // The one reader of reports (validate, plan, plot, predict's children): parses schema 1 or 2 and checks
-// every field's type and range and the figures' consistency (README "Report files"). Throws Error, one
+// every field's type and range and the figures' consistency (docs/reports.md). Throws Error, one
 // line: "ORIGIN: /json/pointer: what is wrong".
 Report report_from_json(const std::string& text, const std::string& origin);
 // One point as a report holds it, read and checked the same way; `pointer` is where it sits in the file

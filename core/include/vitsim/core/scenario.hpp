@@ -74,7 +74,7 @@ struct LoaderSpec {
   int prefetch = 2;  // batches each worker keeps ready (PyTorch prefetch_factor)
 };
 
-// Limits on the work one command may start (README "Limits"): estimated before the work, refused beyond
+// Limits on the work one command may start (docs/errors.md "Limits"): estimated before the work, refused beyond
 // them with what it would cost; each is raised with --set simulation.max_...=N.
 constexpr long long kDefaultMaxPoints = 100'000;     // sweep points per command (a point is a simulation)
 constexpr long long kDefaultMaxRoutes = 1'000'000;   // routes a what-if may leave in a Full zone (1,415 nodes)
@@ -112,8 +112,8 @@ struct ValidationSpec {
   double tolerance = 0.10;  // relative step-time error above which `vitsim validate` fails
 };
 
-// How compute time is modelled: a name of sim's registry (sim::compute_model_names(), README "Compute
-// models"), as SimGrid's --cfg=cpu/model chooses its CPU model; "auto" picks per device.
+// How compute time is modelled: a name of sim's registry (sim::compute_model_names(),
+// docs/model.md "Compute models"), as SimGrid's --cfg=cpu/model chooses its CPU model; "auto" picks per device.
 struct ComputeSpec {
   std::string model = "auto";
 };
@@ -141,7 +141,7 @@ struct Scenario {
     auto it = origins.find(key);
     return it == origins.end() ? Origin{file, 0} : it->second;
   }
-  // Platform edits (README "Capacity planning: vitsim plan"), one per line, applied before simulating.
+  // Platform edits (docs/plan.md), one per line, applied before simulating.
   std::vector<std::string> what_ifs;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
@@ -172,11 +172,11 @@ ScenarioFile read_scenario_file(const std::string& path);  // throws Error with 
 // Applies a command-line override "key=value" or "key=v1,v2,v3" (a sweep, replacing any on that key).
 void apply_override(ScenarioFile& f, const std::string& assignment);
 // One row of the scenario's key table (core/src/scenario.cpp): the schema, the known-key check, the
-// defaults, resolve() and README's key table (tests/test_descriptors.cpp) all come from it.
+// defaults, resolve() and docs/scenarios.md's key table (tests/test_descriptors.cpp) all come from it.
 struct ScenarioKeyInfo {
   std::string key;            // dotted path, "training.micro_batch" (<training micro_batch="..."/>)
   std::string type;           // integer, number, boolean, choice, bytes, duration, path, list, name, text
-  std::string default_value;  // as README shows it; "" when unset means none
+  std::string default_value;  // as docs/scenarios.md shows it; "" when unset means none
   std::string valid;          // range or choices, in words
   std::string registry;       // a registry outside core that holds the valid names ("collective", "compute model")
   std::string doc;            // one line

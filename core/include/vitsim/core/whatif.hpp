@@ -1,6 +1,6 @@
 #pragma once
-// What-ifs: edits of a platform file applied before simulating, one line each (README "Capacity
-// planning: vitsim plan"). They act on an in-memory copy of the XML (pugixml) that is written to a
+// What-ifs: edits of a platform file applied before simulating, one line each (docs/plan.md,
+// "What-ifs"). They act on an in-memory copy of the XML (pugixml) that is written to a
 // temporary folder; the scenario then points at the copy. The original file is never touched.
 //
 //   link:GLOB:bandwidth=Q | link:GLOB:latency=Q      a <link> by id (glob * ?), e.g. link:tesla3-nic:bandwidth=1.25GBps

@@ -56,7 +56,7 @@ bool keep_freed_memory();
 
 // On two cores LibTorch's OpenMP pool (libgomp) and OpenBLAS's own pthread pool take turns: libgomp's
 // default lets its idle threads spin (GOMP_SPINCOUNT) while OpenBLAS's threads wait for the cores, and
-// a training step took 0.99 s instead of 0.42 s (BENCHMARKS.md). OMP_WAIT_POLICY=PASSIVE makes them
+// a training step took 0.99 s instead of 0.42 s (docs/benchmarks.md). OMP_WAIT_POLICY=PASSIVE makes them
 // sleep. libgomp reads the variable only as the program loads, so when it is unset this sets it and
 // re-executes the process (/proc/self/exe with the same arguments); it does not return then. A value
 // the user set is kept (OMP_WAIT_POLICY=ACTIVE measures the old behaviour). Called first thing by

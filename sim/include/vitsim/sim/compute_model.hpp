@@ -65,7 +65,7 @@ struct ComputeInputs {
   Origin origin;               // where compute.model was set, for the errors a model raises
 };
 
-// FLOPs one rank runs per optimizer step (MFU, README "Report files"): `model` is the op model's forward
+// FLOPs one rank runs per optimizer step (MFU, docs/reports.md): `model` is the op model's forward
 // and backward FLOPs (matmuls; memory-bound ops count none) of grad_accum micro-batches, the token-wise
 // layers' share divided by token_split; `recompute` the forward FLOPs that activation checkpointing runs
 // again (hardware FLOPs, not model FLOPs).
@@ -75,7 +75,7 @@ struct StepFlops {
 };
 StepFlops step_flops(const Workload& w, int micro_batch, int grad_accum, const ComputeInputs& in);
 
-// The registry of compute.model: name and one line, in README's order.
+// The registry of compute.model: name and one line, in docs/model.md's order.
 struct ComputeModelInfo {
   std::string name;
   std::string description;

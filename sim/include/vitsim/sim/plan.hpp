@@ -18,7 +18,7 @@ struct PlanOptions {
   double price_per_kwh = -1;      // >= 0: the energy price, over the platform's price_per_kwh
   int epochs = 0;                 // 0 = the scenario's training.epochs
   // Distributed plans: this process simulates the points whose index % shard_count == shard_index and
-  // returns them unranked; merge_plans() ranks the union (README "Capacity planning: vitsim plan").
+  // returns them unranked; merge_plans() ranks the union (docs/plan.md).
   int shard_index = 0, shard_count = 1;
 };
 

@@ -14,7 +14,7 @@ struct PredictOptions {
   std::string trace_path;   // "" = no trace; else a Chrome trace JSON of every point (core/trace.hpp)
   std::string trace_ranks;  // --trace-ranks LIST (core's parse_rank_list); "" = the first 64 ranks of each point
   bool progress = true;     // a progress line on stderr for runs longer than a second
-  double price_per_kwh = -1;  // >= 0: the energy price, over the platforms' price_per_kwh (README "Energy and cost per epoch")
+  double price_per_kwh = -1;  // >= 0: the energy price, over the platforms' price_per_kwh (docs/model.md "Energy and cost per epoch")
 };
 
 Report predict(const ScenarioFile& file, const PredictOptions& opt);

@@ -39,7 +39,7 @@ void check_point(const Scenario& s, const PlatformFacts& facts);
 // after) and 4 in backward; an all-to-all sends (sp-1)/sp of them to the other group members.
 double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes);
 
-// Steady state of a run of step times (README "Simulated window"). Steady when, over the last 2m whole
+// Steady state of a run of step times (docs/model.md "Epoch time", Steady state). Steady when, over the last 2m whole
 // loader periods (m as large as fits; `period` steps is how often the loader's delivery pattern repeats),
 // (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the mean is
 // not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
@@ -56,7 +56,7 @@ SteadyState steady_state(const std::vector<double>& step_s, int period, double l
 // What simulating `s` is estimated to need in memory (bytes), before the engine starts: the actors'
 // stacks and state per rank, the platform's hosts, the loader's and the statistics' records per step.
 // simulate_point refuses a point above simulation.max_memory (default: half the machine's memory).
-// Measured (peak RSS of vitsim predict, BENCHMARKS.md "flat-star platforms"): see the constants.
+// Measured (peak RSS of vitsim predict, docs/benchmarks.md "flat-star platforms"): see the constants.
 inline constexpr double kSimBytesPerRank = 48 * 1024.0;  // actors' touched stacks, mailboxes, rank state, report
 inline constexpr double kSimBytesPerHost = 6 * 1024.0;   // a platform host: its links and routes
 inline constexpr double kSimBytesPerRankStep = 200;      // statistics' records per rank and micro-batch step
