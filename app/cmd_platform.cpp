@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "vitsim/core/energy.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/platform_props.hpp"
 #include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -95,7 +96,7 @@ void check_counts(const PlatformArgs& a) {
 void add_prices(const PlatformArgs& a, PlatformSpec& spec) {
   if (!a.price.empty()) {
     try {
-      (void)units::parse_number(a.price, units::non_negative());  // core's one strict number reader
+      (void)units::parse_number(a.price, platform_prop("price_per_gpu_hour").range);  // core's strict reader
     } catch (const Error&) {
       throw Error(fmt::format("--price-per-gpu-hour {}: not a non-negative number", a.price));
     }
@@ -178,8 +179,8 @@ TopologySpec topology_from_flags(const PlatformArgs& a) {
 // assumptions (docs/sources.md). All three are assumptions `vitsim calibrate` replaces.
 Props node_props_from_flags(const PlatformArgs& a) {
   const int cores = a.cpu_cores > 0 ? a.cpu_cores : 14 * a.gpus_per_node;
-  check_quantity("--loader-bw", a.loader_bw, units::Kind::Bandwidth);
-  check_quantity("--loader-image-overhead", a.loader_image_overhead, units::Kind::Time);
+  check_quantity("--loader-bw", a.loader_bw, platform_prop("loader_bw").unit);
+  check_quantity("--loader-image-overhead", a.loader_image_overhead, platform_prop("loader_image_overhead").unit);
   return {{"cpu_cores", std::to_string(cores)}, {"loader_bw", a.loader_bw}, {"loader_image_overhead", a.loader_image_overhead}};
 }
 

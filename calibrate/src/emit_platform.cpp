@@ -9,7 +9,9 @@
 
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/error.hpp"
+#include "vitsim/core/platform_props.hpp"
 #include "vitsim/core/platform_writer.hpp"
+#include "vitsim/core/units.hpp"
 
 namespace vitsim::calibrate {
 namespace {
@@ -18,6 +20,25 @@ std::string bw(double v) { return fmt::format("{:.6g}MBps", v / 1e6); }
 std::string lat(double v) { return fmt::format("{:.6g}us", v * 1e6); }
 std::string flops(double v) { return fmt::format("{:.6g}Gf", v / 1e9); }
 std::string bytes(double v) { return fmt::format("{:.6g}MiB", v / (1024.0 * 1024.0)); }
+
+// A property (core/platform_props.hpp) with its value in SI units, written in its row's unit.
+std::pair<std::string, std::string> prop(const char* key, double si) {
+  const PlatformProp& p = platform_prop(key);
+  std::string text;
+  if (p.type == PropType::Integer) {
+    text = std::to_string(static_cast<long long>(si));
+  } else if (p.type != PropType::Quantity) {
+    text = fmt::format("{:g}", si);
+  } else {
+    switch (p.unit) {
+      case units::Kind::Bandwidth: text = bw(si); break;
+      case units::Kind::Time: text = lat(si); break;
+      case units::Kind::Flops: text = flops(si); break;
+      case units::Kind::Bytes: text = bytes(si); break;
+    }
+  }
+  return {std::string(p.key), text};
+}
 }  // namespace
 
 PlatformSpec calibrated_platform_spec(const PlatformText& p) {
@@ -44,8 +65,8 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       node.gpu_type = node.id;  // the figures are this cluster's own (each host measured its own rate)
       GpuTypeSpec t;
       t.name = node.id;
-      t.props = {{"gpu_model", d.gpu_model},   {"gpu_flops_fp32", flops(d.flops)}, {"gpu_mem_bw", bw(d.mem_bw)},
-                 {"gpu_mem", bytes(d.mem_bytes)}, {"gpu_efficiency", "1"}};
+      t.props = {{"gpu_model", d.gpu_model}, prop("gpu_flops_fp32", d.flops), prop("gpu_mem_bw", d.mem_bw),
+                 prop("gpu_mem", d.mem_bytes), prop("gpu_efficiency", 1)};
       if (d.cpu) t.props.emplace_back("device_kind", "cpu");
       t.pcie = {bw(n.link_bw), lat(n.link_lat / 2), bw(n.h2d_bw), "0us"};
       node.pcie = t.pcie;
@@ -54,8 +75,8 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       node.fabric.lat = "0us";
       node.nic.speed = p.nic_bw > 0 ? bw(p.nic_bw) : "";
       node.nic.lat = lat(p.nic_lat / 2);
-      node.props = {{"cpu_cores", std::to_string(n.cpu_cores)}, {"h2d_pageable_bw", bw(n.h2d_bw)}};
-      if (n.loader_image_overhead > 0) node.props.emplace_back("loader_image_overhead", lat(n.loader_image_overhead));
+      node.props = {prop("cpu_cores", n.cpu_cores), prop("h2d_pageable_bw", n.h2d_bw)};
+      if (n.loader_image_overhead > 0) node.props.push_back(prop("loader_image_overhead", n.loader_image_overhead));
       sketch += fmt::format("     +---- {} ({} device{} of type {}) ----+\n     |  ", node.id, node.gpus, node.gpus == 1 ? "" : "s",
                             d.gpu_model);
       for (int i = 0; i < node.gpus; ++i) sketch += fmt::format("{}{}-gpu{}", i ? " <=> " : "", node.id, i);

@@ -10,6 +10,7 @@
 
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
+#include "vitsim/core/platform_props.hpp"
 #include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/units.hpp"
 
@@ -233,7 +234,8 @@ void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
   else if (k == "dragonfly")
     out.topology = FlatTopology::Dragonfly;
   else if (k != "star" && k != "fat-tree")
-    throw Error(rd.at(kind->second), fmt::format("vitsim_topology \"{}\": valid: star, fat-tree, torus, dragonfly", k));
+    throw Error(rd.at(kind->second),
+                fmt::format("vitsim_topology \"{}\": valid: {}", k, platform_prop("vitsim_topology").choices));
   const bool grid = out.topology == FlatTopology::Torus || out.topology == FlatTopology::Dragonfly;
   for (const char* key : {"vitsim_torus_dims", "vitsim_link_bw", "vitsim_link_lat"}) {
     const auto* v = take(key);
@@ -251,19 +253,22 @@ void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
     }
   }
   if (grid) {
-    auto figure = [&](const char* key, units::Kind unit, bool positive) {
+    // The unit and the range of the props' rows (core/platform_props.hpp): bandwidths > 0, times >= 0.
+    auto figure = [&](const char* key) {
+      const PlatformProp& p = platform_prop(key);
+      const bool positive = p.range.lo_open;
       const auto* v = take(key);
       if (!v) return 0.0;
       try {
-        const double x = units::parse(v->first, unit);
+        const double x = units::parse(v->first, p.unit);
         if (positive ? !(x > 0) : !(x >= 0)) throw Error(positive ? "must be positive" : "must be non-negative");
         return x;
       } catch (const Error& e) {
         throw Error(rd.at(v->second), fmt::format("{} \"{}\": {}", key, v->first, e.what()));
       }
     };
-    out.fabric.bw = figure("vitsim_link_bw", units::Kind::Bandwidth, true);
-    out.fabric.lat = figure("vitsim_link_lat", units::Kind::Time, false);
+    out.fabric.bw = figure("vitsim_link_bw");
+    out.fabric.lat = figure("vitsim_link_lat");
   }
 }
 

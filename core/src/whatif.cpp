@@ -1,9 +1,9 @@
-// What-ifs (whatif.hpp): PlatformEdit, what every kind of edit shares; the kinds link, gpu, prop, zone and
-// loader; the table of kinds; applying a list of edits to a platform file. The nodes kind is in whatif_nodes.cpp.
+// What-ifs (whatif.hpp): the kinds link, gpu, prop, zone and loader; the table of kinds; applying a list of
+// edits to a platform file. PlatformEdit, what every kind shares, is in whatif_edit.cpp; the nodes kind in
+// whatif_nodes.cpp.
 #include "vitsim/core/whatif.hpp"
 
 #include <fmt/format.h>
-#include <fnmatch.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -15,8 +15,9 @@
 #include <sstream>
 
 #include "vitsim/core/io.hpp"
-#include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/platform.hpp"
+#include "vitsim/core/platform_props.hpp"
+#include "vitsim/core/platform_writer.hpp"
 #include "vitsim/core/units.hpp"
 #include "whatif_edit.hpp"
 
@@ -25,134 +26,16 @@ namespace fs = std::filesystem;
 
 namespace whatif_detail {
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
-  return out;
-}
-
-// --- PlatformEdit: what the kinds share
-
-void PlatformEdit::fail(const std::string& why) const { throw Error(fmt::format("what-if '{}': {}", echo(edit_, 60), why)); }
-
-pugi::xml_node PlatformEdit::top_zone() const {
-  auto z = doc_.document_element().child("zone");
-  if (!z) fail("the platform has no <zone>");
-  return z;
-}
-
-std::vector<pugi::xml_node> PlatformEdit::clusters() const {
-  std::vector<pugi::xml_node> out;
-  for (auto x : doc_.select_nodes("//cluster")) out.push_back(x.node());
-  return out;
-}
-
-std::vector<std::string> PlatformEdit::cluster_names() const {
-  std::vector<std::string> out;
-  for (auto c : clusters()) out.push_back(c.attribute("id").value());
-  return out;
-}
-
-namespace {
-bool glob_match(const std::string& pattern, const std::string& name) {
-  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
-}
-}  // namespace
-
-std::vector<pugi::xml_node> PlatformEdit::match_clusters(const std::string& glob) const {
-  std::vector<pugi::xml_node> out;
-  for (auto c : clusters())
-    if (glob_match(glob, c.attribute("id").value())) out.push_back(c);
-  if (out.empty()) fail(fmt::format("no node matches '{}'; nodes: {}", glob, join(cluster_names())));
-  return out;
-}
-
-pugi::xml_node PlatformEdit::cluster(const std::string& name) const {
-  for (auto c : clusters())
-    if (name == c.attribute("id").value()) return c;
-  fail(fmt::format("no node '{}'; nodes: {}", name, join(cluster_names())));
-}
-
-PlatformEdit::Assign PlatformEdit::split_assign(const std::string& rest, bool with_target) const {
-  const auto eq = rest.find('=');
-  if (eq == std::string::npos) fail("expected NAME=VALUE");
-  Assign a;
-  a.value = rest.substr(eq + 1);
-  std::string left = rest.substr(0, eq);
-  if (with_target) {
-    const auto c = left.rfind(':');
-    if (c == std::string::npos || c == 0) fail("expected TARGET:NAME=VALUE");
-    a.target = left.substr(0, c);
-    a.name = left.substr(c + 1);
-  } else {
-    a.name = left;
-  }
-  if (a.name.empty() || a.value.empty()) fail("expected NAME=VALUE with both given");
-  return a;
-}
-
-void PlatformEdit::check_unit(const std::string& value, units::Kind kind, bool may_be_zero) const {
-  try {
-    units::parse(value, kind, kind == units::Kind::Time || may_be_zero ? units::non_negative() : units::positive());
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-}
-
-void PlatformEdit::check_number(const std::string& key, const std::string& value) const {
-  try {
-    if (key == "gpu_efficiency" || key == "gpu_gemm_efficiency" || key == "gpu_attn_efficiency" ||
-        key == "gpu_mem_efficiency")
-      units::parse_number(value, units::fraction());
-    else if (key == "gpu_gemm_k_half")
-      units::parse_number(value, units::closed(0, 1e12));
-    else if (key == "cpu_cores" || key == "gpu_sm_count")
-      units::parse_integer(value, 1, 1 << 20);
-  } catch (const Error& e) {
-    fail(fmt::format("{}: {}", key, e.what()));
-  }
-}
-
-void PlatformEdit::set_attr(pugi::xml_node n, const char* attr, const std::string& value, const std::string& what) {
-  auto a = n.attribute(attr);
-  const std::string before = a ? a.value() : "(unset)";
-  if (!a) a = n.append_attribute(attr);
-  a.set_value(value.c_str());
-  note(fmt::format("{} {}: {} -> {}", what, attr, before, value));
-}
-
-void PlatformEdit::set_prop(pugi::xml_node owner, const std::string& key, const std::string& value, const std::string& what) {
-  pugi::xml_node p = owner.find_child_by_attribute("prop", "id", key.c_str());
-  std::string before = "(unset)";
-  if (p) {
-    before = p.attribute("value").value();
-  } else {
-    pugi::xml_node last;
-    for (auto q : owner.children("prop")) last = q;
-    p = last ? owner.insert_child_after("prop", last) : owner.prepend_child("prop");
-    p.append_attribute("id") = key.c_str();
-    p.append_attribute("value");
-  }
-  p.attribute("value").set_value(value.c_str());
-  note(fmt::format("{} prop {}: {} -> {}", what, key, before, value));
-}
-
 namespace {
 
-// The unit each known property carries, so that a what-if with a bad value fails on the edit itself
-// (with the same range the platform reader applies: bandwidths and speeds > 0, times >= 0).
-const std::map<std::string, units::Kind>& prop_kinds() {
-  static const std::map<std::string, units::Kind> k{
-      {"gpu_flops_fp32", units::Kind::Flops}, {"gpu_flops_fp16", units::Kind::Flops},
-      {"gpu_flops_bf16", units::Kind::Flops}, {"gpu_mem_bw", units::Kind::Bandwidth},
-      {"gpu_mem", units::Kind::Bytes},        {"gpu_reserved", units::Kind::Bytes},
-      {"gpu_kernel_overhead", units::Kind::Time}, {"loader_bw", units::Kind::Bandwidth},
-      {"loader_image_overhead", units::Kind::Time}, {"h2d_pageable_bw", units::Kind::Bandwidth},
-      {"gpu_sync_overhead", units::Kind::Time}, {"host_op_overhead", units::Kind::Time},
-      {"socket_bw", units::Kind::Bandwidth},  {"staging_bw", units::Kind::Bandwidth},
-      {"tcp_stack_latency", units::Kind::Time}, {"ib_stack_latency", units::Kind::Time},
-  };
-  return k;
+// Whether prop:NODES:KEY=VALUE checks a property on the edit itself, with the range of its row (the range the
+// platform reader applies): the figures with a unit and the plain numbers of GPUs, nodes and links. Left to
+// the reader of the edited copy: the zone's props (not a node's), the link settings that are whole numbers
+// (tcp_mtu, ib_mtu, nccl_socket_nthreads, nccl_nsocks_perthread), choices, tiles and powers.
+bool checked_on_edit(const PlatformProp& p) {
+  if (p.owner == PropOwner::Zone) return false;
+  return p.type == PropType::Quantity || p.type == PropType::Number ||
+         (p.type == PropType::Integer && p.owner != PropOwner::Link);
 }
 
 // --- the kinds: link, gpu, prop, zone, loader (nodes: whatif_nodes.cpp)
@@ -160,16 +43,19 @@ const std::map<std::string, units::Kind>& prop_kinds() {
 // link:GLOB:bandwidth|latency=Q, or a node's .pcie / .backbone / .h2d path.
 void edit_link(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, true);
-  if (a.name != "bandwidth" && a.name != "latency") e.fail(fmt::format("unknown link attribute '{}'; valid: bandwidth, latency", a.name));
+  if (a.name != "bandwidth" && a.name != "latency")
+    e.fail(fmt::format("unknown link attribute '{}'; valid: bandwidth, latency", a.name));
   const bool bw = a.name == "bandwidth";
   e.check_unit(a.value, bw ? units::Kind::Bandwidth : units::Kind::Time);
   for (const auto& [suffix, bw_attr, lat_attr] :
        {std::tuple<std::string, const char*, const char*>{".pcie", "bw", "lat"},
         {".backbone", "bb_bw", "bb_lat"},
         {".h2d", "loopback_bw", "loopback_lat"}}) {
-    if (a.target.size() > suffix.size() && a.target.compare(a.target.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (a.target.size() > suffix.size() &&
+        a.target.compare(a.target.size() - suffix.size(), suffix.size(), suffix) == 0) {
       for (auto c : e.match_clusters(a.target.substr(0, a.target.size() - suffix.size())))
-        e.set_attr(c, bw ? bw_attr : lat_attr, a.value, fmt::format("node {}{}", c.attribute("id").value(), suffix));
+        e.set_attr(c, bw ? bw_attr : lat_attr, a.value,
+                   fmt::format("node {}{}", c.attribute("id").value(), suffix));
       return;
     }
   }
@@ -225,7 +111,8 @@ std::vector<std::pair<std::string, std::string>> gpu_source(const PlatformEdit& 
 // gpu:NODES=NODE | gpu:NODES=SPEC.json:TYPE: the nodes' gpu_* properties (and speed) become the source's.
 void edit_gpu(PlatformEdit& e, const std::string& rest) {
   const auto eq = rest.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == rest.size()) e.fail("expected gpu:NODES=NODE or gpu:NODES=SPEC.json:TYPE");
+  if (eq == std::string::npos || eq == 0 || eq + 1 == rest.size())
+    e.fail("expected gpu:NODES=NODE or gpu:NODES=SPEC.json:TYPE");
   auto props = gpu_source(e, rest.substr(eq + 1));
   for (auto c : e.match_clusters(rest.substr(0, eq))) {
     const std::string what = fmt::format("node {}", c.attribute("id").value());
@@ -238,7 +125,8 @@ void edit_gpu(PlatformEdit& e, const std::string& rest) {
         old.push_back(p);
     }
     for (auto p : old) {
-      e.note(fmt::format("{} prop {}: {} -> (removed)", what, p.attribute("id").value(), p.attribute("value").value()));
+      e.note(fmt::format("{} prop {}: {} -> (removed)", what, p.attribute("id").value(),
+                         p.attribute("value").value()));
       c.remove_child(p);
     }
     for (const auto& [k, v] : props) e.set_prop(c, k, v, what);
@@ -250,10 +138,14 @@ void edit_gpu(PlatformEdit& e, const std::string& rest) {
 // prop:NODES:KEY=VALUE, known keys checked for their unit or range.
 void edit_prop(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, true);
-  if (auto it = prop_kinds().find(a.name); it != prop_kinds().end())
-    e.check_unit(a.value, it->second, a.name == "gpu_reserved");
-  e.check_number(a.name, a.value);
-  for (auto c : e.match_clusters(a.target)) e.set_prop(c, a.name, a.value, fmt::format("node {}", c.attribute("id").value()));
+  if (const PlatformProp* p = find_platform_prop(a.name); p && checked_on_edit(*p)) {
+    if (p->type == PropType::Quantity)
+      e.check_unit(a.value, p->unit, p->range);
+    else
+      e.check_number(*p, a.value);
+  }
+  for (auto c : e.match_clusters(a.target))
+    e.set_prop(c, a.name, a.value, fmt::format("node {}", c.attribute("id").value()));
 }
 
 // zone:KEY=VALUE on the top zone.
@@ -281,13 +173,15 @@ const std::vector<WhatIfKind>& kinds() {
   return k;
 }
 
-WhatIfEffect run_edit(pugi::xml_document& doc, const std::string& edit, const std::string& base_dir, long long max_routes) {
+WhatIfEffect run_edit(pugi::xml_document& doc, const std::string& edit, const std::string& base_dir,
+                      long long max_routes) {
   PlatformEdit e(doc, edit, base_dir, max_routes);
   const std::vector<std::string> names = what_if_kinds();
   const auto colon = edit.find(':');
   if (colon == std::string::npos) e.fail("expected KIND:..., KIND one of " + join(names));
   const std::string kind = edit.substr(0, colon);
-  const auto it = std::find_if(kinds().begin(), kinds().end(), [&](const WhatIfKind& k) { return kind == k.name; });
+  const auto it =
+      std::find_if(kinds().begin(), kinds().end(), [&](const WhatIfKind& k) { return kind == k.name; });
   if (it == kinds().end()) {
     std::vector<std::string> sorted = names;
     std::sort(sorted.begin(), sorted.end());
@@ -307,7 +201,8 @@ std::vector<std::string> what_if_kinds() {
 }
 
 std::string apply_what_ifs(const std::string& platform_path, const std::vector<std::string>& edits,
-                           std::vector<WhatIfEffect>* effects, const std::string& base_dir, long long max_routes) {
+                           std::vector<WhatIfEffect>* effects, const std::string& base_dir,
+                           long long max_routes) {
   const std::string text = read_input_file(platform_path, "platform file");
   pugi::xml_document doc;
   auto res = doc.load_buffer(text.data(), text.size(), pugi::parse_full);
@@ -321,7 +216,8 @@ std::string apply_what_ifs(const std::string& platform_path, const std::vector<s
   for (const auto& e : edits) note += "[" + e + "] ";
   pugi::xml_node root = doc.document_element();
   std::string safe;
-  for (char ch : note) safe += (ch == '-' && !safe.empty() && safe.back() == '-') ? ' ' : ch;  // no "--" in comments
+  for (char ch : note)
+    safe += (ch == '-' && !safe.empty() && safe.back() == '-') ? ' ' : ch;  // no "--" in comments
   doc.insert_child_before(pugi::node_comment, root).set_value(safe.c_str());
   std::ostringstream out;
   doc.save(out, "  ");
@@ -355,11 +251,13 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
         if (auto at = what.find(tag); at != std::string::npos) {
           size_t end = at + tag.size();
           while (end < what.size() && std::isdigit(static_cast<unsigned char>(what[end]))) ++end;
-          if (end < what.size() && what[end] == ':' && end > at + tag.size()) what.erase(at + tag.size() - 1, end - (at + tag.size() - 1));
+          if (end < what.size() && what[end] == ':' && end > at + tag.size())
+            what.erase(at + tag.size() - 1, end - (at + tag.size() - 1));
         }
         throw Error(s.origin_of("whatif.edits"), what);
       }
-      const std::string path = fmt::format("{}/{}-{}.xml", dir_->path(), fs::path(s.cluster.platform).stem().string(), cache_.size());
+      const std::string path = fmt::format("{}/{}-{}.xml", dir_->path(),
+                                           fs::path(s.cluster.platform).stem().string(), cache_.size());
       write_file_atomic(path, text);
       for (auto& e : eff) effects_.push_back(std::move(e));
       it = cache_.emplace(key, path).first;

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to core's what-ifs (whatif.cpp, whatif_nodes.cpp): one edit being applied to a platform's XML.
+// Internal to core's what-ifs (whatif.cpp, whatif_edit.cpp, whatif_nodes.cpp): one edit being applied to a platform's XML.
 // PlatformEdit gives the kinds what they share (finding nodes, setting attributes and properties, the
 // message of a failure, the list of changes); each kind is a function `edit_KIND(PlatformEdit&, rest)`
 // where `rest` is the edit after "KIND:". The kinds' table is in whatif.cpp.
@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/platform_props.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim::whatif_detail {
 
 std::string join(const std::vector<std::string>& v, const char* sep = ", ");
+// A shell glob (* ?) against a name (fnmatch).
+bool glob_match(const std::string& pattern, const std::string& name);
 
 class PlatformEdit {
  public:
@@ -38,10 +41,12 @@ class PlatformEdit {
     std::string target, name, value;
   };
   Assign split_assign(const std::string& rest, bool with_target) const;
-  // A value with a unit, in the platform reader's range (times and `may_be_zero` >= 0, else > 0).
-  void check_unit(const std::string& value, units::Kind kind, bool may_be_zero = false) const;
-  // A plain-number property, with the platform reader's range.
-  void check_number(const std::string& key, const std::string& value) const;
+  // A value with a unit within `range` (a property's row, core/platform_props.hpp); without one, a link's figure:
+  // times >= 0, bandwidths > 0 (the range the platform reader applies to a link's attributes).
+  void check_unit(const std::string& value, units::Kind kind, const units::Range& range) const;
+  void check_unit(const std::string& value, units::Kind kind) const;
+  // A plain-number or whole-number property, within its row's range.
+  void check_number(const PlatformProp& p, const std::string& value) const;
 
   // Edits that record what they changed ("<what> <attr>: before -> after").
   void set_attr(pugi::xml_node n, const char* attr, const std::string& value, const std::string& what);
