@@ -197,4 +197,13 @@ BuildCounts load_platform_file(sg4::Engine& e, const std::string& path) {
   return build_flat_platform(e, read_flat_platform_file(path));
 }
 
+BuildCounts load_platform(sg4::Engine& e, const std::string& path, const PlatformFacts& facts, const FlatPlatform* flat) {
+  if (!facts.flat_layout) {
+    e.load_platform(path);
+    return {};
+  }
+  if (flat) return build_flat_platform(e, *flat);
+  return build_flat_platform(e, read_flat_platform_file(path));
+}
+
 }  // namespace vitsim::sim
