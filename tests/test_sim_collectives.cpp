@@ -102,7 +102,7 @@ std::vector<double> rank_ends(const std::string& platform, const std::string& al
 
 TEST_CASE("a collective carrying its ranks' pending time ends where sleeping it first would", "[collective][deferred]") {
   // The compute stream runs an inline collective with its unslept compute time as the lead and takes the ring's
-  // trailing latencies back as time it owes (sim/src/simulate.cpp): the same instants, fewer SimGrid events.
+  // trailing latencies back as time it owes (sim/src/rank_actors.cpp): the same instants, fewer SimGrid events.
   const double B = 10e9, a = 2e-6, S = 100e6;
   vt::TempDir d;
   for (int n : {1, 2, 3, 5, 8}) {

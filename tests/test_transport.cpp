@@ -9,6 +9,7 @@
 #include "vitsim/core/platform.hpp"
 #include "vitsim/core/transport.hpp"
 #include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;
 using namespace vitsim;

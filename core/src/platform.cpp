@@ -1,4 +1,5 @@
 #include "vitsim/core/platform.hpp"
+#include "vitsim/core/platform_flat.hpp"
 
 #include <fmt/format.h>
 
@@ -211,6 +212,7 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
   check_structure(c, root);
   PlatformFacts facts;
   facts.path = path;
+  facts.flat_layout = is_flat_layout_text(text.size() > (1u << 20) ? text.substr(0, 1u << 20) : text);
   Walker w{c, facts, {}};
   for (auto zone : root.children("zone")) {
     facts.props.clear();

@@ -9,7 +9,7 @@
 #include <map>
 #include <memory>
 
-#include "vitsim/sim/collective.hpp"
+#include "transfers.hpp"
 
 namespace sg4 = simgrid::s4u;
 

@@ -1,5 +1,5 @@
 // Ring all-reduce (reduce-scatter then all-gather): t = 2(n-1) a + 2(n-1)/n S/B on identical links.
-#include "vitsim/sim/collective.hpp"
+#include "transfers.hpp"
 
 namespace vitsim::sim {
 namespace {

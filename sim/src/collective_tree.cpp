@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "vitsim/sim/collective.hpp"
+#include "transfers.hpp"
 
 namespace sg4 = simgrid::s4u;
 

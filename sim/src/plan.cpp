@@ -62,8 +62,9 @@ bool swept(const ScenarioFile& f, const std::string& key) {
 
 // What a child process hands back: the point's summary as a one-point report (per-rank detail is
 // `vitsim predict`'s).
-json point_result(PreparedEngine& engine, const Scenario& s, const PlatformFacts& facts, const Calibration* calib) {
-  SimResult r = simulate_prepared(engine, s, facts, calib, false);
+json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s, const PlatformFacts& facts,
+                  const Calibration* calib) {
+  SimResult r = simulate_prepared(engine, setup, s, facts, calib, false);
   r.point.per_rank.clear();
   Report one;
   one.points.push_back(r.point);
@@ -212,8 +213,8 @@ std::string batch_exclusion(const PlanConstraints& k, const PlanPoint& p, int re
 }
 
 // The checks made without simulating (validity, placement, memory, global batch): the point as listed,
-// with `excluded` set when one fails.
-PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, PlatformCache& platforms) {
+// with `excluded` set when one fails; `setup`, what its simulation takes.
+PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, PlatformCache& platforms, PointSetup& setup) {
   PlanPoint p;
   p.index = c.index;
   p.params = c.params;
@@ -225,15 +226,13 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   if (derive_accum) derive_grad_accum(s, *opt.constraints.global_batch, p);
   describe(s, p);
   const PlatformFacts& facts = platforms.of(s);
-  RankPlacement place;
   try {
-    check_point(s, facts);
-    place = place_ranks(s, facts);
+    setup = check_point(s, facts);
   } catch (const Error& e) {
     p.excluded = std::string("placement: ") + e.what();
     return p;
   }
-  memory_check(s, facts, place, p);
+  memory_check(s, facts, setup.place, p);
   if (!p.excluded.empty() && !opt.constraints.must_fit) p.excluded.clear();
   if (p.excluded.empty()) p.excluded = batch_exclusion(opt.constraints, p, s.dp_ranks());
   return p;
@@ -259,6 +258,7 @@ void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, Pl
 struct ToSimulate {
   size_t slot;
   Scenario scenario;
+  PointSetup setup;  // its placement and collective (screen), inherited by its child
 };
 
 void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, PlatformCache& platforms,
@@ -278,7 +278,9 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   how.prepare = [&](size_t i) { engine = prepare_engine(work[i].scenario, platforms.of(work[i].scenario)); };
   const std::vector<json> results = gather_forked(
       work.size(), how,
-      [&](size_t i) { return point_result(*engine, work[i].scenario, platforms.of(work[i].scenario), calib.get()); },
+      [&](size_t i) {
+        return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario), calib.get());
+      },
       [&](size_t i) {
         const PlanPoint& p = points[work[i].slot];
         return fmt::format("plan point {} ({})", p.index, json(p.params).dump());
@@ -311,8 +313,9 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
   std::vector<ToSimulate> work;
   for (auto& c : cands) {
     if (c.index % opt.shard_count != opt.shard_index) continue;
-    points.push_back(screen(c, opt, derive_accum, platforms));
-    if (points.back().excluded.empty()) work.push_back({points.size() - 1, *c.scenario});
+    PointSetup setup;
+    points.push_back(screen(c, opt, derive_accum, platforms, setup));
+    if (points.back().excluded.empty()) work.push_back({points.size() - 1, *c.scenario, std::move(setup)});
   }
   epochs_and_prices(cands, opt, platforms, result);
   simulate(work, opt, platforms, points);

@@ -38,9 +38,9 @@ std::vector<TraceEvent> trace_from_json(const json& j) {
 }
 
 // What a child process hands back: the point as a one-point report, and its trace when asked.
-json point_result(PreparedEngine& engine, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
-                  bool trace, const std::vector<int>& trace_ranks) {
-  SimResult r = simulate_prepared(engine, s, facts, calib, trace, trace_ranks);
+json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s, const PlatformFacts& facts,
+                  const Calibration* calib, bool trace, const std::vector<int>& trace_ranks) {
+  SimResult r = simulate_prepared(engine, setup, s, facts, calib, trace, trace_ranks);
   Report one;
   one.points.push_back(r.point);
   json j;
@@ -92,11 +92,11 @@ void add_provenance(Report& report, const ScenarioFile& file, const std::vector<
 
 // Point i's share of the trace file, from what its child handed back.
 TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>& points, const TraceSelection& sel,
-                       PlatformCache& platforms, std::vector<std::string>& notes) {
+                       const RankPlacement& place, std::vector<std::string>& notes) {
   TracePoint tp;
   if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, json(points[i].params).dump());
   tp.ranks = sel.ranks[i];
-  tp.hosts = place_ranks(points[i], platforms.of(points[i])).hosts;
+  tp.hosts = place.hosts;
   tp.events = trace_from_json(result["trace"]);
   if (result.value("trace_truncated", false))
     notes.push_back(fmt::format("point {}: some ranks reached {} events; their later events are not in the trace", i + 1,
@@ -111,7 +111,8 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   EditedPlatforms edited;  // what-ifs: each point simulates an edited copy of its platform
   edited.apply(points);
   PlatformCache platforms;
-  for (const auto& s : points) check_point(s, platforms.of(s));
+  std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child
+  for (const auto& s : points) setups.push_back(check_point(s, platforms.of(s)));
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
   const bool trace = !opt.trace_path.empty();
@@ -127,7 +128,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) {
-        return point_result(*engine, points[i], platforms.of(points[i]), calib.get(), trace, sel.ranks[i]);
+        return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace, sel.ranks[i]);
       },
       [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); });
 
@@ -143,7 +144,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   }
   for (size_t i = 0; i < points.size(); ++i) {
     report.points.push_back(report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
-    if (trace) trace_points.push_back(trace_point(results[i], i, points, sel, platforms, trace_notes));
+    if (trace) trace_points.push_back(trace_point(results[i], i, points, sel, setups[i].place, trace_notes));
   }
   fill_scaling_efficiency(report);
   if (opt.price_per_kwh >= 0)

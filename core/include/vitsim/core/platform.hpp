@@ -13,6 +13,7 @@
 //   socket_bw, tcp_stack_latency, ib_mtu, ib_stack_latency, staging_bw); a cluster's `intranode_transport` prop (nvlink, pcie_host, pcie_p2p) is the
 //   transport of its backbone (the GPU-to-GPU path inside the node), with `staging_bw` for pcie_host.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@
 #include "vitsim/core/vit.hpp"
 
 namespace vitsim {
+
+struct FlatPlatform;  // core/platform_flat.hpp
 
 struct GpuFacts {
   std::string model;          // gpu_model
@@ -66,6 +69,11 @@ struct PlatformFacts {
   std::map<std::string, std::string> props;   // top-level <zone> props (price etc.)
   std::vector<LinkFacts> links;               // links that state a transport (file order); others run as written
   bool link_profiles = false;  // some link's bandwidth, latency or state follows a profile (a *_file, <trace>)
+  // A flat-star file (core/platform_flat.hpp: is_flat_layout_text on its first 1 MiB), which vitsim builds in code
+  // instead of SimGrid's parser; `flat`, its description once the simulator has read it (its platform check,
+  // before the points fork), so that nothing reads the file again; null until then and for any other file.
+  bool flat_layout = false;
+  std::shared_ptr<const FlatPlatform> flat;
   const NodeFacts& node(const std::string& name) const;  // throws listing valid names
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// The collective operations a step submits (no SimGrid: sim/step_plan.hpp plans with them, sim/collective.hpp
+// The collective operations a step submits (no SimGrid: sim/step_actions.hpp lists them, sim/collective.hpp
 // runs them).
 namespace vitsim::sim {
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/platform.hpp"
 #include "vitsim/core/platform_flat.hpp"
 
 namespace vitsim::sim {
@@ -29,7 +30,19 @@ BuildCounts build_flat_platform(simgrid::s4u::Engine& e, const FlatPlatform& p);
 // The one loader of platform files: a flat-star file is read (core) and built; any other goes to
 // Engine::load_platform. Returns the counts of a flat build (zeros for a parsed file).
 BuildCounts load_platform_file(simgrid::s4u::Engine& e, const std::string& path);
+// The same for the file at `path` whose facts are `facts` (read from it), without reading it again: a flat-star
+// file (facts.flat_layout) is built from `flat` (its description, as check_platform_loads returned it), or read now
+// when `flat` is null; any other goes to Engine::load_platform.
+BuildCounts load_platform(simgrid::s4u::Engine& e, const std::string& path, const PlatformFacts& facts,
+                          const FlatPlatform* flat);
 // The pieces of a link of the file that the last flat build split ("<node>_backbone"), or nullptr.
 const std::vector<simgrid::s4u::Link*>* flat_link_pieces(const std::string& name);
+
+// Applies the platform's link transports (core/transport.hpp) to the loaded SimGrid links
+// (sim/src/link_transports.cpp): each link that states one gets its effective bandwidth, and its latency grows by
+// the transport's per-message stack latency (which LatencyModel then records with the rest). Call after
+// load_platform_file, before LatencyModel. Returns one note per class of links (what transport model gave which
+// bandwidth). Throws Error naming the platform file when SimGrid has no link of a stated id.
+std::vector<std::string> apply_link_transports(simgrid::s4u::Engine& e, const PlatformFacts& facts);
 
 }  // namespace vitsim::sim

@@ -1,26 +1,29 @@
 #pragma once
 // The discrete-event model of one scenario point on SimGrid. SimGrid allows one engine per process:
-// call simulate_point() once per process, or prepare_engine() once and simulate_prepared() in forked
-// children (predict and plan: process_pool.hpp).
-#include <exception>
+// call simulate_point() once per process, or prepare_engine() once (engine.hpp) and simulate_prepared() in
+// forked children (predict and plan: process_pool.hpp).
+//
+// By stage (sim/src/): the point set-up (point_setup.cpp: checks, placement and collective once, steps within
+// memory; rank_setup.cpp: devices, loaders, copy paths, groups), the engine (engine.cpp), the rank actors
+// (rank_actors.cpp on rank_state.hpp), the point report (point_report.cpp, steady_state.cpp); simulate.cpp
+// runs them in that order.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "vitsim/core/calibration.hpp"
 #include "vitsim/core/memory.hpp"
-#include "vitsim/core/platform.hpp"
 #include "vitsim/core/placement.hpp"
+#include "vitsim/core/platform.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
 #include "vitsim/core/trace.hpp"
-#include "vitsim/sim/step_plan.hpp"
-
-namespace simgrid::s4u {
-class Engine;
-}
+#include "vitsim/sim/engine.hpp"
+#include "vitsim/sim/step_actions.hpp"
 
 namespace vitsim::sim {
+
+class Collective;
 
 struct SimResult {
   ReportPoint point;
@@ -28,11 +31,17 @@ struct SimResult {
   bool trace_truncated = false;   // a rank reached kTraceEventsPerRank: its later events are not recorded
 };
 
-// Which platform hosts the scenario's ranks run on: core's place_ranks (vitsim/core/placement.hpp), the
-// trainer's rule too.
+// What a point's checks make and its simulation takes: which platform hosts its ranks run on (core's
+// place_ranks, vitsim/core/placement.hpp, the trainer's rule too) and its collective. Made once
+// (check_point); predict and plan hand it to the child forked for the point, which inherits it.
+struct PointSetup {
+  RankPlacement place;
+  std::shared_ptr<const Collective> collective;
+};
 
-// Checks what can be checked without running (collective name, placement); throws Error.
-void check_point(const Scenario& s, const PlatformFacts& facts);
+// Checks what can be checked without running (placement, collective name, compute model) and returns what the
+// point's simulation takes; throws Error.
+PointSetup check_point(const Scenario& s, const PlatformFacts& facts);
 
 // Patch parallelism (DeepSpeed-Ulysses): bytes one rank holds of one activation tensor [b, T/sp, d].
 // Each attention layer moves 4 such tensors through all-to-alls in forward (Q, K, V before, the output
@@ -44,71 +53,46 @@ double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int
 // (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the mean is
 // not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
 // eating its prefetched queue: it drains). Fewer than two periods is not steady. A loader that sustains
-// at least twice the steps' pace (loader_step_s < half their mean) keeps its queue full: period 1 then. `window` is how many of
-// the last steps the verdict rests on; `why` says what is not steady.
+// at least twice the steps' pace (loader_step_s < half their mean) keeps its queue full: period 1 then.
+// `window` is how many of the last steps the verdict rests on; `why` says what is not steady.
 struct SteadyState {
   bool steady = false;
   int window = 0;
   std::string why;
 };
-SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s, double tolerance = 0.02);
+SteadyState steady_state(const std::vector<double>& step_s, int period, double loader_step_s,
+                         double tolerance = 0.02);
 
 // What simulating `s` is estimated to need in memory (bytes), before the engine starts: the actors'
 // stacks and state per rank, the platform's hosts, the loader's and the statistics' records per step.
 // simulate_point refuses a point above simulation.max_memory (default: half the machine's memory).
 // Measured (peak RSS of vitsim predict, docs/benchmarks.md "flat-star platforms"): see the constants.
-inline constexpr double kSimBytesPerRank = 48 * 1024.0;  // actors' touched stacks, mailboxes, rank state, report
-inline constexpr double kSimBytesPerHost = 6 * 1024.0;   // a platform host: its links and routes
-inline constexpr double kSimBytesPerRankStep = 200;      // statistics' records per rank and micro-batch step
+inline constexpr double kSimBytesPerRank =
+    48 * 1024.0;  // actors' touched stacks, mailboxes, rank state, report
+inline constexpr double kSimBytesPerHost = 6 * 1024.0;  // a platform host: its links and routes
+inline constexpr double kSimBytesPerRankStep = 200;     // statistics' records per rank and micro-batch step
 double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long long steps);
 
 // The memory model's inputs for a rank of `s` on a GPU with `reserved_bytes` of runtime overhead: the one
 // builder for the simulation and plan's memory pre-check.
 MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes);
 
-// SimGrid's engine as vitsim runs it (the network model's alpha-beta recipe, actor stacks): for every engine
-// that simulates (simulate_point, the tests of collectives and platforms).
-void configure_engine(simgrid::s4u::Engine& e);
-
-// Loads the platform with SimGrid in a throwaway child process: SimGrid 3.32 aborts with a backtrace
-// (or segfaults) on some faults instead of throwing. A death becomes Error("<where>: SimGrid cannot load
-// the platform: <its one-line reason>"). Once per path in a process and the children it forks afterwards
-// (predict's and plan's PlatformCache check each platform in the parent, before the points fork).
-void check_platform_loads(const std::string& path, const Origin& where);
-// Where a platform that does not load is reported: the platform file, or the what-ifs that edited it.
-Origin platform_origin(const Scenario& s, const PlatformFacts& facts);
-
 // want_trace: record core/trace.hpp's events (one trace format with `vitsim train --trace`) of the ranks in
 // trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64). prepare_engine + simulate_prepared.
-SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib, bool want_trace,
-                         const std::vector<int>& trace_ranks = {});
+SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
+                         bool want_trace, const std::vector<int>& trace_ranks = {});
 
-// simulate_point in two steps, for the points of one platform: a SimGrid engine with the platform loaded
-// (configure_engine, load_platform_file, apply_link_transports), made once in a zygote process
-// (process_pool.hpp, ForkedPoints::prepare), then each point simulated on it in a child forked from the
-// zygote (simulate_prepared), which inherits the loaded platform instead of parsing and building it again.
-// An engine runs one point (SimGrid runs an engine once): each child has its own copy.
-struct PreparedEngine {
-  PreparedEngine();
-  ~PreparedEngine();
-  PreparedEngine(const PreparedEngine&) = delete;
-  PreparedEngine& operator=(const PreparedEngine&) = delete;
-
-  std::string platform;                           // the cluster.platform it loaded
-  std::vector<std::string> notes;                 // apply_link_transports's: the first notes of each point
-  std::exception_ptr error;                       // what loading threw: each point rethrows it after its own checks
-  std::vector<std::string> args;                  // the engine's command line, kept with the engine
-  std::vector<char*> argv;
-  std::unique_ptr<simgrid::s4u::Engine> engine;   // null when `error`
-  bool used = false;                              // it ran a point
-};
-// Never throws for the platform: a platform that fails to load is kept in `error` (each point of it then
-// fails with what simulate_point would have thrown). `s` is any point of the platform (its origin for errors).
-std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const PlatformFacts& facts);
-// simulate_point on a prepared engine of s.cluster.platform that has run no point yet. The point's own
-// checks (collective, placement, memory) come first, then the platform's error if it failed to load.
-SimResult simulate_prepared(PreparedEngine& pe, const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
-                            bool want_trace, const std::vector<int>& trace_ranks = {});
+// simulate_point on a prepared engine (engine.hpp) of s.cluster.platform that has run no point yet. The
+// point's own checks (collective, placement, memory) come first, then the platform's error if it failed to
+// load.
+SimResult simulate_prepared(PreparedEngine& pe, const Scenario& s, const PlatformFacts& facts,
+                            const Calibration* calib, bool want_trace,
+                            const std::vector<int>& trace_ranks = {});
+// The same with the point's placement and collective made already (check_point): its checks then are the
+// memory's.
+SimResult simulate_prepared(PreparedEngine& pe, const PointSetup& setup, const Scenario& s,
+                            const PlatformFacts& facts, const Calibration* calib, bool want_trace,
+                            const std::vector<int>& trace_ranks = {});
 
 // The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
 // the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.

@@ -1,11 +1,11 @@
-// plan_step (sim/step_plan.hpp): one rank's step as the list of actions the simulator's compute actor executes,
+// step_actions (sim/step_actions.hpp): one rank's step as the list of actions the simulator's compute actor executes,
 // checked without SimGrid over every combination of overlap, ZeRO stage, accumulation, patch parallelism and
 // group size.
 #include <catch2/catch.hpp>
 
 #include <numeric>
 
-#include "vitsim/sim/step_plan.hpp"
+#include "vitsim/sim/step_actions.hpp"
 
 using namespace vitsim::sim;
 using Kind = StepAction::Kind;
@@ -44,17 +44,17 @@ void for_all_shapes(F f) {
           }
 }
 
-int count(const StepPlan& p, Kind k) {
+int count(const StepActions& p, Kind k) {
   return static_cast<int>(std::count_if(p.actions.begin(), p.actions.end(), [&](const StepAction& a) { return a.kind == k; }));
 }
 
-bool is_reduction(const StepPlan& p, const StepAction& a) { return a.kind == Kind::Submit && p.jobs[a.job].bucket >= 0; }
+bool is_reduction(const StepActions& p, const StepAction& a) { return a.kind == Kind::Submit && p.jobs[a.job].bucket >= 0; }
 
 }  // namespace
 
-TEST_CASE("a step's compute and its breakdown add up to the layers' times", "[step_plan]") {
+TEST_CASE("a step's compute and its breakdown add up to the layers' times", "[step_actions]") {
   for_all_shapes([](const StepShape& s) {
-    const StepPlan p = plan_step(s);
+    const StepActions p = step_actions(s);
     double fwd = 0, bwd = 0;
     for (const LayerTimes& t : s.layers) fwd += t.fwd_s, bwd += t.bwd_s;  // 21 and 42
     double computed = 0, booked[3] = {0, 0, 0};
@@ -73,9 +73,9 @@ TEST_CASE("a step's compute and its breakdown add up to the layers' times", "[st
   });
 }
 
-TEST_CASE("every collective a step submits is waited for within the step, never one too many", "[step_plan]") {
+TEST_CASE("every collective a step submits is waited for within the step, never one too many", "[step_actions]") {
   for_all_shapes([](const StepShape& s) {
-    const StepPlan p = plan_step(s);
+    const StepActions p = step_actions(s);
     int outstanding = 0;
     bool waited_for_nothing = false;
     for (const StepAction& a : p.actions) {
@@ -91,13 +91,13 @@ TEST_CASE("every collective a step submits is waited for within the step, never 
   });
 }
 
-TEST_CASE("gradients are reduced once per step, or every micro-batch under ZeRO-2/3, never in a group of one", "[step_plan]") {
+TEST_CASE("gradients are reduced once per step, or every micro-batch under ZeRO-2/3, never in a group of one", "[step_actions]") {
   for_all_shapes([](const StepShape& s) {
-    const StepPlan p = plan_step(s);
+    const StepActions p = step_actions(s);
     const int reductions = static_cast<int>(std::count_if(p.actions.begin(), p.actions.end(), [&](const StepAction& a) { return is_reduction(p, a); }));
     const int per_step = s.ranks == 1 ? 0 : s.zero >= 2 ? s.grad_accum : 1;
     CHECK(reductions == per_step * static_cast<int>(s.grad_buckets.size()));
-    for (const PlannedJob& j : p.jobs)
+    for (const StepJob& j : p.jobs)
       if (j.bucket >= 0) CHECK(j.op == (s.zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter));
     // A micro-batch that reduces ends its backward with a wait (zero-length when every reduction was done).
     if (per_step == 0 && s.zero < 3) CHECK(count(p, Kind::CommWaitStart) + count(p, Kind::CommWaitNone) == 0);
@@ -105,10 +105,10 @@ TEST_CASE("gradients are reduced once per step, or every micro-batch under ZeRO-
   });
 }
 
-TEST_CASE("with overlap a bucket is submitted as soon as its last layer's backward is done", "[step_plan]") {
+TEST_CASE("with overlap a bucket is submitted as soon as its last layer's backward is done", "[step_actions]") {
   for (int zero : {0, 1}) {
     const StepShape s = shape(true, zero, 1, 1, 4);
-    const StepPlan p = plan_step(s);
+    const StepActions p = step_actions(s);
     for (size_t k = 0; k < s.grad_buckets.size(); ++k) {
       auto sub = std::find_if(p.actions.begin(), p.actions.end(),
                               [&](const StepAction& a) { return is_reduction(p, a) && p.jobs[a.job].bucket == static_cast<int>(k); });
@@ -123,9 +123,9 @@ TEST_CASE("with overlap a bucket is submitted as soon as its last layer's backwa
   }
 }
 
-TEST_CASE("without overlap the reductions start when backward is done", "[step_plan]") {
+TEST_CASE("without overlap the reductions start when backward is done", "[step_actions]") {
   for (int zero : {0, 1}) {
-    const StepPlan p = plan_step(shape(false, zero, 1, 1, 4));
+    const StepActions p = step_actions(shape(false, zero, 1, 1, 4));
     auto start = std::find_if(p.actions.begin(), p.actions.end(), [](const StepAction& a) { return a.kind == Kind::CommWaitStart; });
     auto end = std::find_if(p.actions.begin(), p.actions.end(), [](const StepAction& a) { return a.kind == Kind::CommWaitEnd; });
     REQUIRE(start < end);
@@ -136,9 +136,9 @@ TEST_CASE("without overlap the reductions start when backward is done", "[step_p
   }
 }
 
-TEST_CASE("ZeRO-3 waits for each gathered bucket before the first layer it holds", "[step_plan]") {
+TEST_CASE("ZeRO-3 waits for each gathered bucket before the first layer it holds", "[step_actions]") {
   const StepShape s = shape(true, 3, 1, 1, 4);
-  const StepPlan p = plan_step(s);
+  const StepActions p = step_actions(s);
   std::vector<int> fwd_waits, bwd_waits;  // the layer whose span follows each wait
   for (size_t i = 0; i < p.actions.size(); ++i) {
     if (p.actions[i].kind != Kind::WaitOne) continue;
@@ -150,13 +150,13 @@ TEST_CASE("ZeRO-3 waits for each gathered bucket before the first layer it holds
   CHECK(bwd_waits == std::vector<int>{5, 2});
   // The gathers go out first: forward's before any layer, backward's before its first layer.
   int gathers = 0;
-  for (const PlannedJob& j : p.jobs) gathers += j.op == CollOp::AllGather;
+  for (const StepJob& j : p.jobs) gathers += j.op == CollOp::AllGather;
   CHECK(gathers == 4);
 }
 
-TEST_CASE("Ulysses wraps each attention layer in all-to-alls: 3 then 1 tensors forward, 1 then 3 backward", "[step_plan]") {
+TEST_CASE("Ulysses wraps each attention layer in all-to-alls: 3 then 1 tensors forward, 1 then 3 backward", "[step_actions]") {
   const StepShape s = shape(false, 0, 2, 2, 4);
-  const StepPlan p = plan_step(s);
+  const StepActions p = step_actions(s);
   std::vector<std::pair<int, int>> seen;  // (layer, tensors) in order
   int layer = -1;
   for (const StepAction& a : p.actions) {
@@ -168,15 +168,15 @@ TEST_CASE("Ulysses wraps each attention layer in all-to-alls: 3 then 1 tensors f
   want.insert(want.end(), one_batch.begin(), one_batch.end());  // two micro-batches
   CHECK(seen == want);
   // Without patch parallelism the forward is one compute action.
-  const StepPlan flat = plan_step(shape(false, 0, 1, 1, 4));
+  const StepActions flat = step_actions(shape(false, 0, 1, 1, 4));
   CHECK(count(flat, Kind::AllToAll) == 0);
   CHECK(std::count_if(flat.actions.begin(), flat.actions.end(),
                       [](const StepAction& a) { return a.kind == Kind::Compute && a.pass == Pass::Forward; }) == 1);
 }
 
-TEST_CASE("ZeRO-1/2 gather the parameters after the optimizer and wait for them", "[step_plan]") {
+TEST_CASE("ZeRO-1/2 gather the parameters after the optimizer and wait for them", "[step_actions]") {
   for (int zero : {1, 2}) {
-    const StepPlan p = plan_step(shape(false, zero, 1, 1, 4));
+    const StepActions p = step_actions(shape(false, zero, 1, 1, 4));
     auto opt = std::find_if(p.actions.begin(), p.actions.end(),
                             [](const StepAction& a) { return a.kind == Kind::Compute && a.pass == Pass::Optimizer; });
     REQUIRE(opt != p.actions.end());
@@ -187,5 +187,5 @@ TEST_CASE("ZeRO-1/2 gather the parameters after the optimizer and wait for them"
     CHECK(p.actions.back().kind == Kind::Drain);
   }
   // ZeRO-0 and ZeRO-3 end with the optimizer's span.
-  for (int zero : {0, 3}) CHECK(plan_step(shape(false, zero, 1, 1, 4)).actions.back().kind == Kind::LayerEnd);
+  for (int zero : {0, 3}) CHECK(step_actions(shape(false, zero, 1, 1, 4)).actions.back().kind == Kind::LayerEnd);
 }

@@ -1,4 +1,4 @@
-#include "vitsim/sim/step_plan.hpp"
+#include "vitsim/sim/step_actions.hpp"
 
 namespace vitsim::sim {
 namespace {
@@ -6,14 +6,14 @@ namespace {
 using Kind = StepAction::Kind;
 
 // Builds one step's actions; `outstanding` follows the collectives submitted to the communication stream and
-// not yet waited for, so that the plan knows (as the rank would at run time) whether the backward must wait.
-class Planner {
+// not yet waited for, so that the builder knows (as the rank would at run time) whether the backward must wait.
+class StepBuilder {
  public:
-  explicit Planner(const StepShape& s) : s_(s) {
+  explicit StepBuilder(const StepShape& s) : s_(s) {
     for (const LayerTimes& t : s.layers) fwd_total_ += t.fwd_s;
   }
 
-  StepPlan run() {
+  StepActions run() {
     for (int m = 0; m < s_.grad_accum; ++m) {
       add({Kind::DataWait});
       add({Kind::HostToDevice});
@@ -21,18 +21,18 @@ class Planner {
       backward(m == s_.grad_accum - 1);
     }
     optimizer();
-    return std::move(plan_);
+    return std::move(out_);
   }
 
  private:
   const StepShape& s_;
-  StepPlan plan_;
+  StepActions out_;
   double fwd_total_ = 0;
   int outstanding_ = 0;
 
   int layers() const { return static_cast<int>(s_.layers.size()); }
   bool ulysses(int l) const { return s_.sp > 1 && s_.attention[l]; }
-  void add(StepAction a) { plan_.actions.push_back(a); }
+  void add(StepAction a) { out_.actions.push_back(a); }
   void compute(double seconds, Pass pass, int layer) {
     StepAction a{Kind::Compute, pass, layer};
     a.seconds = seconds;
@@ -49,10 +49,10 @@ class Planner {
     a.label = label;
     add(a);
   }
-  void submit(PlannedJob job) {
+  void submit(StepJob job) {
     StepAction a{Kind::Submit};
-    a.job = static_cast<int>(plan_.jobs.size());
-    plan_.jobs.push_back(job);
+    a.job = static_cast<int>(out_.jobs.size());
+    out_.jobs.push_back(job);
     add(a);
     if (!s_.inline_comm()) ++outstanding_;
   }
@@ -92,7 +92,7 @@ class Planner {
   void backward(bool boundary) {
     const bool reduce_now = (boundary || s_.zero >= 2) && s_.ranks > 1;
     const CollOp op = s_.zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
-    std::vector<PlannedJob> held;
+    std::vector<StepJob> held;
     if (s_.zero >= 3)
       for (const auto& [last, bytes] : s_.z3_bwd_gathers) submit({bytes, CollOp::AllGather, -1, "allgather(bwd)"});
     int layer = layers() - 1;
@@ -114,7 +114,7 @@ class Planner {
         add({Kind::LayerEnd, Pass::Backward, layer});
       }
       if (!reduce_now) continue;
-      const PlannedJob job{bk.bytes, op, static_cast<int>(k), nullptr};
+      const StepJob job{bk.bytes, op, static_cast<int>(k), nullptr};
       if (s_.overlap)
         submit(job);
       else
@@ -122,7 +122,7 @@ class Planner {
     }
     if (!held.empty() || outstanding_ > 0) {
       add({Kind::CommWaitStart});
-      for (const PlannedJob& job : held) submit(job);
+      for (const StepJob& job : held) submit(job);
       add({Kind::CommWaitEnd});
       outstanding_ = 0;
     } else if (reduce_now) {
@@ -147,6 +147,6 @@ class Planner {
 
 }  // namespace
 
-StepPlan plan_step(const StepShape& shape) { return Planner(shape).run(); }
+StepActions step_actions(const StepShape& shape) { return StepBuilder(shape).run(); }
 
 }  // namespace vitsim::sim

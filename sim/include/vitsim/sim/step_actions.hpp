@@ -1,7 +1,7 @@
 #pragma once
-// One rank's optimizer step as a list of actions (plan_step): what the compute stream does, in order, for
+// One rank's optimizer step as a list of actions (step_actions): what the compute stream does, in order, for
 // grad_accum micro-batches and the optimizer. Pure (no SimGrid): the simulator's compute actor executes the
-// list (sim/src/simulate.cpp) and tests check its shape without an engine (tests/test_step_plan.cpp).
+// list (sim/src/rank_actors.cpp) and tests check its shape without an engine (tests/test_step_actions.cpp).
 //
 // Compute is not an event: the executor adds a Compute action's seconds to a pending time and sleeps it in one
 // piece only when the rank must meet another actor (a Flush, a Submit, a wait, an all-to-all), so a run of
@@ -42,7 +42,7 @@ struct StepShape {
 };
 
 // A collective the step submits to the communication stream (or runs inline).
-struct PlannedJob {
+struct StepJob {
   double bytes = 0;
   CollOp op = CollOp::AllReduce;
   int bucket = -1;              // a gradient bucket's reduction (its trace name is "<op> bucket K"), else -1
@@ -71,21 +71,21 @@ struct StepAction {
   Kind kind;
   Pass pass = Pass::Forward;
   int layer = -1;
-  int job = -1;                 // Submit: index into StepPlan::jobs
+  int job = -1;                 // Submit: index into StepActions::jobs
   int tensors = 0;              // AllToAll
   double seconds = 0;           // Compute, Book
   const char* label = nullptr;  // AllToAll: its trace name
 };
 
-struct StepPlan {
+struct StepActions {
   std::vector<StepAction> actions;
-  std::vector<PlannedJob> jobs;
+  std::vector<StepJob> jobs;
 };
 
 // One optimizer step of a rank: grad_accum x (data wait, host->device copy, forward, backward with its
 // reductions), the optimizer, ZeRO-1/2's parameter gathers. Reductions: one per gradient bucket once its
 // last layer ran backward, on the last micro-batch (every micro-batch under ZeRO-2/3), submitted at once
 // with overlap, held until the end of backward without. The same every step.
-StepPlan plan_step(const StepShape& shape);
+StepActions step_actions(const StepShape& shape);
 
 }  // namespace vitsim::sim

@@ -1,0 +1,204 @@
+// Each rank's state once the platform is loaded: its device (compute model and step actions), its loader, its
+// host->device copy path, its communication stream; the groups the collectives run over, and whether the ring
+// can run without flows.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "point_setup.hpp"
+#include "vitsim/core/units.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace vitsim::sim {
+namespace {
+
+// The collectives' sizes every rank's step uses: gradient buckets, ZeRO-1/2 parameter gathers after the
+// step, ZeRO-3's forward gathers in layer order and backward gathers in reverse, one bucket at a time.
+StepShape step_shape(const Scenario& s, const Workload& w) {
+  StepShape sh;
+  const double param_elem = precision_bytes(s.training.precision);
+  const double cap = s.parallel.allgather_bucket_bytes;
+  sh.grad_buckets = backward_buckets(s);
+  const double total = w.total_params() * param_elem;
+  const int k = static_cast<int>(std::ceil(total / cap));
+  for (int i = 0; i < k; ++i) sh.param_gathers.push_back(total / k);
+  const int layers = static_cast<int>(w.layers.size());
+  double acc = 0;
+  int first = 0;
+  for (int l = 0; l < layers; ++l) {
+    if (acc == 0) first = l;
+    acc += w.layers[l].params * param_elem;
+    if (acc >= cap || l + 1 == layers) {
+      sh.z3_fwd_gathers.push_back({first, acc});
+      acc = 0;
+    }
+  }
+  acc = 0;
+  for (int l = layers - 1; l >= 0; --l) {
+    if (acc == 0) sh.z3_bwd_gathers.push_back({l, 0});
+    acc += w.layers[l].params * param_elem;
+    sh.z3_bwd_gathers.back().second = acc;
+    if (acc >= cap) acc = 0;
+  }
+  sh.grad_accum = s.training.grad_accum;
+  sh.ranks = s.ranks();
+  sh.zero = s.parallel.zero;
+  sh.sp = s.parallel.sequence_parallel;
+  sh.overlap = s.parallel.overlap;
+  for (const LayerCost& l : w.layers) sh.attention.push_back(l.kind == LayerKind::Attention);
+  return sh;
+}
+
+// The device a GPU model's ranks share: its compute model's layer times and the step actions they make. The
+// first rank of a device type builds it (and adds its notes), the others find it.
+const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& in, const Calibration* calib,
+                        const StepShape& shape, std::vector<std::string>& notes) {
+  auto [it, fresh] = run.devices.try_emplace(g.model);
+  Device& d = it->second;
+  if (!fresh) return d;
+  const auto cm = make_compute_model(run.w, in, g, calib);
+  notes.push_back(fmt::format("compute on {}: {}, {} framework step", g.model, cm->name(),
+                              framework_name(run.s.training.framework)));
+  for (auto& line : cm->notes(run.s.training.micro_batch)) notes.push_back(std::move(line));
+  d.name = g.model;
+  d.layers = cm->layers(run.s.training.micro_batch);
+  StepShape sh = shape;
+  sh.layers = d.layers;
+  sh.optimizer_s = cm->optimizer_s();
+  d.step = step_actions(sh);
+  const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;
+  d.async = fitted ? fitted->figures.async : g.async;
+  return d;
+}
+
+// The rank's DataLoader: measured images/s per worker, else the node's stated CPU figures.
+void set_loader(PointRun& run, RankState& rs, const NodeFacts& node, const Calibration* calib,
+                double image_bytes) {
+  const Scenario& s = run.s;
+  double per_image = 0;
+  const LoaderCalibration* lc = calib ? calib->loader(s.dataset.name, s.model.image_size) : nullptr;
+  if (lc)
+    per_image = 1.0 / lc->images_per_s_per_worker;
+  else if (node.loader_bw > 0 || node.loader_image_overhead > 0)
+    per_image = node.loader_image_overhead + (node.loader_bw > 0 ? image_bytes / node.loader_bw : 0);
+  const int workers_on_node = s.loader.workers * s.cluster.gpus_per_node;
+  // One core per training process; loader workers share the rest.
+  const int free_cores = std::max(1, node.cpu_cores - s.cluster.gpus_per_node);
+  if (workers_on_node > free_cores) per_image *= static_cast<double>(workers_on_node) / free_cores;
+  rs.loader = Loader(s.loader.workers, s.loader.prefetch, per_image * s.training.micro_batch);
+  if (s.loader.workers > 0 && per_image > 0) {
+    // W workers deliver W batches per batch time: a step of `accum` batches needs accum x batch / W at
+    // least, and the delivery pattern repeats every W batches (W / gcd(W, accum) steps).
+    const int accum = s.training.grad_accum;
+    StepHorizon& h = run.horizon;
+    h.loader_step_s =
+        std::max(h.loader_step_s, accum * per_image * s.training.micro_batch / s.loader.workers);
+    h.period = s.loader.workers / std::gcd(s.loader.workers, accum);
+  }
+}
+
+// The rank's host->device copy: a measured or pageable bandwidth, a link of its own, or a shared path.
+void set_host_to_device(PointRun& run, RankState& rs, const NodeFacts& node, const Calibration* calib,
+                        const LatencyModel& latency) {
+  const Scenario& s = run.s;
+  if (calib && calib->h2d_pinned_bw > 0 && s.loader.pinned) rs.h2d_sleep_bw = calib->h2d_pinned_bw;
+  if (!s.loader.pinned) {
+    double pageable = calib && calib->h2d_pageable_bw > 0 ? calib->h2d_pageable_bw : node.h2d_pageable_bw;
+    rs.h2d_sleep_bw = pageable;  // 0: no pageable figure, the copy runs at the link's speed
+  }
+  // A host->device path that is a single link of this GPU's own (the cluster loopback) shares with
+  // nothing, so a transfer over it lasts exactly latency + bytes / bandwidth: skip the flow.
+  std::vector<sg4::Link*> links;
+  double ignored = 0;
+  rs.host->route_to(rs.host, links, &ignored);
+  const double lat = latency.route_latency(rs.host, rs.host);
+  if (links.size() == 1 && links[0]->get_sharing_policy() == sg4::Link::SharingPolicy::FATPIPE)
+    rs.h2d_private_s = lat + run.h2d_bytes / links[0]->get_bandwidth();
+  else
+    rs.h2d_latency_s = lat;
+}
+
+}  // namespace
+
+void make_groups(PointRun& run, const RankHosts& rh, std::vector<std::string>& notes) {
+  const Scenario& s = run.s;
+  const std::vector<int>& node = rh.place.node;
+  run.group = std::make_unique<Group>("dp", rh.hosts, node, rh.latency);
+  run.sp = s.parallel.sequence_parallel;
+  const int sp = run.sp;
+  if (sp <= 1) return;
+  for (int g = 0; g < s.ranks() / sp; ++g)
+    run.sp_groups.push_back(std::make_unique<Group>(
+        fmt::format("sp{}", g),
+        std::vector<sg4::Host*>(rh.hosts.begin() + g * sp, rh.hosts.begin() + (g + 1) * sp),
+        std::vector<int>(node.begin() + g * sp, node.begin() + (g + 1) * sp), rh.latency));
+  run.a2a_bytes =
+      ulysses_tensor_bytes(s.model, s.training.micro_batch, sp, precision_bytes(s.training.precision));
+  notes.push_back(
+      fmt::format("patch parallelism over {} GPUs (Ulysses): {} all-to-alls of {} per rank per "
+                  "micro-batch around the attention layers",
+                  sp, 8 * s.model.depth, units::format_bytes(run.a2a_bytes)));
+}
+
+MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calibration* calib,
+                          const RankHosts& rh, std::vector<std::string>& notes) {
+  const Scenario& s = run.s;
+  const int n = s.ranks();
+  const ComputeInputs compute_in = compute_inputs(s);
+  const StepShape shape = step_shape(s, run.w);
+  // The batch as the loader hands it over: float32 tensors at the model's input size.
+  const double image_bytes = 4.0 * s.model.image_size * s.model.image_size * s.model.channels;
+  run.h2d_bytes = s.training.micro_batch * image_bytes;
+  std::map<double, MemoryBreakdown> memory;  // by the GPU's reserved bytes, the one per-GPU input
+  MemoryVerdict v;
+  run.ranks.resize(n);
+  for (int r = 0; r < n; ++r) {
+    RankState& rs = run.ranks[r];
+    rs.rank = r;
+    rs.host = rh.hosts[r];
+    const GpuFacts& g = facts.gpu.at(rh.place.hosts[r]);
+    const NodeFacts& node = facts.nodes[rh.place.node[r]];
+    rs.device = &device_of(run, g, compute_in, calib, shape, notes);
+    set_loader(run, rs, node, calib, image_bytes);
+    if (rs.device->async) set_host_to_device(run, rs, node, calib, rh.latency);
+    if (!run.inline_comm()) rs.comm = std::make_unique<CommStream>();
+    auto [it, fresh] = memory.try_emplace(g.reserved_bytes);
+    if (fresh) it->second = memory_per_gpu(run.w, memory_inputs(s, g.reserved_bytes));
+    const MemoryBreakdown& mb = it->second;
+    if (mb.total() > g.mem_bytes) v.fits = false;
+    if (mb.total() > v.max.total()) v.max = mb;
+  }
+  const NodeFacts& node0 = facts.nodes[rh.place.node[0]];
+  if (!(calib && calib->loader(s.dataset.name, s.model.image_size)) && node0.loader_bw <= 0 &&
+      node0.loader_image_overhead <= 0)
+    notes.push_back(
+        "data loading not modelled: no loader calibration and no loader_bw/loader_image_overhead in the "
+        "platform");
+  return v;
+}
+
+// The collective is the fused ring (`ring`, or `auto` where it picks the ring) and makes the simulation's
+// only transfers (no Ulysses all-to-all; every host->device copy timed without a flow), no link changes its
+// figures during the run (no profiles), and no link but FATPIPE ones carries two of the ring's transfers
+// (lone_ring_bandwidths). simulation.flows=always keeps the flows.
+void choose_lone_ring(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
+                      std::vector<std::string>& notes) {
+  const Scenario& s = run.s;
+  if (s.simulation.flows != "auto" || run.sp > 1 || facts.link_profiles || rh.hosts.size() < 2 ||
+      !run.coll->fused_ring(*run.group))
+    return;
+  for (const RankState& r : run.ranks)
+    if (run.h2d_bytes > 0 && r.device->async && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
+  std::vector<double> bw = lone_ring_bandwidths(rh.hosts);
+  if (bw.empty()) return;
+  run.group->set_lone_ring(std::move(bw));
+  notes.push_back(
+      "ring: no link carries two of its transfers and nothing else makes any, so each transfer ends at its "
+      "bytes over its route's narrowest link from when both ends are there: computed without SimGrid flows "
+      "(the same instants; simulation.flows=always makes them flows)");
+}
+
+}  // namespace vitsim::sim
