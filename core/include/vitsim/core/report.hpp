@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/memory.hpp"
 
 namespace vitsim {
@@ -27,6 +28,9 @@ struct Breakdown {
   double comm_total = 0;    // time collectives were in flight
   double comm_exposed = 0;  // part of it nothing else overlapped (the rank waited)
 };
+// Seconds per step one GPU is busy, from its breakdown (core/energy.hpp says what counts as busy):
+// forward, backward, the optimizer step and exposed communication.
+double gpu_busy_s(const Breakdown& b);
 
 struct RankReport {
   int rank = 0;
@@ -34,17 +38,6 @@ struct RankReport {
   std::string device;
   StepStats step_time_s;
   Breakdown breakdown_s;
-};
-
-// Energy per epoch of a point (core/energy.hpp: the power model and what counts as busy). Unknown (busy_w 0)
-// when the platform states no GPU power; optional in reports.
-struct PointEnergy {
-  double busy_w = 0, idle_w = 0;  // summed over the point's GPUs
-  double busy_fraction = 0;       // of the epoch the GPUs are busy, weighted by each GPU's busy_w - idle_w
-  double epoch_kwh = 0;
-  double price_per_kwh = 0;       // 0: no price given, no energy cost
-  bool known() const { return busy_w > 0; }
-  double epoch_cost() const { return epoch_kwh * price_per_kwh; }
 };
 
 struct ReportPoint {
@@ -135,6 +128,8 @@ Report report_from_json(const std::string& text, const std::string& origin);
 // (a plan's "/points/3/result"). `measured`: the point is a real run's.
 ReportPoint report_point_from_json(const nlohmann::json& j, const std::string& origin, const std::string& pointer,
                                    bool measured, int schema_version = 2);
+// One point as report_to_json writes it (a plan's simulated results).
+nlohmann::json report_point_to_json(const ReportPoint& p);
 // Throws Error unless `r` is of `kind` ("predicted" or "measured"), naming what it is instead and where
 // it came from; a schema-1 report (no kind, no identities) is refused with a line saying so.
 void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose);
