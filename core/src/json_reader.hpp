@@ -40,7 +40,9 @@ class JsonField {
     if (!j_->is_array()) fail(fmt::format("expected an array, found {}", type_of(*j_)));
     return j_->size();
   }
-  JsonField operator[](size_t i) const { return JsonField((*j_)[i], *origin_, fmt::format("{}/{}", ptr_, i)); }
+  JsonField operator[](size_t i) const {
+    return JsonField((*j_)[i], *origin_, fmt::format("{}/{}", ptr_, i));
+  }
 
   double number() const {
     if (!j_->is_number()) fail(fmt::format("expected a number, found {}", type_of(*j_)));
@@ -105,10 +107,14 @@ class JsonField {
   static std::string escaped(const std::string& key) {  // RFC 6901, and no control bytes in a message
     std::string out;
     for (char c : key) {
-      if (c == '~') out += "~0";
-      else if (c == '/') out += "~1";
-      else if (static_cast<unsigned char>(c) < 0x20) out += '?';
-      else out += c;
+      if (c == '~')
+        out += "~0";
+      else if (c == '/')
+        out += "~1";
+      else if (static_cast<unsigned char>(c) < 0x20)
+        out += '?';
+      else
+        out += c;
     }
     return out.size() > 80 ? out.substr(0, 80) + "..." : out;
   }
@@ -148,8 +154,12 @@ struct JsonNumber {
   bool range = false;  // false: any number >= 0
   double read(const JsonField& f) const { return range ? f.number(lo, hi, what) : f.non_negative(what); }
 };
-inline JsonNumber non_negative(const char* what) { return {0, 0, what, false}; }
-inline JsonNumber within(double lo, double hi, const char* what) { return {lo, hi, what, true}; }
+inline JsonNumber non_negative(const char* what) {
+  return {0, 0, what, false};
+}
+inline JsonNumber within(double lo, double hi, const char* what) {
+  return {lo, hi, what, true};
+}
 
 // One JSON mapping per struct: a function template `fields(io, value)` lists the struct's keys once, each
 // with its member and how it is read back (type, range, the noun of the message), and is called with a
@@ -228,7 +238,9 @@ class JsonIn {
   void boolean(const char* key, bool& v) const { v = f_.at(key).boolean(); }
   void string(const char* key, std::string& v) const { v = f_.at(key).string(); }
   void strings(const char* key, std::vector<std::string>& v) const { v = f_.at(key).strings(); }
-  void string_map(const char* key, std::map<std::string, std::string>& v) const { v = f_.at(key).string_map(); }
+  void string_map(const char* key, std::map<std::string, std::string>& v) const {
+    v = f_.at(key).string_map();
+  }
   void numbers(const char* key, std::vector<double>& v, JsonNumber n) const {
     const JsonField a = f_.at(key);
     for (size_t i = 0, size = a.size(); i < size; ++i) v.push_back(n.read(a[i]));

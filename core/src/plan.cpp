@@ -463,12 +463,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
 }
 
 std::string plan_to_csv(const PlanResult& plan) {
-  std::vector<std::string> keys;
-  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
-  for (const auto& p : plan.points)
-    for (const auto& [k, v] : p.params)
-      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
-        keys.push_back(k);
+  const std::vector<std::string> keys = csv_param_keys(plan.points);
   std::string out = "rank,index,";
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"

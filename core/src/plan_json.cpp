@@ -17,11 +17,7 @@ namespace vitsim {
 using json = nlohmann::json;
 
 namespace {
-using detail::JsonField;
-using detail::JsonIn;
-using detail::JsonOut;
-using detail::MappedAs;
-using detail::non_negative;
+using detail::JsonField, detail::JsonIn, detail::JsonOut, detail::MappedAs, detail::non_negative;
 
 constexpr long long kMaxLong = std::numeric_limits<long long>::max();
 constexpr long long kMaxInt = std::numeric_limits<int>::max();
@@ -45,7 +41,8 @@ void header_fields(Io& io, P& plan) {
     });
   io.string("plan_id", plan.plan_id);
   io.check([&](const JsonField& top) {
-    if (!is_sha256_id(plan.plan_id)) top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
+    if (!is_sha256_id(plan.plan_id))
+      top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
   });
   io.string("scenario", plan.scenario);
   io.string_map("provenance", plan.provenance);
@@ -60,7 +57,9 @@ void header_fields(Io& io, P& plan) {
   io.check([&](const JsonField& top) {
     const std::string& o = plan.objective;
     if (o != "time" && o != "cost" && o != "throughput" && o != "energy")
-      top.at("objective").fail(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", o.substr(0, 40)));
+      top.at("objective")
+          .fail(
+              fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", o.substr(0, 40)));
   });
   io.object("constraints", plan.constraints, kConstraintFields);
   io.integer("space_size", plan.space_size, 1, kMaxInt);
@@ -98,11 +97,13 @@ void point_fields(Io& io, P& p, const PlanResult& plan, std::set<int>& indices) 
   io.number("gpu_memory_bytes", p.gpu_memory_bytes, non_negative("a GPU's memory"));
   io.check([&](const JsonField& pj) {
     if (p.gpu_memory_bytes > kMaxMemoryPerGpuBytes)
-      pj.at("gpu_memory_bytes").fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
+      pj.at("gpu_memory_bytes")
+          .fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
   });
   if (io.non_null("excluded", !p.excluded.empty())) io.string("excluded", p.excluded);
   io.check([&](const JsonField& pj) {
-    if (!p.simulated && p.excluded.empty()) pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
+    if (!p.simulated && p.excluded.empty())
+      pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
   });
   io.number("time_to_train_s", p.time_to_train_s, non_negative("the time to train"));
   io.number("gpu_hours", p.gpu_hours, non_negative("the GPU-hours"));
@@ -118,15 +119,19 @@ void point_fields(Io& io, P& p, const PlanResult& plan, std::set<int>& indices) 
 
 // Only vitsim.plan/2 is read; an older plan or another vitsim file gets a message that says what it is.
 void check_plan_schema(const json& j, const std::string& origin) {
-  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
+  const std::string schema =
+      j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
   if (schema == "vitsim.plan/1")
-    throw Error(fmt::format("{}: a vitsim.plan/1 file (written before plans carried their identity): run `vitsim plan` "
-                            "again with this vitsim ({})", origin, vitsim_version()));
+    throw Error(fmt::format(
+        "{}: a vitsim.plan/1 file (written before plans carried their identity): run `vitsim plan` "
+        "again with this vitsim ({})",
+        origin, vitsim_version()));
   if (schema != "vitsim.plan/2") {
     const std::string what = detail::what_schema(j);
     if (!what.empty())
-      throw Error(fmt::format("{}: this is {}, not a plan: give the JSON of `vitsim plan [--shard I/K] --format json`",
-                              origin, what));
+      throw Error(fmt::format(
+          "{}: this is {}, not a plan: give the JSON of `vitsim plan [--shard I/K] --format json`", origin,
+          what));
     throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/2\")", origin));
   }
 }
@@ -136,38 +141,51 @@ void check_derived(const JsonField& pj, const PlanPoint& p, const PlanResult& pl
   const ReportPoint& r = p.result;
   const double time = r.epoch_time_s * plan.epochs, hours = time * p.gpus / 3600.0;
   const double cost = plan.price_per_gpu_hour > 0 ? hours * plan.price_per_gpu_hour : hours;
-  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12; };
+  auto same = [](double a, double b) {
+    return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12;
+  };
   if (!same(p.time_to_train_s, time))
-    pj.at("time_to_train_s").fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
-                                              plan.epochs, r.epoch_time_s));
+    pj.at("time_to_train_s")
+        .fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
+                          plan.epochs, r.epoch_time_s));
   if (!same(p.gpu_hours, hours))
-    pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
-  if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
+    pj.at("gpu_hours")
+        .fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
+  if (!same(p.cost, cost))
+    pj.at("cost").fail(
+        fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
   const double kwh = r.energy.known() ? r.energy.epoch_kwh * plan.epochs : 0;
   if (!same(p.energy_kwh, kwh))
     pj.at(pj.has("energy_kwh") ? "energy_kwh" : "result")
-        .fail(fmt::format("{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh", p.energy_kwh, kwh));
+        .fail(fmt::format("{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh",
+                          p.energy_kwh, kwh));
   if (!same(p.energy_cost, kwh * plan.price_per_kwh))
-    pj.at("energy_cost").fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
-                                          kwh * plan.price_per_kwh));
+    pj.at("energy_cost")
+        .fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
+                          kwh * plan.price_per_kwh));
 }
 
 // A simulated point's result, which must agree with the point's own fields; null for a point not simulated.
 void read_result(const JsonField& pj, PlanPoint& p, const PlanResult& plan) {
   if (!p.simulated) {
-    if (!pj.at("result").is_null()) pj.at("result").fail("a point that was not simulated has no result (expected null)");
+    if (!pj.at("result").is_null())
+      pj.at("result").fail("a point that was not simulated has no result (expected null)");
     return;
   }
   p.result = report_point_from_json(pj.at("result").raw(), plan.origin, pj.pointer() + "/result", false);
   const ReportPoint& r = p.result;
-  if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch || r.grad_accum != p.grad_accum ||
-      r.global_batch != p.global_batch)
-    pj.at("result").fail("the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the point's");
+  if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch ||
+      r.grad_accum != p.grad_accum || r.global_batch != p.global_batch)
+    pj.at("result").fail(
+        "the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the "
+        "point's");
   if (p.gpus != p.nodes * p.gpus_per_node)
-    pj.at("gpus").fail(fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
+    pj.at("gpus").fail(
+        fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
   if (std::fabs(p.memory_per_gpu_bytes - r.memory_per_gpu_bytes) > 1e-6 * r.memory_per_gpu_bytes + 1)
-    pj.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}",
-                                                   p.memory_per_gpu_bytes, r.memory_per_gpu_bytes));
+    pj.at("memory_per_gpu_bytes")
+        .fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}", p.memory_per_gpu_bytes,
+                          r.memory_per_gpu_bytes));
   if (plan.ranked) check_derived(pj, p, plan);
 }
 
@@ -181,7 +199,8 @@ void plan_fields(Io& io, P& plan) {
       point_io.check([&](const JsonField& pj) { read_result(pj, p, plan); });
   });
   io.check([&](const JsonField& top) {
-    if (plan.ranked && plan.shard_count > 1) top.at("ranked").fail("a shard's points are unranked; this one says ranked");
+    if (plan.ranked && plan.shard_count > 1)
+      top.at("ranked").fail("a shard's points are unranked; this one says ranked");
   });
 }
 }  // namespace

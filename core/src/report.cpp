@@ -64,13 +64,7 @@ void fill_scaling_efficiency(Report& r) {
 }
 
 std::string report_to_csv(const Report& r) {
-  std::vector<std::string> keys;
-  // The fixed columns below already carry these; repeating them as parameter columns gave duplicate names.
-  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
-  for (const auto& p : r.points)
-    for (const auto& [k, v] : p.params)
-      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
-        keys.push_back(k);
+  const std::vector<std::string> keys = csv_param_keys(r.points);
   std::string out;
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"

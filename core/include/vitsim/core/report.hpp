@@ -2,6 +2,7 @@
 // The one result schema ("vitsim.report/2") written by the simulator and the real trainer alike.
 // Schema 2 adds provenance (README "Report files"): the report's kind (predicted or measured), the vitsim
 // version that wrote it and, per point, the identity of the scenario point it answers (core/identity.hpp).
+#include <algorithm>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -134,6 +135,19 @@ nlohmann::json report_point_to_json(const ReportPoint& p);
 // it came from; a schema-1 report (no kind, no identities) is refused with a line saying so.
 void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose);
 std::string report_to_csv(const Report& r);
+// The parameter columns of a CSV of `points` (report or plan points): every key of their params, in the
+// order first seen, but nodes, gpus, micro_batch and grad_accum (fixed columns carry them; repeating them
+// as parameter columns gave duplicate names).
+template <class Points>
+std::vector<std::string> csv_param_keys(const Points& points) {
+  std::vector<std::string> keys;
+  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
+  for (const auto& p : points)
+    for (const auto& [k, v] : p.params)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
+        keys.push_back(k);
+  return keys;
+}
 std::string report_to_table(const Report& r);
 
 }  // namespace vitsim
