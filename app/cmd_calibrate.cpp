@@ -17,6 +17,7 @@
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/memory.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/real/train.hpp"
 

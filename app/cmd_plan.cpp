@@ -11,6 +11,7 @@
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/plan.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 #include "vitsim/core/units.hpp"
 #include "vitsim/sim/plan.hpp"
 

@@ -9,6 +9,7 @@
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/report.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 #include "vitsim/sim/predict.hpp"
 
 namespace vitsim::app {

@@ -8,6 +8,7 @@
 #include "trace_option.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::app {

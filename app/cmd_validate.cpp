@@ -10,6 +10,7 @@
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 #include "vitsim/sim/predict.hpp"
 #include "vitsim/validate/validate.hpp"
 

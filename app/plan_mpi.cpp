@@ -27,6 +27,7 @@
 #include "vitsim/core/units.hpp"
 #include "vitsim/core/plan.hpp"
 #include "vitsim/core/scenario.hpp"
+#include "vitsim/core/scenario_inputs.hpp"
 
 extern char** environ;
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "vitsim/core/error.hpp"
-#include "vitsim/core/scenario.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
@@ -88,14 +87,13 @@ BucketRule bucket_rule(Framework f, int zero_stage) {
   return zero_stage >= 1 ? BucketRule::DeepSpeedIpg : BucketRule::DeepSpeedAllreduce;
 }
 
-Precision gradient_comm_dtype(const Scenario& s) {
-  if (s.parallel.comm_dtype) return *s.parallel.comm_dtype;
-  return s.training.framework == Framework::DeepSpeed ? s.training.precision : Precision::FP32;
+Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, Framework f, Precision training) {
+  if (comm_dtype) return *comm_dtype;
+  return f == Framework::DeepSpeed ? training : Precision::FP32;
 }
 
-std::vector<GradBucket> gradient_buckets(const Scenario& s) {
-  return bucket_layout(gradient_ready_tensors(s.model), s.parallel.bucket_bytes,
-                       precision_bytes(gradient_comm_dtype(s)), bucket_rule(s.training.framework, s.parallel.zero));
+std::vector<GradBucket> gradient_buckets(const ViTConfig& m, double cap_bytes, Precision comm_dtype, BucketRule rule) {
+  return bucket_layout(gradient_ready_tensors(m), cap_bytes, precision_bytes(comm_dtype), rule);
 }
 
 std::string describe_buckets(const std::vector<GradBucket>& b, BucketRule rule, Precision dtype) {

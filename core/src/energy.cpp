@@ -29,8 +29,6 @@ double parse_power(const std::string& text) {
   }
 }
 
-double gpu_busy_s(const Breakdown& b) { return b.compute_fwd + b.compute_bwd + b.optimizer + b.comm_exposed; }
-
 double gpu_energy_j(const GpuPower& p, double busy_s, double wall_s) {
   const double busy = std::clamp(busy_s, 0.0, std::max(0.0, wall_s));
   return p.busy_w * busy + p.idle_w * (wall_s - busy);

@@ -1,5 +1,7 @@
 #include "vitsim/core/identity.hpp"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include <array>
@@ -126,5 +128,11 @@ std::string scenario_identity_text(const Scenario& s) {
 }
 
 std::string scenario_id(const Scenario& s) { return "sha256:" + sha256_hex(scenario_identity_text(s)); }
+
+bool is_sha256_id(const std::string& id) {
+  bool hex = id.size() == 7 + 64 && id.rfind("sha256:", 0) == 0;
+  for (size_t i = 7; hex && i < id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(id[i]));
+  return hex;
+}
 
 }  // namespace vitsim

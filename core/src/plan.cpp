@@ -3,20 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "vitsim/core/error.hpp"
-#include "vitsim/core/identity.hpp"
-#include "json_reader.hpp"
 #include "vitsim/core/suggest.hpp"
 #include "vitsim/core/units.hpp"
 
 namespace vitsim {
-using json = nlohmann::json;
 
 namespace {
 
@@ -384,226 +377,6 @@ std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanRes
 
 // --- formats ---
 
-namespace {
-json constraints_json(const PlanConstraints& c) {
-  json j = json::object();
-  if (c.global_batch) j["global_batch"] = *c.global_batch;
-  if (c.global_batch_min) j["global_batch_min"] = *c.global_batch_min;
-  if (c.global_batch_max) j["global_batch_max"] = *c.global_batch_max;
-  if (c.deadline_s) j["deadline_s"] = *c.deadline_s;
-  if (c.budget) j["budget"] = *c.budget;
-  j["must_fit"] = c.must_fit;
-  return j;
-}
-PlanConstraints constraints_from(const detail::JsonField& f) {
-  PlanConstraints c;
-  constexpr long long kMax = std::numeric_limits<long long>::max();
-  if (f.has("global_batch")) c.global_batch = f.at("global_batch").integer(1, kMax);
-  if (f.has("global_batch_min")) c.global_batch_min = f.at("global_batch_min").integer(1, kMax);
-  if (f.has("global_batch_max")) c.global_batch_max = f.at("global_batch_max").integer(1, kMax);
-  if (f.has("deadline_s")) c.deadline_s = f.at("deadline_s").non_negative("the deadline");
-  if (f.has("budget")) c.budget = f.at("budget").non_negative("the budget");
-  c.must_fit = f.at("must_fit").boolean();
-  return c;
-}
-}  // namespace
-
-std::string plan_to_json(const PlanResult& plan) {
-  json j = json_file_head("vitsim.plan/2", "plan");
-  j["plan_id"] = plan.plan_id;
-  j["scenario"] = plan.scenario;
-  j["provenance"] = plan.provenance;
-  j["what_ifs"] = plan.what_ifs;
-  j["what_if_changes"] = plan.what_if_changes;
-  j["epochs"] = plan.epochs;
-  j["price_per_gpu_hour"] = plan.price_per_gpu_hour;
-  if (plan.price_per_kwh > 0) j["price_per_kwh"] = plan.price_per_kwh;
-  j["cost_unit"] = plan.cost_unit();
-  j["objective"] = plan.objective;
-  j["constraints"] = constraints_json(plan.constraints);
-  j["space_size"] = plan.space_size;
-  j["shard"] = {{"index", plan.shard_index}, {"count", plan.shard_count}};
-  j["ranked"] = plan.ranked;
-  j["explanation"] = plan.explanation;
-  // The simulated points as a report, so that its parser reads them back.
-  Report sims;
-  for (const auto& p : plan.points)
-    if (p.simulated) sims.points.push_back(p.result);
-  json sim_points = json::parse(report_to_json(sims))["points"];
-  size_t k = 0;
-  j["points"] = json::array();
-  for (const auto& p : plan.points) {
-    json pj;
-    pj["index"] = p.index;
-    pj["params"] = p.params;
-    pj["nodes"] = p.nodes;
-    pj["gpus_per_node"] = p.gpus_per_node;
-    pj["gpus"] = p.gpus;
-    pj["micro_batch"] = p.micro_batch;
-    pj["grad_accum"] = p.grad_accum;
-    pj["zero"] = p.zero;
-    pj["sequence_parallel"] = p.sequence_parallel;
-    pj["precision"] = p.precision;
-    pj["collective"] = p.collective;
-    pj["overlap"] = p.overlap;
-    pj["global_batch"] = p.global_batch;
-    pj["memory_per_gpu_bytes"] = p.memory_per_gpu_bytes;
-    pj["gpu_memory_bytes"] = p.gpu_memory_bytes;
-    pj["simulated"] = p.simulated;
-    pj["excluded"] = p.excluded.empty() ? json(nullptr) : json(p.excluded);
-    pj["time_to_train_s"] = p.time_to_train_s;
-    pj["gpu_hours"] = p.gpu_hours;
-    pj["cost"] = p.cost;
-    if (p.simulated && p.result.energy.known()) pj["energy_kwh"] = p.energy_kwh, pj["energy_cost"] = p.energy_cost;
-    pj["pareto"] = p.pareto;
-    pj["rank"] = p.rank;
-    pj["result"] = p.simulated ? sim_points.at(k++) : json(nullptr);
-    j["points"].push_back(pj);
-  }
-  return j.dump(2) + "\n";
-}
-
-namespace {
-
-// Only vitsim.plan/2 is read; an older plan or another vitsim file gets a message that says what it is.
-void check_plan_schema(const json& j, const std::string& origin) {
-  const std::string schema = j.is_object() && j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";
-  if (schema == "vitsim.plan/1")
-    throw Error(fmt::format("{}: a vitsim.plan/1 file (written before plans carried their identity): run `vitsim plan` "
-                            "again with this vitsim ({})", origin, vitsim_version()));
-  if (schema != "vitsim.plan/2") {
-    const std::string what = detail::what_schema(j);
-    if (!what.empty())
-      throw Error(fmt::format("{}: this is {}, not a plan: give the JSON of `vitsim plan [--shard I/K] --format json`",
-                              origin, what));
-    throw Error(fmt::format("{}: not a vitsim plan (expected \"schema\": \"vitsim.plan/2\")", origin));
-  }
-}
-
-// The plan's fields above its points.
-void plan_header_from(const detail::JsonField& top, PlanResult& plan) {
-  if (top.at("kind").string() != "plan") top.at("kind").fail("expected \"plan\"");
-  plan.vitsim_version = top.at("vitsim_version").string();
-  plan.plan_id = top.at("plan_id").string();
-  bool hex = plan.plan_id.size() == 7 + 64 && plan.plan_id.rfind("sha256:", 0) == 0;
-  for (size_t i = 7; hex && i < plan.plan_id.size(); ++i) hex = std::isxdigit(static_cast<unsigned char>(plan.plan_id[i]));
-  if (!hex) top.at("plan_id").fail("expected \"sha256:\" and 64 hex digits (the plan's identity)");
-  plan.scenario = top.at("scenario").string();
-  plan.provenance = top.at("provenance").string_map();
-  plan.what_ifs = top.at("what_ifs").strings();
-  plan.what_if_changes = top.at("what_if_changes").strings();
-  plan.epochs = static_cast<int>(top.at("epochs").integer(1, 1 << 20));
-  plan.price_per_gpu_hour = top.at("price_per_gpu_hour").non_negative("the price per GPU-hour");
-  if (top.has("price_per_kwh")) plan.price_per_kwh = top.at("price_per_kwh").non_negative("the price per kWh");
-  plan.objective = top.at("objective").string();
-  if (plan.objective != "time" && plan.objective != "cost" && plan.objective != "throughput" && plan.objective != "energy")
-    top.at("objective").fail(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", plan.objective.substr(0, 40)));
-  plan.constraints = constraints_from(top.at("constraints"));
-  plan.space_size = static_cast<int>(top.at("space_size").integer(1, std::numeric_limits<int>::max()));
-  plan.shard_count = static_cast<int>(top.at("shard").at("count").integer(1, plan.space_size));
-  plan.shard_index = static_cast<int>(top.at("shard").at("index").integer(0, plan.shard_count - 1));
-  plan.ranked = top.at("ranked").boolean();
-  plan.explanation = top.at("explanation").strings();
-}
-
-// A point's own fields (its simulated result aside); `indices` are those read so far.
-PlanPoint plan_point_from(const detail::JsonField& pj, const PlanResult& plan, std::set<int>& indices) {
-  constexpr long long kMaxCount = std::numeric_limits<int>::max();
-  PlanPoint p;
-  p.index = static_cast<int>(pj.at("index").integer(0, plan.space_size - 1));
-  if (!indices.insert(p.index).second) pj.at("index").fail(fmt::format("point {} appears twice", p.index));
-  p.params = pj.at("params").string_map();
-  p.simulated = pj.at("simulated").boolean();
-  const long long least = p.simulated ? 1 : 0;  // a point excluded before placement has no shape
-  p.nodes = static_cast<int>(pj.at("nodes").integer(least, kMaxCount));
-  p.gpus_per_node = static_cast<int>(pj.at("gpus_per_node").integer(least, kMaxCount));
-  p.gpus = static_cast<int>(pj.at("gpus").integer(least, kMaxCount));
-  p.micro_batch = static_cast<int>(pj.at("micro_batch").integer(least, kMaxCount));
-  p.grad_accum = static_cast<int>(pj.at("grad_accum").integer(least, kMaxCount));
-  p.zero = static_cast<int>(pj.at("zero").integer(0, 3));
-  p.sequence_parallel = static_cast<int>(pj.at("sequence_parallel").integer(1, kMaxCount));
-  p.precision = pj.at("precision").string();
-  p.collective = pj.at("collective").string();
-  p.overlap = pj.at("overlap").boolean();
-  p.global_batch = pj.at("global_batch").integer(0, std::numeric_limits<long long>::max());
-  p.memory_per_gpu_bytes = pj.at("memory_per_gpu_bytes").non_negative("the memory per GPU");
-  p.gpu_memory_bytes = pj.at("gpu_memory_bytes").non_negative("a GPU's memory");
-  if (p.gpu_memory_bytes > kMaxMemoryPerGpuBytes)
-    pj.at("gpu_memory_bytes").fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
-  p.excluded = pj.at("excluded").is_null() ? "" : pj.at("excluded").string();
-  if (!p.simulated && p.excluded.empty()) pj.at("excluded").fail("a point that was not simulated must say why it was excluded");
-  p.time_to_train_s = pj.at("time_to_train_s").non_negative("the time to train");
-  p.gpu_hours = pj.at("gpu_hours").non_negative("the GPU-hours");
-  p.cost = pj.at("cost").non_negative("the cost");
-  if (pj.has("energy_kwh") || pj.has("energy_cost")) {
-    p.energy_kwh = pj.at("energy_kwh").non_negative("an energy");
-    p.energy_cost = pj.at("energy_cost").non_negative("a cost");
-  }
-  p.pareto = pj.at("pareto").boolean();
-  p.rank = static_cast<int>(pj.at("rank").integer(0, plan.space_size));
-  return p;
-}
-
-// A ranked point's derived figures must be its result's: time to train = epochs x epoch time, and so on.
-void check_derived(const detail::JsonField& pj, const PlanPoint& p, const PlanResult& plan) {
-  const ReportPoint& r = p.result;
-  const double time = r.epoch_time_s * plan.epochs, hours = time * p.gpus / 3600.0;
-  const double cost = plan.price_per_gpu_hour > 0 ? hours * plan.price_per_gpu_hour : hours;
-  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * std::max(std::fabs(a), std::fabs(b)) + 1e-12; };
-  if (!same(p.time_to_train_s, time))
-    pj.at("time_to_train_s").fail(fmt::format("{:.6g} s disagrees with epochs x epoch time = {} x {:.6g} s", p.time_to_train_s,
-                                              plan.epochs, r.epoch_time_s));
-  if (!same(p.gpu_hours, hours))
-    pj.at("gpu_hours").fail(fmt::format("{:.6g} disagrees with time to train x GPUs = {:.6g}", p.gpu_hours, hours));
-  if (!same(p.cost, cost)) pj.at("cost").fail(fmt::format("{:.6g} disagrees with the GPU-hours and the price: {:.6g}", p.cost, cost));
-  const double kwh = r.energy.known() ? r.energy.epoch_kwh * plan.epochs : 0;
-  if (!same(p.energy_kwh, kwh))
-    pj.at(pj.has("energy_kwh") ? "energy_kwh" : "result")
-        .fail(fmt::format("{:.6g} kWh disagrees with epochs x the result's epoch_kwh = {:.6g} kWh", p.energy_kwh, kwh));
-  if (!same(p.energy_cost, kwh * plan.price_per_kwh))
-    pj.at("energy_cost").fail(fmt::format("{:.6g} disagrees with energy_kwh x price_per_kwh = {:.6g}", p.energy_cost,
-                                          kwh * plan.price_per_kwh));
-}
-
-// A simulated point's result, which must agree with the point's own fields.
-void plan_result_from(const detail::JsonField& pj, PlanPoint& p, const PlanResult& plan) {
-  p.result = report_point_from_json(pj.at("result").raw(), plan.origin, pj.pointer() + "/result", false);
-  const ReportPoint& r = p.result;
-  if (r.nodes != p.nodes || r.gpus != p.gpus || r.micro_batch != p.micro_batch || r.grad_accum != p.grad_accum ||
-      r.global_batch != p.global_batch)
-    pj.at("result").fail("the simulated result's nodes, gpus, micro_batch, grad_accum or global_batch differ from the point's");
-  if (p.gpus != p.nodes * p.gpus_per_node)
-    pj.at("gpus").fail(fmt::format("{} GPUs, but nodes x gpus_per_node = {} x {}", p.gpus, p.nodes, p.gpus_per_node));
-  if (std::fabs(p.memory_per_gpu_bytes - r.memory_per_gpu_bytes) > 1e-6 * r.memory_per_gpu_bytes + 1)
-    pj.at("memory_per_gpu_bytes").fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}",
-                                                   p.memory_per_gpu_bytes, r.memory_per_gpu_bytes));
-  if (plan.ranked) check_derived(pj, p, plan);
-}
-
-}  // namespace
-
-PlanResult plan_from_json(const std::string& text, const std::string& origin) {
-  const json j = detail::parse_json(text, origin);
-  const detail::JsonField top(j, origin, "");
-  check_plan_schema(j, origin);
-  PlanResult plan;
-  plan.origin = origin;
-  plan_header_from(top, plan);
-  const detail::JsonField points = top.at("points");
-  std::set<int> indices;
-  for (size_t i = 0, n = points.size(); i < n; ++i) {
-    const detail::JsonField pj = points[i];
-    PlanPoint p = plan_point_from(pj, plan, indices);
-    if (p.simulated)
-      plan_result_from(pj, p, plan);
-    else if (!pj.at("result").is_null())
-      pj.at("result").fail("a point that was not simulated has no result (expected null)");
-    plan.points.push_back(std::move(p));
-  }
-  if (plan.ranked && plan.shard_count > 1) top.at("ranked").fail("a shard's points are unranked; this one says ranked");
-  return plan;
-}
-
 std::string plan_to_table(const PlanResult& plan, int top) {
   std::string out = fmt::format("vitsim plan: {} ({}, {}, ranked by {})\n", plan.scenario,
                                 count_noun(plan.space_size, "point"), count_noun(plan.epochs, "epoch"), plan.objective);
@@ -690,12 +463,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
 }
 
 std::string plan_to_csv(const PlanResult& plan) {
-  std::vector<std::string> keys;
-  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
-  for (const auto& p : plan.points)
-    for (const auto& [k, v] : p.params)
-      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
-        keys.push_back(k);
+  const std::vector<std::string> keys = csv_param_keys(plan.points);
   std::string out = "rank,index,";
   for (const auto& k : keys) out += k + ",";
   out += "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"

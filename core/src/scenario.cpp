@@ -22,10 +22,21 @@
 #include "vitsim/core/deepspeed.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/units.hpp"
-#include "vitsim/core/whatif.hpp"
 
 namespace vitsim {
 namespace fs = std::filesystem;
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) {
+    auto b = cur.find_first_not_of(" \t\n");
+    auto e = cur.find_last_not_of(" \t\n");
+    out.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
+  }
+  return out;
+}
 
 long long DatasetSpec::effective_train_samples(int ranks) const {
   if (per_gpu_fraction <= 0) return train_samples;
@@ -41,18 +52,6 @@ const std::map<std::string, std::vector<std::string>>& schema();
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
-  return out;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) {
-    auto b = cur.find_first_not_of(" \t\n");
-    auto e = cur.find_last_not_of(" \t\n");
-    out.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
-  }
   return out;
 }
 
@@ -213,7 +212,7 @@ ScenarioFile read_scenario_file(const std::string& path) {
       for (auto a : el.attributes()) {
         std::string an = a.name();
         if (an == "param") s.key = a.value();
-        else if (an == "values") s.values = split(a.value(), ',');
+        else if (an == "values") s.values = split_list(a.value(), ',');
         else throw Error(s.origin, fmt::format("unknown attribute '{}' on <sweep>; valid: param, values", an));
       }
       auto keys = scenario_keys();
@@ -261,7 +260,7 @@ void apply_override(ScenarioFile& f, const std::string& assignment) {
   Origin o{"--set " + key, 0};
   std::erase_if(f.sweeps, [&](const Sweep& s) { return s.key == key; });
   if (value.find(',') != std::string::npos) {
-    Sweep s{key, split(value, ','), o};
+    Sweep s{key, split_list(value, ','), o};
     if (std::any_of(s.values.begin(), s.values.end(), [](auto& v) { return v.empty(); }))
       throw Error(o, "empty value in the comma list");
     f.sweeps.push_back(s);
@@ -445,7 +444,7 @@ void apply_what_ifs(Resolution& x) {
   // a loader edit is a scenario setting and is applied here (a --set of loader.workers wins).
   const auto* e = x.r.raw("whatif.edits");
   if (!e) return;
-  for (const auto& edit : split(*e, ';')) {
+  for (const auto& edit : split_list(*e, ';')) {
     if (edit.empty()) continue;
     if (edit.rfind("loader:workers=", 0) == 0) {
       const std::string v = edit.substr(15);
@@ -870,28 +869,6 @@ void for_each_combination(const ScenarioFile& f,
 std::vector<Scenario> expand(const ScenarioFile& f) {
   std::vector<Scenario> out;
   for_each_combination(f, [&](const auto& attrs, const auto& params) { out.push_back(resolve(f, attrs, params)); });
-  return out;
-}
-
-std::vector<NamedPath> scenario_inputs(const ScenarioFile& f) {
-  std::vector<NamedPath> out{{f.path, "the scenario"}};
-  // Each value once, given or swept: the number of combinations does not matter here.
-  auto add = [&](const std::string& key, const std::string& value, const Origin& o) {
-    if (value.empty()) return;
-    auto path = [&] {  // as Reader::path resolves it
-      fs::path p(value);
-      if (p.is_absolute() || o.line == 0) return p.string();
-      return (fs::path(o.file).parent_path() / p).lexically_normal().string();
-    };
-    if (key == "cluster.platform") out.push_back({path(), "the platform"});
-    else if (key == "deepspeed.config") out.push_back({path(), "the DeepSpeed config"});
-    else if (key == "whatif.edits")
-      for (const auto& file : what_if_files(split(value, ';'), fs::path(f.path).parent_path().string()))
-        out.push_back({file, "the what-if spec"});
-  };
-  for (const auto& [key, a] : f.attrs) add(key, a.value, a.origin);
-  for (const auto& s : f.sweeps)
-    for (const auto& v : s.values) add(s.key, v, s.origin);
   return out;
 }
 

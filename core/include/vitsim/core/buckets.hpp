@@ -22,8 +22,6 @@
 
 namespace vitsim {
 
-struct Scenario;
-
 enum class BucketRule { Vitsim, DdpReducer, DeepSpeedIpg, DeepSpeedAllreduce };
 const char* bucket_rule_name(BucketRule r);  // "vitsim", "ddp", "deepspeed-ipg", "deepspeed-allreduce"
 
@@ -54,13 +52,14 @@ int tensor_layer(const ViTConfig& m, int forward_index);
 // The rule of a framework: vitsim's trainer DDP's without the first-bucket cap, DDP its own; DeepSpeed the IPG rule at ZeRO >= 1 and
 // the allreduce fallback's at ZeRO-0.
 BucketRule bucket_rule(Framework f, int zero_stage);
-// The dtype gradients are communicated in: parallelism.comm_dtype when set; else DeepSpeed communicates
-// the gradients' own dtype (the training precision), while vitsim's trainer and DDP under autocast keep
-// fp32 gradients and all-reduce fp32.
-Precision gradient_comm_dtype(const Scenario& s);
-// The scenario's layout: bucket_layout(gradient_ready_tensors(model), parallelism.bucket_size,
-// gradient_comm_dtype, bucket_rule(framework, zero)).
-std::vector<GradBucket> gradient_buckets(const Scenario& s);
+// The dtype gradients are communicated in: `comm_dtype` (parallelism.comm_dtype) when set; else DeepSpeed
+// communicates the gradients' own dtype (the `training` precision), while vitsim's trainer and DDP under
+// autocast keep fp32 gradients and all-reduce fp32.
+Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, Framework f, Precision training);
+// The model's layout: bucket_layout(gradient_ready_tensors(m), cap_bytes, precision_bytes(comm_dtype), rule).
+// A scenario's (parallelism.bucket_size, its comm dtype and rule) is gradient_buckets(const Scenario&),
+// core/scenario.hpp.
+std::vector<GradBucket> gradient_buckets(const ViTConfig& m, double cap_bytes, Precision comm_dtype, BucketRule rule);
 // One line for logs and reports: "N buckets (rule, dtype): b0 [0,4) 1.2 MB, ...".
 std::string describe_buckets(const std::vector<GradBucket>& b, BucketRule rule, Precision dtype);
 

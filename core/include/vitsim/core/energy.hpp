@@ -7,15 +7,13 @@
 // catalogue's TDP as the busy power and the catalogue's gpu_idle_power_fraction of it as the idle power
 // (data/catalogue.json, docs/sources.md). A platform without them gets no energy figures.
 //
-// What counts as busy (gpu_busy_s): forward, backward, the optimizer step, and communication the rank
-// waits for (exposed). Communication hidden behind backward overlaps kernels already counted. Collectives
-// count as busy because NCCL's kernels hold SMs for the whole collective, spinning on their peers while
-// they wait: the GPU does not fall to its idle clocks. Idle: waiting for the loader and host-to-device
+// What counts as busy (gpu_busy_s in core/report.hpp, from a rank's breakdown): forward, backward, the
+// optimizer step, and communication the rank waits for (exposed). Communication hidden behind backward
+// overlaps kernels already counted. Collectives count as busy because NCCL's kernels hold SMs for the
+// whole collective, spinning on their peers while they wait: the GPU does not fall to its idle clocks. Idle: waiting for the loader and host-to-device
 // copies (the copy engines run; the SMs wait). GPU power only: no host CPUs, NICs, switches or cooling.
 #include <string>
 #include <vector>
-
-#include "vitsim/core/report.hpp"
 
 namespace vitsim {
 
@@ -25,11 +23,19 @@ struct GpuPower {
   bool known() const { return busy_w > 0; }
 };
 
+// Energy per epoch of a point (ReportPoint::energy). Unknown (busy_w 0) when the platform states no GPU
+// power; optional in reports.
+struct PointEnergy {
+  double busy_w = 0, idle_w = 0;  // summed over the point's GPUs
+  double busy_fraction = 0;       // of the epoch the GPUs are busy, weighted by each GPU's busy_w - idle_w
+  double epoch_kwh = 0;
+  double price_per_kwh = 0;       // 0: no price given, no energy cost
+  bool known() const { return busy_w > 0; }
+  double epoch_cost() const { return epoch_kwh * price_per_kwh; }
+};
+
 // "700W", "1.2kW" -> watts. Throws Error("'x' is not a power: ...") without location; > 0 required.
 double parse_power(const std::string& text);
-
-// Seconds per step one GPU is busy, from its breakdown (the rule above).
-double gpu_busy_s(const Breakdown& b);
 
 // Joules one GPU uses over `wall_s` seconds of which `busy_s` are busy (busy_s is clamped to [0, wall_s]):
 // busy_w x busy_s + idle_w x (wall_s - busy_s).
@@ -37,7 +43,7 @@ double gpu_energy_j(const GpuPower& p, double busy_s, double wall_s);
 
 // A point's energy per epoch from its ranks' power and busy time per step: each rank is busy for
 // min(1, busy_s / step_s) of the epoch (the step being the point's, the slowest rank's), idle the rest.
-// Fills ReportPoint::energy; leaves it unknown (busy_w 0) when any rank's power is unknown.
+// Leaves it unknown (busy_w 0) when any rank's power is unknown.
 // `price_per_kwh` 0: no energy cost.
 PointEnergy point_energy(const std::vector<GpuPower>& power, const std::vector<double>& busy_s_per_step, double step_s,
                          double epoch_s, double price_per_kwh);

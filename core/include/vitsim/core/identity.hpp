@@ -24,5 +24,7 @@ std::string sha256_hex(const std::string& bytes);
 std::string scenario_identity_text(const Scenario& s);
 // "sha256:" + sha256_hex(scenario_identity_text(s)).
 std::string scenario_id(const Scenario& s);
+// Whether `id` has the shape of an identity: "sha256:" and 64 hex digits.
+bool is_sha256_id(const std::string& id);
 
 }  // namespace vitsim

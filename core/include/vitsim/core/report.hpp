@@ -2,11 +2,13 @@
 // The one result schema ("vitsim.report/2") written by the simulator and the real trainer alike.
 // Schema 2 adds provenance (docs/reports.md): the report's kind (predicted or measured), the vitsim
 // version that wrote it and, per point, the identity of the scenario point it answers (core/identity.hpp).
+#include <algorithm>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
+#include "vitsim/core/energy.hpp"
 #include "vitsim/core/memory.hpp"
 
 namespace vitsim {
@@ -27,6 +29,9 @@ struct Breakdown {
   double comm_total = 0;    // time collectives were in flight
   double comm_exposed = 0;  // part of it nothing else overlapped (the rank waited)
 };
+// Seconds per step one GPU is busy, from its breakdown (core/energy.hpp says what counts as busy):
+// forward, backward, the optimizer step and exposed communication.
+double gpu_busy_s(const Breakdown& b);
 
 struct RankReport {
   int rank = 0;
@@ -34,17 +39,6 @@ struct RankReport {
   std::string device;
   StepStats step_time_s;
   Breakdown breakdown_s;
-};
-
-// Energy per epoch of a point (core/energy.hpp: the power model and what counts as busy). Unknown (busy_w 0)
-// when the platform states no GPU power; optional in reports.
-struct PointEnergy {
-  double busy_w = 0, idle_w = 0;  // summed over the point's GPUs
-  double busy_fraction = 0;       // of the epoch the GPUs are busy, weighted by each GPU's busy_w - idle_w
-  double epoch_kwh = 0;
-  double price_per_kwh = 0;       // 0: no price given, no energy cost
-  bool known() const { return busy_w > 0; }
-  double epoch_cost() const { return epoch_kwh * price_per_kwh; }
 };
 
 struct ReportPoint {
@@ -135,10 +129,25 @@ Report report_from_json(const std::string& text, const std::string& origin);
 // (a plan's "/points/3/result"). `measured`: the point is a real run's.
 ReportPoint report_point_from_json(const nlohmann::json& j, const std::string& origin, const std::string& pointer,
                                    bool measured, int schema_version = 2);
+// One point as report_to_json writes it (a plan's simulated results).
+nlohmann::json report_point_to_json(const ReportPoint& p);
 // Throws Error unless `r` is of `kind` ("predicted" or "measured"), naming what it is instead and where
 // it came from; a schema-1 report (no kind, no identities) is refused with a line saying so.
 void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose);
 std::string report_to_csv(const Report& r);
+// The parameter columns of a CSV of `points` (report or plan points): every key of their params, in the
+// order first seen, but nodes, gpus, micro_batch and grad_accum (fixed columns carry them; repeating them
+// as parameter columns gave duplicate names).
+template <class Points>
+std::vector<std::string> csv_param_keys(const Points& points) {
+  std::vector<std::string> keys;
+  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
+  for (const auto& p : points)
+    for (const auto& [k, v] : p.params)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end() && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
+        keys.push_back(k);
+  return keys;
+}
 std::string report_to_table(const Report& r);
 
 }  // namespace vitsim

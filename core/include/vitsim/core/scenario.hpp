@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "vitsim/core/buckets.hpp"
 #include "vitsim/core/error.hpp"
 #include "vitsim/core/io.hpp"
 #include "vitsim/core/framework.hpp"
@@ -149,6 +150,17 @@ struct Scenario {
   long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * dp_ranks(); }
 };
 
+// The scenario's gradient buckets (core/buckets.hpp): the dtype they are communicated in, from
+// parallelism.comm_dtype, training.framework and training.precision; the layout, from the model,
+// parallelism.bucket_size, that dtype and the rule of training.framework at parallelism.zero.
+inline Precision gradient_comm_dtype(const Scenario& s) {
+  return gradient_comm_dtype(s.parallel.comm_dtype, s.training.framework, s.training.precision);
+}
+inline std::vector<GradBucket> gradient_buckets(const Scenario& s) {
+  return gradient_buckets(s.model, s.parallel.bucket_bytes, gradient_comm_dtype(s),
+                          bucket_rule(s.training.framework, s.parallel.zero));
+}
+
 struct Attribute {
   std::string value;
   Origin origin;
@@ -196,9 +208,8 @@ long long sweep_points(const ScenarioFile& f);
 void check_sweep_size(const ScenarioFile& f);
 // Expands sweeps and resolves each point; throws Error naming the attribute's origin.
 std::vector<Scenario> expand(const ScenarioFile& f);
-// The files a scenario reads, for check_output_paths: the scenario itself, every platform and DeepSpeed
-// config it names or sweeps, every what-if spec its edits name.
-std::vector<NamedPath> scenario_inputs(const ScenarioFile& f);
+// A list value as scenarios read it, each item trimmed: sweep values split at ',', what-ifs at ';'.
+std::vector<std::string> split_list(const std::string& s, char sep);
 Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& attrs,
                  const std::map<std::string, std::string>& params);
 
