@@ -1,5 +1,6 @@
 // vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
-//                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format table|json|csv]
+//                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format
+//                          table|json|csv]
 //                          [--top K] [--out FILE] [--jobs N] [--shard I/K] [--quiet]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
@@ -41,113 +42,152 @@ void parse_shard(const std::string& text, sim::PlanOptions& opt) {
   } catch (const Error&) {
     i = -1;
   }
-  if (i < 0) throw UsageError(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", echo(text)));
+  if (i < 0)
+    throw UsageError(fmt::format("--shard '{}': expected I/K with 0 <= I < K, e.g. 0/2", echo(text)));
   opt.shard_index = static_cast<int>(i);
   opt.shard_count = static_cast<int>(k);
 }
+
+// The subcommand and its flags, read into a.
+CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
+  CLI::App* c = cli.add_subcommand(
+      "plan", "search a scenario's space under constraints; rank, Pareto front, explanation");
+  add_scenario(c, a.scenario, "scenario XML file whose sweeps (and --set lists) open the space");
+  c->add_option("--set", a.sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep it");
+  c->add_option("--what-if", a.what_ifs,
+                "a platform edit, e.g. link:tesla3-nic:bandwidth=1.25GBps (repeatable)");
+  c->add_option("--calibration", a.opt.calibration, "calibration JSON from `vitsim calibrate`");
+  c->add_option("--global-batch", a.global_batch, "images per optimizer step, fixed (accumulation follows)")
+      ->check(integer(1, 1LL << 40));
+  c->add_option("--global-batch-min", a.global_batch_min, "smallest global batch allowed")
+      ->check(integer(1, 1LL << 40));
+  c->add_option("--global-batch-max", a.global_batch_max, "largest global batch allowed")
+      ->check(integer(1, 1LL << 40));
+  c->add_option("--deadline", a.deadline, "longest time to train the epochs, with its unit (\"12h\")");
+  c->add_option("--budget", a.budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")
+      ->check(number(units::non_negative()));
+  c->add_flag("--allow-oom", a.allow_oom, "keep points that do not fit in GPU memory");
+  c->add_flag("--baseline", a.baseline, "also plan without the what-ifs and compare the top picks");
+  c->add_option("--epochs", a.opt.epochs, "epochs to train (default: the scenario's training.epochs)")
+      ->check(integer(1, 1 << 20));
+  c->add_option("--objective", a.opt.objective, "what ranks first (energy: kWh of the epochs)")
+      ->check(CLI::IsMember({"time", "cost", "throughput", "energy"}));
+  c->add_option("--price-per-kwh", a.opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
+      ->check(number(units::non_negative()));
+  c->add_option("--format", a.format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
+  c->add_option("--top", a.top, "feasible rows in the table (0 = all; Pareto points always shown)")
+      ->check(integer(0, 1 << 30));
+  c->add_option("--out", a.out, "write the output to this file instead of stdout");
+  c->add_option("--jobs,-j", a.opt.jobs, "points simulated at once (default: the cores)")
+      ->check(integer(1, 4096));
+  c->add_option("--shard", a.shard, "simulate only points with index % K == I and write them unranked (I/K)");
+  c->add_option("--merge", a.merge,
+                "rank the union of shard outputs (vitsim plan --shard ... --format json)");
+  c->add_flag("--quiet,-q", a.quiet, "no progress line on stderr");
+  return c;
+}
+
+// --merge: the shards' points ranked as they were planned.
+PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
+  if (!a.scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
+  // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
+  // as they were (a different price or objective would be another plan, with another plan_id).
+  for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min",
+                           "--global-batch-max", "--deadline", "--budget", "--allow-oom", "--baseline",
+                           "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
+    if (c.count(flag) > 0)
+      throw UsageError(
+          fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
+                      "shards as they were planned",
+                      flag));
+  std::vector<NamedPath> inputs;
+  for (const auto& f : a.merge) inputs.push_back({f, "--merge shard"});
+  check_output_paths({{a.out, "--out"}}, inputs);
+  std::vector<PlanResult> shards;
+  for (const auto& f : a.merge) shards.push_back(plan_from_json(read_input_file(f, "plan shard"), f));
+  return merge_plans(shards);
+}
+
+// The constraints given on the command line, over the scenario's.
+void set_constraints(PlanArgs& a) {
+  PlanConstraints& k = a.opt.constraints;
+  if (a.global_batch > 0) k.global_batch = a.global_batch;
+  if (a.global_batch_min > 0) k.global_batch_min = a.global_batch_min;
+  if (a.global_batch_max > 0) k.global_batch_max = a.global_batch_max;
+  if (!a.deadline.empty()) {
+    try {
+      k.deadline_s = units::parse(a.deadline, units::Kind::Time);
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--deadline: {}", e.what()));
+    }
+  }
+  if (a.budget >= 0) k.budget = a.budget;
+  k.must_fit = !a.allow_oom;
+}
+
+// The scenario's space planned (and, with --baseline, planned again without the what-ifs and compared).
+PlanResult plan_scenario(PlanArgs& a) {
+  PlanResult result;
+  require_scenario("plan", a.scenario, " (or --merge SHARD.json...)");
+  ScenarioFile f = read_scenario_file(a.scenario);
+  apply_sets(f, a.sets);
+  add_what_ifs(f, a.what_ifs);
+  set_constraints(a);
+  if (!a.shard.empty()) parse_shard(a.shard, a.opt);
+  // Before the sweep, not after it: --out writable, and not one of the inputs.
+  std::vector<NamedPath> inputs = scenario_inputs(f);
+  inputs.push_back({a.opt.calibration, "--calibration"});
+  check_output_paths({{a.out, "--out"}}, inputs);
+  a.opt.progress = !a.quiet;
+  if (a.baseline) {
+    if (!f.attrs.count("whatif.edits"))
+      throw UsageError("plan: --baseline compares against what-ifs: give --what-if EDIT");
+    if (a.opt.shard_count > 1) throw UsageError("plan: --baseline does not combine with --shard");
+    ScenarioFile base = f;
+    base.attrs.erase("whatif.edits");
+    const PlanResult without = sim::plan(base, a.opt);
+    result = sim::plan(f, a.opt);
+    for (auto& line : compare_plans(without, result)) result.explanation.push_back(std::move(line));
+  } else {
+    result = sim::plan(f, a.opt);
+  }
+  return result;
+}
+
+// The result written (stdout or --out); 5 when nothing is feasible.
+int write_plan(const PlanArgs& a, const PlanResult& result) {
+  std::string text = a.format == "json"  ? plan_to_json(result)
+                     : a.format == "csv" ? plan_to_csv(result)
+                                         : plan_to_table(result, a.top);
+  if (!result.ranked && a.format == "table")
+    throw Error(
+        "plan: a shard's points are unranked: write them with --format json and rank them with --merge");
+  if (a.out.empty())
+    fmt::print("{}", text);
+  else
+    write_file_atomic(a.out, text);
+  // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr
+  // and exit 5 so that a script does not take the first row of an empty ranking.
+  if (result.ranked) {
+    const std::string why = infeasible_reason(result);
+    if (!why.empty()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "vitsim: error: plan: {}\n", why);
+      return 5;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_plan(CLI::App& cli, Action& action) {
   auto a = std::make_shared<PlanArgs>();
-  CLI::App* c = cli.add_subcommand("plan", "search a scenario's space under constraints; rank, Pareto front, explanation");
-  add_scenario(c, a->scenario, "scenario XML file whose sweeps (and --set lists) open the space");
-  c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep it");
-  c->add_option("--what-if", a->what_ifs, "a platform edit, e.g. link:tesla3-nic:bandwidth=1.25GBps (repeatable)");
-  c->add_option("--calibration", a->opt.calibration, "calibration JSON from `vitsim calibrate`");
-  c->add_option("--global-batch", a->global_batch, "images per optimizer step, fixed (accumulation follows)")->check(integer(1, 1LL << 40));
-  c->add_option("--global-batch-min", a->global_batch_min, "smallest global batch allowed")->check(integer(1, 1LL << 40));
-  c->add_option("--global-batch-max", a->global_batch_max, "largest global batch allowed")->check(integer(1, 1LL << 40));
-  c->add_option("--deadline", a->deadline, "longest time to train the epochs, with its unit (\"12h\")");
-  c->add_option("--budget", a->budget, "largest cost of the epochs ($ with a platform price, else GPU-hours)")->check(number(units::non_negative()));
-  c->add_flag("--allow-oom", a->allow_oom, "keep points that do not fit in GPU memory");
-  c->add_flag("--baseline", a->baseline, "also plan without the what-ifs and compare the top picks");
-  c->add_option("--epochs", a->opt.epochs, "epochs to train (default: the scenario's training.epochs)")->check(integer(1, 1 << 20));
-  c->add_option("--objective", a->opt.objective, "what ranks first (energy: kWh of the epochs)")
-      ->check(CLI::IsMember({"time", "cost", "throughput", "energy"}));
-  c->add_option("--price-per-kwh", a->opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
-      ->check(number(units::non_negative()));
-  c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
-  c->add_option("--top", a->top, "feasible rows in the table (0 = all; Pareto points always shown)")->check(integer(0, 1 << 30));
-  c->add_option("--out", a->out, "write the output to this file instead of stdout");
-  c->add_option("--jobs,-j", a->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
-  c->add_option("--shard", a->shard, "simulate only points with index % K == I and write them unranked (I/K)");
-  c->add_option("--merge", a->merge, "rank the union of shard outputs (vitsim plan --shard ... --format json)");
-  c->add_flag("--quiet,-q", a->quiet, "no progress line on stderr");
+  CLI::App* c = add_plan_options(cli, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
-      PlanResult result;
-      if (!a->merge.empty()) {
-        if (!a->scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
-        // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
-        // as they were (a different price or objective would be another plan, with another plan_id).
-        for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min", "--global-batch-max",
-                                 "--deadline", "--budget", "--allow-oom", "--baseline", "--epochs", "--objective", "--price-per-kwh",
-                                 "--shard", "--jobs"})
-          if (c->count(flag) > 0)
-            throw UsageError(fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
-                                         "shards as they were planned", flag));
-        std::vector<NamedPath> inputs;
-        for (const auto& f : a->merge) inputs.push_back({f, "--merge shard"});
-        check_output_paths({{a->out, "--out"}}, inputs);
-        std::vector<PlanResult> shards;
-        for (const auto& f : a->merge) shards.push_back(plan_from_json(read_input_file(f, "plan shard"), f));
-        result = merge_plans(shards);
-      } else {
-        require_scenario("plan", a->scenario, " (or --merge SHARD.json...)");
-        ScenarioFile f = read_scenario_file(a->scenario);
-        apply_sets(f, a->sets);
-        add_what_ifs(f, a->what_ifs);
-        PlanConstraints& k = a->opt.constraints;
-        if (a->global_batch > 0) k.global_batch = a->global_batch;
-        if (a->global_batch_min > 0) k.global_batch_min = a->global_batch_min;
-        if (a->global_batch_max > 0) k.global_batch_max = a->global_batch_max;
-        if (!a->deadline.empty()) {
-          try {
-            k.deadline_s = units::parse(a->deadline, units::Kind::Time);
-          } catch (const Error& e) {
-            throw UsageError(fmt::format("--deadline: {}", e.what()));
-          }
-        }
-        if (a->budget >= 0) k.budget = a->budget;
-        k.must_fit = !a->allow_oom;
-        if (!a->shard.empty()) parse_shard(a->shard, a->opt);
-        // Before the sweep, not after it: --out writable, and not one of the inputs.
-        std::vector<NamedPath> inputs = scenario_inputs(f);
-        inputs.push_back({a->opt.calibration, "--calibration"});
-        check_output_paths({{a->out, "--out"}}, inputs);
-        a->opt.progress = !a->quiet;
-        if (a->baseline) {
-          if (!f.attrs.count("whatif.edits")) throw UsageError("plan: --baseline compares against what-ifs: give --what-if EDIT");
-          if (a->opt.shard_count > 1) throw UsageError("plan: --baseline does not combine with --shard");
-          ScenarioFile base = f;
-          base.attrs.erase("whatif.edits");
-          const PlanResult without = sim::plan(base, a->opt);
-          result = sim::plan(f, a->opt);
-          for (auto& line : compare_plans(without, result)) result.explanation.push_back(std::move(line));
-        } else {
-          result = sim::plan(f, a->opt);
-        }
-      }
-      std::string text = a->format == "json" ? plan_to_json(result)
-                         : a->format == "csv" ? plan_to_csv(result)
-                                              : plan_to_table(result, a->top);
-      if (!result.ranked && a->format == "table")
-        throw Error("plan: a shard's points are unranked: write them with --format json and rank them with --merge");
-      if (a->out.empty())
-        fmt::print("{}", text);
-      else
-        write_file_atomic(a->out, text);
-      // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr
-      // and exit 5 so that a script does not take the first row of an empty ranking.
-      if (result.ranked) {
-        const std::string why = infeasible_reason(result);
-        if (!why.empty()) {
-          std::fflush(stdout);
-          fmt::print(stderr, "vitsim: error: plan: {}\n", why);
-          return 5;
-        }
-      }
-      return 0;
+      const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
+      return write_plan(*a, result);
     };
   });
 }

@@ -4,7 +4,7 @@
 # Usage: bench/fuzz.sh [seconds per harness, default 600] [harness names..., default all]
 # Harnesses: scenario platform platform_structure numbers calibration deepspeed units report (core readers), report_roundtrip plan (the
 # report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
-# readers of real/src/data.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
+# readers of real/src/data*.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -193,7 +193,7 @@ void run(const uint8_t* data, size_t size) {
   report_to_table(r);
   report_to_csv(r);
 #elif VITSIM_FUZZ_TARGET >= 7
-  // Dataset readers (real/src/data.cpp), then the loader's per-sample path on what they return: get()
+  // Dataset readers (real/src/data*.cpp), then the loader's per-sample path on what they return: get()
   // and the resize/crop/flip/normalise transform, the code every decoded sample goes through.
   if (size < 1) return;
   const uint8_t mode = data[0];

@@ -1,0 +1,31 @@
+#pragma once
+// One scenario point trained on this rank (internal to real/, without Torch): what the sweep (trainer.cpp)
+// gets back from the point's trainer (point_trainer.hpp), and the error that ends every rank together.
+#include <vector>
+
+#include "vitsim/core/error.hpp"
+#include "vitsim/core/report.hpp"
+#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/trace.hpp"
+#include "vitsim/real/comm.hpp"
+#include "vitsim/real/train.hpp"
+
+namespace vitsim::real {
+
+// An error every rank raises at the same step with the same message (training diverged: the decision
+// rests on the all-reduced gradient and loss): the ranks end together, without MPI_Abort.
+struct Diverged : Error {
+  using Error::Error;
+};
+
+struct PointResult {
+  ReportPoint point;
+  std::vector<TraceEvent> trace;  // this rank's (core/trace.hpp), times from the start of the first step
+  bool trace_truncated = false;
+};
+
+// Sets up and trains one scenario point on this rank (point_setup.cpp, point_loop.cpp). tracing: this
+// rank records core/trace.hpp's events (`vitsim train --trace`, the ranks --trace-ranks keeps).
+PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt, bool tracing);
+
+}  // namespace vitsim::real

@@ -1,0 +1,32 @@
+#pragma once
+// A rank's trace events as it trains (internal to real/, without Torch): core/trace.hpp's events, timed
+// with the steady clock from the start of the point's first step.
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vitsim/core/system.hpp"
+#include "vitsim/core/trace.hpp"
+
+namespace vitsim::real {
+using Clock = std::chrono::steady_clock;
+
+// This rank's trace events (core/trace.hpp), times from the start of the point's first step.
+struct TraceRecorder {
+  bool on = false;
+  int rank = 0;
+  Clock::time_point t0 = Clock::now();  // set again at the start of the first step
+  std::vector<TraceEvent> events;
+  bool truncated = false;
+  void record(TraceTrack track, std::string name, Clock::time_point a, Clock::time_point b) {
+    if (!on) return;
+    if (events.size() >= kTraceEventsPerRank) {
+      truncated = true;
+      return;
+    }
+    events.push_back({rank, track, std::move(name), seconds(t0, a), seconds(a, b), {}});
+  }
+};
+
+}  // namespace vitsim::real
