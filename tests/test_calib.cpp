@@ -104,11 +104,11 @@ TEST_CASE("calibrate: the emitted platform reads back with the measured figures"
   PlatformDevice cpu{"cpu", 12.5e9, 6e9, 8.0 * 1024 * 1024 * 1024};
   pt.nodes.push_back(node("host", {cpu, cpu}));
   pt.provenance = "  - test figures\n";
-  const std::string path = d.file("p.xml", platform_xml(pt));
+  const std::string path = d.file("p.xml", calibrated_platform_xml(pt));
   PlatformFacts f = read_platform_facts(path);
   REQUIRE(f.nodes.size() == 1);
-  REQUIRE(f.gpu.count("host-dev1"));
-  const GpuFacts& g = f.gpu.at("host-dev1");
+  REQUIRE(f.gpu.count("host-gpu1"));
+  const GpuFacts& g = f.gpu.at("host-gpu1");
   CHECK(g.model == "cpu");
   CHECK(g.flops_fp32 == Approx(12.5e9));
   CHECK(g.mem_bw == Approx(6e9));
@@ -141,13 +141,13 @@ TEST_CASE("calibrate: devices of different types become clusters joined by links
   pt.nodes.push_back(node("h-r2", {slow}));
   pt.nic_bw = 4e9;
   pt.nic_lat = 8e-6;
-  PlatformFacts f = read_platform_facts(d.file("p.xml", platform_xml(pt)));
+  PlatformFacts f = read_platform_facts(d.file("p.xml", calibrated_platform_xml(pt)));
   REQUIRE(f.nodes.size() == 3);
-  CHECK(f.gpu.at("h-r0-dev0").model == "cpu");
-  CHECK(f.gpu.at("h-r2-dev0").model == "cpu-half");
-  CHECK(f.gpu.at("h-r2-dev0").flops_fp32 == Approx(6e9));
+  CHECK(f.gpu.at("h-r0-gpu0").model == "cpu");
+  CHECK(f.gpu.at("h-r2-gpu0").model == "cpu-half");
+  CHECK(f.gpu.at("h-r2-gpu0").flops_fp32 == Approx(6e9));
   pt.nic_bw = 0;
-  CHECK_THROWS_WITH(platform_xml(pt), "platform: several clusters need a positive NIC bandwidth");
+  CHECK_THROWS_WITH(calibrated_platform_xml(pt), "platform: several clusters need a positive NIC bandwidth");
 }
 
 TEST_CASE("calibrate: refuses to overwrite without --force, before measuring", "[calib][negative][cli]") {

@@ -252,3 +252,21 @@ TEST_CASE("ops: kind names round-trip and an unknown one lists the valid names",
                     "unknown op kind 'softmx'; valid: none, strided, reduce, softmax, softmax_bwd, layer_norm, "
                     "layer_norm_bwd, gelu, gelu_bwd, conv, conv_wgrad");
 }
+
+TEST_CASE("ops: every op of the layer table carries its identity, and a linear's ops their layer", "[ops][id]") {
+  // `vitsim calibrate` rebuilds each op's kernel from its OpId (never from its name): an op left at
+  // OpId::Other would be timed as a generic copy.
+  ViTConfig dropout = vit_preset("vit_cifar_tiny");
+  dropout.dropout = 0.1;
+  ViTConfig fused = vit_preset("vit_cifar_tiny");
+  fused.attention = AttentionPath::Fused;
+  for (const ViTConfig& c : {vit_preset("vit_cifar_tiny"), dropout, fused})
+    for (const OpOptions& o : {OpOptions{Precision::FP32}, OpOptions{Precision::BF16}, OpOptions{Precision::FP16, false}})
+      for (const Op& op : pass_ops(build_workload(c), 8, o)) {
+        INFO(op.name);
+        CHECK(op.id != OpId::Other);
+        const bool of_linear = op.id == OpId::WeightCast || op.id == OpId::Linear || op.id == OpId::GradAcc ||
+                               op.id == OpId::BiasGrad || op.id == OpId::Wgrad || op.id == OpId::Dgrad;
+        CHECK(of_linear == (op.linear != LinearId::None));
+      }
+}

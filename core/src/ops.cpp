@@ -119,13 +119,19 @@ class LayerBuilder {
     op.layer = l_;
     (op.pass == Pass::Fwd ? fwd_ : bwd_).push_back(std::move(op));
   }
-  void mem(Pass p, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory) {
-    push(memory_op(nm(name), p, bytes, kernels, cls));
+  void mem(Pass p, OpId id, const std::string& name, double bytes, int kernels = 1, OpClass cls = OpClass::Memory,
+           LinearId linear = LinearId::None) {
+    Op op = memory_op(nm(name), p, bytes, kernels, cls);
+    op.id = id;
+    op.linear = linear;
+    push(std::move(op));
   }
   // A memory or norm op of a kernel family: its elements and the rows it reduces over.
-  void kind_op(Pass p, const std::string& name, double bytes, int kernels, OpClass cls, OpKind kind, double elems,
-               double rows = 0) {
+  void kind_op(Pass p, OpId id, const std::string& name, double bytes, int kernels, OpClass cls, OpKind kind,
+               double elems, double rows = 0, LinearId linear = LinearId::None) {
     Op op = memory_op(nm(name), p, bytes, kernels, cls);
+    op.id = id;
+    op.linear = linear;
     op.kind = kind;
     op.elems = elems;
     op.rows = rows;
@@ -133,57 +139,67 @@ class LayerBuilder {
   }
   // C[m, n] = A[m, k] B[k, n], `batch` times; inputs and output in `e` bytes. `bias`: addmm, whose
   // output is first filled with the broadcast bias, then read back by the GEMM (beta = 1).
-  void matmul(Pass p, OpClass cls, const std::string& name, double batch, double m, double n, double k, bool bias = false,
-              OpKind kind = OpKind::None) {
+  void matmul(Pass p, OpClass cls, OpId id, const std::string& name, double batch, double m, double n, double k,
+              bool bias = false, OpKind kind = OpKind::None, LinearId linear = LinearId::None) {
     Op op = matmul_op(nm(name), p, cls, batch, m, n, k, a_);
     op.bytes += bias ? 2 * m * n * a_ : 0;
     op.kernels = bias ? 2 : 1;
     op.kind = kind;
+    op.id = id;
+    op.linear = linear;
     push(std::move(op));
   }
   // A linear layer y[R, out] = x[R, in] W^T + bias, forward and backward, with its weight's autocast
   // cast (forward) and gradient cast + accumulation into the fp32 .grad (backward).
-  void linear(const std::string& name, double rows, double in, double out, bool input_needs_grad = true) {
+  void linear(LinearId lin, const std::string& name, double rows, double in, double out, bool input_needs_grad = true) {
     const double params = in * out + out;
-    if (cast_) mem(Pass::Fwd, name + ".cast_w", params * (4 + 2), 2);  // fp32 weight, bias -> half (cached per forward)
-    matmul(Pass::Fwd, OpClass::Gemm, name, 1, rows, out, in, true);
+    // fp32 weight, bias -> half (cached per forward)
+    if (cast_) mem(Pass::Fwd, OpId::WeightCast, name + ".cast_w", params * (4 + 2), 2, OpClass::Memory, lin);
+    matmul(Pass::Fwd, OpClass::Gemm, OpId::Linear, name, 1, rows, out, in, true, OpKind::None, lin);
     // Backward (built in forward order, issued reversed): accumulation last, data gradient first.
-    grad_acc(name, params);
-    kind_op(Pass::Bwd, name + ".bias_grad", rows * out * a_ + out * a_, 1, OpClass::Memory, OpKind::Reduce,
-            rows * out, out);  // sum over rows: per element read, per output (a reduction's "rows" are its outputs)
-    matmul(Pass::Bwd, OpClass::Gemm, name + ".wgrad", 1, out, in, rows);           // dW = dY^T X
-    if (input_needs_grad) matmul(Pass::Bwd, OpClass::Gemm, name + ".dgrad", 1, rows, in, out);  // dX = dY W
+    grad_acc(lin, name, params);
+    kind_op(Pass::Bwd, OpId::BiasGrad, name + ".bias_grad", rows * out * a_ + out * a_, 1, OpClass::Memory,
+            OpKind::Reduce, rows * out, out,
+            lin);  // sum over rows: per element read, per output (a reduction's "rows" are its outputs)
+    matmul(Pass::Bwd, OpClass::Gemm, OpId::Wgrad, name + ".wgrad", 1, out, in, rows, false, OpKind::None,
+           lin);  // dW = dY^T X
+    if (input_needs_grad)
+      matmul(Pass::Bwd, OpClass::Gemm, OpId::Dgrad, name + ".dgrad", 1, rows, in, out, false, OpKind::None,
+             lin);  // dX = dY W
   }
   // The weight gradient accumulated into .grad (an add into the existing gradient), after the autocast
   // cast of the half gradient to the fp32 parameter's dtype.
-  void grad_acc(const std::string& name, double params) {
-    mem(Pass::Bwd, name + ".grad_acc", params * ((cast_ ? 2 + 4 : 0) + 3 * f_), cast_ ? 4 : 2);
+  void grad_acc(LinearId lin, const std::string& name, double params) {
+    mem(Pass::Bwd, OpId::GradAcc, name + ".grad_acc", params * ((cast_ ? 2 + 4 : 0) + 3 * f_), cast_ ? 4 : 2,
+        OpClass::Memory, lin);
   }
   // LayerNorm in fp32 (autocast's fp32 list): reads x, writes y and per-row mean and rstd; backward
   // reads x, dy (and the stats), writes dx, and reduces the weight and bias gradients in a second pass.
   void layer_norm(const std::string& name, double rows, double d) {
-    kind_op(Pass::Fwd, name, rows * d * (f_ + f_) + rows * 2 * 4, 1, OpClass::Norm, OpKind::LayerNorm, rows * d, rows);
-    mem(Pass::Bwd, name + ".grad_acc", 2 * d * 3 * f_, 2);
-    kind_op(Pass::Bwd, name + ".bwd", rows * d * (f_ + f_ + f_) + rows * d * (f_ + f_) + rows * 2 * 4, 2, OpClass::Norm,
-            OpKind::LayerNormBwd, rows * d, rows);
+    kind_op(Pass::Fwd, OpId::LayerNorm, name, rows * d * (f_ + f_) + rows * 2 * 4, 1, OpClass::Norm, OpKind::LayerNorm,
+            rows * d, rows);
+    mem(Pass::Bwd, OpId::LayerNormGradAcc, name + ".grad_acc", 2 * d * 3 * f_, 2);
+    kind_op(Pass::Bwd, OpId::LayerNormBwd, name + ".bwd", rows * d * (f_ + f_ + f_) + rows * d * (f_ + f_) + rows * 2 * 4,
+            2, OpClass::Norm, OpKind::LayerNormBwd, rows * d, rows);
   }
   // Autocast's cast of an fp32 activation to half before a GEMM, and its backward (half grad -> fp32).
   void cast_in(const std::string& name, double elems) {
     if (!cast_) return;
-    mem(Pass::Fwd, name + ".cast", elems * (4 + 2));
-    mem(Pass::Bwd, name + ".cast_bwd", elems * (2 + 4));
+    mem(Pass::Fwd, OpId::ActCast, name + ".cast", elems * (4 + 2));
+    mem(Pass::Bwd, OpId::ActCastBwd, name + ".cast_bwd", elems * (2 + 4));
   }
-  void dropout(const std::string& name, double elems, double e) {
+  // `fwd` and `bwd`: the site's ids (the embedding's, attention probabilities', a GEMM output's).
+  void dropout(OpId fwd, OpId bwd, const std::string& name, double elems, double e) {
     if (w_.model.dropout <= 0) return;
-    mem(Pass::Fwd, name + ".dropout", elems * (e + e + 1));  // x in, y out, 1-byte mask
-    mem(Pass::Bwd, name + ".dropout_bwd", elems * (e + e + 1));
+    mem(Pass::Fwd, fwd, name + ".dropout", elems * (e + e + 1));  // x in, y out, 1-byte mask
+    mem(Pass::Bwd, bwd, name + ".dropout_bwd", elems * (e + e + 1));
   }
   // x + y into the fp32 residual stream; backward: the two gradient paths meet at the LayerNorm input
   // (an fp32 add), and the branch's half gradient is cast from fp32 under autocast.
   void residual(const std::string& name, double elems) {
-    mem(Pass::Fwd, name + ".residual", elems * (f_ + a_ + f_));
-    mem(Pass::Bwd, name + ".residual_bwd", elems * (f_ + f_ + f_));
-    if (cast_) mem(Pass::Bwd, name + ".residual_cast", elems * (4 + 2));
+    mem(Pass::Fwd, OpId::Residual, name + ".residual", elems * (f_ + a_ + f_));
+    mem(Pass::Bwd, OpId::ResidualBwd, name + ".residual_bwd", elems * (f_ + f_ + f_));
+    if (cast_) mem(Pass::Bwd, OpId::ResidualCast, name + ".residual_cast", elems * (4 + 2));
   }
 
   void patch_embed() {
@@ -191,23 +207,27 @@ class LayerBuilder {
     const double N = static_cast<double>(c.image_size / c.patch) * (c.image_size / c.patch);
     const double T = c.tokens(), d = c.width, P = static_cast<double>(c.patch) * c.patch * c.channels;
     const double image = static_cast<double>(b_) * c.channels * c.image_size * c.image_size;
-    if (cast_) mem(Pass::Fwd, "cast_image", image * (4 + 2));
+    const LinearId conv = LinearId::PatchConv;
+    if (cast_) mem(Pass::Fwd, OpId::ImageCast, "cast_image", image * (4 + 2));
     // The convolution with stride = kernel is a GEMM [b N, P] x [P, d] over the image's patches.
     const double params = P * d + d;
-    if (cast_) mem(Pass::Fwd, "conv.cast_w", params * (4 + 2), 2);
-    matmul(Pass::Fwd, OpClass::Gemm, "conv", 1, b_ * N, d, P, true, OpKind::Conv);
+    if (cast_) mem(Pass::Fwd, OpId::WeightCast, "conv.cast_w", params * (4 + 2), 2, OpClass::Memory, conv);
+    matmul(Pass::Fwd, OpClass::Gemm, OpId::Linear, "conv", 1, b_ * N, d, P, true, OpKind::Conv, conv);
     // The convolution's output [b, d, N] enters the token sequence permuted ([N, b, d], d innermost):
     // the cat gathers it element by element.
-    kind_op(Pass::Fwd, "cat_class_token", b_ * T * d * (a_ + a_), 1, OpClass::Memory, OpKind::Strided, b_ * N * d);
-    mem(Pass::Fwd, "pos_add", b_ * T * d * (a_ + f_) + T * d * f_);
-    dropout("embed", b_ * T * d, f_);
+    kind_op(Pass::Fwd, OpId::CatClassToken, "cat_class_token", b_ * T * d * (a_ + a_), 1, OpClass::Memory,
+            OpKind::Strided, b_ * N * d);
+    mem(Pass::Fwd, OpId::PosAdd, "pos_add", b_ * T * d * (a_ + f_) + T * d * f_);
+    dropout(OpId::EmbedDropout, OpId::EmbedDropoutBwd, "embed", b_ * T * d, f_);
     // Backward: the position embedding's gradient (a sum over the batch), the class token's, the
     // slice back to the convolution's output, its weight gradient (the image needs none).
-    grad_acc("conv", params);
-    kind_op(Pass::Bwd, "conv.bias_grad", b_ * N * d * a_ + d * a_, 1, OpClass::Memory, OpKind::Reduce, b_ * N * d, d);
-    matmul(Pass::Bwd, OpClass::Gemm, "conv.wgrad", 1, d, P, b_ * N, false, OpKind::ConvWgrad);
-    kind_op(Pass::Bwd, "cat_bwd", b_ * N * d * (f_ + a_), 1, OpClass::Memory, OpKind::Strided, b_ * N * d);
-    mem(Pass::Bwd, "pos_grad", b_ * T * d * f_ + (T * d + d) * 3 * f_, 3);
+    grad_acc(conv, "conv", params);
+    kind_op(Pass::Bwd, OpId::BiasGrad, "conv.bias_grad", b_ * N * d * a_ + d * a_, 1, OpClass::Memory, OpKind::Reduce,
+            b_ * N * d, d, conv);
+    matmul(Pass::Bwd, OpClass::Gemm, OpId::Wgrad, "conv.wgrad", 1, d, P, b_ * N, false, OpKind::ConvWgrad, conv);
+    kind_op(Pass::Bwd, OpId::CatBwd, "cat_bwd", b_ * N * d * (f_ + a_), 1, OpClass::Memory, OpKind::Strided,
+            b_ * N * d);
+    mem(Pass::Bwd, OpId::PosGrad, "pos_grad", b_ * T * d * f_ + (T * d + d) * 3 * f_, 3);
   }
 
   void attention() {
@@ -216,7 +236,7 @@ class LayerBuilder {
     const double S = static_cast<double>(b_) * H * T * T;  // attention scores
     layer_norm("ln1", R, d);
     cast_in("ln1", R * d);
-    linear("qkv", R, d, 3 * d);
+    linear(LinearId::Qkv, "qkv", R, d, 3 * d);
     if (fused_) {
       // scaled_dot_product_attention: one kernel reads Q, K, V and writes O (and the softmax
       // statistics); backward recomputes the scores on chip: reads Q, K, V, O, dO, writes dQ, dK, dV.
@@ -224,45 +244,50 @@ class LayerBuilder {
       Op f = matmul_op(nm("sdpa"), Pass::Fwd, OpClass::AttnMatmul, b_ * H, T, T, hd, 0);
       f.flops *= 2;
       f.bytes = 4 * R * d * a_ + b_ * H * T * 4;
+      f.id = OpId::Sdpa;
       Op g = matmul_op(nm("sdpa.bwd"), Pass::Bwd, OpClass::AttnMatmul, b_ * H, T, T, hd, 0);
       g.flops *= 4;
       g.bytes = 8 * R * d * a_ + b_ * H * T * 4;
+      g.id = OpId::SdpaBwd;
       push(std::move(f));
       push(std::move(g));
-      mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_);
-      mem(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
+      mem(Pass::Fwd, OpId::QkvSplit, "qkv_split", 3 * R * d * 2 * a_);
+      mem(Pass::Bwd, OpId::QkvSplitBwd, "qkv_split_bwd", 3 * R * d * 2 * a_);
     } else {
       // nn.functional.multi_head_attention_forward (1.13), need_weights=False: q, k, v made contiguous
       // [B H, T, hd], q scaled, scores = bmm(q, k^T), softmax (fp32 under autocast: cast in, softmax,
       // cast back for the next bmm), bmm(scores, v), transpose back and made contiguous.
-      mem(Pass::Fwd, "qkv_split", 3 * R * d * 2 * a_, 3);
-      mem(Pass::Fwd, "q_scale", R * d * 2 * a_);
-      matmul(Pass::Fwd, OpClass::AttnMatmul, "qk", b_ * H, T, T, hd);
-      if (cast_) mem(Pass::Fwd, "scores.cast", S * (2 + 4));
-      kind_op(Pass::Fwd, "softmax", S * (f_ + f_), 1, OpClass::Norm, OpKind::Softmax, S, S / T);  // fp32 under autocast
-      dropout("attn", S, f_);
-      if (cast_) mem(Pass::Fwd, "probs.cast", S * (4 + 2));
-      matmul(Pass::Fwd, OpClass::AttnMatmul, "av", b_ * H, T, hd, T);
-      mem(Pass::Fwd, "out_layout", R * d * 2 * a_);
+      mem(Pass::Fwd, OpId::QkvSplit, "qkv_split", 3 * R * d * 2 * a_, 3);
+      mem(Pass::Fwd, OpId::QScale, "q_scale", R * d * 2 * a_);
+      matmul(Pass::Fwd, OpClass::AttnMatmul, OpId::Qk, "qk", b_ * H, T, T, hd);
+      if (cast_) mem(Pass::Fwd, OpId::ScoresCast, "scores.cast", S * (2 + 4));
+      kind_op(Pass::Fwd, OpId::Softmax, "softmax", S * (f_ + f_), 1, OpClass::Norm, OpKind::Softmax, S,
+              S / T);  // fp32 under autocast
+      dropout(OpId::ProbsDropout, OpId::ProbsDropoutBwd, "attn", S, f_);
+      if (cast_) mem(Pass::Fwd, OpId::ProbsCast, "probs.cast", S * (4 + 2));
+      matmul(Pass::Fwd, OpClass::AttnMatmul, OpId::Av, "av", b_ * H, T, hd, T);
+      mem(Pass::Fwd, OpId::OutLayout, "out_layout", R * d * 2 * a_);
       // Backward, in forward order (reversed when issued). chunk's backward (SplitBackward) is one cat of
       // the three gradients into [T, b, 3d]; before it, view's backward reshapes the q and v gradients
       // (bmm outputs [B H, T, hd]) to [T, b, d], a transposing copy each, while k's gradient (from
       // bmm(Q^T, dS): [B H, hd, T]) reshapes as a view with T innermost, which the cat reads strided.
-      kind_op(Pass::Bwd, "qkv_split_bwd", 3 * R * d * 2 * a_, 1, OpClass::Memory, OpKind::Strided, R * d);  // k's part
-      mem(Pass::Bwd, "qv_grad_layout", 2 * R * d * 2 * a_, 2);
-      mem(Pass::Bwd, "q_scale_bwd", R * d * 2 * a_);
-      matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
-      matmul(Pass::Bwd, OpClass::AttnMatmul, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
-      if (cast_) mem(Pass::Bwd, "scores.cast_bwd", S * (4 + 2));
-      kind_op(Pass::Bwd, "softmax_bwd", S * (f_ + f_ + f_), 1, OpClass::Norm, OpKind::SoftmaxBwd, S, S / T);
-      if (cast_) mem(Pass::Bwd, "probs.cast_bwd", S * (2 + 4));
-      matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
-      matmul(Pass::Bwd, OpClass::AttnMatmul, "av.dv", b_ * H, T, hd, T);      // dV = P^T dO
+      kind_op(Pass::Bwd, OpId::QkvSplitBwd, "qkv_split_bwd", 3 * R * d * 2 * a_, 1, OpClass::Memory, OpKind::Strided,
+              R * d);  // k's part
+      mem(Pass::Bwd, OpId::QvGradLayout, "qv_grad_layout", 2 * R * d * 2 * a_, 2);
+      mem(Pass::Bwd, OpId::QScaleBwd, "q_scale_bwd", R * d * 2 * a_);
+      matmul(Pass::Bwd, OpClass::AttnMatmul, OpId::QkDq, "qk.dq", b_ * H, T, hd, T);  // dQ = dS K
+      matmul(Pass::Bwd, OpClass::AttnMatmul, OpId::QkDk, "qk.dk", b_ * H, T, hd, T);  // dK = dS^T Q
+      if (cast_) mem(Pass::Bwd, OpId::ScoresCastBwd, "scores.cast_bwd", S * (4 + 2));
+      kind_op(Pass::Bwd, OpId::SoftmaxBwd, "softmax_bwd", S * (f_ + f_ + f_), 1, OpClass::Norm, OpKind::SoftmaxBwd, S,
+              S / T);
+      if (cast_) mem(Pass::Bwd, OpId::ProbsCastBwd, "probs.cast_bwd", S * (2 + 4));
+      matmul(Pass::Bwd, OpClass::AttnMatmul, OpId::AvDprobs, "av.dprobs", b_ * H, T, T, hd);  // dP = dO V^T
+      matmul(Pass::Bwd, OpClass::AttnMatmul, OpId::AvDv, "av.dv", b_ * H, T, hd, T);          // dV = P^T dO
       // out_layout's backward is no copy: view, contiguous and transpose pass the gradient on as a
       // transposed view, which the two bmm of AV's backward read as they are.
     }
-    linear("out_proj", R, d, d);
-    dropout("attn_out", R * d, a_);
+    linear(LinearId::OutProj, "out_proj", R, d, d);
+    dropout(OpId::Dropout, OpId::DropoutBwd, "attn_out", R * d, a_);
     residual("attn", R * d);
   }
 
@@ -271,12 +296,12 @@ class LayerBuilder {
     const double T = c.tokens(), d = c.width, h = c.mlp_hidden(), R = static_cast<double>(b_) * T;
     layer_norm("ln2", R, d);
     cast_in("ln2", R * d);
-    linear("fc1", R, d, h);
-    kind_op(Pass::Fwd, "gelu", R * h * (a_ + a_), 1, OpClass::Norm, OpKind::Gelu, R * h);
-    kind_op(Pass::Bwd, "gelu_bwd", R * h * (a_ + a_ + a_), 1, OpClass::Norm, OpKind::GeluBwd, R * h);
-    dropout("mlp_hidden", R * h, a_);
-    linear("fc2", R, h, d);
-    dropout("mlp_out", R * d, a_);
+    linear(LinearId::Fc1, "fc1", R, d, h);
+    kind_op(Pass::Fwd, OpId::Gelu, "gelu", R * h * (a_ + a_), 1, OpClass::Norm, OpKind::Gelu, R * h);
+    kind_op(Pass::Bwd, OpId::GeluBwd, "gelu_bwd", R * h * (a_ + a_ + a_), 1, OpClass::Norm, OpKind::GeluBwd, R * h);
+    dropout(OpId::Dropout, OpId::DropoutBwd, "mlp_hidden", R * h, a_);
+    linear(LinearId::Fc2, "fc2", R, h, d);
+    dropout(OpId::Dropout, OpId::DropoutBwd, "mlp_out", R * d, a_);
     residual("mlp", R * d);
   }
 
@@ -285,12 +310,13 @@ class LayerBuilder {
     const double T = c.tokens(), d = c.width, C = c.classes, R = static_cast<double>(b_) * T;
     layer_norm("ln", R, d);  // torchvision normalises every token, then takes the class token
     cast_in("cls", b_ * d);
-    linear("fc", b_, d, C);
+    linear(LinearId::Head, "fc", b_, d, C);
     // Cross-entropy (log_softmax in fp32 under autocast, then nll), and its backward; the class token's
     // gradient is scattered into a zero tensor of every token.
-    mem(Pass::Fwd, "loss", b_ * C * (a_ + 4 + 4 + 4), 2, OpClass::Norm);  // log_softmax in fp32 (autocast) then nll
-    mem(Pass::Bwd, "loss_bwd", b_ * C * (4 + 4 + 4 + a_), 2, OpClass::Norm);
-    mem(Pass::Bwd, "select_bwd", R * d * f_ + b_ * d * f_, 2);
+    // log_softmax in fp32 (autocast) then nll
+    mem(Pass::Fwd, OpId::Loss, "loss", b_ * C * (a_ + 4 + 4 + 4), 2, OpClass::Norm);
+    mem(Pass::Bwd, OpId::LossBwd, "loss_bwd", b_ * C * (4 + 4 + 4 + a_), 2, OpClass::Norm);
+    mem(Pass::Bwd, OpId::SelectBwd, "select_bwd", R * d * f_ + b_ * d * f_, 2);
   }
 };
 

@@ -175,10 +175,8 @@ struct PlatformText {
   double nic_bw = 0, nic_lat = 0;       // inter-node edge, when nodes > 1
   std::string provenance;               // written into the header comment, one figure per line
 };
-// SimGrid 4.1 XML in the layout of scripts/gen_platform.py (one <cluster> per node and device type,
-// PCIe-like private links carrying the fitted ring edge, FATPIPE backbone, NIC links in a Full zone).
-std::string platform_xml(const PlatformText& p);
-// The same machines as a PlatformSpec (calibrate/src/emit_platform.cpp), and that spec written by core's one
+// The machines as a PlatformSpec (calibrate/src/emit_platform.cpp: one <cluster> per node and device type,
+// private links carrying the fitted ring edge, NIC links between clusters), and that spec written by core's one
 // writer of the platform format (core/platform_writer.hpp): what `calibrate --emit-platform` writes.
 PlatformSpec calibrated_platform_spec(const PlatformText& p);
 std::string calibrated_platform_xml(const PlatformText& p);

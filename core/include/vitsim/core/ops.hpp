@@ -43,6 +43,40 @@ const char* op_kind_name(OpKind k);  // "none", "strided", "reduce", "softmax", 
 OpKind parse_op_kind(const std::string& name);  // throws Error listing the valid names
 bool is_conv(OpKind k);  // Conv, ConvWgrad: matmul-shaped kinds
 
+// What an op is, whatever its layer and its printed name: `vitsim calibrate` rebuilds each op's LibTorch
+// kernel from it (calibrate/src/kernel_maker.hpp), so renaming an op cannot break calibration. The ops of a
+// linear layer (its weight cast, GEMMs, bias and weight gradients) also say which layer (LinearId).
+enum class OpId {
+  Other,  // built outside the layer table: the step's optimizer and framework ops (core/framework.cpp), tests'
+  // a linear layer, the patch embedding's convolution among them: "<linear>.cast_w", "<linear>",
+  // "<linear>.grad_acc", "<linear>.bias_grad", "<linear>.wgrad", "<linear>.dgrad"
+  WeightCast, Linear, GradAcc, BiasGrad, Wgrad, Dgrad,
+  // LayerNorm: "<ln>", "<ln>.bwd", "<ln>.grad_acc"
+  LayerNorm, LayerNormBwd, LayerNormGradAcc,
+  // autocast's casts: "cast_image"; an activation before a GEMM "<x>.cast" and its gradient "<x>.cast_bwd";
+  // attention's "scores.cast", "scores.cast_bwd", "probs.cast", "probs.cast_bwd"; "<x>.residual_cast"
+  ImageCast, ActCast, ActCastBwd, ScoresCast, ScoresCastBwd, ProbsCast, ProbsCastBwd, ResidualCast,
+  // dropout of the embedding ("embed.dropout"), of attention's probabilities ("attn.dropout"), of a GEMM's
+  // output ("attn_out.dropout", "mlp_hidden.dropout", "mlp_out.dropout"); each with its "_bwd"
+  EmbedDropout, EmbedDropoutBwd, ProbsDropout, ProbsDropoutBwd, Dropout, DropoutBwd,
+  // the patch embedding's tokens: "cat_class_token", "pos_add", "cat_bwd", "pos_grad"
+  CatClassToken, PosAdd, CatBwd, PosGrad,
+  // attention: "qkv_split", "qkv_split_bwd", "qv_grad_layout", "q_scale", "q_scale_bwd", "qk", "qk.dq",
+  // "qk.dk", "softmax", "softmax_bwd", "av", "av.dprobs", "av.dv", "out_layout", "sdpa", "sdpa.bwd"
+  QkvSplit, QkvSplitBwd, QvGradLayout, QScale, QScaleBwd, Qk, QkDq, QkDk, Softmax, SoftmaxBwd, Av, AvDprobs,
+  AvDv, OutLayout, Sdpa, SdpaBwd,
+  // "<x>.residual", "<x>.residual_bwd", the MLP's "gelu", "gelu_bwd"
+  Residual, ResidualBwd, Gelu, GeluBwd,
+  // the head: "loss", "loss_bwd", "select_bwd"
+  Loss, LossBwd, SelectBwd,
+  // calibrate's device sweep (calibrate.hpp op_benchmarks): "sweep.gemm.*", "sweep.bmm_qk.*",
+  // "sweep.bmm_av.*", "sweep.copy.*", "sweep.add.*", and the kernel-family sweeps (their OpKind says which)
+  SweepGemm, SweepBmmQk, SweepBmmAv, SweepCopy, SweepAdd, SweepKind,
+};
+// The linear layer an op of a linear belongs to: "qkv", "out_proj", "fc1", "fc2", the head's "fc", the
+// patch embedding's "conv".
+enum class LinearId { None, Qkv, OutProj, Fc1, Fc2, Head, PatchConv };
+
 enum class Pass { Fwd, Bwd, Step };
 const char* pass_name(Pass p);  // "fwd", "bwd", "step"
 
@@ -60,6 +94,8 @@ struct Op {
   double elems = 0;       // elements the kernel computes (output elements; a reduction's input)
   double rows = 0;        // rows a row-wise kernel reduces (softmax, LayerNorm); a sum over rows: its outputs
   bool host_sync = false; // the host waits for the device after it (.item(), float(tensor))
+  OpId id = OpId::Other;  // what it is (never recognised by `name`)
+  LinearId linear = LinearId::None;  // its linear layer, for the ops of one
 };
 
 // The two kinds of op, built in one place: `batch` products C[m, n] = A[m, k] B[k, n] whose operands
