@@ -1,4 +1,5 @@
-// vitsim calibrate SCENARIO.xml (or --scenario S) --out calib.json [--force] [--append] [--emit-platform FILE] [--details FILE]
+// vitsim calibrate SCENARIO.xml (or --scenario S) --out calib.json [--force] [--append] [--emit-platform
+// FILE] [--details FILE]
 //                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
 // Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
 #include <fmt/format.h>
@@ -13,12 +14,12 @@
 #include "commands.hpp"
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/calibrate/imports.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/memory.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/scenario_inputs.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/model/memory.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::app {
@@ -47,9 +48,10 @@ void check_micro_batches(const std::vector<int>& mbs, const Scenario& s) {
     mi.optimizer = s.training.optimizer;
     const double need = memory_per_gpu(w, mi).total();
     if (ram > 0 && need > ram)
-      throw Error(fmt::format("--micro-batches: a micro-batch of {} needs about {} for one rank (core memory model); "
-                              "this machine has {}",
-                              mb, units::format_bytes(need), units::format_bytes(ram)));
+      throw Error(
+          fmt::format("--micro-batches: a micro-batch of {} needs about {} for one rank (core memory model); "
+                      "this machine has {}",
+                      mb, units::format_bytes(need), units::format_bytes(ram)));
   }
 }
 
@@ -65,49 +67,64 @@ std::string command_line() {
 
 void add_calibrate(CLI::App& cli, Action& action) {
   auto a = std::make_shared<CalibrateArgs>();
-  auto* c = cli.add_subcommand(
-      "calibrate", "measure compute, all-reduce, copies and loading on this job's ranks: mpirun -np N vitsim calibrate ...");
+  auto* c = cli.add_subcommand("calibrate",
+                               "measure compute, all-reduce, copies and loading on this job's ranks: mpirun "
+                               "-np N vitsim calibrate ...");
   add_scenario(c, a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
   c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
   c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
   c->add_flag("--force", a->opt.force, "overwrite existing output files");
-  c->add_flag("--append", a->opt.append, "merge into an existing --out, replacing the entries measured again");
-  c->add_option("--emit-platform", a->opt.emit_platform, "also write a SimGrid platform file for the machines measured");
+  c->add_flag("--append", a->opt.append,
+              "merge into an existing --out, replacing the entries measured again");
+  c->add_option("--emit-platform", a->opt.emit_platform,
+                "also write a SimGrid platform file for the machines measured");
   c->add_option("--details", a->opt.details, "write every measurement with its spread (JSON)");
-  c->add_option("--micro-batches", a->opt.micro_batches, "micro-batch sizes for compute (default: scenario's /2, x1, x2)")
+  c->add_option("--micro-batches", a->opt.micro_batches,
+                "micro-batch sizes for compute (default: scenario's /2, x1, x2)")
       ->delimiter(',');
-  c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")->delimiter(',');
-  c->add_option("--fit-max", a->fit_max,
-                "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
+  c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")
+      ->delimiter(',');
+  c->add_option(
+      "--fit-max", a->fit_max,
+      "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
   c->add_option("--device-type", a->device_types,
                 "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
       ->delimiter(',');
-  c->add_option("--link-class", a->opt.link_class, "name of the fitted link class (default intra_node / inter_node)");
-  c->add_option("--peak-flops", a->peak_flops, "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
-  c->add_option("--mem-bw", a->mem_bw, "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
-  c->add_option("--platform-devices", a->opt.platform_devices, "devices per host in the emitted platform (default: the cores)")
+  c->add_option("--link-class", a->opt.link_class,
+                "name of the fitted link class (default intra_node / inter_node)");
+  c->add_option("--peak-flops", a->peak_flops,
+                "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
+  c->add_option("--mem-bw", a->mem_bw,
+                "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
+  c->add_option("--platform-devices", a->opt.platform_devices,
+                "devices per host in the emitted platform (default: the cores)")
       ->check(integer(1, 1 << 20));
-  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")->check(integer(0, 1 << 20));
-  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")->check(integer(3, 100000));
+  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")
+      ->check(integer(0, 1 << 20));
+  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")
+      ->check(integer(3, 100000));
   c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
       ->check(integer(1, 1 << 24));
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   c->add_option("--from-nccl-tests", a->from_nccl_tests,
                 "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
-  c->add_option("--from-torch-profile", a->from_torch_profile,
-                "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+  c->add_option(
+      "--from-torch-profile", a->from_torch_profile,
+      "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
   c->callback([&action, a, c] {
     action = [a, c] {
       if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) {
         // An import measures nothing: the flags that shape a measurement have nothing to act on.
-        for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup", "--iters",
-                                 "--loader-batches", "--platform-devices"})
+        for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup",
+                                 "--iters", "--loader-batches", "--platform-devices"})
           if (c->count(flag) > 0)
-            throw UsageError(fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile: an import "
-                                         "measures nothing",
-                                         flag));
+            throw UsageError(
+                fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile: an import "
+                            "measures nothing",
+                            flag));
         if (a->device_types.size() > 1)
-          throw UsageError("--device-type: one name with --from-torch-profile (the device the profile ran on)");
+          throw UsageError(
+              "--device-type: one name with --from-torch-profile (the device the profile ran on)");
         require_scenario("calibrate", a->scenario, " --from-nccl-tests FILE --out CALIB.json");
         ScenarioFile f = read_scenario_file(a->scenario);
         apply_sets(f, a->sets);
@@ -132,12 +149,14 @@ void add_calibrate(CLI::App& cli, Action& action) {
         return 0;
       }
       real::ensure_passive_openmp();  // OMP_WAIT_POLICY=PASSIVE by re-exec when unset (real/train.hpp)
-      require_scenario("calibrate", a->scenario, " --out CALIB.json: it measures that scenario's ViT, dataset and precision");
+      require_scenario("calibrate", a->scenario,
+                       " --out CALIB.json: it measures that scenario's ViT, dataset and precision");
       ScenarioFile f = read_scenario_file(a->scenario);
       apply_sets(f, a->sets);
       // --out is read too with --append: that is its purpose, not an input to protect.
-      check_output_paths({{a->opt.out, "--out"}, {a->opt.emit_platform, "--emit-platform"}, {a->opt.details, "--details"}},
-                         scenario_inputs(f));
+      check_output_paths(
+          {{a->opt.out, "--out"}, {a->opt.emit_platform, "--emit-platform"}, {a->opt.details, "--details"}},
+          scenario_inputs(f));
       const std::vector<Scenario> points = expand(f);
       check_micro_batches(a->opt.micro_batches, points.front());
       calibrate::Options o = a->opt;

@@ -34,7 +34,8 @@ void add_train(CLI::App& cli, Action& action) {
 }
 
 void add_calibrate(CLI::App& cli, Action& action) {
-  add_missing(cli, action, "calibrate", "measure compute, all-reduce, copies and loading on this job's ranks");
+  add_missing(cli, action, "calibrate",
+              "measure compute, all-reduce, copies and loading on this job's ranks");
 }
 
 }  // namespace vitsim::app

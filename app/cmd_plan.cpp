@@ -9,11 +9,11 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/plan.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/scenario_inputs.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
 #include "vitsim/sim/plan.hpp"
 
 namespace vitsim::app {

@@ -1,4 +1,5 @@
-// vitsim platform [SPEC.json] [--nodes N --gpus-per-node G --gpu NAME ...] [--out FILE] | --list-gpus | --list-links
+// vitsim platform [SPEC.json] [--nodes N --gpus-per-node G --gpu NAME ...] [--out FILE] | --list-gpus |
+// --list-links
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,11 +9,11 @@
 #include <optional>
 
 #include "commands.hpp"
-#include "vitsim/core/energy.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/platform_props.hpp"
-#include "vitsim/core/platform_writer.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
 
 namespace vitsim::app {
 
@@ -57,12 +58,13 @@ void check_quantity(const std::string& flag, const std::string& value, units::Ki
     throw Error(fmt::format("{} {}: {}", flag, value, e.what()));
   }
   if (!std::isfinite(v) || v < 0 || (v == 0 && kind != units::Kind::Time))
-    throw Error(fmt::format("{} {}: must be {}", flag, value, kind == units::Kind::Time ? "non-negative" : "positive"));
+    throw Error(fmt::format("{} {}: must be {}", flag, value,
+                            kind == units::Kind::Time ? "non-negative" : "positive"));
 }
 
-// The default GPU-to-GPU path for a catalogue GPU: its NVLink/Infinity Fabric if it has one (boards with NVLink
-// 3/4/5 are NVSwitch boards), else PCIe: peer-to-peer for data-centre and professional cards, staged through
-// host memory for GeForce cards (their driver disables peer-to-peer).
+// The default GPU-to-GPU path for a catalogue GPU: its NVLink/Infinity Fabric if it has one (boards with
+// NVLink 3/4/5 are NVSwitch boards), else PCIe: peer-to-peer for data-centre and professional cards, staged
+// through host memory for GeForce cards (their driver disables peer-to-peer).
 std::string default_fabric(const CatalogueGpu& g) {
   if (g.gpu_link == "nvlink3" || g.gpu_link == "nvlink4" || g.gpu_link == "nvlink5") return "nvswitch";
   if (g.gpu_link == "nvlink2" || g.gpu_link == "infinity_fabric") return "nvlink";
@@ -71,7 +73,8 @@ std::string default_fabric(const CatalogueGpu& g) {
 }
 
 // --layout: auto is flat-star for more than 64 nodes (a full mesh of routes grows with nodes squared), for
-// rail-optimised NICs (rails are separate links only there) and for a torus or a dragonfly (computed routes only).
+// rail-optimised NICs (rails are separate links only there) and for a torus or a dragonfly (computed routes
+// only).
 Layout choose_layout(const std::string& name, const PlatformSpec& spec) {
   const std::string n = normalise_name(name);
   if (n == "clusterpernode") return Layout::ClusterPerNode;
@@ -80,13 +83,16 @@ Layout choose_layout(const std::string& name, const PlatformSpec& spec) {
   bool rails = false;
   for (const auto& node : spec.nodes) rails = rails || (node.nic.rail_optimised && node.nic.count > 1);
   const bool grid = spec.topology.kind == "torus" || spec.topology.kind == "dragonfly";
-  return spec.nodes.size() > 64 || ((rails || grid) && spec.nodes.size() > 1) ? Layout::FlatStar : Layout::ClusterPerNode;
+  return spec.nodes.size() > 64 || ((rails || grid) && spec.nodes.size() > 1) ? Layout::FlatStar
+                                                                              : Layout::ClusterPerNode;
 }
 
 void check_counts(const PlatformArgs& a) {
-  if (a.gpu.empty()) throw Error("--gpu is required (a catalogue name: vitsim platform --list-gpus), or give a spec file");
+  if (a.gpu.empty())
+    throw Error("--gpu is required (a catalogue name: vitsim platform --list-gpus), or give a spec file");
   if (a.nodes < 1) throw Error(fmt::format("--nodes {}: a platform needs at least 1 node", a.nodes));
-  if (a.gpus_per_node < 1) throw Error(fmt::format("--gpus-per-node {}: a node needs at least 1 GPU", a.gpus_per_node));
+  if (a.gpus_per_node < 1)
+    throw Error(fmt::format("--gpus-per-node {}: a node needs at least 1 GPU", a.gpus_per_node));
   if (a.nics < 1 || a.nics > 64) throw Error(fmt::format("--nics {}: between 1 and 64 NICs a node", a.nics));
   if (a.precision != "fp32" && a.precision != "fp16" && a.precision != "bf16")
     throw Error(fmt::format("--precision {}: valid: fp32, fp16, bf16", a.precision));
@@ -113,7 +119,8 @@ FabricSpec fabric_from_flags(const PlatformArgs& a, const CatalogueGpu& g) {
   fabric.kind = a.intranode.empty() ? default_fabric(g) : a.intranode;
   static const std::vector<std::string> kinds{"pcie_host", "pcie_p2p", "nvlink", "nvswitch", "nvlink_bridge"};
   if (std::find(kinds.begin(), kinds.end(), fabric.kind) == kinds.end())
-    throw Error(fmt::format("--intranode {}: valid: pcie_host, pcie_p2p, nvlink, nvswitch, nvlink_bridge", fabric.kind));
+    throw Error(fmt::format("--intranode {}: valid: pcie_host, pcie_p2p, nvlink, nvswitch, nvlink_bridge",
+                            fabric.kind));
   if (!a.intranode_bw.empty()) check_quantity("--intranode-bw", a.intranode_bw, units::Kind::Bandwidth);
   if (!a.staging_bw.empty()) check_quantity("--staging-bw", a.staging_bw, units::Kind::Bandwidth);
   fabric.bw = a.intranode_bw;
@@ -152,7 +159,9 @@ NicSpec nic_from_flags(const PlatformArgs& a, const Catalogue& cat) {
     nic.transport = a.nic_transport;
   }
   if (a.nodes > 1 && nic.speed.empty())
-    throw Error("--nic-speed is required with more than one node (a rate such as 400Gbps, or ndr, hdr, edr, 100gbe, ...)");
+    throw Error(
+        "--nic-speed is required with more than one node (a rate such as 400Gbps, or ndr, hdr, edr, 100gbe, "
+        "...)");
   return nic;
 }
 
@@ -170,8 +179,10 @@ TopologySpec topology_from_flags(const PlatformArgs& a) {
   if (topo.kind == "star" && (a.oversubscription != 1 || a.pod_nodes != 0))
     throw Error("--oversubscription and --pod-nodes need --topology fat-tree (a star is non-blocking)");
   if (topo.kind != "torus" && !a.torus_dims.empty()) throw Error("--torus-dims needs --topology torus");
-  if (topo.kind != "dragonfly" && a.global_links != 1) throw Error("--global-links needs --topology dragonfly");
-  if (topo.kind == "star" && !a.hop_lat.empty()) throw Error("--hop-lat needs --topology fat-tree, torus or dragonfly");
+  if (topo.kind != "dragonfly" && a.global_links != 1)
+    throw Error("--global-links needs --topology dragonfly");
+  if (topo.kind == "star" && !a.hop_lat.empty())
+    throw Error("--hop-lat needs --topology fat-tree, torus or dragonfly");
   return topo;
 }
 
@@ -180,8 +191,11 @@ TopologySpec topology_from_flags(const PlatformArgs& a) {
 Props node_props_from_flags(const PlatformArgs& a) {
   const int cores = a.cpu_cores > 0 ? a.cpu_cores : 14 * a.gpus_per_node;
   check_quantity("--loader-bw", a.loader_bw, platform_prop("loader_bw").unit);
-  check_quantity("--loader-image-overhead", a.loader_image_overhead, platform_prop("loader_image_overhead").unit);
-  return {{"cpu_cores", std::to_string(cores)}, {"loader_bw", a.loader_bw}, {"loader_image_overhead", a.loader_image_overhead}};
+  check_quantity("--loader-image-overhead", a.loader_image_overhead,
+                 platform_prop("loader_image_overhead").unit);
+  return {{"cpu_cores", std::to_string(cores)},
+          {"loader_bw", a.loader_bw},
+          {"loader_image_overhead", a.loader_image_overhead}};
 }
 
 PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_line) {
@@ -216,55 +230,80 @@ PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_l
 
 void add_platform(CLI::App& cli, Action& action) {
   auto a = std::make_shared<PlatformArgs>();
-  CLI::App* c = cli.add_subcommand(
-      "platform",
-      "write a SimGrid platform file for a GPU cluster, from flags or a JSON spec, with GPUs and links from the "
-      "built-in catalogue (README 'Platform files')");
+  CLI::App* c = cli.add_subcommand("platform",
+                                   "write a SimGrid platform file for a GPU cluster, from flags or a JSON "
+                                   "spec, with GPUs and links from the "
+                                   "built-in catalogue (README 'Platform files')");
   c->footer(
       "Examples:\n"
       "  vitsim platform --list-gpus\n"
-      "  vitsim platform --nodes 16 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr --out h100.xml\n"
-      "  vitsim platform --nodes 4 --gpus-per-node 4 --gpu a100-pcie-40gb --intranode pcie_p2p --nic-speed 100gbe\n"
+      "  vitsim platform --nodes 16 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr --out "
+      "h100.xml\n"
+      "  vitsim platform --nodes 4 --gpus-per-node 4 --gpu a100-pcie-40gb --intranode pcie_p2p --nic-speed "
+      "100gbe\n"
       "      --nic-transport roce --price-per-gpu-hour 1.10 --out a100.xml\n"
-      "  vitsim platform --nodes 64 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed 400Gbps --nic-transport ib\n"
+      "  vitsim platform --nodes 64 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed 400Gbps "
+      "--nic-transport ib\n"
       "      --topology fat-tree --pod-nodes 16 --oversubscription 4 --out pods.xml\n"
       "  vitsim platform --nodes 64 --gpus-per-node 4 --gpu a100-sxm-80gb --nic-speed hdr --topology torus\n"
       "      --torus-dims 4x4x4 --out torus.xml\n"
-      "  vitsim platform platforms/specs/tesla.json --out platforms/tesla.xml   (per-node GPU types: a spec file)");
-  c->add_option("spec", a->spec_file, "JSON spec (platforms/specs/*.json; per-node GPU types and figures); or use the flags");
+      "  vitsim platform platforms/specs/tesla.json --out platforms/tesla.xml   (per-node GPU types: a spec "
+      "file)");
+  c->add_option("spec", a->spec_file,
+                "JSON spec (platforms/specs/*.json; per-node GPU types and figures); or use the flags");
   c->add_option("--out", a->out, "platform file to write (atomically); default: standard output");
   c->add_option("--id", a->id, "the platform's zone id (default: platform)");
   c->add_option("--nodes", a->nodes, "nodes (default 1)")->check(integer(0, 1 << 20));
-  c->add_option("--gpus-per-node", a->gpus_per_node, "GPUs in each node (default 1)")->check(integer(0, 1 << 16));
-  c->add_option("--gpu", a->gpu, "GPU type from the catalogue, case-insensitive, with aliases (h100-sxm, a100-sxm-80gb, rtx3070)");
-  c->add_option("--precision", a->precision,
-                "the precision whose measured GEMM efficiency the file carries: fp32, fp16, bf16 (default bf16)");
-  c->add_option("--intranode", a->intranode,
-                "GPU-to-GPU path in a node: pcie_host (staged through host memory), pcie_p2p, nvlink (direct links), "
-                "nvswitch, nvlink_bridge (2 GPUs); default: the GPU's NVLink/NVSwitch, else PCIe");
-  c->add_option("--intranode-bw", a->intranode_bw, "per-GPU bandwidth of that path per direction (default: the catalogue's)");
+  c->add_option("--gpus-per-node", a->gpus_per_node, "GPUs in each node (default 1)")
+      ->check(integer(0, 1 << 16));
+  c->add_option(
+      "--gpu", a->gpu,
+      "GPU type from the catalogue, case-insensitive, with aliases (h100-sxm, a100-sxm-80gb, rtx3070)");
+  c->add_option(
+      "--precision", a->precision,
+      "the precision whose measured GEMM efficiency the file carries: fp32, fp16, bf16 (default bf16)");
+  c->add_option(
+      "--intranode", a->intranode,
+      "GPU-to-GPU path in a node: pcie_host (staged through host memory), pcie_p2p, nvlink (direct links), "
+      "nvswitch, nvlink_bridge (2 GPUs); default: the GPU's NVLink/NVSwitch, else PCIe");
+  c->add_option("--intranode-bw", a->intranode_bw,
+                "per-GPU bandwidth of that path per direction (default: the catalogue's)");
   c->add_option("--staging-bw", a->staging_bw, "pcie_host: the staging rate (default 4GBps)");
-  c->add_option("--nics", a->nics, "NICs per node (default 1); they form one link of NICs x speed")->check(integer(0, 1 << 16));
-  c->add_option("--nic-speed", a->nic_speed, "one NIC's line rate (400Gbps) or a catalogue NIC: 1gbe ... 400gbe, edr, hdr, ndr, xdr");
-  c->add_option("--nic-transport", a->nic_transport, "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
+  c->add_option("--nics", a->nics, "NICs per node (default 1); they form one link of NICs x speed")
+      ->check(integer(0, 1 << 16));
+  c->add_option("--nic-speed", a->nic_speed,
+                "one NIC's line rate (400Gbps) or a catalogue NIC: 1gbe ... 400gbe, edr, hdr, ndr, xdr");
+  c->add_option("--nic-transport", a->nic_transport,
+                "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
   c->add_option("--nic-lat", a->nic_lat, "NIC + cable + switch latency per end (default 5us)");
   c->add_flag("--rail-optimised", a->rail_optimised, "the NICs are rails (recorded; see README)");
   c->add_option("--topology", a->topology, "star (non-blocking, default), fat-tree, torus or dragonfly");
-  c->add_option("--oversubscription", a->oversubscription, "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
+  c->add_option("--oversubscription", a->oversubscription,
+                "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
       ->check(number(units::Range{}));
-  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod; dragonfly: nodes per group")->check(integer(0, 1 << 20));
-  c->add_option("--torus-dims", a->torus_dims, "torus: nodes per dimension, 4x4x2 (the first fastest; their product = --nodes)");
-  c->add_option("--global-links", a->global_links, "dragonfly: links between each pair of groups, each of one NIC's rate (default 1)")
+  c->add_option("--pod-nodes", a->pod_nodes, "fat-tree: nodes per pod; dragonfly: nodes per group")
+      ->check(integer(0, 1 << 20));
+  c->add_option("--torus-dims", a->torus_dims,
+                "torus: nodes per dimension, 4x4x2 (the first fastest; their product = --nodes)");
+  c->add_option("--global-links", a->global_links,
+                "dragonfly: links between each pair of groups, each of one NIC's rate (default 1)")
       ->check(integer(1, 1 << 10));
-  c->add_option("--hop-lat", a->hop_lat, "fat-tree up-link, torus link or dragonfly global link latency (default 1us)");
-  c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)")->check(integer(0, 1 << 20));
-  c->add_option("--loader-bw", a->loader_bw, "bytes of input tensor one loader worker makes per second (default 600MBps)");
-  c->add_option("--loader-image-overhead", a->loader_image_overhead, "loader CPU time per image (default 100us)");
+  c->add_option("--hop-lat", a->hop_lat,
+                "fat-tree up-link, torus link or dragonfly global link latency (default 1us)");
+  c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)")
+      ->check(integer(0, 1 << 20));
+  c->add_option("--loader-bw", a->loader_bw,
+                "bytes of input tensor one loader worker makes per second (default 600MBps)");
+  c->add_option("--loader-image-overhead", a->loader_image_overhead,
+                "loader CPU time per image (default 100us)");
   c->add_option("--price-per-gpu-hour", a->price, "price of one GPU-hour (vitsim plan --objective cost)");
-  c->add_option("--price-per-kwh", a->price_kwh, "price of one kWh of energy (energy cost per epoch in reports and plans)");
+  c->add_option("--price-per-kwh", a->price_kwh,
+                "price of one kWh of energy (energy cost per epoch in reports and plans)");
   c->add_option("--layout", a->layout,
-                "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node (routes listed; "
-                "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; README 'Platform files')");
+                "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node "
+                "(routes listed; "
+                "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; README "
+                "'Platform files')");
   c->add_flag("--list-gpus", a->list_gpus, "print the GPU catalogue and exit");
   c->add_flag("--list-links", a->list_links, "print the interconnect catalogue and exit");
   c->callback([&action, a, c] {
@@ -277,28 +316,52 @@ void add_platform(CLI::App& cli, Action& action) {
       check_output_paths({{a->out, "--out"}}, {{a->spec_file, "the spec"}});  // writable, and not the spec
       PlatformSpec spec;
       if (!a->spec_file.empty()) {
-        for (const char* flag : {"--nodes", "--gpus-per-node", "--gpu", "--precision", "--intranode", "--intranode-bw",
-                                 "--staging-bw", "--nics", "--nic-speed", "--nic-transport", "--nic-lat", "--rail-optimised",
-                                 "--topology", "--oversubscription", "--pod-nodes", "--torus-dims", "--global-links",
-                                 "--hop-lat", "--cpu-cores", "--loader-bw",
-                                 "--loader-image-overhead", "--price-per-gpu-hour", "--price-per-kwh", "--id"})
+        for (const char* flag : {"--nodes",
+                                 "--gpus-per-node",
+                                 "--gpu",
+                                 "--precision",
+                                 "--intranode",
+                                 "--intranode-bw",
+                                 "--staging-bw",
+                                 "--nics",
+                                 "--nic-speed",
+                                 "--nic-transport",
+                                 "--nic-lat",
+                                 "--rail-optimised",
+                                 "--topology",
+                                 "--oversubscription",
+                                 "--pod-nodes",
+                                 "--torus-dims",
+                                 "--global-links",
+                                 "--hop-lat",
+                                 "--cpu-cores",
+                                 "--loader-bw",
+                                 "--loader-image-overhead",
+                                 "--price-per-gpu-hour",
+                                 "--price-per-kwh",
+                                 "--id"})
           if (c->count(flag) > 0)
-            throw Error(fmt::format("{}: give the cluster in the spec file {} or in flags, not both", flag, a->spec_file));
+            throw Error(fmt::format("{}: give the cluster in the spec file {} or in flags, not both", flag,
+                                    a->spec_file));
         spec = parse_platform_spec(read_input_file(a->spec_file, "platform spec"), a->spec_file);
-        spec.generated_by = fmt::format("Generated by `vitsim platform {}`; edit the spec and regenerate (one line per figure).",
-                                        a->spec_file);
+        spec.generated_by = fmt::format(
+            "Generated by `vitsim platform {}`; edit the spec and regenerate (one line per figure).",
+            a->spec_file);
       } else {
         // The flags as given, for the file's header (no "--" inside an XML comment).
         std::string line = "vitsim platform";
         for (const auto* o : c->get_options())
-          if (o->count() > 0 && o->get_name() != "--out" && o->get_name() != "--help" && !o->get_name().empty())
-            line += " " + (o->get_name().rfind("--", 0) == 0 ? o->get_name().substr(2) : o->get_name()) + "=" +
-                    (o->get_type_size() == 0 ? std::string("true") : o->as<std::string>());
+          if (o->count() > 0 && o->get_name() != "--out" && o->get_name() != "--help" &&
+              !o->get_name().empty())
+            line += " " + (o->get_name().rfind("--", 0) == 0 ? o->get_name().substr(2) : o->get_name()) +
+                    "=" + (o->get_type_size() == 0 ? std::string("true") : o->as<std::string>());
         spec = spec_from_flags(*a, line);
       }
       const std::string xml = write_platform_xml(spec, choose_layout(a->layout, spec));
-      if (a->out.empty()) std::fputs(xml.c_str(), stdout);
-      else write_file_atomic(a->out, xml);
+      if (a->out.empty())
+        std::fputs(xml.c_str(), stdout);
+      else
+        write_file_atomic(a->out, xml);
       return 0;
     };
   });

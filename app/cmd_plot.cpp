@@ -1,12 +1,13 @@
-// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch] [--gnuplot PROGRAM]
+// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch] [--gnuplot
+// PROGRAM]
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "commands.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/plan.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/report.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
 
@@ -23,16 +24,21 @@ struct PlotArgs {
 
 void add_plot(CLI::App& cli, Action& action) {
   auto args = std::make_shared<PlotArgs>();
-  CLI::App* c = cli.add_subcommand(
-      "plot", "draw a report as an SVG, PNG or PDF with gnuplot: time and efficiency against GPUs, or per-sample time "
-              "against micro-batch");
-  c->add_option("reports", args->reports,
-                 "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
+  CLI::App* c = cli.add_subcommand("plot",
+                                   "draw a report as an SVG, PNG or PDF with gnuplot: time and efficiency "
+                                   "against GPUs, or per-sample time "
+                                   "against micro-batch");
+  c->add_option(
+       "reports", args->reports,
+       "report JSON from `vitsim predict --format json`; several are drawn together, one set of curves each")
       ->required();
-  c->add_option("--out", args->out, "image to write: .svg, .png or .pdf (gnuplot's svg, pngcairo or pdfcairo)")->required();
-  c->add_option("--kind", args->kind,
-                "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
-                "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
+  c->add_option("--out", args->out,
+                "image to write: .svg, .png or .pdf (gnuplot's svg, pngcairo or pdfcairo)")
+      ->required();
+  c->add_option(
+       "--kind", args->kind,
+       "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
+       "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
       ->check(CLI::IsMember(plot::plot_kind_names()));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->callback([&action, args] {
@@ -52,13 +58,15 @@ void add_plot(CLI::App& cli, Action& action) {
         const std::string text = read_input_file(args->reports[0], "report");
         if (text.find("\"vitsim.plan/") != std::string::npos) {
           PlanResult plan = plan_from_json(text, args->reports[0]);
-          if (plan.ranked) rank_plan(plan);  // ranks and the Pareto front from the figures, not as the file says
+          if (plan.ranked)
+            rank_plan(plan);  // ranks and the Pareto front from the figures, not as the file says
           plot::plot_plan(plan, args->out, plot::parse_plan_kind(args->kind), opt);
           return 0;
         }
       }
       std::vector<Report> reports;
-      for (const auto& path : args->reports) reports.push_back(report_from_json(read_input_file(path, "report"), path));
+      for (const auto& path : args->reports)
+        reports.push_back(report_from_json(read_input_file(path, "report"), path));
       const Report r = plot::merge_reports(reports);
       opt.kind = plot::parse_kind(args->kind);
       plot::plot_report(r, args->out, opt);

@@ -6,10 +6,10 @@
 
 #include "commands.hpp"
 #include "trace_option.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/scenario_inputs.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
 #include "vitsim/sim/predict.hpp"
 
 namespace vitsim::app {
@@ -32,13 +32,17 @@ void add_predict(CLI::App& cli, Action& action) {
   add_scenario(c, args->scenario);
   c->add_option("--calibration", args->opt.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--set", args->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
-  c->add_option("--what-if", args->what_ifs, "a platform edit applied before simulating (README, What-ifs; repeatable)");
+  c->add_option("--what-if", args->what_ifs,
+                "a platform edit applied before simulating (README, What-ifs; repeatable)");
   c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
-  c->add_option("--trace", args->opt.trace_path, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+  c->add_option("--trace", args->opt.trace_path,
+                "write a Chrome trace (Perfetto, chrome://tracing) to this file");
   add_trace_ranks(c, args->opt.trace_ranks);
-  c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
-  c->add_option("--price-per-kwh", args->opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
+  c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")
+      ->check(integer(1, 4096));
+  c->add_option("--price-per-kwh", args->opt.price_per_kwh,
+                "energy price (over the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
@@ -54,7 +58,7 @@ void add_predict(CLI::App& cli, Action& action) {
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
       Report r = sim::predict(f, args->opt);
-      std::string text = args->format == "json" ? report_to_json(r)
+      std::string text = args->format == "json"  ? report_to_json(r)
                          : args->format == "csv" ? report_to_csv(r)
                                                  : report_to_table(r);
       if (args->out.empty())

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/scenario_inputs.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
 #include "vitsim/sim/predict.hpp"
 #include "vitsim/validate/validate.hpp"
 
@@ -38,16 +38,20 @@ void add_validate(CLI::App& cli, Action& action) {
   CLI::App* c = cli.add_subcommand("validate", "predict a scenario and compare it with measured runs");
   add_scenario(c, a->scenario);
   c->add_option("--calibration", a->calibration, "calibration JSON from `vitsim calibrate`");
-  auto* m = c->add_option("--measured", a->measured, "a report written by `vitsim train` (here or elsewhere)");
+  auto* m =
+      c->add_option("--measured", a->measured, "a report written by `vitsim train` (here or elsewhere)");
   auto* r = c->add_flag("--run", a->run, "run `mpirun ... vitsim train` on every point now");
   m->excludes(r);
   c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
   c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a->out, "write the comparison to this file instead of stdout");
-  c->add_option("--tolerance", a->tolerance, "step-time MAPE allowed (default: the scenario's validation.tolerance)")
+  c->add_option("--tolerance", a->tolerance,
+                "step-time MAPE allowed (default: the scenario's validation.tolerance)")
       ->check(number(units::non_negative()));
-  c->add_option("--mpirun-arg", a->mpirun_args, "an extra argument for mpirun (repeat it), e.g. --mpirun-arg=--hostfile --mpirun-arg=hosts");
-  c->add_option("--jobs,-j", a->jobs, "points simulated at once (default: the cores)")->check(integer(1, 4096));
+  c->add_option("--mpirun-arg", a->mpirun_args,
+                "an extra argument for mpirun (repeat it), e.g. --mpirun-arg=--hostfile --mpirun-arg=hosts");
+  c->add_option("--jobs,-j", a->jobs, "points simulated at once (default: the cores)")
+      ->check(integer(1, 4096));
   c->add_flag("--quiet,-q", a->quiet, "no progress on stderr");
   c->callback([&action, a] {
     action = [a] {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::app {
 
@@ -27,8 +27,8 @@ class UsageError : public Error {
 void add_scenario(CLI::App* c, std::string& scenario, const std::string& help = "scenario XML file");
 void require_scenario(const std::string& command, const std::string& scenario, const std::string& what = "");
 
-// --set KEY=VALUE for every subcommand: an unknown key gets "did you mean" (core/suggest.hpp), the rest is
-// core's apply_override.
+// --set KEY=VALUE for every subcommand: an unknown key gets "did you mean" (core/base/suggest.hpp), the rest
+// is core's apply_override.
 void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets);
 // --what-if EDIT (predict, plan): the edits go after the scenario's own whatif.edits, ';'-separated, and
 // the key's origin becomes "--what-if". No edits: the file is left as it was.

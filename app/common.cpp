@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "commands.hpp"
-#include "vitsim/core/suggest.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::app {
 
@@ -14,12 +14,15 @@ void add_scenario(CLI::App* c, std::string& scenario, const std::string& help) {
   CLI::Option* pos = c->add_option("scenario", scenario, help);
   // The older spelling (calibrate took --scenario), kept as an alias; required-ness is checked by
   // require_scenario (either spelling satisfies it).
-  CLI::Option* flag = c->add_option("--scenario", scenario, "the same as the positional SCENARIO (older spelling)");
+  CLI::Option* flag =
+      c->add_option("--scenario", scenario, "the same as the positional SCENARIO (older spelling)");
   pos->excludes(flag);
 }
 
 void require_scenario(const std::string& command, const std::string& scenario, const std::string& what) {
-  if (scenario.empty()) throw UsageError(fmt::format("vitsim {} needs a scenario: vitsim {} SCENARIO.xml{}", command, command, what));
+  if (scenario.empty())
+    throw UsageError(
+        fmt::format("vitsim {} needs a scenario: vitsim {} SCENARIO.xml{}", command, command, what));
 }
 
 void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets) {
@@ -31,7 +34,8 @@ void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         std::string valid;
         for (const auto& k : keys) valid += (valid.empty() ? "" : ", ") + k;
-        throw Error(fmt::format("--set {}: unknown key{}; valid: {}", echo(key), did_you_mean(key, keys), valid));
+        throw Error(
+            fmt::format("--set {}: unknown key{}; valid: {}", echo(key), did_you_mean(key, keys), valid));
       }
     }
     apply_override(f, s);

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/suggest.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/identity.hpp"
 
 namespace {
 
@@ -61,7 +61,8 @@ std::vector<std::string> option_names(const CLI::App* app) {
 // does not know, scanning as CLI11 does (the first non-flag word is the subcommand).
 std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::ParseError& e) {
   std::vector<std::string> commands;
-  for (const CLI::App* sub : cli.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  for (const CLI::App* sub : cli.get_subcommands([](const CLI::App*) { return true; }))
+    commands.push_back(sub->get_name());
   const CLI::App* sub = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
@@ -73,14 +74,17 @@ std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::P
         if (!sub) {
           std::string list;
           for (const auto& c : commands) list += (list.empty() ? "" : ", ") + c;
-          return fmt::format("unknown command '{}'{}; commands: {}", echo(word), did_you_mean(word, commands), list);
+          return fmt::format("unknown command '{}'{}; commands: {}", echo(word), did_you_mean(word, commands),
+                             list);
         }
       } else if (word != "--help" && word != "-h" && word != "--version") {
-        return fmt::format("unknown option '{}' before the command{}", echo(word), did_you_mean(word, {"--help", "--version"}));
+        return fmt::format("unknown option '{}' before the command{}", echo(word),
+                           did_you_mean(word, {"--help", "--version"}));
       }
       continue;
     }
-    if (word.size() < 2 || word[0] != '-' || (word[1] != '-' && std::isdigit(static_cast<unsigned char>(word[1]))))
+    if (word.size() < 2 || word[0] != '-' ||
+        (word[1] != '-' && std::isdigit(static_cast<unsigned char>(word[1]))))
       continue;  // a value (or a negative number)
     // "--name=value", "-j4" and "-qj" (short flags take their value or more flags attached).
     const std::string name = word[1] == '-' ? word.substr(0, word.find('=')) : word.substr(0, 2);
@@ -89,8 +93,8 @@ std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::P
     for (const CLI::Option* o : sub->get_options()) known = known || o->check_name(name);
     if (!known) {
       const std::vector<std::string> names = option_names(sub);
-      return fmt::format("vitsim {}: unknown option '{}'{} (vitsim {} --help lists them)", sub->get_name(), echo(name),
-                         did_you_mean(name, names), sub->get_name());
+      return fmt::format("vitsim {}: unknown option '{}'{} (vitsim {} --help lists them)", sub->get_name(),
+                         echo(name), did_you_mean(name, names), sub->get_name());
     }
   }
   if (!sub && e.get_name() == "RequiredError")
@@ -101,7 +105,8 @@ std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::P
     }();
   const std::string what = one_line(e.what());
   if (sub && what.rfind("scenario excludes --scenario", 0) == 0)  // app/common.cpp add_scenario
-    return fmt::format("vitsim {}: the scenario given twice (SCENARIO.xml and --scenario): give it once", sub->get_name());
+    return fmt::format("vitsim {}: the scenario given twice (SCENARIO.xml and --scenario): give it once",
+                       sub->get_name());
   // A flag's value refused by its check (core's number readers) says what is expected already.
   if (e.get_name() == "ValidationError") return what;
   return fmt::format("{} (vitsim {}--help lists the options)", what, sub ? sub->get_name() + " " : "");
@@ -136,7 +141,8 @@ int main(int argc, char** argv) {
   vitsim::reserve_standard_fds();  // before anything opens a file
   CLI::App cli{"vitsim: predict and measure data-parallel Vision Transformer training"};
   cli.require_subcommand(1);
-  cli.set_version_flag("--version", fmt::format("vitsim {}", vitsim::vitsim_version()));  // CMake's project(VERSION)
+  cli.set_version_flag("--version",
+                       fmt::format("vitsim {}", vitsim::vitsim_version()));  // CMake's project(VERSION)
   vitsim::app::Action action;
 #ifdef VITSIM_TRAINER_ONLY
   // The trainer-only build (cmake -DVITSIM_TRAINER_ONLY=ON): no simulator, no calibration.

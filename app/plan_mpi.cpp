@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/mpi_check.hpp"
-#include "vitsim/core/units.hpp"
-#include "vitsim/core/plan.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/scenario_inputs.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/mpi_check.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
 
 extern char** environ;
 
@@ -57,12 +57,18 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw vitsim::Error(fmt::format("{} needs a value", name));
       return std::string(argv[++i]);
     };
-    if (s == "--vitsim") a.vitsim = value("--vitsim");
-    else if (s == "--format") a.format = value("--format");
-    else if (s == "--out") a.out = value("--out");
-    else if (s == "--top") a.top = top_rows(value("--top"));
-    else if (s == "--shard" || s == "--merge") throw vitsim::Error(fmt::format("{}: vitsim-plan-mpi shards by rank itself", s));
-    else a.plan.push_back(s);
+    if (s == "--vitsim")
+      a.vitsim = value("--vitsim");
+    else if (s == "--format")
+      a.format = value("--format");
+    else if (s == "--out")
+      a.out = value("--out");
+    else if (s == "--top")
+      a.top = top_rows(value("--top"));
+    else if (s == "--shard" || s == "--merge")
+      throw vitsim::Error(fmt::format("{}: vitsim-plan-mpi shards by rank itself", s));
+    else
+      a.plan.push_back(s);
   }
   if (a.format != "table" && a.format != "json" && a.format != "csv")
     throw vitsim::Error(fmt::format("--format '{}': valid: table, json, csv", a.format));
@@ -85,7 +91,8 @@ void check_outputs(const Args& a) {
     inputs.push_back({s, "the input"});
     try {
       if (fs::path(s).extension() == ".xml")
-        for (auto& in : vitsim::scenario_inputs(vitsim::read_scenario_file(s))) inputs.push_back(std::move(in));
+        for (auto& in : vitsim::scenario_inputs(vitsim::read_scenario_file(s)))
+          inputs.push_back(std::move(in));
     } catch (const vitsim::Error&) {
       // not a scenario (or a broken one, which vitsim plan reports)
     }
@@ -100,8 +107,8 @@ std::string run_shard(const Args& a, int rank, int size) {
   const std::string out = tmp.path() + "/shard.json";
   std::vector<std::string> args{a.vitsim, "plan"};
   for (const auto& s : a.plan) args.push_back(s);
-  for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", rank, size), std::string("--format"),
-                               std::string("json"), std::string("--out"), out})
+  for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", rank, size),
+                               std::string("--format"), std::string("json"), std::string("--out"), out})
     args.push_back(s);
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
@@ -126,8 +133,9 @@ std::string run_shard(const Args& a, int rank, int size) {
     vitsim::unregister_child(pid);
     vitsim::stop_if_interrupted();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      result = fmt::format("error: rank {}: vitsim plan --shard {}/{} failed (exit status {}; its message is above)",
-                           rank, rank, size, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+      result = fmt::format(
+          "error: rank {}: vitsim plan --shard {}/{} failed (exit status {}; its message is above)", rank,
+          rank, size, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     else
       result = vitsim::read_file(out);
   }
@@ -167,7 +175,8 @@ int run(int argc, char** argv) {
     }
     all.resize(static_cast<size_t>(total));
   }
-  VITSIM_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  VITSIM_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR,
+                               0, MPI_COMM_WORLD));
   if (rank == 0) {
     try {
       std::vector<vitsim::PlanResult> shards;
@@ -177,7 +186,7 @@ int run(int argc, char** argv) {
         shards.push_back(vitsim::plan_from_json(text, fmt::format("rank {}'s shard", r)));
       }
       vitsim::PlanResult plan = vitsim::merge_plans(shards);
-      std::string text = a.format == "json" ? vitsim::plan_to_json(plan)
+      std::string text = a.format == "json"  ? vitsim::plan_to_json(plan)
                          : a.format == "csv" ? vitsim::plan_to_csv(plan)
                                              : vitsim::plan_to_table(plan, a.top);
       if (a.out.empty())

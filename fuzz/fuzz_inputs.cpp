@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/deepspeed.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/plan.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
+#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #if VITSIM_FUZZ_TARGET >= 7
 #include <algorithm>
 
@@ -85,17 +85,18 @@ void fuzz_reports(const std::string& text) {
 #endif
 
 #if defined(VITSIM_FUZZ_NUMBERS)
-// VITSIM_FUZZ_NUMBERS 1: the platform validator (core/platform.cpp's structure check and figure reads),
-// on platforms built from the bytes: each byte pair is an operation (open/close a zone, a host, a link, a
-// route between two of a few names, a cluster, a prop) with its argument, so the fuzzer reaches deep
+// VITSIM_FUZZ_NUMBERS 1: the platform validator (core/platform/platform.cpp's structure check and figure
+// reads), on platforms built from the bytes: each byte pair is an operation (open/close a zone, a host, a
+// link, a route between two of a few names, a cluster, a prop) with its argument, so the fuzzer reaches deep
 // nesting, duplicate names, routes both ways, dangling references and odd figures far more often than
 // with raw XML. 2: the strict number readers (units::parse_number, parse_integer, parse with ranges, echo).
 std::string platform_from_bytes(const uint8_t* data, size_t size) {
   static const char* names[] = {"a", "b", "c", "z", "l", "r", "1", "c-0"};
   static const char* figures[] = {"1GBps", "0GBps", "-1GBps", "nanGBps", "1e400GBps", "1us", "-1us", "0x10",
-                                  "1Gf", "0f", "nan", "inf", "2.5", "1", "", "16GiB"};
-  static const char* props[] = {"gpu_model", "gpu_flops_fp32", "gpu_mem_bw", "gpu_mem", "gpu_efficiency",
-                                "cpu_cores", "loader_bw", "h2d_pageable_bw", "gpu_flops_fp16", "transport"};
+                                  "1Gf",   "0f",    "nan",    "inf",     "2.5",       "1",   "",     "16GiB"};
+  static const char* props[] = {"gpu_model",      "gpu_flops_fp32", "gpu_mem_bw", "gpu_mem",
+                                "gpu_efficiency", "cpu_cores",      "loader_bw",  "h2d_pageable_bw",
+                                "gpu_flops_fp16", "transport"};
   std::string x = "<platform version=\"4.1\">\n<zone id=\"top\" routing=\"Full\">\n";
   int depth = 1;
   for (size_t i = 0; i + 1 < size; i += 2) {
@@ -104,16 +105,59 @@ std::string platform_from_bytes(const uint8_t* data, size_t size) {
     const char* n2 = names[(arg >> 3) % 8];
     const char* f = figures[arg % 16];
     switch (op) {
-      case 0: x += fmt::format("<zone id=\"{}{}\" routing=\"{}\">\n", n1, i, arg & 0x80 ? "Full" : "Floyd"); ++depth; break;
-      case 1: if (depth > 1) { x += "</zone>\n"; --depth; } break;
-      case 2: x += fmt::format("<host id=\"{}\" speed=\"{}\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/></host>\n", n1, arg & 1 ? "1Gf" : f); break;
-      case 3: x += fmt::format("<link id=\"{}\" bandwidth=\"{}\" latency=\"{}\"/>\n", n1, f, figures[(arg >> 4) % 16]); break;
-      case 4: x += fmt::format("<route src=\"{}\" dst=\"{}\"{}><link_ctn id=\"{}\"/></route>\n", n1, n2, arg & 0x40 ? " symmetrical=\"NO\"" : "", names[(arg >> 6) % 4 + 4]); break;
-      case 5: x += fmt::format("<zoneRoute src=\"{}\" dst=\"{}\" gw_src=\"{}\" gw_dst=\"{}\"><link_ctn id=\"l\"/></zoneRoute>\n", n1, n2, n2, n1); break;
-      case 6: x += fmt::format("<cluster id=\"{}{}\" prefix=\"{}-\" suffix=\"\" radical=\"0-{}\" speed=\"1Gf\" bw=\"{}\" lat=\"1us\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"1\"/></cluster>\n", n1, i, n1, arg % 4, f); break;
-      case 7: x += fmt::format("<host id=\"h{}\" speed=\"1Gf\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/><prop id=\"{}\" value=\"{}\"/></host>\n", i, props[arg % 10], figures[(arg >> 4) % 16]); break;
-      case 8: x += fmt::format("<router id=\"{}\"/>\n", n1); break;
-      default: for (int k = 0; k < arg % 64; ++k, ++depth) x += fmt::format("<zone id=\"d{}_{}\" routing=\"Full\">\n", i, k); break;
+      case 0:
+        x += fmt::format("<zone id=\"{}{}\" routing=\"{}\">\n", n1, i, arg & 0x80 ? "Full" : "Floyd");
+        ++depth;
+        break;
+      case 1:
+        if (depth > 1) {
+          x += "</zone>\n";
+          --depth;
+        }
+        break;
+      case 2:
+        x += fmt::format(
+            "<host id=\"{}\" speed=\"{}\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" "
+            "value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" "
+            "value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/></host>\n",
+            n1, arg & 1 ? "1Gf" : f);
+        break;
+      case 3:
+        x += fmt::format("<link id=\"{}\" bandwidth=\"{}\" latency=\"{}\"/>\n", n1, f,
+                         figures[(arg >> 4) % 16]);
+        break;
+      case 4:
+        x += fmt::format("<route src=\"{}\" dst=\"{}\"{}><link_ctn id=\"{}\"/></route>\n", n1, n2,
+                         arg & 0x40 ? " symmetrical=\"NO\"" : "", names[(arg >> 6) % 4 + 4]);
+        break;
+      case 5:
+        x += fmt::format(
+            "<zoneRoute src=\"{}\" dst=\"{}\" gw_src=\"{}\" gw_dst=\"{}\"><link_ctn id=\"l\"/></zoneRoute>\n",
+            n1, n2, n2, n1);
+        break;
+      case 6:
+        x += fmt::format(
+            "<cluster id=\"{}{}\" prefix=\"{}-\" suffix=\"\" radical=\"0-{}\" speed=\"1Gf\" bw=\"{}\" "
+            "lat=\"1us\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" "
+            "value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" "
+            "value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"1\"/></cluster>\n",
+            n1, i, n1, arg % 4, f);
+        break;
+      case 7:
+        x += fmt::format(
+            "<host id=\"h{}\" speed=\"1Gf\"><prop id=\"gpu_model\" value=\"G\"/><prop id=\"gpu_flops_fp32\" "
+            "value=\"8Tf\"/><prop id=\"gpu_mem_bw\" value=\"1TBps\"/><prop id=\"gpu_mem\" "
+            "value=\"8GiB\"/><prop id=\"gpu_efficiency\" value=\"0.5\"/><prop id=\"{}\" "
+            "value=\"{}\"/></host>\n",
+            i, props[arg % 10], figures[(arg >> 4) % 16]);
+        break;
+      case 8:
+        x += fmt::format("<router id=\"{}\"/>\n", n1);
+        break;
+      default:
+        for (int k = 0; k < arg % 64; ++k, ++depth)
+          x += fmt::format("<zone id=\"d{}_{}\" routing=\"Full\">\n", i, k);
+        break;
     }
   }
   while (depth-- > 0) x += "</zone>\n";
@@ -165,29 +209,29 @@ void run(const uint8_t* data, size_t size) {
   (void)text;
 #elif defined(VITSIM_FUZZ_REPORTS)  // the report and plan readers (issue 12): their own targets
   fuzz_reports(text);
-#elif VITSIM_FUZZ_TARGET == 1  // scenario files: parse, then resolve every point
+#elif VITSIM_FUZZ_TARGET == 1       // scenario files: parse, then resolve every point
   write(data, size);
   ScenarioFile f = read_scenario_file(scratch());
   if (f.sweeps.size() <= 3) expand(f);
-#elif VITSIM_FUZZ_TARGET == 2  // platform facts
+#elif VITSIM_FUZZ_TARGET == 2       // platform facts
   write(data, size);
   read_platform_facts(scratch());
-#elif VITSIM_FUZZ_TARGET == 3  // calibration files, with the interpolation they feed
+#elif VITSIM_FUZZ_TARGET == 3       // calibration files, with the interpolation they feed
   write(data, size);
   Calibration c = read_calibration(scratch());
   for (const auto& d : c.devices)
     for (int b : {1, 7, 64, 100000}) interpolate(d, b);
-#elif VITSIM_FUZZ_TARGET == 4  // DeepSpeed configs
+#elif VITSIM_FUZZ_TARGET == 4       // DeepSpeed configs
   write(data, size);
   read_deepspeed_config(scratch());
-#elif VITSIM_FUZZ_TARGET == 5  // quantities with units
+#elif VITSIM_FUZZ_TARGET == 5       // quantities with units
   for (auto k : {units::Kind::Time, units::Kind::Bandwidth, units::Kind::Flops, units::Kind::Bytes}) {
     try {
       units::parse(text, k);
     } catch (const Error&) {
     }
   }
-#elif VITSIM_FUZZ_TARGET == 6  // reports (what validate reads)
+#elif VITSIM_FUZZ_TARGET == 6       // reports (what validate reads)
   Report r = report_from_json(text, "input");
   fill_scaling_efficiency(r);
   report_to_table(r);
@@ -208,8 +252,9 @@ void run(const uint8_t* data, size_t size) {
 #elif VITSIM_FUZZ_TARGET == 8  // CIFAR batch: mode bit 0 picks CIFAR-10 (1 label byte) or CIFAR-100 (2)
   write(data, size);
   const bool hundred = mode & 1;
-  set = std::make_unique<real::MemorySource>(real::read_cifar({scratch()}, hundred ? 2 : 1, hundred ? 100 : 10));
-#else  // one JPEG or PNG file: mode bit 0 picks 1 or 3 channels
+  set = std::make_unique<real::MemorySource>(
+      real::read_cifar({scratch()}, hundred ? 2 : 1, hundred ? 100 : 10));
+#else                          // one JPEG or PNG file: mode bit 0 picks 1 or 3 channels
   write(data, size);
   const int channels = mode & 1 ? 3 : 1;
   real::Image decoded = real::decode_image_file(scratch(), channels);

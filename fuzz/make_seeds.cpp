@@ -4,9 +4,9 @@
 // Usage: fuzz_seeds CORPUS_DIR   (creates CORPUS_DIR/{idx,cifar,image})
 #include <png.h>
 // jpeglib.h needs FILE and size_t declared first.
+#include <jpeglib.h>
 #include <cstddef>
 #include <cstdio>
-#include <jpeglib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -39,7 +39,8 @@ std::vector<uint8_t> card(int channels, int h, int w) {
   std::vector<uint8_t> px(size_t(channels) * h * w);
   for (int c = 0; c < channels; ++c)
     for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x) px[(size_t(c) * h + y) * w + x] = uint8_t(x == y ? 255 : (x * 7 + y * 3 + c * 50));
+      for (int x = 0; x < w; ++x)
+        px[(size_t(c) * h + y) * w + x] = uint8_t(x == y ? 255 : (x * 7 + y * 3 + c * 50));
   return px;
 }
 
@@ -57,7 +58,8 @@ void write_png(const fs::path& p, int c, int h, int w) {
   png.height = h;
   png.format = c == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   auto hwc = interleave(card(c, h, w), c, h, w);
-  if (!png_image_write_to_file(&png, p.c_str(), 0, hwc.data(), 0, nullptr)) throw std::runtime_error(png.message);
+  if (!png_image_write_to_file(&png, p.c_str(), 0, hwc.data(), 0, nullptr))
+    throw std::runtime_error(png.message);
 }
 
 void write_jpeg(const fs::path& p, int c, int h, int w, bool progressive) {
@@ -116,8 +118,8 @@ int main(int argc, char** argv) try {
   for (int label_bytes : {1, 2}) {
     MemorySource set("seed", 3, 32, 32, label_bytes == 1 ? 10 : 100, card(3, 64, 32), {3, 7});
     vitsim::real::write_cifar(tmp / "c", set, label_bytes);
-    put(root / "cifar" / ("cifar" + std::string(label_bytes == 1 ? "10" : "100")), label_bytes == 1 ? 0x10 : 0x11,
-        slurp(tmp / "c"));
+    put(root / "cifar" / ("cifar" + std::string(label_bytes == 1 ? "10" : "100")),
+        label_bytes == 1 ? 0x10 : 0x11, slurp(tmp / "c"));
   }
   // Images: grey and RGB PNG, baseline and progressive JPEG.
   int k = 0;
@@ -126,7 +128,8 @@ int main(int argc, char** argv) try {
     put(root / "image" / ("png" + std::to_string(c)), uint8_t(0x20 + k++), slurp(tmp / "p"));
     for (bool prog : {false, true}) {
       write_jpeg(tmp / "j", c, 17, 11, prog);
-      put(root / "image" / ("jpeg" + std::to_string(c) + (prog ? "p" : "")), uint8_t(0x41 + k++), slurp(tmp / "j"));
+      put(root / "image" / ("jpeg" + std::to_string(c) + (prog ? "p" : "")), uint8_t(0x41 + k++),
+          slurp(tmp / "j"));
     }
   }
   fs::remove_all(tmp);

@@ -6,7 +6,7 @@ want_torch=${VITSIM_WITH_TORCH:-1}
 want_bench=${VITSIM_BENCH:-0}  # 1: also what the benchmarks compare against (bench/train_vs_ddp.sh)
 pkgs=(build-essential cmake pkg-config ccache
       libsimgrid-dev libfmt-dev libpugixml-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev
-      gnuplot-nox iproute2 python3)
+      gnuplot-nox iproute2 python3 clang-format)
 if [ "$want_torch" = 1 ]; then
   pkgs+=(libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev)
 fi

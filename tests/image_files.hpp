@@ -2,8 +2,8 @@
 // Small PNG and JPEG files for the dataset tests, written with libpng and libjpeg.
 #include <png.h>
 // jpeglib.h needs FILE and size_t declared first.
-#include <cstdio>
 #include <jpeglib.h>
+#include <cstdio>
 
 #include <cstdint>
 #include <cstring>
@@ -24,7 +24,8 @@ inline void write_png(const std::string& path, int w, int h, uint8_t value) {
   png.height = h;
   png.format = PNG_FORMAT_RGB;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  if (!png_image_write_to_file(&png, path.c_str(), 0, rgb.data(), 0, nullptr)) throw std::runtime_error("png write");
+  if (!png_image_write_to_file(&png, path.c_str(), 0, rgb.data(), 0, nullptr))
+    throw std::runtime_error("png write");
 }
 
 // A greyscale JPEG (quality 95) of one value everywhere.

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,13 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
 
 namespace vt {
 namespace fs = std::filesystem;
 
-inline std::string source(const std::string& rel) { return std::string(VITSIM_SOURCE_DIR) + "/" + rel; }
+inline std::string source(const std::string& rel) {
+  return std::string(VITSIM_SOURCE_DIR) + "/" + rel;
+}
 
 // "a, b, c": a registry's names as messages list them.
 inline std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
@@ -31,7 +33,7 @@ inline std::string join(const std::vector<std::string>& v, const std::string& se
   return out;
 }
 
-// core's TempDir (vitsim/core/io.hpp: created, registered, removed with its content) with helpers.
+// core's TempDir (vitsim/core/base/io.hpp: created, registered, removed with its content) with helpers.
 struct TempDir {
   vitsim::TempDir dir{"vitsim-test-"};
   fs::path path{dir.path()};
@@ -62,7 +64,9 @@ inline CmdResult run(const std::string& cmd) {
   return r;
 }
 
-inline CmdResult vitsim(const std::string& args) { return run(std::string(VITSIM_BINARY) + " " + args); }
+inline CmdResult vitsim(const std::string& args) {
+  return run(std::string(VITSIM_BINARY) + " " + args);
+}
 
 // Everything left to read from `fd` (a pipe from a child), then closes it.
 inline std::string read_to_end(int fd) {
@@ -118,7 +122,8 @@ inline double in_child(const std::function<double()>& fn) {
 }
 
 // A GPU's <prop> lines for test platforms: a compute-bound device (huge memory bandwidth, no launch cost).
-inline std::string gpu_props(const std::string& model, const std::string& flops, const std::string& extra = "") {
+inline std::string gpu_props(const std::string& model, const std::string& flops,
+                             const std::string& extra = "") {
   return fmt::format(
       "<prop id=\"gpu_model\" value=\"{}\"/><prop id=\"gpu_flops_fp32\" value=\"{}\"/>"
       "<prop id=\"gpu_mem_bw\" value=\"1000TBps\"/><prop id=\"gpu_mem\" value=\"80GiB\"/>"
@@ -130,23 +135,29 @@ inline std::string gpu_props(const std::string& model, const std::string& flops,
 // `vitsim platform` writes. nic_bw[i] is node i's NIC bandwidth.
 inline std::string platform_xml(int nodes, int gpus, const std::string& pcie_bw, const std::string& lat,
                                 const std::vector<std::string>& nic_bw, const std::vector<std::string>& flops,
-                                const std::string& backbone_bw = "1000GBps", const std::string& bb_policy = "FATPIPE") {
-  std::string x = "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-                  "<platform version=\"4.1\"><zone id=\"test\" routing=\"Full\">\n";
+                                const std::string& backbone_bw = "1000GBps",
+                                const std::string& bb_policy = "FATPIPE") {
+  std::string x =
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+      "<platform version=\"4.1\"><zone id=\"test\" routing=\"Full\">\n";
   for (int i = 0; i < nodes; ++i)
     x += fmt::format(
-        "<cluster id=\"n{0}\" prefix=\"n{0}-gpu\" suffix=\"\" radical=\"0-{1}\" speed=\"1Tf\" bw=\"{2}\" lat=\"{3}\" "
-        "sharing_policy=\"SPLITDUPLEX\" bb_bw=\"{4}\" bb_lat=\"0us\" bb_sharing_policy=\"{5}\" loopback_bw=\"1000GBps\" "
+        "<cluster id=\"n{0}\" prefix=\"n{0}-gpu\" suffix=\"\" radical=\"0-{1}\" speed=\"1Tf\" bw=\"{2}\" "
+        "lat=\"{3}\" "
+        "sharing_policy=\"SPLITDUPLEX\" bb_bw=\"{4}\" bb_lat=\"0us\" bb_sharing_policy=\"{5}\" "
+        "loopback_bw=\"1000GBps\" "
         "loopback_lat=\"0us\" router_id=\"n{0}-router\">{6}</cluster>\n",
         i, gpus - 1, pcie_bw, lat, backbone_bw, bb_policy, gpu_props("G" + flops[i], flops[i]));
   if (nodes > 1)
     for (int i = 0; i < nodes; ++i)
-      x += fmt::format("<link id=\"n{}-nic\" bandwidth=\"{}\" latency=\"{}\" sharing_policy=\"SPLITDUPLEX\"/>\n", i,
-                       nic_bw[i], lat);
+      x += fmt::format(
+          "<link id=\"n{}-nic\" bandwidth=\"{}\" latency=\"{}\" sharing_policy=\"SPLITDUPLEX\"/>\n", i,
+          nic_bw[i], lat);
   for (int i = 0; i < nodes; ++i)
     for (int j = i + 1; j < nodes; ++j)
       x += fmt::format(
-          "<zoneRoute src=\"n{0}\" dst=\"n{1}\" gw_src=\"n{0}-router\" gw_dst=\"n{1}-router\"><link_ctn id=\"n{0}-nic\" "
+          "<zoneRoute src=\"n{0}\" dst=\"n{1}\" gw_src=\"n{0}-router\" gw_dst=\"n{1}-router\"><link_ctn "
+          "id=\"n{0}-nic\" "
           "direction=\"UP\"/><link_ctn id=\"n{1}-nic\" direction=\"DOWN\"/></zoneRoute>\n",
           i, j);
   return x + "</zone></platform>\n";

@@ -3,10 +3,10 @@
 
     summarize.py SCENARIO.xml REPORT.json [--peak-tflops T] [--gpu NAME]
 
-Model FLOPs per image are core's training workload (core/src/vit.cpp, build_workload): forward plus
+Model FLOPs per image are core's training workload (core/src/model/vit.cpp, build_workload): forward plus
 backward of every layer, 1 MAC = 2 FLOPs; backward is twice forward except the patch embedding's (its
 weight gradient only: the image needs no gradient). The usual 3 x forward is printed next to it. The
-model's shape is the scenario's <model> (a preset, read from core/src/vit.cpp's table, then any explicit
+model's shape is the scenario's <model> (a preset, read from core/src/model/vit.cpp's table, then any explicit
 attribute). MFU = FLOPs per image x images/s / the GPU's peak dense BF16 FLOP/s.
 
 Prints a Markdown table row for docs/benchmarks.md and one key=value line; writes nothing.
@@ -55,7 +55,7 @@ def model_of(scenario, sets):
     if "preset" in attrs:
         table = presets()
         if attrs["preset"] not in table:
-            sys.exit(f"summarize: preset {attrs['preset']} not in core/src/vit.cpp")
+            sys.exit(f"summarize: preset {attrs['preset']} not in core/src/model/vit.cpp")
         cfg.update(table[attrs["preset"]])
     for k in FIELDS:
         if k in attrs:

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "torch_util.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/system.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {

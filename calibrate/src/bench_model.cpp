@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "torch_util.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/system.hpp"
 #include "vitsim/real/autocast.hpp"
 #include "vitsim/real/model.hpp"
 #include "vitsim/real/optim.hpp"

@@ -7,7 +7,7 @@
 
 #include "kernel_maker.hpp"
 #include "torch_util.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/system.hpp"
 
 namespace vitsim::calibrate {
 namespace {

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "phases.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/model/vit.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {

@@ -1,27 +1,36 @@
-// `vitsim calibrate --emit-platform`: the machines measured as a PlatformSpec, written by core's one writer of the
-// platform format (core/platform_writer.hpp). No Torch, no MPI: the tests build it alone.
+// `vitsim calibrate --emit-platform`: the machines measured as a PlatformSpec, written by core's one writer
+// of the platform format (core/platform/platform_writer.hpp). No Torch, no MPI: the tests build it alone.
 //
-// Each node's devices of one type are a node of the spec (one <cluster>): their lanes carry the fitted ring edge
-// (bandwidth B, latency a/2 each way, so a device-to-device route has the fitted latency a), the backbone
-// B with no latency (FATPIPE), the loopback the measured host-to-device copy. Several clusters are joined by NIC
-// links of the fitted inter-node edge (latency a/2 per end) in a non-blocking star, one zoneRoute per pair.
+// Each node's devices of one type are a node of the spec (one <cluster>): their lanes carry the fitted ring
+// edge (bandwidth B, latency a/2 each way, so a device-to-device route has the fitted latency a), the
+// backbone B with no latency (FATPIPE), the loopback the measured host-to-device copy. Several clusters are
+// joined by NIC links of the fitted inter-node edge (latency a/2 per end) in a non-blocking star, one
+// zoneRoute per pair.
 #include <fmt/format.h>
 
 #include "vitsim/calibrate/calibrate.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/platform_props.hpp"
-#include "vitsim/core/platform_writer.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
 
 namespace vitsim::calibrate {
 namespace {
 // Quantities with their units, as SimGrid and core/units read them; 6 significant digits.
-std::string bw(double v) { return fmt::format("{:.6g}MBps", v / 1e6); }
-std::string lat(double v) { return fmt::format("{:.6g}us", v * 1e6); }
-std::string flops(double v) { return fmt::format("{:.6g}Gf", v / 1e9); }
-std::string bytes(double v) { return fmt::format("{:.6g}MiB", v / (1024.0 * 1024.0)); }
+std::string bw(double v) {
+  return fmt::format("{:.6g}MBps", v / 1e6);
+}
+std::string lat(double v) {
+  return fmt::format("{:.6g}us", v * 1e6);
+}
+std::string flops(double v) {
+  return fmt::format("{:.6g}Gf", v / 1e9);
+}
+std::string bytes(double v) {
+  return fmt::format("{:.6g}MiB", v / (1024.0 * 1024.0));
+}
 
-// A property (core/platform_props.hpp) with its value in SI units, written in its row's unit.
+// A property (core/platform/platform_props.hpp) with its value in SI units, written in its row's unit.
 std::pair<std::string, std::string> prop(const char* key, double si) {
   const PlatformProp& p = platform_prop(key);
   std::string text;
@@ -31,10 +40,18 @@ std::pair<std::string, std::string> prop(const char* key, double si) {
     text = fmt::format("{:g}", si);
   } else {
     switch (p.unit) {
-      case units::Kind::Bandwidth: text = bw(si); break;
-      case units::Kind::Time: text = lat(si); break;
-      case units::Kind::Flops: text = flops(si); break;
-      case units::Kind::Bytes: text = bytes(si); break;
+      case units::Kind::Bandwidth:
+        text = bw(si);
+        break;
+      case units::Kind::Time:
+        text = lat(si);
+        break;
+      case units::Kind::Flops:
+        text = flops(si);
+        break;
+      case units::Kind::Bytes:
+        text = bytes(si);
+        break;
     }
   }
   return {std::string(p.key), text};
@@ -45,8 +62,9 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
   if (p.nodes.empty()) throw Error("platform: no node to write");
   PlatformSpec spec;
   spec.id = p.name;
-  spec.generated_by = "Written by `vitsim calibrate --emit-platform` (core/platform_writer.hpp).";
-  std::string sketch = fmt::format("  {}: written by `vitsim calibrate --emit-platform` from measurements on these machines.\n\n", p.name);
+  spec.generated_by = "Written by `vitsim calibrate --emit-platform` (core/platform/platform_writer.hpp).";
+  std::string sketch = fmt::format(
+      "  {}: written by `vitsim calibrate --emit-platform` from measurements on these machines.\n\n", p.name);
   for (const auto& n : p.nodes) {
     if (n.devices.empty()) throw Error(fmt::format("platform: node {} has no device", n.id));
     if (!(n.link_bw > 0) || !(n.h2d_bw > 0))
@@ -65,8 +83,11 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       node.gpu_type = node.id;  // the figures are this cluster's own (each host measured its own rate)
       GpuTypeSpec t;
       t.name = node.id;
-      t.props = {{"gpu_model", d.gpu_model}, prop("gpu_flops_fp32", d.flops), prop("gpu_mem_bw", d.mem_bw),
-                 prop("gpu_mem", d.mem_bytes), prop("gpu_efficiency", 1)};
+      t.props = {{"gpu_model", d.gpu_model},
+                 prop("gpu_flops_fp32", d.flops),
+                 prop("gpu_mem_bw", d.mem_bw),
+                 prop("gpu_mem", d.mem_bytes),
+                 prop("gpu_efficiency", 1)};
       if (d.cpu) t.props.emplace_back("device_kind", "cpu");
       t.pcie = {bw(n.link_bw), lat(n.link_lat / 2), bw(n.h2d_bw), "0us"};
       node.pcie = t.pcie;
@@ -76,9 +97,10 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       node.nic.speed = p.nic_bw > 0 ? bw(p.nic_bw) : "";
       node.nic.lat = lat(p.nic_lat / 2);
       node.props = {prop("cpu_cores", n.cpu_cores), prop("h2d_pageable_bw", n.h2d_bw)};
-      if (n.loader_image_overhead > 0) node.props.push_back(prop("loader_image_overhead", n.loader_image_overhead));
-      sketch += fmt::format("     +---- {} ({} device{} of type {}) ----+\n     |  ", node.id, node.gpus, node.gpus == 1 ? "" : "s",
-                            d.gpu_model);
+      if (n.loader_image_overhead > 0)
+        node.props.push_back(prop("loader_image_overhead", n.loader_image_overhead));
+      sketch += fmt::format("     +---- {} ({} device{} of type {}) ----+\n     |  ", node.id, node.gpus,
+                            node.gpus == 1 ? "" : "s", d.gpu_model);
       for (int i = 0; i < node.gpus; ++i) sketch += fmt::format("{}{}-gpu{}", i ? " <=> " : "", node.id, i);
       sketch += "\n     +------------------------------------------+\n";
       spec.nodes.push_back(std::move(node));
@@ -92,6 +114,8 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
   return spec;
 }
 
-std::string calibrated_platform_xml(const PlatformText& p) { return write_platform_xml(calibrated_platform_spec(p)); }
+std::string calibrated_platform_xml(const PlatformText& p) {
+  return write_platform_xml(calibrated_platform_spec(p));
+}
 
 }  // namespace vitsim::calibrate

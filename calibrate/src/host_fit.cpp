@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "vitsim/calibrate/calibrate.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::calibrate {
 
@@ -76,7 +76,7 @@ void fit_host_sync(const std::vector<PassPoint>& pts, HostFit& out) {
   out.speed = sc;
 }
 
-// Asynchronous device: the host and the device overlap (core/ops.hpp run_ops), the end is
+// Asynchronous device: the host and the device overlap (core/model/ops.hpp run_ops), the end is
 // non-decreasing in h; golden-section search of the relative squared error between 0 and the h that
 // makes the host alone the longest measured pass.
 void fit_host_async(const std::vector<PassPoint>& pts, const DeviceFigures& stage1, HostFit& out) {

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "vitsim/calibrate/imports.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::calibrate {
 

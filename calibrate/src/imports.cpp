@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 
 namespace vitsim::calibrate {
 namespace fs = std::filesystem;

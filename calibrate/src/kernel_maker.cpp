@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::calibrate {
 

@@ -1,8 +1,8 @@
 #pragma once
-// The LibTorch kernel that stands for each op of the op model (core/ops.hpp) when `vitsim calibrate` times
-// it alone (bench_ops.cpp measure_ops). The kernel is chosen by the op's identity (Op::id, Op::linear), never
-// by its printed name: kernel_maker.cpp the device sweep, kernels_matmul.cpp the GEMMs, attention's batched
-// matmuls and the patch embedding's convolution, kernels_memory.cpp the data-movement and norm ops.
+// The LibTorch kernel that stands for each op of the op model (core/model/ops.hpp) when `vitsim calibrate`
+// times it alone (bench_ops.cpp measure_ops). The kernel is chosen by the op's identity (Op::id, Op::linear),
+// never by its printed name: kernel_maker.cpp the device sweep, kernels_matmul.cpp the GEMMs, attention's
+// batched matmuls and the patch embedding's convolution, kernels_memory.cpp the data-movement and norm ops.
 #include <torch/torch.h>
 
 #include <deque>

@@ -212,7 +212,7 @@ Kernel KernelMaker::dropout_kernel(const Op& op, std::string& how) {
   return [x, mask, p] { (void)at::native_dropout_backward(x, mask, 1.0 / (1.0 - p)); };
 }
 
-// Multi-head attention's layouts, scaling and softmax (real/src/model.cpp, core/src/ops.cpp).
+// Multi-head attention's layouts, scaling and softmax (real/src/model.cpp, core/src/model/ops.cpp).
 Kernel KernelMaker::attention_kernel(const Op& op, const Dims& D, std::string& how) {
   const at::ScalarType f32 = at::kFloat;
   if (op.id ==
@@ -226,7 +226,7 @@ Kernel KernelMaker::attention_kernel(const Op& op, const Dims& D, std::string& h
   }
   if (op.id == OpId::QkvSplitBwd) {  // chunk's backward (SplitBackward): the three gradients concatenated,
     // q's and v's contiguous, k's a [T, b, d] view of a [b, d, T] tensor (T innermost), as autograd
-    // hands them over (core/src/ops.cpp)
+    // hands them over (core/src/model/ops.cpp)
     how = "cat (SplitBackward, k's gradient T-innermost)";
     auto g0 = rnd({D.T, D.b, D.d}, act_), g1 = rnd({D.b, D.d, D.T}, act_).permute({2, 0, 1}),
          g2 = rnd({D.T, D.b, D.d}, act_);

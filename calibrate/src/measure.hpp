@@ -59,8 +59,8 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& device, int m
 // spoils one round of the ops it covers, not their figure. Model ops allocate their outputs as the
 // trainer's ops do; sweep ops write into preallocated outputs (the device's own throughput). With
 // cold_bytes > 0 (on a CPU device) each op gets ceil(cold_bytes / its bytes) sets of inputs (at most 64),
-// run in turn, so that its operands come from memory as inside a training pass (README "vitsim
-// calibrate"); warm-up covers every set once. Same order as `list`.
+// run in turn, so that its operands come from memory as inside a training pass (docs/calibrate-validate.md);
+// warm-up covers every set once. Same order as `list`.
 std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& device,
                                   const std::vector<OpBenchmark>& list, const Repeats& repeats,
                                   double cold_bytes = 0, int rounds = 1);

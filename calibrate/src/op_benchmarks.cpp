@@ -56,7 +56,7 @@ void matmul_sweep(Precision p, int sweep_rows, std::vector<OpBenchmark>& out) {
       }
 }
 
-// Kernel families (core/ops.hpp OpKind) at several row lengths, operands in the cache: the cost per
+// Kernel families (core/model/ops.hpp OpKind) at several row lengths, operands in the cache: the cost per
 // element and per row that bounds them below the bandwidth. Elements about 2^18 and 2^20 (fp32).
 void family_sweep(std::vector<OpBenchmark>& out) {
   auto kind = [&](OpKind k, OpClass cls, const std::string& name, double elems, double rows,
@@ -97,7 +97,7 @@ void family_sweep(std::vector<OpBenchmark>& out) {
         Op& gather = kind(OpKind::Strided, OpClass::Memory,
                           fmt::format("sweep.strided.d{}.n{}.b{:.0f}", d, n, b), e, 0, 8 * e);
         // The gather's shape for its kernel (compute.cpp): [B, D, N] read as batch B of [m, n] = [D, N],
-        // written as [N, B, D]. A memory op's batch, m and n enter no prediction (core/ops.cpp: matmuls
+        // written as [N, B, D]. A memory op's batch, m and n enter no prediction (core/model/ops.cpp: matmuls
         // only).
         gather.batch = b;
         gather.m = d;

@@ -6,13 +6,13 @@
 #include <cmath>
 
 #include "op_fit.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::calibrate {
 namespace op_fit {
 namespace {
 
-// Grids of the discrete figures (README "vitsim calibrate"): square tiles, and the short-K half point.
+// Grids of the discrete figures (docs/calibrate-validate.md): square tiles, and the short-K half point.
 constexpr int kTiles[] = {8, 16, 32, 64, 128};
 constexpr double kKHalves[] = {0, 8, 16, 32, 64, 128, 256, 512, 1024};
 constexpr double kNHalves[] = {0, 16, 32, 64};

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "op_model.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::calibrate {
 

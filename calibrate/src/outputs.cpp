@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 
 #include "phases.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/identity.hpp"
 
 namespace vitsim::calibrate {
 

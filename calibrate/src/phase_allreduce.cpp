@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "phases.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::calibrate {

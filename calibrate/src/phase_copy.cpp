@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "phases.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::calibrate {

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "phases.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/system.hpp"
 #include "vitsim/real/data.hpp"
 
 namespace vitsim::calibrate {

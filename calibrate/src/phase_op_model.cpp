@@ -8,8 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "op_model.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::calibrate {

@@ -16,7 +16,7 @@ namespace vitsim::calibrate {
 
 using json = nlohmann::json;
 
-// Stage 1 of the op-model fit weights each op sample by its measured time (README "vitsim calibrate").
+// Stage 1 of the op-model fit weights each op sample by its measured time (docs/calibrate-validate.md).
 constexpr bool kWeightByTime = false;
 // Passes over the op list (measure_ops): an op's time is the median of its rounds' means.
 constexpr int kOpRounds = 3;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "vitsim/calibrate/calibrate.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::calibrate {
 

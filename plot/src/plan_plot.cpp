@@ -7,20 +7,24 @@
 #include <map>
 #include <set>
 
-#include "vitsim/core/enum_names.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/suggest.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/enum_names.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::plot {
 
 const std::vector<KindName<PlanKind>>& plan_kinds() {
-  static const std::vector<KindName<PlanKind>> k{
-      {PlanKind::Auto, "auto"}, {PlanKind::Memory, "memory"}, {PlanKind::Nodes, "nodes"}, {PlanKind::Pareto, "pareto"}};
+  static const std::vector<KindName<PlanKind>> k{{PlanKind::Auto, "auto"},
+                                                 {PlanKind::Memory, "memory"},
+                                                 {PlanKind::Nodes, "nodes"},
+                                                 {PlanKind::Pareto, "pareto"}};
   return k;
 }
 
-PlanKind parse_plan_kind(const std::string& name) { return value_of(plan_kinds(), name, "plan plot kind"); }
+PlanKind parse_plan_kind(const std::string& name) {
+  return value_of(plan_kinds(), name, "plan plot kind");
+}
 
 std::vector<std::string> plot_kind_names() {
   std::vector<std::string> out;
@@ -67,12 +71,13 @@ PlanKind resolve_plan_kind(const PlanResult& plan, PlanKind requested) {
   PlanKind k = requested;
   if (k == PlanKind::Auto)
     k = values_of(plan, "model.image_size").size() > 1 ? PlanKind::Memory
-        : values_of(plan, "nodes").size() > 1         ? PlanKind::Nodes
+        : values_of(plan, "nodes").size() > 1          ? PlanKind::Nodes
                                                        : PlanKind::Pareto;
   if (k == PlanKind::Memory && values_of(plan, "model.image_size").size() < 2)
     throw Error("plan plot 'memory' needs a plan that sweeps model.image_size");
   if (k != PlanKind::Memory && feasible == 0) throw Error("the plan has no feasible point to plot");
-  if (!plan.ranked) throw Error("the plan is a shard's unranked points: merge it first (vitsim plan --merge)");
+  if (!plan.ranked)
+    throw Error("the plan is a shard's unranked points: merge it first (vitsim plan --merge)");
   return k;
 }
 
@@ -83,13 +88,15 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
   t += terminal_line(output_format(svg_name), 900, 480);
   t += "set output " + quoted(svg_name) + "\nset grid\nset key outside right\nset pointsize 0.8\n";
   const std::string title = plan.scenario.empty() ? "vitsim plan" : plan.scenario;
-  auto lines = [&](const std::map<std::string, std::vector<std::pair<double, double>>>& curves, const char* prefix) {
+  auto lines = [&](const std::map<std::string, std::vector<std::pair<double, double>>>& curves,
+                   const char* prefix) {
     std::string line = "plot ";
     int k = 0;
     for (const auto& [label, xy] : curves) {
       const std::string file = fmt::format("{}{}.dat", prefix, k);
       sc.data[file] = data_lines(xy);
-      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "", quoted(file), quoted(label));
+      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "",
+                          quoted(file), quoted(label));
     }
     return line;
   };
@@ -107,7 +114,10 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
       auto& c = curves[fmt::format("micro-batch {:>5}", mb)];
       for (const auto& [n, s] : by_nodes) c.push_back({static_cast<double>(n), s / 3600.0});
     }
-    t += "set title " + quoted(fmt::format("{}: time to train {} against nodes (best feasible point)", title, count_noun(plan.epochs, "epoch"))) + "\n";
+    t += "set title " +
+         quoted(fmt::format("{}: time to train {} against nodes (best feasible point)", title,
+                            count_noun(plan.epochs, "epoch"))) +
+         "\n";
     t += "set xlabel \"nodes\"\nset ylabel \"time to train (h)\"\nset logscale xy 2\n";
     t += lines(curves, "nodes") + "\n";
   } else if (kind == PlanKind::Pareto) {
@@ -118,8 +128,11 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
     std::sort(all.begin(), all.end());
     sc.data["points.dat"] = data_lines(all);
     sc.data["front.dat"] = data_lines(front);
-    t += "set title " + quoted(fmt::format("{}: time to train {} against cost", title, count_noun(plan.epochs, "epoch"))) + "\n";
-    t += "set xlabel \"time to train (h)\"\nset ylabel " + quoted(fmt::format("cost ({})", plan.cost_unit())) + "\n";
+    t += "set title " +
+         quoted(fmt::format("{}: time to train {} against cost", title, count_noun(plan.epochs, "epoch"))) +
+         "\n";
+    t += "set xlabel \"time to train (h)\"\nset ylabel " +
+         quoted(fmt::format("cost ({})", plan.cost_unit())) + "\n";
     t += "set logscale x 2\n";
     t += "plot \"points.dat\" using 1:2 with points pointtype 7 title \"feasible points\", "
          "\"front.dat\" using 1:2 with linespoints linewidth 2 pointtype 5 title \"Pareto front\"\n";
@@ -136,13 +149,16 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
       gpu_mem = std::min(gpu_mem, p.gpu_memory_bytes / (1024.0 * 1024 * 1024));
     }
     for (const auto& [sp, xs] : by_sp) {
-      auto& c = curves[sp == 1 ? std::string("data parallelism only") : fmt::format("patch parallel over {} GPUs", sp)];
+      auto& c = curves[sp == 1 ? std::string("data parallelism only")
+                               : fmt::format("patch parallel over {} GPUs", sp)];
       for (const auto& [img, gib] : xs) c.push_back({img, gib});
     }
     t += "set title " + quoted(fmt::format("{}: memory per GPU against image size", title)) + "\n";
     t += "set xlabel \"image size (px)\"\nset ylabel \"memory per GPU (GiB)\"\nset logscale y 2\n";
     std::string line = lines(curves, "memory");
-    if (std::isfinite(gpu_mem)) line += fmt::format(", {:.9g} with lines dashtype 2 linewidth 2 title {}", gpu_mem, quoted(fmt::format("GPU memory ({:.1f} GiB)", gpu_mem)));
+    if (std::isfinite(gpu_mem))
+      line += fmt::format(", {:.9g} with lines dashtype 2 linewidth 2 title {}", gpu_mem,
+                          quoted(fmt::format("GPU memory ({:.1f} GiB)", gpu_mem)));
     t += line + "\n";
   }
   sc.text = t;

@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <set>
 
-#include "vitsim/core/enum_names.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/enum_names.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
 
 extern char** environ;
 
@@ -25,13 +25,18 @@ namespace vitsim::plot {
 namespace fs = std::filesystem;
 
 const std::vector<KindName<Kind>>& report_kinds() {
-  static const std::vector<KindName<Kind>> k{{Kind::Auto, "auto"}, {Kind::Scaling, "scaling"}, {Kind::Batch, "batch"}};
+  static const std::vector<KindName<Kind>> k{
+      {Kind::Auto, "auto"}, {Kind::Scaling, "scaling"}, {Kind::Batch, "batch"}};
   return k;
 }
 
-Kind parse_kind(const std::string& name) { return value_of(report_kinds(), name, "plot kind"); }
+Kind parse_kind(const std::string& name) {
+  return value_of(report_kinds(), name, "plot kind");
+}
 
-const char* kind_name(Kind kind) { return name_of(report_kinds(), kind); }
+const char* kind_name(Kind kind) {
+  return name_of(report_kinds(), kind);
+}
 
 namespace {
 
@@ -129,16 +134,17 @@ Kind resolve_kind(const Report& r, Kind requested) {
     if (micro.size() > 1 && micro.size() > gpus.size()) return Kind::Batch;
     if (gpus.size() > 1) return Kind::Scaling;
     if (micro.size() > 1) return Kind::Batch;
-    throw Error(fmt::format("report '{}' sweeps neither the GPU count nor the micro-batch: nothing to plot "
-                            "(a scaling plot needs several GPU counts, a batch plot several micro-batches)",
-                            r.scenario));
+    throw Error(
+        fmt::format("report '{}' sweeps neither the GPU count nor the micro-batch: nothing to plot "
+                    "(a scaling plot needs several GPU counts, a batch plot several micro-batches)",
+                    r.scenario));
   }
   if (requested == Kind::Scaling && gpus.size() < 2)
-    throw Error(fmt::format("report '{}' has a single GPU count ({}): a scaling plot needs several", r.scenario,
-                            *gpus.begin()));
+    throw Error(fmt::format("report '{}' has a single GPU count ({}): a scaling plot needs several",
+                            r.scenario, *gpus.begin()));
   if (requested == Kind::Batch && micro.size() < 2)
-    throw Error(fmt::format("report '{}' has a single micro-batch ({}): a batch plot needs several", r.scenario,
-                            *micro.begin()));
+    throw Error(fmt::format("report '{}' has a single micro-batch ({}): a batch plot needs several",
+                            r.scenario, *micro.begin()));
   return requested;
 }
 
@@ -159,21 +165,24 @@ std::vector<Series> make_series(const Report& r, Kind kind) {
         }
   std::erase_if(differing, [&](const std::string& k) {
     auto it = spelled_as().find(k);
-    return it != spelled_as().end() && std::find(differing.begin(), differing.end(), it->second) != differing.end();
+    return it != spelled_as().end() &&
+           std::find(differing.begin(), differing.end(), it->second) != differing.end();
   });
   std::vector<Series> out;
   for (const auto& [key, pts] : groups) {
     Series s;
     for (const auto& k : differing) {
       auto it = key.find(k);
-      std::string part = label_part(spelled_as().count(k) ? spelled_as().at(k) : k, it == key.end() ? "-" : it->second);
+      std::string part =
+          label_part(spelled_as().count(k) ? spelled_as().at(k) : k, it == key.end() ? "-" : it->second);
       s.label += (s.label.empty() ? "" : ", ") + part;
     }
     if (s.label.empty()) s.label = r.scenario.empty() ? "prediction" : r.scenario;
     for (const ReportPoint* p : pts) {
       if (kind == Kind::Scaling) {
         s.time.push_back({static_cast<double>(p->gpus), p->epoch_time_s / 60.0});
-        if (p->scaling_efficiency >= 0) s.efficiency.push_back({static_cast<double>(p->gpus), 100.0 * p->scaling_efficiency});
+        if (p->scaling_efficiency >= 0)
+          s.efficiency.push_back({static_cast<double>(p->gpus), 100.0 * p->scaling_efficiency});
       } else if (p->global_batch > 0) {
         s.time.push_back({static_cast<double>(p->micro_batch), 1e3 * p->step_time_s.mean / p->global_batch});
       }
@@ -182,7 +191,9 @@ std::vector<Series> make_series(const Report& r, Kind kind) {
     std::sort(s.efficiency.begin(), s.efficiency.end());
     if (!s.time.empty()) out.push_back(std::move(s));
   }
-  if (out.empty()) throw Error(fmt::format("report '{}': no point has the figures a {} plot needs", r.scenario, kind_name(kind)));
+  if (out.empty())
+    throw Error(
+        fmt::format("report '{}': no point has the figures a {} plot needs", r.scenario, kind_name(kind)));
   return out;
 }
 
@@ -214,8 +225,8 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
       if (xy.empty()) continue;
       std::string file = fmt::format("{}{}.dat", prefix, i);
       sc.data[file] = data_text(xy);
-      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "", gp_string(file),
-                          gp_string(series[i].label));
+      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "",
+                          gp_string(file), gp_string(series[i].label));
     }
     return k ? line + "\n" : std::string();
   };
@@ -246,16 +257,20 @@ std::string output_format(const std::string& path) {
   std::string ext = name.substr(dot + 1);
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (ext == "svg" || ext == "png" || ext == "pdf") return ext;
-  throw Error(fmt::format("{}: unknown plot format '{}'; valid: .svg, .png, .pdf", echo(path), echo(name.substr(dot))));
+  throw Error(fmt::format("{}: unknown plot format '{}'; valid: .svg, .png, .pdf", echo(path),
+                          echo(name.substr(dot))));
 }
 
 std::string terminal_line(const std::string& format, int width, int height) {
   if (format == "png")
-    return fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\" background \"white\"\n", width, height);
+    return fmt::format("set terminal pngcairo size {},{} noenhanced font \"sans,11\" background \"white\"\n",
+                       width, height);
   if (format == "pdf")  // pdfcairo sizes in inches
-    return fmt::format("set terminal pdfcairo size {:.2f}in,{:.2f}in noenhanced font \"sans,11\" background \"white\"\n",
-                       width / 100.0, height / 100.0);
-  return fmt::format("set terminal svg size {},{} dynamic noenhanced font \"sans,11\" background \"white\"\n", width, height);
+    return fmt::format(
+        "set terminal pdfcairo size {:.2f}in,{:.2f}in noenhanced font \"sans,11\" background \"white\"\n",
+        width / 100.0, height / 100.0);
+  return fmt::format("set terminal svg size {},{} dynamic noenhanced font \"sans,11\" background \"white\"\n",
+                     width, height);
 }
 
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
@@ -280,14 +295,16 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
   int rc = posix_spawnp(&pid, opt.gnuplot.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc == ENOENT || rc == EACCES)
-    throw Error(fmt::format("cannot run '{}': {}; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
-                            "or scripts/setup.sh)",
-                            opt.gnuplot, std::strerror(rc)));
+    throw Error(
+        fmt::format("cannot run '{}': {}; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
+                    "or scripts/setup.sh)",
+                    opt.gnuplot, std::strerror(rc)));
   if (rc != 0) throw Error(fmt::format("cannot run '{}': {}", opt.gnuplot, std::strerror(rc)));
   register_child(pid);  // ended by an interruption
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw Error(fmt::format("waiting for {} failed: {}", opt.gnuplot, std::strerror(errno)));
+    if (errno != EINTR)
+      throw Error(fmt::format("waiting for {} failed: {}", opt.gnuplot, std::strerror(errno)));
   unregister_child(pid);
   stop_if_interrupted();
   std::string err;
@@ -297,9 +314,10 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
   }
   // posix_spawnp reports a missing program through the child on some libcs: exit status 127.
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !fs::exists(dir / image))
-    throw Error(fmt::format("cannot run '{}'; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
-                            "or scripts/setup.sh)",
-                            opt.gnuplot));
+    throw Error(
+        fmt::format("cannot run '{}'; vitsim plot needs gnuplot (Debian: apt-get install gnuplot-nox, "
+                    "or scripts/setup.sh)",
+                    opt.gnuplot));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw Error(fmt::format("{} failed ({}): {}", opt.gnuplot,
                             WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
@@ -307,7 +325,10 @@ void run_script(const Script& sc, const std::string& svg_path, const Options& op
                             err.empty() ? "no message" : err));
   const fs::path svg = dir / image;
   if (!fs::exists(svg) || fs::file_size(svg) == 0)
-    throw Error(fmt::format("{} wrote no {}{}", opt.gnuplot, output_format(svg_path) == "svg" ? "SVG" : output_format(svg_path) == "png" ? "PNG" : "PDF",
+    throw Error(fmt::format("{} wrote no {}{}", opt.gnuplot,
+                            output_format(svg_path) == "svg"   ? "SVG"
+                            : output_format(svg_path) == "png" ? "PNG"
+                                                               : "PDF",
                             err.empty() ? "" : ": " + err));
   write_file_atomic(svg_path, read_file(svg.string()));
 }

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
 #include "vitsim/real/checkpoint_file.hpp"
 
 namespace vitsim::real {
@@ -72,8 +72,8 @@ void write_position(torch::serialize::OutputArchive& archive, const Position& po
 
 // The archive of one checkpoint: model, optimizer, fingerprint, position, accuracy, CPU generator, and the
 // CRC32 of each tensor.
-void fill_archive(torch::serialize::OutputArchive& archive, const Scenario& s, int world, torch::nn::Module& model,
-                  const FlatOptimizer& opt, const Position& pos) {
+void fill_archive(torch::serialize::OutputArchive& archive, const Scenario& s, int world,
+                  torch::nn::Module& model, const FlatOptimizer& opt, const Position& pos) {
   torch::serialize::OutputArchive model_archive, opt_archive;
   model.save(model_archive);
   opt.save(opt_archive);
@@ -108,8 +108,8 @@ void load_state(torch::serialize::InputArchive& archive, torch::nn::Module& mode
 }
 
 // The tensors a loaded checkpoint holds, with the accuracy and CPU generator state read from the archive.
-NamedTensors loaded_tensors(torch::serialize::InputArchive& archive, torch::nn::Module& model, const FlatOptimizer& opt,
-                            torch::Tensor& acc, torch::Tensor& rng) {
+NamedTensors loaded_tensors(torch::serialize::InputArchive& archive, torch::nn::Module& model,
+                            const FlatOptimizer& opt, torch::Tensor& acc, torch::Tensor& rng) {
   auto tensors = checkpoint_tensors(model, opt);
   archive.read("accuracy", acc, /*is_buffer=*/true);
   archive.read("cpu_rng", rng, /*is_buffer=*/true);
@@ -120,7 +120,8 @@ NamedTensors loaded_tensors(torch::serialize::InputArchive& archive, torch::nn::
 
 // The file's CRC did not match: which part is damaged, found by loading what still loads and comparing
 // each tensor with its own checksum.
-std::string locate_damage(torch::serialize::InputArchive& archive, torch::nn::Module& model, FlatOptimizer& opt) {
+std::string locate_damage(torch::serialize::InputArchive& archive, torch::nn::Module& model,
+                          FlatOptimizer& opt) {
   try {
     load_state(archive, model, opt);
     torch::Tensor acc, rng;
@@ -135,15 +136,16 @@ std::string locate_damage(torch::serialize::InputArchive& archive, torch::nn::Mo
 }
 
 // The archive inside a checked envelope; a damaged one is reported with the tensor it damaged.
-void open_archive(torch::serialize::InputArchive& archive, const std::string& path, const CheckpointBytes& bytes,
-                  torch::nn::Module& model, FlatOptimizer& opt, const torch::Device& device) {
+void open_archive(torch::serialize::InputArchive& archive, const std::string& path,
+                  const CheckpointBytes& bytes, torch::nn::Module& model, FlatOptimizer& opt,
+                  const torch::Device& device) {
   try {
     // rank 0 wrote it from its GPU: every rank maps it to its own
     archive.load_from(bytes.file.data() + bytes.offset, bytes.size, device);
   } catch (const c10::Error& e) {
     if (!bytes.damage.empty())
-      throw Error(fmt::format("{}: checksum mismatch ({}); the archive inside no longer opens: {}", path, bytes.damage,
-                              kUnusable));
+      throw Error(fmt::format("{}: checksum mismatch ({}); the archive inside no longer opens: {}", path,
+                              bytes.damage, kUnusable));
     throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
   }
   if (!bytes.damage.empty())
@@ -170,8 +172,8 @@ Position read_position(torch::serialize::InputArchive& archive) {
 // Reads an opened archive into the model, the optimizer, the CPU generator and the returned position.
 // verify: check each tensor against its own checksum (the file's CRC matched; an older vitsim's file
 // has no checksums).
-Position restore(torch::serialize::InputArchive& archive, const std::string& path, const Scenario& s, int world,
-                 torch::nn::Module& model, FlatOptimizer& opt, bool verify) {
+Position restore(torch::serialize::InputArchive& archive, const std::string& path, const Scenario& s,
+                 int world, torch::nn::Module& model, FlatOptimizer& opt, bool verify) {
   c10::IValue v;
   archive.read("fingerprint", v);
   if (v.toStringRef() != fingerprint(s, world))
@@ -180,7 +182,8 @@ Position restore(torch::serialize::InputArchive& archive, const std::string& pat
   torch::serialize::InputArchive model_archive, opt_archive;
   archive.read("model", model_archive);
   archive.read("optimizer", opt_archive);
-  model.load(model_archive);  // rebinds the parameters' storage: the caller binds them to the flat buffer again
+  model.load(
+      model_archive);  // rebinds the parameters' storage: the caller binds them to the flat buffer again
   try {
     opt.load(opt_archive);
   } catch (const Error& e) {
@@ -192,7 +195,8 @@ Position restore(torch::serialize::InputArchive& archive, const std::string& pat
   if (verify) {
     archive.read("checksums", v);
     const std::string where = damaged_tensor(tensors, v.toStringRef());
-    if (!where.empty()) throw Error(fmt::format("{}: checksum mismatch: damaged: {}; {}", path, where, kUnusable));
+    if (!where.empty())
+      throw Error(fmt::format("{}: checksum mismatch: damaged: {}; {}", path, where, kUnusable));
   }
   acc = acc.to(torch::kCPU);
   for (int64_t i = 0; i < acc.numel(); ++i)
@@ -207,19 +211,24 @@ Position restore(torch::serialize::InputArchive& archive, const std::string& pat
 
 std::string fingerprint(const Scenario& s, int world) {
   const auto& m = s.model;
-  return fmt::format("vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} {} lr {} wd {} seed {}",
-                     m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, s.dataset.name,
-                     s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world,
-                     precision_name(s.training.precision), s.training.optimizer, s.training.lr, s.training.weight_decay,
-                     s.training.seed);
+  return fmt::format(
+      "vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} {} lr {} wd "
+      "{} seed {}",
+      m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, s.dataset.name,
+      s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world,
+      precision_name(s.training.precision), s.training.optimizer, s.training.lr, s.training.weight_decay,
+      s.training.seed);
 }
 
-std::string checkpoint_path(const Scenario& s) { return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string(); }
+std::string checkpoint_path(const Scenario& s) {
+  return (fs::path(s.run.checkpoint_dir) / "checkpoint.pt").string();
+}
 
 void prepare_checkpoint_dir(const Scenario& s) {
   std::error_code ec;
   fs::create_directories(s.run.checkpoint_dir, ec);
-  if (ec) throw Error(fmt::format("run.checkpoint_dir: cannot create {}: {}", s.run.checkpoint_dir, ec.message()));
+  if (ec)
+    throw Error(fmt::format("run.checkpoint_dir: cannot create {}: {}", s.run.checkpoint_dir, ec.message()));
   check_writable(checkpoint_path(s));
 }
 
@@ -241,10 +250,12 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, con
       });
     });
   } catch (const Error& e) {
-    if (previous_step < 0) throw Error(fmt::format("checkpoint after global step {}: {}", pos.global_step, e.what()));
-    throw Error(fmt::format("checkpoint after global step {}: {}; the previous checkpoint (global step {}) is intact "
-                            "and --resume continues from it",
-                            pos.global_step, e.what(), previous_step));
+    if (previous_step < 0)
+      throw Error(fmt::format("checkpoint after global step {}: {}", pos.global_step, e.what()));
+    throw Error(
+        fmt::format("checkpoint after global step {}: {}; the previous checkpoint (global step {}) is intact "
+                    "and --resume continues from it",
+                    pos.global_step, e.what(), previous_step));
   }
 }
 

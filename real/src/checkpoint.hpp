@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/real/optim.hpp"
 
 namespace vitsim::real {

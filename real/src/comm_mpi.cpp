@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "check.hpp"
-#include "vitsim/core/mpi_check.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/mpi_check.hpp"
+#include "vitsim/core/base/system.hpp"
 #include "vitsim/real/comm.hpp"
 
 // The World's identity as it was recorded at start: no MPI call on the error path.
@@ -35,10 +35,11 @@ void wait_request(const World& world, MPI_Request& req, const char* what) {
     if (done) return;
     if (iter < 2000) continue;
     if (clock::now() > deadline)
-      world.abort(fmt::format("{} did not complete within the {:g} s timeout (run.timeout): another rank died, "
-                              "hangs or is far behind; aborting the job",
-                              what, world.timeout_s()),
-                  124);
+      world.abort(
+          fmt::format("{} did not complete within the {:g} s timeout (run.timeout): another rank died, "
+                      "hangs or is far behind; aborting the job",
+                      what, world.timeout_s()),
+          124);
     std::this_thread::sleep_for(std::chrono::microseconds(iter < 20000 ? 20 : 200));
   }
 }
@@ -60,7 +61,8 @@ World::World(double timeout_s) : timeout_s_(timeout_s) {
     // The gradient path calls MPI from a communication thread while the training thread never does
     // at the same time: serialized is enough.
     if (provided < MPI_THREAD_SERIALIZED)
-      throw Error(fmt::format("MPI provides thread level {}, the trainer needs MPI_THREAD_SERIALIZED or better", provided));
+      throw Error(fmt::format(
+          "MPI provides thread level {}, the trainer needs MPI_THREAD_SERIALIZED or better", provided));
   }
   VITSIM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   VITSIM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
@@ -135,8 +137,8 @@ std::vector<std::string> World::gather(const std::string& mine, int root, const 
     total += lens[r];
   }
   std::string all(rank_ == root ? total : 0, '\0');
-  VITSIM_MPI_CHECK(MPI_Igatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root,
-                                MPI_COMM_WORLD, &req));
+  VITSIM_MPI_CHECK(MPI_Igatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                                root, MPI_COMM_WORLD, &req));
   wait_request(*this, req, what);
   std::vector<std::string> out;
   if (rank_ == root)
@@ -155,7 +157,8 @@ class MpiCommunicator : public Communicator {
     for (size_t off = 0; off < n; off += max_chunk) {
       const int count = static_cast<int>(std::min(max_chunk, n - off));
       MPI_Request req;
-      VITSIM_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+      VITSIM_MPI_CHECK(
+          MPI_Iallreduce(MPI_IN_PLACE, data + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
       wait_request(world_, req, "gradient all-reduce");
     }
   }
@@ -165,6 +168,8 @@ class MpiCommunicator : public Communicator {
 };
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(World& world) { return std::make_unique<MpiCommunicator>(world); }
+std::unique_ptr<Communicator> make_mpi_communicator(World& world) {
+  return std::make_unique<MpiCommunicator>(world);
+}
 
 }  // namespace vitsim::real

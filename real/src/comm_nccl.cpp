@@ -14,7 +14,7 @@
 #include "check.hpp"
 #endif
 
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::real {
 
@@ -103,7 +103,8 @@ class NcclCommunicator : public Communicator {
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) VITSIM_NCCL_CHECK(state);
       if (clock::now() > deadline)
-        world_.abort(fmt::format("{} did not complete within the {:g} s timeout", what, world_.timeout_s()), 124);
+        world_.abort(fmt::format("{} did not complete within the {:g} s timeout", what, world_.timeout_s()),
+                     124);
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
@@ -120,14 +121,18 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-bool nccl_built() { return true; }
+bool nccl_built() {
+  return true;
+}
 std::unique_ptr<Communicator> make_nccl_communicator(World& world, int device, void* compute_stream) {
   return std::make_unique<NcclCommunicator>(world, device, compute_stream);
 }
 
 #else
 
-bool nccl_built() { return false; }
+bool nccl_built() {
+  return false;
+}
 std::unique_ptr<Communicator> make_nccl_communicator(World&, int, void*) {
   throw Error("this vitsim was built without NCCL (nccl.h, libnccl and the CUDA runtime were not all found)");
 }

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/real/comm.hpp"
 
 namespace vitsim::real {
@@ -57,9 +57,10 @@ World::World(double timeout_s) : timeout_s_(timeout_s) {
   }
   std::string var;
   if (const long n = launcher_size(var); n > 1)
-    throw Error(fmt::format("{}={}: this vitsim was built without MPI (cmake -DVITSIM_TRAINER_ONLY=ON found none) "
-                            "and trains in one process only; rebuild with MPI to train on {} ranks",
-                            var, n, n));
+    throw Error(
+        fmt::format("{}={}: this vitsim was built without MPI (cmake -DVITSIM_TRAINER_ONLY=ON found none) "
+                    "and trains in one process only; rebuild with MPI to train on {} ranks",
+                    var, n, n));
 }
 
 World::~World() = default;
@@ -72,19 +73,26 @@ void World::abort(const std::string& why, int code) const {
 
 void World::barrier(const char*) {}
 
-void World::broadcast(void*, size_t, int root, const char* what) { check_root(root, what); }
+void World::broadcast(void*, size_t, int root, const char* what) {
+  check_root(root, what);
+}
 
-std::vector<double> World::allgather(const std::vector<double>& mine, const char*) { return mine; }
+std::vector<double> World::allgather(const std::vector<double>& mine, const char*) {
+  return mine;
+}
 
 std::vector<std::string> World::gather(const std::string& mine, int root, const char* what) {
   check_root(root, what);
   return {mine};
 }
 
-double World::allreduce_sum(double v, const char*) { return v; }
+double World::allreduce_sum(double v, const char*) {
+  return v;
+}
 
 std::unique_ptr<Communicator> make_mpi_communicator(World&) {
-  throw Error("this vitsim was built without MPI: no MPI gradient communicator (a single process needs none)");
+  throw Error(
+      "this vitsim was built without MPI: no MPI gradient communicator (a single process needs none)");
 }
 
 }  // namespace vitsim::real

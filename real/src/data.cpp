@@ -12,8 +12,8 @@
 #include <iterator>
 
 #include "data_random.hpp"
-#include "vitsim/core/dataset.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/model/dataset.hpp"
 
 namespace vitsim::real {
 namespace fs = std::filesystem;
@@ -127,7 +127,7 @@ std::string need_file(const std::string& dir, const std::string& name, const std
   return p.string();
 }
 
-// The reader the dataset's row (core/dataset.hpp) names, over the split's files under `dir`.
+// The reader the dataset's row (core/model/dataset.hpp) names, over the split's files under `dir`.
 std::unique_ptr<Source> open_reader(const DatasetInfo& info, const DatasetSpec& spec, const ViTConfig& model,
                                     const std::string& dir, bool train) {
   std::vector<std::string> files;

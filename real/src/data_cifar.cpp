@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "data_file.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 #include "vitsim/real/data.hpp"
 
 namespace vitsim::real {

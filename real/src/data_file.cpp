@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::real {
 namespace fs = std::filesystem;

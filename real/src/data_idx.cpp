@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "data_file.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 #include "vitsim/real/data.hpp"
 
 namespace vitsim::real {

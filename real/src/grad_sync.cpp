@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/system.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/system.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -35,17 +35,19 @@ void check_same_tensors(const ViTConfig& model, const std::vector<torch::Tensor>
   std::reverse(core_tensors.begin(), core_tensors.end());  // registration order
   const int n = static_cast<int>(params.size());
   if (static_cast<int>(core_tensors.size()) != n)
-    throw Error(fmt::format("internal: LibTorch ViT has {} parameter tensors, core's model {}", n, core_tensors.size()));
+    throw Error(fmt::format("internal: LibTorch ViT has {} parameter tensors, core's model {}", n,
+                            core_tensors.size()));
   for (int i = 0; i < n; ++i)
     if (static_cast<double>(params[i].numel()) != core_tensors[i])
-      throw Error(fmt::format("internal: parameter tensor {} has {} elements in LibTorch, {} in core's model", i,
-                              params[i].numel(), core_tensors[i]));
+      throw Error(fmt::format("internal: parameter tensor {} has {} elements in LibTorch, {} in core's model",
+                              i, params[i].numel(), core_tensors[i]));
 }
 
 std::unique_ptr<Communicator> make_communicator(World& world, const torch::Device& device) {
   if (device.is_cuda()) {
 #ifdef VITSIM_TORCH_CUDA
-    return make_nccl_communicator(world, device.index(), c10::cuda::getCurrentCUDAStream(device.index()).stream());
+    return make_nccl_communicator(world, device.index(),
+                                  c10::cuda::getCurrentCUDAStream(device.index()).stream());
 #else
     throw Error("internal: CUDA device without a CUDA build");
 #endif
@@ -77,13 +79,14 @@ BucketBinding bind_buckets(const std::vector<GradBucket>& layout, const ViTConfi
   return out;
 }
 
-GradientPath make_gradient_path(World& world, const torch::Device& device, const std::vector<torch::Tensor>& params,
-                                const BucketBinding& binding, torch::Tensor& flat_grad, bool overlap, bool tracing) {
+GradientPath make_gradient_path(World& world, const torch::Device& device,
+                                const std::vector<torch::Tensor>& params, const BucketBinding& binding,
+                                torch::Tensor& flat_grad, bool overlap, bool tracing) {
   GradientPath path;
   if (world.size() <= 1) return path;
   path.comm = make_communicator(world, device);
-  path.sync = std::make_unique<GradientSync>(*path.comm, flat_grad.data_ptr<float>(), binding.buckets, overlap, tracing,
-                                             world.rank(), world.size());
+  path.sync = std::make_unique<GradientSync>(*path.comm, flat_grad.data_ptr<float>(), binding.buckets,
+                                             overlap, tracing, world.rank(), world.size());
   GradientSync* gs = path.sync.get();
   for (size_t i = 0; i < params.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params[i]);
@@ -96,9 +99,14 @@ GradientPath make_gradient_path(World& world, const torch::Device& device, const
 
 // ---- GradientSync ----
 
-GradientSync::GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, bool trace,
-                           int rank, int ranks)
-    : comm_(comm), flat_(flat), buckets_(std::move(buckets)), overlap_(overlap), trace_(trace), rank_(rank),
+GradientSync::GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap,
+                           bool trace, int rank, int ranks)
+    : comm_(comm),
+      flat_(flat),
+      buckets_(std::move(buckets)),
+      overlap_(overlap),
+      trace_(trace),
+      rank_(rank),
       ranks_(ranks) {
   ready_count_.assign(buckets_.size(), 0);
   thread_ = std::thread([this] { loop(); });
@@ -128,7 +136,8 @@ void GradientSync::param_ready(int b) {
   std::lock_guard<std::mutex> g(mu_);
   if (!sync_) return;
   ++ready_count_[b];
-  while (launched_ < buckets_.size() && ready_count_[launched_] == buckets_[launched_].params) launch_locked();
+  while (launched_ < buckets_.size() && ready_count_[launched_] == buckets_[launched_].params)
+    launch_locked();
 }
 
 double GradientSync::finish() {
@@ -187,8 +196,9 @@ void GradientSync::loop() {
     if (launched_ == done_ + 1) busy_s_ += seconds(busy_since_, e);  // the last one in flight
     last_done_ = e;
     if (trace_ && trace_events_.size() < kTraceEventsPerRank)
-      trace_events_.push_back({rank_, TraceTrack::Comm, trace_allreduce(static_cast<int>(job.bucket)), seconds(t0_, a),
-                               seconds(a, e), allreduce_args(b.count * sizeof(float), seconds(a, e), ranks_)});
+      trace_events_.push_back({rank_, TraceTrack::Comm, trace_allreduce(static_cast<int>(job.bucket)),
+                               seconds(t0_, a), seconds(a, e),
+                               allreduce_args(b.count * sizeof(float), seconds(a, e), ranks_)});
     ++done_;
     cv_.notify_all();
   }

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "vitsim/core/buckets.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/model/buckets.hpp"
 #include "vitsim/real/comm.hpp"
 
 namespace vitsim::real {
@@ -45,9 +45,9 @@ BucketBinding bind_buckets(const std::vector<GradBucket>& layout, const ViTConfi
 class GradientSync {
  public:
   using Clock = std::chrono::steady_clock;
-  // trace: record each bucket's all-reduce (core/trace.hpp) for this rank of `ranks`.
-  GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, bool trace, int rank,
-               int ranks);
+  // trace: record each bucket's all-reduce (core/formats/trace.hpp) for this rank of `ranks`.
+  GradientSync(Communicator& comm, float* flat, std::vector<Bucket> buckets, bool overlap, bool trace,
+               int rank, int ranks);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -103,7 +103,8 @@ struct GradientPath {
   std::unique_ptr<GradientSync> sync;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // the parameters hold them only weakly
 };
-GradientPath make_gradient_path(World& world, const torch::Device& device, const std::vector<torch::Tensor>& params,
-                                const BucketBinding& binding, torch::Tensor& flat_grad, bool overlap, bool tracing);
+GradientPath make_gradient_path(World& world, const torch::Device& device,
+                                const std::vector<torch::Tensor>& params, const BucketBinding& binding,
+                                torch::Tensor& flat_grad, bool overlap, bool tracing);
 
 }  // namespace vitsim::real

@@ -1,14 +1,15 @@
-// Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters, malloc settings.
+// Torch-free helpers of the trainer: fault-injection parsing, thread counts, saved parameters, malloc
+// settings.
 #include <fmt/format.h>
 #include <malloc.h>
-#include <zlib.h>
 #include <sched.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +17,8 @@
 #include <limits>
 #include <thread>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/real/checkpoint_file.hpp"
 #include "vitsim/real/train.hpp"
 
@@ -34,25 +35,29 @@ ThreadPlan plan_threads(int requested, int local_size) {
   if (sched_getaffinity(0, sizeof set, &set) == 0) t.allowed_cpus = std::max(1, CPU_COUNT(&set));
   t.threads = requested > 0 ? requested : std::min(t.share, t.allowed_cpus);
   const std::string fix = fmt::format(
-      "mpirun binds each rank to one core when it starts two or fewer; add --bind-to none or --map-by slot:PE={} "
+      "mpirun binds each rank to one core when it starts two or fewer; add --bind-to none or --map-by "
+      "slot:PE={} "
       "to mpirun",
       std::max(t.threads, t.share));
   if (t.threads > t.allowed_cpus)
-    t.warning = fmt::format("{} intra-op threads but this process may run on {} CPU(s) only, so they share them: {}",
-                            t.threads, t.allowed_cpus, fix);
+    t.warning =
+        fmt::format("{} intra-op threads but this process may run on {} CPU(s) only, so they share them: {}",
+                    t.threads, t.allowed_cpus, fix);
   else if (requested <= 0 && t.allowed_cpus < t.share)
-    t.warning = fmt::format("{} intra-op thread(s): this process may run on {} CPU(s) of the {} cores per rank of this "
-                            "node: {}",
-                            t.threads, t.allowed_cpus, t.share, fix);
+    t.warning = fmt::format(
+        "{} intra-op thread(s): this process may run on {} CPU(s) of the {} cores per rank of this "
+        "node: {}",
+        t.threads, t.allowed_cpus, t.share, fix);
   return t;
 }
 
 FaultInjection parse_fault(const std::string& text) {
   FaultInjection f;
   auto fail = [&]() -> FaultInjection {
-    throw Error(fmt::format("--fault '{}': expected KIND:STEP[:RANK] with KIND kill, hang, exit or nan, STEP >= 1, "
-                            "RANK >= 0",
-                            text));
+    throw Error(
+        fmt::format("--fault '{}': expected KIND:STEP[:RANK] with KIND kill, hang, exit or nan, STEP >= 1, "
+                    "RANK >= 0",
+                    text));
   };
   auto c1 = text.find(':');
   if (c1 == std::string::npos) return fail();
@@ -60,9 +65,11 @@ FaultInjection parse_fault(const std::string& text) {
   if (f.kind != "kill" && f.kind != "hang" && f.kind != "exit" && f.kind != "nan") return fail();
   auto c2 = text.find(':', c1 + 1);
   try {
-    f.step = units::parse_integer(text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1), 1,
-                                  std::numeric_limits<long long>::max());
-    if (c2 != std::string::npos) f.rank = static_cast<int>(units::parse_integer(text.substr(c2 + 1), 0, 1 << 30));
+    f.step =
+        units::parse_integer(text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1),
+                             1, std::numeric_limits<long long>::max());
+    if (c2 != std::string::npos)
+      f.rank = static_cast<int>(units::parse_integer(text.substr(c2 + 1), 0, 1 << 30));
   } catch (const Error&) {
     return fail();
   }
@@ -179,7 +186,8 @@ void write_checkpoint_envelope(const ChunkSink& sink, const std::function<void(c
 
 CheckpointBytes read_checkpoint_envelope(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw Error(fmt::format("{}: not a regular file (a checkpoint must be one)", path));
+  if (!fs::is_regular_file(path, ec))
+    throw Error(fmt::format("{}: not a regular file (a checkpoint must be one)", path));
   CheckpointBytes c;
   {
     std::ifstream f(path, std::ios::binary);
@@ -194,12 +202,13 @@ CheckpointBytes read_checkpoint_envelope(const std::string& path) {
     return c;
   }
   if (b.size() < kHead + kTail || std::memcmp(b.data(), kHeadMagic, sizeof kHeadMagic) != 0)
-    throw Error(fmt::format("{}: unreadable checkpoint: not a vitsim checkpoint ({} bytes, no VITSIMCK header)", path,
-                            b.size()));
+    throw Error(fmt::format(
+        "{}: unreadable checkpoint: not a vitsim checkpoint ({} bytes, no VITSIMCK header)", path, b.size()));
   const uint64_t version = get_le(b.data() + 8, 4);
   if (version != kEnvelopeVersion)
-    throw Error(fmt::format("{}: unreadable checkpoint: envelope version {} (this vitsim reads {}); damaged header?", path,
-                            version, kEnvelopeVersion));
+    throw Error(
+        fmt::format("{}: unreadable checkpoint: envelope version {} (this vitsim reads {}); damaged header?",
+                    path, version, kEnvelopeVersion));
   c.offset = kHead;
   c.size = b.size() - kHead - kTail;
   const char* tail = b.data() + b.size() - kTail;
@@ -208,9 +217,10 @@ CheckpointBytes read_checkpoint_envelope(const std::string& path) {
   if (std::memcmp(tail + 12, kTailMagic, sizeof kTailMagic) != 0)
     c.damage = "the trailer's end mark is damaged (or the file was cut short)";
   else if (length != c.size)
-    c.damage = fmt::format("the trailer records a {}-byte archive, the file holds {} bytes (cut short, extended or "
-                           "damaged trailer)",
-                           length, c.size);
+    c.damage = fmt::format(
+        "the trailer records a {}-byte archive, the file holds {} bytes (cut short, extended or "
+        "damaged trailer)",
+        length, c.size);
   else if (const uint32_t crc = crc32_of(b.data() + c.offset, c.size); crc != written)
     c.damage = fmt::format("CRC32 {:08x} of the archive, {:08x} written", crc, written);
   return c;

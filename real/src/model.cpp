@@ -11,7 +11,8 @@ constexpr double kLayerNormEps = 1e-6;
 
 EncoderBlockImpl::EncoderBlockImpl(int width, int heads_, int mlp_hidden, double dropout) : heads(heads_) {
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
-  attn = register_module("attn", torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(width, heads)));
+  attn = register_module("attn",
+                         torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(width, heads)));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
   fc1 = register_module("fc1", torch::nn::Linear(width, mlp_hidden));
   fc2 = register_module("fc2", torch::nn::Linear(mlp_hidden, width));
@@ -35,7 +36,8 @@ torch::Tensor EncoderBlockImpl::self_attention(const torch::Tensor& x) {
   auto qkv = F::linear(x, attn->in_proj_weight, attn->in_proj_bias).chunk(3, -1);  // 3 x [T, B, W]
   torch::Tensor o;
 #if TORCH_VERSION_MAJOR >= 2
-  // [B, H, T, D] views; on CUDA the fused kernels (flash or memory-efficient attention) take them as they are.
+  // [B, H, T, D] views; on CUDA the fused kernels (flash or memory-efficient attention) take them as they
+  // are.
   auto split = [&](const torch::Tensor& t) { return t.view({T, B, H, D}).permute({1, 2, 0, 3}); };
   o = at::scaled_dot_product_attention(split(qkv[0]), split(qkv[1]), split(qkv[2]));  // [B, H, T, D]
   o = o.permute({2, 0, 1, 3}).reshape({T, B, W});
@@ -61,17 +63,21 @@ torch::Tensor EncoderBlockImpl::forward_mlp(torch::Tensor x) {
   return x + drop(y);
 }
 
-torch::Tensor EncoderBlockImpl::forward(torch::Tensor x) { return forward_mlp(forward_attn(x)); }
+torch::Tensor EncoderBlockImpl::forward(torch::Tensor x) {
+  return forward_mlp(forward_attn(x));
+}
 
 VisionTransformerImpl::VisionTransformerImpl(const ViTConfig& c) : cfg(c) {
   cfg.validate();
   const int d = cfg.width;
   patch_embed = register_module(
-      "patch_embed", torch::nn::Conv2d(torch::nn::Conv2dOptions(cfg.channels, d, cfg.patch).stride(cfg.patch)));
+      "patch_embed",
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(cfg.channels, d, cfg.patch).stride(cfg.patch)));
   class_token = register_parameter("class_token", torch::zeros({1, 1, d}));
   pos_embedding = register_parameter("pos_embedding", torch::empty({cfg.tokens(), 1, d}).normal_(0.0, 0.02));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int i = 0; i < cfg.depth; ++i) blocks->push_back(EncoderBlock(d, cfg.heads, cfg.mlp_hidden(), cfg.dropout));
+  for (int i = 0; i < cfg.depth; ++i)
+    blocks->push_back(EncoderBlock(d, cfg.heads, cfg.mlp_hidden(), cfg.dropout));
   ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(kLayerNormEps)));
   head = register_module("head", torch::nn::Linear(d, cfg.classes));
   drop = register_module("drop", torch::nn::Dropout(cfg.dropout));
@@ -84,7 +90,9 @@ VisionTransformerImpl::VisionTransformerImpl(const ViTConfig& c) : cfg(c) {
   torch::nn::init::zeros_(head->bias);
 }
 
-torch::Tensor VisionTransformerImpl::forward(torch::Tensor images) { return forward(std::move(images), nullptr); }
+torch::Tensor VisionTransformerImpl::forward(torch::Tensor images) {
+  return forward(std::move(images), nullptr);
+}
 
 torch::Tensor VisionTransformerImpl::forward(torch::Tensor images, const LayerObserver& after_layer) {
   int layer = 0;
@@ -93,8 +101,8 @@ torch::Tensor VisionTransformerImpl::forward(torch::Tensor images, const LayerOb
     ++layer;
   };
   const auto b = images.size(0);
-  auto x = patch_embed(images);                 // [B, d, H/p, W/p]
-  x = x.flatten(2).permute({2, 0, 1});          // [N, B, d]
+  auto x = patch_embed(images);                                   // [B, d, H/p, W/p]
+  x = x.flatten(2).permute({2, 0, 1});                            // [N, B, d]
   x = torch::cat({class_token.expand({1, b, cfg.width}), x}, 0);  // [T, B, d]
   x = drop(x + pos_embedding);
   done(x);

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::real {
 
@@ -68,15 +68,17 @@ std::vector<std::pair<std::string, torch::Tensor>> FlatOptimizer::state() const 
 
 void FlatOptimizer::load(torch::serialize::InputArchive& archive) {
   c10::IValue kind, step;
-  if (!archive.try_read("optimizer_kind", kind) || !kind.isString() || !archive.try_read("optimizer_step", step) ||
-      !step.isInt())
+  if (!archive.try_read("optimizer_kind", kind) || !kind.isString() ||
+      !archive.try_read("optimizer_step", step) || !step.isInt())
     throw Error("the checkpoint holds no flat optimizer state (written by an older vitsim?)");
   if (kind.toStringRef() != cfg_.kind)
-    throw Error(fmt::format("the checkpoint's optimizer is {}, the scenario's {}", kind.toStringRef(), cfg_.kind));
+    throw Error(
+        fmt::format("the checkpoint's optimizer is {}, the scenario's {}", kind.toStringRef(), cfg_.kind));
   auto read = [&](const char* key, torch::Tensor& into) {
     torch::Tensor t;
     if (!archive.try_read(key, t, /*is_buffer=*/true) || t.numel() != into.numel())
-      throw Error(fmt::format("the checkpoint's optimizer state {} is missing or of another model size", key));
+      throw Error(
+          fmt::format("the checkpoint's optimizer state {} is missing or of another model size", key));
     torch::NoGradGuard ng;
     into.copy_(t.view_as(into));
   };
@@ -97,7 +99,8 @@ FlatParameters flatten_parameters(const std::vector<torch::Tensor>& params) {
   FlatParameters f;
   int64_t total = 0;
   for (const auto& p : params) total += p.numel();
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(params.empty() ? torch::kCPU : params[0].device());
+  const auto opts =
+      torch::TensorOptions().dtype(torch::kFloat32).device(params.empty() ? torch::kCPU : params[0].device());
   f.grads = torch::zeros({total}, opts);
   f.params = torch::empty({total}, opts);
   f.offsets.resize(params.size());

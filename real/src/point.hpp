@@ -3,10 +3,10 @@
 // gets back from the point's trainer (point_trainer.hpp), and the error that ends every rank together.
 #include <vector>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/trace.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/train.hpp"
 
@@ -20,12 +20,13 @@ struct Diverged : Error {
 
 struct PointResult {
   ReportPoint point;
-  std::vector<TraceEvent> trace;  // this rank's (core/trace.hpp), times from the start of the first step
+  std::vector<TraceEvent>
+      trace;  // this rank's (core/formats/trace.hpp), times from the start of the first step
   bool trace_truncated = false;
 };
 
 // Sets up and trains one scenario point on this rank (point_setup.cpp, point_loop.cpp). tracing: this
-// rank records core/trace.hpp's events (`vitsim train --trace`, the ranks --trace-ranks keeps).
+// rank records core/formats/trace.hpp's events (`vitsim train --trace`, the ranks --trace-ranks keeps).
 PointResult train_point(const Scenario& s, World& world, const TrainOptions& opt, bool tracing);
 
 }  // namespace vitsim::real

@@ -16,10 +16,10 @@
 #include <fmt/format.h>
 
 #include "point_trainer.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/formats/trace.hpp"
 #include "vitsim/real/autocast.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
@@ -151,7 +151,7 @@ void PointTrainer::run_epoch() {
 void PointTrainer::train_step(Loader& loader) {
   StepTimes st;
   const auto step_start = Clock::now();
-  // The epoch's last step takes the micro-batches that are left (core/epoch.hpp).
+  // The epoch's last step takes the micro-batches that are left (core/model/epoch.hpp).
   const int step_micro =
       static_cast<int>(std::min<long long>(accum_, loader.batches() - pos_.step_in_epoch * accum_));
   torch::Tensor step_loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device_));

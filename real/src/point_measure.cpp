@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "vitsim/core/ops.hpp"
-#include "vitsim/core/placement.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/formats/placement.hpp"
+#include "vitsim/core/model/ops.hpp"
+#include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/platform/platform.hpp"
 
 namespace vitsim::real {
 

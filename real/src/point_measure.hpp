@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::real {
 
@@ -36,10 +36,10 @@ struct RankSummary {
 RankSummary fill_ranks(const std::vector<RankMeasure>& all, const std::vector<std::string>& rank_names,
                        ReportPoint& p);
 
-// MFU of a measured run (README "Report files"): the op model's forward + backward FLOPs of one rank's
+// MFU of a measured run (docs/reports.md): the op model's forward + backward FLOPs of one rank's
 // micro-batches in a step (core/ops pass_ops, as predict counts them) over the dense peak of the GPUs the
-// scenario's platform file gives its ranks (core/placement.hpp: the simulator's placement, for as many
-// ranks as this job has), in the precision used. A platform that cannot be read or cannot hold the ranks
+// scenario's platform file gives its ranks (core/formats/placement.hpp: the simulator's placement, for as
+// many ranks as this job has), in the precision used. A platform that cannot be read or cannot hold the ranks
 // leaves the peak unknown (MFU empty); the TFLOP/s per GPU stay.
 void set_model_flops(const Scenario& s, int micro, int accum, int nranks, ReportPoint& p);
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "point_trainer.hpp"
-#include "vitsim/core/identity.hpp"
+#include "vitsim/core/formats/identity.hpp"
 #include "vitsim/real/gather.hpp"
 
 #ifdef VITSIM_TORCH_CUDA

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "point_trainer.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::real {
@@ -168,7 +168,7 @@ void PointTrainer::set_up_gradients() {
   optimizer_ = std::make_unique<FlatOptimizer>(optimizer_config(s_.training), flat_.params, flat_.grads);
 }
 
-// The datasets, this run's epoch (core/epoch.hpp: the simulator's rule, padded shards, the last partial
+// The datasets, this run's epoch (core/model/epoch.hpp: the simulator's rule, padded shards, the last partial
 // micro-batch and step kept) and the transforms.
 void PointTrainer::set_up_data() {
   train_set_ = open_dataset(s_.dataset, s_.model, "train");

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "point_trainer.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::real {

@@ -14,9 +14,9 @@
 #include "point.hpp"
 #include "point_measure.hpp"
 #include "trace_recorder.hpp"
-#include "vitsim/core/buckets.hpp"
-#include "vitsim/core/epoch.hpp"
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/model/buckets.hpp"
+#include "vitsim/core/model/epoch.hpp"
+#include "vitsim/core/model/vit.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/data.hpp"
 #include "vitsim/real/model.hpp"
@@ -39,8 +39,8 @@ std::vector<float> flat_params(const std::vector<torch::Tensor>& params);
 // One scenario point on this rank: set up in the constructor, trained by run().
 class PointTrainer {
  public:
-  // tracing: this rank records core/trace.hpp's events (`vitsim train --trace`, the ranks --trace-ranks
-  // keeps).
+  // tracing: this rank records core/formats/trace.hpp's events (`vitsim train --trace`, the ranks
+  // --trace-ranks keeps).
   PointTrainer(const Scenario& s, World& world, const TrainOptions& opt, bool tracing);
   PointResult run();
 

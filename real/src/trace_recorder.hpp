@@ -1,18 +1,18 @@
 #pragma once
-// A rank's trace events as it trains (internal to real/, without Torch): core/trace.hpp's events, timed
-// with the steady clock from the start of the point's first step.
+// A rank's trace events as it trains (internal to real/, without Torch): core/formats/trace.hpp's events,
+// timed with the steady clock from the start of the point's first step.
 #include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/formats/trace.hpp"
 
 namespace vitsim::real {
 using Clock = std::chrono::steady_clock;
 
-// This rank's trace events (core/trace.hpp), times from the start of the point's first step.
+// This rank's trace events (core/formats/trace.hpp), times from the start of the point's first step.
 struct TraceRecorder {
   bool on = false;
   int rank = 0;

@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 
 #include "point.hpp"
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/system.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/system.hpp"
+#include "vitsim/core/formats/trace.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/train.hpp"
 
@@ -63,7 +63,8 @@ Report train_all(World& world, const std::vector<Scenario>& points, const std::s
   report.provenance["libtorch"] = TORCH_VERSION;
   report.provenance["ranks"] = std::to_string(world.size());
   report.provenance["command"] = opt.command;
-  // The trace (core/trace.hpp): the ranks --trace-ranks lists, else the first 64; rank 0 gathers them.
+  // The trace (core/formats/trace.hpp): the ranks --trace-ranks lists, else the first 64; rank 0 gathers
+  // them.
   const bool tracing = !opt.trace_path.empty();
   std::unique_ptr<RankList> rank_list;
   if (tracing && !opt.trace_ranks.empty()) {

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "transfers.hpp"
-#include "vitsim/core/enum_names.hpp"
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/enum_names.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace vitsim::sim {
 

@@ -25,13 +25,14 @@ std::map<int, std::vector<int>> members_by_node(const Group& g) {
 
 // The members of `g` on one node, as a group of their own.
 std::unique_ptr<Group> node_group(const Group& g, int node, const std::vector<sg4::Host*>& hosts) {
-  return std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts, std::vector<int>(hosts.size(), node),
-                                 g.latency_model());
+  return std::make_unique<Group>(fmt::format("{}/n{}", g.name(), node), hosts,
+                                 std::vector<int>(hosts.size(), node), g.latency_model());
 }
 
 // A collective's layout of `g`, built from its members by node on first use and cached by group name.
 template <typename Layout, typename Build>
-const Layout& cached_layout(std::map<std::string, std::unique_ptr<Layout>>& cache, const Group& g, Build build) {
+const Layout& cached_layout(std::map<std::string, std::unique_ptr<Layout>>& cache, const Group& g,
+                            Build build) {
   auto it = cache.find(g.name());
   if (it != cache.end()) return *it->second;
   return *(cache[g.name()] = build(members_by_node(g)));
@@ -58,7 +59,8 @@ class Hierarchical : public Collective {
     ring_phase(local, lme, bytes, true);
     gather_or_scatter(local, lme, chunk, /*to_leader=*/true);
     // 2. inter-node ring all-reduce between leaders.
-    if (leader && L.leaders->size() > 1) ring_collective(*L.leaders, L.leader_index.at(node), bytes, CollOp::AllReduce, true);
+    if (leader && L.leaders->size() > 1)
+      ring_collective(*L.leaders, L.leader_index.at(node), bytes, CollOp::AllReduce, true);
     // 3. intra-node broadcast: scatter from the leader, then all-gather.
     gather_or_scatter(local, lme, chunk, /*to_leader=*/false);
     ring_phase(local, lme, bytes, true);
@@ -98,7 +100,9 @@ class Hierarchical : public Collective {
     for (auto& c : comms) c->wait();
   }
 
-  const Layout& layout(const Group& g) const { return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); }); }
+  const Layout& layout(const Group& g) const {
+    return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); });
+  }
 
   static std::unique_ptr<Layout> build(const Group& g, const std::map<int, std::vector<int>>& members) {
     auto L = std::make_unique<Layout>();
@@ -116,7 +120,8 @@ class Hierarchical : public Collective {
       leader_hosts.push_back(hosts.front());
       leader_nodes.push_back(node);
     }
-    L->leaders = std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes, g.latency_model());
+    L->leaders =
+        std::make_unique<Group>(g.name() + "/leaders", leader_hosts, leader_nodes, g.latency_model());
     return L;
   }
 
@@ -124,10 +129,11 @@ class Hierarchical : public Collective {
 };
 
 // "rail": NCCL's hierarchical shape on rail-optimised clusters. Inside each node a ring reduce-scatter leaves
-// local rank k with 1/G of the sum; across nodes, local rank k of every node all-reduces that 1/G in a ring of
-// its own (rail k: GPU k's NIC to GPU k's NIC, the rails run at once); inside the node a ring all-gather. On
-// identical links: t = [(G-1) a_node + (G-1)/G S/B_node] x 2 + 2(N-1) a_rail + 2(N-1)/N (S/G)/B_rail.
-// Reduce-scatter and all-gather run their half of each stage. Nodes with different GPU counts: "hierarchical".
+// local rank k with 1/G of the sum; across nodes, local rank k of every node all-reduces that 1/G in a ring
+// of its own (rail k: GPU k's NIC to GPU k's NIC, the rails run at once); inside the node a ring all-gather.
+// On identical links: t = [(G-1) a_node + (G-1)/G S/B_node] x 2 + 2(N-1) a_rail + 2(N-1)/N (S/G)/B_rail.
+// Reduce-scatter and all-gather run their half of each stage. Nodes with different GPU counts:
+// "hierarchical".
 class Rail : public Collective {
  public:
   std::string name() const override { return "rail"; }
@@ -135,8 +141,10 @@ class Rail : public Collective {
   void run(const Group& g, int me, double bytes, CollOp op) const override {
     const Layout& L = layout(g);
     if (!L.even || L.nodes < 2) {
-      if (L.nodes < 2) ring_collective(g, me, bytes, op, true);
-      else fallback_.run(g, me, bytes, op);
+      if (L.nodes < 2)
+        ring_collective(g, me, bytes, op, true);
+      else
+        fallback_.run(g, me, bytes, op);
       return;
     }
     const Group& local = *L.local.at(g.node_of(me));
@@ -152,13 +160,15 @@ class Rail : public Collective {
  private:
   struct Layout {
     int nodes = 0;
-    bool even = true;                                // every node holds the same number of the group's ranks
-    std::map<int, std::unique_ptr<Group>> local;     // node -> its members in group order
-    std::vector<std::unique_ptr<Group>> rails;       // local index k -> the k-th member of every node
+    bool even = true;                             // every node holds the same number of the group's ranks
+    std::map<int, std::unique_ptr<Group>> local;  // node -> its members in group order
+    std::vector<std::unique_ptr<Group>> rails;    // local index k -> the k-th member of every node
     std::vector<int> local_index, rail_index;
   };
 
-  const Layout& layout(const Group& g) const { return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); }); }
+  const Layout& layout(const Group& g) const {
+    return cached_layout(cache_, g, [&](const auto& members) { return build(g, members); });
+  }
 
   static std::unique_ptr<Layout> build(const Group& g, const std::map<int, std::vector<int>>& members) {
     auto L = std::make_unique<Layout>();
@@ -182,8 +192,8 @@ class Rail : public Collective {
         L->local[node] = node_group(g, node, hosts);
       }
       for (size_t k = 0; k < per; ++k)
-        L->rails.push_back(std::make_unique<Group>(fmt::format("{}/rail{}", g.name(), k), rail_hosts[k], rail_nodes[k],
-                                                   g.latency_model()));
+        L->rails.push_back(std::make_unique<Group>(fmt::format("{}/rail{}", g.name(), k), rail_hosts[k],
+                                                   rail_nodes[k], g.latency_model()));
     }
     return L;
   }
@@ -192,9 +202,9 @@ class Rail : public Collective {
   mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
 };
 
-// True when the group's nodes reach each other over rails (per-GPU NICs, a rail-optimised platform): the first
-// and the last GPU of the first node reach the first and last GPU of the second node without sharing a link
-// (a shared NIC, or the cluster layout's one NIC link per node, is on both routes).
+// True when the group's nodes reach each other over rails (per-GPU NICs, a rail-optimised platform): the
+// first and the last GPU of the first node reach the first and last GPU of the second node without sharing a
+// link (a shared NIC, or the cluster layout's one NIC link per node, is on both routes).
 bool on_rails(const Group& g, const std::map<int, std::vector<int>>& members) {
   if (members.size() < 2) return false;
   const std::vector<int>& a = members.begin()->second;
@@ -210,17 +220,23 @@ bool on_rails(const Group& g, const std::map<int, std::vector<int>>& members) {
 }
 
 // "auto": the rail collective when the group spans several nodes with the same number of GPUs on each, more
-// than one, and the platform's NICs are rails (on_rails); hierarchical when it spans several nodes with more than
-// one GPU on some node; else ring (the choices NCCL's tuner makes for bandwidth-bound messages: a ring per rail on
-// rail-optimised clusters, a node-aware ring on PCIe nodes joined by a slower network).
+// than one, and the platform's NICs are rails (on_rails); hierarchical when it spans several nodes with more
+// than one GPU on some node; else ring (the choices NCCL's tuner makes for bandwidth-bound messages: a ring
+// per rail on rail-optimised clusters, a node-aware ring on PCIe nodes joined by a slower network).
 class Auto : public Collective {
  public:
   std::string name() const override { return "auto"; }
   void run(const Group& g, int me, double bytes, CollOp op) const override {
     switch (choice(g)) {
-      case Choice::Rail: rail_.run(g, me, bytes, op); break;
-      case Choice::Hierarchical: hier_.run(g, me, bytes, op); break;
-      case Choice::Ring: ring_collective(g, me, bytes, op, true); break;
+      case Choice::Rail:
+        rail_.run(g, me, bytes, op);
+        break;
+      case Choice::Hierarchical:
+        hier_.run(g, me, bytes, op);
+        break;
+      case Choice::Ring:
+        ring_collective(g, me, bytes, op, true);
+        break;
     }
   }
   void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
@@ -244,8 +260,8 @@ class Auto : public Collective {
         even = even && ms.size() == members.begin()->second.size();
       }
       const Choice c = members.size() > 1 && multi && even && on_rails(g, members) ? Choice::Rail
-                       : members.size() > 1 && multi                              ? Choice::Hierarchical
-                                                                                  : Choice::Ring;
+                       : members.size() > 1 && multi                               ? Choice::Hierarchical
+                                                                                   : Choice::Ring;
       it = choice_.emplace(g.name(), c).first;
     }
     return it->second;

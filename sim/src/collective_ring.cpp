@@ -8,7 +8,9 @@ namespace {
 class RingFused : public Collective {
  public:
   std::string name() const override { return "ring"; }
-  void run(const Group& g, int me, double bytes, CollOp op) const override { ring_collective(g, me, bytes, op, true); }
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    ring_collective(g, me, bytes, op, true);
+  }
   void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
     ring_collective(g, me, bytes, op, true, &d);
   }
@@ -19,7 +21,9 @@ class RingFused : public Collective {
 class RingMessages : public Collective {
  public:
   std::string name() const override { return "ring_msg"; }
-  void run(const Group& g, int me, double bytes, CollOp op) const override { ring_collective(g, me, bytes, op, false); }
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    ring_collective(g, me, bytes, op, false);
+  }
 };
 
 }  // namespace

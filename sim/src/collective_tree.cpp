@@ -1,16 +1,16 @@
-// Double binary tree all-reduce in the manner of NCCL, node-aware: inside each node the GPUs form a chain, and
-// across nodes the chains' heads form a binary tree over the nodes (one GPU per node takes part in it). The
-// message is split in two halves, each reduced up and broadcast down its own tree; the second tree is the first
-// mirrored (nodes in reverse order, each node's chain reversed), so a leaf node of one is an inner node of the
-// other, and the two trees leave a node through different GPUs.
+// Double binary tree all-reduce in the manner of NCCL, node-aware: inside each node the GPUs form a chain,
+// and across nodes the chains' heads form a binary tree over the nodes (one GPU per node takes part in it).
+// The message is split in two halves, each reduced up and broadcast down its own tree; the second tree is the
+// first mirrored (nodes in reverse order, each node's chain reversed), so a leaf node of one is an inner node
+// of the other, and the two trees leave a node through different GPUs.
 //
 // Pipelined: in each phase (reduce up, broadcast down) every edge carries its half at once; the phase then
-// waits for the pipeline's fill, the largest sum of route latencies on a path from a leaf to the root of either
-// tree. On N nodes of G GPUs with identical links: t = 2 [(G-1) a_node + depth(N) a_net] + 2 x the flows' time,
-// where depth(N) is the binary tree's depth (floor log2 N) and the flows' time is S / B_net once a node receives
-// two halves (N >= 3: an inner node's two children), S / (2 B_net) for N = 2. With one GPU per node this is the
-// node-level double binary tree, 2 S/B + 2 depth a; on one node, a chain: 2 S/B + 2 (G-1) a (G >= 3).
-// Reduce-scatter and all-gather have no tree algorithm in NCCL; they run as fused rings.
+// waits for the pipeline's fill, the largest sum of route latencies on a path from a leaf to the root of
+// either tree. On N nodes of G GPUs with identical links: t = 2 [(G-1) a_node + depth(N) a_net] + 2 x the
+// flows' time, where depth(N) is the binary tree's depth (floor log2 N) and the flows' time is S / B_net once
+// a node receives two halves (N >= 3: an inner node's two children), S / (2 B_net) for N = 2. With one GPU
+// per node this is the node-level double binary tree, 2 S/B + 2 depth a; on one node, a chain: 2 S/B + 2
+// (G-1) a (G >= 3). Reduce-scatter and all-gather have no tree algorithm in NCCL; they run as fused rings.
 #include <algorithm>
 #include <map>
 #include <memory>

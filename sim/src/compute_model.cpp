@@ -6,7 +6,7 @@
 #include <cmath>
 #include <optional>
 
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::sim {
 
@@ -80,7 +80,8 @@ void split_tokens(const Workload& w, std::vector<LayerTimes>& t, int split) {
 void add_recompute(const Workload& w, std::vector<LayerTimes>& t, bool recompute) {
   if (!recompute) return;
   for (size_t i = 0; i < t.size(); ++i)
-    if (w.layers[i].kind == LayerKind::Attention || w.layers[i].kind == LayerKind::Mlp) t[i].bwd_s += t[i].fwd_s;
+    if (w.layers[i].kind == LayerKind::Attention || w.layers[i].kind == LayerKind::Mlp)
+      t[i].bwd_s += t[i].fwd_s;
 }
 
 class OpModel : public ComputeModel {
@@ -98,9 +99,10 @@ class OpModel : public ComputeModel {
   std::vector<std::string> notes(int b) const override {
     const Timeline tl = run_ops(pass_ops(w_, b, in_.ops()), d_);
     if (d_.async && tl.host_s > tl.device_s)
-      return {fmt::format("compute on {} at micro-batch {} is launch-bound: the host issues its ops in {:.3g} ms, "
-                          "the device runs them in {:.3g} ms",
-                          d_.device_type, b, 1e3 * tl.host_s, 1e3 * tl.device_s)};
+      return {fmt::format(
+          "compute on {} at micro-batch {} is launch-bound: the host issues its ops in {:.3g} ms, "
+          "the device runs them in {:.3g} ms",
+          d_.device_type, b, 1e3 * tl.host_s, 1e3 * tl.device_s)};
     return {};
   }
 
@@ -161,11 +163,13 @@ class CalibratedModel : public ComputeModel {
     const double measured = interpolate(d_, d_.points.front().micro_batch).optimizer_s;
     const DeviceFigures& dev = target_ ? *target_ : measured_;
     if (measured <= 0 || in_.step.framework != Framework::Vitsim) return op_step_time(w_, in_.step, dev);
-    const double part = in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
+    const double part =
+        in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
     // The trainer measured no clipping: its norm and scale come from the op model on top.
     StepInputs plain = in_.step;
     plain.gradient_clipping = 0;
-    const double clip = in_.step.gradient_clipping > 0 ? op_step_time(w_, in_.step, dev) - op_step_time(w_, plain, dev) : 0;
+    const double clip =
+        in_.step.gradient_clipping > 0 ? op_step_time(w_, in_.step, dev) - op_step_time(w_, plain, dev) : 0;
     if (!target_) return measured * part + clip;
     return measured * part * op_step_time(w_, plain, *target_) / op_step_time(w_, plain, measured_) + clip;
   }
@@ -191,12 +195,15 @@ struct Candidates {
   const Calibration* calib;
   DeviceFigures platform;
 
-  const OpModelCalibration* fitted() const { return calib ? calib->op_model(g.model, in.precision) : nullptr; }
+  const OpModelCalibration* fitted() const {
+    return calib ? calib->op_model(g.model, in.precision) : nullptr;
+  }
   // This device measured on this shape: its times, split and scaled by its fitted figures if any.
   std::unique_ptr<ComputeModel> measured_here() const {
     const DeviceCalibration* d = calib ? calib->find(g.model, w.model, in.precision) : nullptr;
     if (!d) return nullptr;
-    return std::make_unique<CalibratedModel>(w, in, *d, fitted() ? fitted()->figures : platform, std::nullopt);
+    return std::make_unique<CalibratedModel>(w, in, *d, fitted() ? fitted()->figures : platform,
+                                             std::nullopt);
   }
   // Another device measured on this shape, scaled by the op model's ratio of the two devices.
   std::unique_ptr<ComputeModel> measured_elsewhere() const {
@@ -246,11 +253,12 @@ std::unique_ptr<ComputeModel> make_auto(const Candidates& c) {
 std::unique_ptr<ComputeModel> make_measured(const Candidates& c) {
   if (auto m = c.measured_here()) return m;
   if (auto m = c.measured_elsewhere()) return m;
-  throw Error(c.in.origin,
-              fmt::format("compute.model: measured: {} has no measured times of this ViT at {} (vitsim calibrate "
-                          "measures them); choose another of {}",
-                          c.calib ? "the calibration" : "no --calibration was given, so vitsim", precision_name(c.in.precision),
-                          names_list()));
+  throw Error(
+      c.in.origin,
+      fmt::format("compute.model: measured: {} has no measured times of this ViT at {} (vitsim calibrate "
+                  "measures them); choose another of {}",
+                  c.calib ? "the calibration" : "no --calibration was given, so vitsim",
+                  precision_name(c.in.precision), names_list()));
 }
 
 std::unique_ptr<ComputeModel> make_op(const Candidates& c) {
@@ -258,23 +266,29 @@ std::unique_ptr<ComputeModel> make_op(const Candidates& c) {
   return c.op_platform();
 }
 
-std::unique_ptr<ComputeModel> make_op_platform(const Candidates& c) { return c.op_platform(); }
+std::unique_ptr<ComputeModel> make_op_platform(const Candidates& c) {
+  return c.op_platform();
+}
 
 // The registry, in the order docs/model.md "Compute models" lists it. A new model is a ComputeModel subclass
 // above and a row here.
 const std::vector<Registered>& registry() {
   static const std::vector<Registered> r{
       {{"auto",
-        "per device, the first that applies: this device measured on this shape (calibrated model), the op model "
-        "with this device's fitted figures, another device's measured times scaled by the op model, the op model "
+        "per device, the first that applies: this device measured on this shape (calibrated model), the op "
+        "model "
+        "with this device's fitted figures, another device's measured times scaled by the op model, the op "
+        "model "
         "with the platform file's figures"},
        make_auto},
       {{"measured",
-        "measured times of this shape (vitsim calibrate): this device's, else another device's scaled by the op "
+        "measured times of this shape (vitsim calibrate): this device's, else another device's scaled by the "
+        "op "
         "model; an error without them"},
        make_measured},
-      {{"op", "the operator-level model with this device's fitted figures when the calibration has them, else the "
-              "platform file's"},
+      {{"op",
+        "the operator-level model with this device's fitted figures when the calibration has them, else the "
+        "platform file's"},
        make_op},
       {{"op_platform", "the operator-level model with the platform file's figures, the calibration ignored"},
        make_op_platform},
@@ -302,10 +316,12 @@ std::vector<std::string> compute_model_names() {
   return out;
 }
 
-void check_compute_model(const std::string& name) { (void)registered(name); }
+void check_compute_model(const std::string& name) {
+  (void)registered(name);
+}
 
-std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
-                                                 const Calibration* calib) {
+std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in,
+                                                 const GpuFacts& g, const Calibration* calib) {
   return registered(in.model).make(Candidates{w, in, g, calib, device_figures(g, in.precision)});
 }
 

@@ -17,8 +17,8 @@
 #include <sstream>
 
 #include "rank_actors.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/sim/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -79,7 +79,7 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 
 // The child of check_platform_loads: loads the platform in SimGrid, its output on the pipe; never returns.
 [[noreturn]] void load_in_child(const std::string& path, int fds[2], pid_t parent) {
-  child_after_fork(parent);  // ends with vitsim (core/io.hpp)
+  child_after_fork(parent);  // ends with vitsim (core/base/io.hpp)
   close(fds[0]);
   dup2(fds[1], 1);
   dup2(fds[1], 2);
@@ -108,7 +108,7 @@ std::string load_in_throwaway_child(const std::string& path) {
   const pid_t pid = fork();
   if (pid < 0) throw Error("fork failed");
   if (pid == 0) load_in_child(path, fds, parent);
-  register_child(pid);  // ended by an interruption (core/io.hpp)
+  register_child(pid);  // ended by an interruption (core/base/io.hpp)
   close(fds[1]);
   std::string out;
   char buf[4096];
@@ -136,7 +136,8 @@ std::shared_ptr<const FlatPlatform> check_platform_loads(const std::string& path
                                                          const Origin& where) {
   static std::set<std::string> loaded;  // paths checked by this process (or its parent before the fork)
   if (loaded.count(path)) return facts.flat;
-  // A flat-star file is checked by its reader (core/platform_flat.hpp) and built by vitsim's own code.
+  // A flat-star file is checked by its reader (core/platform/platform_flat.hpp) and built by vitsim's own
+  // code.
   if (facts.flat_layout) {
     auto flat = std::make_shared<const FlatPlatform>(read_flat_platform_file(path));
     loaded.insert(path);

@@ -1,12 +1,12 @@
-// The platform's link transports (core/transport.hpp) applied to the links SimGrid loaded or vitsim built
-// (platform_build.cpp): part of building the platform, before the collectives' LatencyModel reads the
+// The platform's link transports (core/platform/transport.hpp) applied to the links SimGrid loaded or vitsim
+// built (platform_build.cpp): part of building the platform, before the collectives' LatencyModel reads the
 // latencies.
 #include <fmt/format.h>
 
 #include <vector>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/transport.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/platform/transport.hpp"
 #include "vitsim/sim/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;

@@ -10,14 +10,14 @@
 #include <optional>
 #include <set>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/energy.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/memory.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/units.hpp"
-#include "vitsim/core/whatif.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/whatif.hpp"
+#include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/model/memory.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
@@ -59,11 +59,10 @@ bool swept(const ScenarioFile& f, const std::string& key) {
   return false;
 }
 
-
 // What a child process hands back: the point's summary as a one-point report (per-rank detail is
 // `vitsim predict`'s).
-json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s, const PlatformFacts& facts,
-                  const Calibration* calib) {
+json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s,
+                  const PlatformFacts& facts, const Calibration* calib) {
   SimResult r = simulate_prepared(engine, setup, s, facts, calib, false);
   r.point.per_rank.clear();
   Report one;
@@ -89,8 +88,9 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
     if (need > g.mem_bytes) fits = false;
   }
   if (!fits)
-    p.excluded = fmt::format("memory: needs {} per GPU, a GPU has {}", units::format_bytes(p.memory_per_gpu_bytes),
-                             units::format_bytes(p.gpu_memory_bytes));
+    p.excluded =
+        fmt::format("memory: needs {} per GPU, a GPU has {}", units::format_bytes(p.memory_per_gpu_bytes),
+                    units::format_bytes(p.gpu_memory_bytes));
 }
 
 double parse_price(const PlatformFacts& facts) {
@@ -102,15 +102,17 @@ double parse_price(const PlatformFacts& facts) {
   } catch (const Error&) {
   }
   if (!(v >= 0))
-    throw Error(fmt::format("{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)",
-                            facts.path, it->second));
+    throw Error(fmt::format(
+        "{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)",
+        facts.path, it->second));
   return v;
 }
 
 void check_options(const PlanOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     throw Error(fmt::format("--shard {}/{}: expected I/K with 0 <= I < K", opt.shard_index, opt.shard_count));
-  if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput" && opt.objective != "energy")
+  if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput" &&
+      opt.objective != "energy")
     throw Error(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", opt.objective));
 }
 
@@ -153,12 +155,15 @@ void apply_what_ifs(std::vector<Candidate>& cands, EditedPlatforms& edited, Plan
 void identify(const std::vector<Candidate>& cands, const PlanOptions& opt, PlanResult& result) {
   PlanResult settings;
   settings.constraints = opt.constraints;
-  std::string id = fmt::format("space={}\nepochs={}\nobjective={}\nconstraints={}\n", cands.size(), opt.epochs,
-                               opt.objective, json::parse(plan_to_json(settings))["constraints"].dump());
+  std::string id =
+      fmt::format("space={}\nepochs={}\nobjective={}\nconstraints={}\n", cands.size(), opt.epochs,
+                  opt.objective, json::parse(plan_to_json(settings))["constraints"].dump());
   std::map<std::string, std::string> platform_sha;
   for (const auto& c : cands) {
-    id += fmt::format("{}:{}\n", c.index, c.scenario ? scenario_id(*c.scenario) : "invalid " + json(c.params).dump());
-    if (c.scenario && !platform_sha.count(c.scenario->cluster.platform) && fs::exists(c.scenario->cluster.platform))
+    id += fmt::format("{}:{}\n", c.index,
+                      c.scenario ? scenario_id(*c.scenario) : "invalid " + json(c.params).dump());
+    if (c.scenario && !platform_sha.count(c.scenario->cluster.platform) &&
+        fs::exists(c.scenario->cluster.platform))
       platform_sha[c.scenario->cluster.platform] = sha256_hex(read_file(c.scenario->cluster.platform));
   }
   for (const auto& [path, sha] : platform_sha) id += "platform=" + sha + "\n";
@@ -203,8 +208,8 @@ void describe(const Scenario& s, PlanPoint& p) {
 // Why the point's global batch breaks the constraints ("" when it does not).
 std::string batch_exclusion(const PlanConstraints& k, const PlanPoint& p, int replicas) {
   if (k.global_batch && p.global_batch != *k.global_batch)
-    return fmt::format("global batch: {} x {} x {} replicas = {}, not {}", p.micro_batch, p.grad_accum, replicas,
-                       p.global_batch, *k.global_batch);
+    return fmt::format("global batch: {} x {} x {} replicas = {}, not {}", p.micro_batch, p.grad_accum,
+                       replicas, p.global_batch, *k.global_batch);
   if (k.global_batch_min && p.global_batch < *k.global_batch_min)
     return fmt::format("global batch: {} < {}", p.global_batch, *k.global_batch_min);
   if (k.global_batch_max && p.global_batch > *k.global_batch_max)
@@ -214,7 +219,8 @@ std::string batch_exclusion(const PlanConstraints& k, const PlanPoint& p, int re
 
 // The checks made without simulating (validity, placement, memory, global batch): the point as listed,
 // with `excluded` set when one fails; `setup`, what its simulation takes.
-PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, PlatformCache& platforms, PointSetup& setup) {
+PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, PlatformCache& platforms,
+                 PointSetup& setup) {
   PlanPoint p;
   p.index = c.index;
   p.params = c.params;
@@ -239,17 +245,19 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
 }
 
 // Epochs and prices from the first valid point of the whole space, not of the shard.
-void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, PlatformCache& platforms, PlanResult& result) {
+void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, PlatformCache& platforms,
+                       PlanResult& result) {
   for (auto& c : cands)
     if (c.scenario) {
       const PlatformFacts& facts = platforms.of(*c.scenario);
       result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
       result.price_per_gpu_hour = parse_price(facts);
       const auto kwh = facts.props.find("price_per_kwh");
-      result.price_per_kwh = opt.price_per_kwh >= 0 ? opt.price_per_kwh
-                             : kwh == facts.props.end()
-                                 ? 0
-                                 : parse_price_per_kwh(kwh->second, facts.path + ": zone property price_per_kwh");
+      result.price_per_kwh =
+          opt.price_per_kwh >= 0 ? opt.price_per_kwh
+          : kwh == facts.props.end()
+              ? 0
+              : parse_price_per_kwh(kwh->second, facts.path + ": zone property price_per_kwh");
       break;
     }
 }
@@ -279,7 +287,8 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   const std::vector<json> results = gather_forked(
       work.size(), how,
       [&](size_t i) {
-        return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario), calib.get());
+        return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
+                            calib.get());
       },
       [&](size_t i) {
         const PlanPoint& p = points[work[i].slot];
@@ -287,7 +296,9 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
       });
   for (size_t i = 0; i < work.size(); ++i) {
     PlanPoint& p = points[work[i].slot];
-    p.result = report_from_json(results[i]["report"].get<std::string>(), fmt::format("plan point {}", p.index)).points.at(0);
+    p.result =
+        report_from_json(results[i]["report"].get<std::string>(), fmt::format("plan point {}", p.index))
+            .points.at(0);
     p.simulated = true;
     // The simulation's figure for the largest rank is the one reported (the same model and inputs).
     p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;

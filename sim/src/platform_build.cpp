@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "vitsim/core/error.hpp"
+#include "vitsim/core/base/error.hpp"
 
 namespace sg4 = simgrid::s4u;
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "vitsim/core/energy.hpp"
-#include "vitsim/core/identity.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/model/energy.hpp"
 
 namespace vitsim::sim {
 namespace {
@@ -73,7 +73,7 @@ void rank_reports(const PointRun& run, const Window& win, ReportPoint& p) {
   p.breakdown_s = mean;
 }
 
-// Energy per epoch (core/energy.hpp): each rank's GPU power and busy time per step; the platform's
+// Energy per epoch (core/model/energy.hpp): each rank's GPU power and busy time per step; the platform's
 // price_per_kwh (a zone property; predict/plan --price-per-kwh override it) gives its cost.
 void point_energy_of(ReportPoint& p, const PlatformFacts& facts, const RankPlacement& place,
                      std::vector<std::string>& notes) {
@@ -167,7 +167,7 @@ ReportPoint point_report(const PointRun& run, const PlatformFacts& facts, const 
   p.model_flops = fl.model;
   p.recompute_flops = fl.recompute;
   p.peak_flops =
-      mean_peak_flops(place, facts, s.training.precision);  // core/placement.hpp, the trainer's too
+      mean_peak_flops(place, facts, s.training.precision);  // core/formats/placement.hpp, the trainer's too
   point_energy_of(p, facts, place, notes);
   notes.push_back(window_note(run, win, budget.full, budget.epoch.steps));
   if (!mem.fits) notes.push_back("does not fit in GPU memory: predicted time is for a run that would fail");

@@ -9,8 +9,8 @@
 #include <algorithm>
 
 #include "rank_actors.hpp"
-#include "vitsim/core/buckets.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/buckets.hpp"
 #include "vitsim/sim/collective.hpp"
 
 namespace vitsim::sim {
@@ -106,8 +106,8 @@ double memory_limit(const Scenario& s, double& need) {
 StepBudget budget_steps(StepHorizon& h, const Scenario& s, const PlatformFacts& facts) {
   // A sequence-parallel group shares its micro-batch: the sampler shards over data-parallel replicas.
   const int dp = s.dp_ranks();
-  // The epoch's steps by the trainer's rule (core/epoch.hpp: padded shards, the last partial micro-batch
-  // and step kept, as PyTorch's and DeepSpeed's defaults).
+  // The epoch's steps by the trainer's rule (core/model/epoch.hpp: padded shards, the last partial
+  // micro-batch and step kept, as PyTorch's and DeepSpeed's defaults).
   StepBudget out{epoch_shape(s.dataset.effective_train_samples(dp), dp, s.training.micro_batch,
                              s.training.grad_accum, "dataset.train_samples")};
   const long long steps_per_epoch = out.epoch.steps;

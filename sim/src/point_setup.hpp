@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "rank_state.hpp"
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/epoch.hpp"
-#include "vitsim/core/memory.hpp"
-#include "vitsim/core/placement.hpp"
-#include "vitsim/core/platform.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/placement.hpp"
+#include "vitsim/core/model/epoch.hpp"
+#include "vitsim/core/model/memory.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/latency_model.hpp"
 #include "vitsim/sim/simulate.hpp"
 

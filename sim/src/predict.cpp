@@ -7,12 +7,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/trace.hpp"
-#include "vitsim/core/whatif.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/formats/whatif.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
@@ -25,21 +25,23 @@ namespace {
 // A child's trace events for its parent, in full precision: [rank, track, name, start_s, dur_s, args].
 json trace_to_json(const std::vector<TraceEvent>& events) {
   json out = json::array();
-  for (const auto& e : events) out.push_back({e.rank, static_cast<int>(e.track), e.name, e.start_s, e.dur_s, e.args});
+  for (const auto& e : events)
+    out.push_back({e.rank, static_cast<int>(e.track), e.name, e.start_s, e.dur_s, e.args});
   return out;
 }
 std::vector<TraceEvent> trace_from_json(const json& j) {
   std::vector<TraceEvent> out;
   out.reserve(j.size());
   for (const auto& e : j)
-    out.push_back({e[0].get<int>(), static_cast<TraceTrack>(e[1].get<int>()), e[2].get<std::string>(), e[3].get<double>(),
-                   e[4].get<double>(), e[5].get<TraceArgs>()});
+    out.push_back({e[0].get<int>(), static_cast<TraceTrack>(e[1].get<int>()), e[2].get<std::string>(),
+                   e[3].get<double>(), e[4].get<double>(), e[5].get<TraceArgs>()});
   return out;
 }
 
 // What a child process hands back: the point as a one-point report, and its trace when asked.
-json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s, const PlatformFacts& facts,
-                  const Calibration* calib, bool trace, const std::vector<int>& trace_ranks) {
+json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s,
+                  const PlatformFacts& facts, const Calibration* calib, bool trace,
+                  const std::vector<int>& trace_ranks) {
   SimResult r = simulate_prepared(engine, setup, s, facts, calib, trace, trace_ranks);
   Report one;
   one.points.push_back(r.point);
@@ -52,11 +54,11 @@ json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenari
   return j;
 }
 
-// Which ranks each point traces: --trace-ranks (core/trace.hpp), else the first 64 of each point.
+// Which ranks each point traces: --trace-ranks (core/formats/trace.hpp), else the first 64 of each point.
 struct TraceSelection {
-  std::unique_ptr<RankList> list;         // --trace-ranks, when given
-  int most_ranks = 0;                     // of the points
-  std::vector<std::vector<int>> ranks;    // per point (empty without --trace)
+  std::unique_ptr<RankList> list;       // --trace-ranks, when given
+  int most_ranks = 0;                   // of the points
+  std::vector<std::vector<int>> ranks;  // per point (empty without --trace)
 };
 
 TraceSelection select_traced(const std::vector<Scenario>& points, const PredictOptions& opt) {
@@ -65,8 +67,8 @@ TraceSelection select_traced(const std::vector<Scenario>& points, const PredictO
   if (!opt.trace_ranks.empty()) {
     t.list = std::make_unique<RankList>(parse_rank_list(opt.trace_ranks));
     if (t.list->max() >= t.most_ranks)
-      throw Error(fmt::format("--trace-ranks '{}': rank {} is beyond the scenario's {} ranks (0-{})", opt.trace_ranks,
-                              t.list->max(), t.most_ranks, t.most_ranks - 1));
+      throw Error(fmt::format("--trace-ranks '{}': rank {} is beyond the scenario's {} ranks (0-{})",
+                              opt.trace_ranks, t.list->max(), t.most_ranks, t.most_ranks - 1));
   }
   t.ranks.resize(points.size());
   if (!opt.trace_path.empty())
@@ -80,7 +82,8 @@ void add_provenance(Report& report, const ScenarioFile& file, const std::vector<
   report.provenance["scenario_file"] = file.path;
   report.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
   std::string shas;
-  for (const auto& [path, facts] : platforms.all()) shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
+  for (const auto& [path, facts] : platforms.all())
+    shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
   report.provenance["platform_sha256"] = shas;
   if (!opt.calibration.empty()) report.provenance["calibration"] = opt.calibration;
   if (!points.empty() && !points.front().what_ifs.empty()) {
@@ -91,16 +94,18 @@ void add_provenance(Report& report, const ScenarioFile& file, const std::vector<
 }
 
 // Point i's share of the trace file, from what its child handed back.
-TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>& points, const TraceSelection& sel,
-                       const RankPlacement& place, std::vector<std::string>& notes) {
+TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>& points,
+                       const TraceSelection& sel, const RankPlacement& place,
+                       std::vector<std::string>& notes) {
   TracePoint tp;
   if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, json(points[i].params).dump());
   tp.ranks = sel.ranks[i];
   tp.hosts = place.hosts;
   tp.events = trace_from_json(result["trace"]);
   if (result.value("trace_truncated", false))
-    notes.push_back(fmt::format("point {}: some ranks reached {} events; their later events are not in the trace", i + 1,
-                                kTraceEventsPerRank));
+    notes.push_back(
+        fmt::format("point {}: some ranks reached {} events; their later events are not in the trace", i + 1,
+                    kTraceEventsPerRank));
   return tp;
 }
 
@@ -128,7 +133,8 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) {
-        return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace, sel.ranks[i]);
+        return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
+                            sel.ranks[i]);
       },
       [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); });
 
@@ -143,7 +149,9 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     if (opt.progress) fmt::print(stderr, "vitsim: note: {}\n", note);
   }
   for (size_t i = 0; i < points.size(); ++i) {
-    report.points.push_back(report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
+    report.points.push_back(
+        report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1))
+            .points.at(0));
     if (trace) trace_points.push_back(trace_point(results[i], i, points, sel, setups[i].place, trace_notes));
   }
   fill_scaling_efficiency(report);

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
 
 namespace vitsim::sim {
 

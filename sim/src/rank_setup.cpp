@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "point_setup.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace sg4 = simgrid::s4u;
 

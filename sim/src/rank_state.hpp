@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/trace.hpp"
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/model/vit.hpp"
 #include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/compute_model.hpp"
 #include "vitsim/sim/step_actions.hpp"
@@ -117,7 +117,7 @@ struct LazyClock {
   }
 };
 
-// The events of the traced ranks (core/trace.hpp), at most kTraceEventsPerRank per rank.
+// The events of the traced ranks (core/formats/trace.hpp), at most kTraceEventsPerRank per rank.
 class TraceRecorder {
  public:
   // want_trace: record the ranks in trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64).

@@ -1,5 +1,5 @@
-// The steady-state search (README "Simulated window"): the verdict over a run of step times, and the search
-// itself while the ranks run (StepHorizon::extend, rank_state.hpp).
+// The steady-state search (docs/model.md, simulated window): the verdict over a run of step times, and the
+// search itself while the ranks run (StepHorizon::extend, rank_state.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "rank_state.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {

@@ -6,7 +6,8 @@ namespace {
 using Kind = StepAction::Kind;
 
 // Builds one step's actions; `outstanding` follows the collectives submitted to the communication stream and
-// not yet waited for, so that the builder knows (as the rank would at run time) whether the backward must wait.
+// not yet waited for, so that the builder knows (as the rank would at run time) whether the backward must
+// wait.
 class StepBuilder {
  public:
   explicit StepBuilder(const StepShape& s) : s_(s) {
@@ -62,8 +63,8 @@ class StepBuilder {
   }
 
   // Forward. ZeRO-3 gathers each bucket of parameters first (prefetched by the communication stream), waiting
-  // for a bucket before its first layer; Ulysses wraps each attention layer in all-to-alls (Q, K, V before, the
-  // output after). Otherwise the whole forward is one compute action (the trace gets each layer's share).
+  // for a bucket before its first layer; Ulysses wraps each attention layer in all-to-alls (Q, K, V before,
+  // the output after). Otherwise the whole forward is one compute action (the trace gets each layer's share).
   void forward() {
     if (s_.zero < 3 && s_.sp == 1) {
       compute(fwd_total_, Pass::Forward, -1);
@@ -71,7 +72,8 @@ class StepBuilder {
       return;
     }
     if (s_.zero >= 3)
-      for (const auto& [first, bytes] : s_.z3_fwd_gathers) submit({bytes, CollOp::AllGather, -1, "allgather(fwd)"});
+      for (const auto& [first, bytes] : s_.z3_fwd_gathers)
+        submit({bytes, CollOp::AllGather, -1, "allgather(fwd)"});
     size_t gi = 0;
     for (int l = 0; l < layers(); ++l) {
       if (s_.zero >= 3 && gi < s_.z3_fwd_gathers.size() && s_.z3_fwd_gathers[gi].first == l) {
@@ -94,7 +96,8 @@ class StepBuilder {
     const CollOp op = s_.zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
     std::vector<StepJob> held;
     if (s_.zero >= 3)
-      for (const auto& [last, bytes] : s_.z3_bwd_gathers) submit({bytes, CollOp::AllGather, -1, "allgather(bwd)"});
+      for (const auto& [last, bytes] : s_.z3_bwd_gathers)
+        submit({bytes, CollOp::AllGather, -1, "allgather(bwd)"});
     int layer = layers() - 1;
     size_t z3 = 0;
     for (size_t k = 0; k < s_.grad_buckets.size(); ++k) {
@@ -106,7 +109,8 @@ class StepBuilder {
           wait_one();
           ++z3;
         }
-        // Backward mirrors forward: the output gradient back to a head split, then Q, K, V's to the token split.
+        // Backward mirrors forward: the output gradient back to a head split, then Q, K, V's to the token
+        // split.
         if (ulysses(layer)) all_to_all(1, "alltoall(dout)");
         compute(s_.layers[layer].bwd_s, Pass::Backward, layer);
         if (ulysses(layer)) all_to_all(3, "alltoall(dqkv)");
@@ -147,6 +151,8 @@ class StepBuilder {
 
 }  // namespace
 
-StepActions step_actions(const StepShape& shape) { return StepBuilder(shape).run(); }
+StepActions step_actions(const StepShape& shape) {
+  return StepBuilder(shape).run();
+}
 
 }  // namespace vitsim::sim

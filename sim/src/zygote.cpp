@@ -23,8 +23,8 @@
 #include <cstring>
 #include <map>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/io.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
 #include "vitsim/sim/process_pool.hpp"
 
 namespace vitsim::sim {

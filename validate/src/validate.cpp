@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "vitsim/core/error.hpp"
-#include "vitsim/core/identity.hpp"
-#include "vitsim/core/io.hpp"
-#include "vitsim/core/suggest.hpp"
-#include "vitsim/core/units.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/identity.hpp"
 
 extern char** environ;
 
@@ -27,7 +27,8 @@ using json = nlohmann::json;
 namespace {
 
 bool matches(const ReportPoint& a, const ReportPoint& b) {
-  if (a.nodes != b.nodes || a.gpus != b.gpus || a.micro_batch != b.micro_batch || a.grad_accum != b.grad_accum)
+  if (a.nodes != b.nodes || a.gpus != b.gpus || a.micro_batch != b.micro_batch ||
+      a.grad_accum != b.grad_accum)
     return false;
   for (const auto& [k, v] : a.params) {
     auto it = b.params.find(k);
@@ -38,9 +39,15 @@ bool matches(const ReportPoint& a, const ReportPoint& b) {
 
 std::vector<std::pair<std::string, double>> metrics_of(const ReportPoint& p) {
   const Breakdown& b = p.breakdown_s;
-  return {{"step_time", p.step_time_s.mean}, {"epoch_time", p.epoch_time_s},  {"data", b.data},
-          {"h2d", b.h2d},                    {"compute_fwd", b.compute_fwd},  {"compute_bwd", b.compute_bwd},
-          {"optimizer", b.optimizer},        {"comm_total", b.comm_total},    {"comm_exposed", b.comm_exposed}};
+  return {{"step_time", p.step_time_s.mean},
+          {"epoch_time", p.epoch_time_s},
+          {"data", b.data},
+          {"h2d", b.h2d},
+          {"compute_fwd", b.compute_fwd},
+          {"compute_bwd", b.compute_bwd},
+          {"optimizer", b.optimizer},
+          {"comm_total", b.comm_total},
+          {"comm_exposed", b.comm_exposed}};
 }
 
 std::string describe(const std::map<std::string, std::string>& params) {
@@ -59,25 +66,30 @@ Validation compare(const Report& predicted, const Report& measured, double toler
   v.scenario_id = report_scenario_id(predicted);
   const std::string from = measured.origin.empty() ? std::string("the measured report") : measured.origin;
   std::map<std::string, std::pair<double, int>> sums;
-  std::map<std::pair<std::map<std::string, std::string>, std::string>, size_t> seen;  // (params, identity) -> index
+  std::map<std::pair<std::map<std::string, std::string>, std::string>, size_t>
+      seen;  // (params, identity) -> index
   for (size_t mi = 0; mi < measured.points.size(); ++mi) {
     const ReportPoint& m = measured.points[mi];
     auto [first, fresh] = seen.emplace(std::make_pair(m.params, m.scenario_id), mi);
     if (!fresh)
-      throw Error(fmt::format("{}: /points/{}: a second measurement of point {} (also /points/{}): which one to "
-                              "compare is ambiguous; keep one",
-                              from, mi, describe(m.params), first->second));
-    auto it = std::find_if(predicted.points.begin(), predicted.points.end(), [&](const ReportPoint& p) { return matches(p, m); });
+      throw Error(
+          fmt::format("{}: /points/{}: a second measurement of point {} (also /points/{}): which one to "
+                      "compare is ambiguous; keep one",
+                      from, mi, describe(m.params), first->second));
+    auto it = std::find_if(predicted.points.begin(), predicted.points.end(),
+                           [&](const ReportPoint& p) { return matches(p, m); });
     if (it == predicted.points.end())
-      throw Error(fmt::format("measured point {} has no predicted point with the same parameters", describe(m.params)));
+      throw Error(fmt::format("measured point {} has no predicted point with the same parameters",
+                              describe(m.params)));
     // The same parameters are not the same scenario: the identity covers the model, dataset, cluster,
-    // training and parallelism settings (core/identity.hpp).
+    // training and parallelism settings (core/formats/identity.hpp).
     if (m.scenario_id != it->scenario_id)
-      throw Error(fmt::format("{}: /points/{}/scenario_id: the run measured another scenario than '{}' at point {} ({} "
-                              "measured, {} predicted): measure it with this scenario file and the same --set values",
-                              from, mi, predicted.scenario.empty() ? std::string("the scenario") : predicted.scenario,
-                              describe(m.params), m.scenario_id.empty() ? "none" : m.scenario_id.substr(0, 19),
-                              it->scenario_id.empty() ? "none" : it->scenario_id.substr(0, 19)));
+      throw Error(fmt::format(
+          "{}: /points/{}/scenario_id: the run measured another scenario than '{}' at point {} ({} "
+          "measured, {} predicted): measure it with this scenario file and the same --set values",
+          from, mi, predicted.scenario.empty() ? std::string("the scenario") : predicted.scenario,
+          describe(m.params), m.scenario_id.empty() ? "none" : m.scenario_id.substr(0, 19),
+          it->scenario_id.empty() ? "none" : it->scenario_id.substr(0, 19)));
     PointComparison pc;
     pc.params = m.params;
     auto pm = metrics_of(*it);
@@ -114,8 +126,8 @@ std::string to_table(const Validation& v) {
   }
   out += "\nMAPE over points:";
   for (const auto& [k, m] : v.mape) out += fmt::format(" {} {:.1f}%", k, 100 * m);
-  out += fmt::format("\nstep-time MAPE {} the tolerance of {:.1f}%: {}\n",
-                     v.pass ? "is within" : "exceeds", 100 * v.tolerance, v.pass ? "PASS" : "FAIL");
+  out += fmt::format("\nstep-time MAPE {} the tolerance of {:.1f}%: {}\n", v.pass ? "is within" : "exceeds",
+                     100 * v.tolerance, v.pass ? "PASS" : "FAIL");
   return out;
 }
 
@@ -151,11 +163,13 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
     const std::string out = (dir / fmt::format("point{}.json", i)).string();
     std::vector<std::string> argv{opt.mpirun};
     argv.insert(argv.end(), opt.mpirun_args.begin(), opt.mpirun_args.end());
-    for (const std::string& a : {std::string("-np"), std::to_string(s.ranks()), opt.vitsim_exe, std::string("train"), file.path})
+    for (const std::string& a :
+         {std::string("-np"), std::to_string(s.ranks()), opt.vitsim_exe, std::string("train"), file.path})
       argv.push_back(a);
     for (const auto& set : opt.sets) argv.insert(argv.end(), {"--set", set});
     for (const auto& [k, val] : s.params)
-      if (std::find(keys.begin(), keys.end(), k) != keys.end()) argv.insert(argv.end(), {"--set", k + "=" + val});
+      if (std::find(keys.begin(), keys.end(), k) != keys.end())
+        argv.insert(argv.end(), {"--set", k + "=" + val});
     argv.insert(argv.end(), {"--out", out});
     if (opt.quiet) argv.push_back("--quiet");
     std::string shown;
@@ -167,15 +181,16 @@ Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& point
     pid_t pid = 0;
     if (posix_spawnp(&pid, opt.mpirun.c_str(), nullptr, nullptr, cargv.data(), environ) != 0)
       throw Error(fmt::format("cannot start '{}' (is OpenMPI installed?)", opt.mpirun));
-    register_child(pid);  // Ctrl-C / SIGTERM end the run (core/io.hpp)
+    register_child(pid);  // Ctrl-C / SIGTERM end the run (core/base/io.hpp)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     unregister_child(pid);
     stop_if_interrupted();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !fs::exists(out)) {
-      throw Error(fmt::format("the real run of point {} failed ({}): {}", i + 1,
-                              WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
+      throw Error(fmt::format(
+          "the real run of point {} failed ({}): {}", i + 1,
+          WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed", shown));
     }
     Report one = report_from_json(read_file(out), out);
     require_report_kind(one, "measured", "validate --run");

@@ -1,6 +1,7 @@
 #pragma once
 // `vitsim calibrate`: micro-benchmarks on real nodes that become a calibration file (schema
-// vitsim.calibration/2, core/calibration.hpp) and, on request, a platform file for the machines measured.
+// vitsim.calibration/2, core/formats/calibration.hpp) and, on request, a platform file for the machines
+// measured.
 //
 // Measured in the manner of nccl-tests: every quantity gets warm-up runs that are thrown away, then
 // repeated timed runs; the printed table and the details file show the median and the spread. For
@@ -15,7 +16,8 @@
 //   as algbw = S / t and busbw = algbw * 2(n-1)/n, fitted to t = 2(n-1) a + 2(n-1)/n S / B;
 // - host-to-device copies (on CPU: a memcpy into a freshly allocated tensor, pinned = pageable);
 // - loader throughput of one worker for the scenario's dataset and resize;
-// - the op model (core/ops.hpp): every op of one layer of each kind at the calibration micro-batches and a
+// - the op model (core/model/ops.hpp): every op of one layer of each kind at the calibration micro-batches
+// and a
 //   device sweep, each timed alone with the LibTorch kernel that stands for it, all ranks at once; per
 //   device type the efficiencies per op class, host time per op, GEMM tile and k_half fitted to them
 //   (fit_op_model), stored as Calibration::op_models so one calibration carries to other ViT shapes.
@@ -23,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/platform_writer.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
 
 namespace vitsim::calibrate {
 
@@ -49,8 +51,8 @@ struct AllreduceSample {
   double seconds = 0;  // median time of one all-reduce
 };
 struct RingFit {
-  double latency_s = 0;   // a: per ring step
-  double bandwidth = 0;   // B: bytes/s of one ring edge
+  double latency_s = 0;         // a: per ring step
+  double bandwidth = 0;         // B: bytes/s of one ring edge
   double max_rel_residual = 0;  // largest |fit - measured| / measured over the samples
 };
 // Least squares on t = 2(n-1) a + 2(n-1)/n S / B, each sample weighted by 1/t^2 (relative residuals,
@@ -61,7 +63,7 @@ RingFit fit_ring_allreduce(const std::vector<AllreduceSample>& samples, int rank
 // The fit's prediction for S bytes.
 double ring_allreduce_time(const RingFit& f, double bytes, int ranks);
 
-// ---- the op model's fit (core/ops.hpp) ----
+// ---- the op model's fit (core/model/ops.hpp) ----
 
 // One op of the op model and its measured time on a device (mean of the timed runs, pooled over ranks).
 struct OpSample {
@@ -78,7 +80,7 @@ struct OpSample {
 // and adds ("sweep.add.<bytes>": two read, one written) of 64 KiB per tensor upwards, x4 apart, up to
 // the first size of at least 64 MiB and twice `llc_bytes` (the last-level cache; 0 = unknown), so that
 // the largest copies move at least 4x the cache: the reference bandwidth is taken from those. Last the
-// kernel-family sweeps (core/ops.hpp OpKind), operands cold and each output a fresh block (earlier
+// kernel-family sweeps (core/model/ops.hpp OpKind), operands cold and each output a fresh block (earlier
 // outputs kept alive, as a pass keeps its activations): softmax and its backward at row
 // lengths 17, 65, 197, LayerNorm and its backward at widths 64-1024, GELU and its backward, sums over rows
 // ("reduce") at widths 64-1024 and permuted gathers ("strided": [B, D, N] read, [N, B, D] written; B, D
@@ -145,8 +147,8 @@ struct HostFitPoint {
 };
 struct HostFit {
   double host_op_s = 0;
-  double speed = 1;              // s: the passes' speed factor against the ops' device times
-  double max_rel_residual = 0;   // largest |residual|
+  double speed = 1;             // s: the passes' speed factor against the ops' device times
+  double max_rel_residual = 0;  // largest |residual|
   std::vector<HostFitPoint> points;
 };
 HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, const DeviceFigures& stage1,
@@ -154,15 +156,15 @@ HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, co
 
 // ---- platform file for the machines measured ----
 
-struct PlatformDevice {  // one rank's device as the platform describes it
-  std::string gpu_model;       // equals the calibration's device_type
-  double flops = 0;            // gpu_flops_fp32: the measured ViT training rate (FLOP/s)
-  double mem_bw = 0;           // gpu_mem_bw
-  double mem_bytes = 0;        // gpu_mem
-  bool cpu = false;            // device_kind cpu: LibTorch runs each op on the issuing host thread
+struct PlatformDevice {   // one rank's device as the platform describes it
+  std::string gpu_model;  // equals the calibration's device_type
+  double flops = 0;       // gpu_flops_fp32: the measured ViT training rate (FLOP/s)
+  double mem_bw = 0;      // gpu_mem_bw
+  double mem_bytes = 0;   // gpu_mem
+  bool cpu = false;       // device_kind cpu: LibTorch runs each op on the issuing host thread
 };
 struct PlatformNode {
-  std::string id;              // cluster id; hosts are <id>-dev0..N-1
+  std::string id;  // cluster id; hosts are <id>-dev0..N-1
   int cpu_cores = 1;
   std::vector<PlatformDevice> devices;  // consecutive devices of one gpu_model form one cluster
   double link_bw = 0, link_lat = 0;     // fitted intra-node ring edge (bytes/s, s)
@@ -170,41 +172,42 @@ struct PlatformNode {
   double loader_image_overhead = 0;     // s per image of one loader worker (0: not stated)
 };
 struct PlatformText {
-  std::string name;                     // zone id
+  std::string name;  // zone id
   std::vector<PlatformNode> nodes;
-  double nic_bw = 0, nic_lat = 0;       // inter-node edge, when nodes > 1
-  std::string provenance;               // written into the header comment, one figure per line
+  double nic_bw = 0, nic_lat = 0;  // inter-node edge, when nodes > 1
+  std::string provenance;          // written into the header comment, one figure per line
 };
 // The machines as a PlatformSpec (calibrate/src/emit_platform.cpp: one <cluster> per node and device type,
-// private links carrying the fitted ring edge, NIC links between clusters), and that spec written by core's one
-// writer of the platform format (core/platform_writer.hpp): what `calibrate --emit-platform` writes.
+// private links carrying the fitted ring edge, NIC links between clusters), and that spec written by core's
+// one writer of the platform format (core/platform/platform_writer.hpp): what `calibrate --emit-platform`
+// writes.
 PlatformSpec calibrated_platform_spec(const PlatformText& p);
 std::string calibrated_platform_xml(const PlatformText& p);
 
 // ---- the measurement run ----
 
 struct Options {
-  std::string out;                      // calibration JSON (required)
-  bool force = false;                   // overwrite out / emit_platform
-  bool append = false;                  // merge into an existing out: replace entries measured again
-  std::string emit_platform;            // platform XML ("" = none)
-  std::string details;                  // every measurement with its spread, JSON ("" = none)
+  std::string out;            // calibration JSON (required)
+  bool force = false;         // overwrite out / emit_platform
+  bool append = false;        // merge into an existing out: replace entries measured again
+  std::string emit_platform;  // platform XML ("" = none)
+  std::string details;        // every measurement with its spread, JSON ("" = none)
   // The device's name (a platform's gpu_model): one for every rank, or one per rank (ranks that share a
   // name are pooled into one device entry; different names give one entry each, e.g. a slow rank).
   std::vector<std::string> device_types{"cpu"};
-  double peak_flops = 0, mem_bw = 0;    // stated datasheet figures for cross-device scaling (0 = unknown)
-  int platform_devices = 0;             // devices per node in the emitted platform (0 = the cores)
-  std::string link_class;               // "" = intra_node on one host, inter_node across hosts
-  std::vector<int> micro_batches;       // empty = the scenario's micro-batch / 2, x1, x2
-  std::vector<double> sizes;            // all-reduce message sizes in bytes; empty = 4 KiB..64 MiB x4
+  double peak_flops = 0, mem_bw = 0;  // stated datasheet figures for cross-device scaling (0 = unknown)
+  int platform_devices = 0;           // devices per node in the emitted platform (0 = the cores)
+  std::string link_class;             // "" = intra_node on one host, inter_node across hosts
+  std::vector<int> micro_batches;     // empty = the scenario's micro-batch / 2, x1, x2
+  std::vector<double> sizes;          // all-reduce message sizes in bytes; empty = 4 KiB..64 MiB x4
   // Largest size the fit uses (0 = what the scenario's trainer reduces per step: the whole fp32
   // gradient). Larger sizes are measured and shown, not fitted: a communicator switches protocols with
   // the size, and one alpha-beta line cannot follow every regime.
   double fit_max_bytes = 0;
-  int warmup = 3, iters = 10;           // compute and copies (and the op benchmarks: at least these)
-  bool op_model = true;                 // time the op benchmarks and fit the op model (Calibration::op_models)
-  int loader_batches = 0;               // 0 = enough for ~2048 images
-  std::string command;                  // for the provenance
+  int warmup = 3, iters = 10;  // compute and copies (and the op benchmarks: at least these)
+  bool op_model = true;        // time the op benchmarks and fit the op model (Calibration::op_models)
+  int loader_batches = 0;      // 0 = enough for ~2048 images
+  std::string command;         // for the provenance
   bool verbose = true;
 };
 

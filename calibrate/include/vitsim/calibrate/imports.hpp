@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "vitsim/calibrate/calibrate.hpp"
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/ops.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/model/ops.hpp"
 
 namespace vitsim::calibrate {
 
@@ -16,8 +16,8 @@ namespace vitsim::calibrate {
 // One row of the table (nccl-tests prints time in us and bandwidths in GB/s = 1e9 B/s).
 struct NcclTestsRow {
   int line = 0;
-  double bytes = 0;              // size (B)
-  long long count = 0;           // elements
+  double bytes = 0;     // size (B)
+  long long count = 0;  // elements
   std::string type, redop;
   double oop_time_s = 0, oop_algbw = 0, oop_busbw = 0;  // out-of-place; bandwidths in bytes/s
   double ip_time_s = 0, ip_algbw = 0, ip_busbw = 0;     // in-place
@@ -25,10 +25,10 @@ struct NcclTestsRow {
 struct NcclTestsLog {
   std::string path;
   int ranks = 0;                   // the "#  Rank N ... on HOST device D [...] NAME" lines
-  std::vector<std::string> hosts; // distinct hosts of those lines, first-seen order
-  std::string device;             // the device name of rank 0's line ("" when absent)
+  std::vector<std::string> hosts;  // distinct hosts of those lines, first-seen order
+  std::string device;              // the device name of rank 0's line ("" when absent)
   std::vector<NcclTestsRow> rows;
-  double avg_busbw = 0;            // "# Avg bus bandwidth    : X" (bytes/s)
+  double avg_busbw = 0;  // "# Avg bus bandwidth    : X" (bytes/s)
 };
 // Parses the text of an all_reduce_perf log. Header and summary lines start with '#'; the column header
 // ("# size count type redop [root] time algbw busbw #wrong|error time algbw busbw #wrong|error": 13
@@ -43,8 +43,8 @@ NcclTestsLog parse_nccl_tests(const std::string& path, const std::string& text);
 struct NcclImport {
   LinkCalibration link;
   RingFit fit;
-  int fitted = 0;              // rows the fit used
-  double fitted_up_to = 0;     // bytes of the largest of them
+  int fitted = 0;           // rows the fit used
+  double fitted_up_to = 0;  // bytes of the largest of them
 };
 // The calibration's link entry from the log, as calibrate's own all-reduce measurement makes it: the
 // out-of-place times of the rows up to fit_max_bytes (0 = all rows; at least the two smallest sizes)
@@ -55,7 +55,7 @@ NcclImport import_nccl_tests(const NcclTestsLog& log, double fit_max_bytes, cons
 // ---- PyTorch profiler trace ----
 
 // One training step of a PyTorch profiler trace (torch.profiler's export_chrome_trace, Kineto's JSON).
-// Op classes (core/ops.hpp): aten::addmm/mm/linear/matmul/conv → gemm, aten::bmm/baddbmm and
+// Op classes (core/model/ops.hpp): aten::addmm/mm/linear/matmul/conv → gemm, aten::bmm/baddbmm and
 // scaled-dot-product attention → attn_matmul (aten::matmul that runs a bmm too), softmax, layer_norm,
 // gelu and their backward → norm, every other aten:: op → memory. Only outermost aten:: ops count (an
 // aten::linear's inner aten::addmm is not counted twice). With device kernels in the trace (cat "kernel",
@@ -63,12 +63,12 @@ NcclImport import_nccl_tests(const NcclTestsLog& log, double fit_max_bytes, cons
 // launched it, through "External id"; NCCL kernels left out: communication); else the CPU ops'.
 struct TorchProfile {
   std::string path;
-  bool device = false;           // times from device kernels
-  double step_s = 0;             // the ProfilerStep#N span, else the extent of the ops
+  bool device = false;               // times from device kernels
+  double step_s = 0;                 // the ProfilerStep#N span, else the extent of the ops
   double class_s[4] = {0, 0, 0, 0};  // by OpClass: gemm, attn_matmul, memory, norm (the enum's order)
   double fwd_s = 0, bwd_s = 0, optimizer_s = 0;  // each phase's extent: first op start to last op end
-  int ops = 0;                   // outermost aten:: ops counted
-  int kernels = 0;               // device kernels counted
+  int ops = 0;                                   // outermost aten:: ops counted
+  int kernels = 0;                               // device kernels counted
   double cls(OpClass c) const { return class_s[static_cast<int>(c)]; }
 };
 // Phases: an op inside "autograd::engine::evaluate_function: ..." is backward, inside "Optimizer.step"
@@ -93,15 +93,15 @@ namespace vitsim::calibrate {
 // `vitsim calibrate SCENARIO --from-nccl-tests FILE --from-torch-profile FILE --out CALIB.json`: no
 // measurement; the files become a link entry and a measured compute point of the calibration file.
 struct ImportOptions {
-  std::string out;               // calibration JSON (required)
+  std::string out;  // calibration JSON (required)
   bool force = false, append = false;
   std::string nccl_tests, torch_profile;  // paths, "" = none (at least one)
-  std::string device_type;       // "" = the gpu_model of the scenario platform's first GPU used
-  std::string link_class;        // "" = from the log's hosts
-  double fit_max_bytes = 0;      // 0 = the scenario's whole fp32 gradient (as calibrate's own fit)
+  std::string device_type;                // "" = the gpu_model of the scenario platform's first GPU used
+  std::string link_class;                 // "" = from the log's hosts
+  double fit_max_bytes = 0;               // 0 = the scenario's whole fp32 gradient (as calibrate's own fit)
   double peak_flops = 0, mem_bw = 0;
-  std::string command;           // for the provenance
-  bool verbose = true;           // one line per import on stdout
+  std::string command;  // for the provenance
+  bool verbose = true;  // one line per import on stdout
 };
 // Merges into `out` (with append; else refuses an existing `out` without force) and writes it; the file
 // is read back before it replaces `out`, so a merge the calibration reader would refuse is never written.

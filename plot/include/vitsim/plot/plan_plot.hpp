@@ -1,15 +1,16 @@
 #pragma once
-// Plots of a capacity plan ("vitsim.plan/1", core/plan.hpp), drawn by gnuplot like report plots:
+// Plots of a capacity plan ("vitsim.plan/1", core/formats/plan.hpp), drawn by gnuplot like report plots:
 // - nodes:  time to train against the node count, one curve per micro-batch (the best feasible point at
 //           each node count and micro-batch, over the other swept settings);
 // - pareto: every feasible point's time to train against its cost, the Pareto front as a line;
 // - memory: memory per GPU against image size, one curve per patch-parallel degree (every point, fitting
 //           or not: the memory model needs no simulation), with the smallest GPU memory as a line.
-// `auto`: memory when the plan sweeps model.image_size, else nodes when it sweeps the node count, else pareto.
+// `auto`: memory when the plan sweeps model.image_size, else nodes when it sweeps the node count, else
+// pareto.
 #include <string>
 #include <vector>
 
-#include "vitsim/core/plan.hpp"
+#include "vitsim/core/formats/plan.hpp"
 #include "vitsim/plot/plot.hpp"
 
 namespace vitsim::plot {

@@ -6,7 +6,8 @@
 //   points that share every parameter except the GPU and node counts);
 // - batch: per-sample time (step time / global batch) against the micro-batch, one curve per GPU count.
 // `auto` takes as x axis whichever of the micro-batch and the GPU count has more distinct values (the GPU
-// count on a tie), so a batch sweep on 1 and 2 GPUs is a batch plot and a GPU sweep at two batches a scaling one.
+// count on a tie), so a batch sweep on 1 and 2 GPUs is a batch plot and a GPU sweep at two batches a scaling
+// one.
 //
 // The script and its data are plain text built by make_script (no gnuplot needed, so tests can read
 // them); plot_report writes them to a temporary folder, runs gnuplot there and moves the SVG into place.
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/report.hpp"
+#include "vitsim/core/formats/report.hpp"
 
 namespace vitsim::plot {
 
@@ -27,7 +28,8 @@ struct KindName {
   const char* name;
 };
 const std::vector<KindName<Kind>>& report_kinds();  // auto, scaling, batch
-Kind parse_kind(const std::string& name);  // throws Error("unknown plot kind 'X'; valid: auto, scaling, batch")
+Kind parse_kind(
+    const std::string& name);  // throws Error("unknown plot kind 'X'; valid: auto, scaling, batch")
 const char* kind_name(Kind kind);
 // The kind `auto` stands for in this report; throws Error when nothing is swept that a plot could show.
 Kind resolve_kind(const Report& r, Kind requested);
@@ -41,8 +43,8 @@ struct Series {
 std::vector<Series> make_series(const Report& r, Kind kind);  // kind must be resolved (not Auto)
 
 struct Script {
-  std::string text;                           // the gnuplot script
-  std::map<std::string, std::string> data;    // file name (relative to the script's folder) -> content
+  std::string text;                         // the gnuplot script
+  std::map<std::string, std::string> data;  // file name (relative to the script's folder) -> content
 };
 // The gnuplot script that draws `r` into `svg_name` (relative to the folder the script runs in).
 Script make_script(const Report& r, Kind kind, const std::string& svg_name);
@@ -65,8 +67,8 @@ std::string terminal_line(const std::string& format, int width, int height);
 // Draws the report into `svg_path` (written whole or not at all). Throws Error when gnuplot is missing
 // or fails (with its message), or when the report has nothing to plot.
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt);
-// Runs gnuplot on a script whose image is "plot.<format of svg_path>" and moves it to `svg_path` (plot_report's second half;
-// plan plots use it too). Throws Error as plot_report does.
+// Runs gnuplot on a script whose image is "plot.<format of svg_path>" and moves it to `svg_path`
+// (plot_report's second half; plan plots use it too). Throws Error as plot_report does.
 void run_script(const Script& sc, const std::string& svg_path, const Options& opt);
 
 }  // namespace vitsim::plot

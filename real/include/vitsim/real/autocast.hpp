@@ -4,7 +4,7 @@
 // trainer and by calibration, so both run the same kernels. Includes Torch.
 #include <torch/torch.h>
 
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/model/vit.hpp"
 
 namespace vitsim::real {
 

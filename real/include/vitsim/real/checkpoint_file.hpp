@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/io.hpp"
+#include "vitsim/core/base/io.hpp"
 
 namespace vitsim::real {
 
@@ -20,11 +20,11 @@ namespace vitsim::real {
 void write_checkpoint_envelope(const ChunkSink& sink, const std::function<void(const ChunkSink&)>& archive);
 
 struct CheckpointBytes {
-  std::vector<char> file;  // the whole file
+  std::vector<char> file;       // the whole file
   size_t offset = 0, size = 0;  // the archive inside it
-  bool legacy = false;     // an older vitsim's bare archive, no checksum
-  std::string damage;      // "" when the envelope verified; else what is wrong with it (the caller
-                           // then looks for the damaged tensor to name it)
+  bool legacy = false;          // an older vitsim's bare archive, no checksum
+  std::string damage;           // "" when the envelope verified; else what is wrong with it (the caller
+                                // then looks for the damaged tensor to name it)
 };
 // Reads a checkpoint file and checks its envelope. Throws Error for a file that is neither an envelope
 // nor a bare archive, or too short to be one.

@@ -27,7 +27,7 @@ class World {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }  // rank among the processes of this host
   int local_size() const { return local_size_; }
-  int nodes() const { return nodes_; }            // distinct hosts in the job
+  int nodes() const { return nodes_; }  // distinct hosts in the job
   const std::string& host() const { return host_; }
   double timeout_s() const { return timeout_s_; }
   void set_timeout_s(double t) { timeout_s_ = t; }

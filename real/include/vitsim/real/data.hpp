@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::real {
 
@@ -50,8 +50,8 @@ void check_same_classes(const Source& train, const Source& test);
 // An in-memory set: IDX, CIFAR and tests. All images share one shape.
 class MemorySource : public Source {
  public:
-  MemorySource(std::string what, int channels, int height, int width, int classes, std::vector<uint8_t> pixels,
-               std::vector<int32_t> labels);
+  MemorySource(std::string what, int channels, int height, int width, int classes,
+               std::vector<uint8_t> pixels, std::vector<int32_t> labels);
   size_t size() const override { return labels_.size(); }
   int classes() const override { return classes_; }
   int channels() const override { return channels_; }
@@ -76,7 +76,8 @@ MemorySource read_idx(const std::string& images_path, const std::string& labels_
 // label_bytes 1 (CIFAR-10: the label) or 2 (CIFAR-100: coarse then fine; the fine label is used).
 MemorySource read_cifar(const std::vector<std::string>& files, int label_bytes, int classes);
 // Writers used by the tests (and by anyone preparing a subset): the exact formats the readers take.
-void write_idx(const std::string& images_path, const std::string& labels_path, const MemorySource& set, bool gzip);
+void write_idx(const std::string& images_path, const std::string& labels_path, const MemorySource& set,
+               bool gzip);
 void write_cifar(const std::string& path, const MemorySource& set, int label_bytes);
 
 // Decodes one JPEG or PNG file (by its signature) into CHW uint8 with `channels` (1 or 3) channels.
@@ -114,14 +115,14 @@ std::vector<size_t> shard_indices(size_t n, int rank, int world, uint64_t seed, 
                                   bool drop_tail);
 // The training sampler: torch.utils.data.DistributedSampler(shuffle=True, drop_last=False). The epoch's
 // permutation is padded with its first samples to a multiple of the ranks, so every rank gets
-// ceil(n / world) samples (core/epoch.hpp: the steps of an epoch, the same rule as the simulator).
+// ceil(n / world) samples (core/model/epoch.hpp: the steps of an epoch, the same rule as the simulator).
 std::vector<size_t> padded_shard(size_t n, int rank, int world, uint64_t seed, int epoch);
 
 struct Batch {
   long long number = 0;  // position of the batch in the epoch
   int size = 0;
   int channels = 0, image_size = 0;
-  std::vector<float> images;   // size * channels * image_size^2
+  std::vector<float> images;  // size * channels * image_size^2
   std::vector<int64_t> labels;
 };
 

@@ -12,16 +12,19 @@ namespace vitsim::real {
 
 // Per rank, its records in order; every rank passes the same count.
 template <class Record>
-std::vector<std::vector<Record>> allgather_records(World& world, const std::vector<Record>& mine, const char* what) {
+std::vector<std::vector<Record>> allgather_records(World& world, const std::vector<Record>& mine,
+                                                   const char* what) {
   static_assert(std::is_trivially_copyable_v<Record> && sizeof(Record) % sizeof(double) == 0,
                 "a record is made of doubles only");
   constexpr size_t kDoubles = sizeof(Record) / sizeof(double);
   std::vector<double> flat(mine.size() * kDoubles);
-  if (!mine.empty()) std::memcpy(flat.data(), static_cast<const void*>(mine.data()), flat.size() * sizeof(double));
+  if (!mine.empty())
+    std::memcpy(flat.data(), static_cast<const void*>(mine.data()), flat.size() * sizeof(double));
   const std::vector<double> all = world.allgather(flat, what);
   std::vector<std::vector<Record>> out(static_cast<size_t>(world.size()), std::vector<Record>(mine.size()));
   for (size_t r = 0; r < out.size() && !mine.empty(); ++r)
-    std::memcpy(static_cast<void*>(out[r].data()), all.data() + r * flat.size(), flat.size() * sizeof(double));
+    std::memcpy(static_cast<void*>(out[r].data()), all.data() + r * flat.size(),
+                flat.size() * sizeof(double));
   return out;
 }
 

@@ -7,13 +7,13 @@
 
 #include <functional>
 
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/model/vit.hpp"
 
 namespace vitsim::real {
 
 struct EncoderBlockImpl : torch::nn::Module {
   EncoderBlockImpl(int width, int heads, int mlp_hidden, double dropout);
-  torch::Tensor forward(torch::Tensor x);  // x: [tokens, batch, width]; forward_mlp(forward_attn(x))
+  torch::Tensor forward(torch::Tensor x);       // x: [tokens, batch, width]; forward_mlp(forward_attn(x))
   torch::Tensor forward_attn(torch::Tensor x);  // core's "blockN.attn": x + attention(ln1(x))
   torch::Tensor forward_mlp(torch::Tensor x);   // core's "blockN.mlp": x + mlp(ln2(x))
   torch::Tensor self_attention(const torch::Tensor& x);

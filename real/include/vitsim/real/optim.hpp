@@ -4,7 +4,7 @@
 // an optimizer step is a handful of element-wise kernels over the whole model instead of a dozen
 // kernels per parameter tensor (DeepSpeed's flat fp32 partitions and apex's multi-tensor Adam do the
 // same). The arithmetic is LibTorch's torch::optim::{AdamW, Adam, SGD} (1.13) operation for operation,
-// so the trajectory is the same (tests/test_real_model.cpp compares them).
+// so the trajectory is the same (tests/real/test_real_model.cpp compares them).
 // Includes Torch: only the trainer's translation units and its tests include this header.
 #include <torch/torch.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::real {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::real {
 
@@ -31,21 +31,22 @@ ThreadPlan plan_threads(int requested, int local_size);
 
 struct TrainOptions {
   std::string report_path;  // report JSON, written by rank 0 (temp file + rename); "" = none
-  std::string trace_path;   // Chrome trace JSON (core/trace.hpp; rank 0 writes it); "" = none
+  std::string trace_path;   // Chrome trace JSON (core/formats/trace.hpp; rank 0 writes it); "" = none
   std::string trace_ranks;  // --trace-ranks LIST (core's parse_rank_list); "" = the first 64 ranks
   bool resume = false;      // continue from run.checkpoint_dir's checkpoint
   // Each rank writes its final parameters as raw little-endian fp32 in parameter order to
   // PREFIX.rank<R>.bin: the tests compare replicas and runs with it. "" = none.
   std::string save_params;
   FaultInjection fault;
-  std::string command;      // the command line, for the report's provenance
-  bool verbose = true;      // rank 0 prints one line per epoch
+  std::string command;  // the command line, for the report's provenance
+  bool verbose = true;  // rank 0 prints one line per epoch
 };
 
 // Trains every point (one after another) on the processes of the current MPI job and returns the
 // measured report (complete on every rank). Throws Error on bad input; a rank that dies or hangs
 // makes the others abort the job after run.timeout.
-Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& options);
+Report train(const std::vector<Scenario>& points, const std::string& scenario_name,
+             const TrainOptions& options);
 
 // Makes glibc's malloc keep the memory this process frees instead of handing it back to the kernel
 // (mallopt: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_TOP_PAD at 1 GiB). PyTorch's CPU allocator takes

@@ -6,9 +6,11 @@
 // - "calibrated model": this device, this ViT shape and precision were measured (vitsim calibrate): the
 //   measured per-layer times, affine in micro-batch; the framework's step ops on top when the scenario's
 //   framework is not the one measured (vitsim's own trainer).
-// - "op-level model (calibrated figures)": the operator-level model (core/ops.hpp) with this device's figures fitted by
+// - "op-level model (calibrated figures)": the operator-level model (core/model/ops.hpp) with this device's
+// figures fitted by
 //   vitsim calibrate (efficiency per op class): carries to any ViT shape.
-// - "op-level model (platform figures)": the operator-level model with the platform file's figures (datasheet peaks,
+// - "op-level model (platform figures)": the operator-level model with the platform file's figures (datasheet
+// peaks,
 //   per-architecture efficiencies, each labelled in the platform file).
 // - "calibrated+op-scaled model": another device measured on this shape, scaled by the op model's ratio of
 //   the two devices' times (cross-device prediction).
@@ -18,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/framework.hpp"
-#include "vitsim/core/ops.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/model/framework.hpp"
+#include "vitsim/core/model/ops.hpp"
+#include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/platform/platform.hpp"
 
 namespace vitsim::sim {
 
@@ -37,10 +39,13 @@ class ComputeModel {
   virtual std::string name() const = 0;
   // Times of every layer of the workload (forward order) at this micro-batch on this device.
   virtual std::vector<LayerTimes> layers(int micro_batch) const = 0;
-  // One optimizer step with the framework's fixed per-step work (core/framework.hpp).
+  // One optimizer step with the framework's fixed per-step work (core/model/framework.hpp).
   virtual double optimizer_s() const = 0;
   // Lines for the report's notes (interpolation, extrapolation, what bounds the step); may be empty.
-  virtual std::vector<std::string> notes(int micro_batch) const { (void)micro_batch; return {}; }
+  virtual std::vector<std::string> notes(int micro_batch) const {
+    (void)micro_batch;
+    return {};
+  }
 };
 
 // The op model's figures of a platform GPU at a precision (peak of that precision's GEMMs).
@@ -49,16 +54,18 @@ DeviceFigures device_figures(const GpuFacts& g, Precision p);
 // Per-layer times of one micro-batch's forward and backward from the op timeline (core run_ops): each
 // op's share of the timeline is charged to its layer and pass, so host-bound stretches count where
 // they happen.
-std::vector<LayerTimes> op_layer_times(const Workload& w, int micro_batch, const OpOptions& o, const DeviceFigures& d);
+std::vector<LayerTimes> op_layer_times(const Workload& w, int micro_batch, const OpOptions& o,
+                                       const DeviceFigures& d);
 // The framework's step ops on this device.
 double op_step_time(const Workload& w, const StepInputs& step, const DeviceFigures& d);
 
 struct ComputeInputs {
   Precision precision = Precision::FP32;
-  bool autocast = true;  // false: the model itself in half (DeepSpeed fp16/bf16), core/ops.hpp
+  bool autocast = true;  // false: the model itself in half (DeepSpeed fp16/bf16), core/model/ops.hpp
   OpOptions ops() const { return OpOptions{precision, autocast}; }
-  StepInputs step;    // framework, optimizer, ranks, ZeRO stage
-  int token_split = 1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
+  StepInputs step;  // framework, optimizer, ranks, ZeRO stage
+  int token_split =
+      1;  // patch (sequence) parallelism: each rank computes 1/token_split of the token-wise layers
   // Activation checkpointing: each encoder block's forward runs again at the start of its backward.
   bool recompute = false;
   std::string model = "auto";  // compute.model: a name of compute_models()
@@ -87,7 +94,7 @@ void check_compute_model(const std::string& name);
 
 // The model of a device that the registry entry in.model picks (see the list above); Error (at
 // in.origin) when the entry needs what the calibration lacks ("measured" without measured times).
-std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in, const GpuFacts& g,
-                                                 const Calibration* calib);
+std::unique_ptr<ComputeModel> make_compute_model(const Workload& w, const ComputeInputs& in,
+                                                 const GpuFacts& g, const Calibration* calib);
 
 }  // namespace vitsim::sim

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 
 namespace simgrid::s4u {
 class Engine;

@@ -1,22 +1,22 @@
 #pragma once
 // `vitsim plan`: searches the space a scenario opens (its sweeps and --set lists) under constraints,
 // simulating every point that passes the checks made without simulating (placement, global batch,
-// memory) in its own process, up to `jobs` at once, and ranks the result (core/plan.hpp).
+// memory) in its own process, up to `jobs` at once, and ranks the result (core/formats/plan.hpp).
 #include <string>
 
-#include "vitsim/core/plan.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::sim {
 
 struct PlanOptions {
-  std::string calibration;        // path, "" = none
-  int jobs = 0;                   // 0 = the machine's cores
-  bool progress = true;           // a progress line with the time left on stderr for runs longer than a second
+  std::string calibration;  // path, "" = none
+  int jobs = 0;             // 0 = the machine's cores
+  bool progress = true;     // a progress line with the time left on stderr for runs longer than a second
   PlanConstraints constraints;
-  std::string objective = "time"; // time, cost, throughput, energy
-  double price_per_kwh = -1;      // >= 0: the energy price, over the platform's price_per_kwh
-  int epochs = 0;                 // 0 = the scenario's training.epochs
+  std::string objective = "time";  // time, cost, throughput, energy
+  double price_per_kwh = -1;       // >= 0: the energy price, over the platform's price_per_kwh
+  int epochs = 0;                  // 0 = the scenario's training.epochs
   // Distributed plans: this process simulates the points whose index % shard_count == shard_index and
   // returns them unranked; merge_plans() ranks the union (docs/plan.md).
   int shard_index = 0, shard_count = 1;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/scenario.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 
 namespace vitsim::sim {
 
@@ -26,7 +26,8 @@ namespace vitsim::sim {
 // tasks run at once over all groups (a zygote preparing is not a task). A zygote that dies fails its tasks
 // not yet ended with its own death. prepare must not throw (its zygote exits with status 5, failing its
 // tasks).
-std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::function<std::string(size_t)>& group_of,
+std::vector<std::string> run_forked_groups(size_t count, int jobs,
+                                           const std::function<std::string(size_t)>& group_of,
                                            const std::function<void(size_t)>& prepare,
                                            const std::function<void(size_t)>& child,
                                            const std::function<void(size_t)>& on_done);
@@ -37,8 +38,8 @@ std::vector<std::string> run_forked_groups(size_t count, int jobs, const std::fu
 // last one (done == total) once any was shown or the work took over a second.
 struct ProgressPace {
   bool tty = false;
-  double last_t = -1;      // seconds when the last line was printed (-1: none yet)
-  size_t last_done = 0;    // its count
+  double last_t = -1;                             // seconds when the last line was printed (-1: none yet)
+  size_t last_done = 0;                           // its count
   bool due(double t, size_t done, size_t total);  // updates last_* when it answers true
 };
 
@@ -79,7 +80,8 @@ struct ForkedPoints {
   int jobs = 0;
   std::string prefix = "vitsim-";
   // Zygotes (run_forked_groups): the points with the same group_of(i) (their platform file) share one
-  // prepare(i), made in a zygote process before their children fork from it. Empty: one group, nothing prepared.
+  // prepare(i), made in a zygote process before their children fork from it. Empty: one group, nothing
+  // prepared.
   std::function<std::string(size_t)> group_of;
   std::function<void(size_t)> prepare;
 };

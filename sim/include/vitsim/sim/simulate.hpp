@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/calibration.hpp"
-#include "vitsim/core/memory.hpp"
-#include "vitsim/core/placement.hpp"
-#include "vitsim/core/platform.hpp"
-#include "vitsim/core/report.hpp"
-#include "vitsim/core/scenario.hpp"
-#include "vitsim/core/trace.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/placement.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/model/memory.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/engine.hpp"
 #include "vitsim/sim/step_actions.hpp"
 
@@ -27,12 +27,13 @@ class Collective;
 
 struct SimResult {
   ReportPoint point;
-  std::vector<TraceEvent> trace;  // core/trace.hpp's events of the traced ranks; empty unless asked for
-  bool trace_truncated = false;   // a rank reached kTraceEventsPerRank: its later events are not recorded
+  std::vector<TraceEvent>
+      trace;  // core/formats/trace.hpp's events of the traced ranks; empty unless asked for
+  bool trace_truncated = false;  // a rank reached kTraceEventsPerRank: its later events are not recorded
 };
 
 // What a point's checks make and its simulation takes: which platform hosts its ranks run on (core's
-// place_ranks, vitsim/core/placement.hpp, the trainer's rule too) and its collective. Made once
+// place_ranks, vitsim/core/formats/placement.hpp, the trainer's rule too) and its collective. Made once
 // (check_point); predict and plan hand it to the child forked for the point, which inherits it.
 struct PointSetup {
   RankPlacement place;
@@ -48,10 +49,10 @@ PointSetup check_point(const Scenario& s, const PlatformFacts& facts);
 // after) and 4 in backward; an all-to-all sends (sp-1)/sp of them to the other group members.
 double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes);
 
-// Steady state of a run of step times (docs/model.md "Epoch time", Steady state). Steady when, over the last 2m whole
-// loader periods (m as large as fits; `period` steps is how often the loader's delivery pattern repeats),
-// (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the mean is
-// not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
+// Steady state of a run of step times (docs/model.md "Epoch time", Steady state). Steady when, over the last
+// 2m whole loader periods (m as large as fits; `period` steps is how often the loader's delivery pattern
+// repeats), (1) the two halves' means differ by at most `tolerance` (the times no longer trend), and (2) the
+// mean is not below `loader_step_s` by more than `tolerance` (steps faster than the loader can feed them are
 // eating its prefetched queue: it drains). Fewer than two periods is not steady. A loader that sustains
 // at least twice the steps' pace (loader_step_s < half their mean) keeps its queue full: period 1 then.
 // `window` is how many of the last steps the verdict rests on; `why` says what is not steady.
@@ -77,8 +78,9 @@ double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long 
 // builder for the simulation and plan's memory pre-check.
 MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes);
 
-// want_trace: record core/trace.hpp's events (one trace format with `vitsim train --trace`) of the ranks in
-// trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64). prepare_engine + simulate_prepared.
+// want_trace: record core/formats/trace.hpp's events (one trace format with `vitsim train --trace`) of the
+// ranks in trace_ranks (empty: traced_ranks(nullptr, ranks), the first 64). prepare_engine +
+// simulate_prepared.
 SimResult simulate_point(const Scenario& s, const PlatformFacts& facts, const Calibration* calib,
                          bool want_trace, const std::vector<int>& trace_ranks = {});
 

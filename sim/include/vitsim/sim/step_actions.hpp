@@ -1,15 +1,16 @@
 #pragma once
 // One rank's optimizer step as a list of actions (step_actions): what the compute stream does, in order, for
 // grad_accum micro-batches and the optimizer. Pure (no SimGrid): the simulator's compute actor executes the
-// list (sim/src/rank_actors.cpp) and tests check its shape without an engine (tests/test_step_actions.cpp).
+// list (sim/src/rank_actors.cpp) and tests check its shape without an engine
+// (tests/sim/test_step_actions.cpp).
 //
-// Compute is not an event: the executor adds a Compute action's seconds to a pending time and sleeps it in one
-// piece only when the rank must meet another actor (a Flush, a Submit, a wait, an all-to-all), so a run of
-// consecutive compute actions costs SimGrid one activity whatever its length.
+// Compute is not an event: the executor adds a Compute action's seconds to a pending time and sleeps it in
+// one piece only when the rank must meet another actor (a Flush, a Submit, a wait, an all-to-all), so a run
+// of consecutive compute actions costs SimGrid one activity whatever its length.
 #include <cstdint>
 #include <vector>
 
-#include "vitsim/core/vit.hpp"
+#include "vitsim/core/model/vit.hpp"
 #include "vitsim/sim/coll_op.hpp"
 #include "vitsim/sim/compute_model.hpp"
 
@@ -24,11 +25,12 @@ struct BackwardBucket {
 
 // What a rank's step needs to know, all fixed before the simulation starts.
 struct StepShape {
-  std::vector<LayerTimes> layers;      // per Workload layer, forward order
-  std::vector<char> attention;         // per layer: an attention layer (Ulysses all-to-alls around it when sp > 1)
+  std::vector<LayerTimes> layers;  // per Workload layer, forward order
+  std::vector<char> attention;  // per layer: an attention layer (Ulysses all-to-alls around it when sp > 1)
   double optimizer_s = 0;
-  std::vector<BackwardBucket> grad_buckets;            // gradient-ready order
-  std::vector<std::pair<int, double>> z3_fwd_gathers;  // ZeRO-3: (first layer, bytes) per forward gather bucket
+  std::vector<BackwardBucket> grad_buckets;  // gradient-ready order
+  std::vector<std::pair<int, double>>
+      z3_fwd_gathers;  // ZeRO-3: (first layer, bytes) per forward gather bucket
   std::vector<std::pair<int, double>> z3_bwd_gathers;  // ZeRO-3: (first layer in reverse order, bytes)
   std::vector<double> param_gathers;                   // ZeRO-1/2: parameter all-gathers after the optimizer
   int grad_accum = 1;
@@ -53,16 +55,17 @@ enum class Pass : std::uint8_t { Forward, Backward, Optimizer };
 
 struct StepAction {
   enum class Kind : std::uint8_t {
-    DataWait,       // wait for the loader's next batch (breakdown: data)
-    HostToDevice,   // copy the batch to the GPU (breakdown: h2d)
-    Flush,          // sleep the pending compute time now
-    LayerStart,     // mark the start of `layer`'s trace span (or the optimizer's)
-    Compute,        // `seconds` of kernels on the compute stream; layer -1 in Forward: the whole forward at once
-    LayerEnd,       // close the span opened by LayerStart
-    Book,           // add `seconds` to `pass`'s breakdown field
-    Submit,         // flush, hand jobs[job] to the communication stream (inline: run it now)
-    WaitOne,        // flush, wait for the oldest submitted collective (breakdown: exposed communication)
-    AllToAll,       // flush, a Ulysses all-to-all of `tensors` activation tensors (breakdown: exposed communication)
+    DataWait,      // wait for the loader's next batch (breakdown: data)
+    HostToDevice,  // copy the batch to the GPU (breakdown: h2d)
+    Flush,         // sleep the pending compute time now
+    LayerStart,    // mark the start of `layer`'s trace span (or the optimizer's)
+    Compute,   // `seconds` of kernels on the compute stream; layer -1 in Forward: the whole forward at once
+    LayerEnd,  // close the span opened by LayerStart
+    Book,      // add `seconds` to `pass`'s breakdown field
+    Submit,    // flush, hand jobs[job] to the communication stream (inline: run it now)
+    WaitOne,   // flush, wait for the oldest submitted collective (breakdown: exposed communication)
+    AllToAll,  // flush, a Ulysses all-to-all of `tensors` activation tensors (breakdown: exposed
+               // communication)
     CommWaitStart,  // flush, start the backward's wait for its collectives (trace: "comm wait")
     CommWaitEnd,    // wait for every submitted collective since CommWaitStart's time (breakdown: exposed)
     CommWaitNone,   // a zero-length "comm wait": every reduction was already done

@@ -1,0 +1,106 @@
+#pragma once
+// Calibration files ("schema": "vitsim.calibration/2"): what `vitsim calibrate` measured on real nodes.
+// Schema 2 (affine batch curves, op-class efficiencies in "op_models") replaced 1, which is refused with
+// one line asking to measure again.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/model/ops.hpp"
+#include "vitsim/core/model/vit.hpp"
+
+namespace vitsim {
+
+inline constexpr const char* kCalibrationSchema = "vitsim.calibration/2";
+
+struct LayerTime {
+  std::string name;  // as in core's layer table: "patch_embed", "block0.attn", ...
+  double fwd_s = 0;
+  double bwd_s = 0;
+};
+
+struct ComputePoint {
+  int micro_batch = 0;
+  double fwd_s = 0;
+  double bwd_s = 0;
+  double optimizer_s = 0;
+  std::vector<LayerTime> layers;  // optional per-layer split
+};
+
+struct DeviceCalibration {
+  std::string device_type;  // matches the platform's gpu_model
+  ViTConfig model;          // shape measured (compared field by field, preset name ignored)
+  Precision precision = Precision::FP32;
+  double peak_flops = 0;  // the device's peak at that precision and memory bandwidth, for cross-device
+  double mem_bw = 0;      // scaling by roofline (0 = unknown: no cross-device use)
+  std::vector<ComputePoint> points;  // sorted by micro_batch
+};
+
+// The op model's figures fitted for one device type and precision (schema 2, "op_models"): what carries
+// from the calibrated ViT shape to any other (core/model/ops.hpp). `figures.device_type` names the device.
+struct OpModelCalibration {
+  Precision precision = Precision::FP32;
+  DeviceFigures figures;
+  int samples = 0;              // op measurements the fit used
+  double max_rel_residual = 0;  // largest |fit - measured| / measured over them
+  double median_rel_residual = 0;
+};
+
+struct LinkCalibration {
+  std::string link_class;  // "intra_node", "inter_node", or a link name
+  double bandwidth = 0;    // bytes/s, fitted
+  double latency = 0;      // s per step, fitted
+  int ranks = 0;           // ranks of the all-reduce it was fitted from
+};
+
+struct LoaderCalibration {
+  std::string dataset;
+  int resize = 0;
+  double images_per_s_per_worker = 0;
+};
+
+struct Calibration {
+  std::string path;
+  std::map<std::string, std::string> provenance;  // host, date, versions, command
+  std::vector<DeviceCalibration> devices;
+  std::vector<OpModelCalibration> op_models;
+  std::vector<LinkCalibration> links;
+  std::vector<LoaderCalibration> loaders;
+  double h2d_pinned_bw = 0;  // bytes/s (0 = not measured)
+  double h2d_pageable_bw = 0;
+
+  const DeviceCalibration* find(const std::string& device_type, const ViTConfig& m, Precision p) const;
+  // Any device measured on this model and precision with a known roofline (for cross-device scaling).
+  const DeviceCalibration* find_any(const ViTConfig& m, Precision p) const;
+  const OpModelCalibration* op_model(const std::string& device_type, Precision p) const;
+  const LoaderCalibration* loader(const std::string& dataset, int resize) const;
+};
+
+bool same_shape(const ViTConfig& a, const ViTConfig& b);
+Calibration read_calibration(const std::string& path);  // throws Error naming the file and key
+// The same checks on a calibration's text; `path` names it in errors.
+Calibration read_calibration_text(const std::string& text, const std::string& path);
+std::string calibration_to_json(const Calibration& c);  // pretty, deterministic
+// The measured times at another micro-batch. Each of fwd, bwd and every per-layer fwd/bwd is fitted
+// separately by t(b) = fixed + per_sample x b over all measured points (least squares on relative
+// residuals: each point weighted by 1/t^2, so small and large micro-batches count alike), clamped at
+// 1e-12 s. One measured micro-batch: proportional through the origin, t(b) = t1 x b / b1. The optimizer
+// time is the mean over the points (it does not depend on the batch). Per-layer times come from the
+// points that list layers, when they all list the same names (else `layers` is empty).
+struct Interpolated {
+  ComputePoint point;
+  bool single_point = false;               // one measured micro-batch: scaled proportionally
+  bool extrapolated = false;               // micro_batch outside [measured_min, measured_max]
+  double fit_max_rel_residual = 0;         // largest |fit - measured| / measured of the fwd and bwd fits
+  int measured_min = 0, measured_max = 0;  // the measured micro-batch range
+};
+Interpolated interpolate_with_notes(const DeviceCalibration& d,
+                                    int micro_batch);                   // throws Error without points
+ComputePoint interpolate(const DeviceCalibration& d, int micro_batch);  // interpolate_with_notes(d, b).point
+// "" when micro_batch was measured or lies inside the measured range with 2+ micro-batches; else one line:
+// "compute on cpu at micro-batch 512: extrapolated beyond the measured 48..384 (affine fit)",
+// "compute on cpu at micro-batch 32: one measured point (micro-batch 64): scaled proportionally".
+std::string interpolation_note(const DeviceCalibration& d, int micro_batch);
+
+}  // namespace vitsim

@@ -1,0 +1,161 @@
+#pragma once
+// The one result schema ("vitsim.report/2") written by the simulator and the real trainer alike.
+// Schema 2 adds provenance (docs/reports.md): the report's kind (predicted or measured), the vitsim
+// version that wrote it and, per point, the identity of the scenario point it answers
+// (core/formats/identity.hpp).
+#include <algorithm>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/model/memory.hpp"
+
+namespace vitsim {
+
+struct StepStats {
+  double mean = 0, p50 = 0, p95 = 0;
+};
+StepStats step_stats(std::vector<double> samples);  // empty -> zeros
+
+// Seconds per optimizer step, averaged over steps (a rank's view; the point's is the slowest rank's
+// for the step time and the mean over ranks for the terms).
+struct Breakdown {
+  double data = 0;  // waiting for the loader
+  double h2d = 0;   // host->device copies
+  double compute_fwd = 0;
+  double compute_bwd = 0;
+  double optimizer = 0;
+  double comm_total = 0;    // time collectives were in flight
+  double comm_exposed = 0;  // part of it nothing else overlapped (the rank waited)
+};
+// Seconds per step one GPU is busy, from its breakdown (core/model/energy.hpp says what counts as busy):
+// forward, backward, the optimizer step and exposed communication.
+double gpu_busy_s(const Breakdown& b);
+
+struct RankReport {
+  int rank = 0;
+  std::string host;
+  std::string device;
+  StepStats step_time_s;
+  Breakdown breakdown_s;
+};
+
+struct ReportPoint {
+  std::map<std::string, std::string>
+      params;  // swept/overridden values + nodes, gpus, micro_batch, grad_accum
+  int nodes = 0, gpus = 0, micro_batch = 0, grad_accum = 0;
+  long long global_batch = 0;
+  long long steps_per_epoch = 0;  // optimizer steps per epoch
+  StepStats step_time_s;
+  Breakdown breakdown_s;
+  double epoch_time_s = 0;
+  double throughput_img_s = 0;
+  double scaling_efficiency = -1;  // -1: no 1-GPU reference in the sweep
+  double memory_per_gpu_bytes = 0;
+  MemoryBreakdown memory;
+  bool fits_in_memory = true;
+  std::string bound;         // what dominates the step: compute, exposed_comm, data, h2d, optimizer
+  bool extrapolated = true;  // epoch time extrapolated from steady-state steps
+  int simulated_steps = 0;
+  std::vector<double> test_accuracy;  // per epoch (real runs)
+  std::vector<std::string> notes;
+  std::vector<RankReport> per_rank;
+  std::string scenario_id;  // "sha256:..." of the resolved point (scenario_id()); "" in schema-1 reports
+  // Model FLOPs utilisation (docs/reports.md): per GPU and optimizer step, the op model's forward +
+  // backward FLOPs (core/ops pass_ops x grad_accum, 1/sequence_parallel of the token-wise layers), the
+  // activation-checkpointing recompute (hardware FLOPs only), and the GPUs' dense peak in the precision
+  // used (mean over ranks). 0 when unknown (older reports, measured runs without a platform).
+  double model_flops = 0;
+  double recompute_flops = 0;
+  double peak_flops = 0;
+  double tflops_per_gpu() const { return step_time_s.mean > 0 ? model_flops / step_time_s.mean / 1e12 : 0; }
+  double mfu() const {
+    return step_time_s.mean > 0 && peak_flops > 0 ? model_flops / (step_time_s.mean * peak_flops) : 0;
+  }
+  double hfu() const {
+    return step_time_s.mean > 0 && peak_flops > 0
+               ? (model_flops + recompute_flops) / (step_time_s.mean * peak_flops)
+               : 0;
+  }
+  PointEnergy
+      energy;  // per epoch (docs/model.md "Energy and cost per epoch"); unknown without GPU power figures
+};
+
+struct Report {
+  std::string scenario;
+  std::string source = "simulated";  // or "measured"; written as the kind "predicted" or "measured"
+  std::map<std::string, std::string> provenance;
+  std::vector<ReportPoint> points;
+  // Filled by report_from_json:
+  int schema_version = 2;      // 1: an older vitsim's report, without kind or identities
+  std::string vitsim_version;  // of the vitsim that wrote it ("" in schema 1)
+  std::string origin;          // the file it was read from
+  std::string kind() const { return source == "measured" ? "measured" : "predicted"; }
+};
+
+// Which rank bounds the step on a heterogeneous point (ranks on more than one kind of device): the rank
+// busiest outside communication (loader wait, copies, forward, backward, optimizer; the others wait for
+// it in the all-reduce), as "rank 3 (T4 on n1)". "" when the point's ranks all have one device or the
+// report holds no per-rank figures. The predict table's "straggler" column.
+std::string straggler(const ReportPoint& p);
+
+// The report's own identity: "sha256:" of its points' scenario identities, in order.
+std::string report_scenario_id(const Report& r);
+
+// Plausibility limits of the report reader (docs/reports.md). 16 TiB: no accelerator or host of
+// 2026 holds that much per device (the largest GPUs have 288 GB; large hosts a few TiB).
+inline constexpr double kMaxMemoryPerGpuBytes = 16.0 * 1024 * 1024 * 1024 * 1024;
+// An epoch simulated or measured in full takes at least one mean step and at most this many times
+// mean step x steps_per_epoch (warm-up steps are slower and left out of the mean; a measured epoch also
+// holds the loader's start, checkpoints and replica checks, which a tiny model's steps may not outweigh).
+inline constexpr double kFullEpochMaxFactor = 20;
+inline constexpr double kMeasuredEpochMaxFactor = 100;
+// An extrapolated epoch is mean step x steps_per_epoch, within this fraction plus kWarmupSteps steps
+// (the tail and warm-up steps may be counted at their own cost).
+inline constexpr double kEpochTolerance = 0.05;
+inline constexpr double kWarmupSteps = 20;
+// Throughput is global_batch / mean step within this fraction (below: a partial last batch may count).
+inline constexpr double kThroughputTolerance = 0.01;
+
+// Fills scaling_efficiency for every point that has a 1-GPU point with the same other parameters:
+// throughput / (gpus * throughput of that point), valid for strong and weak scaling alike.
+void fill_scaling_efficiency(Report& r);
+std::string bound_of(const Breakdown& b);
+
+std::string report_to_json(const Report& r);  // deterministic: sorted keys, fixed number format
+// The keys every JSON file vitsim writes (report, plan, validation) begins with: "schema", "kind" and
+// "vitsim_version" (this vitsim's).
+nlohmann::json json_file_head(const std::string& schema, const std::string& kind);
+// The one reader of reports (validate, plan, plot, predict's children): parses schema 1 or 2 and checks
+// every field's type and range and the figures' consistency (docs/reports.md). Throws Error, one
+// line: "ORIGIN: /json/pointer: what is wrong".
+Report report_from_json(const std::string& text, const std::string& origin);
+// One point as a report holds it, read and checked the same way; `pointer` is where it sits in the file
+// (a plan's "/points/3/result"). `measured`: the point is a real run's.
+ReportPoint report_point_from_json(const nlohmann::json& j, const std::string& origin,
+                                   const std::string& pointer, bool measured, int schema_version = 2);
+// One point as report_to_json writes it (a plan's simulated results).
+nlohmann::json report_point_to_json(const ReportPoint& p);
+// Throws Error unless `r` is of `kind` ("predicted" or "measured"), naming what it is instead and where
+// it came from; a schema-1 report (no kind, no identities) is refused with a line saying so.
+void require_report_kind(const Report& r, const std::string& kind, const std::string& purpose);
+std::string report_to_csv(const Report& r);
+// The parameter columns of a CSV of `points` (report or plan points): every key of their params, in the
+// order first seen, but nodes, gpus, micro_batch and grad_accum (fixed columns carry them; repeating them
+// as parameter columns gave duplicate names).
+template <class Points>
+std::vector<std::string> csv_param_keys(const Points& points) {
+  std::vector<std::string> keys;
+  const std::vector<std::string> fixed{"nodes", "gpus", "micro_batch", "grad_accum"};
+  for (const auto& p : points)
+    for (const auto& [k, v] : p.params)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end() &&
+          std::find(fixed.begin(), fixed.end(), k) == fixed.end())
+        keys.push_back(k);
+  return keys;
+}
+std::string report_to_table(const Report& r);
+
+}  // namespace vitsim

@@ -1,0 +1,41 @@
+#pragma once
+// Memory per GPU for data-parallel training with optional ZeRO partitioning.
+#include "vitsim/core/model/vit.hpp"
+
+namespace vitsim {
+
+struct MemoryBreakdown {
+  double params = 0;       // model weights held by this GPU
+  double grads = 0;        // gradients held by this GPU
+  double optimizer = 0;    // optimizer state (+ fp32 master weights in mixed precision)
+  double activations = 0;  // kept for backward, whole micro-batch
+  double buffers = 0;      // communication buckets / gathered parameters
+  double reserved = 0;     // CUDA context, workspaces (a platform figure)
+  double total() const { return params + grads + optimizer + activations + buffers + reserved; }
+};
+
+struct MemoryInputs {
+  int micro_batch = 1;
+  Precision precision = Precision::FP32;
+  int zero_stage = 0;         // 0..3
+  int dp_ranks = 1;           // ranks the ZeRO state is partitioned over
+  double bucket_bytes = 0;    // one gradient bucket kept alive for communication
+  double reserved_bytes = 0;  // per-GPU runtime overhead, from the platform
+  std::string optimizer = "adamw";
+  // Patch (sequence) parallelism (Ulysses): each rank keeps the encoder blocks' activations of 1/S of
+  // the tokens (attention scores: 1/S of the heads); the input image and the head stay whole.
+  int sequence_parallel = 1;
+  // Activation checkpointing of every encoder block: each block keeps only its input (tokens x width at
+  // the activation precision) and, during backward, one block's activations are rebuilt at a time.
+  bool activation_checkpointing = false;
+};
+
+// Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps
+// 4 (weights) + 4 (grads) + 8 (Adam m, v); mixed precision keeps 2 + 2 + 12 (fp32 master, m, v).
+// ZeRO-1 divides the optimizer term by N, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in);
+
+// Optimizer state bytes per parameter, fp32 master included: adamw/adam 8 (+4), sgd 4 (momentum) (+4).
+double optimizer_bytes_per_param(const std::string& optimizer, Precision p);
+
+}  // namespace vitsim

@@ -1,0 +1,290 @@
+#pragma once
+// A JSON value and where it sits (file and JSON pointer), with typed accessors whose errors are one line:
+// "FILE: /points/3/epoch_time_s: expected a number, found a string"; and the one JSON mapping per struct
+// that both its writer and its reader use (JsonOut, JsonIn below). Used by the report and plan formats.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "vitsim/core/base/error.hpp"
+
+namespace vitsim::detail {
+
+class JsonField {
+ public:
+  JsonField(const nlohmann::json& j, const std::string& origin, std::string pointer)
+      : j_(&j), origin_(&origin), ptr_(std::move(pointer)) {}
+
+  const nlohmann::json& raw() const { return *j_; }
+  const std::string& pointer() const { return ptr_; }
+  std::string where() const { return fmt::format("{}: {}", *origin_, ptr_.empty() ? "/" : ptr_); }
+  [[noreturn]] void fail(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
+
+  bool is_null() const { return j_->is_null(); }
+  bool has(const std::string& key) const { return j_->is_object() && j_->contains(key); }
+  JsonField at(const std::string& key) const {
+    if (!j_->is_object()) fail(fmt::format("expected an object, found {}", type_of(*j_)));
+    auto it = j_->find(key);
+    if (it == j_->end()) throw Error(fmt::format("{}: {}/{}: missing", *origin_, ptr_, escaped(key)));
+    return JsonField(*it, *origin_, ptr_ + "/" + escaped(key));
+  }
+  size_t size() const {  // of an array
+    if (!j_->is_array()) fail(fmt::format("expected an array, found {}", type_of(*j_)));
+    return j_->size();
+  }
+  JsonField operator[](size_t i) const {
+    return JsonField((*j_)[i], *origin_, fmt::format("{}/{}", ptr_, i));
+  }
+
+  double number() const {
+    if (!j_->is_number()) fail(fmt::format("expected a number, found {}", type_of(*j_)));
+    const double v = j_->get<double>();
+    if (!std::isfinite(v)) fail("not a finite number");
+    return v;
+  }
+  // A number in [lo, hi]; `what` names the quantity for the message.
+  double number(double lo, double hi, const char* what) const {
+    const double v = number();
+    if (v < lo || v > hi) fail(fmt::format("{} {:.6g} is out of range [{:.6g}, {:.6g}]", what, v, lo, hi));
+    return v;
+  }
+  double non_negative(const char* what) const {
+    const double v = number();
+    if (v < 0) fail(fmt::format("{} is negative ({:.6g})", what, v));
+    return v;
+  }
+  long long integer(long long lo, long long hi) const {
+    if (!j_->is_number_integer()) fail(fmt::format("expected an integer, found {}", type_of(*j_)));
+    long long v = 0;
+    if (j_->is_number_unsigned()) {
+      const auto u = j_->get<unsigned long long>();
+      if (u > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
+        fail(fmt::format("{} is out of range [{}, {}]", u, lo, hi));
+      v = static_cast<long long>(u);
+    } else {
+      v = j_->get<long long>();
+    }
+    if (v < lo || v > hi) fail(fmt::format("{} is out of range [{}, {}]", v, lo, hi));
+    return v;
+  }
+  bool boolean() const {
+    if (!j_->is_boolean()) fail(fmt::format("expected true or false, found {}", type_of(*j_)));
+    return j_->get<bool>();
+  }
+  std::string string() const {
+    if (!j_->is_string()) fail(fmt::format("expected a string, found {}", type_of(*j_)));
+    return j_->get<std::string>();
+  }
+  std::map<std::string, std::string> string_map() const {
+    if (!j_->is_object()) fail(fmt::format("expected an object of strings, found {}", type_of(*j_)));
+    std::map<std::string, std::string> out;
+    for (auto it = j_->begin(); it != j_->end(); ++it) out[it.key()] = at(it.key()).string();
+    return out;
+  }
+  std::vector<std::string> strings() const {
+    std::vector<std::string> out;
+    for (size_t i = 0, n = size(); i < n; ++i) out.push_back((*this)[i].string());
+    return out;
+  }
+
+ private:
+  static std::string type_of(const nlohmann::json& j) {
+    if (j.is_null()) return "null";
+    if (j.is_boolean()) return "a boolean";
+    if (j.is_number()) return "a number";
+    if (j.is_string()) return "a string";
+    if (j.is_array()) return "an array";
+    return "an object";
+  }
+  static std::string escaped(const std::string& key) {  // RFC 6901, and no control bytes in a message
+    std::string out;
+    for (char c : key) {
+      if (c == '~')
+        out += "~0";
+      else if (c == '/')
+        out += "~1";
+      else if (static_cast<unsigned char>(c) < 0x20)
+        out += '?';
+      else
+        out += c;
+    }
+    return out.size() > 80 ? out.substr(0, 80) + "..." : out;
+  }
+  const nlohmann::json* j_;
+  const std::string* origin_;
+  std::string ptr_;
+};
+
+// Parses `text`; a syntax error or a number beyond double is one line naming `origin`.
+inline nlohmann::json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
+  }
+}
+
+// What a vitsim JSON file with `schema` is, for "this is X, not Y" messages; "" when not vitsim's.
+inline std::string what_schema(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string()) return "";
+  const std::string s = j["schema"].get<std::string>();
+  const std::string kind = j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+  if (s.rfind("vitsim.report/", 0) == 0)
+    return kind == "measured" || (j.contains("source") && j["source"] == "measured")
+               ? "a measured report (vitsim train)"
+               : "a predicted report (vitsim predict)";
+  if (s.rfind("vitsim.plan/", 0) == 0) return "a capacity plan (vitsim plan)";
+  if (s.rfind("vitsim.validation/", 0) == 0) return "a validation (vitsim validate)";
+  if (s.rfind("vitsim.calibration/", 0) == 0) return "a calibration file (vitsim calibrate)";
+  return "";
+}
+
+// How a number is read back: its range and the noun its messages use ("a time").
+struct JsonNumber {
+  double lo = 0, hi = 0;
+  const char* what = "";
+  bool range = false;  // false: any number >= 0
+  double read(const JsonField& f) const { return range ? f.number(lo, hi, what) : f.non_negative(what); }
+};
+inline JsonNumber non_negative(const char* what) {
+  return {0, 0, what, false};
+}
+inline JsonNumber within(double lo, double hi, const char* what) {
+  return {lo, hi, what, true};
+}
+
+// One JSON mapping per struct: a function template `fields(io, value)` lists the struct's keys once, each
+// with its member and how it is read back (type, range, the noun of the message), and is called with a
+// JsonOut to write the struct or a JsonIn to read it. Reading follows the listed order, so the first fault
+// a file has is the first one listed; cross-field checks (io.check) run only when reading, where they are
+// listed; io.put writes a derived figure the reader does not read back. JSON objects keep their keys sorted:
+// the order of the list does not change what is written.
+class JsonOut {
+ public:
+  static constexpr bool writing = true;
+  explicit JsonOut(nlohmann::json& j) : j_(&j) {}
+
+  void number(const char* key, double v, JsonNumber) { (*j_)[key] = v; }
+  template <class T>
+  void integer(const char* key, const T& v, long long, long long) {
+    (*j_)[key] = v;
+  }
+  void boolean(const char* key, bool v) { (*j_)[key] = v; }
+  void string(const char* key, const std::string& v) { (*j_)[key] = v; }
+  void strings(const char* key, const std::vector<std::string>& v) { (*j_)[key] = v; }
+  void string_map(const char* key, const std::map<std::string, std::string>& v) { (*j_)[key] = v; }
+  void numbers(const char* key, const std::vector<double>& v, JsonNumber) { (*j_)[key] = v; }
+  // Optional keys: written when set, read when present.
+  void optional_integer(const char* key, const std::optional<long long>& v, long long, long long) {
+    if (v) (*j_)[key] = *v;
+  }
+  void optional_number(const char* key, const std::optional<double>& v, JsonNumber) {
+    if (v) (*j_)[key] = *v;
+  }
+  template <class T, class Fields>
+  void object(const char* key, const T& v, Fields fields) {
+    (*j_)[key] = write(v, fields);
+  }
+  template <class T, class Fields>
+  void list(const char* key, const std::vector<T>& v, Fields fields) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const T& x : v) a.push_back(write(x, fields));
+    (*j_)[key] = std::move(a);
+  }
+  // An optional part: written when `when_writing`; read when the file has any of `keys`.
+  bool present(bool when_writing, std::initializer_list<const char*>) const { return when_writing; }
+  // A key that is null when its value is absent: written null unless `when_writing`; read unless null.
+  bool non_null(const char* key, bool when_writing) {
+    if (!when_writing) (*j_)[key] = nullptr;
+    return when_writing;
+  }
+  template <class Check>
+  void check(Check&&) const {}
+  template <class V>
+  void put(const char* key, const V& v) {
+    (*j_)[key] = v;
+  }
+
+  template <class T, class Fields>
+  static nlohmann::json write(const T& v, Fields fields) {
+    nlohmann::json o = nlohmann::json::object();
+    JsonOut out(o);
+    fields(out, v);
+    return o;
+  }
+
+ private:
+  nlohmann::json* j_;
+};
+
+class JsonIn {
+ public:
+  static constexpr bool writing = false;
+  explicit JsonIn(const JsonField& f) : f_(f) {}
+
+  void number(const char* key, double& v, JsonNumber n) const { v = n.read(f_.at(key)); }
+  template <class T>
+  void integer(const char* key, T& v, long long lo, long long hi) const {
+    v = static_cast<T>(f_.at(key).integer(lo, hi));
+  }
+  void boolean(const char* key, bool& v) const { v = f_.at(key).boolean(); }
+  void string(const char* key, std::string& v) const { v = f_.at(key).string(); }
+  void strings(const char* key, std::vector<std::string>& v) const { v = f_.at(key).strings(); }
+  void string_map(const char* key, std::map<std::string, std::string>& v) const {
+    v = f_.at(key).string_map();
+  }
+  void numbers(const char* key, std::vector<double>& v, JsonNumber n) const {
+    const JsonField a = f_.at(key);
+    for (size_t i = 0, size = a.size(); i < size; ++i) v.push_back(n.read(a[i]));
+  }
+  void optional_integer(const char* key, std::optional<long long>& v, long long lo, long long hi) const {
+    if (f_.has(key)) v = f_.at(key).integer(lo, hi);
+  }
+  void optional_number(const char* key, std::optional<double>& v, JsonNumber n) const {
+    if (f_.has(key)) v = n.read(f_.at(key));
+  }
+  template <class T, class Fields>
+  void object(const char* key, T& v, Fields fields) const {
+    JsonIn in(f_.at(key));
+    fields(in, v);
+  }
+  template <class T, class Fields>
+  void list(const char* key, std::vector<T>& v, Fields fields) const {
+    const JsonField a = f_.at(key);
+    for (size_t i = 0, size = a.size(); i < size; ++i) {
+      T x;
+      JsonIn in(a[i]);
+      fields(in, x);
+      v.push_back(std::move(x));
+    }
+  }
+  bool present(bool, std::initializer_list<const char*> keys) const {
+    for (const char* k : keys)
+      if (f_.has(k)) return true;
+    return false;
+  }
+  bool non_null(const char* key, bool) const { return !f_.at(key).is_null(); }
+  template <class Check>
+  void check(Check&& c) const {
+    c(f_);
+  }
+  template <class V>
+  void put(const char*, const V&) const {}
+
+ private:
+  JsonField f_;
+};
+
+// Holds for T and const T: a mapping's value type, read (T&) or written (const T&).
+template <class S, class T>
+concept MappedAs = std::is_same_v<std::remove_const_t<S>, T>;
+
+}  // namespace vitsim::detail

@@ -1,0 +1,34 @@
+#pragma once
+// The checks of a DeepSpeed config (internal to core/, deepspeed_check.cpp), in the order
+// read_deepspeed_config applies them: each throws Error(o, ...) with the dotted key, the bad value and
+// what DeepSpeed takes.
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+#include "vitsim/core/base/error.hpp"
+
+namespace vitsim::deepspeed {
+
+// Every top-level key DeepSpeed v0.12-v0.14 reads; any other is a typo ("did you mean", the known ones).
+void check_top_level(const nlohmann::json& j, const Origin& o);
+
+// Removes every "auto" value (recording its key), refusing one where the integration fills none.
+void take_autos(nlohmann::json& j, const std::string& prefix, std::vector<std::string>& autos,
+                const Origin& o);
+
+// Every section's values range-checked (those vitsim reads and those it does not: a wrong value is wrong
+// either way).
+void check_sections(const nlohmann::json& j, const Origin& o);
+
+// The activation_checkpointing section's keys.
+void check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
+
+// Settings that change time or memory in ways vitsim does not model: refused, never ignored.
+void refuse_unmodelled(const nlohmann::json& j, const Origin& o);
+
+// Keys present that vitsim neither reads nor needs (see DeepSpeedConfig::unmodelled), dotted.
+std::vector<std::string> unmodelled_keys(const nlohmann::json& j);
+
+}  // namespace vitsim::deepspeed

@@ -1,0 +1,557 @@
+#include "vitsim/core/formats/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
+
+namespace vitsim {
+
+namespace {
+
+std::string settings_text(const PlanPoint& p) {
+  std::string s = fmt::format(
+      "{} node{} x {} GPU{}, micro-batch {}, accumulation {}, ZeRO-{}, {}, {} all-reduce, overlap {}",
+      p.nodes, p.nodes == 1 ? "" : "s", p.gpus_per_node, p.gpus_per_node == 1 ? "" : "s", p.micro_batch,
+      p.grad_accum, p.zero, p.precision, p.collective, p.overlap ? "on" : "off");
+  if (p.sequence_parallel > 1) s += fmt::format(", patch parallelism over {} GPUs", p.sequence_parallel);
+  return s;
+}
+
+std::string cost_text(const PlanResult& plan, double cost) {
+  return plan.price_per_gpu_hour > 0 ? fmt::format("${:.2f}", cost) : fmt::format("{:.2f} GPU-h", cost);
+}
+
+double objective_value(const PlanResult& plan, const PlanPoint& p) {
+  if (plan.objective == "cost") return p.cost;
+  if (plan.objective == "energy") return p.energy_kwh;
+  if (plan.objective == "throughput") return -p.result.throughput_img_s;
+  return p.time_to_train_s;
+}
+
+bool better(const PlanResult& plan, const PlanPoint& a, const PlanPoint& b) {
+  const double va = objective_value(plan, a), vb = objective_value(plan, b);
+  if (va != vb) return va < vb;
+  if (a.time_to_train_s != b.time_to_train_s) return a.time_to_train_s < b.time_to_train_s;
+  if (a.cost != b.cost) return a.cost < b.cost;
+  return a.index < b.index;
+}
+
+double pct(double part, double whole) {
+  return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+// The swept keys: those whose value differs between points of the plan.
+std::vector<std::string> varying_keys(const PlanResult& plan) {
+  std::map<std::string, std::set<std::string>> values;
+  for (const auto& p : plan.points)
+    for (const auto& [k, v] : p.params) values[k].insert(v);
+  std::vector<std::string> out;
+  for (const auto& [k, vs] : values)
+    if (vs.size() > 1 && k != "nodes" && k != "gpus" && k != "micro_batch" && k != "grad_accum")
+      out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
+std::vector<const PlanPoint*> pareto_front(const PlanResult& plan) {
+  std::vector<const PlanPoint*> feasible;
+  for (const auto& p : plan.points)
+    if (p.excluded.empty() && p.simulated) feasible.push_back(&p);
+  std::sort(feasible.begin(), feasible.end(), [](const PlanPoint* a, const PlanPoint* b) {
+    if (a->time_to_train_s != b->time_to_train_s) return a->time_to_train_s < b->time_to_train_s;
+    if (a->cost != b->cost) return a->cost < b->cost;
+    return a->index < b->index;
+  });
+  std::vector<const PlanPoint*> front;
+  double best_cost = INFINITY;
+  for (const PlanPoint* p : feasible)
+    if (p->cost < best_cost) {  // not dominated: every faster point costs more
+      front.push_back(p);
+      best_cost = p->cost;
+    }
+  return front;
+}
+
+void rank_plan(PlanResult& plan) {
+  const PlanConstraints& c = plan.constraints;
+  // Scaling efficiency against the 1-GPU point with the same other settings, as predict reports it.
+  {
+    Report r;
+    std::vector<PlanPoint*> sim;
+    for (auto& p : plan.points)
+      if (p.simulated) {
+        r.points.push_back(p.result);
+        sim.push_back(&p);
+      }
+    fill_scaling_efficiency(r);
+    for (size_t i = 0; i < sim.size(); ++i)
+      sim[i]->result.scaling_efficiency = r.points[i].scaling_efficiency;
+  }
+  for (auto& p : plan.points) {
+    p.rank = 0;
+    p.pareto = false;
+    if (!p.simulated) continue;  // excluded before simulating; the reason is already set
+    p.excluded.clear();
+    p.time_to_train_s = p.result.epoch_time_s * plan.epochs;
+    p.gpu_hours = p.time_to_train_s * p.gpus / 3600.0;
+    p.cost = plan.price_per_gpu_hour > 0 ? p.gpu_hours * plan.price_per_gpu_hour : p.gpu_hours;
+    // Energy of the epochs (core/model/energy.hpp), priced at the plan's price per kWh.
+    p.result.energy.price_per_kwh = p.result.energy.known() ? plan.price_per_kwh : 0;
+    p.energy_kwh = p.result.energy.known() ? p.result.energy.epoch_kwh * plan.epochs : 0;
+    p.energy_cost = p.energy_kwh * plan.price_per_kwh;
+    if (plan.objective == "energy" && !p.result.energy.known())
+      throw Error(fmt::format(
+          "plan --objective energy: point {} ({}) has no energy figures: its platform states no "
+          "gpu_power_busy/gpu_power_idle (vitsim platform writes them; README \"Energy and cost per epoch\")",
+          p.index, settings_text(p)));
+    if (c.must_fit && !p.result.fits_in_memory)
+      p.excluded =
+          fmt::format("memory: needs {} per GPU", units::format_bytes(p.result.memory_per_gpu_bytes));
+    else if (c.deadline_s && p.time_to_train_s > *c.deadline_s)
+      p.excluded = fmt::format("deadline: {} take {} > {}", count_noun(plan.epochs, "epoch"),
+                               units::format_time(p.time_to_train_s), units::format_time(*c.deadline_s));
+    else if (c.budget && p.cost > *c.budget)
+      p.excluded = fmt::format("budget: {} > {}", cost_text(plan, p.cost), cost_text(plan, *c.budget));
+  }
+  std::vector<PlanPoint> feasible, excluded;
+  for (auto& p : plan.points)
+    (p.excluded.empty() && p.simulated ? feasible : excluded).push_back(std::move(p));
+  std::sort(feasible.begin(), feasible.end(),
+            [&](const PlanPoint& a, const PlanPoint& b) { return better(plan, a, b); });
+  std::sort(excluded.begin(), excluded.end(),
+            [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
+  for (size_t i = 0; i < feasible.size(); ++i) feasible[i].rank = static_cast<int>(i) + 1;
+  plan.points = std::move(feasible);
+  for (auto& p : excluded) plan.points.push_back(std::move(p));
+  std::set<int> front;
+  for (const PlanPoint* p : pareto_front(plan)) front.insert(p->index);
+  for (auto& p : plan.points) p.pareto = front.count(p.index) > 0;
+  plan.ranked = true;
+  plan.explanation = explain_plan(plan);
+}
+
+PlanResult merge_plans(const std::vector<PlanResult>& shards) {
+  if (shards.empty()) throw Error("merge: no plans given");
+  PlanResult out = shards.front();
+  out.points.clear();
+  out.shard_index = 0;
+  out.shard_count = 1;
+  auto name = [](const PlanResult& s) { return s.origin.empty() ? std::string("a shard") : s.origin; };
+  std::map<int, std::string> seen;        // point index -> the shard that holds it
+  std::map<int, std::string> shard_seen;  // shard index -> its file
+  for (const auto& s : shards) {
+    const PlanResult& first = shards.front();
+    if (s.plan_id != first.plan_id)
+      throw Error(
+          fmt::format("{}: /plan_id: this shard is of another plan than {} ({} vs {}): the scenario, its "
+                      "platform, what-ifs, calibration, epochs, objective, constraints or space differ; "
+                      "merge only the shards of one `vitsim plan --shard I/K` command",
+                      name(s), name(first), s.plan_id.substr(0, 19), first.plan_id.substr(0, 19)));
+    if (s.space_size != out.space_size || s.epochs != out.epochs || s.what_ifs != out.what_ifs ||
+        s.objective != out.objective || s.price_per_gpu_hour != out.price_per_gpu_hour ||
+        s.price_per_kwh != out.price_per_kwh || s.scenario != out.scenario)
+      throw Error(
+          fmt::format("{}: shard {}/{} is of another plan than {} (scenario, space, epochs, objective, price "
+                      "or what-ifs differ)",
+                      name(s), s.shard_index, s.shard_count, name(first)));
+    if (s.shard_count != first.shard_count)
+      throw Error(fmt::format("{}: /shard/count: {} shards, but {} says {}", name(s), s.shard_count,
+                              name(first), first.shard_count));
+    if (!shard_seen.emplace(s.shard_index, name(s)).second)
+      throw Error(fmt::format("{}: /shard/index: shard {}/{} given twice (also {})", name(s), s.shard_index,
+                              s.shard_count, shard_seen[s.shard_index]));
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const PlanPoint& p = s.points[i];
+      if (p.index % s.shard_count != s.shard_index)
+        throw Error(fmt::format(
+            "{}: /points/{}/index: point {} does not belong to shard {}/{} (index % {} = {})", name(s), i,
+            p.index, s.shard_index, s.shard_count, s.shard_count, p.index % s.shard_count));
+      auto [it, fresh] = seen.emplace(p.index, name(s));
+      if (!fresh)
+        throw Error(fmt::format("{}: /points/{}/index: point {} appears twice (also in {})", name(s), i,
+                                p.index, it->second));
+      out.points.push_back(p);
+    }
+  }
+  if (static_cast<int>(seen.size()) != out.space_size) {
+    const int count = shards.front().shard_count;
+    std::string absent;
+    for (int k = 0; k < count && k < 64; ++k)
+      if (!shard_seen.count(k)) absent += fmt::format("{}{}/{}", absent.empty() ? "" : ", ", k, count);
+    throw Error(fmt::format("merge: the shards hold {} of the plan's {} points{}", seen.size(),
+                            out.space_size, absent.empty() ? "" : " (missing shard " + absent + ")"));
+  }
+  std::sort(out.points.begin(), out.points.end(),
+            [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
+  out.provenance.erase("shard");
+  out.origin.clear();
+  rank_plan(out);
+  return out;
+}
+
+std::string infeasible_reason(const PlanResult& plan) {
+  for (const auto& p : plan.points)
+    if (p.rank > 0) return {};
+  std::map<std::string, int> why;
+  for (const auto& p : plan.points) why[p.excluded.substr(0, p.excluded.find(':'))]++;
+  std::vector<std::pair<std::string, int>> order(why.begin(), why.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string list;
+  for (const auto& [k, n] : order)
+    list += list.empty() ? fmt::format(", {} excluded by {}", n, k) : fmt::format(", {} by {}", n, k);
+  return fmt::format("no point meets the constraints: {}{}; relax them or widen the space",
+                     count_noun(static_cast<long long>(plan.points.size()), "point"), list);
+}
+
+namespace {
+
+// The point ranked first (rank_plan gives each rank once), or none.
+const PlanPoint* top_pick(const PlanResult& plan) {
+  for (const auto& p : plan.points)
+    if (p.rank == 1) return &p;
+  return nullptr;
+}
+
+// The top pick's settings, time and cost, energy, what bounds its step and its memory.
+void explain_top(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
+  const ReportPoint& r = top.result;
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s.mean;
+  int feasible = 0;
+  for (const auto& p : plan.points) feasible += p.rank > 0;
+  out.push_back(fmt::format(
+      "Top pick ({} of {} feasible points, by {}): {}. {} epoch{} in {}, {}, {:.0f} images/s{}.", 1, feasible,
+      plan.objective, settings_text(top), plan.epochs, plan.epochs == 1 ? "" : "s",
+      units::format_time(top.time_to_train_s), cost_text(plan, top.cost), r.throughput_img_s,
+      r.scaling_efficiency >= 0 ? fmt::format(", {:.0f}% scaling efficiency", 100 * r.scaling_efficiency)
+                                : ""));
+  if (r.energy.known())
+    out.push_back(fmt::format(
+        "Energy: {:.4g} kWh for {} (GPUs busy {:.0f}% of the time){}.", top.energy_kwh,
+        count_noun(plan.epochs, "epoch"), 100 * r.energy.busy_fraction,
+        plan.price_per_kwh > 0 ? fmt::format(", {:.2f} at {:g} per kWh", top.energy_cost, plan.price_per_kwh)
+                               : ""));
+  const double compute = b.compute_fwd + b.compute_bwd;
+  out.push_back(fmt::format(
+      "What bounds it: {} per step of {}: compute {:.0f}%, exposed communication {:.0f}% (of {} "
+      "in flight), data loading {:.0f}%, host-to-device {:.0f}%, optimizer {:.0f}%.",
+      r.bound, units::format_time(step), pct(compute, step), pct(b.comm_exposed, step),
+      units::format_time(b.comm_total), pct(b.data, step), pct(b.h2d, step), pct(b.optimizer, step)));
+  out.push_back(fmt::format("Memory: {} of {} per GPU (activations {}, weights+gradients+optimizer {}).",
+                            units::format_bytes(top.memory_per_gpu_bytes),
+                            units::format_bytes(top.gpu_memory_bytes),
+                            units::format_bytes(r.memory.activations),
+                            units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
+}
+
+// The advice for one term of the step (`percent` of it); `lead` is "To move it" or "Also".
+std::string term_advice(const std::string& name, const std::string& lead, double percent, bool overlap) {
+  if (name == "compute")
+    return lead + ": compute (" + fmt::format("{:.0f}%", percent) +
+           "): more GPUs (if the global batch allows) or faster ones (--what-if "
+           "gpu:NODES=NODE|SPEC.json:TYPE); "
+           "fp16/bf16 where the GPU has tensor cores.";
+  if (name == "exposed_comm")
+    return fmt::format(
+        "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient "
+        "reductions per "
+        "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
+        "(--what-if link:NIC:bandwidth=...).",
+        lead, percent,
+        overlap
+            ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
+              "nothing to overlap), "
+            : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
+              "gradients' size, e.g. 25MB), ");
+  if (name == "data")
+    return fmt::format(
+        "{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
+        "decoding (pre-resized images, a faster loader_bw).",
+        lead, percent);
+  if (name == "h2d")
+    return fmt::format(
+        "{}: host-to-device copies ({:.0f}%): pinned memory (loader.pinned=true) or a faster "
+        "host link (--what-if link:NODE.h2d:bandwidth=...).",
+        lead, percent);
+  return fmt::format("{}: the optimizer step ({:.0f}%): ZeRO-1 or higher splits it over the ranks.", lead,
+                     percent);
+}
+
+// What would move it: advice for the bounding term and for every other term over a fifth of the step.
+void explain_advice(const PlanPoint& top, std::vector<std::string>& out) {
+  const ReportPoint& r = top.result;
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s.mean;
+  struct Term {
+    double seconds;
+    std::string name;
+  };
+  std::vector<Term> terms{{b.compute_fwd + b.compute_bwd, "compute"},
+                          {b.comm_exposed, "exposed_comm"},
+                          {b.data, "data"},
+                          {b.h2d, "h2d"},
+                          {b.optimizer, "optimizer"}};
+  std::stable_sort(terms.begin(), terms.end(),
+                   [](const Term& x, const Term& y) { return x.seconds > y.seconds; });
+  for (const auto& t : terms) {
+    if (t.name != r.bound && !(step > 0 && t.seconds / step >= 0.2)) continue;
+    out.push_back(
+        term_advice(t.name, t.name == r.bound ? "To move it" : "Also", pct(t.seconds, step), top.overlap));
+  }
+}
+
+// Whether q has the top pick's settings but another value of `key`.
+bool neighbour_in(const PlanPoint& q, const PlanPoint& top, const std::string& key) {
+  if (!q.params.count(key) || !top.params.count(key) || q.params.at(key) == top.params.at(key)) return false;
+  for (const auto& [k, v] : top.params) {
+    if (k == key || k == "grad_accum" || k == "training.grad_accum" || k == "nodes" || k == "gpus" ||
+        k == "micro_batch")
+      continue;  // accumulation may follow a fixed global batch; the rest mirror swept keys
+    auto it = q.params.find(k);
+    if (it == q.params.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+// Neighbours: the same settings but one swept key, and what that changes.
+void explain_neighbours(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
+  std::vector<std::string> moves;
+  for (const auto& key : varying_keys(plan)) {
+    for (const auto& q : plan.points) {
+      if (q.index == top.index || !neighbour_in(q, top, key)) continue;
+      const std::string time =
+          signed_percent(pct(q.time_to_train_s - top.time_to_train_s, top.time_to_train_s) / 100);
+      const std::string cost = signed_percent(pct(q.cost - top.cost, top.cost) / 100);
+      if (q.rank > 0)
+        moves.push_back(fmt::format("{}={}: {} time, {} cost", key, q.params.at(key), time, cost));
+      else if (q.simulated && q.excluded.rfind("memory", 0) != 0)
+        moves.push_back(fmt::format("{}={}: {} time, {} cost, but excluded ({})", key, q.params.at(key), time,
+                                    cost, q.excluded));
+      else
+        moves.push_back(fmt::format("{}={}: excluded ({})", key, q.params.at(key), q.excluded));
+    }
+  }
+  if (moves.empty()) return;
+  out.push_back("One setting changed from the top pick:");
+  const size_t shown = std::min<size_t>(moves.size(), 12);
+  for (size_t i = 0; i < shown; ++i) out.push_back("  " + moves[i]);
+  if (moves.size() > shown)
+    out.push_back(fmt::format("  ... and {} more (--format json lists every point)", moves.size() - shown));
+}
+
+// What ZeRO unlocks: the largest micro-batch that fits per stage, among points otherwise like the top pick.
+void explain_zero(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
+  std::map<int, int> largest_fit;
+  bool zero_swept = false;
+  for (const auto& q : plan.points) {
+    if (q.zero != top.zero) zero_swept = true;
+    if (q.nodes != top.nodes || q.gpus_per_node != top.gpus_per_node || q.precision != top.precision ||
+        q.sequence_parallel != top.sequence_parallel)
+      continue;
+    if (q.memory_per_gpu_bytes <= q.gpu_memory_bytes)
+      largest_fit[q.zero] = std::max(largest_fit[q.zero], q.micro_batch);
+  }
+  if (!zero_swept || largest_fit.size() <= 1) return;
+  std::string s = "Largest micro-batch that fits, by ZeRO stage (at the top pick's GPUs and precision):";
+  for (const auto& [z, mb] : largest_fit) s += fmt::format(" ZeRO-{} {};", z, mb);
+  s.back() = '.';
+  out.push_back(s);
+}
+
+}  // namespace
+
+std::vector<std::string> explain_plan(const PlanResult& plan) {
+  std::vector<std::string> out;
+  const PlanPoint* top = top_pick(plan);
+  if (!top) {
+    std::string why = infeasible_reason(plan);
+    if (!why.empty()) why[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(why[0])));
+    out.push_back(why + ".");
+    return out;
+  }
+  explain_top(plan, *top, out);
+  explain_advice(*top, out);
+  explain_neighbours(plan, *top, out);
+  explain_zero(plan, *top, out);
+  return out;
+}
+
+std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited) {
+  std::vector<std::string> out;
+  const PlanPoint* b = top_pick(baseline);
+  const PlanPoint* e = top_pick(edited);
+  std::string edits;
+  for (const auto& w : edited.what_ifs) edits += (edits.empty() ? "" : "; ") + w;
+  out.push_back(fmt::format("What the what-ifs change ({}):", edits.empty() ? "none" : edits));
+  if (!b || !e) {
+    out.push_back(
+        fmt::format("  feasible points: {} without, {} with them", b ? "some" : "none", e ? "some" : "none"));
+    return out;
+  }
+  out.push_back(fmt::format("  top pick without: {}: {}, {}", settings_text(*b),
+                            units::format_time(b->time_to_train_s), cost_text(baseline, b->cost)));
+  out.push_back(
+      fmt::format("  top pick with:    {}: {}, {} ({} time, {} cost)", settings_text(*e),
+                  units::format_time(e->time_to_train_s), cost_text(edited, e->cost),
+                  signed_percent(pct(e->time_to_train_s - b->time_to_train_s, b->time_to_train_s) / 100),
+                  signed_percent(pct(e->cost - b->cost, b->cost) / 100)));
+  for (const auto& q : edited.points)
+    if (q.index == b->index) {
+      if (q.rank > 0)
+        out.push_back(fmt::format(
+            "  the same settings as the top pick without: {} ({})", units::format_time(q.time_to_train_s),
+            signed_percent(pct(q.time_to_train_s - b->time_to_train_s, b->time_to_train_s) / 100)));
+      else
+        out.push_back(fmt::format("  the same settings as the top pick without: excluded ({})", q.excluded));
+    }
+  return out;
+}
+
+// --- formats ---
+
+std::string plan_to_table(const PlanResult& plan, int top) {
+  std::string out =
+      fmt::format("vitsim plan: {} ({}, {}, ranked by {})\n", plan.scenario,
+                  count_noun(plan.space_size, "point"), count_noun(plan.epochs, "epoch"), plan.objective);
+  for (size_t i = 0; i < plan.what_ifs.size(); ++i)
+    out += fmt::format("what-if {}: {}\n", i + 1, plan.what_ifs[i]);
+  {
+    // Up to 4 changes per edit (a glob can touch every node); the JSON lists them all.
+    std::map<std::string, int> per_edit;
+    for (const auto& c : plan.what_if_changes) {
+      const std::string edit = c.substr(0, c.find(']') + 1);
+      if (++per_edit[edit] <= 4) out += "  changed: " + c + "\n";
+    }
+    for (const auto& [edit, n] : per_edit)
+      if (n > 4) out += fmt::format("  changed: {} ... and {} more\n", edit, n - 4);
+  }
+  // Swept keys that the fixed columns do not show get a column of their own.
+  std::vector<std::string> extra;
+  for (const auto& k : varying_keys(plan))
+    if (k != "cluster.nodes" && k != "cluster.gpus_per_node" && k != "training.micro_batch" &&
+        k != "training.grad_accum" && k != "parallelism.zero" && k != "parallelism.sequence_parallel" &&
+        k != "training.precision" && k != "parallelism.collective" && k != "parallelism.overlap")
+      extra.push_back(k);
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"#", "nodes", "gpn", "micro", "accum", "zero", "sp", "prec", "coll", "ovl"});
+  for (const auto& k : extra) rows[0].push_back(k.substr(k.find('.') + 1));
+  for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
+  rows[0].push_back(fmt::format("{} ep", plan.epochs));  // a column head: "1 ep", "3 ep"
+  for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
+  rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
+  bool energy = false;
+  for (const auto& p : plan.points) energy = energy || (p.rank > 0 && p.result.energy.known());
+  if (energy) rows[0].push_back("kWh");
+  if (energy && plan.price_per_kwh > 0) rows[0].push_back("energy cost");
+  for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
+  int shown = 0, feasible = 0;
+  for (const auto& p : plan.points) {
+    if (p.rank == 0) continue;
+    ++feasible;
+    if (top > 0 && shown >= top && !p.pareto) continue;
+    ++shown;
+    const ReportPoint& r = p.result;
+    std::vector<std::string> row{std::to_string(p.rank),
+                                 std::to_string(p.nodes),
+                                 std::to_string(p.gpus_per_node),
+                                 std::to_string(p.micro_batch),
+                                 std::to_string(p.grad_accum),
+                                 std::to_string(p.zero),
+                                 std::to_string(p.sequence_parallel),
+                                 p.precision,
+                                 p.collective,
+                                 p.overlap ? "on" : "off"};
+    for (const auto& k : extra) row.push_back(p.params.count(k) ? p.params.at(k) : "");
+    for (std::string v :
+         {std::to_string(p.global_batch), units::format_time(r.epoch_time_s),
+          units::format_time(p.time_to_train_s), fmt::format("{:.0f}", r.throughput_img_s),
+          r.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * r.scaling_efficiency),
+          r.mfu() > 0 ? fmt::format("{:.1f}%", 100 * r.mfu()) : std::string("-"),
+          units::format_bytes(p.memory_per_gpu_bytes), std::string(r.fits_in_memory ? "yes" : "NO"),
+          fmt::format("{:.2f}", p.cost)})
+      row.push_back(v);
+    if (energy) row.push_back(r.energy.known() ? fmt::format("{:.4g}", p.energy_kwh) : "-");
+    if (energy && plan.price_per_kwh > 0)
+      row.push_back(r.energy.known() ? fmt::format("{:.2f}", p.energy_cost) : "-");
+    row.push_back(r.bound);
+    row.push_back(p.pareto ? "*" : "");
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i)
+      out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
+  if (shown < feasible)
+    out += fmt::format("({} not shown; --top 0 shows all)\n",
+                       count_noun(feasible - shown, "more feasible point"));
+  auto front = pareto_front(plan);
+  if (!front.empty()) {
+    out += "Pareto front (time to train against cost; no other point is both faster and cheaper):\n";
+    for (const PlanPoint* p : front)
+      out += fmt::format("  #{:<4} {:>10}  {:>12}  {}\n", p->rank, units::format_time(p->time_to_train_s),
+                         cost_text(plan, p->cost), settings_text(*p));
+  }
+  std::map<std::string, std::pair<int, std::string>> why;  // reason -> count, first example
+  for (const auto& p : plan.points)
+    if (p.rank == 0) {
+      auto& w = why[p.excluded.substr(0, p.excluded.find(':'))];
+      if (w.first++ == 0) w.second = p.excluded;
+    }
+  if (!why.empty()) {
+    out += "Excluded (count, first example; --format json lists each point's reason):\n";
+    for (const auto& [k, w] : why)
+      out += fmt::format("  {} {}, e.g. {}\n", w.first, k, w.second);  // "3 memory, e.g. ..."
+  }
+  for (const auto& line : plan.explanation) out += line + "\n";
+  return out;
+}
+
+std::string plan_to_csv(const PlanResult& plan) {
+  const std::vector<std::string> keys = csv_param_keys(plan.points);
+  std::string out = "rank,index,";
+  for (const auto& k : keys) out += k + ",";
+  out +=
+      "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
+      "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
+      "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu,energy_"
+      "kwh,energy_cost\n";
+  // A figure the point does not have is an empty cell, not 0: no rank for an excluded point, no times,
+  // throughput, GPU-hours, cost or bound for one excluded before simulating.
+  auto num = [](bool has, double v) { return has ? fmt::format("{:.9g}", v) : std::string(); };
+  for (const auto& p : plan.points) {
+    out += fmt::format("{},{},", p.rank > 0 ? std::to_string(p.rank) : std::string(), p.index);
+    for (const auto& k : keys) {
+      auto it = p.params.find(k);
+      std::string v = it == p.params.end() ? "" : it->second;
+      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
+    }
+    const ReportPoint& r = p.result;
+    std::string excl = p.excluded;
+    std::replace(excl.begin(), excl.end(), '"', '\'');
+    const bool sim = p.simulated;
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{},{},{}\n", p.nodes,
+        p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel, p.precision,
+        p.collective, p.overlap ? "true" : "false", p.global_batch, num(sim, r.step_time_s.mean),
+        num(sim, r.epoch_time_s), num(sim, p.time_to_train_s), num(sim, r.throughput_img_s),
+        !sim || r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
+        p.memory_per_gpu_bytes, p.gpu_memory_bytes, num(sim, p.gpu_hours), num(sim, p.cost),
+        sim ? r.bound : "", p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
+        r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
+        r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string(),
+        num(sim && r.energy.known(), p.energy_kwh),
+        num(sim && r.energy.known() && plan.price_per_kwh > 0, p.energy_cost));
+  }
+  return out;
+}
+
+}  // namespace vitsim

@@ -1,0 +1,167 @@
+#include "vitsim/core/formats/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/energy.hpp"
+
+namespace vitsim {
+
+StepStats step_stats(std::vector<double> v) {
+  StepStats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / v.size();
+  auto pct = [&](double q) {  // linear interpolation between closest ranks (numpy's default)
+    double pos = q * (v.size() - 1);
+    size_t i = static_cast<size_t>(pos);
+    double f = pos - i;
+    return i + 1 < v.size() ? v[i] + f * (v[i + 1] - v[i]) : v[i];
+  };
+  s.p50 = pct(0.5);
+  s.p95 = pct(0.95);
+  return s;
+}
+
+double gpu_busy_s(const Breakdown& b) {
+  return b.compute_fwd + b.compute_bwd + b.optimizer + b.comm_exposed;
+}
+
+std::string bound_of(const Breakdown& b) {
+  std::pair<double, const char*> terms[] = {{b.compute_fwd + b.compute_bwd, "compute"},
+                                            {b.comm_exposed, "exposed_comm"},
+                                            {b.data, "data"},
+                                            {b.h2d, "h2d"},
+                                            {b.optimizer, "optimizer"}};
+  auto best = std::max_element(std::begin(terms), std::end(terms),
+                               [](auto& a, auto& c) { return a.first < c.first; });
+  return best->second;
+}
+
+void fill_scaling_efficiency(Report& r) {
+  auto group_key = [](const ReportPoint& p) {
+    auto params = p.params;
+    for (const char* k : {"cluster.nodes", "cluster.gpus_per_node", "nodes", "gpus", "cluster.hosts"})
+      params.erase(k);
+    return params;
+  };
+  // One pass for the references (the first 1-GPU point of each group), one for the points: a report read
+  // back may hold many points, and comparing every pair was quadratic.
+  std::vector<std::map<std::string, std::string>> keys;
+  keys.reserve(r.points.size());
+  for (const auto& p : r.points) keys.push_back(group_key(p));
+  std::map<std::map<std::string, std::string>, double> reference;
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if (r.points[i].gpus == 1 && r.points[i].throughput_img_s > 0)
+      reference.emplace(keys[i], r.points[i].throughput_img_s);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    ReportPoint& p = r.points[i];
+    auto it = reference.find(keys[i]);
+    p.scaling_efficiency = it == reference.end() ? -1 : p.throughput_img_s / (p.gpus * it->second);
+  }
+}
+
+std::string report_to_csv(const Report& r) {
+  const std::vector<std::string> keys = csv_param_keys(r.points);
+  std::string out;
+  for (const auto& k : keys) out += k + ",";
+  out +=
+      "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
+      "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
+      "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu,"
+      "energy_kwh_per_epoch,energy_cost_per_epoch\n";
+  for (const auto& p : r.points) {
+    for (const auto& k : keys) {
+      auto it = p.params.find(k);
+      std::string v = it == p.params.end() ? "" : it->second;
+      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
+    }
+    const Breakdown& b = p.breakdown_s;
+    out += fmt::format(
+        "{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
+        "{:.9g},{},{:.0f},{},{},{},{},{},{},{}\n",
+        p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch, p.step_time_s.mean,
+        p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd, b.compute_bwd, b.optimizer,
+        b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
+        p.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", p.scaling_efficiency),
+        p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
+        p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
+        p.mfu() > 0 ? fmt::format("{:.6g}", p.mfu()) : std::string(),
+        p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string(),
+        p.energy.known() ? fmt::format("{:.9g}", p.energy.epoch_kwh) : std::string(),
+        p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.9g}", p.energy.epoch_cost())
+                                                       : std::string());
+  }
+  return out;
+}
+
+std::string straggler(const ReportPoint& p) {
+  std::set<std::string> devices;
+  for (const auto& rr : p.per_rank) devices.insert(rr.device);
+  if (devices.size() < 2) return {};
+  const RankReport* worst = nullptr;
+  double worst_busy = -1;
+  for (const auto& rr : p.per_rank) {
+    const Breakdown& b = rr.breakdown_s;
+    const double busy = b.data + b.h2d + b.compute_fwd + b.compute_bwd + b.optimizer;
+    if (busy > worst_busy) worst_busy = busy, worst = &rr;
+  }
+  return fmt::format("rank {} ({}{})", worst->rank, worst->device,
+                     worst->host.empty() ? "" : " on " + worst->host);
+}
+
+std::string report_to_table(const Report& r) {
+  std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
+  // On heterogeneous platforms the rank that bounds the step gets a column (core straggler()).
+  bool stragglers = false, energy = false, energy_cost = false;
+  for (const auto& p : r.points) {
+    stragglers = stragglers || !straggler(p).empty();
+    energy = energy || p.energy.known();
+    energy_cost = energy_cost || (p.energy.known() && p.energy.price_per_kwh > 0);
+  }
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
+                  "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
+  for (const auto& p : r.points) {
+    const Breakdown& b = p.breakdown_s;
+    rows.push_back({std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
+                    std::to_string(p.grad_accum), units::format_time(p.step_time_s.mean),
+                    units::format_time(b.compute_fwd + b.compute_bwd), units::format_time(b.data + b.h2d),
+                    units::format_time(b.comm_total), units::format_time(b.comm_exposed),
+                    units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
+                    p.scaling_efficiency < 0 ? "-" : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
+                    p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
+                    p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",
+                    units::format_bytes(p.memory_per_gpu_bytes), p.fits_in_memory ? "yes" : "NO", p.bound});
+    if (energy) rows.back().push_back(p.energy.known() ? fmt::format("{:.3g}", p.energy.epoch_kwh) : "-");
+    if (energy_cost)
+      rows.back().push_back(p.energy.known() && p.energy.price_per_kwh > 0
+                                ? fmt::format("{:.2f}", p.energy.epoch_cost())
+                                : "-");
+    if (stragglers) rows.back().push_back(straggler(p));
+  }
+  if (energy) rows[0].push_back("kWh/epoch");
+  if (energy_cost) rows[0].push_back("energy cost");
+  if (stragglers) rows[0].push_back("straggler");
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i)
+      out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
+  }
+  std::vector<std::string> notes;
+  for (const auto& p : r.points)
+    for (const auto& n : p.notes)
+      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+  for (const auto& n : notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace vitsim

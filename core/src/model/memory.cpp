@@ -1,0 +1,65 @@
+#include "vitsim/core/model/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "vitsim/core/base/error.hpp"
+
+namespace vitsim {
+
+double optimizer_bytes_per_param(const std::string& optimizer, Precision p) {
+  double state = 0;
+  if (optimizer == "adamw" || optimizer == "adam")
+    state = 8;  // two fp32 moments
+  else if (optimizer == "sgd")
+    state = 4;  // fp32 momentum
+  else
+    throw Error(fmt::format("unknown optimizer '{}'; valid: adam, adamw, sgd", optimizer));
+  return state + (p == Precision::FP32 ? 0 : 4);  // mixed precision keeps an fp32 master copy
+}
+
+MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
+  if (in.zero_stage < 0 || in.zero_stage > 3)
+    throw Error(fmt::format("ZeRO stage must be 0..3, got {}", in.zero_stage));
+  const double n_params = static_cast<double>(w.total_params());
+  const double elem = precision_bytes(in.precision);
+  const double n = std::max(1, in.dp_ranks);
+  MemoryBreakdown m;
+  m.params = n_params * elem / (in.zero_stage >= 3 ? n : 1.0);
+  m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
+  m.optimizer =
+      n_params * optimizer_bytes_per_param(in.optimizer, in.precision) / (in.zero_stage >= 1 ? n : 1.0);
+  const double sp = std::max(1, in.sequence_parallel);
+  // A block is an attention layer and the MLP layer after it (vit.cpp's layer table).
+  double largest_block = 0, block = 0;
+  for (const auto& l : w.layers) {
+    const bool split = l.kind == LayerKind::Attention || l.kind == LayerKind::Mlp;
+    const double saved = w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
+    if (!split || !in.activation_checkpointing) {
+      m.activations += saved;
+      continue;
+    }
+    if (l.kind == LayerKind::Attention) {
+      block = saved;
+      // The checkpoint: the block's input, T x d elements (fp32 doubles the 2-byte term as above).
+      m.activations += w.model.tokens() * static_cast<double>(w.model.width) * elem / sp;
+    } else {
+      block += saved;
+      largest_block = std::max(largest_block, block);
+    }
+  }
+  m.activations += largest_block;  // one block recomputed at a time in backward
+  m.activations *= in.micro_batch;
+  m.buffers = std::min(in.bucket_bytes, m.grads);  // a bucket never holds more than all gradients
+  if (in.zero_stage >= 3) {
+    // ZeRO-3 gathers one layer's full parameters at a time: the largest layer stays resident.
+    double largest = 0;
+    for (const auto& l : w.layers) largest = std::max(largest, static_cast<double>(l.params));
+    m.buffers += largest * elem;
+  }
+  m.reserved = in.reserved_bytes;
+  return m;
+}
+
+}  // namespace vitsim

@@ -1,0 +1,372 @@
+// The GPU and interconnect catalogue (platform_writer.hpp): data/catalogue.json parsed and checked, its GPUs
+// as platform properties and GPU types, and the tables of `vitsim platform --list-gpus` / `--list-links`.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <set>
+
+#include "platform/platform_writer_detail.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/core/platform/transport.hpp"
+
+namespace vitsim {
+
+using namespace platform_detail;
+
+namespace {
+
+std::string require_source(const Json& js, const ojson& j, const std::string& where) {
+  if (!j.contains("source") || !j["source"].is_string() || j["source"].get<std::string>().size() < 8)
+    js.fail(where, "has no source (every figure needs one: datasheet, public measurement or ASSUMPTION)");
+  return j["source"].get<std::string>();
+}
+
+const std::vector<std::string>& precisions() {
+  static const std::vector<std::string> p{"fp32", "tf32", "fp16", "bf16", "fp8"};
+  return p;
+}
+
+}  // namespace
+
+std::string normalise_name(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    if (c != '-' && c != '_' && c != ' ' && c != '.')
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+namespace {
+Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin);
+}
+
+// A wrong JSON type (a number where a string belongs) is nlohmann's exception: one line naming the file.
+Catalogue parse_catalogue(const std::string& json_text, const std::string& origin) {
+  try {
+    return parse_catalogue_json(json_text, origin);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Origin{origin, 0}, e.what());
+  }
+}
+
+namespace {
+
+void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
+  for (auto it = j.at("defaults").begin(); it != j.at("defaults").end(); ++it) {
+    const std::string where = "defaults." + it.key();
+    js.keys(it.value(), where, {"value", "source"});
+    cat.defaults.push_back(
+        {it.key(), js.text(it.value().at("value"), where), require_source(js, it.value(), where)});
+  }
+}
+
+void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
+  for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
+    const std::string where = "architectures." + it.key();
+    js.keys(it.value(), where, {"gemm_efficiency", "mem_efficiency", "source"});
+    CatalogueArch a;
+    a.name = it.key();
+    a.source = require_source(js, it.value(), where);
+    for (auto e = it.value().at("gemm_efficiency").begin(); e != it.value().at("gemm_efficiency").end();
+         ++e) {
+      if (std::find(precisions().begin(), precisions().end(), e.key()) == precisions().end())
+        js.fail(where + ".gemm_efficiency." + e.key(), "unknown precision; valid: " + join(precisions()));
+      const double v = e.value().get<double>();
+      if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + e.key(), "must be in (0, 1]");
+      a.gemm_efficiency[e.key()] = v;
+    }
+    if (!a.gemm_efficiency.count("fp32")) js.fail(where, "gemm_efficiency needs an fp32 figure");
+    a.mem_efficiency = it.value().at("mem_efficiency").get<double>();
+    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
+      js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+    cat.archs[a.name] = a;
+  }
+}
+
+// Names and aliases of one list (GPUs, links), unique once normalised.
+class UniqueNames {
+ public:
+  explicit UniqueNames(const Json& js) : js_(js) {}
+  void add(const std::string& name, const std::vector<std::string>& aliases, const std::string& where) {
+    one(name, where + ".name");
+    for (const auto& a : aliases) one(a, where + ".aliases");
+  }
+
+ private:
+  void one(const std::string& name, const std::string& where) {
+    if (!seen_.insert(normalise_name(name)).second)
+      js_.fail(where, fmt::format("name '{}' is not unique", name));
+  }
+  const Json& js_;
+  std::set<std::string> seen_;
+};
+
+CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::string& where,
+                                 const Catalogue& cat) {
+  js.keys(e, where,
+          {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
+           "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
+  CatalogueGpu g;
+  g.name = e.at("name").get<std::string>();
+  g.model = e.at("model").get<std::string>();
+  g.aliases = e.value("aliases", std::vector<std::string>{});
+  g.vendor = e.at("vendor").get<std::string>();
+  g.arch = e.at("arch").get<std::string>();
+  if (!cat.archs.count(g.arch)) js.fail(where + ".arch", fmt::format("unknown architecture '{}'", g.arch));
+  js.keys(e.at("flops"), where + ".flops", precisions());
+  for (auto f = e.at("flops").begin(); f != e.at("flops").end(); ++f)
+    if (!f.value().is_null())
+      g.flops[f.key()] = js.quantity(f.value(), where + ".flops." + f.key(), units::Kind::Flops);
+  for (const char* p : {"fp32", "fp16", "bf16"})
+    if (!g.flops.count(p))
+      js.fail(where + ".flops", fmt::format("needs {} (the rate it runs at, fp32's if no fast path)", p));
+  g.memory_sold = js.quantity(e.at("memory_sold"), where + ".memory_sold", units::Kind::Bytes);
+  g.memory = js.quantity(e.at("memory"), where + ".memory", units::Kind::Bytes);
+  g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
+  g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
+  g.tdp = e.at("tdp").get<std::string>();
+  try {
+    parse_power(g.tdp);
+  } catch (const Error&) {
+    js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
+  }
+  g.host_link = e.at("host_link").get<std::string>();
+  if (!e.at("gpu_link").is_null()) {
+    js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
+    g.gpu_link = e.at("gpu_link").at("name").get<std::string>();
+    g.gpu_link_bw = js.quantity(e.at("gpu_link").at("bw"), where + ".gpu_link.bw", units::Kind::Bandwidth);
+  }
+  g.note = e.value("note", "");
+  g.source = require_source(js, e, where);
+  return g;
+}
+
+CatalogueLink parse_catalogue_link(const Json& js, const ojson& e, const std::string& where) {
+  js.keys(e, where, {"name", "aliases", "kind", "line_rate", "effective", "transport", "source"});
+  CatalogueLink l;
+  l.name = e.at("name").get<std::string>();
+  l.aliases = e.value("aliases", std::vector<std::string>{});
+  l.kind = e.at("kind").get<std::string>();
+  l.line_rate = e.at("line_rate").get<std::string>();
+  l.effective = e.at("effective").get<std::string>();
+  // Fabrics whose rate is the GPU's (NVSwitch) and RoCE (a transport over any Ethernet speed) say so in
+  // words.
+  if (l.kind != "transport" && l.line_rate.rfind("per ", 0) != 0) {
+    js.quantity(l.line_rate, where + ".line_rate", units::Kind::Bandwidth);
+    js.quantity(l.effective, where + ".effective", units::Kind::Bandwidth);
+  }
+  l.transport = e.at("transport").get<std::string>();
+  parse_transport(l.transport, Origin{js.file, 0}, where + ".transport");
+  l.source = require_source(js, e, where);
+  return l;
+}
+
+// The defaults the writer reads must be there, and the power fractions numbers in (0, 1] (core's strict
+// reader: "0.5x" is not 0.5).
+void check_catalogue_defaults(const Json& js, const Catalogue& cat) {
+  for (const char* d :
+       {"gpu_gemm_tile", "gpu_kernel_overhead", "gpu_sync_overhead", "host_op_overhead", "gpu_reserved",
+        "pcie_lat", "h2d_lat", "gpu_busy_power_fraction", "gpu_idle_power_fraction"})
+    cat.default_entry(d);
+  for (const char* d : {"gpu_busy_power_fraction", "gpu_idle_power_fraction"}) {
+    const std::string& v = cat.default_value(d);
+    try {
+      units::parse_number(v, units::fraction());
+    } catch (const Error&) {
+      js.fail(std::string("defaults.") + d,
+              fmt::format("'{}' must be a fraction of the TDP in (0, 1]", echo(v)));
+    }
+  }
+}
+
+Catalogue parse_catalogue_json(const std::string& json_text, const std::string& origin) {
+  const Json js{origin};
+  const ojson j = js.parse(json_text);
+  js.keys(j, "", {"format", "about", "defaults", "architectures", "gpus", "links"});
+  if (j.value("format", "") != "vitsim.catalogue/1") js.fail("format", "expected \"vitsim.catalogue/1\"");
+  Catalogue cat;
+  parse_catalogue_defaults(js, j, cat);
+  parse_catalogue_archs(js, j, cat);
+  UniqueNames gpu_names(js);
+  for (size_t i = 0; i < j.at("gpus").size(); ++i) {
+    const ojson& e = j.at("gpus")[i];
+    const std::string where = fmt::format("gpus[{}] ({})", i, e.value("name", "?"));
+    CatalogueGpu g = parse_catalogue_gpu(js, e, where, cat);
+    gpu_names.add(g.name, g.aliases, where);
+    cat.gpus.push_back(std::move(g));
+  }
+  UniqueNames link_names(js);
+  for (size_t i = 0; i < j.at("links").size(); ++i) {
+    const ojson& e = j.at("links")[i];
+    const std::string where = fmt::format("links[{}] ({})", i, e.value("name", "?"));
+    CatalogueLink l = parse_catalogue_link(js, e, where);
+    link_names.add(l.name, l.aliases, where);
+    cat.links.push_back(std::move(l));
+  }
+  for (const auto& g : cat.gpus) {
+    cat.link(g.host_link);
+    if (!g.gpu_link.empty()) cat.link(g.gpu_link);
+  }
+  check_catalogue_defaults(js, cat);
+  return cat;
+}
+
+// A catalogue entry (a GPU, a link) by its name or an alias as users type them (normalise_name); an unknown
+// name is an error that lists the known ones and the nearest.
+template <typename Entry>
+const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
+                        const char* list_flag) {
+  const std::string n = normalise_name(name);
+  for (const auto& e : entries) {
+    if (normalise_name(e.name) == n) return e;
+    for (const auto& a : e.aliases)
+      if (normalise_name(a) == n) return e;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> names;
+  std::vector<std::string> known;
+  for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
+  const std::string near = closest(name, names);
+  throw Error(fmt::format("unknown {} '{}'{}; known: {} (vitsim platform {})", what, name,
+                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known),
+                          list_flag));
+}
+
+}  // namespace
+
+const CatalogueGpu& Catalogue::gpu(const std::string& name) const {
+  return find_entry(gpus, name, "GPU", "--list-gpus");
+}
+
+const CatalogueLink& Catalogue::link(const std::string& name) const {
+  return find_entry(links, name, "link", "--list-links");
+}
+
+const CatalogueArch& Catalogue::arch_of(const CatalogueGpu& g) const {
+  return archs.at(g.arch);
+}
+
+const CatalogueDefault& Catalogue::default_entry(const std::string& name) const {
+  for (const auto& d : defaults)
+    if (d.name == name) return d;
+  throw Error(fmt::format("catalogue: no default '{}'", name));
+}
+const std::string& Catalogue::default_value(const std::string& name) const {
+  return default_entry(name).value;
+}
+
+const Catalogue& builtin_catalogue() {
+  static const Catalogue cat = parse_catalogue(builtin_catalogue_text(), "data/catalogue.json (built in)");
+  return cat;
+}
+
+namespace {
+// A GPU's power for the energy model (core/model/energy.hpp): the catalogue's fraction `which` of its TDP, in
+// watts.
+std::string catalogue_power(const Catalogue& cat, const CatalogueGpu& g, const char* which) {
+  return fmt::format("{:g}W",
+                     units::parse_number(cat.default_value(which), units::fraction()) * parse_power(g.tdp));
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catalogue& cat,
+                                                                     const CatalogueGpu& g,
+                                                                     const std::string& precision,
+                                                                     std::string* used_precision) {
+  const CatalogueArch& a = cat.arch_of(g);
+  // Without a measured figure for the precision: bf16 takes fp16's when the chip runs bf16 on the same tensor
+  // path (same peak, above fp32's); otherwise, and for fp16, the fp32 figure (the chip runs it at the fp32
+  // rate).
+  std::vector<std::string> order{precision};
+  auto peak = [&](const char* p) { return units::parse(g.flops.at(p), units::Kind::Flops); };
+  if (precision == "bf16" && peak("bf16") == peak("fp16") && peak("bf16") > peak("fp32"))
+    order.push_back("fp16");
+  order.push_back("fp32");
+  std::string used;
+  for (const std::string& p : order)
+    if (a.gemm_efficiency.count(p)) {
+      used = p;
+      break;
+    }
+  if (used_precision) *used_precision = used;
+  return {{"gpu_model", g.model},
+          {"gpu_flops_fp32", g.flops.at("fp32")},
+          {"gpu_flops_fp16", g.flops.at("fp16")},
+          {"gpu_flops_bf16", g.flops.at("bf16")},
+          {"gpu_mem_bw", g.mem_bw},
+          {"gpu_mem", g.memory},
+          {"gpu_sm_count", std::to_string(g.sm_count)},
+          {"gpu_gemm_tile", cat.default_value("gpu_gemm_tile")},
+          {"gpu_gemm_efficiency", fmt::format("{:.2f}", a.gemm_efficiency.at(used))},
+          {"gpu_mem_efficiency", fmt::format("{:.2f}", a.mem_efficiency)},
+          {"gpu_kernel_overhead", cat.default_value("gpu_kernel_overhead")},
+          {"gpu_sync_overhead", cat.default_value("gpu_sync_overhead")},
+          {"host_op_overhead", cat.default_value("host_op_overhead")},
+          {"gpu_reserved", cat.default_value("gpu_reserved")},
+          {"gpu_power_busy", catalogue_power(cat, g, "gpu_busy_power_fraction")},
+          {"gpu_power_idle", catalogue_power(cat, g, "gpu_idle_power_fraction")}};
+}
+
+GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gpu,
+                                    const std::string& precision) {
+  const CatalogueGpu* g = &gpu;
+  GpuTypeSpec t;
+  t.name = g->name;
+  std::string used;
+  t.props = catalogue_gpu_props(cat, *g, precision, &used);
+  const CatalogueLink& host = cat.link(g->host_link);
+  t.pcie = {host.effective, cat.default_value("pcie_lat"), host.effective, cat.default_value("h2d_lat")};
+  t.gpu_link_bw = g->gpu_link_bw;
+  t.notes.push_back(fmt::format(
+      "{} ({} {}): fp32 {}, fp16 {}, bf16 {}{}{}, memory {} ({} as sold), {}, {} {}, "
+      "TDP {}{}: {}",
+      g->name, g->vendor, g->arch, g->flops.at("fp32"), g->flops.at("fp16"), g->flops.at("bf16"),
+      g->flops.count("tf32") ? ", tf32 " + g->flops.at("tf32") : "",
+      g->flops.count("fp8") ? ", fp8 " + g->flops.at("fp8") : "", g->memory, g->memory_sold, g->mem_bw,
+      g->sm_count, g->vendor == "AMD" ? "CUs" : "SMs", g->tdp,
+      g->gpu_link.empty() ? "" : ", " + g->gpu_link + " " + g->gpu_link_bw + " per direction", g->source));
+  if (!g->note.empty()) t.notes.push_back("(" + g->note + ")");
+  const CatalogueArch& a = cat.arch_of(*g);
+  t.notes.push_back(fmt::format(
+      "gpu_gemm_efficiency {:.2f} ({}{}), gpu_mem_efficiency {:.2f}: {}", a.gemm_efficiency.at(used), used,
+      used == precision ? "" : ", no " + precision + " figure", a.mem_efficiency, a.source));
+  t.notes.push_back(
+      fmt::format("PCIe: {} at {} ({} line): {}", host.name, host.effective, host.line_rate, host.source));
+  return t;
+}
+
+// Tables for `vitsim platform --list-gpus` / `--list-links`.
+std::string catalogue_gpu_table(const Catalogue& cat) {
+  std::string out = fmt::format(
+      "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n", "name",
+      "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "sold", "memory", "mem_bw", "SMs", "TDP", "host",
+      "GPU link/direction", "aliases");
+  auto f = [](const CatalogueGpu& g, const char* p) {
+    return g.flops.count(p) ? g.flops.at(p) : std::string("-");
+  };
+  for (const auto& g : cat.gpus) {
+    const double gib = units::parse(g.memory, units::Kind::Bytes) / (1024.0 * 1024 * 1024);
+    out += fmt::format(
+        "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n",
+        g.name, g.arch, f(g, "fp32"), f(g, "tf32"), f(g, "fp16"), f(g, "bf16"), f(g, "fp8"), g.memory_sold,
+        fmt::format("{:.1f}GiB", gib), g.mem_bw, g.sm_count, g.tdp, g.host_link,
+        g.gpu_link.empty() ? "-" : g.gpu_link + " " + g.gpu_link_bw, join(g.aliases));
+  }
+  out +=
+      "Dense peaks (no sparsity); memory as vitsim uses it (GiB); sources: data/catalogue.json, "
+      "docs/sources.md.\n";
+  return out;
+}
+
+std::string catalogue_link_table(const Catalogue& cat) {
+  std::string out = fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", "name", "kind", "line rate",
+                                "vitsim writes", "transport", "aliases");
+  for (const auto& l : cat.links)
+    out += fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", l.name, l.kind, l.line_rate, l.effective,
+                       l.transport, join(l.aliases));
+  out += "Rates per direction; sources: data/catalogue.json, docs/sources.md.\n";
+  return out;
+}
+
+}  // namespace vitsim

@@ -1,0 +1,389 @@
+// Issue 15 item 7: measurements users already have as calibration inputs. nccl-tests' all_reduce_perf
+// logs (tests/data/all_reduce_perf_*.log) and PyTorch profiler traces (tests/data/torch_profile_*.json).
+//
+// The fixtures: all_reduce_perf_8x_a100.log is nccl-tests 2.x's layout (13 columns, "#wrong"), 8 ranks on
+// two hosts, its times generated from t = 2(n-1) a + 2(n-1)/n S / B with a = 6 us and B = 24 GB/s and
+// printed with nccl-tests' formats (%7.2f below 100 us, %7.1f below 10 ms, %7.0f above), in-place 1%
+// faster. all_reduce_perf_2x_v100_old.log is the older layout (12 columns, no root, an "error" column),
+// 2 ranks on one host, a = 4 us, B = 10 GB/s, with a launcher line and an NCCL INFO line in it.
+// torch_profile_cpu_step.json is one ProfilerStep of a CPU run, torch_profile_cuda_step.json one of a CUDA
+// run (kernels linked to their ops by "External id", the backward on the autograd thread); the sums the
+// tests expect are added up from the spans written in them, listed next to each expectation.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_util.hpp"
+#include "vitsim/calibrate/imports.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+
+using namespace vitsim;
+using namespace vitsim::calibrate;
+
+namespace {
+
+std::string data(const std::string& name) {
+  return vt::source("tests/data/" + name);
+}
+std::string text_of(const std::string& name) {
+  return read_file(data(name));
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+std::string join_lines(const std::vector<std::string>& v, size_t from, size_t to) {
+  std::string out;
+  for (size_t i = from; i < to && i < v.size(); ++i) out += v[i] + "\n";
+  return out;
+}
+
+using vt::error_of;
+
+// The 8-rank log's line numbers (1-based): rank lines 4-11, column header 14, units 15, rows 16-40.
+constexpr int kHeaderLine = 14, kFirstRow = 16, kRows = 25;
+
+}  // namespace
+
+TEST_CASE("nccl-tests 2.x all_reduce_perf log: every row, the ranks, hosts and device", "[imports]") {
+  const NcclTestsLog log = parse_nccl_tests("a.log", text_of("all_reduce_perf_8x_a100.log"));
+  CHECK(log.ranks == 8);  // "#  Rank  0" .. "#  Rank  7"
+  CHECK(log.hosts == std::vector<std::string>{"node-a01", "node-a02"});
+  CHECK(log.device == "NVIDIA A100-SXM4-80GB");
+  REQUIRE(log.rows.size() == kRows);  // 8 B .. 128 MiB, x2
+  CHECK(log.rows.front().line == kFirstRow);
+  CHECK(log.rows.front().bytes == 8);
+  CHECK(log.rows.front().count == 2);
+  CHECK(log.rows.front().type == "float");
+  CHECK(log.rows.front().redop == "sum");
+  CHECK(log.rows.front().oop_time_s == Approx(84.00e-6).epsilon(1e-12));  // 14 x 6 us
+  CHECK(log.rows.front().ip_time_s == Approx(83.16e-6).epsilon(1e-12));
+  const NcclTestsRow& last = log.rows.back();
+  CHECK(last.bytes == 134217728);
+  CHECK(last.oop_time_s == Approx(9870.7e-6).epsilon(1e-12));
+  CHECK(last.oop_algbw == Approx(13.60e9).epsilon(1e-12));
+  CHECK(last.oop_busbw == Approx(23.80e9).epsilon(1e-12));
+  CHECK(last.ip_busbw == Approx(24.04e9).epsilon(1e-12));
+  CHECK(log.avg_busbw == Approx(7.1495e9).epsilon(1e-12));
+}
+
+TEST_CASE("nccl-tests all_reduce_perf log: the fit recovers the latency and bandwidth it was generated from",
+          "[imports]") {
+  const NcclTestsLog log = parse_nccl_tests("a.log", text_of("all_reduce_perf_8x_a100.log"));
+  const NcclImport all = import_nccl_tests(log, 0, "");
+  CHECK(all.fitted == kRows);
+  CHECK(all.fitted_up_to == 134217728);
+  CHECK(all.link.link_class == "inter_node");  // two hosts
+  CHECK(all.link.ranks == 8);
+  // Generated with a = 6 us, B = 24 GB/s; the printed times carry 3-4 significant digits.
+  CHECK(all.link.latency == Approx(6e-6).epsilon(0.005));
+  CHECK(all.link.bandwidth == Approx(24e9).epsilon(0.005));
+  // Up to 1 MiB: the rows 8 B .. 1 MiB (18 of them), still the same line.
+  const NcclImport small = import_nccl_tests(log, 1048576, "intra_node");
+  CHECK(small.fitted == 18);
+  CHECK(small.fitted_up_to == 1048576);
+  CHECK(small.link.link_class == "intra_node");  // as asked
+  CHECK(small.link.latency == Approx(6e-6).epsilon(0.005));
+  CHECK(small.link.bandwidth == Approx(24e9).epsilon(0.02));
+  // The fit is calibrate's own (fit_ring_allreduce) over the out-of-place times.
+  std::vector<AllreduceSample> samples;
+  for (const auto& r : log.rows)
+    if (r.bytes <= 1048576) samples.push_back({r.bytes, r.oop_time_s});
+  const RingFit ref = fit_ring_allreduce(samples, 8);
+  CHECK(small.link.latency == ref.latency_s);
+  CHECK(small.link.bandwidth == ref.bandwidth);
+}
+
+TEST_CASE("older all_reduce_perf log: no root column, an error column, launcher and NCCL INFO lines",
+          "[imports]") {
+  const NcclTestsLog log = parse_nccl_tests("old.log", text_of("all_reduce_perf_2x_v100_old.log"));
+  CHECK(log.ranks == 2);
+  CHECK(log.hosts == std::vector<std::string>{"gpu-box"});
+  CHECK(log.device == "Tesla V100-SXM2-32GB");
+  REQUIRE(log.rows.size() == 4);  // 1 MiB .. 64 MiB, x4
+  CHECK(log.rows[0].bytes == 1048576);
+  CHECK(log.rows[0].oop_time_s == Approx(112.9e-6).epsilon(1e-12));
+  CHECK(log.rows[3].ip_time_s == Approx(6786.1e-6).epsilon(1e-12));
+  const NcclImport imp = import_nccl_tests(log, 0, "");
+  CHECK(imp.link.link_class == "intra_node");  // one host
+  CHECK(imp.link.latency == Approx(4e-6).epsilon(0.01));
+  CHECK(imp.link.bandwidth == Approx(10e9).epsilon(0.005));
+}
+
+TEST_CASE("malformed all_reduce_perf logs: one line naming the file, the line and the fault", "[imports]") {
+  const std::vector<std::string> L = lines_of(text_of("all_reduce_perf_8x_a100.log"));
+  const std::string head = join_lines(L, 0, kFirstRow - 1);  // everything before the first row
+  const std::string rows8 = join_lines(L, kFirstRow - 1, kFirstRow - 1 + 8);
+  auto err = [](const std::string& text) { return error_of([&] { parse_nccl_tests("x.log", text); }); };
+
+  // Truncated: the copy stopped after 8 rows, or in the middle of the 9th.
+  CHECK(err(head + rows8) ==
+        "x.log:23: the all_reduce_perf table stops after 8 rows without its closing '# Avg bus bandwidth' "
+        "line: the log "
+        "is truncated");
+  CHECK(err(head + rows8 + "        2048           512     float     sum      -1    84.15\n") ==
+        "x.log:24: expected 13 columns (size count type redop root time algbw busbw #wrong time algbw busbw "
+        "#wrong), "
+        "found 6: '2048           512     float     sum      -1    84.15'");
+  // No data rows, with and without the summary.
+  CHECK(err(head + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n") ==
+        "x.log:14: the all_reduce_perf table has no data rows");
+  CHECK(err(head) == "x.log:14: the all_reduce_perf table has no data rows");
+  // Wrong column count: a row without its root column (12 of 13).
+  CHECK(
+      err(head +
+          "           8             2     float     sum    84.00    0.00    0.00      0    83.16    0.00    "
+          "0.00      0\n") ==
+      "x.log:16: expected 13 columns (size count type redop root time algbw busbw #wrong time algbw busbw "
+      "#wrong), "
+      "found 12: '8             2     float     sum    84.00    0.00    0.00      0    83.16    0.00    0.00 "
+      "     0'");
+  // Not the output of all_reduce_perf at all.
+  CHECK(err("") ==
+        "x.log: no all_reduce_perf table (no '# size count type redop ...' column header): is this the "
+        "output of "
+        "nccl-tests' all_reduce_perf?");
+  CHECK(err("Segmentation fault (core dumped)\n") == err(""));
+  // A value that is not a number, wrong results, a size that is not count x the type's bytes.
+  CHECK(
+      err(head +
+          "           8             2     float     sum      -1    84.O0    0.00    0.00      0    83.16    "
+          "0.00    0.00      0\n") == "x.log:16: column 6 (time): '84.O0' is not a number");
+  CHECK(
+      err(head +
+          "           8             2     float     sum      -1    84.00    0.00    0.00      3    83.16    "
+          "0.00    0.00      0\n") ==
+      "x.log:16: 3 wrong elements in the out-of-place all-reduce of 8 B: the run's results are invalid");
+  CHECK(
+      err(head +
+          "          12             2     float     sum      -1    84.00    0.00    0.00      0    83.16    "
+          "0.00    0.00      0\n") == "x.log:16: size 12 B is not count 2 x 4 B of type float");
+  // An all_gather_perf log (busbw = algbw (n-1)/n) under the same header.
+  CHECK(err(head +
+            "   134217728      33554432     float    none      -1   5600.0   23.97   20.97      0   5600.0   "
+            "23.97   20.97      0\n# Avg bus bandwidth    : 20.97 \n") ==
+        "x.log:16: busbw 20.97 GB/s is not algbw x 2(n-1)/n = 23.97 x 1.75 for 8 ranks: not an "
+        "all_reduce_perf table");
+  // algbw that is not size / time: the time column is not in microseconds.
+  CHECK(err(head +
+            "   134217728      33554432     float     sum      -1      9.9   13.60   23.80      0      9.8   "
+            "13.73   24.04      0\n# Avg bus bandwidth    : 24 \n") ==
+        "x.log:16: algbw 13.60 GB/s is not size / time = 134217728 B / 9.9 us = 13557.35 GB/s");
+  // Two runs in one file.
+  CHECK(err(head + rows8 + L[kHeaderLine - 1] + "\n") ==
+        "x.log:24: a second nccl-tests table (the first starts at line 14): import one all_reduce_perf run "
+        "per file");
+  // An unknown header layout.
+  CHECK(err("#       size         count      type   redop    root     time   algbw   busbw\n") ==
+        "x.log:1: unknown all_reduce_perf column header 'size count type redop root time algbw busbw': "
+        "expected 'size "
+        "count type redop root time algbw busbw #wrong time algbw busbw #wrong' (nccl-tests 2.x) or 'size "
+        "count type "
+        "redop time algbw busbw error time algbw busbw error'");
+}
+
+TEST_CASE("all_reduce_perf log without rank lines: ranks from busbw / algbw, link class asked for",
+          "[imports]") {
+  const std::vector<std::string> L = lines_of(text_of("all_reduce_perf_8x_a100.log"));
+  std::string text;
+  for (const auto& l : L)
+    if (l.find("Rank") == std::string::npos) text += l + "\n";
+  const NcclTestsLog log = parse_nccl_tests("x.log", text);
+  CHECK(log.ranks == 8);  // busbw / algbw = 23.80 / 13.60 = 1.75 = 2(n-1)/n
+  CHECK(log.hosts.empty());
+  CHECK(error_of([&] { import_nccl_tests(log, 0, ""); }) ==
+        "x.log: no '# Rank ... on HOST' lines say whether the ranks share a node: pass --link-class "
+        "intra_node or "
+        "inter_node");
+  CHECK(import_nccl_tests(log, 0, "inter_node").link.link_class == "inter_node");
+}
+
+TEST_CASE("torch profiler trace of a CPU step: op classes, phases and the step", "[imports]") {
+  const TorchProfile p = parse_torch_profile("t.json", text_of("torch_profile_cpu_step.json"));
+  CHECK_FALSE(p.device);
+  CHECK(p.step_s == Approx(10000e-6).epsilon(1e-12));  // ProfilerStep#3: 10000 us
+  // gemm: conv2d 300 + linear 400 + linear 300 + mm 280 + mm 290 + convolution_backward 496 us.
+  CHECK(p.cls(OpClass::Gemm) == Approx(2066e-6).epsilon(1e-9));
+  // attn_matmul: matmul (runs a bmm) 200 + bmm 150 + bmm 140 + bmm 140.
+  CHECK(p.cls(OpClass::AttnMatmul) == Approx(630e-6).epsilon(1e-9));
+  // norm: layer_norm 100 + softmax 50 + gelu 60 + _log_softmax_backward_data 26 + gelu_backward 86 +
+  // native_layer_norm_backward 146.
+  CHECK(p.cls(OpClass::Norm) == Approx(468e-6).epsilon(1e-9));
+  // memory: flatten 10 + add 20 + cross_entropy_loss 80 + ones_like 10 + nll_loss_backward 36 + t 6 + t 6 +
+  // add_ 26 + the optimizer's _foreach ops 200 + 300 + 400; the DataLoader's stack and the aten::empty
+  // after the step are left out.
+  CHECK(p.cls(OpClass::Memory) == Approx(1094e-6).epsilon(1e-9));
+  CHECK(p.ops == 27);
+  CHECK(p.fwd_s == Approx(1810e-6).epsilon(1e-9));  // conv2d at 500 .. ones_like ending at 2310
+  CHECK(p.bwd_s == Approx(1806e-6).epsilon(1e-9));  // nll_loss_backward at 2322 .. add_ ending at 4128
+  CHECK(p.optimizer_s ==
+        Approx(920e-6).epsilon(1e-9));  // _foreach_mul_ at 4210 .. _foreach_add_ ending at 5130
+}
+
+TEST_CASE("torch profiler trace of a CUDA step: device kernels by the op that launched them", "[imports]") {
+  const TorchProfile p = parse_torch_profile("t.json", text_of("torch_profile_cuda_step.json"));
+  CHECK(p.device);
+  CHECK(p.step_s == Approx(3000e-6).epsilon(1e-12));  // ProfilerStep#7; the last kernel ends at 2555
+  CHECK(p.cls(OpClass::Gemm) == Approx(1170e-6).epsilon(1e-9));       // sgemm 400 + 380 + 390
+  CHECK(p.cls(OpClass::AttnMatmul) == Approx(435e-6).epsilon(1e-9));  // 150 (matmul's bmm) + 140 + 145
+  CHECK(p.cls(OpClass::Norm) == Approx(120e-6).epsilon(1e-9));        // softmax 50 + 25 + 45
+  // memcpy 80 + cross_entropy_loss's two kernels 30 + 10 + nll_loss_backward 10 + add_ 15 + optimizer 60 +
+  // the fill kernel no op launched 5; the NCCL all-reduce kernel (300) is communication.
+  CHECK(p.cls(OpClass::Memory) == Approx(210e-6).epsilon(1e-9));
+  CHECK(p.kernels == 16);
+  CHECK(p.ops == 14);
+  CHECK(p.fwd_s == Approx(770e-6).epsilon(1e-9));       // memcpy at 20 .. nll_loss kernel ending at 790
+  CHECK(p.bwd_s == Approx(1200e-6).epsilon(1e-9));      // 800 .. 2000, on the autograd thread's ops
+  CHECK(p.optimizer_s == Approx(60e-6).epsilon(1e-9));  // the multi_tensor_apply kernel
+}
+
+TEST_CASE("torch op classes by aten:: name", "[imports]") {
+  for (const char* n : {"aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::conv2d",
+                        "aten::convolution_backward"})
+    CHECK(torch_op_class(n) == OpClass::Gemm);
+  for (const char* n : {"aten::bmm", "aten::baddbmm", "aten::scaled_dot_product_attention",
+                        "aten::_scaled_dot_product_flash_attention", "aten::_efficient_attention_backward"})
+    CHECK(torch_op_class(n) == OpClass::AttnMatmul);
+  for (const char* n :
+       {"aten::softmax", "aten::_softmax_backward_data", "aten::layer_norm", "aten::native_layer_norm",
+        "aten::native_layer_norm_backward", "aten::gelu", "aten::gelu_backward"})
+    CHECK(torch_op_class(n) == OpClass::Norm);
+  for (const char* n :
+       {"aten::add", "aten::copy_", "aten::cross_entropy_loss", "aten::_foreach_add_", "aten::view"})
+    CHECK(torch_op_class(n) == OpClass::Memory);
+}
+
+TEST_CASE("malformed torch profiler traces: one line naming the file and the fault", "[imports]") {
+  auto err = [](const std::string& text) { return error_of([&] { parse_torch_profile("t.json", text); }); };
+  const std::string cpu = text_of("torch_profile_cpu_step.json");
+  // Truncated JSON.
+  const std::string cut = err(cpu.substr(0, cpu.size() / 2));
+  CHECK(cut.rfind("t.json: malformed JSON: [json.exception.parse_error.101] parse error at line ", 0) == 0);
+  CHECK(err("{\"schemaVersion\": 1}") ==
+        "t.json: not a PyTorch profiler trace: no \"traceEvents\" array (export it with "
+        "prof.export_chrome_trace(...))");
+  CHECK(err("[]") == err("{\"schemaVersion\": 1}"));
+  CHECK(err(R"({"traceEvents": [{"ph": "X", "name": "aten::mm", "dur": 3}]})") ==
+        "t.json: /traceEvents/0: a complete event without a numeric \"ts\"");
+  // Several steps: one training step only.
+  CHECK(err(R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 1, "tid": 1, "ts": 10, "dur": 10}]})") ==
+        "t.json: 2 profiler steps (ProfilerStep#4, ProfilerStep#5): import a trace of one training step "
+        "(torch.profiler.schedule(wait=..., warmup=..., active=1))");
+  CHECK(err(R"({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]})") ==
+        "t.json: no aten:: operator inside ProfilerStep#4: record the trace with "
+        "torch.profiler.profile(activities=[ProfilerActivity.CPU, ...])");
+  // A forward only (inference): no backward.
+  std::string fwd_only;
+  for (const auto& l : lines_of(cpu))
+    if (l.find("autograd::engine::evaluate_function") == std::string::npos) fwd_only += l + "\n";
+  CHECK(err(fwd_only) ==
+        "t.json: no backward (no aten:: operator inside an 'autograd::engine::evaluate_function' event): "
+        "profile a "
+        "whole training step");
+}
+
+TEST_CASE(
+    "calibrate's import: the log and the trace become a link and a compute point of the calibration file",
+    "[imports]") {
+  vt::TempDir d;
+  ScenarioFile f = read_scenario_file(vt::source("scenarios/local/fmnist-vit.xml"));
+  const Scenario s = expand(f).front();
+  ImportOptions o;
+  o.out = d / "calib.json";
+  o.nccl_tests = data("all_reduce_perf_8x_a100.log");
+  o.torch_profile = data("torch_profile_cpu_step.json");
+  o.device_type = "a100";
+  o.verbose = false;
+  o.command = "vitsim calibrate (test)";
+  const Calibration c = import_measurements(s, o);
+  REQUIRE(c.links.size() == 1);
+  CHECK(c.links[0].link_class == "inter_node");
+  CHECK(c.links[0].ranks == 8);
+  CHECK(c.links[0].latency == Approx(6e-6).epsilon(0.01));
+  REQUIRE(c.devices.size() == 1);
+  CHECK(c.devices[0].device_type == "a100");
+  CHECK(same_shape(c.devices[0].model, s.model));
+  REQUIRE(c.devices[0].points.size() == 1);
+  CHECK(c.devices[0].points[0].micro_batch == s.training.micro_batch);  // 64: the scenario's
+  CHECK(c.devices[0].points[0].fwd_s == Approx(1810e-6).epsilon(1e-9));
+  CHECK(c.devices[0].points[0].bwd_s == Approx(1806e-6).epsilon(1e-9));
+  CHECK(c.devices[0].points[0].optimizer_s == Approx(920e-6).epsilon(1e-9));
+  CHECK(c.provenance.at("torch_profile")
+            .rfind(data("torch_profile_cpu_step.json") + ": one step 10.00 ms (27 CPU aten:: ops); gemm 2.07 "
+                                                         "ms (20.7%), attn_matmul 630.00 us (6.3%), norm "
+                                                         "468.00 us (4.7%), memory 1.09 ms (10.9%); forward "
+                                                         "1.81 ms, backward 1.81 ms, optimizer 920.00 us; "
+                                                         "device a100 at micro-batch 64 (sha256 ",
+                   0) == 0);
+  // An existing file is refused without --force or --append; --append merges (a link of another class).
+  CHECK(error_of([&] { import_measurements(s, o); }) ==
+        o.out + ": calibration file exists; pass --force to overwrite it (or --append to merge)");
+  ImportOptions more = o;
+  more.append = true;
+  more.torch_profile.clear();
+  more.nccl_tests = data("all_reduce_perf_2x_v100_old.log");
+  const Calibration merged = import_measurements(s, more);
+  CHECK(merged.links.size() == 2);
+  CHECK(merged.devices.size() == 1);
+  CHECK(merged.provenance.count("appended_to") == 1);
+  // A scenario with gradient accumulation: a profiled step holds several passes.
+  Scenario acc = s;
+  acc.training.grad_accum = 4;
+  ImportOptions prof = o;
+  prof.force = true;
+  prof.nccl_tests.clear();
+  CHECK(error_of([&] { import_measurements(acc, prof); }) ==
+        "--from-torch-profile: the scenario has training.grad_accum 4: a profiled step then holds 4 forward "
+        "and "
+        "backward passes; profile (and import with) grad_accum 1");
+}
+
+#if VITSIM_TEST_HAVE_REAL
+TEST_CASE("vitsim calibrate --from-nccl-tests / --from-torch-profile: imports without measuring",
+          "[imports][cli]") {
+  vt::TempDir d;
+  const std::string sc = vt::source("scenarios/local/fmnist-vit.xml");
+  auto r = vt::vitsim("calibrate " + sc + " --out " + d / "c.json" + " --from-nccl-tests " +
+                      data("all_reduce_perf_2x_v100_old.log") + " --from-torch-profile " +
+                      data("torch_profile_cpu_step.json"));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  // The default device: the gpu_model of the scenario platform's first GPU (this-machine.xml: cpu).
+  CHECK(r.out.find("recorded as device 'cpu', micro-batch 64, fp32\n") != std::string::npos);
+  // The fit stops at the scenario's whole fp32 gradient (vit_fmnist_tiny: under 1.1 MiB), as calibrate's own:
+  // of the log's 1, 4, 16, 64 MiB that leaves 1 MiB, and a fit takes at least the two smallest sizes.
+  CHECK(
+      r.out.find("link class intra_node: fit t = 2(n-1) a + 2(n-1)/n S/B over the 2 sizes up to 4.00 MiB") !=
+      std::string::npos);
+  const Calibration c = read_calibration(d / "c.json");
+  CHECK(c.links.size() == 1);
+  CHECK(c.devices.size() == 1);
+  // A measuring flag has nothing to act on: a bad command line.
+  auto bad = vt::vitsim("calibrate " + sc + " --out " + d / "x.json" +
+                        " --micro-batches 8 --from-nccl-tests " + data("all_reduce_perf_2x_v100_old.log"));
+  CHECK(bad.status == 2);
+  CHECK(bad.out ==
+        "vitsim: error: --micro-batches does not go with --from-nccl-tests / --from-torch-profile: an import "
+        "measures "
+        "nothing\n");
+  // A malformed file: one line, exit 1, nothing written.
+  auto wrong = vt::vitsim("calibrate " + sc + " --out " + d / "y.json" + " --from-nccl-tests " +
+                          data("torch_profile_cpu_step.json"));
+  CHECK(wrong.status == 1);
+  CHECK(wrong.out ==
+        "vitsim: error: " + data("torch_profile_cpu_step.json") +
+            ": no all_reduce_perf table (no '# size count type redop ...' column header): is this the "
+            "output of nccl-tests' all_reduce_perf?\n");
+  CHECK_FALSE(vt::fs::exists(d / "y.json"));
+}
+#endif

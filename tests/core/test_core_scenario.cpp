@@ -1,0 +1,149 @@
+#include <catch2/catch.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+
+using namespace vitsim;
+
+namespace {
+const char* kBase = R"(<scenario name="t">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_b_16"/>
+  <dataset name="cifar10" resize="224"/>
+  <training micro_batch="32" grad_accum="1" precision="fp32"/>
+  <parallelism bucket_size="25MB" collective="ring"/>
+</scenario>
+)";
+}  // namespace
+
+TEST_CASE("scenario: a file resolves into typed values", "[scenario]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  auto pts = expand(f);
+  REQUIRE(pts.size() == 1);
+  const Scenario& s = pts[0];
+  CHECK(s.cluster.platform == d / "p.xml");  // relative to the scenario's folder
+  CHECK(s.ranks() == 2);
+  CHECK(s.model.width == 768);
+  CHECK(s.dataset.train_samples == 50000);  // CIFAR-10 training set (docs/sources.md "Datasets")
+  CHECK(s.parallel.bucket_bytes == 25e6);
+  CHECK(s.global_batch() == 64);
+}
+
+TEST_CASE("scenario: sweeps form a cartesian product, --set overrides and sweeps", "[scenario]") {
+  vt::TempDir d;
+  std::string text = kBase;
+  text.replace(text.find("</scenario>"), 0,
+               "<sweep param=\"cluster.gpus_per_node\" values=\"1,2,4\"/>\n<sweep "
+               "param=\"training.micro_batch\" values=\"16,64\"/>\n");
+  auto f = read_scenario_file(d.file("s.xml", text));
+  auto pts = expand(f);
+  REQUIRE(pts.size() == 6);
+  CHECK(pts[0].ranks() == 1);
+  CHECK(pts[0].training.micro_batch == 16);
+  CHECK(pts[1].training.micro_batch == 64);
+  CHECK(pts[5].ranks() == 4);
+  CHECK(pts[5].params.at("cluster.gpus_per_node") == "4");
+
+  apply_override(f, "training.micro_batch=128");  // replaces the sweep on that key
+  apply_override(f, "cluster.nodes=1");
+  pts = expand(f);
+  REQUIRE(pts.size() == 3);
+  CHECK(pts[2].training.micro_batch == 128);
+  CHECK(pts[2].params.at("training.micro_batch") == "128");
+
+  apply_override(f, "parallelism.zero=0,1,2,3");
+  CHECK(expand(f).size() == 12);
+}
+
+TEST_CASE("scenario: DeepSpeed config import", "[scenario][deepspeed]") {
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 32,
+    "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 2, "overlap_comm": true,
+    "reduce_bucket_size": 5e7}, "fp16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}})");
+  std::string text = kBase;
+  text.replace(text.find(" grad_accum=\"1\" precision=\"fp32\""),
+               std::string(" grad_accum=\"1\" precision=\"fp32\"").size(), "");
+  text.replace(text.find(" bucket_size=\"25MB\""), std::string(" bucket_size=\"25MB\"").size(), "");
+  text.replace(text.find("</scenario>"), 0, "<deepspeed config=\"ds.json\"/>\n");
+  auto f = read_scenario_file(d.file("s.xml", text));
+  auto s = expand(f).at(0);
+  CHECK(s.training.grad_accum == 4);
+  CHECK(s.parallel.zero == 2);
+  CHECK(s.parallel.overlap);
+  CHECK(s.training.precision == Precision::FP16);
+  CHECK(s.parallel.bucket_bytes == 5e7 * 2);  // elements x 2-byte fp16 gradients
+  CHECK(s.training.lr == Approx(3e-4));
+  CHECK(s.training.framework == Framework::DeepSpeed);  // a DeepSpeed config means DeepSpeed's step
+  // 32 x 4 x 2 ranks = 256: consistent. With 4 ranks DeepSpeed would refuse it, and so do we.
+  apply_override(f, "cluster.gpus_per_node=4");
+  CHECK_THROWS_WITH(expand(f),
+                    d / "s.xml" +
+                        ":7: train_batch_size 256 != micro_batch 32 x gradient_accumulation_steps 4 "
+                        "x ranks 4 = 512 (DeepSpeed requires equality)");
+}
+
+TEST_CASE("scenario: framework and attention path", "[scenario]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  auto s = expand(f).at(0);
+  CHECK(s.training.framework == Framework::Vitsim);  // default: vitsim's own trainer
+  CHECK(s.model.attention == AttentionPath::Math);   // default: the study's stack (PyTorch <= 1.13)
+  apply_override(f, "training.framework=ddp");
+  apply_override(f, "model.attention=fused");
+  s = expand(f).at(0);
+  CHECK(s.training.framework == Framework::Ddp);
+  CHECK(s.model.attention == AttentionPath::Fused);
+  apply_override(f, "training.framework=horovod");
+  CHECK_THROWS_WITH(
+      expand(f),
+      "--set training.framework: training.framework: unknown value 'horovod'; valid: vitsim, deepspeed, ddp");
+}
+
+TEST_CASE("scenario: a scenario value contradicting the DeepSpeed file is an error", "[scenario][negative]") {
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 64})");
+  std::string text = kBase;
+  text.replace(text.find("</scenario>"), 0, "<deepspeed config=\"ds.json\"/>\n");
+  auto f = read_scenario_file(d.file("s.xml", text));
+  CHECK_THROWS_WITH(expand(f), d / "s.xml" + ":5: training.micro_batch=32 contradicts " + d / "ds.json" +
+                                   " train_micro_batch_size_per_gpu=64");
+  apply_override(f, "training.micro_batch=64");  // a --set wins, it is the user's what-if
+  CHECK(expand(f).at(0).training.micro_batch == 64);
+}
+
+TEST_CASE("scenario: unknown elements, attributes and keys are errors naming file:line",
+          "[scenario][negative]") {
+  vt::TempDir d;
+  std::string text = kBase;
+  text.replace(text.find("<model"), 0, "<modle/>\n  ");
+  CHECK_THROWS_WITH(
+      read_scenario_file(d.file("a.xml", text)),
+      Catch::StartsWith(d / "a.xml" +
+                        ":3: unknown element <modle>; valid: cluster, compute, dataset, deepspeed,"));
+  text = kBase;
+  text.replace(text.find("micro_batch"), 0, "mikro=\"1\" ");
+  CHECK_THROWS_WITH(
+      read_scenario_file(d.file("b.xml", text)),
+      d / "b.xml" +
+          ":5: unknown attribute 'mikro' on <training>; valid: micro_batch, grad_accum, epochs, "
+          "precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, "
+          "gradient_clipping, loss_scale");
+  auto f = read_scenario_file(d.file("c.xml", kBase));
+  CHECK_THROWS_WITH(apply_override(f, "training.microbatch=3"),
+                    Catch::StartsWith("--set training.microbatch: unknown key; valid: "));
+  CHECK_THROWS_WITH(apply_override(f, "nonsense"),
+                    "--set 'nonsense': expected KEY=VALUE, e.g. training.micro_batch=32");
+  apply_override(f, "training.micro_batch=0");
+  CHECK_THROWS_WITH(
+      expand(f),
+      "--set training.micro_batch: training.micro_batch: 0 is out of range (expected 1 .. 16777216)");
+  f = read_scenario_file(d.file("c.xml", kBase));
+  apply_override(f, "parallelism.bucket_size=25");
+  CHECK_THROWS_WITH(
+      expand(f), Catch::StartsWith("--set parallelism.bucket_size: parallelism.bucket_size: bad size '25': "
+                                   "missing unit; valid units: B, kB"));
+  CHECK_THROWS_WITH(read_scenario_file(d.file("m.xml", "<scenario><cluster platform='x'/>")),
+                    Catch::StartsWith(d / "m.xml" + ":1: malformed XML:"));
+}
