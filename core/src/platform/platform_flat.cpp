@@ -291,6 +291,77 @@ void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
   }
 }
 
+// A platform with pods: each pod zone's nodes, and (a fat-tree's) its up-link in the top zone.
+void read_pod_zones(Reader& rd, const std::string& path, const std::vector<pugi::xml_node>& pods,
+                    std::vector<std::pair<FlatLink, pugi::xml_node>>& others, bool grid, FlatPlatform& out) {
+  out.pods = true;
+  if (!grid) out.topology = FlatTopology::FatTree;
+  std::map<std::string, FlatLink> uplinks;
+  for (auto& [l, x] : others) {
+    if (grid)
+      throw Error(
+          rd.at(x),
+          fmt::format("link '{}': a dragonfly's groups have no up-links (its global links are computed "
+                      "from vitsim_link_bw and vitsim_link_lat)",
+                      l.id));
+    const size_t p = l.id.rfind("-uplink");
+    if (p == std::string::npos || p + 7 != l.id.size())
+      throw Error(
+          rd.at(x),
+          fmt::format("link '{}' is neither a node's NIC nor a pod's up-link ('<pod>-uplink')", l.id));
+    uplinks[l.id.substr(0, p)] = l;
+  }
+  for (const auto& z : pods) {
+    if (std::string(z.attribute("routing").value()) != "None")
+      throw Error(rd.at(z),
+                  "a flat-star platform's pod zones have routing=\"None\" (vitsim computes their routes)");
+    FlatPod pod;
+    pod.id = rd.attr(z, "id");
+    std::vector<std::pair<FlatLink, pugi::xml_node>> inner;
+    rd.group(z, pod, inner, false);
+    if (!inner.empty())
+      throw Error(
+          rd.at(inner.front().second),
+          fmt::format("link '{}' in pod '{}' is not a node's NIC; a pod's up-link sits in the top zone",
+                      inner.front().first.id, pod.id));
+    if (grid) {
+      out.groups.push_back(std::move(pod));
+      continue;
+    }
+    auto it = uplinks.find(pod.id);
+    if (it == uplinks.end())
+      throw Error(rd.at(z),
+                  fmt::format("pod '{}' has no up-link '{}-uplink' in the top zone", pod.id, pod.id));
+    pod.uplink = it->second;
+    uplinks.erase(it);
+    out.groups.push_back(std::move(pod));
+  }
+  if (!uplinks.empty())
+    throw Error(Origin{path, 0},
+                fmt::format("up-link '{}-uplink' names no pod zone", uplinks.begin()->first));
+}
+
+// Every node of a multi-node platform has a NIC; names are unique.
+void check_flat_nodes(const std::string& path, const FlatPlatform& out) {
+  std::set<std::string> names;
+  const size_t nodes = out.nodes();
+  for (const auto& g : out.groups)
+    for (const auto& n : g.nodes) {
+      if (n.hosts.empty()) throw Error(Origin{path, n.line}, fmt::format("node '{}' has no GPU", n.id));
+      if (nodes > 1 && n.nics.empty())
+        throw Error(
+            Origin{path, n.line},
+            fmt::format("node '{}' has no NIC link '{}-nic' (every node of a multi-node platform has one)",
+                        n.id, n.id));
+      for (const auto* s : {&n.id, &n.router})
+        if (!names.insert(*s).second)
+          throw Error(Origin{path, n.line}, fmt::format("'{}' is named twice", *s));
+      for (const auto& h : n.hosts)
+        if (!names.insert(h).second)
+          throw Error(Origin{path, n.line}, fmt::format("host '{}' is named twice", h));
+    }
+}
+
 }  // namespace
 
 std::vector<unsigned long> parse_torus_dims(const std::string& text) {
@@ -358,51 +429,7 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
     if (!top.nodes.empty())
       throw Error(Origin{path, top.nodes.front().line},
                   "a flat-star platform with pods has every node inside a pod zone");
-    out.pods = true;
-    if (!grid) out.topology = FlatTopology::FatTree;
-    std::map<std::string, FlatLink> uplinks;
-    for (auto& [l, x] : others) {
-      if (grid)
-        throw Error(
-            rd.at(x),
-            fmt::format("link '{}': a dragonfly's groups have no up-links (its global links are computed "
-                        "from vitsim_link_bw and vitsim_link_lat)",
-                        l.id));
-      const size_t p = l.id.rfind("-uplink");
-      if (p == std::string::npos || p + 7 != l.id.size())
-        throw Error(
-            rd.at(x),
-            fmt::format("link '{}' is neither a node's NIC nor a pod's up-link ('<pod>-uplink')", l.id));
-      uplinks[l.id.substr(0, p)] = l;
-    }
-    for (const auto& z : pods) {
-      if (std::string(z.attribute("routing").value()) != "None")
-        throw Error(rd.at(z),
-                    "a flat-star platform's pod zones have routing=\"None\" (vitsim computes their routes)");
-      FlatPod pod;
-      pod.id = rd.attr(z, "id");
-      std::vector<std::pair<FlatLink, pugi::xml_node>> inner;
-      rd.group(z, pod, inner, false);
-      if (!inner.empty())
-        throw Error(
-            rd.at(inner.front().second),
-            fmt::format("link '{}' in pod '{}' is not a node's NIC; a pod's up-link sits in the top zone",
-                        inner.front().first.id, pod.id));
-      if (grid) {
-        out.groups.push_back(std::move(pod));
-        continue;
-      }
-      auto it = uplinks.find(pod.id);
-      if (it == uplinks.end())
-        throw Error(rd.at(z),
-                    fmt::format("pod '{}' has no up-link '{}-uplink' in the top zone", pod.id, pod.id));
-      pod.uplink = it->second;
-      uplinks.erase(it);
-      out.groups.push_back(std::move(pod));
-    }
-    if (!uplinks.empty())
-      throw Error(Origin{path, 0},
-                  fmt::format("up-link '{}-uplink' names no pod zone", uplinks.begin()->first));
+    read_pod_zones(rd, path, pods, others, grid, out);
   }
   if (out.topology == FlatTopology::Torus) {
     size_t cells = 1;
@@ -411,24 +438,7 @@ FlatPlatform read_flat_platform(const std::string& path, const std::string& text
       throw Error(rd.at(zone), fmt::format("vitsim_torus_dims {} hold {} nodes, the platform has {}",
                                            fmt::join(out.torus_dims, "x"), cells, out.nodes()));
   }
-  // Every node of a multi-node platform has a NIC; names are unique.
-  std::set<std::string> names;
-  const size_t nodes = out.nodes();
-  for (const auto& g : out.groups)
-    for (const auto& n : g.nodes) {
-      if (n.hosts.empty()) throw Error(Origin{path, n.line}, fmt::format("node '{}' has no GPU", n.id));
-      if (nodes > 1 && n.nics.empty())
-        throw Error(
-            Origin{path, n.line},
-            fmt::format("node '{}' has no NIC link '{}-nic' (every node of a multi-node platform has one)",
-                        n.id, n.id));
-      for (const auto* s : {&n.id, &n.router})
-        if (!names.insert(*s).second)
-          throw Error(Origin{path, n.line}, fmt::format("'{}' is named twice", *s));
-      for (const auto& h : n.hosts)
-        if (!names.insert(h).second)
-          throw Error(Origin{path, n.line}, fmt::format("host '{}' is named twice", h));
-    }
+  check_flat_nodes(path, out);
   return out;
 }
 

@@ -1,0 +1,458 @@
+#include "vitsim/core/formats/calibration.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <type_traits>
+
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+
+// The calibration file: reading (strictly checked) and writing its JSON.
+namespace vitsim {
+using json = nlohmann::json;
+
+namespace {
+json model_json(const ViTConfig& m) {
+  return {{"image_size", m.image_size}, {"patch", m.patch},     {"channels", m.channels},
+          {"width", m.width},           {"depth", m.depth},     {"heads", m.heads},
+          {"mlp_ratio", m.mlp_ratio},   {"classes", m.classes}, {"preset", m.preset}};
+}
+
+// Whole numbers must be JSON integers within int's range: the JSON library would cast 16.5 to 16 and
+// 1e300 to whatever the hardware makes of it (undefined behaviour).
+bool fits_int(const json& v) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX);
+  const std::int64_t x = v.get<std::int64_t>();
+  return x >= INT_MIN && x <= INT_MAX;
+}
+
+template <typename T>
+T need(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object()) throw Error(fmt::format("{}: expected an object, got {}", where, j.dump()));
+  if (!j.contains(key)) throw Error(fmt::format("{}: missing key '{}'", where, key));
+  const json& v = j.at(key);
+  auto wrong = [&] {
+    return Error(fmt::format("{}: key '{}' has the wrong type: {}", where, key, v.dump()));
+  };
+  if constexpr (std::is_same_v<T, int>) {
+    if (!fits_int(v)) throw wrong();
+  }
+  if constexpr (std::is_same_v<T, double>) {
+    if (!v.is_number()) throw wrong();
+  }
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    throw wrong();
+  }
+}
+
+// An optional key: `fallback` when absent, else read as strictly as need<>.
+template <typename T>
+T opt(const json& j, const char* key, T fallback, const std::string& where) {
+  return j.is_object() && j.contains(key) ? need<T>(j, key, where) : fallback;
+}
+}  // namespace
+
+namespace {
+Calibration parse_calibration(const json& j, const std::string& path);
+}  // namespace
+
+Calibration read_calibration(const std::string& path) {
+  return read_calibration_text(read_input_file(path, "calibration file"),
+                               path);  // regular files only, size-limited
+}
+
+Calibration read_calibration_text(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (
+      const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
+    throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
+  }
+  const json schema = j.is_object() ? j.value("schema", json()) : json();
+  if (schema == "vitsim.calibration/1")
+    throw Error(fmt::format(
+        "{}: calibration schema vitsim.calibration/1 is no longer read (this vitsim reads {}: affine "
+        "batch curves and op-class efficiencies); measure again with vitsim calibrate",
+        path, kCalibrationSchema));
+  if (schema != kCalibrationSchema)
+    throw Error(
+        fmt::format("{}: not a vitsim calibration (expected \"schema\": \"{}\")", path, kCalibrationSchema));
+  try {
+    return parse_calibration(j, path);
+  } catch (const json::exception& e) {
+    // A value of the wrong type or shape anywhere (the fuzzer found a device without "model").
+    throw Error(fmt::format("{}: calibration does not follow {}: {}", path, kCalibrationSchema, e.what()));
+  }
+}
+
+namespace {
+// The list under `key` (empty when absent); anything but a list is an error.
+json list_of(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return json::array();
+  if (!j.at(key).is_array())
+    throw Error(fmt::format("{}: '{}' must be a list, got {}", where, key, j.at(key).dump()));
+  return j.at(key);
+}
+
+Precision parse_precision_at(const json& j, const std::string& where) {
+  try {
+    return parse_precision(need<std::string>(j, "precision", where));
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+}
+
+ViTConfig parse_model(const json& d, const std::string& where) {
+  if (!d.contains("model") || !d["model"].is_object()) throw Error(where + ": missing object 'model'");
+  const json& m = d.at("model");
+  const std::string mw = where + ".model";
+  ViTConfig model;
+  model.preset = m.value("preset", "");
+  model.image_size = need<int>(m, "image_size", mw);
+  model.patch = need<int>(m, "patch", mw);
+  model.channels = need<int>(m, "channels", mw);
+  model.width = need<int>(m, "width", mw);
+  model.depth = need<int>(m, "depth", mw);
+  model.heads = need<int>(m, "heads", mw);
+  model.mlp_ratio = need<double>(m, "mlp_ratio", mw);
+  model.classes = need<int>(m, "classes", mw);
+  try {
+    if (model.image_size < 1 || model.patch < 1 || model.channels < 1 || model.width < 1 || model.depth < 1 ||
+        model.heads < 1 || model.classes < 1 || !(model.mlp_ratio > 0) || model.depth > 4096 ||
+        model.width > (1 << 20))
+      throw Error("sizes must be positive (depth <= 4096, width <= 1048576)");
+    model.validate();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", mw, e.what()));
+  }
+  return model;
+}
+
+// One measured point of a device: its micro-batch, pass times and (optionally) per-layer times, each a
+// layer of `model` (`layer_names`) listed once.
+ComputePoint parse_point(const json& p, const std::string& pw, const ViTConfig& model,
+                         const std::set<std::string>& layer_names) {
+  ComputePoint cp;
+  if (p.is_object() && p.contains("micro_batch") && p.at("micro_batch").is_number() &&
+      !fits_int(p.at("micro_batch")))
+    throw Error(fmt::format("{}: micro_batch must be a whole number of samples >= 1, got {}", pw,
+                            echo(p.at("micro_batch").dump())));
+  cp.micro_batch = need<int>(p, "micro_batch", pw);
+  cp.fwd_s = need<double>(p, "fwd_s", pw);
+  cp.bwd_s = need<double>(p, "bwd_s", pw);
+  cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0, pw);
+  if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0 ||
+      !std::isfinite(cp.fwd_s) || !std::isfinite(cp.bwd_s) || !std::isfinite(cp.optimizer_s))
+    throw Error(pw + ": micro_batch must be >= 1 and fwd_s, bwd_s positive");
+  int lj = 0;
+  std::set<std::string> listed;
+  for (const auto& l : list_of(p, "layers", pw)) {
+    std::string lw = fmt::format("{}.layers[{}]", pw, lj++);
+    LayerTime lt{need<std::string>(l, "name", lw), need<double>(l, "fwd_s", lw),
+                 need<double>(l, "bwd_s", lw)};
+    if (!(lt.fwd_s >= 0) || !(lt.bwd_s >= 0) || !std::isfinite(lt.fwd_s) || !std::isfinite(lt.bwd_s))
+      throw Error(lw + ": fwd_s and bwd_s must be >= 0");
+    if (!layer_names.count(lt.name))
+      throw Error(
+          fmt::format("{}: '{}' is not a layer of this model (patch_embed, block0.attn .. block{}.mlp, head)",
+                      lw, echo(lt.name), model.depth - 1));
+    if (!listed.insert(lt.name).second)
+      throw Error(fmt::format("{}: layer '{}' is listed twice", lw, lt.name));
+    cp.layers.push_back(lt);
+  }
+  return cp;
+}
+
+// Sorts the points by micro-batch. Two points at one micro-batch leave the affine fit's slope undefined
+// (it gave 0 ns); a pass that gets faster with more samples is a measurement gone wrong. Falls within
+// 5% are measurement noise.
+void sort_and_check_points(std::vector<ComputePoint>& points, const std::string& where) {
+  if (points.empty()) throw Error(where + ": no measured points");
+  std::sort(points.begin(), points.end(), [](auto& a, auto& b) { return a.micro_batch < b.micro_batch; });
+  constexpr double kNoise = 0.05;
+  for (size_t i = 1; i < points.size(); ++i) {
+    const ComputePoint& a = points[i - 1];
+    const ComputePoint& b = points[i];
+    if (a.micro_batch == b.micro_batch)
+      throw Error(fmt::format("{}: two points at micro_batch {}; measure each micro-batch once", where,
+                              a.micro_batch));
+    const double ta = a.fwd_s + a.bwd_s, tb = b.fwd_s + b.bwd_s;
+    if (tb < ta * (1 - kNoise))
+      throw Error(fmt::format(
+          "{}: fwd_s + bwd_s falls from {:.4g} s at micro_batch {} to {:.4g} s at {} (a larger batch "
+          "cannot take less time; more than the 5% of measurement noise)",
+          where, ta, a.micro_batch, tb, b.micro_batch));
+  }
+}
+
+DeviceCalibration parse_device(const json& d, std::string where, const Calibration& c) {
+  DeviceCalibration dc;
+  dc.device_type = need<std::string>(d, "device_type", where);
+  where += fmt::format(" ('{}')", echo(dc.device_type));  // each message names the file and the device
+  dc.model = parse_model(d, where);
+  dc.precision = parse_precision_at(d, where);
+  dc.peak_flops = opt<double>(d, "peak_flops", 0.0, where);
+  dc.mem_bw = opt<double>(d, "mem_bw", 0.0, where);
+  if (dc.peak_flops < 0 || dc.mem_bw < 0)
+    throw Error(where + ": peak_flops and mem_bw must be >= 0 (0 = unknown)");
+  // The layer names a point may list: those of this model (core/model/vit.cpp's workload).
+  std::set<std::string> layer_names;
+  for (const auto& l : build_workload(dc.model).layers) layer_names.insert(l.name);
+  int pi = 0;
+  for (const auto& p : list_of(d, "points", where))
+    dc.points.push_back(parse_point(p, fmt::format("{}.points[{}]", where, pi++), dc.model, layer_names));
+  sort_and_check_points(dc.points, where);
+  for (size_t k = 0; k < c.devices.size(); ++k)
+    if (c.devices[k].device_type == dc.device_type && c.devices[k].precision == dc.precision &&
+        same_shape(c.devices[k].model, dc.model))
+      throw Error(
+          fmt::format("{}: the same device, precision and model as devices[{}]; give each once", where, k));
+  return dc;
+}
+
+// Kernel families measured (optional: {"softmax": {"elem_s": .., "row_s": ..}, "conv": {"efficiency": ..}}).
+void parse_op_kinds(const json& o, const std::string& where, DeviceFigures& f) {
+  if (!o.contains("kinds")) return;
+  const json& kinds = o.at("kinds");
+  if (!kinds.is_object())
+    throw Error(fmt::format("{}: 'kinds' must be an object of op kinds, got {}", where, kinds.dump()));
+  for (const auto& [name, kv] : kinds.items()) {
+    OpKind kind;
+    try {
+      kind = parse_op_kind(name);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: kinds: {}", where, e.what()));
+    }
+    const std::string kw = fmt::format("{}: kinds.{}", where, name);
+    if (!kv.is_object()) throw Error(fmt::format("{}: must be an object, got {}", kw, kv.dump()));
+    for (const auto& [key, v] : kv.items())
+      if (key != "elem_s" && key != "row_s" && key != "efficiency")
+        throw Error(fmt::format("{}: unknown key '{}'; valid: elem_s, row_s, efficiency", kw, echo(key)));
+    auto& kf = f.kinds[static_cast<size_t>(kind)];
+    kf.elem_s = opt<double>(kv, "elem_s", 0.0, kw);
+    kf.row_s = opt<double>(kv, "row_s", 0.0, kw);
+    kf.efficiency = opt<double>(kv, "efficiency", 0.0, kw);
+    if (!(kf.elem_s >= 0) || !(kf.row_s >= 0) || !std::isfinite(kf.elem_s) || !std::isfinite(kf.row_s))
+      throw Error(fmt::format("{}: 'elem_s' and 'row_s' must be finite and >= 0", kw));
+    if (!(kf.efficiency >= 0 && kf.efficiency <= 1))
+      throw Error(fmt::format("{}: 'efficiency' must be in [0, 1], got {}", kw, kf.efficiency));
+  }
+}
+
+// The keys of one op model, each read with the range it must be in.
+class OpModelReader {
+ public:
+  OpModelReader(const json& o, const std::string& where) : o_(o), where_(where) {}
+  double positive(const char* key) const {
+    const double v = need<double>(o_, key, where_);
+    if (!(v > 0))
+      throw Error(fmt::format("{}: '{}' must be positive, got {}", where_, key, o_.at(key).dump()));
+    return v;
+  }
+  double fraction(const char* key) const {
+    const double v = need<double>(o_, key, where_);
+    if (!(v > 0 && v <= 1))
+      throw Error(fmt::format("{}: '{}' must be in (0, 1], got {}", where_, key, o_.at(key).dump()));
+    return v;
+  }
+  double non_negative(const char* key) const { return checked(key, need<double>(o_, key, where_)); }
+  // An optional key, >= 0 when present.
+  double optional_non_negative(const char* key) const {
+    const double v = opt<double>(o_, key, 0.0, where_);
+    return o_.contains(key) ? checked(key, v) : v;
+  }
+
+ private:
+  double checked(const char* key, double v) const {
+    if (!(v >= 0)) throw Error(fmt::format("{}: '{}' must be >= 0, got {}", where_, key, o_.at(key).dump()));
+    return v;
+  }
+  const json& o_;
+  const std::string& where_;
+};
+
+void parse_tile(const json& o, const std::string& where, DeviceFigures& f) {
+  if (!o.contains("tile")) throw Error(fmt::format("{}: missing key 'tile'", where));
+  const json& tile = o.at("tile");
+  if (!tile.is_array() || tile.size() != 2 || !fits_int(tile[0]) || !fits_int(tile[1]) ||
+      tile[0].get<int>() < 1 || tile[1].get<int>() < 1)
+    throw Error(fmt::format("{}: 'tile' must be [m, n], two positive integers, got {}", where, tile.dump()));
+  f.tile_m = tile[0].get<int>();
+  f.tile_n = tile[1].get<int>();
+}
+
+OpModelCalibration parse_op_model(const json& o, std::string where, const Calibration& c) {
+  OpModelCalibration oc;
+  DeviceFigures& f = oc.figures;
+  f.device_type = need<std::string>(o, "device_type", where);
+  where += fmt::format(" ('{}')", echo(f.device_type));
+  oc.precision = parse_precision_at(o, where);
+  const OpModelReader r(o, where);
+  f.peak_flops = r.positive("peak_flops");
+  f.mem_bw = r.positive("mem_bw");
+  f.sm_count = need<int>(o, "sm_count", where);
+  if (f.sm_count < 1) throw Error(fmt::format("{}: 'sm_count' must be >= 1, got {}", where, f.sm_count));
+  parse_tile(o, where, f);
+  f.gemm_efficiency = r.fraction("gemm_efficiency");
+  f.gemm_k_half = r.non_negative("gemm_k_half");
+  f.gemm_n_half = r.optional_non_negative("gemm_n_half");
+  f.attn_efficiency = r.fraction("attn_efficiency");
+  f.mem_efficiency = r.fraction("mem_efficiency");
+  f.norm_efficiency = r.fraction("norm_efficiency");
+  f.matrix_s = r.non_negative("matrix_s");
+  f.kernel_s = r.non_negative("kernel_s");
+  f.host_op_s = r.non_negative("host_op_s");
+  f.sync_s = r.non_negative("sync_s");
+  f.async = need<bool>(o, "async", where);
+  parse_op_kinds(o, where, f);
+  oc.samples = opt<int>(o, "samples", 0, where);
+  if (oc.samples < 0) throw Error(fmt::format("{}: 'samples' must be >= 0, got {}", where, oc.samples));
+  oc.max_rel_residual = r.optional_non_negative("max_rel_residual");
+  oc.median_rel_residual = r.optional_non_negative("median_rel_residual");
+  if (c.op_model(f.device_type, oc.precision))
+    throw Error(fmt::format("{}: a second op model for device type '{}' at {}", where, f.device_type,
+                            precision_name(oc.precision)));
+  return oc;
+}
+
+LinkCalibration parse_link(const json& l, const std::string& where) {
+  LinkCalibration lc{need<std::string>(l, "class", where), need<double>(l, "bandwidth", where),
+                     need<double>(l, "latency", where), opt<int>(l, "ranks", 0, where)};
+  if (!(lc.bandwidth > 0) || !(lc.latency >= 0) || !std::isfinite(lc.bandwidth) ||
+      !std::isfinite(lc.latency) || lc.ranks < 0)
+    throw Error(where + ": bandwidth must be positive, latency >= 0, ranks >= 0");
+  return lc;
+}
+
+LoaderCalibration parse_loader(const json& l, const std::string& where, const Calibration& c) {
+  LoaderCalibration lc{need<std::string>(l, "dataset", where), need<int>(l, "resize", where),
+                       need<double>(l, "images_per_s_per_worker", where)};
+  if (!(lc.images_per_s_per_worker > 0) || !std::isfinite(lc.images_per_s_per_worker))
+    throw Error(where + ": images_per_s_per_worker must be positive");
+  if (lc.resize < 1) throw Error(fmt::format("{}: resize must be >= 1, got {}", where, lc.resize));
+  if (c.loader(lc.dataset, lc.resize))
+    throw Error(
+        fmt::format("{}: a second loader for dataset '{}' at resize {}", where, echo(lc.dataset), lc.resize));
+  return lc;
+}
+
+void parse_h2d(const json& j, const std::string& path, Calibration& c) {
+  if (!j.contains("h2d")) return;
+  const std::string where = path + ": h2d";
+  c.h2d_pinned_bw = opt<double>(j.at("h2d"), "pinned_bw", 0.0, where);
+  c.h2d_pageable_bw = opt<double>(j.at("h2d"), "pageable_bw", 0.0, where);
+  if (!(c.h2d_pinned_bw >= 0) || !(c.h2d_pageable_bw >= 0) || !std::isfinite(c.h2d_pinned_bw) ||
+      !std::isfinite(c.h2d_pageable_bw))
+    throw Error(where + ": pinned_bw and pageable_bw must be >= 0 (0 = not measured)");
+}
+
+Calibration parse_calibration(const json& j, const std::string& path) {
+  Calibration c;
+  c.path = path;
+  if (j.contains("provenance") && j["provenance"].is_object())
+    for (const auto& [k, v] : j["provenance"].items())
+      c.provenance[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  int i = 0;
+  for (const auto& d : list_of(j, "devices", path))
+    c.devices.push_back(parse_device(d, fmt::format("{}: devices[{}]", path, i++), c));
+  i = 0;
+  for (const auto& o : list_of(j, "op_models", path))
+    c.op_models.push_back(parse_op_model(o, fmt::format("{}: op_models[{}]", path, i++), c));
+  i = 0;
+  for (const auto& l : list_of(j, "links", path))
+    c.links.push_back(parse_link(l, fmt::format("{}: links[{}]", path, i++)));
+  i = 0;
+  for (const auto& l : list_of(j, "loaders", path))
+    c.loaders.push_back(parse_loader(l, fmt::format("{}: loaders[{}]", path, i++), c));
+  parse_h2d(j, path, c);
+  return c;
+}
+}  // namespace
+
+std::string calibration_to_json(const Calibration& c) {
+  json j;
+  j["schema"] = kCalibrationSchema;
+  j["provenance"] = c.provenance;
+  j["devices"] = json::array();
+  for (const auto& d : c.devices) {
+    json dj{{"device_type", d.device_type},
+            {"model", model_json(d.model)},
+            {"precision", precision_name(d.precision)},
+            {"peak_flops", d.peak_flops},
+            {"mem_bw", d.mem_bw},
+            {"points", json::array()}};
+    for (const auto& p : d.points) {
+      json pj{{"micro_batch", p.micro_batch},
+              {"fwd_s", p.fwd_s},
+              {"bwd_s", p.bwd_s},
+              {"optimizer_s", p.optimizer_s}};
+      if (!p.layers.empty()) {
+        pj["layers"] = json::array();
+        for (const auto& l : p.layers)
+          pj["layers"].push_back({{"name", l.name}, {"fwd_s", l.fwd_s}, {"bwd_s", l.bwd_s}});
+      }
+      dj["points"].push_back(pj);
+    }
+    j["devices"].push_back(dj);
+  }
+  j["op_models"] = json::array();
+  for (const auto& o : c.op_models) {
+    const DeviceFigures& f = o.figures;
+    j["op_models"].push_back(
+        {{"device_type", f.device_type},
+         {"precision", precision_name(o.precision)},
+         {"peak_flops", f.peak_flops},
+         {"mem_bw", f.mem_bw},
+         {"sm_count", f.sm_count},
+         {"tile", {f.tile_m, f.tile_n}},
+         {"gemm_efficiency", f.gemm_efficiency},
+         {"gemm_k_half", f.gemm_k_half},
+         {"gemm_n_half", f.gemm_n_half},
+         {"attn_efficiency", f.attn_efficiency},
+         {"mem_efficiency", f.mem_efficiency},
+         {"norm_efficiency", f.norm_efficiency > 0 ? f.norm_efficiency : f.mem_efficiency},
+         {"matrix_s", f.matrix_s},
+         {"kernel_s", f.kernel_s},
+         {"host_op_s", f.host_op_s},
+         {"sync_s", f.sync_s},
+         {"async", f.async},
+         {"samples", o.samples},
+         {"max_rel_residual", o.max_rel_residual},
+         {"median_rel_residual", o.median_rel_residual}});
+    json kinds = json::object();
+    for (int k = 0; k < kOpKinds; ++k) {
+      const auto& kf = f.kinds[static_cast<size_t>(k)];
+      json kj = json::object();
+      if (kf.elem_s > 0) kj["elem_s"] = kf.elem_s;
+      if (kf.row_s > 0) kj["row_s"] = kf.row_s;
+      if (kf.efficiency > 0) kj["efficiency"] = kf.efficiency;
+      if (!kj.empty()) kinds[op_kind_name(static_cast<OpKind>(k))] = kj;
+    }
+    if (!kinds.empty()) j["op_models"].back()["kinds"] = kinds;
+  }
+  j["links"] = json::array();
+  for (const auto& l : c.links)
+    j["links"].push_back(
+        {{"class", l.link_class}, {"bandwidth", l.bandwidth}, {"latency", l.latency}, {"ranks", l.ranks}});
+  j["loaders"] = json::array();
+  for (const auto& l : c.loaders)
+    j["loaders"].push_back({{"dataset", l.dataset},
+                            {"resize", l.resize},
+                            {"images_per_s_per_worker", l.images_per_s_per_worker}});
+  j["h2d"] = {{"pinned_bw", c.h2d_pinned_bw}, {"pageable_bw", c.h2d_pageable_bw}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace vitsim

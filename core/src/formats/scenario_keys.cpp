@@ -1,0 +1,395 @@
+#include "vitsim/core/formats/scenario.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <pugixml.hpp>
+#include <set>
+#include <sstream>
+
+#include "formats/scenario_detail.hpp"
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
+#include "vitsim/core/model/dataset.hpp"
+#include "vitsim/core/model/framework.hpp"
+
+// --- The scenario's keys, one row each: its type, default, valid values, one line of documentation and
+// how it is applied to the Scenario. The schema (element -> attributes), the known-key check, the
+// defaults, resolve() and docs/scenarios.md's key table (tests/cli/test_descriptors.cpp) all read this table.
+// resolve() applies the rows in table order, so an earlier key's error comes first; checks across an
+// element's keys run after its last row (element_checks()).
+namespace vitsim::scenario_detail {
+namespace {
+
+const char* const kPathValid = "a file name, relative to the scenario file";
+
+void apply_hosts(Resolution& x) {
+  ClusterSpec& c = x.s.cluster;
+  const auto* h = x.r.raw("cluster.hosts");
+  if (!h) return;
+  std::istringstream in(*h);
+  for (std::string w; in >> w;) c.hosts.push_back(w);
+  std::set<std::string> uniq(c.hosts.begin(), c.hosts.end());
+  if (uniq.size() != c.hosts.size()) x.r.fail("cluster.hosts", "a node is listed twice");
+  if (static_cast<int>(c.hosts.size()) < c.nodes)
+    x.r.fail("cluster.nodes",
+             fmt::format("{} nodes requested but cluster.hosts lists {}", c.nodes, c.hosts.size()));
+}
+
+// A preset, then any parameter overriding it.
+void apply_preset(Resolution& x) {
+  if (x.r.has("model.preset")) {
+    try {
+      x.s.model = vit_preset(x.r.str("model.preset", ""));
+    } catch (const Error& e) {
+      x.r.fail("model.preset", e.what());
+    }
+  } else if (!x.r.has("model.width")) {
+    throw Error(Origin{x.file.path, 0},
+                "missing <model preset=\"...\"/> or model parameters (width, depth, heads, ...)");
+  }
+}
+
+// The dataset's published facts (core/model/dataset.hpp), when it has them.
+const std::optional<DatasetFacts>& facts(const Resolution& x) {
+  return dataset(x.s.dataset.name).facts;
+}
+
+void apply_what_ifs(Resolution& x) {
+  // What-ifs: ';'-separated edits. Platform edits are applied by core::EditedPlatforms before simulating;
+  // a loader edit is a scenario setting and is applied here (a --set of loader.workers wins).
+  const auto* e = x.r.raw("whatif.edits");
+  if (!e) return;
+  for (const auto& edit : split_list(*e, ';')) {
+    if (edit.empty()) continue;
+    if (edit.rfind("loader:workers=", 0) == 0) {
+      const std::string v = edit.substr(15);
+      int workers = -1;
+      try {
+        workers = static_cast<int>(units::parse_integer(v, 0, 1024));
+      } catch (const Error&) {
+        x.r.fail("whatif.edits",
+                 fmt::format("what-if '{}': '{}' is not a worker count (0 .. 1024)", edit, v));
+      }
+      if (x.r.origin("loader.workers").file.rfind("--set", 0) != 0) x.s.loader.workers = workers;
+    }
+    x.s.what_ifs.push_back(edit);
+  }
+}
+
+// Model shape keys: the preset's value (ViT-B/16's without one) unless given.
+KeyRow shape_row(std::string key, long long min, long long max, std::string doc, int ViTConfig::*field) {
+  return integer_row(
+      key, "preset's", [field](const Resolution& x) { return x.s.model.*field; }, min, max, std::move(doc),
+      [field](Resolution& x, long long v) { x.s.model.*field = static_cast<int>(v); });
+}
+
+using R = Resolution;
+
+// The setter of one field of an element's spec: field(&Scenario::training, &TrainingSpec::micro_batch).
+template <class Spec, class T>
+auto field(Spec Scenario::*spec, T Spec::*member) {
+  return [spec, member](R& x, const auto& v) { (x.s.*spec).*member = static_cast<T>(v); };
+}
+
+std::vector<KeyRow> scenario_rows() {
+  return {
+      custom_row("scenario.name", "text", "the file's name", "any text",
+                 "the name reports carry (`<scenario name=...>`)",
+                 [](R& x) { x.s.name = x.r.str("scenario.name", x.file.name); }),
+  };
+}
+
+std::vector<KeyRow> cluster_rows() {
+  return {
+      custom_row("cluster.platform", "path", "(required)", kPathValid, "SimGrid platform file",
+                 [](R& x) { x.s.cluster.platform = x.r.path("cluster.platform"); }),
+      integer_row("cluster.nodes", 1, 1, 1 << 20,
+                  "nodes used: the first `nodes` of the platform (or of cluster.hosts)",
+                  field(&Scenario::cluster, &ClusterSpec::nodes)),
+      integer_row("cluster.gpus_per_node", 1, 1, 1024, "GPUs used in each node: its first `gpus_per_node`",
+                  field(&Scenario::cluster, &ClusterSpec::gpus_per_node)),
+      custom_row("cluster.hosts", "list", "platform order", "space-separated node names, each once",
+                 "the nodes (clusters) in the order they are used", apply_hosts),
+  };
+}
+
+std::vector<KeyRow> model_rows() {
+  return {
+      custom_row("model.preset", "name", "",
+                 join(vit_preset_names()) +
+                     ", or any timm name `vit_<tiny|small|base|large|huge|giant>_patch<P>_<image>[.tag]` "
+                     "(`vit_large_patch16_384`)",
+                 "the ViT's shape; without a preset, model.width and the shape keys below", apply_preset),
+      shape_row("model.image_size", 1, 65536, "input image side (px)", &ViTConfig::image_size),
+      shape_row("model.patch", 1, 65536, "patch side (px); divides image_size", &ViTConfig::patch),
+      shape_row("model.channels", 1, 64, "input channels", &ViTConfig::channels),
+      shape_row("model.width", 1, 1 << 20, "hidden size; a multiple of heads", &ViTConfig::width),
+      shape_row("model.depth", 1, 4096, "encoder blocks", &ViTConfig::depth),
+      shape_row("model.heads", 1, 4096, "attention heads", &ViTConfig::heads),
+      number_row(
+          "model.mlp_ratio", "preset's", [](const R& x) { return x.s.model.mlp_ratio; }, 1e-3, 1e3,
+          "MLP hidden size / width", field(&Scenario::model, &ViTConfig::mlp_ratio)),
+      shape_row("model.classes", 1, 1 << 24, "classifier outputs", &ViTConfig::classes),
+      number_row(
+          "model.dropout", "preset's", [](const R& x) { return x.s.model.dropout; }, 0, 0.999,
+          "dropout probability (0: no masks stored)", field(&Scenario::model, &ViTConfig::dropout)),
+      choice_row(
+          "model.attention", "math", {"math", "fused"},
+          "how attention runs: `math` (scores in memory, PyTorch <= 1.13, the study's stack) or `fused` "
+          "(scaled_dot_product_attention / flash); see \"The model\"",
+          [](R& x, const std::string& v) { x.s.model.attention = parse_attention_path(v); }),
+  };
+}
+
+std::vector<KeyRow> dataset_rows() {
+  return {
+      choice_row("dataset.name", "synthetic", dataset_names(),
+                 "known sets fill the sizes below (core/src/model/dataset.cpp)",
+                 field(&Scenario::dataset, &DatasetSpec::name)),
+      integer_row(
+          "dataset.train_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->train : 0; },
+          1, 1LL << 40, "training set size",
+          [](R& x, long long v) {
+            x.s.dataset.train_samples = v;
+            if (v == 0)
+              throw Error(x.r.origin("dataset.name"),
+                          fmt::format("dataset '{}' needs train_samples", x.s.dataset.name));
+          }),
+      integer_row(
+          "dataset.test_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->test : 0; }, 0,
+          1LL << 40, "test set size", field(&Scenario::dataset, &DatasetSpec::test_samples)),
+      integer_row(
+          "dataset.image_size", "per dataset",
+          [](const R& x) { return facts(x) ? facts(x)->image : x.s.model.image_size; }, 1, 65536,
+          "image side as stored (px)", field(&Scenario::dataset, &DatasetSpec::image_size)),
+      integer_row(
+          "dataset.channels", "per dataset",
+          [](const R& x) { return facts(x) ? facts(x)->channels : x.s.model.channels; }, 1, 64,
+          "channels as stored; must equal the model's", field(&Scenario::dataset, &DatasetSpec::channels)),
+      integer_row(
+          "dataset.resize", "model.image_size", [](const R& x) { return x.s.model.image_size; }, 1, 65536,
+          "the side images are resized to; must equal the model's input size",
+          [](R& x, long long v) {
+            if (v != x.s.model.image_size)
+              x.r.fail("dataset.resize",
+                       fmt::format("{} px but the model takes {} px images", v, x.s.model.image_size));
+          }),
+      number_row("dataset.per_gpu_fraction", 0, 0, 1,
+                 "weak scaling: each GPU gets this fraction of the set (0: off)",
+                 field(&Scenario::dataset, &DatasetSpec::per_gpu_fraction)),
+      custom_row("dataset.path", "path", "", "a folder, relative to the scenario file",
+                 "where the real trainer reads it",
+                 [](R& x) { x.s.dataset.path = x.r.path("dataset.path"); }),
+  };
+}
+
+std::vector<KeyRow> training_rows() {
+  return {
+      integer_row("training.micro_batch", 1, 1, 1 << 24, "samples per GPU per micro-batch",
+                  field(&Scenario::training, &TrainingSpec::micro_batch)),
+      integer_row("training.grad_accum", 1, 1, 1 << 20, "micro-batches per optimizer step",
+                  field(&Scenario::training, &TrainingSpec::grad_accum)),
+      integer_row("training.epochs", 1, 1, 1 << 20, "epochs",
+                  field(&Scenario::training, &TrainingSpec::epochs)),
+      choice_row("training.precision", "fp32", kPrecisions, "mixed precision: fp32 master weights",
+                 [](R& x, const std::string& v) { x.s.training.precision = parse_precision(v); }),
+      choice_row("training.optimizer", "adamw", {"adamw", "adam", "sgd"}, "the optimizer",
+                 field(&Scenario::training, &TrainingSpec::optimizer)),
+      number_row("training.lr", 1e-4, 0, 1e3, "learning rate", field(&Scenario::training, &TrainingSpec::lr)),
+      number_row("training.weight_decay", 0.01, 0, 1e3, "weight decay",
+                 field(&Scenario::training, &TrainingSpec::weight_decay)),
+      integer_row("training.seed", 1, 0, 1LL << 53,
+                  "seed of the real trainer's initialisation and data order",
+                  field(&Scenario::training, &TrainingSpec::seed)),
+      choice_row("training.framework", "vitsim", {"vitsim", "deepspeed", "ddp"},
+                 "whose code runs the step (its fixed per-step work; see \"The model\"); deepspeed with a "
+                 "`<deepspeed>` config",
+                 [](R& x, const std::string& v) { x.s.training.framework = parse_framework(v); }),
+      boolean_row("training.activation_checkpointing", false,
+                  "checkpoint every encoder block: only block inputs stay in memory, backward runs each "
+                  "block's forward "
+                  "again (see \"The model\")",
+                  field(&Scenario::training, &TrainingSpec::activation_checkpointing)),
+      number_row("training.gradient_clipping", 0, 0, 1e9,
+                 "max gradient norm (0: off): a norm reduction and a scale each step",
+                 field(&Scenario::training, &TrainingSpec::gradient_clipping)),
+      number_row("training.loss_scale", 0, 0, 1e30,
+                 "fp16 loss scale (DeepSpeed fp16.loss_scale): 0 dynamic, > 0 static",
+                 field(&Scenario::training, &TrainingSpec::loss_scale)),
+  };
+}
+
+std::vector<KeyRow> parallelism_rows() {
+  return {
+      integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", field(&Scenario::parallel, &ParallelSpec::zero)),
+      boolean_row("parallelism.overlap", false,
+                  "reduce gradient buckets during backward (DeepSpeed overlap_comm)",
+                  field(&Scenario::parallel, &ParallelSpec::overlap)),
+      bucket_row("parallelism.bucket_size", true,
+                 "gradient bucket cap (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb)",
+                 field(&Scenario::parallel, &ParallelSpec::bucket_bytes)),
+      bucket_row("parallelism.allgather_bucket_size", false,
+                 "ZeRO's parameter all-gather bucket (DeepSpeed allgather_bucket_size)",
+                 field(&Scenario::parallel, &ParallelSpec::allgather_bucket_bytes)),
+      registry_row("parallelism.collective", "ring", "collective",
+                   "the all-reduce algorithm (docs/model.md, Collectives)",
+                   field(&Scenario::parallel, &ParallelSpec::collective)),
+      custom_row("parallelism.comm_dtype", "choice", "gradient dtype", join(kPrecisions),
+                 "gradients' dtype on the wire (DeepSpeed communication_data_type)",
+                 [](R& x) {
+                   if (x.r.has("parallelism.comm_dtype")) x.s.parallel.comm_dtype = comm_dtype(x);
+                 }),
+      integer_row("parallelism.sequence_parallel", 1, 1, 1 << 20,
+                  "patch (sequence) parallelism, DeepSpeed-Ulysses style: groups of this many ranks split "
+                  "each image's "
+                  "tokens; divides the ranks and the heads (see \"Capacity planning\")",
+                  [](R& x, long long v) {
+                    Scenario& s = x.s;
+                    s.parallel.sequence_parallel = static_cast<int>(v);
+                    if (s.ranks() % v != 0)
+                      x.r.fail("parallelism.sequence_parallel",
+                               fmt::format("{} does not divide the {} ranks ({} nodes x {} GPUs)", v,
+                                           s.ranks(), s.cluster.nodes, s.cluster.gpus_per_node));
+                    if (s.model.heads % v != 0)
+                      x.r.fail(
+                          "parallelism.sequence_parallel",
+                          fmt::format(
+                              "{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
+                              v, s.model.heads));
+                  }),
+  };
+}
+
+std::vector<KeyRow> loader_rows() {
+  return {
+      integer_row("loader.workers", 2, 0, 1024, "PyTorch DataLoader num_workers per GPU",
+                  field(&Scenario::loader, &LoaderSpec::workers)),
+      boolean_row("loader.pinned", true, "pin_memory", field(&Scenario::loader, &LoaderSpec::pinned)),
+      integer_row("loader.prefetch", 2, 1, 1024, "prefetch_factor: batches each worker keeps ready",
+                  field(&Scenario::loader, &LoaderSpec::prefetch)),
+  };
+}
+
+std::vector<KeyRow> simulation_rows() {
+  return {
+      integer_row("simulation.steps", 20, 1, 1 << 24, "optimizer steps simulated",
+                  field(&Scenario::simulation, &SimulationSpec::steps)),
+      integer_row("simulation.warmup", 2, 0, 1 << 24,
+                  "first steps excluded from the statistics; fewer than steps",
+                  field(&Scenario::simulation, &SimulationSpec::warmup)),
+      boolean_row("simulation.full_epoch", false, "simulate every step of one epoch instead of extrapolating",
+                  field(&Scenario::simulation, &SimulationSpec::full_epoch)),
+      integer_row("simulation.max_steps", kDefaultMaxSteps, 1, 1 << 24,
+                  "most steps the steady-state search may simulate (see \"The model\", Epoch time)",
+                  field(&Scenario::simulation, &SimulationSpec::max_steps)),
+      custom_row("simulation.max_memory", "bytes", "half the memory", "> 0, with a unit (32GiB)",
+                 "memory one simulated point may need (see \"Errors\", Limits)",
+                 [](R& x) {
+                   x.s.simulation.max_memory =
+                       x.r.quantity("simulation.max_memory", 0, units::Kind::Bytes, units::positive());
+                 }),
+      integer_row("simulation.max_routes", kDefaultMaxRoutes, 1, 1LL << 53,
+                  "routes a what-if may leave in a Full zone (see \"Errors\", Limits)",
+                  field(&Scenario::simulation, &SimulationSpec::max_routes)),
+      integer_row("simulation.max_points", kDefaultMaxPoints, 1, 1LL << 53,
+                  "sweep points one command may run (see \"Errors\", Limits)",
+                  field(&Scenario::simulation, &SimulationSpec::max_points)),
+      choice_row("simulation.flows", "auto", {"auto", "always"},
+                 "auto: a ring whose transfers share no link is computed without SimGrid flows (same times; "
+                 "see \"The model\", Collectives); always: every transfer a flow",
+                 field(&Scenario::simulation, &SimulationSpec::flows)),
+  };
+}
+
+// run: the real trainer's settings (see "The real trainer")
+std::vector<KeyRow> run_rows() {
+  return {
+      choice_row("run.device", "auto", {"auto", "cpu", "cuda"}, "where the real trainer runs",
+                 field(&Scenario::run, &RunSpec::device)),
+      integer_row("run.max_steps", 0, 0, 1LL << 53,
+                  "optimizer steps per epoch the real trainer runs (0: the whole epoch)",
+                  field(&Scenario::run, &RunSpec::max_steps)),
+      integer_row("run.checkpoint_every", 0, 0, 1 << 30,
+                  "optimizer steps between checkpoints (0: only at the end)",
+                  field(&Scenario::run, &RunSpec::checkpoint_every)),
+      custom_row("run.checkpoint_dir", "path", "", "a folder, relative to the scenario file",
+                 "where checkpoints go (none: no checkpoints)",
+                 [](R& x) { x.s.run.checkpoint_dir = x.r.path("run.checkpoint_dir"); }),
+      custom_row("run.timeout", "duration", "300s", "> 0, with a unit (30s, 5min, 1h30m)",
+                 "a collective that does not finish within this fails the run",
+                 [](R& x) {
+                   x.s.run.timeout_s = x.r.quantity("run.timeout", 300, units::Kind::Time);
+                   if (!(x.s.run.timeout_s > 0)) x.r.fail("run.timeout", "must be positive");
+                 }),
+      integer_row("run.check_every", 50, 0, 1 << 30, "steps between replica checksum comparisons",
+                  field(&Scenario::run, &RunSpec::check_every)),
+      integer_row("run.threads", 0, 0, 4096, "intra-op threads per rank (0: cores / local ranks)",
+                  field(&Scenario::run, &RunSpec::threads)),
+      boolean_row("run.augment", true, "random crop and flip", field(&Scenario::run, &RunSpec::augment)),
+      integer_row("run.eval_samples", 0, 0, 1LL << 53, "test samples evaluated per epoch (0: all)",
+                  field(&Scenario::run, &RunSpec::eval_samples)),
+  };
+}
+
+std::vector<KeyRow> validation_rows() {
+  return {
+      number_row("validation.tolerance", 0.10, 0, 100, "relative step-time error `vitsim validate` accepts",
+                 field(&Scenario::validation, &ValidationSpec::tolerance)),
+  };
+}
+
+std::vector<KeyRow> compute_rows() {
+  return {
+      registry_row(
+          "compute.model", "auto", "compute model",
+          "how compute time is modelled (docs/model.md, Compute models), as SimGrid's --cfg=cpu/model",
+          field(&Scenario::compute, &ComputeSpec::model)),
+  };
+}
+
+std::vector<KeyRow> whatif_rows() {
+  return {
+      custom_row("whatif.edits", "list", "", "`;`-separated what-ifs (docs/plan.md, What-ifs)",
+                 "platform what-ifs applied before simulating (see \"Capacity planning\")", apply_what_ifs),
+  };
+}
+
+// deepspeed: merged into the attributes before the rows apply (read_and_merge_deepspeed)
+std::vector<KeyRow> deepspeed_rows() {
+  return {
+      custom_row("deepspeed.config", "path", "", "a DeepSpeed JSON config, relative to the scenario file",
+                 "DeepSpeed config whose settings the scenario takes (\"DeepSpeed import\" below)",
+                 [](R&) {}),
+  };
+}
+
+}  // namespace
+
+// The table, in resolution order: one function per element, each in the order its keys are applied and
+// its attributes listed.
+const std::vector<KeyRow>& key_rows() {
+  static const std::vector<KeyRow> rows = [] {
+    std::vector<KeyRow> all;
+    for (auto element :
+         {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows, parallelism_rows, loader_rows,
+          simulation_rows, run_rows, validation_rows, compute_rows, whatif_rows, deepspeed_rows}) {
+      auto r = element();
+      all.insert(all.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
+    }
+    return all;
+  }();
+  return rows;
+}
+
+}  // namespace vitsim::scenario_detail
