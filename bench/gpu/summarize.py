@@ -29,13 +29,19 @@ FIELDS = ["image_size", "patch", "channels", "width", "depth", "heads", "mlp_rat
 
 
 def presets():
-    src = open(os.path.join(REPO, "core", "src", "vit.cpp")).read()
+    src = open(os.path.join(REPO, "core", "src", "model", "vit.cpp")).read()
     out = {}
     for m in re.finditer(r'\{"(\w+)",\s*\{([^{}]*)\}\}', src):
         vals = [v.strip() for v in m.group(2).split(",")]
+        if vals and vals[0].startswith('"'):  # ViTConfig's leading name field ("" in the preset table)
+            vals = vals[1:]
         if len(vals) != len(FIELDS):
             continue
-        out[m.group(1)] = {k: (float(v) if k == "mlp_ratio" else int(v)) for k, v in zip(FIELDS, vals)}
+        if not all(re.fullmatch(r"[0-9.]+(\s*/\s*[0-9.]+)?", v) for v in vals):
+            continue
+        # A figure may be a quotient as the table writes it ("48.0 / 11.0": ViT-g's MLP ratio).
+        num = [float(a) / float(b) if b else float(a) for a, _, b in (v.partition("/") for v in vals)]
+        out[m.group(1)] = {k: (x if k == "mlp_ratio" else int(x)) for k, x in zip(FIELDS, num)}
     return out
 
 
