@@ -31,6 +31,7 @@ struct CalibrateArgs {
   std::vector<std::string> sets, sizes, device_types;
   calibrate::Options opt;
   bool quiet = false;
+  bool no_op_model = false;
 };
 
 // A micro-batch the machine cannot hold ends in the allocator's exception or a LibTorch backtrace after
@@ -105,6 +106,9 @@ void add_calibrate(CLI::App& cli, Action& action) {
       ->check(integer(3, 100000));
   c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
       ->check(integer(1, 1 << 24));
+  c->add_flag("--no-op-model", a->no_op_model,
+              "skip the op benchmarks (most of calibrate's time): compute points only, no op model for "
+              "other ViT shapes");
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   c->add_option("--from-nccl-tests", a->from_nccl_tests,
                 "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
@@ -116,7 +120,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
       if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) {
         // An import measures nothing: the flags that shape a measurement have nothing to act on.
         for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup",
-                                 "--iters", "--loader-batches", "--platform-devices"})
+                                 "--iters", "--loader-batches", "--platform-devices", "--no-op-model"})
           if (c->count(flag) > 0)
             throw UsageError(
                 fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile: an import "
@@ -165,6 +169,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
       if (!a->device_types.empty()) o.device_types = a->device_types;
       if (!a->peak_flops.empty()) o.peak_flops = units::parse(a->peak_flops, units::Kind::Flops);
       if (!a->mem_bw.empty()) o.mem_bw = units::parse(a->mem_bw, units::Kind::Bandwidth);
+      o.op_model = !a->no_op_model;
       o.verbose = !a->quiet;
       o.command = command_line();
       calibrate::run(points.front(), o);

@@ -2,6 +2,7 @@
 // kernels (calibrate.hpp op_benchmarks: GEMMs, batched matmuls, copies and adds, the kernel families).
 #include "kernel_maker.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -28,6 +29,20 @@ Dims dims_of(const ViTConfig& m, int b) {
 KernelMaker::KernelMaker(const Scenario& s, const torch::Device& dev)
     : m_(s.model), dev_(dev), half_(s.training.precision != Precision::FP32) {
   act_ = !half_ ? at::kFloat : s.training.precision == Precision::FP16 ? at::kHalf : at::kBFloat16;
+}
+
+torch::Tensor KernelMaker::rnd(at::IntArrayRef shape, at::ScalarType t) {
+  const auto f32 = torch::TensorOptions().dtype(at::kFloat).device(dev_);
+  if (dev_.is_cuda()) return torch::randn(shape, f32).to(t);
+  if (!pool_.defined()) pool_ = torch::randn({kPool}, f32);
+  torch::Tensor out = torch::empty(shape, f32);
+  torch::Tensor flat = out.view({-1});
+  const int64_t n = flat.numel();
+  for (int64_t off = 0; off < n; off += kPool) {
+    const int64_t len = std::min(kPool, n - off);
+    flat.narrow(0, off, len).copy_(pool_.narrow(0, 0, len));
+  }
+  return out.to(t);
 }
 
 Kernel KernelMaker::make(const OpBenchmark& ob, std::string& how) {

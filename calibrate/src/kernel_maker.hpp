@@ -37,9 +37,15 @@ class KernelMaker {
   bool half_;
   at::ScalarType act_ = at::kFloat;
 
-  torch::Tensor rnd(at::IntArrayRef shape, at::ScalarType t) {
-    return torch::randn(shape, torch::TensorOptions().dtype(at::kFloat).device(dev_)).to(t);
-  }
+  // Normal random operands. On the CPU, copies of one pool of kPool draws (made once per KernelMaker, from
+  // the scenario's seed): the op benchmarks make up to 64 input sets of each op per round to keep operands
+  // cold (bench_ops.cpp InputRing), hundreds of MiB per op, and drawing each element was most of
+  // calibrate's CPU time (measured on this VM, one thread, 16 Mi elements, freed memory kept as calibrate
+  // keeps it: torch::randn 7.7 ns of CPU an element, a copy from the pool 0.65 ns). The kernels'
+  // times do not depend on the values; the pool's period (4 MiB of fp32) is far above any row they reduce.
+  torch::Tensor rnd(at::IntArrayRef shape, at::ScalarType t);
+  torch::Tensor pool_;
+  static constexpr int64_t kPool = int64_t{1} << 20;
   torch::Tensor empty(at::IntArrayRef shape, at::ScalarType t) {
     return torch::empty(shape, torch::TensorOptions().dtype(t).device(dev_));
   }

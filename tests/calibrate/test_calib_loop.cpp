@@ -12,15 +12,6 @@
 using namespace vitsim;
 
 namespace {
-// As root, where the kernel schedules by session (autogroup), the commands run in a session of their
-// own whose group has nice -20: this machine's cores are shared with other sessions' builds, and
-// without it their load made single runs 2-5x slower and the run-to-run spread 30-120% (measured,
-// docs/benchmarks.md). Elsewhere (CI, a quiet machine) the commands run as they are.
-std::string prioritised(const std::string& cmd) {
-  if (geteuid() != 0 || access("/proc/self/autogroup", W_OK) != 0) return cmd;
-  return "setsid -w sh -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 " + cmd + "'";
-}
-
 std::string scenario(const std::string& platform) {
   return fmt::format(R"(<scenario name="calib-loop">
   <cluster platform="{}" nodes="1" gpus_per_node="2"/>
@@ -44,19 +35,19 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // The all-reduce sizes: small ones plus the one the trainer sends here (the whole fp32 gradient in one
   // bucket), so that the fit holds where it is used.
   const double grad_bytes = 4.0 * build_workload(vit_preset("vit_fmnist_tiny")).total_params();
-  auto cal = vt::run(
-      prioritised(fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} calibrate --scenario {} "
-                              "--out {} --emit-platform {} "
-                              "--micro-batches 48,96 --iters 10 --sizes 4KiB,64KiB,{:.0f}B -q",
-                              VITSIM_BINARY, cal_sc, d / "calib.json", d / "platform.xml", grad_bytes)));
+  auto cal = vt::run(vt::prioritised(
+      fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} calibrate --scenario {} "
+                  "--out {} --emit-platform {} "
+                  "--micro-batches 48,96 --iters 10 --sizes 4KiB,64KiB,{:.0f}B -q",
+                  VITSIM_BINARY, cal_sc, d / "calib.json", d / "platform.xml", grad_bytes)));
   INFO(cal.out);
   REQUIRE(cal.status == 0);
 
   const std::string val_sc = d.file("val.xml", scenario("platform.xml"));
   auto val =
-      vt::run(prioritised(fmt::format("{} validate {} --calibration {} --run --format json --out {} -q "
-                                      "--tolerance 1",
-                                      VITSIM_BINARY, val_sc, d / "calib.json", d / "validation.json")));
+      vt::run(vt::prioritised(fmt::format("{} validate {} --calibration {} --run --format json --out {} -q "
+                                          "--tolerance 1",
+                                          VITSIM_BINARY, val_sc, d / "calib.json", d / "validation.json")));
   INFO(val.out);
   REQUIRE(val.status == 0);
   auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
