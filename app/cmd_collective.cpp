@@ -47,9 +47,10 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
   const auto size = checked_by([](const std::string& t) { (void)parse_nccl_size(t); }, "SIZE");
   c->add_option("-b,--minbytes", a.min_bytes, "smallest size, B with K, M or G (binary) (default: 8)")
       ->check(size);
-  c->add_option("-e,--maxbytes", a.max_bytes, "largest size (default: 8G; nccl-tests' own: 32M)")->check(size);
+  c->add_option("-e,--maxbytes", a.max_bytes, "largest size (default: 8G; nccl-tests' own: 32M)")
+      ->check(size);
   c->add_option("-f,--stepfactor", a.step_factor, "multiply the size by this between rows (default: 2)")
-          ->check(integer(1, 1 << 20));
+      ->check(integer(1, 1 << 20));
   c->add_option("-i,--stepbytes", a.step_bytes, "add this to the size between rows (with -f 1, or alone)")
       ->check(size);
   CLI::Option* nodes =
@@ -89,9 +90,10 @@ NcclSweep sweep_of(const CollectiveArgs& a, const CLI::App* c) {
   const bool factor_given = c->count("--stepfactor") > 0, bytes_given = c->count("--stepbytes") > 0;
   if (bytes_given) {
     if (factor_given && a.step_factor > 1)
-      throw UsageError(fmt::format("vitsim collective: -i {} steps by bytes and -f {} by a factor: give -f 1 "
-                                   "with -i, or -f alone",
-                                   a.step_bytes, a.step_factor));
+      throw UsageError(
+          fmt::format("vitsim collective: -i {} steps by bytes and -f {} by a factor: give -f 1 "
+                      "with -i, or -f alone",
+                      a.step_bytes, a.step_factor));
     s.step_factor = 1;
     s.step_bytes = parse_nccl_size(a.step_bytes);
   }

@@ -60,9 +60,10 @@ Scenario bench_cluster(const CollectiveBench& b, const PlatformFacts& facts) {
                               order[static_cast<size_t>(k)]->name, facts.path,
                               order[static_cast<size_t>(k)]->gpus.size()));
   if (s.ranks() < 2)
-    throw Error(fmt::format("{} rank: a collective over one GPU moves nothing over the platform's links; give "
-                            "2 or more ranks (--nodes, -g)",
-                            s.ranks()));
+    throw Error(
+        fmt::format("{} rank: a collective over one GPU moves nothing over the platform's links; give "
+                    "2 or more ranks (--nodes, -g)",
+                    s.ranks()));
   if (nccl_func_rooted(b.func) && (b.root < 0 || b.root >= s.ranks()))
     throw Error(fmt::format("-r {}: the root is a rank, 0 to {}", b.root, s.ranks() - 1));
   return s;
@@ -95,9 +96,10 @@ double chain_hop_latency(const Group& g, int root) {
   return lat;
 }
 
-// The algorithm that runs `func` on a message of `bytes`: the registry's entry named by --collective, the same
-// for every size. NCCL's tuner (a core function choose(func, bytes, topology, version) -> algorithm, protocol,
-// channels) is where `auto` will pick per size: its answer goes here, and the note below says what ran.
+// The algorithm that runs `func` on a message of `bytes`: the registry's entry named by --collective, the
+// same for every size. NCCL's tuner (a core function choose(func, bytes, topology, version) -> algorithm,
+// protocol, channels) is where `auto` will pick per size: its answer goes here, and the note below says what
+// ran.
 const Collective& algorithm_for(const Collective& chosen, NcclFunc func, double bytes) {
   (void)func;
   (void)bytes;
@@ -115,7 +117,8 @@ std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector
   std::vector<std::string> notes;
   switch (b.func) {
     case NcclFunc::AllToAll:
-      notes.push_back("alltoall: every pair at once (NCCL's grouped send/receive), whatever --collective says");
+      notes.push_back(
+          "alltoall: every pair at once (NCCL's grouped send/receive), whatever --collective says");
       break;
     case NcclFunc::Broadcast:
       notes.push_back(
@@ -201,9 +204,9 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   t.ranks = s.ranks();
   t.gpus_per_node = s.cluster.gpus_per_node;
   t.sweep = b.sweep;
-  t.preamble.push_back(fmt::format(
-      "vitsim {} collective: predicted, not measured: {} ranks ({} node(s) x {} GPU(s)) of {}", vitsim_version(),
-      t.ranks, s.cluster.nodes, s.cluster.gpus_per_node, b.platform));
+  t.preamble.push_back(
+      fmt::format("vitsim {} collective: predicted, not measured: {} ranks ({} node(s) x {} GPU(s)) of {}",
+                  vitsim_version(), t.ranks, s.cluster.nodes, s.cluster.gpus_per_node, b.platform));
   t.devices = bench_devices(place, facts, s.cluster.gpus_per_node);
   std::vector<double> bytes;
   for (double size : sizes) {

@@ -1,8 +1,8 @@
 // `vitsim collective` (issue 25 item 3): a predicted nccl-tests table that calibrate's nccl-tests reader
 // reads, with the ring's closed form on a homogeneous platform, nccl-tests' counts and busbw factors per
 // collective, JSON output, and bad command lines.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -47,8 +47,9 @@ double expected_time(vitsim::NcclFunc f, int n, double s) {
 
 }  // namespace
 
-TEST_CASE("collective: all_reduce_perf's table, read by calibrate's nccl-tests reader, is the ring's closed form",
-          "[collective][nccl-tests]") {
+TEST_CASE(
+    "collective: all_reduce_perf's table, read by calibrate's nccl-tests reader, is the ring's closed form",
+    "[collective][nccl-tests]") {
   vt::TempDir d;
   for (int n : {2, 4, 8}) {
     const std::string p = one_node(d, n);
@@ -91,16 +92,16 @@ TEST_CASE("collective: nccl-tests' counts, busbw factors and closed forms for ev
   for (const std::string& name : vitsim::nccl_func_names()) {
     const vitsim::NcclFunc f = vitsim::nccl_func(name);
     INFO(name);
-    const auto r = vt::vitsim(
-        fmt::format("collective {} --func {} --collective ring -b 1M -e 64M -f 8 -d half --format json -q", p,
-                    name));
+    const auto r = vt::vitsim(fmt::format(
+        "collective {} --func {} --collective ring -b 1M -e 64M -f 8 -d half --format json -q", p, name));
     REQUIRE(r.status == 0);
     const nlohmann::json j = nlohmann::json::parse(r.out);
     CHECK(j["schema"] == "vitsim.collective/1");
     CHECK(j["test"] == name + "_perf");
     CHECK(j["config"]["ranks"] == n);
     REQUIRE(j["results"].size() == 3);  // 1M, 8M, 64M
-    // src/<collective>.cu GetBw: all_reduce 2(n-1)/n, reduce_scatter, all_gather, alltoall (n-1)/n, broadcast 1.
+    // src/<collective>.cu GetBw: all_reduce 2(n-1)/n, reduce_scatter, all_gather, alltoall (n-1)/n,
+    // broadcast 1.
     const double factor = f == vitsim::NcclFunc::AllReduce   ? 2.0 * (n - 1) / n
                           : f == vitsim::NcclFunc::Broadcast ? 1.0
                                                              : (n - 1.0) / n;
@@ -150,21 +151,26 @@ TEST_CASE("collective: the text layout is nccl-tests 2.19's", "[collective][nccl
   const auto r = vt::vitsim(fmt::format("collective {} --func broadcast -r 1 -b 8 -e 8 -q", one_node(d, 3)));
   REQUIRE(r.status == 0);
   // src/util.cu writeResultHeader, and a row of writeBenchmarkLinePreamble and writeBenchmarkLineBody.
-  // (its format strings, evaluated: "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n")
-  CHECK(r.out.find("\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
-                   "time   algbw   busbw  #wrong \n#        (B)    (elements)                               (us)  "
-                   "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") != std::string::npos);
+  // (its format strings, evaluated: "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s
+  // %*s\n")
+  CHECK(r.out.find(
+            "\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+            "time   algbw   busbw  #wrong \n#        (B)    (elements)                               (us)  "
+            "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") != std::string::npos);
   const double us = expected_time(vitsim::NcclFunc::Broadcast, 3, 8) * 1e6;
-  const std::string row = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:7.2f}    0.00    0.00    N/A  {:7.2f}    "
-                                      "0.00    0.00    N/A\n",
-                                      8, 2, "float", "none", 1, us, us);
+  const std::string row = fmt::format(
+      "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:7.2f}    0.00    0.00    N/A  {:7.2f}    "
+      "0.00    0.00    N/A\n",
+      8, 2, "float", "none", 1, us, us);
   CHECK(r.out.find("\n" + row) != std::string::npos);
   CHECK(r.out.find("\n# Avg bus bandwidth    : 0.00") != std::string::npos);
   CHECK(r.out.find("# in-place equals out-of-place") != std::string::npos);
-  CHECK(r.out.find("#  Rank  2 Group  0 Pid      0 on         n0 device  2 [n0-gpu2] G1Tf\n") != std::string::npos);
+  CHECK(r.out.find("#  Rank  2 Group  0 Pid      0 on         n0 device  2 [n0-gpu2] G1Tf\n") !=
+        std::string::npos);
 }
 
-TEST_CASE("collective: --out holds what stdout would, and nothing is written on failure", "[collective][cli]") {
+TEST_CASE("collective: --out holds what stdout would, and nothing is written on failure",
+          "[collective][cli]") {
   vt::TempDir d;
   const std::string p = one_node(d, 2);
   const auto printed = vt::vitsim(fmt::format("collective {} -e 1M -q", p));
@@ -179,7 +185,8 @@ TEST_CASE("collective: --out holds what stdout would, and nothing is written on 
   CHECK_FALSE(std::filesystem::exists(d / "f.txt"));
 }
 
-TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one line", "[collective][cli][negative]") {
+TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one line",
+          "[collective][cli][negative]") {
   vt::TempDir d;
   const std::string p = one_node(d, 2);
   struct Case {
@@ -220,4 +227,13 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
   CHECK(missing.out.find("none.xml") != std::string::npos);
   const auto no_platform = vt::vitsim("collective -q");
   CHECK(no_platform.status == 2);
+}
+
+TEST_CASE("collective: docs/collective.md's sample is what the command prints", "[collective][docs]") {
+  const std::string command = "vitsim collective platforms/h100-16x8-ndr.xml --nodes 2 -b 1M -e 1G -f 4";
+  // From the source folder, so that the platform's path is printed as the page gives it.
+  const auto r = vt::run(fmt::format("cd {} && {} {} -q", vt::source(""), VITSIM_BINARY, command.substr(7)));
+  REQUIRE(r.status == 0);
+  const std::string sample = "```\n$ " + command + "\n" + r.out + "```\n";
+  CHECK(vt::doc_section(vt::source("docs/collective.md"), "collective-sample", sample) == sample);
 }

@@ -146,9 +146,10 @@ double parse_nccl_size(const std::string& text) {
   try {
     v = units::parse_number(number, units::non_negative()) * unit;
   } catch (const Error&) {
-    throw Error(fmt::format("'{}' is not a size: expected bytes with an optional K, M or G (binary, as "
-                            "nccl-tests: 8G = 8 x 2^30 B)",
-                            echo(text)));
+    throw Error(
+        fmt::format("'{}' is not a size: expected bytes with an optional K, M or G (binary, as "
+                    "nccl-tests: 8G = 8 x 2^30 B)",
+                    echo(text)));
   }
   if (v != std::floor(v) || v > 1e18)
     throw Error(fmt::format("'{}' is {} B: expected a whole number of bytes up to 10^18", echo(text), v));
@@ -160,9 +161,9 @@ std::vector<double> nccl_sizes(const NcclSweep& s) {
     throw Error(fmt::format("invalid sizes for minbytes and maxbytes: {} > {}", s.min_bytes, s.max_bytes));
   if (s.step_factor < 1) throw Error(fmt::format("step factor {}: expected 1 or more", s.step_factor));
   if (s.step_factor > 1 && s.min_bytes == 0 && s.max_bytes > 0)
-    throw Error(
-        fmt::format("minbytes 0 times step factor {} stays 0 and never reaches maxbytes {}: start at 1 or more",
-                    s.step_factor, s.max_bytes));
+    throw Error(fmt::format(
+        "minbytes 0 times step factor {} stays 0 and never reaches maxbytes {}: start at 1 or more",
+        s.step_factor, s.max_bytes));
   if (s.step_factor == 1 && s.step_bytes <= 0 && s.max_bytes > s.min_bytes)
     throw Error("step bytes 0 with step factor 1 never reaches maxbytes: give -i 1 or more, or -f 2 or more");
   std::vector<double> out;
@@ -250,15 +251,17 @@ std::string nccl_table_text(const NcclTable& t) {
   out += "#\n# in-place equals out-of-place: the model moves the same bytes over the same links either way\n";
   // src/util.cu writeResultHeader without per-iteration timing or timestamps (its "%*s" of width 0 leaves
   // each line's trailing space).
-  out += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       "
-                     "in-place          \n",
-                     "", "", "", "", "");
-  out += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} \n",
-                     "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-                     "algbw", "busbw", "#wrong");
-  out += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} \n",
-                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-                     "");
+  out += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       "
+      "in-place          \n",
+      "", "", "", "", "");
+  out += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} \n",
+      "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+      "#wrong");
+  out += fmt::format(
+      "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} \n",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
   const double bus = nccl_bus_factor(t.func, t.ranks);
   for (const auto& r : t.rows) {
     out += fmt::format("{:12.0f}  {:12d}  {:>8}  {:>6}  {:6d}", r.bytes, r.count, t.type, printed_redop(t),
@@ -279,8 +282,11 @@ std::string nccl_table_text(const NcclTable& t) {
 
 std::string nccl_table_json(const NcclTable& t) {
   using json = nlohmann::ordered_json;
-  json config{{"nthreads", 1}, {"ngpus", t.gpus_per_node}, {"ranks", t.ranks},
-              {"minimum_bytes", t.sweep.min_bytes}, {"maximum_bytes", t.sweep.max_bytes}};
+  json config{{"nthreads", 1},
+              {"ngpus", t.gpus_per_node},
+              {"ranks", t.ranks},
+              {"minimum_bytes", t.sweep.min_bytes},
+              {"maximum_bytes", t.sweep.max_bytes}};
   if (t.sweep.step_factor > 1)
     config["step_factor"] = t.sweep.step_factor;
   else
@@ -298,8 +304,11 @@ std::string nccl_table_json(const NcclTable& t) {
   const double bus = nccl_bus_factor(t.func, t.ranks);
   json results = json::array();
   for (const auto& r : t.rows) {
-    json row{{"size", r.bytes}, {"count", r.count},          {"type", t.type},
-             {"redop", printed_redop(t)}, {"root", printed_root(t)}};
+    json row{{"size", r.bytes},
+             {"count", r.count},
+             {"type", t.type},
+             {"redop", printed_redop(t)},
+             {"root", printed_root(t)}};
     for (const auto& [key, s] : {std::pair{"out_of_place", r.time_s}, {"in_place", r.in_place_time_s}}) {
       const double alg = alg_gbps(r.bytes, s);
       row[key] = json{{"time", s * 1e6}, {"alg_bw", alg}, {"bus_bw", alg * bus}, {"nwrong", nullptr}};

@@ -86,8 +86,8 @@ struct NcclTable {
 // nccl-tests' "# Avg bus bandwidth": the mean busbw over the out-of-place and in-place halves of every row
 // (GB/s).
 double nccl_avg_busbw(const NcclTable& t);
-// The text nccl-tests prints (its 2.19 layout without per-iteration or timestamp columns; #wrong "N/A": no data
-// is checked).
+// The text nccl-tests prints (its 2.19 layout without per-iteration or timestamp columns; #wrong "N/A": no
+// data is checked).
 std::string nccl_table_text(const NcclTable& t);
 // The same as JSON, with the keys of nccl-tests' -J output where it has them (times in us, bandwidths in
 // GB/s) and "schema": "vitsim.collective/1".
