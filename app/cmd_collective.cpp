@@ -71,7 +71,7 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
   c->add_option("--func", a.func,
                 "the collective: all_reduce, reduce_scatter, all_gather, alltoall, broadcast (nccl-tests' "
                 "binary; not -o, the reduction op)")
-      ->check(checked_by([](const std::string& t) { (void)nccl_func(t); }, "NAME"));
+      ->check(checked_by([](const std::string& t) { (void)nccl_test(t); }, "NAME"));
   c->add_option("--collective", a.bench.algorithm,
                 "the algorithm, a name of the scenario key parallelism.collective (default: auto)")
       ->check(checked_by([](const std::string& t) { (void)sim::make_collective(t); }, "NAME"));
@@ -115,7 +115,7 @@ void add_collective(CLI::App& cli, Action& action) {
   c->callback([&action, args, c] {
     action = [args, c] {
       args->bench.sweep = sweep_of(*args, c);
-      args->bench.func = nccl_func(args->func);
+      args->bench.func = nccl_test(args->func);
       args->bench.progress = !args->quiet;
       // Before any work: the output writable and not the platform.
       check_output_paths({{args->out, "--out"}}, {{args->bench.platform, "the platform"}});

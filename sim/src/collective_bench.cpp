@@ -64,7 +64,7 @@ Scenario bench_cluster(const CollectiveBench& b, const PlatformFacts& facts) {
         fmt::format("{} rank: a collective over one GPU moves nothing over the platform's links; give "
                     "2 or more ranks (--nodes, -g)",
                     s.ranks()));
-  if (nccl_func_rooted(b.func) && (b.root < 0 || b.root >= s.ranks()))
+  if (nccl_test_rooted(b.func) && (b.root < 0 || b.root >= s.ranks()))
     throw Error(fmt::format("-r {}: the root is a rank, 0 to {}", b.root, s.ranks() - 1));
   return s;
 }
@@ -100,15 +100,15 @@ double chain_hop_latency(const Group& g, int root) {
 // same for every size. NCCL's tuner (a core function choose(func, bytes, topology, version) -> algorithm,
 // protocol, channels) is where `auto` will pick per size: its answer goes here, and the note below says what
 // ran.
-const Collective& algorithm_for(const Collective& chosen, NcclFunc func, double bytes) {
+const Collective& algorithm_for(const Collective& chosen, NcclTest func, double bytes) {
   (void)func;
   (void)bytes;
   return chosen;
 }
 
-CollOp coll_op(NcclFunc f) {
-  return f == NcclFunc::ReduceScatter ? CollOp::ReduceScatter
-         : f == NcclFunc::AllGather   ? CollOp::AllGather
+CollOp coll_op(NcclTest f) {
+  return f == NcclTest::ReduceScatter ? CollOp::ReduceScatter
+         : f == NcclTest::AllGather   ? CollOp::AllGather
                                       : CollOp::AllReduce;
 }
 
@@ -116,18 +116,18 @@ CollOp coll_op(NcclFunc f) {
 std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector<std::string>& engine_notes) {
   std::vector<std::string> notes;
   switch (b.func) {
-    case NcclFunc::AllToAll:
+    case NcclTest::AllToAll:
       notes.push_back(
           "alltoall: every pair at once (NCCL's grouped send/receive), whatever --collective says");
       break;
-    case NcclFunc::Broadcast:
+    case NcclTest::Broadcast:
       notes.push_back(
           "broadcast: a pipelined chain from the root in rank order (NCCL broadcasts over its ring only); "
           "--collective does not apply");
       break;
     default:
       notes.push_back(fmt::format("{}: collective '{}' for every size (sim/collective.hpp's registry{})",
-                                  nccl_func_name(b.func), b.algorithm,
+                                  nccl_test_name(b.func), b.algorithm,
                                   b.algorithm == "auto" ? "; auto picks by topology, not yet by size" : ""));
   }
   notes.push_back(
@@ -152,7 +152,7 @@ std::vector<NcclDevice> bench_devices(const RankPlacement& place, const Platform
 std::vector<double> simulate_sizes(sg4::Engine& e, const CollectiveBench& b, const Group& g,
                                    const Collective& chosen, const std::vector<double>& bytes) {
   const int n = g.size();
-  const double hop = b.func == NcclFunc::Broadcast ? chain_hop_latency(g, b.root) : 0.0;
+  const double hop = b.func == NcclTest::Broadcast ? chain_hop_latency(g, b.root) : 0.0;
   std::vector<double> start(bytes.size(), 0.0), end(bytes.size(), 0.0);
   sg4::BarrierPtr sizes = sg4::Barrier::create(static_cast<unsigned>(n));
   ProgressLine progress("vitsim collective", b.progress);
@@ -164,9 +164,9 @@ std::vector<double> simulate_sizes(sg4::Engine& e, const CollectiveBench& b, con
           start[k] = sg4::Engine::get_clock();
           if (k > 0) progress.update(k, bytes.size(), "sizes");
         }
-        if (b.func == NcclFunc::AllToAll)
+        if (b.func == NcclTest::AllToAll)
           all_to_all(g, me, bytes[k]);
-        else if (b.func == NcclFunc::Broadcast)
+        else if (b.func == NcclTest::Broadcast)
           chain_broadcast(g, me, b.root, bytes[k], hop);
         else
           algorithm_for(chosen, b.func, bytes[k]).run(g, me, bytes[k], coll_op(b.func));
@@ -184,7 +184,7 @@ std::vector<double> simulate_sizes(sg4::Engine& e, const CollectiveBench& b, con
 
 NcclTable run_collective_bench(const CollectiveBench& b) {
   const int type_bytes = nccl_type_bytes(b.type);
-  if (nccl_func_reduces(b.func)) check_nccl_redop(b.redop);
+  if (nccl_test_reduces(b.func)) check_nccl_redop(b.redop);
   std::unique_ptr<Collective> chosen;
   try {
     chosen = make_collective(b.algorithm);

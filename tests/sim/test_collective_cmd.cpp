@@ -30,16 +30,16 @@ std::string one_node(const vt::TempDir& d, int n) {
 double ring_all_reduce(int n, double s) {
   return 2 * (n - 1) * kA + 2.0 * (n - 1) / n * s / kB;
 }
-double expected_time(vitsim::NcclFunc f, int n, double s) {
+double expected_time(vitsim::NcclTest f, int n, double s) {
   switch (f) {
-    case vitsim::NcclFunc::AllReduce:
+    case vitsim::NcclTest::AllReduce:
       return ring_all_reduce(n, s);
-    case vitsim::NcclFunc::ReduceScatter:
-    case vitsim::NcclFunc::AllGather:
+    case vitsim::NcclTest::ReduceScatter:
+    case vitsim::NcclTest::AllGather:
       return ring_all_reduce(n, s) / 2;  // one of the all-reduce's two ring phases
-    case vitsim::NcclFunc::AllToAll:
+    case vitsim::NcclTest::AllToAll:
       return kA + (n - 1.0) / n * s / kB;  // every rank's link sends (n-1)/n of its buffer at once
-    case vitsim::NcclFunc::Broadcast:
+    case vitsim::NcclTest::Broadcast:
       return (n - 1) * kA + s / kB;  // a pipelined chain: n-1 hops' latency, the bytes once
   }
   return 0;
@@ -89,8 +89,8 @@ TEST_CASE("collective: nccl-tests' counts, busbw factors and closed forms for ev
   vt::TempDir d;
   const int n = 4;
   const std::string p = one_node(d, n);
-  for (const std::string& name : vitsim::nccl_func_names()) {
-    const vitsim::NcclFunc f = vitsim::nccl_func(name);
+  for (const std::string& name : vitsim::nccl_test_names()) {
+    const vitsim::NcclTest f = vitsim::nccl_test(name);
     INFO(name);
     const auto r = vt::vitsim(fmt::format(
         "collective {} --func {} --collective ring -b 1M -e 64M -f 8 -d half --format json -q", p, name));
@@ -102,20 +102,20 @@ TEST_CASE("collective: nccl-tests' counts, busbw factors and closed forms for ev
     REQUIRE(j["results"].size() == 3);  // 1M, 8M, 64M
     // src/<collective>.cu GetBw: all_reduce 2(n-1)/n, reduce_scatter, all_gather, alltoall (n-1)/n,
     // broadcast 1.
-    const double factor = f == vitsim::NcclFunc::AllReduce   ? 2.0 * (n - 1) / n
-                          : f == vitsim::NcclFunc::Broadcast ? 1.0
+    const double factor = f == vitsim::NcclTest::AllReduce   ? 2.0 * (n - 1) / n
+                          : f == vitsim::NcclTest::Broadcast ? 1.0
                                                              : (n - 1.0) / n;
     CHECK(vitsim::nccl_bus_factor(f, n) == factor);
     double size = 1 << 20;
     for (const auto& row : j["results"]) {
       // 2-byte elements: the buffers nccl-tests divides by the ranks stay whole (2^k elements, 4 ranks).
       CHECK(row["size"].get<double>() == size);
-      const bool per_rank = f == vitsim::NcclFunc::ReduceScatter || f == vitsim::NcclFunc::AllGather ||
-                            f == vitsim::NcclFunc::AllToAll;
+      const bool per_rank = f == vitsim::NcclTest::ReduceScatter || f == vitsim::NcclTest::AllGather ||
+                            f == vitsim::NcclTest::AllToAll;
       CHECK(row["count"].get<double>() == (per_rank ? size / 2 / n : size / 2));
       CHECK(row["type"] == "half");
-      CHECK(row["redop"] == (vitsim::nccl_func_reduces(f) ? "sum" : "none"));
-      CHECK(row["root"] == (f == vitsim::NcclFunc::Broadcast ? 0 : -1));
+      CHECK(row["redop"] == (vitsim::nccl_test_reduces(f) ? "sum" : "none"));
+      CHECK(row["root"] == (f == vitsim::NcclTest::Broadcast ? 0 : -1));
       for (const char* half : {"out_of_place", "in_place"}) {
         const double us = row[half]["time"], alg = row[half]["alg_bw"], bus = row[half]["bus_bw"];
         CHECK(us * 1e-6 == Approx(expected_time(f, n, size)).epsilon(1e-6));
@@ -128,17 +128,17 @@ TEST_CASE("collective: nccl-tests' counts, busbw factors and closed forms for ev
 }
 
 TEST_CASE("collective: counts rounded as nccl-tests rounds them", "[collective][nccl-tests]") {
-  using vitsim::NcclFunc;
+  using vitsim::NcclTest;
   // all_reduce: count = size / sizeof(type), rounded down; size printed is count x sizeof.
-  CHECK(vitsim::nccl_counts(NcclFunc::AllReduce, 10, 4, 3).count == 2);
-  CHECK(vitsim::nccl_counts(NcclFunc::AllReduce, 10, 4, 3).bytes == 8);
+  CHECK(vitsim::nccl_counts(NcclTest::AllReduce, 10, 4, 3).count == 2);
+  CHECK(vitsim::nccl_counts(NcclTest::AllReduce, 10, 4, 3).bytes == 8);
   // reduce_scatter over 3 ranks of floats at 1000 B: 250 elements, 83 per rank, down to a multiple of 16 B
   // (4 floats): 80; the printed size is the send buffer 80 x 3 x 4 B.
-  CHECK(vitsim::nccl_counts(NcclFunc::ReduceScatter, 1000, 4, 3).count == 80);
-  CHECK(vitsim::nccl_counts(NcclFunc::ReduceScatter, 1000, 4, 3).bytes == 960);
-  CHECK(vitsim::nccl_counts(NcclFunc::AllGather, 1000, 4, 3).bytes == 960);
-  CHECK(vitsim::nccl_counts(NcclFunc::AllToAll, 1000, 1, 3).count == 320);  // 333 & ~15
-  CHECK(vitsim::nccl_counts(NcclFunc::Broadcast, 1000, 8, 3).count == 125);
+  CHECK(vitsim::nccl_counts(NcclTest::ReduceScatter, 1000, 4, 3).count == 80);
+  CHECK(vitsim::nccl_counts(NcclTest::ReduceScatter, 1000, 4, 3).bytes == 960);
+  CHECK(vitsim::nccl_counts(NcclTest::AllGather, 1000, 4, 3).bytes == 960);
+  CHECK(vitsim::nccl_counts(NcclTest::AllToAll, 1000, 1, 3).count == 320);  // 333 & ~15
+  CHECK(vitsim::nccl_counts(NcclTest::Broadcast, 1000, 8, 3).count == 125);
   // Sizes: nccl-tests' parsesize is binary; -i steps in bytes.
   CHECK(vitsim::parse_nccl_size("8G") == 8.0 * (1 << 30));
   CHECK(vitsim::parse_nccl_size("1.5K") == 1536);
@@ -157,7 +157,7 @@ TEST_CASE("collective: the text layout is nccl-tests 2.19's", "[collective][nccl
             "\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
             "time   algbw   busbw  #wrong \n#        (B)    (elements)                               (us)  "
             "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") != std::string::npos);
-  const double us = expected_time(vitsim::NcclFunc::Broadcast, 3, 8) * 1e6;
+  const double us = expected_time(vitsim::NcclTest::Broadcast, 3, 8) * 1e6;
   const std::string row = fmt::format(
       "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:7.2f}    0.00    0.00    N/A  {:7.2f}    "
       "0.00    0.00    N/A\n",
@@ -201,7 +201,7 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
        "--datatype: unknown datatype 'float33'; valid: " + vt::join(vitsim::nccl_type_names())},
       {"-o sum2", 2, "--op: unknown reduction op 'sum2'; valid: sum, prod, max, min, avg, mulsum"},
       {"--func allreduce", 2,
-       "--func: unknown collective function 'allreduce'; valid: " + vt::join(vitsim::nccl_func_names())},
+       "--func: unknown collective function 'allreduce'; valid: " + vt::join(vitsim::nccl_test_names())},
       {"--collective butterfly", 2,
        "--collective: unknown collective 'butterfly'; valid: " + vt::join(vitsim::sim::collective_names())},
       {"-f 2 -i 1M", 2, "-i 1M steps by bytes and -f 2 by a factor"},
@@ -236,4 +236,29 @@ TEST_CASE("collective: docs/collective.md's sample is what the command prints", 
   REQUIRE(r.status == 0);
   const std::string sample = "```\n$ " + command + "\n" + r.out + "```\n";
   CHECK(vt::doc_section(vt::source("docs/collective.md"), "collective-sample", sample) == sample);
+}
+
+TEST_CASE("collective: --hosts orders the nodes, -i steps by bytes, and two nodes read as inter_node",
+          "[collective][cli]") {
+  vt::TempDir d;
+  // Two nodes of two GPUs joined by 10 GB/s NICs (tests/test_util.hpp platform_xml).
+  const std::string p =
+      d.file("two.xml", vt::platform_xml(2, 2, "10GBps", "1us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"}));
+  const auto r = vt::vitsim(fmt::format("collective {} --hosts n1,n0 -b 1M -e 3M -i 1M -q", p));
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("#  Rank  0 Group  0 Pid      0 on         n1 device  0 [n1-gpu0] G1Tf\n") !=
+        std::string::npos);
+  CHECK(r.out.find("#  Rank  3 Group  0 Pid      0 on         n0 device  1 [n0-gpu1] G1Tf\n") !=
+        std::string::npos);
+  CHECK(r.out.find("step: 1048576(bytes)") != std::string::npos);
+  const vitsim::calibrate::NcclTestsLog log = vitsim::calibrate::parse_nccl_tests("out", r.out);
+  REQUIRE(log.rows.size() == 3);  // 1M, 2M, 3M
+  CHECK(log.rows[2].bytes == 3 << 20);
+  CHECK(log.hosts == std::vector<std::string>{"n1", "n0"});
+  CHECK(vitsim::calibrate::import_nccl_tests(log, 0, "").link.link_class == "inter_node");
+  // -g 1 --nodes 2: one GPU on each node.
+  const auto one = vt::vitsim(fmt::format("collective {} --nodes 2 -g 1 -e 8 -q", p));
+  REQUIRE(one.status == 0);
+  CHECK(one.out.find("#  Rank  1 Group  0 Pid      0 on         n1 device  0 [n1-gpu0] G1Tf\n") !=
+        std::string::npos);
 }

@@ -19,11 +19,11 @@ namespace vitsim {
 
 namespace {
 
-constexpr EnumNames<NcclFunc, 5> kFuncs{{{NcclFunc::AllReduce, "all_reduce"},
-                                         {NcclFunc::ReduceScatter, "reduce_scatter"},
-                                         {NcclFunc::AllGather, "all_gather"},
-                                         {NcclFunc::AllToAll, "alltoall"},
-                                         {NcclFunc::Broadcast, "broadcast"}}};
+constexpr EnumNames<NcclTest, 5> kTests{{{NcclTest::AllReduce, "all_reduce"},
+                                         {NcclTest::ReduceScatter, "reduce_scatter"},
+                                         {NcclTest::AllGather, "all_gather"},
+                                         {NcclTest::AllToAll, "alltoall"},
+                                         {NcclTest::Broadcast, "broadcast"}}};
 
 struct TypeName {
   const char* name;
@@ -70,35 +70,40 @@ double alg_gbps(double bytes, double time_s) {
   return time_s > 0 ? bytes / time_s / 1e9 : 0.0;
 }
 
-std::string program_name(NcclFunc f) {
-  return std::string(nccl_func_name(f)) + "_perf";
+// Bytes as nccl-tests' JSON writes them (size_t): whole numbers.
+unsigned long long whole(double bytes) {
+  return static_cast<unsigned long long>(bytes);
+}
+
+std::string program_name(NcclTest f) {
+  return std::string(nccl_test_name(f)) + "_perf";
 }
 
 std::string printed_redop(const NcclTable& t) {
-  return nccl_func_reduces(t.func) ? t.redop : "none";
+  return nccl_test_reduces(t.func) ? t.redop : "none";
 }
 int printed_root(const NcclTable& t) {
-  return nccl_func_rooted(t.func) ? t.root : -1;
+  return nccl_test_rooted(t.func) ? t.root : -1;
 }
 
 }  // namespace
 
-std::vector<std::string> nccl_func_names() {
+std::vector<std::string> nccl_test_names() {
   std::vector<std::string> out;
-  for (const auto& f : kFuncs) out.push_back(f.name);
+  for (const auto& f : kTests) out.push_back(f.name);
   return out;
 }
-const char* nccl_func_name(NcclFunc f) {
-  return name_of(kFuncs, f);
+const char* nccl_test_name(NcclTest f) {
+  return name_of(kTests, f);
 }
-NcclFunc nccl_func(const std::string& name) {
-  return value_of(kFuncs, name, "collective function");
+NcclTest nccl_test(const std::string& name) {
+  return value_of(kTests, name, "collective function");
 }
-bool nccl_func_reduces(NcclFunc f) {
-  return f == NcclFunc::AllReduce || f == NcclFunc::ReduceScatter;
+bool nccl_test_reduces(NcclTest f) {
+  return f == NcclTest::AllReduce || f == NcclTest::ReduceScatter;
 }
-bool nccl_func_rooted(NcclFunc f) {
-  return f == NcclFunc::Broadcast;
+bool nccl_test_rooted(NcclTest f) {
+  return f == NcclTest::Broadcast;
 }
 
 std::vector<std::string> nccl_type_names() {
@@ -184,23 +189,23 @@ std::vector<double> nccl_sizes(const NcclSweep& s) {
 
 // src/<collective>.cu *GetCollByteCount, with src/common.cu setupArgs and TimeTest's preamble: the printed
 // size is max(send, receive) bytes, the printed count the collective's count argument.
-NcclCounts nccl_counts(NcclFunc f, double size, int type_bytes, int ranks) {
+NcclCounts nccl_counts(NcclTest f, double size, int type_bytes, int ranks) {
   const uint64_t count = static_cast<uint64_t>(size) / static_cast<uint64_t>(type_bytes);
   const uint64_t n = static_cast<uint64_t>(std::max(ranks, 1));
   // Divided by the ranks and rounded down to 16 bytes: (count / n) & ~(16 / eltSize - 1).
   const uint64_t per_rank = (count / n) & ~(static_cast<uint64_t>(16 / type_bytes) - 1);
   uint64_t send = count, recv = count, param = count;
   switch (f) {
-    case NcclFunc::AllReduce:
-    case NcclFunc::Broadcast:
+    case NcclTest::AllReduce:
+    case NcclTest::Broadcast:
       break;
-    case NcclFunc::ReduceScatter:
+    case NcclTest::ReduceScatter:
       send = per_rank * n, recv = per_rank, param = per_rank;
       break;
-    case NcclFunc::AllGather:
+    case NcclTest::AllGather:
       send = per_rank, recv = per_rank * n, param = per_rank;
       break;
-    case NcclFunc::AllToAll:
+    case NcclTest::AllToAll:
       send = recv = per_rank * n, param = per_rank;
       break;
   }
@@ -209,16 +214,16 @@ NcclCounts nccl_counts(NcclFunc f, double size, int type_bytes, int ranks) {
 }
 
 // src/<collective>.cu *GetBw (doc/PERFORMANCE.md derives each factor).
-double nccl_bus_factor(NcclFunc f, int ranks) {
+double nccl_bus_factor(NcclTest f, int ranks) {
   const double n = ranks;
   switch (f) {
-    case NcclFunc::AllReduce:
+    case NcclTest::AllReduce:
       return 2 * (n - 1) / n;
-    case NcclFunc::ReduceScatter:
-    case NcclFunc::AllGather:
-    case NcclFunc::AllToAll:
+    case NcclTest::ReduceScatter:
+    case NcclTest::AllGather:
+    case NcclTest::AllToAll:
       return (n - 1) / n;
-    case NcclFunc::Broadcast:
+    case NcclTest::Broadcast:
       return 1;
   }
   return 1;
@@ -285,12 +290,12 @@ std::string nccl_table_json(const NcclTable& t) {
   json config{{"nthreads", 1},
               {"ngpus", t.gpus_per_node},
               {"ranks", t.ranks},
-              {"minimum_bytes", t.sweep.min_bytes},
-              {"maximum_bytes", t.sweep.max_bytes}};
+              {"minimum_bytes", whole(t.sweep.min_bytes)},
+              {"maximum_bytes", whole(t.sweep.max_bytes)}};
   if (t.sweep.step_factor > 1)
     config["step_factor"] = t.sweep.step_factor;
   else
-    config["step_bytes"] = t.sweep.step_bytes;
+    config["step_bytes"] = whole(t.sweep.step_bytes);
   config["warmup_iters"] = 0;
   config["iterations"] = 1;
   config["validation"] = 0;
@@ -304,7 +309,7 @@ std::string nccl_table_json(const NcclTable& t) {
   const double bus = nccl_bus_factor(t.func, t.ranks);
   json results = json::array();
   for (const auto& r : t.rows) {
-    json row{{"size", r.bytes},
+    json row{{"size", whole(r.bytes)},
              {"count", r.count},
              {"type", t.type},
              {"redop", printed_redop(t)},

@@ -16,7 +16,7 @@ struct CollectiveBench {
   int nodes = 0;                   // nodes used; 0: every node of the platform (or of `hosts`)
   int gpus_per_node = 0;           // GPUs used on each node; 0: every GPU of the first node used
   std::vector<std::string> hosts;  // node names in the order ranks fill them; empty: the platform's order
-  NcclFunc func = NcclFunc::AllReduce;
+  NcclTest func = NcclTest::AllReduce;
   std::string type = "float";      // nccl-tests' -d name
   std::string redop = "sum";       // nccl-tests' -o name (no effect on the time)
   int root = 0;                    // broadcast's root rank

@@ -10,14 +10,15 @@
 
 namespace vitsim {
 
-// The collectives of nccl-tests' all_reduce_perf, reduce_scatter_perf, all_gather_perf, alltoall_perf and
-// broadcast_perf.
-enum class NcclFunc { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
-std::vector<std::string> nccl_func_names();  // "all_reduce", "reduce_scatter", "all_gather", ...
-const char* nccl_func_name(NcclFunc f);
-NcclFunc nccl_func(const std::string& name);  // throws Error listing the valid names
-bool nccl_func_reduces(NcclFunc f);           // takes a reduction op (-o): all_reduce, reduce_scatter
-bool nccl_func_rooted(NcclFunc f);            // takes a root (-r): broadcast
+// The tests (collectives) of nccl-tests' all_reduce_perf, reduce_scatter_perf, all_gather_perf, alltoall_perf
+// and broadcast_perf, by their binaries' names. Not NCCL's own ncclFunc_t (core/model's tuner, where it
+// exists): these are nccl-tests' names and rules, and the tuner's NcclFunc maps from them one to one.
+enum class NcclTest { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
+std::vector<std::string> nccl_test_names();  // "all_reduce", "reduce_scatter", "all_gather", ...
+const char* nccl_test_name(NcclTest f);
+NcclTest nccl_test(const std::string& name);  // throws Error listing the valid names
+bool nccl_test_reduces(NcclTest f);           // takes a reduction op (-o): all_reduce, reduce_scatter
+bool nccl_test_rooted(NcclTest f);            // takes a root (-r): broadcast
 
 // nccl-tests' -d names (NCCL 2.24 and later: with bfloat16 and the two fp8 types) and -o names.
 std::vector<std::string> nccl_type_names();
@@ -49,10 +50,10 @@ struct NcclCounts {
   double bytes = 0;
   long long count = 0;
 };
-NcclCounts nccl_counts(NcclFunc f, double size, int type_bytes, int ranks);
+NcclCounts nccl_counts(NcclTest f, double size, int type_bytes, int ranks);
 
 // busbw / algbw: all_reduce 2(n-1)/n, reduce_scatter, all_gather and alltoall (n-1)/n, broadcast 1.
-double nccl_bus_factor(NcclFunc f, int ranks);
+double nccl_bus_factor(NcclTest f, int ranks);
 
 // One row: the printed size and count, the out-of-place and in-place times (seconds).
 struct NcclRow {
@@ -71,7 +72,7 @@ struct NcclDevice {
   std::string name;
 };
 struct NcclTable {
-  NcclFunc func = NcclFunc::AllReduce;
+  NcclTest func = NcclTest::AllReduce;
   std::string type = "float";
   std::string redop = "sum";  // printed "none" for the collectives that reduce nothing
   int root = 0;               // printed -1 for the collectives without a root
