@@ -262,3 +262,24 @@ TEST_CASE("collective: --hosts orders the nodes, -i steps by bytes, and two node
   CHECK(one.out.find("#  Rank  1 Group  0 Pid      0 on         n1 device  0 [n1-gpu0] G1Tf\n") !=
         std::string::npos);
 }
+
+TEST_CASE("collective: every size of a sweep takes the time of its collective run alone (tree, 3 nodes)",
+          "[collective][tree]") {
+  // tests/sim/test_sim_collectives.cpp's node-aware tree: lanes 100 GB/s, NICs 1 GB/s, every link 1 us, so
+  // a_node = 2 us, a_net = 4 us; on N = 3 nodes (node-tree depth 1) of G = 2 GPUs an all-reduce takes
+  // 2 (S / B_net + (G-1) a_node + a_net). The sizes run one after the other: none may carry time into the
+  // next.
+  vt::TempDir d;
+  const std::string p = d.file(
+      "n.xml", vt::platform_xml(3, 2, "100GBps", "1us", {"1GBps", "1GBps", "1GBps"}, {"1Tf", "1Tf", "1Tf"}));
+  const auto r = vt::vitsim(fmt::format("collective {} --collective tree -b 16M -e 64M --format json -q", p));
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["results"].size() == 3);
+  for (const auto& row : j["results"]) {
+    const double s = row["size"].get<double>();
+    INFO(s);
+    CHECK(row["out_of_place"]["time"].get<double>() * 1e-6 ==
+          Approx(2 * (s / 1e9 + 2e-6 + 4e-6)).epsilon(1e-6));
+  }
+}
