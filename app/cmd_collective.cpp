@@ -27,6 +27,12 @@ struct CollectiveArgs {
   bool quiet = false;
 };
 
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 // A flag's value checked by a core function that throws Error with the message to show.
 template <class F>
 CLI::Validator checked_by(F check, const std::string& what) {
@@ -62,7 +68,8 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
   c->add_option("-g,--ngpus,--gpus-per-node", a.bench.gpus_per_node,
                 "GPUs used on each node (default: every GPU of the first node)")
       ->check(integer(1, 1 << 20));
-  c->add_option("-d,--datatype", a.bench.type, "nccl-tests' type name (default: float)")
+  c->add_option("-d,--datatype", a.bench.type,
+                "nccl-tests' type: " + joined(nccl_type_names()) + " (default: float)")
       ->check(checked_by([](const std::string& t) { (void)nccl_type_bytes(t); }, "TYPE"));
   c->add_option("-o,--op", a.bench.redop,
                 "reduction op, as nccl-tests' -o: sum, prod, max, min, avg, mulsum (no effect on the time)")
@@ -73,7 +80,8 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
                 "binary; not -o, the reduction op)")
       ->check(checked_by([](const std::string& t) { (void)nccl_test(t); }, "NAME"));
   c->add_option("--collective", a.bench.algorithm,
-                "the algorithm, a name of the scenario key parallelism.collective (default: auto)")
+                "the algorithm, as the scenario key parallelism.collective: " +
+                    joined(sim::collective_names()) + " (default: auto)")
       ->check(checked_by([](const std::string& t) { (void)sim::make_collective(t); }, "NAME"));
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
