@@ -36,6 +36,18 @@ PointSetup check_point(const Scenario& s, const PlatformFacts& facts) {
   return setup;
 }
 
+std::vector<simgrid::s4u::Host*> rank_hosts(simgrid::s4u::Engine& e, const RankPlacement& place,
+                                            const PlatformFacts& facts) {
+  std::vector<simgrid::s4u::Host*> hosts;
+  for (const auto& name : place.hosts) {
+    simgrid::s4u::Host* h = e.host_by_name_or_null(name);
+    if (!h)
+      throw Error(fmt::format("{}: SimGrid has no host '{}' that the platform facts name", facts.path, name));
+    hosts.push_back(h);
+  }
+  return hosts;
+}
+
 double ulysses_tensor_bytes(const ViTConfig& model, int micro_batch, int sp, int elem_bytes) {
   return static_cast<double>(micro_batch) * model.tokens() / sp * model.width * elem_bytes;
 }

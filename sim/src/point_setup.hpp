@@ -22,6 +22,10 @@ namespace vitsim::sim {
 // checks, in its order). Throws Error.
 PointSetup setup_point(const Scenario& s, const PlatformFacts& facts);
 
+// The SimGrid host of each placed rank (simulate_point; vitsim collective, collective_bench.cpp).
+std::vector<simgrid::s4u::Host*> rank_hosts(simgrid::s4u::Engine& e, const RankPlacement& place,
+                                            const PlatformFacts& facts);
+
 // The compute model's inputs per device type; with patch parallelism a rank computes 1/sp of every token-wise
 // layer (the head sees only the class token and runs whole).
 ComputeInputs compute_inputs(const Scenario& s);

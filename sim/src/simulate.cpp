@@ -32,18 +32,6 @@ sg4::Engine& engine_for(PreparedEngine*& pe, std::unique_ptr<PreparedEngine>& ow
   return *pe->engine;
 }
 
-// The SimGrid host of each placed rank.
-std::vector<sg4::Host*> rank_hosts(sg4::Engine& e, const RankPlacement& place, const PlatformFacts& facts) {
-  std::vector<sg4::Host*> hosts;
-  for (const auto& name : place.hosts) {
-    sg4::Host* h = e.host_by_name_or_null(name);
-    if (!h)
-      throw Error(fmt::format("{}: SimGrid has no host '{}' that the platform facts name", facts.path, name));
-    hosts.push_back(h);
-  }
-  return hosts;
-}
-
 // The point's own state first (traced ranks, the steps and the memory they need), then the engine (`pe`,
 // prepared here when null) and its platform's error if it failed to load, then the actors and the run.
 SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenario& s,

@@ -91,13 +91,13 @@ std::vector<UsageCase> usage_cases() {
       {"predit s.xml",
        "vitsim: error: unknown command 'predit' (did you mean 'predict'?); commands: predict, validate, "
        "plot, plan, "
-       "platform, train, calibrate"},
+       "platform, collective, train, calibrate"},
       {"frobnicate",
        "vitsim: error: unknown command 'frobnicate'; commands: predict, validate, plot, plan, platform, "
-       "train, calibrate"},
+       "collective, train, calibrate"},
       {"",
        "vitsim: error: a command is required: vitsim COMMAND ...; commands: predict, validate, plot, plan, "
-       "platform, "
+       "platform, collective, "
        "train, calibrate"},
       {"predict s.xml --calibraton c.json",
        "vitsim: error: vitsim predict: unknown option '--calibraton' (did you mean '--calibration'?) (vitsim "

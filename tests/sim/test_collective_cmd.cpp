@@ -1,0 +1,285 @@
+// `vitsim collective` (issue 25 item 3): a predicted nccl-tests table that calibrate's nccl-tests reader
+// reads, with the ring's closed form on a homogeneous platform, nccl-tests' counts and busbw factors per
+// collective, JSON output, and bad command lines.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_util.hpp"
+#include "vitsim/calibrate/imports.hpp"
+#include "vitsim/core/formats/nccl_table.hpp"
+#include "vitsim/sim/collective.hpp"
+
+namespace {
+
+// One node of n GPUs, each behind its own 10 GB/s, 1 us link to a FATPIPE backbone that never limits
+// (tests/test_util.hpp platform_xml): between two GPUs a route of B = 10 GB/s and a = 2 us (up and down).
+constexpr double kB = 10e9, kA = 2e-6;
+
+std::string one_node(const vt::TempDir& d, int n) {
+  return d.file(fmt::format("node{}.xml", n), vt::platform_xml(1, n, "10GBps", "1us", {}, {"1Tf"}));
+}
+
+// The alpha-beta times of vitsim's collectives on that platform (docs/model.md "Collectives").
+double ring_all_reduce(int n, double s) {
+  return 2 * (n - 1) * kA + 2.0 * (n - 1) / n * s / kB;
+}
+double expected_time(vitsim::NcclTest f, int n, double s) {
+  switch (f) {
+    case vitsim::NcclTest::AllReduce:
+      return ring_all_reduce(n, s);
+    case vitsim::NcclTest::ReduceScatter:
+    case vitsim::NcclTest::AllGather:
+      return ring_all_reduce(n, s) / 2;  // one of the all-reduce's two ring phases
+    case vitsim::NcclTest::AllToAll:
+      return kA + (n - 1.0) / n * s / kB;  // every rank's link sends (n-1)/n of its buffer at once
+    case vitsim::NcclTest::Broadcast:
+      return (n - 1) * kA + s / kB;  // a pipelined chain: n-1 hops' latency, the bytes once
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "collective: all_reduce_perf's table, read by calibrate's nccl-tests reader, is the ring's closed form",
+    "[collective][nccl-tests]") {
+  vt::TempDir d;
+  for (int n : {2, 4, 8}) {
+    const std::string p = one_node(d, n);
+    for (const char* algo : {"ring", "auto"}) {  // auto is the ring on one node (docs/model.md)
+      INFO("n = " << n << ", " << algo);
+      const auto r = vt::vitsim(fmt::format("collective {} --collective {} -b 4K -e 256M -f 4 -q", p, algo));
+      REQUIRE(r.status == 0);
+      const vitsim::calibrate::NcclTestsLog log = vitsim::calibrate::parse_nccl_tests("out", r.out);
+      CHECK(log.ranks == n);
+      CHECK(log.hosts == std::vector<std::string>{"n0"});
+      CHECK(log.device == "G1Tf");
+      REQUIRE(log.rows.size() == 9);  // 4K, 16K, ..., 256M
+      double busbw_sum = 0;
+      for (size_t k = 0; k < log.rows.size(); ++k) {
+        const auto& row = log.rows[k];
+        const double s = 4096.0 * std::pow(4.0, static_cast<double>(k));
+        CHECK(row.bytes == s);
+        CHECK(row.count == static_cast<long long>(s / 4));  // float
+        // Printed in us with two decimals (and at most 7 characters): 0.005 us or 1e-4 relative.
+        CHECK(row.oop_time_s == Approx(ring_all_reduce(n, s)).epsilon(1e-4).margin(0.005e-6));
+        CHECK(row.ip_time_s == row.oop_time_s);  // the model: in-place = out-of-place
+        CHECK(row.oop_busbw == Approx(row.oop_algbw * 2 * (n - 1) / n).epsilon(0.01).margin(0.01e9));
+        busbw_sum += 2 * s / ring_all_reduce(n, s) * (n - 1) / n;
+      }
+      CHECK(log.avg_busbw == Approx(busbw_sum / log.rows.size()).epsilon(1e-4));
+      // Fitted back as a measured log is, the platform's own a and B come out.
+      const vitsim::calibrate::NcclImport imp = vitsim::calibrate::import_nccl_tests(log, 0, "");
+      CHECK(imp.link.link_class == "intra_node");
+      CHECK(imp.fit.bandwidth == Approx(kB).epsilon(1e-3));
+      CHECK(imp.fit.latency_s == Approx(kA).epsilon(1e-2));
+    }
+  }
+}
+
+TEST_CASE("collective: nccl-tests' counts, busbw factors and closed forms for every collective",
+          "[collective][nccl-tests]") {
+  vt::TempDir d;
+  const int n = 4;
+  const std::string p = one_node(d, n);
+  for (const std::string& name : vitsim::nccl_test_names()) {
+    const vitsim::NcclTest f = vitsim::nccl_test(name);
+    INFO(name);
+    const auto r = vt::vitsim(fmt::format(
+        "collective {} --func {} --collective ring -b 1M -e 64M -f 8 -d half --format json -q", p, name));
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j["schema"] == "vitsim.collective/1");
+    CHECK(j["test"] == name + "_perf");
+    CHECK(j["config"]["ranks"] == n);
+    REQUIRE(j["results"].size() == 3);  // 1M, 8M, 64M
+    // src/<collective>.cu GetBw: all_reduce 2(n-1)/n, reduce_scatter, all_gather, alltoall (n-1)/n,
+    // broadcast 1.
+    const double factor = f == vitsim::NcclTest::AllReduce   ? 2.0 * (n - 1) / n
+                          : f == vitsim::NcclTest::Broadcast ? 1.0
+                                                             : (n - 1.0) / n;
+    CHECK(vitsim::nccl_bus_factor(f, n) == factor);
+    double size = 1 << 20;
+    for (const auto& row : j["results"]) {
+      // 2-byte elements: the buffers nccl-tests divides by the ranks stay whole (2^k elements, 4 ranks).
+      CHECK(row["size"].get<double>() == size);
+      const bool per_rank = f == vitsim::NcclTest::ReduceScatter || f == vitsim::NcclTest::AllGather ||
+                            f == vitsim::NcclTest::AllToAll;
+      CHECK(row["count"].get<double>() == (per_rank ? size / 2 / n : size / 2));
+      CHECK(row["type"] == "half");
+      CHECK(row["redop"] == (vitsim::nccl_test_reduces(f) ? "sum" : "none"));
+      CHECK(row["root"] == (f == vitsim::NcclTest::Broadcast ? 0 : -1));
+      for (const char* half : {"out_of_place", "in_place"}) {
+        const double us = row[half]["time"], alg = row[half]["alg_bw"], bus = row[half]["bus_bw"];
+        CHECK(us * 1e-6 == Approx(expected_time(f, n, size)).epsilon(1e-6));
+        CHECK(alg == Approx(size / (us * 1e-6) / 1e9).epsilon(1e-12));
+        CHECK(bus == Approx(alg * factor).epsilon(1e-12));
+      }
+      size *= 8;
+    }
+  }
+}
+
+TEST_CASE("collective: counts rounded as nccl-tests rounds them", "[collective][nccl-tests]") {
+  using vitsim::NcclTest;
+  // all_reduce: count = size / sizeof(type), rounded down; size printed is count x sizeof.
+  CHECK(vitsim::nccl_counts(NcclTest::AllReduce, 10, 4, 3).count == 2);
+  CHECK(vitsim::nccl_counts(NcclTest::AllReduce, 10, 4, 3).bytes == 8);
+  // reduce_scatter over 3 ranks of floats at 1000 B: 250 elements, 83 per rank, down to a multiple of 16 B
+  // (4 floats): 80; the printed size is the send buffer 80 x 3 x 4 B.
+  CHECK(vitsim::nccl_counts(NcclTest::ReduceScatter, 1000, 4, 3).count == 80);
+  CHECK(vitsim::nccl_counts(NcclTest::ReduceScatter, 1000, 4, 3).bytes == 960);
+  CHECK(vitsim::nccl_counts(NcclTest::AllGather, 1000, 4, 3).bytes == 960);
+  CHECK(vitsim::nccl_counts(NcclTest::AllToAll, 1000, 1, 3).count == 320);  // 333 & ~15
+  CHECK(vitsim::nccl_counts(NcclTest::Broadcast, 1000, 8, 3).count == 125);
+  // Sizes: nccl-tests' parsesize is binary; -i steps in bytes.
+  CHECK(vitsim::parse_nccl_size("8G") == 8.0 * (1 << 30));
+  CHECK(vitsim::parse_nccl_size("1.5K") == 1536);
+  CHECK(vitsim::nccl_sizes({8, 64, 2, 0}) == std::vector<double>{8, 16, 32, 64});
+  CHECK(vitsim::nccl_sizes({100, 350, 1, 100}) == std::vector<double>{100, 200, 300});
+}
+
+TEST_CASE("collective: the text layout is nccl-tests 2.19's", "[collective][nccl-tests]") {
+  vt::TempDir d;
+  const auto r = vt::vitsim(fmt::format("collective {} --func broadcast -r 1 -b 8 -e 8 -q", one_node(d, 3)));
+  REQUIRE(r.status == 0);
+  // src/util.cu writeResultHeader, and a row of writeBenchmarkLinePreamble and writeBenchmarkLineBody.
+  // (its format strings, evaluated: "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s
+  // %*s\n")
+  CHECK(r.out.find(
+            "\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
+            "time   algbw   busbw  #wrong \n#        (B)    (elements)                               (us)  "
+            "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") != std::string::npos);
+  const double us = expected_time(vitsim::NcclTest::Broadcast, 3, 8) * 1e6;
+  const std::string row = fmt::format(
+      "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:7.2f}    0.00    0.00    N/A  {:7.2f}    "
+      "0.00    0.00    N/A\n",
+      8, 2, "float", "none", 1, us, us);
+  CHECK(r.out.find("\n" + row) != std::string::npos);
+  CHECK(r.out.find("\n# Avg bus bandwidth    : 0.00") != std::string::npos);
+  CHECK(r.out.find("# in-place equals out-of-place") != std::string::npos);
+  CHECK(r.out.find("#  Rank  2 Group  0 Pid      0 on         n0 device  2 [n0-gpu2] G1Tf\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("collective: --out holds what stdout would, and nothing is written on failure",
+          "[collective][cli]") {
+  vt::TempDir d;
+  const std::string p = one_node(d, 2);
+  const auto printed = vt::vitsim(fmt::format("collective {} -e 1M -q", p));
+  REQUIRE(printed.status == 0);
+  const auto written = vt::vitsim(fmt::format("collective {} -e 1M -q --out {}", p, d / "t.txt"));
+  CHECK(written.status == 0);
+  CHECK(written.out.empty());
+  std::ifstream in(d / "t.txt");
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == printed.out);
+  const auto failed = vt::vitsim(fmt::format("collective {} -g 3 --out {}", p, d / "f.txt"));
+  CHECK(failed.status == 1);
+  CHECK_FALSE(std::filesystem::exists(d / "f.txt"));
+}
+
+TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one line",
+          "[collective][cli][negative]") {
+  vt::TempDir d;
+  const std::string p = one_node(d, 2);
+  struct Case {
+    std::string args;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {"-b 8X", 2, "--minbytes: '8X' is not a size: expected bytes with an optional K, M or G"},
+      {"-e 1T", 2, "--maxbytes: '1T' is not a size"},
+      {"-d float33", 2,
+       "--datatype: unknown datatype 'float33'; valid: " + vt::join(vitsim::nccl_type_names())},
+      {"-o sum2", 2, "--op: unknown reduction op 'sum2'; valid: sum, prod, max, min, avg, mulsum"},
+      {"--func allreduce", 2,
+       "--func: unknown collective function 'allreduce'; valid: " + vt::join(vitsim::nccl_test_names())},
+      {"--collective butterfly", 2,
+       "--collective: unknown collective 'butterfly'; valid: " + vt::join(vitsim::sim::collective_names())},
+      {"-f 2 -i 1M", 2, "-i 1M steps by bytes and -f 2 by a factor"},
+      {"-b 1G -e 1M", 2, "invalid sizes for minbytes and maxbytes"},
+      {"-b 0 -e 8", 2, "minbytes 0 times step factor 2 stays 0"},
+      {"--nodes 1 --hosts n0", 2, "excludes"},
+      {"--nodes 2", 1, "--nodes 2: " + p + " has 1 node(s)"},
+      {"--hosts n7", 1, "--hosts: " + p + ": no node 'n7'; nodes: n0"},
+      {"-g 3", 1, "-g 3: node 'n0' of " + p + " has 2 GPU(s)"},
+      {"-g 1", 1, "1 rank: a collective over one GPU moves nothing"},
+      {"--func broadcast -r 2", 1, "-r 2: the root is a rank, 0 to 1"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto r = vt::vitsim(fmt::format("collective {} {} -q", p, c.args));
+    CHECK(r.status == c.status);
+    CHECK(r.out.rfind("vitsim: error: ", 0) == 0);
+    CHECK(r.out.find(c.message) != std::string::npos);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+  const auto missing = vt::vitsim(fmt::format("collective {} -q", d / "none.xml"));
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("none.xml") != std::string::npos);
+  const auto no_platform = vt::vitsim("collective -q");
+  CHECK(no_platform.status == 2);
+}
+
+TEST_CASE("collective: docs/collective.md's sample is what the command prints", "[collective][docs]") {
+  const std::string command = "vitsim collective platforms/h100-16x8-ndr.xml --nodes 2 -b 1M -e 1G -f 4";
+  // From the source folder, so that the platform's path is printed as the page gives it.
+  const auto r = vt::run(fmt::format("cd {} && {} {} -q", vt::source(""), VITSIM_BINARY, command.substr(7)));
+  REQUIRE(r.status == 0);
+  const std::string sample = "```\n$ " + command + "\n" + r.out + "```\n";
+  CHECK(vt::doc_section(vt::source("docs/collective.md"), "collective-sample", sample) == sample);
+}
+
+TEST_CASE("collective: --hosts orders the nodes, -i steps by bytes, and two nodes read as inter_node",
+          "[collective][cli]") {
+  vt::TempDir d;
+  // Two nodes of two GPUs joined by 10 GB/s NICs (tests/test_util.hpp platform_xml).
+  const std::string p =
+      d.file("two.xml", vt::platform_xml(2, 2, "10GBps", "1us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"}));
+  const auto r = vt::vitsim(fmt::format("collective {} --hosts n1,n0 -b 1M -e 3M -i 1M -q", p));
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("#  Rank  0 Group  0 Pid      0 on         n1 device  0 [n1-gpu0] G1Tf\n") !=
+        std::string::npos);
+  CHECK(r.out.find("#  Rank  3 Group  0 Pid      0 on         n0 device  1 [n0-gpu1] G1Tf\n") !=
+        std::string::npos);
+  CHECK(r.out.find("step: 1048576(bytes)") != std::string::npos);
+  const vitsim::calibrate::NcclTestsLog log = vitsim::calibrate::parse_nccl_tests("out", r.out);
+  REQUIRE(log.rows.size() == 3);  // 1M, 2M, 3M
+  CHECK(log.rows[2].bytes == 3 << 20);
+  CHECK(log.hosts == std::vector<std::string>{"n1", "n0"});
+  CHECK(vitsim::calibrate::import_nccl_tests(log, 0, "").link.link_class == "inter_node");
+  // -g 1 --nodes 2: one GPU on each node.
+  const auto one = vt::vitsim(fmt::format("collective {} --nodes 2 -g 1 -e 8 -q", p));
+  REQUIRE(one.status == 0);
+  CHECK(one.out.find("#  Rank  1 Group  0 Pid      0 on         n1 device  0 [n1-gpu0] G1Tf\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("collective: every size of a sweep takes the time of its collective run alone (tree, 3 nodes)",
+          "[collective][tree]") {
+  // tests/sim/test_sim_collectives.cpp's node-aware tree: lanes 100 GB/s, NICs 1 GB/s, every link 1 us, so
+  // a_node = 2 us, a_net = 4 us; on N = 3 nodes (node-tree depth 1) of G = 2 GPUs an all-reduce takes
+  // 2 (S / B_net + (G-1) a_node + a_net). The sizes run one after the other: none may carry time into the
+  // next.
+  vt::TempDir d;
+  const std::string p = d.file(
+      "n.xml", vt::platform_xml(3, 2, "100GBps", "1us", {"1GBps", "1GBps", "1GBps"}, {"1Tf", "1Tf", "1Tf"}));
+  const auto r = vt::vitsim(fmt::format("collective {} --collective tree -b 16M -e 64M --format json -q", p));
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["results"].size() == 3);
+  for (const auto& row : j["results"]) {
+    const double s = row["size"].get<double>();
+    INFO(s);
+    CHECK(row["out_of_place"]["time"].get<double>() * 1e-6 ==
+          Approx(2 * (s / 1e9 + 2e-6 + 4e-6)).epsilon(1e-6));
+  }
+}
