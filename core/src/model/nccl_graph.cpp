@@ -10,8 +10,8 @@
 //    as through an NVSwitch or a PCIe switch);
 //  - the search keeps the solution with most bandwidth (channels x speed), stops when it reaches the GPU's
 //    total bandwidth or maxChannels, and tries slower speeds only while they are above .49 of the best
-//    (search.cc 18:874-875, 18:922-926);
-//  - channels at 25 GB/s or more are duplicated (18:969-980), then the communicator doubles them again
+//    (search.cc 18:880-881, 18:925);
+//  - channels at 25 GB/s or more are duplicated (18:970-978), then the communicator doubles them again
 //    (connect.cc 18:390, 23:455), and Hopper across nodes doubles once more (18:403, 23:469);
 //  - the tree takes the ring's channels and speeds (init.cc 18:886-887: min = max = the ring's channels);
 //    CollNet likewise; NVLS one channel per GPU at the first speed that fits (search.cc 18:834-836).
@@ -85,11 +85,11 @@ Speeds search(const NcclPlatform& p, const NcclVersion& v, int min_channels, int
     if (best.n > 0 && (best.total() >= b.total_bw - 1e-9 || best.n == max_channels)) break;
     if (best.n > 0 && i + 1 < speeds.size() && speeds[i + 1] / best.bw <= .49) break;
   }
-  if (best.n == 0) best = Speeds{1, 0.1};  // "falling back to simple order" (search.cc 18:943-951)
+  if (best.n == 0) best = Speeds{1, 0.1};  // "falling back to simple order" (search.cc 18:958-966)
   return best;
 }
 
-// Duplicate channels at >= 25 GB/s (search.cc 18:969-980, 23:917-927).
+// Duplicate channels at >= 25 GB/s (search.cc 18:970-978, 23:918-926).
 Speeds duplicate(Speeds s, int sm, int max_channels) {
   if (s.bw < 25.0) return s;
   if (sm > 80 && s.bw < 50.0 && s.n > 4) return s;
@@ -130,7 +130,7 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   t.sm_min = t.sm_max = p.sm;
   t.cpu = p.cpu;
   const bool v18 = v.rules == NcclRules::V2_18;
-  // Path types: one GPU is LOC inside; a single node has no NIC, and the search starts at PIX (18:911).
+  // Path types: one GPU is LOC inside; a single node has no NIC, and the search starts at PIX (search.cc 18:915).
   const NcclPath intra = p.gpus_per_node == 1           ? NcclPath::Loc
                          : p.intra == NcclIntra::Pcie ? p.pcie_path
                                                       : NcclPath::Nvl;
@@ -139,6 +139,8 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   const Speeds ring = duplicate(search(p, v, 1, kMaxChannels / 2, false), p.sm, kMaxChannels / 2);
   t.ring = graph(ring, intra, inter);
   t.tree = t.ring;  // min = max = the ring's channels (init.cc 18:886-887, 23:904-905)
+  // One GPU per node: the tree pattern is the plain TREE, not BALANCED_TREE (search.cc 18:832, 23:978).
+  t.tree.tree_pattern = p.gpus_per_node == 1;
   t.nvswitch = p.intra == NcclIntra::NvSwitch && p.gpus_per_node > 1;
   // NVLS: Hopper and an NVSwitch with multicast, more than 2 GPUs (nvls.cc 18:239, 23:154).
   if (p.nvls && p.sm >= 90 && t.nvswitch && p.gpus_per_node > 2) {
