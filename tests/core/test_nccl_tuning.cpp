@@ -4,7 +4,8 @@
 //
 // Notation in the comments: bus = channels x per-channel GB/s; an algorithm bandwidth bw = bus x ratio; the
 // time t = lat + bytes / (1000 bw) in us; "18:" and "23:" are tuning.cc's lines at the two tags. Tables:
-// baseLat, hwLat[NVLink|PCI|NET], llMaxBws, perChMax*Bws, treeCorrectionFactor (core/src/model/nccl_versions.cpp).
+// baseLat, hwLat[NVLink|PCI|NET], llMaxBws, perChMax*Bws, treeCorrectionFactor
+// (core/src/model/nccl_versions.cpp).
 #include <catch2/catch.hpp>
 
 #include "test_util.hpp"
@@ -208,26 +209,31 @@ TEST_CASE("nccl tuner: NCCL's choice over sizes x ranks x topologies", "[nccl]")
       {"2.18", "h100x8", F::AllReduce, KiB, A::Ring, P::LL},
       // 1 GiB: NVLS 23 + 1073741.8/266.7 = 4049.5 < Ring/Simple 56 + 1073741.8/205.7 = 5275.6.
       {"2.18", "h100x8", F::AllReduce, GiB, A::Nvls, P::Simple},
-      // 2 x 8, 1 MiB: Tree/LL128 48.5 + 1048.6/(min(331.2 x 120/128, 8 x 36.7) x .5 x .6 = 88.08) = 60.4 < NVLSTree
+      // 2 x 8, 1 MiB: Tree/LL128 48.5 + 1048.6/(min(331.2 x 120/128, 8 x 36.7) x .5 x .6 = 88.08) = 60.4 <
+      // NVLSTree
       // 61 + 1048.6/252 = 65.2 (18); in 2.23 NVLSTree 53 + 1048.6/300 = 56.5 wins.
       {"2.18", "2x8", F::AllReduce, MiB, A::Tree, P::LL128},
       {"2.23", "2x8", F::AllReduce, MiB, A::NvlsTree, P::Simple},
       // 1 GiB: NVLSTree 61 + 1073741.8/252 = 4321.9 < Ring/Simple (8.4 + 26 x 3.4 + 4 x 14) x 1.4 + 5592.4.
       {"2.18", "2x8", F::AllReduce, GiB, A::NvlsTree, P::Simple},
       // 16 x 8, 1 KiB: Tree/LL lat 6.8 + 2 (7 x .6 + 4 x 5) = 55.2, bw min(min(360 x .92, 8 x 36.0) / 3.8,
-      // 20.4 (llMaxBw, > 2 Intel nodes)) x .5 x .9 = 9.18: 55.3 < Tree/LL128 14 + 2 (7 x 1.25 + 4 x 8.5) = 99.5.
+      // 20.4 (llMaxBw, > 2 Intel nodes)) x .5 x .9 = 9.18: 55.3 < Tree/LL128 14 + 2 (7 x 1.25 + 4 x 8.5)
+      // = 99.5.
       {"2.23", "16x8", F::AllReduce, KiB, A::Tree, P::LL},
       // 64 MiB, 2.18: Tree/LL128 99.5 + 67108.9/(min(288 x 120/128, 8 x 29.0) x .5 x .9 = 104.4) = 742.3 <
-      // Tree/Simple 2 (7 x 4 + 4 x 14) = 168 + 67108.9/(288 x .5 x .8 = 115.2) = 750.5 (288 = min(331.2, 8 x 36)).
+      // Tree/Simple 2 (7 x 4 + 4 x 14) = 168 + 67108.9/(288 x .5 x .8 = 115.2) = 750.5 (288 = min(331.2, 8 x
+      // 36)).
       {"2.18", "16x8", F::AllReduce, 64 * MiB, A::Tree, P::LL128},
       // 2.23: NVLSTree bw min(45, 45/2) x 8 x 5/6 = 150, lat 25 + 2 x 4 x 14 = 137: 137 + 447.4 = 584.4.
       {"2.23", "16x8", F::AllReduce, 64 * MiB, A::NvlsTree, P::Simple},
-      // 1 GiB, 2.18: Ring/Simple 1695.7 + 1073741.8/181.4 = 7614.3 < Tree/Simple 168 + 1073741.8/144 = 7624.5.
+      // 1 GiB, 2.18: Ring/Simple 1695.7 + 1073741.8/181.4 = 7614.3 < Tree/Simple 168 + 1073741.8/144 =
+      // 7624.5.
       {"2.18", "16x8", F::AllReduce, GiB, A::Ring, P::Simple},
       // 128 x 1 A100, 1 KiB: Tree/LL lat 6.8 + 2 (0 + 7 x 5.0) = 76.8, bw min(24 x .92, 17.8) = 17.8 / 3.8
       // = 4.684 -> min(4.684, 20.4) x .85 x .5 x .9 = 1.79: 77.37 < Tree/LL128 14 + 2 x 7 x 8.5 = 133.
       {"2.23", "128x1", F::AllReduce, KiB, A::Tree, P::LL},
-      // 1 MiB: Tree/LL128 133 + 1048.6/(min(17.8 x 120/128, 1 x 20) x .85 x .5 x .6 = 4.255) = 379.4 < Tree/Simple
+      // 1 MiB: Tree/LL128 133 + 1048.6/(min(17.8 x 120/128, 1 x 20) x .85 x .5 x .6 = 4.255) = 379.4 <
+      // Tree/Simple
       // 204.4 + 1048.6/(17.8 x .85 x .5 x .5) = 481.6.
       {"2.23", "128x1", F::AllReduce, MiB, A::Tree, P::LL128},
       // 1 GiB: Ring/Simple: all 2 (128 - 1) = 254 steps cross the network (2.23): (8.4 + 254 x 14) x 1.4 =
@@ -341,8 +347,9 @@ TEST_CASE("nccl tuner: bad overrides and versions are refused", "[nccl]") {
   // Every protocol off: NCCL's own error.
   CHECK_THROWS_WITH(nccl_choose(F::AllReduce, MiB, h100x8(), v23, {"", "^LL,LL128,Simple"}),
                     Catch::Contains("no algorithm/protocol available for AllReduce"));
-  CHECK_THROWS_WITH(nccl_version("2.99"), "unknown NCCL version '2.99'; valid: 2.18, 2.23 (the tuner's "
-                                          "tables, docs/model.md)");
+  CHECK_THROWS_WITH(nccl_version("2.99"),
+                    "unknown NCCL version '2.99'; valid: 2.18, 2.23 (the tuner's "
+                    "tables, docs/model.md)");
   CHECK(nccl_version("v2.18.3-1").name == "2.18");
   CHECK(nccl_version("2.23.4").tag == "v2.23.4-1");
   CHECK(nccl_newest_version().name == "2.23");
@@ -444,13 +451,15 @@ TEST_CASE("nccl tuner: the scenario's nccl keys are stored, checked and default 
   CHECK(pts[0].nccl.version == nccl_newest_version().name);
   CHECK(pts[0].nccl.algo.empty());
   CHECK(pts[0].nccl.proto.empty());
-  pts = expand(read_scenario_file(
-      d.file("b.xml", base + "<nccl version=\"2.18.3\" algo=\"^tree\" proto=\"LL128,Simple\"/>\n</scenario>\n")));
+  pts = expand(read_scenario_file(d.file(
+      "b.xml", base + "<nccl version=\"2.18.3\" algo=\"^tree\" proto=\"LL128,Simple\"/>\n</scenario>\n")));
   CHECK(pts[0].nccl.version == "2.18");
   CHECK(pts[0].nccl.algo == "^tree");
   CHECK(pts[0].nccl.proto == "LL128,Simple");
-  CHECK_THROWS_WITH(expand(read_scenario_file(d.file("c.xml", base + "<nccl version=\"2.12\"/>\n</scenario>\n"))),
-                    Catch::Contains("unknown NCCL version '2.12'; valid: 2.18, 2.23"));
-  CHECK_THROWS_WITH(expand(read_scenario_file(d.file("e.xml", base + "<nccl algo=\"PAT\" version=\"2.18\"/>\n</scenario>\n"))),
+  CHECK_THROWS_WITH(
+      expand(read_scenario_file(d.file("c.xml", base + "<nccl version=\"2.12\"/>\n</scenario>\n"))),
+      Catch::Contains("unknown NCCL version '2.12'; valid: 2.18, 2.23"));
+  CHECK_THROWS_WITH(expand(read_scenario_file(
+                        d.file("e.xml", base + "<nccl algo=\"PAT\" version=\"2.18\"/>\n</scenario>\n"))),
                     Catch::Contains("NCCL_ALGO='PAT': unknown name 'PAT'"));
 }

@@ -294,7 +294,8 @@ std::vector<KeyRow> nccl_rows() {
                  "tuner); not read by the simulator yet",
                  [](R& x) {
                    try {
-                     x.s.nccl.version = nccl_version(x.r.str("nccl.version", nccl_newest_version().name)).name;
+                     x.s.nccl.version =
+                         nccl_version(x.r.str("nccl.version", nccl_newest_version().name)).name;
                    } catch (const Error& e) {
                      x.r.fail("nccl.version", e.what());
                    }
@@ -418,9 +419,9 @@ std::vector<KeyRow> deepspeed_rows() {
 const std::vector<KeyRow>& key_rows() {
   static const std::vector<KeyRow> rows = [] {
     std::vector<KeyRow> all;
-    for (auto element :
-         {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows, parallelism_rows, nccl_rows, loader_rows,
-          simulation_rows, run_rows, validation_rows, compute_rows, whatif_rows, deepspeed_rows}) {
+    for (auto element : {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows,
+                         parallelism_rows, nccl_rows, loader_rows, simulation_rows, run_rows, validation_rows,
+                         compute_rows, whatif_rows, deepspeed_rows}) {
       auto r = element();
       all.insert(all.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
     }

@@ -15,13 +15,19 @@ using A = NcclAlgo;
 using P = NcclProto;
 using F = NcclFunc;
 
-constexpr int kWarp = 32;          // WARP_SIZE
-constexpr int kMaxThreads = 640;   // NCCL_MAX_NTHREADS
+constexpr int kWarp = 32;           // WARP_SIZE
+constexpr int kMaxThreads = 640;    // NCCL_MAX_NTHREADS
 constexpr int kMaxLocalDirect = 8;  // NCCL_MAX_DIRECT_ARITY + 1 (23:1794: CollNetDirect up to 8 local GPUs)
 
-int idx(A a) { return static_cast<int>(a); }
-int idx(P p) { return static_cast<int>(p); }
-bool is_nvls(A a) { return a == A::Nvls || a == A::NvlsTree; }
+int idx(A a) {
+  return static_cast<int>(a);
+}
+int idx(P p) {
+  return static_cast<int>(p);
+}
+bool is_nvls(A a) {
+  return a == A::Nvls || a == A::NvlsTree;
+}
 
 // ncclTopoGetAlgoTime (tuning.cc 18:381-398, 23:441-467) for one op alone (numPipeOps 1: the latency once).
 NcclCost algo_time(const NcclTuning& tu, const NcclTopo& t, const NcclVersion& v, F f, A a, P p,
@@ -122,7 +128,8 @@ std::string NcclChoice::why() const {
     if (c.time_us < 0 || (c.algo == algo && c.proto == proto)) continue;
     if (best_other < 0 || c.time_us < best_other) {
       best_other = c.time_us;
-      next = fmt::format(" (next {}/{} {:.1f} us)", nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.time_us);
+      next =
+          fmt::format(" (next {}/{} {:.1f} us)", nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.time_us);
     }
   }
   return fmt::format("{}: {}/{}{} {:.1f} us = {:.1f} us + {} / {:.1f} GB/s{}, {} channels x {} threads", what,
@@ -139,6 +146,10 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu,
     out.p2p = true;
     return out;
   }
+  if (t.comm_channels < 1 || t.nranks < 1)
+    throw Error(
+        fmt::format("NCCL tuner: a communicator of {} ranks and {} channels: need at least one of each",
+                    t.nranks, t.comm_channels));
   if (t.nranks == 1) {  // 18:1155-1158, 23:1786-1789: one rank copies, Ring/Simple
     out.algo = A::Ring;
     out.proto = P::Simple;
@@ -151,7 +162,8 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu,
   out.table.reserve(kNcclAlgos * kNcclProtos);
   for (A a : v.algos) {
     if (!weighed(t, v, func, a)) continue;
-    for (int p = 0; p < kNcclProtos; p++) out.table.push_back(algo_time(tu, t, v, func, a, static_cast<P>(p), bytes));
+    for (int p = 0; p < kNcclProtos; p++)
+      out.table.push_back(algo_time(tu, t, v, func, a, static_cast<P>(p), bytes));
   }
   // The first strictly fastest in NCCL's order wins; 23's backup ring only when nothing else is left.
   for (const auto& c : out.table) {
@@ -161,9 +173,10 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu,
   }
   if (!best) best = best_backup;
   if (!best)
-    throw Error(fmt::format("NCCL {}: no algorithm/protocol available for {} (NCCL's \"Error : no "
-                            "algorithm/protocol available\"): the overrides or the topology leave none",
-                            v.name, nccl_func_name(func)));
+    throw Error(
+        fmt::format("NCCL {}: no algorithm/protocol available for {} (NCCL's \"Error : no "
+                    "algorithm/protocol available\"): the overrides or the topology leave none",
+                    v.name, nccl_func_name(func)));
   out.algo = best->algo;
   out.proto = best->proto;
   out.time_us = best->time_us;

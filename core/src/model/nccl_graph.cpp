@@ -28,7 +28,7 @@
 namespace vitsim {
 namespace {
 
-constexpr int kMaxChannels = 32;  // MAXCHANNELS (18 src/include/devcomm.h, 23 src/include/device.h)
+constexpr int kMaxChannels = 32;   // MAXCHANNELS (18 src/include/devcomm.h, 23 src/include/device.h)
 constexpr double kLocBw = 5000.0;  // LOC_BW: one GPU alone (topo.h:13)
 
 struct Speeds {
@@ -67,8 +67,8 @@ Budget budget(const NcclPlatform& p, const NcclVersion& v) {
 Speeds search(const NcclPlatform& p, const NcclVersion& v, int min_channels, int max_channels, bool tree) {
   const Budget b = budget(p, v);
   const bool net = p.nodes > 1;
-  const auto& speeds = p.sm >= 90 ? (net ? v.sm90_speed_inter : v.sm90_speed_intra)
-                                  : (net ? v.speed_inter : v.speed_intra);
+  const auto& speeds =
+      p.sm >= 90 ? (net ? v.sm90_speed_inter : v.sm90_speed_intra) : (net ? v.speed_inter : v.speed_intra);
   const int g = p.gpus_per_node;
   double total = b.total_bw;  // search.cc scales it by g / (g - 1): infinite for one GPU
   if (g == 1) total = std::numeric_limits<double>::infinity();
@@ -130,8 +130,9 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   t.sm_min = t.sm_max = p.sm;
   t.cpu = p.cpu;
   const bool v18 = v.rules == NcclRules::V2_18;
-  // Path types: one GPU is LOC inside; a single node has no NIC, and the search starts at PIX (search.cc 18:915).
-  const NcclPath intra = p.gpus_per_node == 1           ? NcclPath::Loc
+  // Path types: one GPU is LOC inside; a single node has no NIC, and the search starts at PIX (search.cc
+  // 18:915).
+  const NcclPath intra = p.gpus_per_node == 1         ? NcclPath::Loc
                          : p.intra == NcclIntra::Pcie ? p.pcie_path
                                                       : NcclPath::Nvl;
   const NcclPath inter = p.nodes > 1 ? p.nic_path : NcclPath::Pix;

@@ -26,7 +26,8 @@ constexpr EnumNames<A, kNcclAlgos> kAlgoNames = {{{A::Tree, "Tree"},
                                                   {A::Nvls, "NVLS"},
                                                   {A::NvlsTree, "NVLSTree"},
                                                   {A::Pat, "PAT"}}};
-constexpr EnumNames<P, kNcclProtos> kProtoNames = {{{P::LL, "LL"}, {P::LL128, "LL128"}, {P::Simple, "Simple"}}};
+constexpr EnumNames<P, kNcclProtos> kProtoNames = {
+    {{P::LL, "LL"}, {P::LL128, "LL128"}, {P::Simple, "Simple"}}};
 constexpr EnumNames<F, 6> kFuncNames = {{{F::Broadcast, "Broadcast"},
                                          {F::Reduce, "Reduce"},
                                          {F::AllGather, "AllGather"},
@@ -35,21 +36,33 @@ constexpr EnumNames<F, 6> kFuncNames = {{{F::Broadcast, "Broadcast"},
                                          {F::AllToAll, "AllToAll"}}};
 
 // NCCL's constants outside the version tables, the same at both tags.
-constexpr int kMaxThreads = 640;                           // NCCL_MAX_NTHREADS
-constexpr int kSimpleMaxThreads = 512;                     // NCCL_SIMPLE_MAX_NTHREADS
-constexpr int kLLMaxThreads = 512;                         // NCCL_LL_MAX_NTHREADS
-constexpr int kLL128MaxThreads = 640;                      // NCCL_LL128_MAX_NTHREADS
-constexpr int kLLThreshold = 8, kLL128Threshold = 8;       // NCCL_LL(128)_THREAD_THRESHOLD
-constexpr int kSimpleThreshold = 64;                       // NCCL_SIMPLE_THREAD_THRESHOLD
-constexpr int kCollNetThreshold = 512;                     // tuning.cc 18:345-346, 23:405-406
+constexpr int kMaxThreads = 640;                      // NCCL_MAX_NTHREADS
+constexpr int kSimpleMaxThreads = 512;                // NCCL_SIMPLE_MAX_NTHREADS
+constexpr int kLLMaxThreads = 512;                    // NCCL_LL_MAX_NTHREADS
+constexpr int kLL128MaxThreads = 640;                 // NCCL_LL128_MAX_NTHREADS
+constexpr int kLLThreshold = 8, kLL128Threshold = 8;  // NCCL_LL(128)_THREAD_THRESHOLD
+constexpr int kSimpleThreshold = 64;                  // NCCL_SIMPLE_THREAD_THRESHOLD
+constexpr int kCollNetThreshold = 512;                // tuning.cc 18:345-346, 23:405-406
 enum Hw { kNvlink = 0, kPci = 1, kNet = 2 };
 
-int idx(A a) { return static_cast<int>(a); }
-int idx(P p) { return static_cast<int>(p); }
-int idx(F f) { return static_cast<int>(f); }
-bool is_collnet(A a) { return a == A::CollNetDirect || a == A::CollNetChain; }
-bool is_nvls(A a) { return a == A::Nvls || a == A::NvlsTree; }
-bool gathers(F f) { return f == F::AllGather || f == F::ReduceScatter; }
+int idx(A a) {
+  return static_cast<int>(a);
+}
+int idx(P p) {
+  return static_cast<int>(p);
+}
+int idx(F f) {
+  return static_cast<int>(f);
+}
+bool is_collnet(A a) {
+  return a == A::CollNetDirect || a == A::CollNetChain;
+}
+bool is_nvls(A a) {
+  return a == A::Nvls || a == A::NvlsTree;
+}
+bool gathers(F f) {
+  return f == F::AllGather || f == F::ReduceScatter;
+}
 
 // log2i: 18 src/include/utils.h:40 gives 0 for 0; 23's log2Down gives -1 for 0 (hence 23's check >= 0).
 long log2i(std::uint64_t n, NcclRules r) {
@@ -63,11 +76,16 @@ const NcclGraph& graph_of(const NcclTopo& t, A a) {
   // graphs[] of ncclTopoTuneModel: 18 src/init.cc:760, 23 src/init.cc:736 (PAT runs on the tree's graph).
   switch (a) {
     case A::Tree:
-    case A::Pat: return t.tree;
-    case A::Ring: return t.ring;
-    case A::CollNetDirect: return t.collnet_direct;
-    case A::CollNetChain: return t.collnet_chain;
-    default: return t.nvls;
+    case A::Pat:
+      return t.tree;
+    case A::Ring:
+      return t.ring;
+    case A::CollNetDirect:
+      return t.collnet_direct;
+    case A::CollNetChain:
+      return t.collnet_chain;
+    default:
+      return t.nvls;
   }
 }
 
@@ -199,7 +217,8 @@ double algo_latency(const Ctx& c, F f, A a, P p) {
       return lat;
     case A::CollNetDirect:  // + 0.5 us (18) or 0.4 us (23) of arity serialization per local GPU
       return lat + 2 * (std::min(1, local - 1) * intra + (local - 1) * (c.v18 ? 0.5 : 0.4)) + inter;
-    case A::CollNetChain: return lat + 2 * (local - 1) * intra + inter;
+    case A::CollNetChain:
+      return lat + 2 * (local - 1) * intra + inter;
     case A::Nvls:
       if (c.v18) return lat + (c.nodes > 1 ? v.hw_lat_us[kNet][ia][ip] : 0);
       return intra + (c.nodes > 1 ? inter : 0);
@@ -291,9 +310,15 @@ std::array<int, N> parse_list(const std::string& text, const Names& names, const
 
 }  // namespace
 
-const char* nccl_algo_name(NcclAlgo a) { return name_of(kAlgoNames, a); }
-const char* nccl_proto_name(NcclProto p) { return name_of(kProtoNames, p); }
-const char* nccl_func_name(NcclFunc f) { return name_of(kFuncNames, f); }
+const char* nccl_algo_name(NcclAlgo a) {
+  return name_of(kAlgoNames, a);
+}
+const char* nccl_proto_name(NcclProto p) {
+  return name_of(kProtoNames, p);
+}
+const char* nccl_func_name(NcclFunc f) {
+  return name_of(kFuncNames, f);
+}
 
 NcclFunc nccl_func(const std::string& name) {
   std::string key;
@@ -326,8 +351,8 @@ NcclEnable nccl_enable(const NcclOverrides& o, const NcclVersion& v) {
 
 NcclTuning nccl_tune(const NcclTopo& t, const NcclVersion& v, const NcclOverrides& o) {
   if (t.nranks < 1 || t.nnodes < 1 || t.nranks % t.nnodes != 0)
-    throw Error(fmt::format("NCCL tuner: {} ranks on {} nodes: need ranks a multiple of nodes", t.nranks,
-                            t.nnodes));
+    throw Error(
+        fmt::format("NCCL tuner: {} ranks on {} nodes: need ranks a multiple of nodes", t.nranks, t.nnodes));
   const NcclEnable enable = nccl_enable(o, v);
   NcclTuning out;
   // maxThreads (18:121-133, 23:128-140): Simple ring at 256 threads when the ring is no faster than PCIe.

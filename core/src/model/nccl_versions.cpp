@@ -31,7 +31,8 @@ constexpr NcclVersion::ArchNodes kTreeBw = {{{26.5, 18.5, 10.0}, {24.0, 23.6, 17
 
 // search.cc's speed arrays (GB/s per channel the search tries, highest first), non-Hopper:
 // v2.18.3-1 src/graph/search.cc:789-790 and v2.23.4-1 src/graph/search.cc:930-931 (the same).
-const std::vector<double> kSpeedIntra = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+const std::vector<double> kSpeedIntra = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0,
+                                         9.0,  7.0,  6.0,  5.0,  4.0,  3.0};
 const std::vector<double> kSpeedInter = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
                                          7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
 
@@ -44,7 +45,8 @@ NcclVersion v2_18() {
   v.algos = {A::Tree, A::Ring, A::CollNetDirect, A::CollNetChain, A::Nvls, A::NvlsTree};
   // baseLat (us) [Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree][LL, LL128, Simple]:
   // v2.18.3-1 src/graph/tuning.cc:56-59. Tree/Simple is 0 there.
-  v.base_lat_us = {{{6.8, 14.0, 0}, {6.6, 14.0, 8.4}, {6.8, 14.0, 0}, {6.8, 14.0, 0}, {0, 0, 23.0}, {0, 0, 23.0}}};
+  v.base_lat_us = {
+      {{6.8, 14.0, 0}, {6.6, 14.0, 8.4}, {6.8, 14.0, 0}, {6.8, 14.0, 0}, {0, 0, 23.0}, {0, 0, 23.0}}};
   // hwLat (us) [NVLink, PCI, network]: v2.18.3-1 src/graph/tuning.cc:65-78.
   v.hw_lat_us = {{
       {{{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 8.0}, {0, 0, 4.75}, {0, 0, 0}, {0, 0, 0}}},
@@ -69,7 +71,8 @@ NcclVersion v2_18() {
   v.speed_inter = kSpeedInter;
   // sm90SpeedArrayIntra/Inter: v2.18.3-1 src/graph/search.cc:794-795.
   v.sm90_speed_intra = {60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0};
-  v.sm90_speed_inter = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12};
+  v.sm90_speed_inter = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5,
+                        15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
   // NCCL_NVLS_NCHANNELS default: v2.18.3-1 src/transport/nvls.cc:231.
   v.nvls_channels = 16;
   return v;
@@ -84,7 +87,8 @@ NcclVersion v2_23() {
   v.algos = {A::Tree, A::Ring, A::CollNetDirect, A::CollNetChain, A::Nvls, A::NvlsTree, A::Pat};
   // baseLat (us): v2.23.4-1 src/graph/tuning.cc:56-59. Tree/Simple 8.4; CollNet and NVLS 0 (their
   // latency moved into hwLat). PAT has no row: its latency is a formula (tuning.cc:276-281).
-  v.base_lat_us = {{{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}};
+  v.base_lat_us = {
+      {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}};
   // hwLat (us) [NVLink, PCI, network]: v2.23.4-1 src/graph/tuning.cc:65-78.
   v.hw_lat_us = {{
       {{{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 0}}},
@@ -141,7 +145,9 @@ const std::vector<NcclVersion>& nccl_versions() {
   return versions;
 }
 
-const NcclVersion& nccl_newest_version() { return nccl_versions().back(); }
+const NcclVersion& nccl_newest_version() {
+  return nccl_versions().back();
+}
 
 const NcclVersion& nccl_version(const std::string& name) {
   const std::string want = major_minor(name);
@@ -150,8 +156,8 @@ const NcclVersion& nccl_version(const std::string& name) {
     if (v.name == want) return v;
     valid += (valid.empty() ? "" : ", ") + v.name;
   }
-  throw Error(fmt::format("unknown NCCL version '{}'; valid: {} (the tuner's tables, docs/model.md)", name,
-                          valid));
+  throw Error(
+      fmt::format("unknown NCCL version '{}'; valid: {} (the tuner's tables, docs/model.md)", name, valid));
 }
 
 }  // namespace vitsim

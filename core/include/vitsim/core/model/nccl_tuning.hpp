@@ -43,14 +43,15 @@ NcclFunc nccl_func(const std::string& name);
 
 // NCCL's path types (src/graph/topo.h PATH_*), in NCCL's order: a smaller value is a closer path.
 enum class NcclPath { Loc, Nvl, Nvb, Pix, Pxb, Pxn, Phb, Sys, Net };
-// The CPU NCCL finds (ncclTopoCpuType): it picks LL's bandwidth cap on several nodes and the network overhead.
+// The CPU NCCL finds (ncclTopoCpuType): it picks LL's bandwidth cap on several nodes and the network
+// overhead.
 enum class NcclCpu { IntelX86, AmdX86, Other };
 
 // One ncclTopoGraph as the search leaves it (src/graph/search.cc ncclTopoCompute).
 struct NcclGraph {
-  int n_channels = 0;     // 0: no graph (NVLS without NVSwitch multicast, CollNet not declared)
-  double bw_intra = 0;    // GB/s per channel inside a node
-  double bw_inter = 0;    // GB/s per channel between nodes
+  int n_channels = 0;   // 0: no graph (NVLS without NVSwitch multicast, CollNet not declared)
+  double bw_intra = 0;  // GB/s per channel inside a node
+  double bw_inter = 0;  // GB/s per channel between nodes
   NcclPath type_intra = NcclPath::Nvl;
   NcclPath type_inter = NcclPath::Pix;
   double latency_inter_us = 0;  // the net plugin's latency property
@@ -65,12 +66,12 @@ struct NcclTopo {
   int sm_min = 80, sm_max = 80;  // compute capability x 10 of the slowest and fastest GPU (70, 80, 86, 90)
   NcclCpu cpu = NcclCpu::IntelX86;
   NcclGraph ring, tree, collnet_direct, collnet_chain, nvls;  // PAT uses the tree's graph, NVLSTree NVLS's
-  int comm_channels = 1;         // comm->nChannels after ncclTopoPostset (src/graph/connect.cc)
-  int nvls_channels = 0;         // comm->nvlsChannels: NCCL_NVLS_NCHANNELS (16) where NVLS works, else 0
-  bool collnet = false;          // comm->collNetSupport: a CollNet (SHARP) plugin declared and working
-  bool nvswitch = false;         // an NVSwitch in the node (CollNetDirect needs one)
-  int collnet_heads = 1;         // CollNetDirect heads (NICs) per node
-  bool net_device_host = true;   // the net plugin does not offload (PAT needs it)
+  int comm_channels = 1;        // comm->nChannels after ncclTopoPostset (src/graph/connect.cc)
+  int nvls_channels = 0;        // comm->nvlsChannels: NCCL_NVLS_NCHANNELS (16) where NVLS works, else 0
+  bool collnet = false;         // comm->collNetSupport: a CollNet (SHARP) plugin declared and working
+  bool nvswitch = false;        // an NVSwitch in the node (CollNetDirect needs one)
+  int collnet_heads = 1;        // CollNetDirect heads (NICs) per node
+  bool net_device_host = true;  // the net plugin does not offload (PAT needs it)
   double ranks_per_node() const { return static_cast<double>(nranks) / nnodes; }
 };
 
@@ -83,10 +84,10 @@ struct NcclVersion {
   std::vector<NcclAlgo> algos;  // ncclAlgoStr: the algorithms NCCL_ALGO may name
   using AlgoProto = std::array<std::array<double, kNcclProtos>, kNcclAlgos>;
   using ArchNodes = std::array<std::array<double, 3>, 3>;  // [Volta, Ampere, Hopper][1 node, 2, more]
-  AlgoProto base_lat_us{};                                  // baseLat
-  std::array<AlgoProto, 3> hw_lat_us{};                     // hwLat [NVLink, PCI, network]
+  AlgoProto base_lat_us{};                                 // baseLat
+  std::array<AlgoProto, 3> hw_lat_us{};                    // hwLat [NVLink, PCI, network]
   ArchNodes ll_max_bw{}, ring_ll128_bw{}, tree_ll128_bw{}, tree_bw{};  // llMaxBws, perChMax*Bws
-  std::array<std::array<double, 23>, kNcclProtos> tree_correction{};  // treeCorrectionFactor
+  std::array<std::array<double, 23>, kNcclProtos> tree_correction{};   // treeCorrectionFactor
   // NCCL's topology constants the approximation of the search reads (src/graph/topo.h, search.cc).
   double nvlink_bw_sm60 = 0, nvlink_bw_sm70 = 0, nvlink_bw_sm80 = 0, nvlink_bw_sm86 = 0, nvlink_bw_sm90 = 0;
   double pci_bw = 12;  // PCI_BW: a Gen3 x16 link; below it a ring runs 256 Simple threads
@@ -131,10 +132,10 @@ NcclTuning nccl_tune(const NcclTopo& t, const NcclVersion& v, const NcclOverride
 struct NcclCost {
   NcclAlgo algo = NcclAlgo::Ring;
   NcclProto proto = NcclProto::Simple;
-  double latency_us = 0;     // after the ring plateau factor
-  double bandwidth = 0;      // GB/s after the tree correction
-  double time_us = -1;       // latency_us + bytes / (1000 x bandwidth)
-  bool backup = false;       // 2.23: the disabled ring kept as a last resort
+  double latency_us = 0;  // after the ring plateau factor
+  double bandwidth = 0;   // GB/s after the tree correction
+  double time_us = -1;    // latency_us + bytes / (1000 x bandwidth)
+  bool backup = false;    // 2.23: the disabled ring kept as a last resort
 };
 
 struct NcclChoice {
@@ -145,10 +146,11 @@ struct NcclChoice {
   NcclProto proto = NcclProto::Simple;
   int n_channels = 0;  // channels (CUDA blocks) the kernel runs on
   int n_threads = 0;   // threads per block
-  double time_us = 0, latency_us = 0, bandwidth = 0;  // NCCL's estimate: latency_us + bytes / (1000 bandwidth)
+  double time_us = 0, latency_us = 0,
+         bandwidth = 0;  // NCCL's estimate: latency_us + bytes / (1000 bandwidth)
   bool backup = false;
   std::vector<NcclCost> table;  // every (algorithm, protocol) of the function, NCCL's order
-  std::string why() const;      // "AllReduce 1 MiB: Ring/LL128 11.2 us (next Tree/LL128 13.0 us), 24 ch x 640"
+  std::string why() const;  // "AllReduce 1 MiB: Ring/LL128 11.2 us (next Tree/LL128 13.0 us), 24 ch x 640"
 };
 
 // NCCL's choice for one call of `func` on `bytes` (NCCL's nBytes: the buffer for AllReduce, Broadcast and
@@ -165,16 +167,16 @@ enum class NcclIntra { NvSwitch, NvLink, Pcie };
 struct NcclPlatform {
   int nodes = 1;
   int gpus_per_node = 1;
-  int sm = 80;                       // compute capability x 10
+  int sm = 80;  // compute capability x 10
   NcclIntra intra = NcclIntra::NvSwitch;
-  int nvlinks_per_gpu = 0;           // NVLinks of one GPU (to the NVSwitches, or spread over its peers)
-  double pcie_bw = 24;               // GB/s of the GPU's PCIe link as NCCL rates it (Gen4 x16: 24)
+  int nvlinks_per_gpu = 0;             // NVLinks of one GPU (to the NVSwitches, or spread over its peers)
+  double pcie_bw = 24;                 // GB/s of the GPU's PCIe link as NCCL rates it (Gen4 x16: 24)
   NcclPath pcie_path = NcclPath::Pxb;  // GPU to GPU over PCIe: PIX, PXB (a switch), PHB (the CPU), SYS
   int nics_per_node = 0;
-  double nic_bw = 0;                 // GB/s per NIC port (NCCL: port speed in Mb/s / 8000)
-  NcclPath nic_path = NcclPath::Pxb;   // GPU to its NIC
-  bool nvls = false;                 // NVSwitch with multicast (NVLink SHARP, sm90 and CUDA 12.1+)
-  bool collnet = false;              // a CollNet (SHARP) plugin
+  double nic_bw = 0;                  // GB/s per NIC port (NCCL: port speed in Mb/s / 8000)
+  NcclPath nic_path = NcclPath::Pxb;  // GPU to its NIC
+  bool nvls = false;                  // NVSwitch with multicast (NVLink SHARP, sm90 and CUDA 12.1+)
+  bool collnet = false;               // a CollNet (SHARP) plugin
   NcclCpu cpu = NcclCpu::IntelX86;
 };
 NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v);
