@@ -187,6 +187,38 @@ TEST_CASE("nccl tuner: network latencies, the ring plateau, NVLSTree and PAT", "
   CHECK(nccl_choose(F::AllGather, KiB, a100x128(), v18).algo == A::Ring);
 }
 
+TEST_CASE("nccl tuner: CollNet only when declared, and NVLS across nodes with it", "[nccl]") {
+  const auto& v18 = nccl_version("2.18");
+  const auto& v23 = nccl_version("2.23");
+  NcclTopo sharp = h100(2);
+  // Without CollNet getAlgoInfo weighs neither CollNet nor NVLS across nodes: Tree, Ring, NVLSTree, PAT.
+  for (const auto& e : nccl_choose(F::AllReduce, MiB, sharp, v23).table)
+    CHECK((e.algo == A::Tree || e.algo == A::Ring || e.algo == A::NvlsTree || e.algo == A::Pat));
+  sharp.collnet = true;
+  sharp.collnet_direct = sharp.collnet_chain = sharp.ring;
+  sharp.collnet_heads = 8;
+  const NcclChoice c = nccl_choose(F::AllReduce, MiB, sharp, v23);
+  // CollNetDirect/Simple (23:196-217): bw = bwIntra 45 (CollNet), bus 8 x 45 = 360, GPUs per NIC 8 / 8
+  // = 1 (factor 1), Hopper x .85 = 306, x .5 = 153; lat 0 + 2 (min(1, 7) x 3.7 + 7 x .4) + 31 = 44.
+  check_cost(c, A::CollNetDirect, P::Simple, 44.0, 153.0);
+  // CollNetChain/Simple: 360 x .5 = 180; lat 0 + 2 x 7 x 2.8 + 30 = 69.2.
+  check_cost(c, A::CollNetChain, P::Simple, 69.2, 180.0);
+  // NVLS across nodes (CollNet): min(45, 45) x 8 x 5/6 = 300; lat 25 + 18 = 43: the fastest at 1 MiB,
+  // 43 + 1048.576/300 = 46.5 < CollNetDirect 44 + 1048.576/153 = 50.9 < NVLSTree 56.5.
+  check_cost(c, A::Nvls, P::Simple, 43.0, 300.0);
+  CHECK(c.algo == A::Nvls);
+  CHECK(c.n_channels == 16);
+  // 2.18's CollNetDirect: lat 0 + 2 (8.0 + 7 x .5) + 10.7 = 33.7, same bandwidth.
+  check_cost(nccl_choose(F::AllReduce, MiB, sharp, v18), A::CollNetDirect, P::Simple, 33.7, 153.0);
+  // NCCL_ALGO=CollNetDirect: CollNet's channel loop (23:1863-1873), 640 threads, 8 heads, threshold 512:
+  // from 16 channels, 1 MiB < nc x 640 x 8 x 512 brings nc to 8 (halving the threshold to 256 at 12), to 4
+  // (128 at 6), to 2 (64 at 3); at 2, 1 MiB >= 2 x 640 x 8 x 64 = 655,360 stops it. Threads stay 640.
+  const NcclChoice d = nccl_choose(F::AllReduce, MiB, sharp, v23, {"CollNetDirect", ""});
+  CHECK(d.algo == A::CollNetDirect);
+  CHECK(d.n_channels == 2);
+  CHECK(d.n_threads == 640);
+}
+
 TEST_CASE("nccl tuner: NCCL's choice over sizes x ranks x topologies", "[nccl]") {
   struct Case {
     const char* version;
