@@ -488,6 +488,15 @@ TEST_CASE("nccl tuner: the scenario's nccl keys are stored, checked and default 
   CHECK(pts[0].nccl.version == "2.18");
   CHECK(pts[0].nccl.algo == "^tree");
   CHECK(pts[0].nccl.proto == "LL128,Simple");
+  // --set takes them too; a comma list there is a sweep, one point per name.
+  auto f = read_scenario_file(d.file("s.xml", base + "</scenario>\n"));
+  apply_override(f, "nccl.version=2.18");
+  apply_override(f, "nccl.algo=Tree,Ring");
+  pts = expand(f);
+  REQUIRE(pts.size() == 2);
+  CHECK(pts[0].nccl.version == "2.18");
+  CHECK(pts[0].nccl.algo == "Tree");
+  CHECK(pts[1].nccl.algo == "Ring");
   CHECK_THROWS_WITH(
       expand(read_scenario_file(d.file("c.xml", base + "<nccl version=\"2.12\"/>\n</scenario>\n"))),
       Catch::Contains("unknown NCCL version '2.12'; valid: 2.18, 2.23"));

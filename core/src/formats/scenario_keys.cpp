@@ -301,10 +301,12 @@ std::vector<KeyRow> nccl_rows() {
                    }
                  }),
       custom_row("nccl.algo", "text", "", "NCCL_ALGO's syntax: `Ring`, `Tree,Ring`, `^Tree` (any case)",
-                 "NCCL_ALGO: the algorithms NCCL may pick (docs/model.md, NCCL's tuner)",
+                 "NCCL_ALGO: the algorithms NCCL may pick (docs/model.md, NCCL's tuner); in `--set` a comma "
+                 "list is a sweep",
                  [](R& x) { x.s.nccl.algo = nccl_override(x, "nccl.algo"); }),
       custom_row("nccl.proto", "text", "", "NCCL_PROTO's syntax: `LL128,Simple`, `^LL128` (any case)",
-                 "NCCL_PROTO: the protocols NCCL may pick (docs/model.md, NCCL's tuner)",
+                 "NCCL_PROTO: the protocols NCCL may pick (docs/model.md, NCCL's tuner); in `--set` a comma "
+                 "list is a sweep",
                  [](R& x) { x.s.nccl.proto = nccl_override(x, "nccl.proto"); }),
   };
 }
