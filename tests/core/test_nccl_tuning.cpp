@@ -151,6 +151,78 @@ TEST_CASE("nccl tuner 2.23: the same all-reduce, where Ring/LL now beats NVLS", 
   CHECK(big.time_us == Approx(25.0 + 1073741.824 / (320.0 * 5 / 6)));
 }
 
+// 8 B200 on NVSwitch (sm100): ring and tree 16 channels x 45 GB/s, NVLS 8 x 90, 32 channels, 24 NVLS
+// (2.27's Blackwell count inside one NVLink domain).
+NcclTopo b200x8() {
+  NcclTopo t = h100x8();
+  t.sm_min = t.sm_max = 100;
+  t.ring = t.tree = graph(16, 45, NcclPath::Nvl, NcclPath::Pix);
+  t.nvls = graph(8, 90, NcclPath::Nvl, NcclPath::Pix);
+  t.comm_channels = 32;
+  t.nvls_channels = 24;
+  return t;
+}
+
+TEST_CASE("nccl tuner 2.27: Blackwell's rows, LL128 on every architecture, NVLS gathers, PAT", "[nccl]") {
+  const auto& v23 = nccl_version("2.23");
+  const auto& v27 = nccl_version("2.27");
+  // 8 H100, all-reduce: 2.27's tables and all-reduce formulas are 2.23's (27:134-156, 265-378).
+  NcclChoice c = nccl_choose(F::AllReduce, MiB, h100x8(), v27);
+  check_cost(c, A::Ring, P::LL, 15.0, 141.0 * 8 / 14);
+  check_cost(c, A::Tree, P::Simple, 64.4, 331.2 * .5 * .5);
+  check_cost(c, A::Nvls, P::Simple, 25.0, 320.0 * 5 / 6);
+  CHECK(c.algo == A::Ring);
+  // 8 B200, 1 MiB all-reduce, 2.27: Blackwell's row (27:165-189): llMaxBw 282, perChMaxRingLL128Bw 73.4,
+  // perChMaxTreeBw 77.4. bus 16 x 45 = 720. Ring/LL min(282, 720 x .5) x 8/14 = 161.14, lat 15.0;
+  // LL128 on (sm >= 90, NICs up to PXN): min(720 x .92, 16 x 73.4) = 662.4 x 8/14, lat 40.6; NVLS 8 x 90
+  // x 5/6 = 600, lat 25. Ring/LL 15 + 1048.576/161.14 = 21.51 < NVLS 25 + 1.748 = 26.75.
+  c = nccl_choose(F::AllReduce, MiB, b200x8(), v27);
+  check_cost(c, A::Ring, P::LL, 15.0, 282.0 * 8 / 14);
+  check_cost(c, A::Ring, P::LL128, 40.6, 662.4 * 8 / 14);
+  check_cost(c, A::Tree, P::Simple, 64.4, 662.4 * .5 * .5);  // min(662.4, 16 x 77.4)
+  check_cost(c, A::Nvls, P::Simple, 25.0, 600.0);
+  CHECK(c.algo == A::Ring);
+  CHECK(c.proto == P::LL);
+  // 2.23 rates sm100 with Hopper's row (Ring/LL min(141, 360) x 8/14 = 80.57: 15 + 13.01 = 28.01) and
+  // leaves LL128 off (its rule knows 70, 80 and 90 only): NVLS 26.75 wins.
+  c = nccl_choose(F::AllReduce, MiB, b200x8(), v23);
+  check_cost(c, A::Ring, P::LL, 15.0, 141.0 * 8 / 14);
+  CHECK(cost(c, A::Ring, P::LL128).time_us < 0);
+  CHECK(c.algo == A::Nvls);
+  // 2.27 NVLS all-gather (27:267-273): bw min(40 x 7/8, 40 x .9) = 35 x 8 = 280, no ratio; 2.23: 320.
+  check_cost(nccl_choose(F::AllGather, MiB, h100x8(), v27), A::Nvls, P::Simple, 25.0, 280.0);
+  check_cost(nccl_choose(F::AllGather, MiB, h100x8(), v23), A::Nvls, P::Simple, 25.0, 320.0);
+  // PAT at .75 (27:285): 1 x 24 x .75 = 18; the latency as 2.23's, 394.4. Still PAT at 1 KiB.
+  c = nccl_choose(F::AllGather, KiB, a100x128(), v27);
+  check_cost(c, A::Pat, P::Simple, 394.4, 18.0);
+  CHECK(c.algo == A::Pat);
+}
+
+TEST_CASE("nccl tuner 2.27: NCCL_ALGO and NCCL_PROTO per function", "[nccl]") {
+  const auto& v23 = nccl_version("2.23");
+  const auto& v27 = nccl_version("2.27");
+  // "ring;allreduce:tree": every function the ring, all-reduce the tree (parseList, 27:34-52).
+  const NcclOverrides o{"ring;allreduce:tree", ""};
+  CHECK(nccl_choose(F::AllReduce, GiB, h100x8(), v27, o).algo == A::Tree);
+  CHECK(nccl_choose(F::AllGather, MiB, h100x8(), v27, o).algo == A::Ring);
+  CHECK(nccl_choose(F::Broadcast, MiB, h100x8(), v27, o).algo == A::Ring);
+  // "^LL128;allreduce:LL128": LL128 only for all-reduce, everything but LL128 elsewhere.
+  const NcclOverrides q{"", "^LL128;allreduce:LL128"};
+  CHECK(nccl_choose(F::AllReduce, KiB, h100x8(), v27, q).proto == P::LL128);
+  CHECK(cost(nccl_choose(F::AllGather, 16 * MiB, h100x8(), v27, q), A::Ring, P::LL128).time_us < 0);
+  // 2.23 has no prefixes; malformed lists are refused.
+  CHECK_THROWS_WITH(nccl_enable(o, v23), Catch::Contains("unknown name 'ring;allreduce:tree'"));
+  CHECK_THROWS_WITH(nccl_enable({"allscatter:ring", ""}, v27),
+                    "NCCL_ALGO='allscatter:ring': unknown function 'allscatter'; valid: Broadcast, Reduce, "
+                    "AllGather, ReduceScatter, AllReduce");
+  CHECK_THROWS_WITH(nccl_enable({"ring;tree", ""}, v27),
+                    Catch::Contains("every entry but the first needs a function"));
+  CHECK_THROWS_WITH(nccl_enable({"allreduce:rung", ""}, v27), Catch::Contains("unknown name 'rung'"));
+  // 2.27 dropped the ring fallback: an all-gather with NCCL_ALGO=tree has nothing left and fails.
+  CHECK_THROWS_WITH(nccl_choose(F::AllGather, MiB, h100(2), v27, {"tree", ""}),
+                    Catch::Contains("no algorithm/protocol available for AllGather"));
+}
+
 TEST_CASE("nccl tuner: network latencies, the ring plateau, NVLSTree and PAT", "[nccl]") {
   const auto& v18 = nccl_version("2.18");
   const auto& v23 = nccl_version("2.23");
@@ -380,11 +452,11 @@ TEST_CASE("nccl tuner: bad overrides and versions are refused", "[nccl]") {
   CHECK_THROWS_WITH(nccl_choose(F::AllReduce, MiB, h100x8(), v23, {"", "^LL,LL128,Simple"}),
                     Catch::Contains("no algorithm/protocol available for AllReduce"));
   CHECK_THROWS_WITH(nccl_version("2.99"),
-                    "unknown NCCL version '2.99'; valid: 2.18, 2.23 (the tuner's "
+                    "unknown NCCL version '2.99'; valid: 2.18, 2.23, 2.27 (the tuner's "
                     "tables, docs/model.md)");
   CHECK(nccl_version("v2.18.3-1").name == "2.18");
   CHECK(nccl_version("2.23.4").tag == "v2.23.4-1");
-  CHECK(nccl_newest_version().name == "2.23");
+  CHECK(nccl_newest_version().name == "2.27");
   CHECK_THROWS_WITH(nccl_func("all_scatter"), Catch::Contains("unknown collective 'all_scatter'"));
   CHECK(nccl_func("all_reduce") == F::AllReduce);
   CHECK(nccl_func("ReduceScatter") == F::ReduceScatter);
@@ -441,6 +513,19 @@ TEST_CASE("nccl tuner: the search approximated from a platform", "[nccl]") {
   CHECK(t.ring.bw_intra == Approx(20.0));
   CHECK(t.comm_channels == 24);
   CHECK(t.nvls.n_channels == 0);  // no NVLS before Hopper
+  // DGX B200, 2.27: 18 NVLinks x SM100_NVLINK_BW 40.1 = 721.8; sm100 intra speeds 90 (8 channels = 720,
+  // short of 721.8), 80 (9 = 720), 70 (700), 60 (720), 50 (700), then 40 / 90 <= .49 stops: 8 x 90,
+  // duplicated (90 >= 50) to 16 x 45; 32 channels; NVLS 8 x 90 (8 x 90 <= 721.8 x 8/7), 24 channels.
+  NcclPlatform bw = p;
+  bw.nodes = 1;
+  bw.sm = 100;
+  t = nccl_topo(bw, nccl_version("2.27"));
+  CHECK(t.ring.n_channels == 16);
+  CHECK(t.ring.bw_intra == Approx(45.0));
+  CHECK(t.comm_channels == 32);
+  CHECK(t.nvls.n_channels == 8);
+  CHECK(t.nvls.bw_intra == Approx(90.0));
+  CHECK(t.nvls_channels == 24);
   // 4 T4 on PCIe Gen3 (12): speed 12, 1 channel = 12 done, no duplication below 25: 1 x 12, 2 channels.
   NcclPlatform pc;
   pc.gpus_per_node = 4;
@@ -499,7 +584,7 @@ TEST_CASE("nccl tuner: the scenario's nccl keys are stored, checked and default 
   CHECK(pts[1].nccl.algo == "Ring");
   CHECK_THROWS_WITH(
       expand(read_scenario_file(d.file("c.xml", base + "<nccl version=\"2.12\"/>\n</scenario>\n"))),
-      Catch::Contains("unknown NCCL version '2.12'; valid: 2.18, 2.23"));
+      Catch::Contains("unknown NCCL version '2.12'; valid: 2.18, 2.23, 2.27"));
   CHECK_THROWS_WITH(expand(read_scenario_file(
                         d.file("e.xml", base + "<nccl algo=\"PAT\" version=\"2.18\"/>\n</scenario>\n"))),
                     Catch::Contains("NCCL_ALGO='PAT': unknown name 'PAT'"));

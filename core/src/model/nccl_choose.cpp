@@ -1,6 +1,7 @@
 // NCCL's choice for one call (core/include/vitsim/core/model/nccl_tuning.hpp): ncclTopoGetAlgoTime
 // (src/graph/tuning.cc), getAlgoInfo (v2.18.3-1 src/enqueue.cc:1153-1223) and updateCollCostTable /
-// topoGetAlgoInfo (v2.23.4-1 src/enqueue.cc:1778-1904). "18:" and "23:" are lines at those tags.
+// topoGetAlgoInfo (v2.23.4-1 src/enqueue.cc:1778-1904, v2.27.7-1 src/enqueue.cc:1753-1878, the same
+// channel and thread rules). "18:", "23:" and "27:" are lines at those tags.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@ using F = NcclFunc;
 constexpr int kWarp = 32;           // WARP_SIZE
 constexpr int kMaxThreads = 640;    // NCCL_MAX_NTHREADS
 constexpr int kMaxLocalDirect = 8;  // NCCL_MAX_DIRECT_ARITY + 1 (23:1794: CollNetDirect up to 8 local GPUs)
+constexpr int kMaxNvlsArity = 32;   // NCCL_MAX_NVLS_ARITY (v2.27.7-1 src/include/device.h:206)
 
 int idx(A a) {
   return static_cast<int>(a);
@@ -35,7 +37,7 @@ NcclCost algo_time(const NcclTuning& tu, const NcclTopo& t, const NcclVersion& v
   const bool v18 = v.rules == NcclRules::V2_18;
   const int fi = static_cast<int>(f);
   NcclCost c{a, p, tu.latency_us[fi][idx(a)][idx(p)], tu.bandwidth[fi][idx(a)][idx(p)], -1, false};
-  if (!v18 && a == A::Ring && c.bandwidth == 0) {
+  if (v.rules == NcclRules::V2_23 && a == A::Ring && c.bandwidth == 0) {
     c.bandwidth = tu.ring_backup_bw[fi][idx(p)];  // 23:445-452: the ring as a backup
     c.backup = true;
   }
@@ -58,13 +60,15 @@ NcclCost algo_time(const NcclTuning& tu, const NcclTopo& t, const NcclVersion& v
   return c;
 }
 
-// Whether getAlgoInfo weighs (f, a) at all (18:1167-1170; 23:1789-1800). Data types and reduction ops are
-// taken as NVLS- and CollNet-capable (fp16/bf16/fp32 sums).
+// Whether getAlgoInfo weighs (f, a) at all (18:1167-1170; 23:1789-1800; 27:1764-1772). Data types and
+// reduction ops are taken as NVLS- and CollNet-capable (fp16/bf16/fp32 sums).
 bool weighed(const NcclTopo& t, const NcclVersion& v, F f, A a) {
   if ((a == A::CollNetDirect || a == A::CollNetChain) && !t.collnet) return false;
   if (a == A::Nvls && !t.collnet && t.nnodes > 1) return false;
   if (v.rules == NcclRules::V2_18) return true;
   if (a == A::CollNetDirect && t.ranks_per_node() > kMaxLocalDirect) return false;
+  if (v.rules == NcclRules::V2_27)  // NVLS: its support, and at most 32 local GPUs but for all-reduce
+    return !is_nvls(a) || (t.nvls_channels > 0 && (f == F::AllReduce || t.ranks_per_node() <= kMaxNvlsArity));
   if (is_nvls(a) && t.nvls_channels == 0 && f != F::AllGather) return false;
   if (a == A::Nvls && (f == F::AllGather || f == F::ReduceScatter) && t.nnodes > 1) return false;
   return true;

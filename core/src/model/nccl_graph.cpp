@@ -28,7 +28,6 @@
 namespace vitsim {
 namespace {
 
-constexpr int kMaxChannels = 32;   // MAXCHANNELS (18 src/include/devcomm.h, 23 src/include/device.h)
 constexpr double kLocBw = 5000.0;  // LOC_BW: one GPU alone (topo.h:13)
 
 struct Speeds {
@@ -67,8 +66,10 @@ Budget budget(const NcclPlatform& p, const NcclVersion& v) {
 Speeds search(const NcclPlatform& p, const NcclVersion& v, int min_channels, int max_channels, bool tree) {
   const Budget b = budget(p, v);
   const bool net = p.nodes > 1;
-  const auto& speeds =
-      p.sm >= 90 ? (net ? v.sm90_speed_inter : v.sm90_speed_intra) : (net ? v.speed_inter : v.speed_intra);
+  const bool blackwell = p.sm >= 100 && !v.sm100_speed_intra.empty();  // 27: search.cc:1040-1044
+  const auto& speeds = blackwell    ? (net ? v.sm100_speed_inter : v.sm100_speed_intra)
+                       : p.sm >= 90 ? (net ? v.sm90_speed_inter : v.sm90_speed_intra)
+                                    : (net ? v.speed_inter : v.speed_intra);
   const int g = p.gpus_per_node;
   double total = b.total_bw;  // search.cc scales it by g / (g - 1): infinite for one GPU
   if (g == 1) total = std::numeric_limits<double>::infinity();
@@ -136,8 +137,9 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
                          : p.intra == NcclIntra::Pcie ? p.pcie_path
                                                       : NcclPath::Nvl;
   const NcclPath inter = p.nodes > 1 ? p.nic_path : NcclPath::Pix;
-  // Ring: 1 to MAXCHANNELS/2 channels (init.cc 18:878-879, 23:896-897), then duplicated.
-  const Speeds ring = duplicate(search(p, v, 1, kMaxChannels / 2, false), p.sm, kMaxChannels / 2);
+  // Ring: 1 to MAXCHANNELS/2 channels (init.cc 18:878-879, 23:896-897, 27:850-851), then duplicated.
+  const int max_channels = v.max_channels;
+  const Speeds ring = duplicate(search(p, v, 1, max_channels / 2, false), p.sm, max_channels / 2);
   t.ring = graph(ring, intra, inter);
   t.tree = t.ring;  // min = max = the ring's channels (init.cc 18:886-887, 23:904-905)
   // One GPU per node: the tree pattern is the plain TREE, not BALANCED_TREE (search.cc 18:832, 23:978).
@@ -148,6 +150,9 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
     const int g = p.gpus_per_node;
     t.nvls = graph(search(p, v, g, g, true), intra, inter);
     t.nvls_channels = v.nvls_channels;
+    // 27 (nvls.cc:179-193): Blackwell runs 24 NVLS channels inside one NVLink domain, 32 across nodes.
+    if (p.sm >= 100 && v.nvls_channels_sm100 > 0)
+      t.nvls_channels = p.nodes > 1 ? v.nvls_channels_sm100 : v.nvls_channels_sm100_nvl;
   }
   t.collnet = p.collnet && p.nodes > 1;
   if (t.collnet) {
@@ -156,11 +161,12 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   }
   // comm->nChannels (connect.cc ncclTopoPostset): twice the ring/tree channels, CollNet's half more, and
   // Hopper across nodes twice again when the ring runs above 45 GB/s per channel.
-  int nc = std::min(kMaxChannels, 2 * std::min(t.ring.n_channels, t.tree.n_channels));
+  int nc = std::min(max_channels, 2 * std::min(t.ring.n_channels, t.tree.n_channels));
   if (t.collnet && t.collnet_chain.bw_intra > t.collnet_chain.bw_inter && t.nranks > t.nnodes)
-    nc = std::min(kMaxChannels, nc + nc / 2);
-  if (p.sm == 90 && p.nodes > 1 && t.ring.bw_intra > 45.0 && (v18 ? 2 * nc <= kMaxChannels : nc < 16))
-    nc *= 2;
+    nc = std::min(max_channels, nc + nc / 2);
+  // 18:403 and 23:469 on sm90 only, 27:466 from sm90 on.
+  const bool hopper = v.rules == NcclRules::V2_27 ? p.sm >= 90 : p.sm == 90;
+  if (hopper && p.nodes > 1 && t.ring.bw_intra > 45.0 && (v18 ? 2 * nc <= max_channels : nc < 16)) nc *= 2;
   t.comm_channels = nc;
   return t;
 }

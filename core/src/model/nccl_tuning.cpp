@@ -89,24 +89,25 @@ const NcclGraph& graph_of(const NcclTopo& t, A a) {
   }
 }
 
-// What ncclTopoTuneModel derives once per communicator (tuning.cc 18:135-155, 23:142-162).
+// What ncclTopoTuneModel derives once per communicator (tuning.cc 18:135-155, 23:142-162, 27:228-243).
 struct Ctx {
   const NcclTopo& t;
   const NcclVersion& v;
-  bool v18;
+  bool v18, v27;
   int nodes, ranks;
   double ppn;
   double ll_max_bw, tree_bw, ring_ll128_bw, tree_ll128_bw;
 };
 
 Ctx make_ctx(const NcclTopo& t, const NcclVersion& v) {
-  const int cc = t.sm_min >= 90 ? 2 : t.sm_min >= 80 ? 1 : 0;
+  const int cc = (t.sm_min >= 100 && v.arch_rows > 3) ? 3 : t.sm_min >= 90 ? 2 : t.sm_min >= 80 ? 1 : 0;
   const int by_nodes = t.nnodes <= 2 ? t.nnodes - 1 : 2;
   // LL: on one node the GPU's row, on several the CPU's (an AMD CPU takes the middle row).
   const int ll_row = t.nnodes == 1 ? cc : t.cpu == NcclCpu::AmdX86 ? 1 : 0;
   return Ctx{t,
              v,
              v.rules == NcclRules::V2_18,
+             v.rules == NcclRules::V2_27,
              t.nnodes,
              t.nranks,
              t.ranks_per_node(),
@@ -116,25 +117,29 @@ Ctx make_ctx(const NcclTopo& t, const NcclVersion& v) {
              v.tree_ll128_bw[cc][by_nodes]};
 }
 
-// Whether ncclTopoTuneModel fills (f, a, p) at all (tuning.cc 18:165-172, 23:170-179).
+// Whether ncclTopoTuneModel fills (f, a, p) at all (tuning.cc 18:165-172, 23:170-179, 27:255-264).
 bool tuned(const Ctx& c, F f, A a, P p) {
   if (is_nvls(a) && p != P::Simple) return false;
   if (f == F::Broadcast || f == F::Reduce) return a == A::Ring;
   if (c.v18) return f == F::AllReduce ? a != A::Pat : a == A::Ring;
   if (gathers(f)) {
     if (a != A::Pat && a != A::Ring && a != A::Nvls && a != A::CollNetDirect) return false;
-    // ncclPatEnable (23:109-115): one GPU per node, and a host (not offloaded) network device.
-    if (a == A::Pat) return p == P::Simple && c.nodes == c.ranks && c.t.net_device_host;
+    // ncclPatEnable (23:109-115, 27:192-199): one GPU per node, a host (not offloaded) network device;
+    // 2.27 also sm60 or later.
+    if (a == A::Pat)
+      return p == P::Simple && c.nodes == c.ranks && c.t.net_device_host && (!c.v27 || c.t.sm_min >= 60);
     return true;
   }
   return a != A::Pat;
 }
 
-// The bus bandwidth of (f, a, p) made an algorithm bandwidth (tuning.cc 18:174-200, 23:181-228).
+// The bus bandwidth of (f, a, p) made an algorithm bandwidth (tuning.cc 18:174-200, 23:181-228, 27:265-328).
 double algo_bw(const Ctx& c, F f, A a, P p) {
   const NcclGraph& g = graph_of(c.t, a);
   double bw = (c.nodes <= 2 || is_collnet(a)) ? g.bw_intra : g.bw_inter;
   if (!c.v18 && a == A::Nvls) bw = std::min(g.bw_intra, g.bw_inter);
+  if (c.v27 && a == A::Nvls && f != F::AllReduce)  // 27:270-273: gathers
+    bw = std::min(g.bw_intra * (c.ppn - 1) / c.ppn, g.bw_inter * 0.9);
   if (!c.v18 && a == A::NvlsTree) bw = std::min(g.bw_intra, c.nodes <= 2 ? g.bw_inter : g.bw_inter / 2);
   double bus = g.n_channels * bw;
   const double nch = g.n_channels;
@@ -149,10 +154,12 @@ double algo_bw(const Ctx& c, F f, A a, P p) {
   if (a == A::Tree && p == P::LL128)
     bus = std::min(bus * (c.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nch * c.tree_ll128_bw);
   if (a == A::Tree && g.tree_pattern) bus *= .85;
-  if (a == A::Pat) bus *= .85;
+  if (a == A::Pat) bus *= c.v27 ? .75 : .85;
   if (is_collnet(a) && p != P::Simple) bus = 0;
   if (a == A::CollNetDirect && p == P::Simple) {
-    if (!c.v18 && gathers(f)) {
+    if (c.v27 && gathers(f)) {
+      bus = c.ppn * std::min(g.bw_intra, g.bw_inter * 0.9);  // 27:289-290
+    } else if (!c.v18 && gathers(f)) {
       // 23:197-210: one NIC per GPU needed across nodes; a measured correction between 1 and 8 GPUs per node.
       bus = c.ppn * bw;
       if (c.nodes > 1 && c.ppn > c.t.collnet_heads) bus = 0;
@@ -165,6 +172,11 @@ double algo_bw(const Ctx& c, F f, A a, P p) {
       if (c.t.sm_min >= 90) bus *= .85;
     }
   }
+  // 27:299-318: an NVLS or CollNetDirect gather across nodes needs CollNet (its plugin's iallgather or
+  // ireducescatter, taken as there when CollNet is declared) and a head per local GPU.
+  if (c.v27 && (a == A::Nvls || a == A::CollNetDirect) && p == P::Simple && gathers(f) && c.nodes > 1 &&
+      (!c.t.collnet || c.ppn > c.t.collnet_heads))
+    bus = 0;
   const int nsteps = f == F::AllReduce ? 2 * (c.ranks - 1) : gathers(f) ? c.ranks - 1 : c.ranks;
   if (c.v18) {
     if (a == A::Ring) return bus * c.ranks / nsteps;
@@ -232,39 +244,53 @@ double algo_latency(const Ctx& c, F f, A a, P p) {
 }
 
 // LL128's default rule (tuning.cc 18:282-294, 23:324-336): NVLink or close PCIe inside, a close NIC, one
-// architecture of 70, 80 or 90. (18 and 23 also refuse sm90 ring all-reduce on 2 ranks under CUDA 11.8: not
-// modelled, CUDA 12 assumed.)
-bool ll128_default(const NcclTopo& t, const NcclGraph& g) {
-  bool on = g.type_inter <= NcclPath::Pxb || (t.sm_min >= 90 && g.type_inter <= NcclPath::Pxn);
-  on = on && g.type_intra <= NcclPath::Nvb && t.sm_min == t.sm_max;
+// architecture of 70, 80 or 90. 2.27 (27:457-471) takes any architecture from 70 and, from sm90, NICs up
+// to PXN (NCCL_LL128_C2C's default). (All three also refuse sm90 ring all-reduce on 2 ranks under CUDA
+// 11.8: not modelled, CUDA 12 assumed.)
+bool ll128_default(const Ctx& c, const NcclGraph& g) {
+  const NcclTopo& t = c.t;
+  bool on = g.type_intra <= NcclPath::Nvb && t.sm_min == t.sm_max;
+  if (c.v27) {
+    on = on && (t.sm_min >= 90 ? g.type_inter <= NcclPath::Pxn : g.type_inter <= NcclPath::Pxb);
+    return on && t.sm_min >= 70;
+  }
+  on = on && (g.type_inter <= NcclPath::Pxb || (t.sm_min >= 90 && g.type_inter <= NcclPath::Pxn));
   return on && (t.sm_min == 70 || t.sm_min == 80 || t.sm_min == 90);
+}
+
+// Algorithms the topology rules out, per function (tuning.cc 18:260-278, 23:303-320, 27:436-452).
+void topology_enables(const Ctx& c, NcclEnable& e) {
+  const NcclTopo& t = c.t;
+  for (auto& algo : e.algo) {
+    if (t.nnodes == 1) algo[idx(A::NvlsTree)] = 0;
+    if (!t.collnet) {
+      algo[idx(A::CollNetDirect)] = algo[idx(A::CollNetChain)] = 0;
+      if (t.nnodes > 1) algo[idx(A::Nvls)] = 0;
+      // 18, 23: NCCL_ALGO=CollNet without CollNet is ignored (2.27 drops the rule).
+      if (!c.v27 && !algo[idx(A::Ring)] && !algo[idx(A::Tree)] && !algo[idx(A::Nvls)] &&
+          !algo[idx(A::NvlsTree)])
+        algo[idx(A::Ring)] = algo[idx(A::Tree)] = 1;
+    }
+    if ((t.collnet || c.v27) && !t.nvswitch) algo[idx(A::CollNetDirect)] = 0;
+  }
 }
 
 void apply_enables(NcclTuning& out, const Ctx& c, NcclEnable e) {
   const NcclTopo& t = c.t;
-  // tuning.cc 18:260-278, 23:303-320.
-  if (t.nnodes == 1) e.algo[idx(A::NvlsTree)] = 0;
-  if (!t.collnet) {
-    e.algo[idx(A::CollNetDirect)] = e.algo[idx(A::CollNetChain)] = 0;
-    if (t.nnodes > 1) e.algo[idx(A::Nvls)] = 0;
-    if (!e.algo[idx(A::Ring)] && !e.algo[idx(A::Tree)] && !e.algo[idx(A::Nvls)] && !e.algo[idx(A::NvlsTree)])
-      e.algo[idx(A::Ring)] = e.algo[idx(A::Tree)] = 1;  // NCCL_ALGO=CollNet without CollNet is ignored
-  } else if (!t.nvswitch) {
-    e.algo[idx(A::CollNetDirect)] = 0;
-  }
+  topology_enables(c, e);
   for (int f = 0; f < kNcclTunedFuncs; f++)
     for (int a = 0; a < kNcclAlgos; a++)
       for (int p = 0; p < kNcclProtos; p++) {
-        int on = e.proto[p];
-        if (on == 2 && p == idx(P::LL128)) on = ll128_default(t, graph_of(t, static_cast<A>(a)));
+        int on = e.proto[f][p];
+        if (on == 2 && p == idx(P::LL128)) on = ll128_default(c, graph_of(t, static_cast<A>(a)));
         if (!on) out.bandwidth[f][a][p] = 0;
         if (a == idx(A::Ring) && !on) out.ring_backup_bw[f][p] = 0;
         // 18:296-297: ring is never disabled for a function other than AllReduce.
         if (c.v18 && a == idx(A::Ring) && f != idx(F::AllReduce)) continue;
-        if (!e.algo[a]) out.bandwidth[f][a][p] = 0;
+        if (!e.algo[f][a]) out.bandwidth[f][a][p] = 0;
       }
-  if (c.v18) return;
-  // 23:342-356: a function left with nothing gets the ring back.
+  if (c.v18 || c.v27) return;
+  // 23:342-356: a function left with nothing gets the ring back (2.27 drops it: NCCL then fails).
   for (int f = 0; f < kNcclTunedFuncs; f++) {
     bool any = false;
     for (const auto& row : out.bandwidth[f])
@@ -273,12 +299,11 @@ void apply_enables(NcclTuning& out, const Ctx& c, NcclEnable e) {
   }
 }
 
-// NCCL_ALGO / NCCL_PROTO: parseList (tuning.cc 18:34-52).
+// One list of NCCL_ALGO / NCCL_PROTO: parseList (tuning.cc 18:34-52, 23:34-52, 27:53-129); `text` is the
+// whole value, for messages.
 template <typename Names, size_t N>
-std::array<int, N> parse_list(const std::string& text, const Names& names, const std::vector<bool>& known,
-                              const char* env, const std::array<int, N>& defaults) {
-  if (text.empty()) return defaults;
-  std::string list = text;
+std::array<int, N> parse_row(const std::string& text, std::string list, const Names& names,
+                             const std::vector<bool>& known, const char* env) {
   int def = 0, set = 1;
   if (list[0] == '^') def = 1, set = 0, list.erase(0, 1);
   std::array<int, N> out;
@@ -306,6 +331,48 @@ std::array<int, N> parse_list(const std::string& text, const Names& names, const
     if (!found) throw Error(fmt::format("{}='{}': unknown name '{}'; valid: {}", env, text, token, valid));
   }
   return out;
+}
+
+// The whole value: one list for every function, or (2.27) entries "func:list" separated by ';', only the
+// first without a function (27:53-129).
+template <typename Names, size_t N>
+void parse_enable(const std::string& text, const Names& names, const std::vector<bool>& known,
+                  const char* env, bool prefixes, std::array<std::array<int, N>, kNcclTunedFuncs>& out) {
+  if (text.empty()) return;
+  if (!prefixes) {
+    const auto row = parse_row<Names, N>(text, text, names, known, env);
+    for (auto& r : out) r = row;
+    return;
+  }
+  size_t start = 0;
+  for (int entry = 0; start <= text.size(); entry++) {
+    size_t end = text.find(';', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos && entry > 0)
+      throw Error(
+          fmt::format("{}='{}': every entry but the first needs a function ('allreduce:...')", env, text));
+    std::string func = colon == std::string::npos ? "" : item.substr(0, colon);
+    const auto row = parse_row<Names, N>(text, colon == std::string::npos ? item : item.substr(colon + 1),
+                                         names, known, env);
+    bool found = func.empty();
+    for (int f = 0; f < kNcclTunedFuncs; f++) {
+      std::string name = kFuncNames[f].name;
+      const bool match = func.size() == name.size() &&
+                         std::equal(name.begin(), name.end(), func.begin(),
+                                    [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+      if (func.empty() || match) out[f] = row;
+      found = found || match;
+    }
+    if (!found)
+      throw Error(
+          fmt::format("{}='{}': unknown function '{}'; valid: Broadcast, Reduce, AllGather, "
+                      "ReduceScatter, AllReduce",
+                      env, text, func));
+  }
 }
 
 }  // namespace
@@ -338,14 +405,21 @@ std::string nccl_algo_names(const NcclVersion& v) {
   return out;
 }
 
+NcclEnable::NcclEnable() {
+  for (auto& a : algo) a.fill(1);
+  for (auto& p : proto) p = {1, 2, 1};
+}
+
 NcclEnable nccl_enable(const NcclOverrides& o, const NcclVersion& v) {
   NcclEnable e;
   std::vector<bool> known_algo(kNcclAlgos, false);
   for (A a : v.algos) known_algo[idx(a)] = true;
-  e.algo = parse_list(o.algo, kAlgoNames, known_algo, "NCCL_ALGO", e.algo);
-  e.proto = parse_list(o.proto, kProtoNames, std::vector<bool>(kNcclProtos, true), "NCCL_PROTO", e.proto);
-  for (int a = 0; a < kNcclAlgos; a++)
-    if (!known_algo[a]) e.algo[a] = 0;  // an algorithm the version does not have
+  const bool prefixes = v.rules == NcclRules::V2_27;
+  parse_enable(o.algo, kAlgoNames, known_algo, "NCCL_ALGO", prefixes, e.algo);
+  parse_enable(o.proto, kProtoNames, std::vector<bool>(kNcclProtos, true), "NCCL_PROTO", prefixes, e.proto);
+  for (auto& row : e.algo)
+    for (int a = 0; a < kNcclAlgos; a++)
+      if (!known_algo[a]) row[a] = 0;  // an algorithm the version does not have
   return e;
 }
 

@@ -23,11 +23,16 @@ constexpr std::array<std::array<double, 23>, kNcclProtos> kTreeCorrection = {{
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 }};
 
-// perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws [Volta, Ampere, Hopper][1 node, 2, more]:
-// unchanged from 2.18 to 2.23: v2.18.3-1 and v2.23.4-1 src/graph/tuning.cc:92-106.
-constexpr NcclVersion::ArchNodes kRingLL128 = {{{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}}};
-constexpr NcclVersion::ArchNodes kTreeLL128 = {{{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}}};
-constexpr NcclVersion::ArchNodes kTreeBw = {{{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}}};
+// perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws [Volta, Ampere, Hopper, Blackwell][1 node,
+// 2, more]: unchanged from 2.18 to 2.27 but for Blackwell's row, twice Hopper's, added in 2.27:
+// v2.18.3-1 and v2.23.4-1 src/graph/tuning.cc:92-106, v2.27.7-1 src/graph/tuning.cc:172-189. Before 2.27
+// the 4th row is not read (arch_rows 3: Blackwell takes Hopper's row).
+constexpr NcclVersion::ArchNodes kRingLL128 = {
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {2 * 36.7, 2 * 36.7, 2 * 36.7}}};
+constexpr NcclVersion::ArchNodes kTreeLL128 = {
+    {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {2 * 36.7, 2 * 36.7, 2 * 29.0}}};
+constexpr NcclVersion::ArchNodes kTreeBw = {
+    {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {2 * 38.7, 2 * 41.4, 2 * 36.0}}};
 
 // search.cc's speed arrays (GB/s per channel the search tries, highest first), non-Hopper:
 // v2.18.3-1 src/graph/search.cc:789-790 and v2.23.4-1 src/graph/search.cc:930-931 (the same).
@@ -55,7 +60,7 @@ NcclVersion v2_18() {
   }};
   // llMaxBws [Volta-N1 or Intel, Ampere-N1 or AMD, Hopper-N1 or AMD][1 node, 2, more]:
   // v2.18.3-1 src/graph/tuning.cc:86-90.
-  v.ll_max_bw = {{{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}}};
+  v.ll_max_bw = {{{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}}};
   v.ring_ll128_bw = kRingLL128;
   v.tree_ll128_bw = kTreeLL128;
   v.tree_bw = kTreeBw;
@@ -96,7 +101,7 @@ NcclVersion v2_23() {
       {{{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}, {0, 0, 0}}},
   }};
   // llMaxBws: v2.23.4-1 src/graph/tuning.cc:86-90 (Hopper's row raised to 141 / 45 / 35).
-  v.ll_max_bw = {{{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}}};
+  v.ll_max_bw = {{{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {141.0, 45.0, 35.0}}};
   v.ring_ll128_bw = kRingLL128;
   v.tree_ll128_bw = kTreeLL128;
   v.tree_bw = kTreeBw;
@@ -119,6 +124,33 @@ NcclVersion v2_23() {
   return v;
 }
 
+// 2.27: the tables of 2.23 plus Blackwell; the rules change (NcclRules::V2_27, docs/model.md).
+NcclVersion v2_27() {
+  NcclVersion v = v2_23();
+  v.name = "2.27";
+  v.tag = "v2.27.7-1";
+  v.rules = NcclRules::V2_27;
+  v.arch_rows = 4;
+  // ncclAlgoStr: v2.27.7-1 src/init.cc:45 (as 2.23). baseLat and hwLat: v2.27.7-1
+  // src/graph/tuning.cc:134-156, the same values as 2.23 (PAT's rows absent there, so zero). llMaxBws:
+  // v2.27.7-1 src/graph/tuning.cc:165-170: Blackwell's row twice Hopper's.
+  v.ll_max_bw = {
+      {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {2 * 141.0, 2 * 45.0, 2 * 35.0}}};
+  // treeCorrectionFactor: v2.27.7-1 src/graph/tuning.cc:555-559 (unchanged).
+  // SM100_NVLINK_BW 40.1: v2.27.7-1 src/graph/topo.h:21 (the others :16-22, as 2.23).
+  v.nvlink_bw_sm100 = 40.1;
+  // sm100SpeedArrayIntra/Inter: v2.27.7-1 src/graph/search.cc:962-963 (the others :952-958, as 2.23).
+  v.sm100_speed_intra = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+  v.sm100_speed_inter = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                         17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  v.max_channels = 64;  // MAXCHANNELS: v2.27.7-1 src/include/device.h:87
+  // NVLS_NCHANNELS_SM90 / _SM100 / _SM100_NVL: v2.27.7-1 src/transport/nvls.cc:147-149.
+  v.nvls_channels = 16;
+  v.nvls_channels_sm100 = 32;
+  v.nvls_channels_sm100_nvl = 24;
+  return v;
+}
+
 // "2.18.3-1", "v2.18.3", "2.18" -> "2.18".
 std::string major_minor(std::string name) {
   if (!name.empty() && (name[0] == 'v' || name[0] == 'V')) name.erase(0, 1);
@@ -132,6 +164,7 @@ std::string major_minor(std::string name) {
 
 double NcclVersion::nvlink_bw(int sm) const {
   // ncclTopoNVLinkBw: topo.h (v2.18.3-1 :204-209, v2.23.4-1 :229-234); 86 is its own row.
+  if (sm >= 100 && nvlink_bw_sm100 > 0) return nvlink_bw_sm100;  // 27: topo.h:256-264
   if (sm >= 90) return nvlink_bw_sm90;
   if (sm == 86) return nvlink_bw_sm86;
   if (sm >= 80) return nvlink_bw_sm80;
@@ -141,7 +174,7 @@ double NcclVersion::nvlink_bw(int sm) const {
 }
 
 const std::vector<NcclVersion>& nccl_versions() {
-  static const std::vector<NcclVersion> versions = {v2_18(), v2_23()};
+  static const std::vector<NcclVersion> versions = {v2_18(), v2_23(), v2_27()};
   return versions;
 }
 

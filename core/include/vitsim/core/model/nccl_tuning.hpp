@@ -76,23 +76,30 @@ struct NcclTopo {
 };
 
 // One NCCL release's model: its constants (tables) and the rules of its generation.
-enum class NcclRules { V2_18, V2_23 };
+enum class NcclRules { V2_18, V2_23, V2_27 };
 struct NcclVersion {
   std::string name;  // "2.18"
   std::string tag;   // the release tag the tables were read at, "v2.18.3-1"
   NcclRules rules = NcclRules::V2_18;
   std::vector<NcclAlgo> algos;  // ncclAlgoStr: the algorithms NCCL_ALGO may name
   using AlgoProto = std::array<std::array<double, kNcclProtos>, kNcclAlgos>;
-  using ArchNodes = std::array<std::array<double, 3>, 3>;  // [Volta, Ampere, Hopper][1 node, 2, more]
-  AlgoProto base_lat_us{};                                 // baseLat
-  std::array<AlgoProto, 3> hw_lat_us{};                    // hwLat [NVLink, PCI, network]
+  // [Volta, Ampere, Hopper, Blackwell][1 node, 2, more]; Blackwell's row from 2.27 (before: Hopper's).
+  using ArchNodes = std::array<std::array<double, 3>, 4>;
+  int arch_rows = 3;                                                   // rows of ArchNodes the version has
+  AlgoProto base_lat_us{};                                             // baseLat
+  std::array<AlgoProto, 3> hw_lat_us{};                                // hwLat [NVLink, PCI, network]
   ArchNodes ll_max_bw{}, ring_ll128_bw{}, tree_ll128_bw{}, tree_bw{};  // llMaxBws, perChMax*Bws
   std::array<std::array<double, 23>, kNcclProtos> tree_correction{};   // treeCorrectionFactor
   // NCCL's topology constants the approximation of the search reads (src/graph/topo.h, search.cc).
   double nvlink_bw_sm60 = 0, nvlink_bw_sm70 = 0, nvlink_bw_sm80 = 0, nvlink_bw_sm86 = 0, nvlink_bw_sm90 = 0;
-  double pci_bw = 12;  // PCI_BW: a Gen3 x16 link; below it a ring runs 256 Simple threads
+  double nvlink_bw_sm100 = 0;  // 0: the version rates Blackwell as Hopper
+  double pci_bw = 12;          // PCI_BW: a Gen3 x16 link; below it a ring runs 256 Simple threads
   std::vector<double> speed_intra, speed_inter, sm90_speed_intra, sm90_speed_inter;
-  int nvls_channels = 16;  // NCCL_NVLS_NCHANNELS default
+  std::vector<double> sm100_speed_intra, sm100_speed_inter;  // empty: Hopper's
+  int max_channels = 32;                                     // MAXCHANNELS
+  int nvls_channels = 16;           // NVLS channels on Hopper (NCCL_NVLS_NCHANNELS's default)
+  int nvls_channels_sm100 = 0;      // on Blackwell across nodes (0: as Hopper)
+  int nvls_channels_sm100_nvl = 0;  // on Blackwell inside one NVLink domain (0: as Hopper)
   double nvlink_bw(int sm) const;
 };
 
@@ -103,15 +110,17 @@ const NcclVersion& nccl_version(const std::string& name);
 const NcclVersion& nccl_newest_version();
 
 // NCCL_ALGO / NCCL_PROTO in NCCL's syntax (parseList, src/graph/tuning.cc): a comma list of names (any
-// case) enables only those; "^" before it disables those. "" leaves NCCL's defaults. Unlike NCCL, which
-// ignores a name it does not know, an unknown name is an Error listing the version's valid names.
+// case) enables only those; "^" before it disables those. "" leaves NCCL's defaults. From 2.27, entries
+// separated by ';' may name the function they apply to: "ring;allreduce:tree,ring" (only the first may
+// lack one). An unknown name is an Error listing the valid ones (2.18 and 2.23 ignore it, 2.27 refuses it).
 struct NcclOverrides {
   std::string algo;   // NCCL_ALGO, "ring", "^tree", "Tree,Ring"
   std::string proto;  // NCCL_PROTO, "^LL128"
 };
-struct NcclEnable {
-  std::array<int, kNcclAlgos> algo{1, 1, 1, 1, 1, 1, 1};
-  std::array<int, kNcclProtos> proto{1, 2, 1};  // 2: LL128 on by NCCL's default rule only
+struct NcclEnable {  // per tuned function; before 2.27 every function alike
+  std::array<std::array<int, kNcclAlgos>, kNcclTunedFuncs> algo;
+  std::array<std::array<int, kNcclProtos>, kNcclTunedFuncs> proto;  // 2: LL128 by NCCL's default rule
+  NcclEnable();
 };
 NcclEnable nccl_enable(const NcclOverrides& o, const NcclVersion& v);
 // The names a scenario's nccl.algo / nccl.proto value may hold, for messages and docs.
@@ -135,7 +144,7 @@ struct NcclCost {
   double latency_us = 0;  // after the ring plateau factor
   double bandwidth = 0;   // GB/s after the tree correction
   double time_us = -1;    // latency_us + bytes / (1000 x bandwidth)
-  bool backup = false;    // 2.23: the disabled ring kept as a last resort
+  bool backup = false;    // 2.23 only: the disabled ring kept as a last resort
 };
 
 struct NcclChoice {
