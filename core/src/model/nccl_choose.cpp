@@ -16,9 +16,11 @@ using A = NcclAlgo;
 using P = NcclProto;
 using F = NcclFunc;
 
+// WARP_SIZE and NCCL_MAX_NTHREADS: v2.18.3-1 src/include/devcomm.h:51-53, v2.23.4-1
+// src/include/device.h:61-64, v2.27.7-1 src/include/device.h:86-89.
 constexpr int kWarp = 32;           // WARP_SIZE
 constexpr int kMaxThreads = 640;    // NCCL_MAX_NTHREADS
-constexpr int kMaxLocalDirect = 8;  // NCCL_MAX_DIRECT_ARITY + 1 (23:1794: CollNetDirect up to 8 local GPUs)
+constexpr int kMaxLocalDirect = 8;  // NCCL_MAX_DIRECT_ARITY + 1 (device.h 23:174; enqueue.cc 23:1793)
 constexpr int kMaxNvlsArity = 32;   // NCCL_MAX_NVLS_ARITY (v2.27.7-1 src/include/device.h:206)
 
 int idx(A a) {

@@ -28,7 +28,7 @@
 namespace vitsim {
 namespace {
 
-constexpr double kLocBw = 5000.0;  // LOC_BW: one GPU alone (topo.h:13)
+constexpr double kLocBw = 5000.0;  // LOC_BW: one GPU alone (topo.h 18:13, 23:13, 27:15)
 
 struct Speeds {
   int n = 0;

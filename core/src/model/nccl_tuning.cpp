@@ -35,14 +35,16 @@ constexpr EnumNames<F, 6> kFuncNames = {{{F::Broadcast, "Broadcast"},
                                          {F::AllReduce, "AllReduce"},
                                          {F::AllToAll, "AllToAll"}}};
 
-// NCCL's constants outside the version tables, the same at both tags.
+// NCCL's constants outside the version tables, the same at the three tags: thread counts in
+// v2.18.3-1 src/include/devcomm.h:53-72, v2.23.4-1 src/include/device.h:64-85, v2.27.7-1 device.h:89-110;
+// thread thresholds in src/include/comm.h v2.18.3-1:32-34, v2.23.4-1:37-39, v2.27.7-1:38-40.
 constexpr int kMaxThreads = 640;                      // NCCL_MAX_NTHREADS
 constexpr int kSimpleMaxThreads = 512;                // NCCL_SIMPLE_MAX_NTHREADS
 constexpr int kLLMaxThreads = 512;                    // NCCL_LL_MAX_NTHREADS
 constexpr int kLL128MaxThreads = 640;                 // NCCL_LL128_MAX_NTHREADS
 constexpr int kLLThreshold = 8, kLL128Threshold = 8;  // NCCL_LL(128)_THREAD_THRESHOLD
 constexpr int kSimpleThreshold = 64;                  // NCCL_SIMPLE_THREAD_THRESHOLD
-constexpr int kCollNetThreshold = 512;                // tuning.cc 18:345-346, 23:405-406
+constexpr int kCollNetThreshold = 512;                // tuning.cc 18:345-346, 23:405-406, 27:525-526
 enum Hw { kNvlink = 0, kPci = 1, kNet = 2 };
 
 int idx(A a) {
