@@ -462,6 +462,12 @@ TEST_CASE("nccl tuner: bad overrides and versions are refused", "[nccl]") {
   CHECK(nccl_func("ReduceScatter") == F::ReduceScatter);
 }
 
+TEST_CASE("nccl tuner: protocol payload fractions", "[nccl]") {
+  CHECK(nccl_payload_fraction(P::LL) == 0.5);             // 4 data bytes per 8-byte line
+  CHECK(nccl_payload_fraction(P::LL128) == 120.0 / 128);  // 15 of 16 8-byte words
+  CHECK(nccl_payload_fraction(P::Simple) == 1.0);
+}
+
 TEST_CASE("nccl tuner: all-to-all is p2p, one rank is a copy", "[nccl]") {
   const NcclChoice a2a = nccl_choose(F::AllToAll, MiB, h100(2), nccl_newest_version());
   CHECK(a2a.p2p);

@@ -193,6 +193,20 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu,
   return out;
 }
 
+double nccl_payload_fraction(NcclProto p) {
+  // union ncclLLFifoLine (v2.18.3-1 src/include/devcomm.h:36-49, v2.23.4-1 src/include/device.h:46-59,
+  // v2.27.7-1 device.h:71-84): data1, flag1, data2, flag2. NCCL_LL128_DATAELEMS = LINEELEMS - 1 (18
+  // devcomm.h:69-70, 23 device.h:82-83, 27 device.h:107-108).
+  switch (p) {
+    case P::LL:
+      return 0.5;
+    case P::LL128:
+      return 120.0 / 128.0;
+    default:
+      return 1.0;
+  }
+}
+
 NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTopo& t, const NcclVersion& v,
                        const NcclOverrides& o) {
   return nccl_choose(func, bytes, nccl_tune(t, v, o), t, v);

@@ -171,6 +171,19 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTopo& t, co
 NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tuning, const NcclTopo& t,
                        const NcclVersion& v);
 
+// The share of a protocol's wire bytes that is data: LL sends 8-byte lines of 4 data and 4 flag bytes
+// (union ncclLLFifoLine: 0.5), LL128 128-byte lines of 120 (NCCL_LL128_DATAELEMS / LINEELEMS = 15/16),
+// Simple only data (1). A simulated transfer of `bytes` under `proto` moves bytes / fraction on the wire.
+double nccl_payload_fraction(NcclProto p);
+
+// How a simulated collective uses this (sim/ does not yet): once per communicator (a Group), the
+// NcclTopo of its ranks (nccl_topo from the platform: nodes and GPUs per node of the group, the GPU's
+// compute capability, NVLinks or PCIe, NICs and their speed, NVLS, CollNet), its version
+// (Scenario::nccl.version) and overrides (nccl.algo, nccl.proto), and nccl_tune(); per call,
+// nccl_choose(func, bytes, tuning, topo, version): run c.algo's transfers split over c.n_channels
+// channels, each at nccl_payload_fraction(c.proto), and report c.why(). c.time_us is NCCL's own estimate,
+// to hold the simulated time against, not to replace it.
+
 // What a platform knows, from which nccl_topo() approximates NCCL's topology search.
 enum class NcclIntra { NvSwitch, NvLink, Pcie };
 struct NcclPlatform {
