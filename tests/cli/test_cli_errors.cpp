@@ -39,7 +39,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "vitsim: error: s.xml:1: malformed XML: Start-end tags mismatch"},
       {"unknown element", scenario(kCluster, kModel, kTraining, "  <optimiser/>\n"), "predict s.xml",
        "vitsim: error: s.xml:6: unknown element <optimiser>; valid: cluster, compute, dataset, deepspeed, "
-       "loader, model, "
+       "loader, model, nccl, "
        "parallelism, run, simulation, training, validation, whatif, sweep"},
       {"unknown attribute", scenario(kCluster, kModel, "micro_batch=\"16\" epoch=\"3\""), "predict s.xml",
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, "

@@ -22,6 +22,7 @@
 #include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/model/dataset.hpp"
 #include "vitsim/core/model/framework.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
 
 // --- The scenario's keys, one row each: its type, default, valid values, one line of documentation and
 // how it is applied to the Scenario. The schema (element -> attributes), the known-key check, the
@@ -95,6 +96,18 @@ KeyRow shape_row(std::string key, long long min, long long max, std::string doc,
 }
 
 using R = Resolution;
+
+// nccl.algo or nccl.proto as given, checked in NCCL's syntax against the point's NCCL version.
+std::string nccl_override(R& x, const std::string& key) {
+  const std::string value = x.r.str(key, "");
+  try {
+    const NcclVersion& v = nccl_version(x.s.nccl.version);
+    nccl_enable(key == "nccl.algo" ? NcclOverrides{value, ""} : NcclOverrides{"", value}, v);
+  } catch (const Error& e) {
+    x.r.fail(key, e.what());
+  }
+  return value;
+}
 
 // The setter of one field of an element's spec: field(&Scenario::training, &TrainingSpec::micro_batch).
 template <class Spec, class T>
@@ -271,6 +284,33 @@ std::vector<KeyRow> parallelism_rows() {
   };
 }
 
+// nccl: NCCL's tuner (core/model/nccl_tuning.hpp); the version first, the overrides checked against it.
+std::vector<KeyRow> nccl_rows() {
+  std::string versions;
+  for (const auto& v : nccl_versions()) versions += (versions.empty() ? "" : ", ") + v.name;
+  return {
+      custom_row("nccl.version", "name", nccl_newest_version().name, versions + " (or a release, 2.18.3)",
+                 "the NCCL release whose tuner picks algorithm, protocol and channels (docs/model.md, NCCL's "
+                 "tuner); not read by the simulator yet",
+                 [](R& x) {
+                   try {
+                     x.s.nccl.version =
+                         nccl_version(x.r.str("nccl.version", nccl_newest_version().name)).name;
+                   } catch (const Error& e) {
+                     x.r.fail("nccl.version", e.what());
+                   }
+                 }),
+      custom_row("nccl.algo", "text", "", "NCCL_ALGO's syntax: `Ring`, `Tree,Ring`, `^Tree` (any case)",
+                 "NCCL_ALGO: the algorithms NCCL may pick (docs/model.md, NCCL's tuner); in `--set` a comma "
+                 "list is a sweep",
+                 [](R& x) { x.s.nccl.algo = nccl_override(x, "nccl.algo"); }),
+      custom_row("nccl.proto", "text", "", "NCCL_PROTO's syntax: `LL128,Simple`, `^LL128` (any case)",
+                 "NCCL_PROTO: the protocols NCCL may pick (docs/model.md, NCCL's tuner); in `--set` a comma "
+                 "list is a sweep",
+                 [](R& x) { x.s.nccl.proto = nccl_override(x, "nccl.proto"); }),
+  };
+}
+
 std::vector<KeyRow> loader_rows() {
   return {
       integer_row("loader.workers", 2, 0, 1024, "PyTorch DataLoader num_workers per GPU",
@@ -381,9 +421,9 @@ std::vector<KeyRow> deepspeed_rows() {
 const std::vector<KeyRow>& key_rows() {
   static const std::vector<KeyRow> rows = [] {
     std::vector<KeyRow> all;
-    for (auto element :
-         {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows, parallelism_rows, loader_rows,
-          simulation_rows, run_rows, validation_rows, compute_rows, whatif_rows, deepspeed_rows}) {
+    for (auto element : {scenario_rows, cluster_rows, model_rows, dataset_rows, training_rows,
+                         parallelism_rows, nccl_rows, loader_rows, simulation_rows, run_rows, validation_rows,
+                         compute_rows, whatif_rows, deepspeed_rows}) {
       auto r = element();
       all.insert(all.end(), std::make_move_iterator(r.begin()), std::make_move_iterator(r.end()));
     }

@@ -70,6 +70,15 @@ struct ParallelSpec {
   int sequence_parallel = 1;
 };
 
+// NCCL's tuner (core/model/nccl_tuning.hpp, docs/model.md "NCCL's tuner"): the version whose tables model
+// NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Stored and
+// checked only: the simulator does not read them yet.
+struct NcclSpec {
+  std::string version;  // a name of nccl_versions(), "2.23"; resolved to the newest when not given
+  std::string algo;     // NCCL_ALGO, "" = NCCL's default
+  std::string proto;    // NCCL_PROTO, "" = NCCL's default
+};
+
 struct LoaderSpec {
   int workers = 2;
   bool pinned = true;
@@ -132,6 +141,7 @@ struct Scenario {
   DatasetSpec dataset;
   TrainingSpec training;
   ParallelSpec parallel;
+  NcclSpec nccl;
   LoaderSpec loader;
   SimulationSpec simulation;
   RunSpec run;
