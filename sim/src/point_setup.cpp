@@ -78,6 +78,9 @@ ComputeInputs compute_inputs(const Scenario& s) {
   in.autocast = s.training.framework != Framework::DeepSpeed;
   in.step = StepInputs{s.training.framework, s.training.precision,         s.training.optimizer, s.dp_ranks(),
                        s.parallel.zero,      s.training.gradient_clipping, s.training.loss_scale};
+  in.step.grad_accum = s.training.grad_accum;
+  in.step.grad_buckets = static_cast<int>(gradient_buckets(s).size());
+  in.step.overlap = s.parallel.overlap;
   in.token_split = s.parallel.sequence_parallel;
   in.recompute = s.training.activation_checkpointing;
   in.model = s.compute.model;  // the registry entry that picks each device's model

@@ -14,7 +14,7 @@ namespace {
 
 // Six layers (patch embedding, two blocks of attention + MLP, head) with distinct whole-number times (sums
 // are exact), three gradient buckets closing after layers 4, 2 and 0, two ZeRO-3 gather buckets each way, two
-// ZeRO-1/2 parameter gathers.
+// ZeRO-1/2 parameter gathers; ZeRO as the paper counts it (reduce-scatters at ZeRO >= 1).
 StepShape shape(bool overlap, int zero, int accum, int sp, int ranks) {
   StepShape s;
   for (int l = 0; l < 6; ++l) s.layers.push_back({1.0 + l, 2.0 * (1 + l)});
@@ -23,7 +23,8 @@ StepShape shape(bool overlap, int zero, int accum, int sp, int ranks) {
   s.grad_buckets = {{4, 100}, {2, 200}, {0, 300}};
   s.z3_fwd_gathers = {{0, 10}, {3, 20}};
   s.z3_bwd_gathers = {{5, 30}, {2, 40}};
-  s.param_gathers = {50, 60};
+  if (zero == 1 || zero == 2) s.param_gathers = {50, 60};
+  s.grad_reduce_op = zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
   s.grad_accum = accum;
   s.ranks = ranks;
   s.zero = zero;
