@@ -18,8 +18,10 @@ struct Sizes {
   double P = 0;   // parameters
   int nt = 0;     // parameter tensors
   double Pp = 0;  // parameters of this rank's partition: P / N
-  int ntp = 0;    // tensors of this rank's partition: ceil(nt / N) (a flat partition cuts tensors in order)
-  double e = 4;   // bytes of the model's dtype: the engine converts the module (half(), bfloat16()) or not
+  // Tensors of this rank's partition (a flat partition cuts the tensors in order): ASSUMPTION ceil(nt / N); a
+  // partition boundary inside a tensor adds one (range ntp .. ntp + 1).
+  int ntp = 0;
+  double e = 4;  // bytes of the model's dtype: the engine converts the module (half(), bfloat16()) or not
   bool fp16 = false;
   int accum = 1;  // micro-batches a step
 };
@@ -75,6 +77,8 @@ void bf16_optimizer(StepBuilder& s, const Sizes& z, const StepInputs& in) {
 // (use_multi_rank_bucket_allreduce) one allreduce_and_scatter -> allreduce_and_copy_with_multiple_ranks ->
 // allreduce_bucket: flatten of the bucket's slices (torch.cat), all_reduce (the simulator's), copy_ of the
 // slices this rank owns; then copy_grads_in_partition copies this rank's gradients out of the bucket.
+// ASSUMPTION: a bucket's slices (its tensors, plus one per partition boundary inside one) fit one torch.cat
+// launch of 128 inputs (a ViT-L/16 bucket of 50 MB holds a few dozen); a bucket of more takes more launches.
 void zero12_reduction(StepBuilder& s, const Sizes& z, const StepInputs& in, int reductions) {
   const double r = reductions;
   const int buckets = std::max(1, in.grad_buckets);
