@@ -61,6 +61,8 @@ MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes) {
   mi.optimizer = s.training.optimizer;
   mi.sequence_parallel = s.parallel.sequence_parallel;
   mi.activation_checkpointing = s.training.activation_checkpointing;
+  mi.bf16_optimizer = s.training.framework == Framework::DeepSpeed &&
+                      deepspeed_path(s.training.precision, s.parallel.zero) == DeepSpeedPath::Bf16Optimizer;
   return mi;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "vitsim/core/model/framework.hpp"
+#include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/model/ops.hpp"
 #include "vitsim/core/model/vit.hpp"
 
@@ -171,4 +172,24 @@ TEST_CASE("DeepSpeed's wrapper follows the precision and the ZeRO stage", "[ops]
     CHECK(deepspeed_path(p, 2) == DeepSpeedPath::Zero12);
     CHECK(deepspeed_path(p, 3) == DeepSpeedPath::Zero3);
   }
+}
+
+TEST_CASE("BF16_Optimizer's memory: fp32 gradients beside the bf16 ones, a partitioned master",
+          "[memory][deepspeed]") {
+  // bf16_optimizer.py _setup_for_real_optimizer (v0.14.4): bf16 parameters (2P); the bf16 gradients (2P,
+  // alive until the next backward's clear_lp_grads) and the flat fp32 gradient buffer (4P); the fp32
+  // master partition and AdamW's two moments over N ranks ((4 + 8) P / N); allreduce_bucket's bf16 copy of
+  // the whole buffer (2P) as the communication buffer.
+  const Workload w = build_workload(vit_preset("vit_l_16"));
+  const double P = w.total_params();
+  MemoryInputs in;
+  in.precision = Precision::BF16;
+  in.dp_ranks = 8;
+  in.bucket_bytes = 50e6;
+  in.bf16_optimizer = true;
+  const MemoryBreakdown m = memory_per_gpu(w, in);
+  CHECK(m.params == 2 * P);
+  CHECK(m.grads == 6 * P);
+  CHECK(m.optimizer == Approx(12 * P / 8).epsilon(1e-12));
+  CHECK(m.buffers == 2 * P);
 }
