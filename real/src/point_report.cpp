@@ -95,8 +95,9 @@ void PointTrainer::add_notes(ReportPoint& p) {
                     epoch_plan_.exact_steps(), epoch_plan_.micro_batches, accum_));
   if (nranks_ > 1)
     notes.push_back(fmt::format("replica checksums identical on all {} ranks at the end", nranks_));
-  notes.push_back(describe_buckets(layout_, bucket_rule(s_.training.framework, s_.parallel.zero),
-                                   gradient_comm_dtype(s_)));
+  notes.push_back(
+      describe_buckets(layout_, bucket_rule(s_.training.framework, s_.parallel.zero, s_.training.precision),
+                       gradient_comm_dtype(s_)));
   if (precision_ != Precision::FP32)
     notes.push_back(fmt::format("{} autocast; parameters, gradients and optimizer state fp32",
                                 precision_name(precision_)));

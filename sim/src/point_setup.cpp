@@ -73,6 +73,8 @@ MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes) {
   mi.optimizer = s.training.optimizer;
   mi.sequence_parallel = s.parallel.sequence_parallel;
   mi.activation_checkpointing = s.training.activation_checkpointing;
+  mi.bf16_optimizer = s.training.framework == Framework::DeepSpeed &&
+                      deepspeed_path(s.training.precision, s.parallel.zero) == DeepSpeedPath::Bf16Optimizer;
   return mi;
 }
 
@@ -90,6 +92,9 @@ ComputeInputs compute_inputs(const Scenario& s) {
   in.autocast = s.training.framework != Framework::DeepSpeed;
   in.step = StepInputs{s.training.framework, s.training.precision,         s.training.optimizer, s.dp_ranks(),
                        s.parallel.zero,      s.training.gradient_clipping, s.training.loss_scale};
+  in.step.grad_accum = s.training.grad_accum;
+  in.step.grad_buckets = static_cast<int>(gradient_buckets(s).size());
+  in.step.overlap = s.parallel.overlap;
   in.token_split = s.parallel.sequence_parallel;
   in.recompute = s.training.activation_checkpointing;
   in.model = s.compute.model;  // the registry entry that picks each device's model

@@ -15,43 +15,6 @@ namespace sg4 = simgrid::s4u;
 namespace vitsim::sim {
 namespace {
 
-// The collectives' sizes every rank's step uses: gradient buckets, ZeRO-1/2 parameter gathers after the
-// step, ZeRO-3's forward gathers in layer order and backward gathers in reverse, one bucket at a time.
-StepShape step_shape(const Scenario& s, const Workload& w) {
-  StepShape sh;
-  const double param_elem = precision_bytes(s.training.precision);
-  const double cap = s.parallel.allgather_bucket_bytes;
-  sh.grad_buckets = backward_buckets(s);
-  const double total = w.total_params() * param_elem;
-  const int k = static_cast<int>(std::ceil(total / cap));
-  for (int i = 0; i < k; ++i) sh.param_gathers.push_back(total / k);
-  const int layers = static_cast<int>(w.layers.size());
-  double acc = 0;
-  int first = 0;
-  for (int l = 0; l < layers; ++l) {
-    if (acc == 0) first = l;
-    acc += w.layers[l].params * param_elem;
-    if (acc >= cap || l + 1 == layers) {
-      sh.z3_fwd_gathers.push_back({first, acc});
-      acc = 0;
-    }
-  }
-  acc = 0;
-  for (int l = layers - 1; l >= 0; --l) {
-    if (acc == 0) sh.z3_bwd_gathers.push_back({l, 0});
-    acc += w.layers[l].params * param_elem;
-    sh.z3_bwd_gathers.back().second = acc;
-    if (acc >= cap) acc = 0;
-  }
-  sh.grad_accum = s.training.grad_accum;
-  sh.ranks = s.ranks();
-  sh.zero = s.parallel.zero;
-  sh.sp = s.parallel.sequence_parallel;
-  sh.overlap = s.parallel.overlap;
-  for (const LayerCost& l : w.layers) sh.attention.push_back(l.kind == LayerKind::Attention);
-  return sh;
-}
-
 // The device a GPU model's ranks share: its compute model's layer times and the step actions they make. The
 // first rank of a device type builds it (and adds its notes), the others find it.
 const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& in, const Calibration* calib,

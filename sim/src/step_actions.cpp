@@ -93,7 +93,7 @@ class StepBuilder {
   // Backward, bucket by bucket in reverse layer order; each bucket's reduction once its last layer is done.
   void backward(bool boundary) {
     const bool reduce_now = (boundary || s_.zero >= 2) && s_.ranks > 1;
-    const CollOp op = s_.zero == 0 ? CollOp::AllReduce : CollOp::ReduceScatter;
+    const CollOp op = s_.grad_reduce_op;
     std::vector<StepJob> held;
     if (s_.zero >= 3)
       for (const auto& [last, bytes] : s_.z3_bwd_gathers)
@@ -119,10 +119,12 @@ class StepBuilder {
       }
       if (!reduce_now) continue;
       const StepJob job{bk.bytes, op, static_cast<int>(k), nullptr};
-      if (s_.overlap)
-        submit(job);
-      else
+      if (!s_.overlap) {
         held.push_back(job);
+        continue;
+      }
+      if (s_.serial_reductions && outstanding_ > 0) wait_one();
+      submit(job);
     }
     if (!held.empty() || outstanding_ > 0) {
       add({Kind::CommWaitStart});
@@ -134,16 +136,24 @@ class StepBuilder {
     }
   }
 
-  // The optimizer (ZeRO-1+ updates this rank's partition only: the compute model's step already counts 1/n of
-  // the parameters), then ZeRO-1/2 gathers the other ranks' partitions.
+  // The step's small all-reduces (waited for), the optimizer (on a partition, the compute model's step counts
+  // it), then the gathers of the other ranks' updated partitions.
   void optimizer() {
+    if (s_.ranks > 1 && !s_.step_collectives.empty()) {
+      add({Kind::CommWaitStart});
+      for (const StepJob& job : s_.step_collectives) submit(job);
+      add({Kind::CommWaitEnd});
+      outstanding_ = 0;
+    }
     add({Kind::LayerStart, Pass::Optimizer});
     compute(s_.optimizer_s, Pass::Optimizer, -1);
     book(Pass::Optimizer, s_.optimizer_s);
     add({Kind::LayerEnd, Pass::Optimizer});
-    if ((s_.zero == 1 || s_.zero == 2) && s_.ranks > 1) {
+    if (s_.ranks > 1 && !s_.param_gathers.empty()) {
+      // Inline (no communication stream) the gathers run as they are submitted: a wait span books them.
+      if (s_.inline_comm()) add({Kind::CommWaitStart});
       for (double bytes : s_.param_gathers) submit({bytes, CollOp::AllGather, -1, "allgather(params)"});
-      add({Kind::Drain});
+      add({s_.inline_comm() ? Kind::CommWaitEnd : Kind::Drain});
       outstanding_ = 0;
     }
   }

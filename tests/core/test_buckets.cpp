@@ -166,11 +166,20 @@ TEST_CASE("Tensors map to the Workload layers that own them", "[buckets]") {
 }
 
 TEST_CASE("The framework chooses the rule and the communication dtype", "[buckets]") {
-  CHECK(bucket_rule(Framework::Vitsim, 0) == BucketRule::Vitsim);
-  CHECK(bucket_rule(Framework::Ddp, 0) == BucketRule::DdpReducer);
-  CHECK(bucket_rule(Framework::DeepSpeed, 0) == BucketRule::DeepSpeedAllreduce);
-  CHECK(bucket_rule(Framework::DeepSpeed, 1) == BucketRule::DeepSpeedIpg);
-  CHECK(bucket_rule(Framework::DeepSpeed, 2) == BucketRule::DeepSpeedIpg);
+  const Precision fp32 = Precision::FP32, bf16 = Precision::BF16;
+  CHECK(bucket_rule(Framework::Vitsim, 0, fp32) == BucketRule::Vitsim);
+  CHECK(bucket_rule(Framework::Ddp, 0, bf16) == BucketRule::DdpReducer);
+  CHECK(bucket_rule(Framework::DeepSpeed, 0, fp32) == BucketRule::DeepSpeedAllreduce);
+  CHECK(bucket_rule(Framework::DeepSpeed, 0, Precision::FP16) == BucketRule::DeepSpeedAllreduce);
+  CHECK(bucket_rule(Framework::DeepSpeed, 1, fp32) == BucketRule::DeepSpeedIpg);
+  CHECK(bucket_rule(Framework::DeepSpeed, 2, bf16) == BucketRule::DeepSpeedIpg);
+  // bf16 at ZeRO-0 is BF16_Optimizer (DeepSpeed v0.14.4 engine.py _do_optimizer_sanity_check:
+  // grad_accum_dtype defaults to fp32 without ZeRO): its gradients live in one flat fp32 buffer, and
+  // buffered_allreduce_fallback reduces that one tensor (get_grads_for_reduction): one bucket whatever the
+  // cap.
+  CHECK(bucket_rule(Framework::DeepSpeed, 0, bf16) == BucketRule::DeepSpeedFlat);
+  CHECK(bucket_layout({5, 7, 11}, 4.0, 2.0, BucketRule::DeepSpeedFlat) ==
+        std::vector<GradBucket>{{0, 3, 23, 46}});
   Scenario s;
   s.training.precision = Precision::BF16;
   for (Framework f : {Framework::Vitsim, Framework::Ddp}) {

@@ -142,7 +142,8 @@ TEST_CASE("The trainer all-reduces core's bucket layout, the one the simulator u
     const vitsim::Scenario s = vitsim::expand(f).at(0);
     const auto layout = vitsim::gradient_buckets(s);
     const std::string want = vitsim::describe_buckets(
-        layout, vitsim::bucket_rule(s.training.framework, s.parallel.zero), vitsim::gradient_comm_dtype(s));
+        layout, vitsim::bucket_rule(s.training.framework, s.parallel.zero, s.training.precision),
+        vitsim::gradient_comm_dtype(s));
     auto report = nlohmann::json::parse(vitsim::read_file(dir / "report.json"));
     const auto notes = report["points"][0]["notes"].get<std::vector<std::string>>();
     CHECK(std::count(notes.begin(), notes.end(), want) == 1);

@@ -252,9 +252,10 @@ std::vector<KeyRow> parallelism_rows() {
       bucket_row("parallelism.bucket_size", true,
                  "gradient bucket cap (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb)",
                  field(&Scenario::parallel, &ParallelSpec::bucket_bytes)),
-      bucket_row("parallelism.allgather_bucket_size", false,
-                 "ZeRO's parameter all-gather bucket (DeepSpeed allgather_bucket_size)",
-                 field(&Scenario::parallel, &ParallelSpec::allgather_bucket_bytes)),
+      bucket_row(
+          "parallelism.allgather_bucket_size", false,
+          "ZeRO's parameter all-gather bucket, vitsim and ddp (deepspeed gathers at once: docs/model.md)",
+          field(&Scenario::parallel, &ParallelSpec::allgather_bucket_bytes)),
       registry_row("parallelism.collective", "ring", "collective",
                    "the all-reduce algorithm (docs/model.md, Collectives)",
                    field(&Scenario::parallel, &ParallelSpec::collective)),

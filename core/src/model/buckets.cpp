@@ -19,6 +19,8 @@ const char* bucket_rule_name(BucketRule r) {
       return "deepspeed-ipg";
     case BucketRule::DeepSpeedAllreduce:
       return "deepspeed-allreduce";
+    case BucketRule::DeepSpeedFlat:
+      return "deepspeed-flat";
   }
   return "?";
 }
@@ -59,6 +61,9 @@ std::vector<GradBucket> bucket_layout(const std::vector<double>& tensors, double
         open.elements += n;
         if (open.elements > cap_elements) close(i + 1);
         break;
+      case BucketRule::DeepSpeedFlat:
+        open.elements += n;
+        break;
     }
   }
   if (open.end < static_cast<int>(tensors.size()) && !tensors.empty())
@@ -86,10 +91,13 @@ int tensor_layer(const ViTConfig& m, int forward_index) {
   return 1 + 2 * m.depth;
 }
 
-BucketRule bucket_rule(Framework f, int zero_stage) {
+BucketRule bucket_rule(Framework f, int zero_stage, Precision training) {
   if (f == Framework::Vitsim) return BucketRule::Vitsim;
   if (f == Framework::Ddp) return BucketRule::DdpReducer;
-  return zero_stage >= 1 ? BucketRule::DeepSpeedIpg : BucketRule::DeepSpeedAllreduce;
+  if (zero_stage >= 1) return BucketRule::DeepSpeedIpg;
+  return deepspeed_path(training, zero_stage) == DeepSpeedPath::Bf16Optimizer
+             ? BucketRule::DeepSpeedFlat
+             : BucketRule::DeepSpeedAllreduce;
 }
 
 Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, Framework f, Precision training) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/step_builder.hpp"
 #include "vitsim/core/base/enum_names.hpp"
 #include "vitsim/core/base/error.hpp"
 
@@ -39,15 +40,13 @@ int host_syncs(const std::vector<Op>& ops) {
   return n;
 }
 
-namespace {
+DeepSpeedPath deepspeed_path(Precision p, int zero_stage) {
+  if (zero_stage >= 3) return DeepSpeedPath::Zero3;
+  if (zero_stage >= 1) return DeepSpeedPath::Zero12;
+  return p == Precision::BF16 ? DeepSpeedPath::Bf16Optimizer : DeepSpeedPath::Zero0;
+}
 
-struct StepBuilder {
-  std::vector<Op> ops;
-  void mem(const std::string& name, double bytes, int kernels = 1, bool sync = false) {
-    ops.push_back(memory_op("step." + name, Pass::Step, bytes, kernels));
-    ops.back().host_sync = sync;
-  }
-};
+namespace {
 
 // The optimizer's arithmetic over `n` parameters, as separate elementwise kernels over fp32 tensors
 // (one group of kernels per tensor in `launch_groups`): torch.optim's single-tensor AdamW/Adam/SGD
@@ -66,6 +65,8 @@ void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int la
   s.mem(kind, n * bytes, 9 * launch_groups);
 }
 
+}  // namespace
+
 // A fused multi-tensor Adam (DeepSpeed FusedAdam, csrc/adam/multi_tensor_apply.cuh): one pass reading
 // p, g, m, v and writing p, m, v; a launch per chunk list (65536-element chunks, at most 320 blocks and
 // 36 tensors a launch: 20.97 M elements per launch at most; 5 launches for vit_b_16).
@@ -74,8 +75,6 @@ void fused_adam(StepBuilder& s, double n, double grad_bytes, double extra_write_
   const int launches = std::max(1, static_cast<int>(std::ceil(n / kElementsPerLaunch)));
   s.mem("fused_adam", n * (4 + grad_bytes + 4 + 4 + 4 + 4 + 4 + extra_write_bytes), launches);
 }
-
-}  // namespace
 
 std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
   const std::vector<double> tensors = parameter_tensors(w.model);
@@ -118,6 +117,10 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
       s.mem("zero_grad", P * 4, nt);
       break;
     case Framework::DeepSpeed: {
+      if (deepspeed_path(in.precision, in.zero_stage) != DeepSpeedPath::Zero0) {
+        deepspeed_partitioned_step(s, tensors, in);
+        break;
+      }
       // DeepSpeed v0.12.6 (checked against v0.9-v0.14), ZeRO-0, overlap_comm false. engine.backward:
       // loss.mean().item() (one sync a micro-step, v0.10.1-v0.13.2); allreduce_gradients ->
       // buffered_allreduce_fallback -> allreduce_and_copy with buckets of MEMORY_OPT_ALLREDUCE_SIZE

@@ -28,8 +28,9 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   MemoryBreakdown m;
   m.params = n_params * elem / (in.zero_stage >= 3 ? n : 1.0);
   m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
-  m.optimizer =
-      n_params * optimizer_bytes_per_param(in.optimizer, in.precision) / (in.zero_stage >= 1 ? n : 1.0);
+  m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) /
+                (in.zero_stage >= 1 || in.bf16_optimizer ? n : 1.0);
+  if (in.bf16_optimizer) m.grads += n_params * 4;  // the fp32 accumulation buffer beside the bf16 gradients
   const double sp = std::max(1, in.sequence_parallel);
   // A block is an attention layer and the MLP layer after it (vit.cpp's layer table).
   double largest_block = 0, block = 0;
@@ -51,7 +52,8 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   }
   m.activations += largest_block;  // one block recomputed at a time in backward
   m.activations *= in.micro_batch;
-  m.buffers = std::min(in.bucket_bytes, m.grads);  // a bucket never holds more than all gradients
+  m.buffers = std::min(in.bucket_bytes, m.grads);      // a bucket never holds more than all gradients
+  if (in.bf16_optimizer) m.buffers = n_params * elem;  // the fp32 buffer's bf16 copy, all-reduced at once
   if (in.zero_stage >= 3) {
     // ZeRO-3 gathers one layer's full parameters at a time: the largest layer stays resident.
     double largest = 0;

@@ -99,5 +99,9 @@ SimResult simulate_prepared(PreparedEngine& pe, const PointSetup& setup, const S
 // The gradient buckets the simulated backward reduces, in order: core's gradient_buckets(s) (the layout
 // the real trainer uses), each ready once the Workload layer holding its last tensor has run backward.
 std::vector<BackwardBucket> backward_buckets(const Scenario& s);
+// The collectives of one rank's step (everything of StepShape but the device's times: layers, optimizer_s):
+// gradient buckets and the op reducing them, the step's own small all-reduces, parameter gathers
+// (sim/src/step_shape.cpp; DeepSpeed's as v0.14.4 issues them, docs/model.md "Framework step").
+StepShape step_shape(const Scenario& s, const Workload& w);
 
 }  // namespace vitsim::sim

@@ -23,6 +23,14 @@ struct BackwardBucket {
   double bytes;    // in the communication dtype (gradient_comm_dtype)
 };
 
+// A collective the step submits to the communication stream (or runs inline).
+struct StepJob {
+  double bytes = 0;
+  CollOp op = CollOp::AllReduce;
+  int bucket = -1;              // a gradient bucket's reduction (its trace name is "<op> bucket K"), else -1
+  const char* label = nullptr;  // the trace name of any other collective
+};
+
 // What a rank's step needs to know, all fixed before the simulation starts.
 struct StepShape {
   std::vector<LayerTimes> layers;  // per Workload layer, forward order
@@ -32,7 +40,14 @@ struct StepShape {
   std::vector<std::pair<int, double>>
       z3_fwd_gathers;  // ZeRO-3: (first layer, bytes) per forward gather bucket
   std::vector<std::pair<int, double>> z3_bwd_gathers;  // ZeRO-3: (first layer in reverse order, bytes)
-  std::vector<double> param_gathers;                   // ZeRO-1/2: parameter all-gathers after the optimizer
+  std::vector<double> param_gathers;  // parameter all-gathers after the optimizer (ZeRO-1/2, DeepSpeed bf16)
+  CollOp grad_reduce_op = CollOp::AllReduce;  // the collective of each gradient bucket
+  // Under overlap the compute stream waits for a bucket's reduction before it issues the next (DeepSpeed
+  // ZeRO-1/2 average_tensor: current_stream().wait_stream(reduction_stream)).
+  bool serial_reductions = false;
+  // Small all-reduces inside the optimizer step (a gradient norm, an overflow flag), each waited for before
+  // the optimizer runs.
+  std::vector<StepJob> step_collectives;
   int grad_accum = 1;
   int ranks = 1;  // data-parallel group size: a group of one reduces nothing
   int zero = 0;   // ZeRO stage
@@ -41,14 +56,6 @@ struct StepShape {
   // The compute stream runs its collectives itself (no communication stream): with overlap off and no ZeRO it
   // waits for every collective anyway.
   bool inline_comm() const { return !overlap && zero == 0; }
-};
-
-// A collective the step submits to the communication stream (or runs inline).
-struct StepJob {
-  double bytes = 0;
-  CollOp op = CollOp::AllReduce;
-  int bucket = -1;              // a gradient bucket's reduction (its trace name is "<op> bucket K"), else -1
-  const char* label = nullptr;  // the trace name of a parameter gather
 };
 
 enum class Pass : std::uint8_t { Forward, Backward, Optimizer };

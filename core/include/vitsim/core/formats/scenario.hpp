@@ -170,7 +170,7 @@ inline Precision gradient_comm_dtype(const Scenario& s) {
 }
 inline std::vector<GradBucket> gradient_buckets(const Scenario& s) {
   return gradient_buckets(s.model, s.parallel.bucket_bytes, gradient_comm_dtype(s),
-                          bucket_rule(s.training.framework, s.parallel.zero));
+                          bucket_rule(s.training.framework, s.parallel.zero, s.training.precision));
 }
 
 struct Attribute {

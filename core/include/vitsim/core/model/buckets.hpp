@@ -13,6 +13,9 @@
 //   tensor alone does.
 //   DeepSpeed ZeRO-0 (deepspeed/runtime/engine.py allreduce_no_retain): add the tensor, then close the
 //   bucket once its elements pass the cap (>).
+//   DeepSpeed ZeRO-0 in bf16 (v0.14.4 BF16_Optimizer): the gradients accumulate into one flat fp32 buffer,
+//   and buffered_allreduce_fallback reduces that one tensor (get_grads_for_reduction): one bucket whatever
+//   the cap.
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +25,9 @@
 
 namespace vitsim {
 
-enum class BucketRule { Vitsim, DdpReducer, DeepSpeedIpg, DeepSpeedAllreduce };
-const char* bucket_rule_name(BucketRule r);  // "vitsim", "ddp", "deepspeed-ipg", "deepspeed-allreduce"
+enum class BucketRule { Vitsim, DdpReducer, DeepSpeedIpg, DeepSpeedAllreduce, DeepSpeedFlat };
+// "vitsim", "ddp", "deepspeed-ipg", "deepspeed-allreduce", "deepspeed-flat"
+const char* bucket_rule_name(BucketRule r);
 
 // DDP's dist._DEFAULT_FIRST_BUCKET_BYTES (c10d kDefaultFirstBucketBytes = 1024 * 1024).
 inline constexpr double kDdpFirstBucketBytes = 1024.0 * 1024.0;
@@ -51,8 +55,8 @@ std::vector<double> gradient_ready_tensors(const ViTConfig& m);
 int tensor_layer(const ViTConfig& m, int forward_index);
 
 // The rule of a framework: vitsim's trainer DDP's without the first-bucket cap, DDP its own; DeepSpeed the
-// IPG rule at ZeRO >= 1 and the allreduce fallback's at ZeRO-0.
-BucketRule bucket_rule(Framework f, int zero_stage);
+// IPG rule at ZeRO >= 1, the allreduce fallback's at ZeRO-0, one flat bucket at ZeRO-0 in bf16.
+BucketRule bucket_rule(Framework f, int zero_stage, Precision training);
 // The dtype gradients are communicated in: `comm_dtype` (parallelism.comm_dtype) when set; else DeepSpeed
 // communicates the gradients' own dtype (the `training` precision), while vitsim's trainer and DDP under
 // autocast keep fp32 gradients and all-reduce fp32.

@@ -26,7 +26,24 @@ struct StepInputs {
   int zero_stage = 0;               // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
   double gradient_clipping = 0;     // > 0: the gradients' global norm, then a scale when above it
   double loss_scale = 0;            // fp16: 0 = dynamic, > 0 static (see step_ops)
+  int grad_accum = 1;               // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
+  int grad_buckets = 1;             // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
+  bool overlap = false;             // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
 };
+
+// Which optimizer wrapper DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, v0.14.4): ZeRO-0
+// in fp32 or fp16 the bare optimizer or FP16_Optimizer (modelled at v0.12.6, the study's); ZeRO-0 in bf16
+// BF16_Optimizer (grad_accum_dtype defaults to fp32 without ZeRO); ZeRO 1/2 DeepSpeedZeroOptimizer; ZeRO 3
+// DeepSpeedZeroOptimizer_Stage3. docs/model.md "Framework step" lists each one's ops and collectives.
+enum class DeepSpeedPath { Zero0, Bf16Optimizer, Zero12, Zero3 };
+DeepSpeedPath deepspeed_path(Precision p, int zero_stage);
+
+// ZeRO-3's defaults (deepspeed/runtime/zero/config.py, v0.14.4): a parameter of at most
+// stage3_param_persistence_threshold = 1e5 elements stays whole on every rank (never gathered; all-gathered
+// once after each step, stage3.py _post_step); the coordinator prefetches stage3_prefetch_bucket_size = 5e7
+// elements ahead (partitioned_param_coordinator.py fetch_sub_module).
+inline constexpr double kZero3PersistenceElements = 1e5;
+inline constexpr double kZero3PrefetchElements = 5e7;
 
 // Ops of one optimizer step, Pass::Step, in issue order.
 std::vector<Op> step_ops(const Workload& w, const StepInputs& in);

@@ -28,6 +28,10 @@ struct MemoryInputs {
   // Activation checkpointing of every encoder block: each block keeps only its input (tokens x width at
   // the activation precision) and, during backward, one block's activations are rebuilt at a time.
   bool activation_checkpointing = false;
+  // DeepSpeed's BF16_Optimizer (bf16 at ZeRO-0, v0.14.4 bf16_optimizer.py _setup_for_real_optimizer): the
+  // bf16 gradients and a flat fp32 gradient buffer (4 bytes a parameter), the fp32 master and optimizer state
+  // partitioned over the ranks (as ZeRO-1), and the whole buffer cast to bf16 for its one all-reduce.
+  bool bf16_optimizer = false;
 };
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps

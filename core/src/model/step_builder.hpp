@@ -1,0 +1,27 @@
+#pragma once
+// The pieces framework.cpp and framework_deepspeed.cpp build a step from (private to core's model room).
+#include <string>
+#include <vector>
+
+#include "vitsim/core/model/framework.hpp"
+#include "vitsim/core/model/ops.hpp"
+
+namespace vitsim {
+
+struct StepBuilder {
+  std::vector<Op> ops;
+  void mem(const std::string& name, double bytes, int kernels = 1, bool sync = false) {
+    ops.push_back(memory_op("step." + name, Pass::Step, bytes, kernels));
+    ops.back().host_sync = sync;
+  }
+};
+
+// A fused multi-tensor Adam (DeepSpeed FusedAdam) over `n` fp32 parameters whose gradients are
+// `grad_bytes` wide (framework.cpp).
+void fused_adam(StepBuilder& s, double n, double grad_bytes, double extra_write_bytes);
+
+// DeepSpeed's step for ZeRO-0 in bf16 (BF16_Optimizer) and ZeRO 1, 2 and 3, at v0.14.4
+// (framework_deepspeed.cpp); `tensors` is parameter_tensors(w.model).
+void deepspeed_partitioned_step(StepBuilder& s, const std::vector<double>& tensors, const StepInputs& in);
+
+}  // namespace vitsim
