@@ -302,10 +302,8 @@ TEST_CASE("GPU properties of the per-op compute model: defaults and fallbacks an
              Catch::Contains("property device_kind: 'tpu' is not one of: gpu, cpu"));
 }
 
-TEST_CASE(
-    "the study platforms carry their transports: Tesla's NICs over NCCL sockets, Vector's InfiniBand and staged "
-    "GPUs, Nebula's staged GPUs",
-    "[transport][platform][study]") {
+TEST_CASE("the study platforms carry their transports: Tesla's NCCL sockets, Vector's IB, staged GPU paths",
+          "[transport][platform][study]") {
   const PlatformFacts tesla = read_platform_facts(vt::source("platforms/tesla.xml"));
   REQUIRE(tesla.links.size() == 5);
   for (const auto& l : tesla.links) {

@@ -37,8 +37,9 @@ TEST_CASE("nebula: the single partition's node predicts what one GPU of the dual
 
 // Memory (the study's setup, not one of its findings: it ran micro-batch 64 on Vector's T4s in fp32 and up to
 // 256 on Nebula in fp16; finding 3's "without saturating memory" is in test_study_findings.cpp).
-TEST_CASE("memory: micro-batch 64 fits a 16 GB T4 in fp32 and 128 does not, and Nebula's fp16 batches fit 20 GB",
-          "[study][memory]") {
+TEST_CASE(
+    "memory: micro-batch 64 fits a 16 GB T4 in fp32 and 128 does not, and Nebula's fp16 batches fit 20 GB",
+    "[study][memory]") {
   // One GPU is enough: data parallelism without ZeRO keeps everything on every GPU.
   const vitsim::Report t4 =
       predict("vector-strong-b64.xml", {"cluster.gpus_per_node=1", "training.micro_batch=64,128"});

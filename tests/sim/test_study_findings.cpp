@@ -93,8 +93,9 @@ TEST_CASE("finding 1: on Tesla the slower GPUs lengthen the epoch and cut effici
 // size ha ridotto significativamente l'overhead di comunicazione." (Cluster Nebula.)
 // Small batches (e.g. 16) brought disproportionately high synchronisation costs, leading to poor scaling.
 // Increasing the batch size significantly reduced the communication overhead.
-TEST_CASE("finding 2: on Nebula micro-batch 16 pays a disproportionate synchronisation cost and scales poorly",
-          "[study][finding][nebula]") {
+TEST_CASE(
+    "finding 2: on Nebula micro-batch 16 pays a disproportionate synchronisation cost and scales poorly",
+    "[study][finding][nebula]") {
   const vitsim::Report r = predict("nebula-batch.xml");
   REQUIRE(r.points.size() == 10);
   const auto& p16 = at(r, 2, 16);
@@ -123,8 +124,8 @@ TEST_CASE("finding 2: on Nebula micro-batch 16 pays a disproportionate synchroni
 // Gen4, the shipped what-if scenarios/whatif/nebula-p2p.xml) contradicts it, which is why it is a what-if.
 TEST_CASE("finding 2: Nebula's peer-to-peer what-if contradicts it, host-memory staging reproduces it",
           "[study][finding][nebula][whatif]") {
-  const vitsim::Report p2p = study::predict_file(
-      "whatif/nebula-p2p.xml", {"cluster.gpus_per_node=1,2", "training.micro_batch=16"});
+  const vitsim::Report p2p =
+      study::predict_file("whatif/nebula-p2p.xml", {"cluster.gpus_per_node=1,2", "training.micro_batch=16"});
   REQUIRE(p2p.points.size() == 2);
   CHECK(at(p2p, 2, 16).scaling_efficiency > 0.80);
   // The shipped staging figure is inside the public range of host-staged NCCL, 3-9 GB/s; the finding
