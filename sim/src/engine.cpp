@@ -139,7 +139,7 @@ std::shared_ptr<const FlatPlatform> check_platform_loads(const std::string& path
   // A flat-star file is checked by its reader (core/platform/platform_flat.hpp) and built by vitsim's own
   // code.
   if (facts.flat_layout) {
-    auto flat = std::make_shared<const FlatPlatform>(read_flat_platform_file(path));
+    auto flat = facts.flat ? facts.flat : std::make_shared<const FlatPlatform>(read_flat_platform_file(path));
     loaded.insert(path);
     return flat;
   }

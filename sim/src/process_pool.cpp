@@ -11,6 +11,7 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/platform/platform_flat.hpp"
 
 namespace vitsim::sim {
 
@@ -100,11 +101,16 @@ const PlatformFacts& PlatformCache::of(const Scenario& s) {
     if (!std::filesystem::exists(s.cluster.platform))
       throw Error(s.origin_of("cluster.platform"),
                   fmt::format("cluster.platform: no such file '{}'", s.cluster.platform));
-    PlatformFacts facts = read_platform_facts(s.cluster.platform);
+    // The file read once: its facts and, for a flat-star file, the description the zygote builds from
+    // (core/platform/platform_flat.hpp), both from the same text.
+    const std::string text = read_input_file(s.cluster.platform, "platform file");
+    PlatformFacts facts = read_platform_text(s.cluster.platform, text);
+    if (facts.flat_layout)
+      facts.flat = std::make_shared<const FlatPlatform>(read_flat_platform(s.cluster.platform, text));
     if (!s.cluster.platform_label.empty())
       facts.path = s.cluster.platform_label;  // never the temporary copy's path
     it = facts_.emplace(s.cluster.platform, std::move(facts)).first;
-    // Once, before the points fork; a flat-star file's description is kept for the zygote that builds it.
+    // Once, before the points fork.
     it->second.flat = check_platform_loads(s.cluster.platform, it->second, platform_origin(s, it->second));
   }
   return it->second;

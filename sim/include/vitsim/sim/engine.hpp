@@ -25,7 +25,8 @@ void configure_engine(simgrid::s4u::Engine& e);
 // SimGrid 3.32 aborts with a backtrace (or segfaults) on some faults instead of throwing. A death becomes
 // Error("<where>: SimGrid cannot load the platform: <its one-line reason>"). A flat-star file
 // (facts.flat_layout) is checked by its reader instead, in this process, and its description returned (to
-// keep in facts.flat: nothing reads the file again); null otherwise. Once per path in a process and the
+// keep in facts.flat: nothing reads the file again; facts.flat itself when the caller read it already, as
+// PlatformCache does from the text its facts came from); null otherwise. Once per path in a process and the
 // children it forks afterwards (predict's and plan's PlatformCache check each platform in the parent, before
 // the points fork): a path checked before returns facts.flat.
 std::shared_ptr<const FlatPlatform> check_platform_loads(const std::string& path, const PlatformFacts& facts,
