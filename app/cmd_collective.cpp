@@ -6,10 +6,13 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/nccl_table.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/collective_bench.hpp"
 
@@ -48,6 +51,13 @@ CLI::Validator checked_by(F check, const std::string& what) {
       what);
 }
 
+// NCCL's versions whose tuner tables vitsim has ("2.18", ...), for --nccl-version's help.
+std::vector<std::string> nccl_version_names() {
+  std::vector<std::string> out;
+  for (const NcclVersion& v : nccl_versions()) out.push_back(v.name);
+  return out;
+}
+
 void add_flags(CLI::App* c, CollectiveArgs& a) {
   c->add_option("platform", a.bench.platform, "SimGrid platform file")->required();
   const auto size = checked_by([](const std::string& t) { (void)parse_nccl_size(t); }, "SIZE");
@@ -83,6 +93,14 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
                 "the algorithm, as the scenario key parallelism.collective: " +
                     joined(sim::collective_names()) + " (default: auto)")
       ->check(checked_by([](const std::string& t) { (void)sim::make_collective(t); }, "NAME"));
+  c->add_option("--nccl-version", a.bench.nccl_version,
+                "with --collective nccl: NCCL's tuner of this version, as the scenario key nccl.version: " +
+                    joined(nccl_version_names()) + " (default: the newest)")
+      ->check(checked_by([](const std::string& t) { (void)nccl_version(t); }, "VERSION"));
+  c->add_option("--nccl-algo", a.bench.nccl_algo,
+                "with --collective nccl: NCCL_ALGO in NCCL's syntax (\"ring\", \"^tree\"), as nccl.algo");
+  c->add_option("--nccl-proto", a.bench.nccl_proto,
+                "with --collective nccl: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto");
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");

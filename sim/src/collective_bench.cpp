@@ -97,9 +97,8 @@ double chain_hop_latency(const Group& g, int root) {
 }
 
 // The algorithm that runs `func` on a message of `bytes`: the registry's entry named by --collective, the
-// same for every size. NCCL's tuner (a core function choose(func, bytes, topology, version) -> algorithm,
-// protocol, channels) is where `auto` will pick per size: its answer goes here, and the note below says what
-// ran.
+// same for every size. "nccl" picks per size itself (NCCL's tuner, collective_nccl.cpp: nccl_choose per
+// call), and its run_notes() say what ran for each size.
 const Collective& algorithm_for(const Collective& chosen, NcclTest func, double bytes) {
   (void)func;
   (void)bytes;
@@ -113,7 +112,8 @@ CollOp coll_op(NcclTest f) {
 }
 
 // What ran, as comment lines under the table.
-std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector<std::string>& engine_notes) {
+std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector<std::string>& engine_notes,
+                                     const Collective& chosen) {
   std::vector<std::string> notes;
   switch (b.func) {
     case NcclTest::AllToAll:
@@ -126,9 +126,15 @@ std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector
           "--collective does not apply");
       break;
     default:
-      notes.push_back(fmt::format("{}: collective '{}' for every size (sim/collective.hpp's registry{})",
-                                  nccl_test_name(b.func), b.algorithm,
-                                  b.algorithm == "auto" ? "; auto picks by topology, not yet by size" : ""));
+      if (b.algorithm == "nccl") {
+        notes.push_back(fmt::format("{}: collective 'nccl': NCCL's tuner picks per size, as listed below",
+                                    nccl_test_name(b.func)));
+        for (auto& line : chosen.run_notes()) notes.push_back(std::move(line));
+      } else {
+        notes.push_back(fmt::format(
+            "{}: collective '{}' for every size (sim/collective.hpp's registry{})", nccl_test_name(b.func),
+            b.algorithm, b.algorithm == "auto" ? "; auto picks by topology, not yet by size" : ""));
+      }
   }
   notes.push_back(
       "times: from the instant every rank is there to the last rank's end, latencies as pure delays "
@@ -195,6 +201,11 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   const PlatformFacts facts = read_platform_facts(b.platform);
   const Scenario s = bench_cluster(b, facts);
   const RankPlacement place = place_ranks(s, facts);
+  try {
+    chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto});
+  } catch (const Error& e) {
+    throw Error(fmt::format("--collective {}: {}", b.algorithm, e.what()));
+  }
 
   NcclTable t;
   t.func = b.func;
@@ -222,7 +233,7 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   const Group g("collective", rank_hosts(*pe->engine, place, facts), place.node, latency);
   const std::vector<double> time = simulate_sizes(*pe->engine, b, g, *chosen, bytes);
   for (size_t k = 0; k < t.rows.size(); ++k) t.rows[k].time_s = t.rows[k].in_place_time_s = time[k];
-  t.notes = bench_notes(b, pe->notes);
+  t.notes = bench_notes(b, pe->notes, *chosen);
   return t;
 }
 

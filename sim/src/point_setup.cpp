@@ -19,7 +19,9 @@ PointSetup setup_point(const Scenario& s, const PlatformFacts& facts) {
   PointSetup setup;
   setup.place = place_ranks(s, facts);
   try {
-    setup.collective = make_collective(s.parallel.collective);
+    std::unique_ptr<Collective> c = make_collective(s.parallel.collective);
+    c->configure({&facts, s.nccl.version, s.nccl.algo, s.nccl.proto});
+    setup.collective = std::move(c);
   } catch (const Error& e) {
     throw Error(s.origin_of("parallelism.collective"), fmt::format("parallelism.collective: {}", e.what()));
   }

@@ -52,6 +52,7 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   choose_lone_ring(run, facts, rh, notes);
   create_actors(run);
   e.run();
+  for (auto& line : run.coll->run_notes()) notes.push_back(std::move(line));
 
   SimResult out;
   out.point = point_report(run, facts, setup.place, budget, mem, sg4::Engine::get_clock(), std::move(notes));

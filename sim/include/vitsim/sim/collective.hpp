@@ -11,7 +11,21 @@
 #include "vitsim/sim/coll_op.hpp"
 #include "vitsim/sim/group.hpp"
 
+namespace vitsim {
+struct PlatformFacts;  // vitsim/core/platform/platform.hpp
+}
+
 namespace vitsim::sim {
+
+// What a collective may read of its point besides its group, handed over once after make_collective and
+// before any run: the platform's GPUs and links (read during configure() only; a collective keeps what it
+// needs) and the scenario's nccl.* keys (the "nccl" collective, collective_nccl.cpp).
+struct CollectiveContext {
+  const PlatformFacts* facts = nullptr;
+  std::string nccl_version;  // nccl.version: a name of nccl_versions(); "" = the newest
+  std::string nccl_algo;     // nccl.algo: NCCL_ALGO's syntax; "" = NCCL's default
+  std::string nccl_proto;    // nccl.proto: NCCL_PROTO's syntax
+};
 
 // A member's own time carried across a collective without sleeping it (the compute stream's pending time,
 // sim/src/rank_state.hpp LazyClock): `lead`, work of the member's that is still to elapse before the
@@ -40,6 +54,12 @@ class Collective {
     (void)g;
     return false;
   }
+  // Takes the point's context (CollectiveContext); throws Error on a setting it cannot use. Most collectives
+  // need nothing of it.
+  virtual void configure(const CollectiveContext& c) { (void)c; }
+  // Lines for the point's notes on what ran, read after the engine ran (the "nccl" collective's choices);
+  // may be empty.
+  virtual std::vector<std::string> run_notes() const { return {}; }
 };
 
 using CollectiveFactory = std::function<std::unique_ptr<Collective>()>;

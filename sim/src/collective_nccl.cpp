@@ -1,0 +1,322 @@
+// "nccl": the collective NCCL would run (issue 25). Per group (a communicator), an NcclPlatform from the
+// platform's facts and the group's placement, NCCL's topology and tuning for the scenario's nccl.version,
+// nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call, nccl_choose() for the call's
+// function and size, and the closest simulated algorithm runs it with the protocol's wire bytes:
+//   Ring -> the fused ring (collective_ring.cpp);  Tree -> the node-aware double binary tree ("tree");
+//   NVLS (one node, NVSwitch multicast) and PAT -> the ring: NVLS's reduction in the switch halves the
+//     bytes each GPU sends; the ring over the NVSwitch is the nearest transfer pattern vitsim has;
+//   NVLSTree, CollNetDirect, CollNetChain (in-switch or in-network reduction across nodes) -> "rail" (a ring
+//     inside each node and one ring per rail across them; "rail" itself falls back as it does).
+// The protocol: a transfer of S data bytes under LL, LL128 or Simple moves S / nccl_payload_fraction(proto)
+// on the wire (LL: 2 S, LL128: 16/15 S, Simple: S). The protocol's per-step latency (NCCL's latency term) is
+// not added: the simulated collectives take their latencies from the platform's routes (docs/model.md).
+// ReduceScatter and AllGather are NCCL's ReduceScatter and AllGather on the whole buffer (nccl-tests' size).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "transfers.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
+#include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace vitsim::sim {
+namespace {
+
+// NCCL's compute capability x 10 of a catalogue architecture (AMD's have none: RCCL is not modelled, they
+// are rated as Ampere).
+int sm_of_arch(const std::string& arch) {
+  static const std::map<std::string, int> sm{
+      {"pascal", 60},     {"volta", 70},  {"turing", 75},      {"ampere_dc", 80}, {"ampere_geforce", 86},
+      {"ampere_pro", 86}, {"ada_dc", 89}, {"ada_geforce", 89}, {"hopper", 90},    {"blackwell", 100}};
+  auto it = sm.find(arch);
+  return it == sm.end() ? 80 : it->second;
+}
+
+// NCCL's rating of a PCIe link from its generation and width (src/graph/xml.cc: width x GT/s-class / 80,
+// GB/s): "pcie4_x16" -> 24, "pcie5_x16" -> 48; anything else Gen4 x16's 24.
+double pcie_bw_of(const std::string& link) {
+  int gen = 0, width = 0;
+  if (std::sscanf(link.c_str(), "pcie%d_x%d", &gen, &width) != 2) return 24;
+  static const std::map<int, double> per_lane{{3, 60}, {4, 120}, {5, 240}, {6, 480}};
+  auto it = per_lane.find(gen);
+  return it == per_lane.end() ? 24 : width * it->second / 80;
+}
+
+// What the platform says that every group's NcclPlatform shares: per GPU host its NCCL figures (from its
+// gpu_model's catalogue entry), and the node's GPU-GPU fabric and NICs (from the links that state a
+// transport).
+struct PlatformNccl {
+  struct Gpu {
+    int sm = 80;
+    NcclIntra fabric = NcclIntra::Pcie;  // the catalogue's GPU link: NVSwitch, an NVLink bridge, none
+    int nvlinks = 0;
+    double pcie_bw = 24;
+  };
+  std::map<std::string, Gpu> gpu;  // SimGrid host name -> figures
+  bool intra_pcie = false;         // a GPU-GPU link inside a node states a PCIe transport
+  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+};
+
+// A node's NICs as NCCL sees them: vitsim's platforms write a node's NICs as one link of their sum, so the
+// count is taken as the sum over 400 Gb/s ports (NDR, 50 GB/s), rounded up, at most one per GPU, each at
+// sum / count; no NIC stated: one at 25 GB/s (HDR).
+void set_nics(NcclPlatform& np, double node_nic_gbs) {
+  if (node_nic_gbs <= 0) {
+    np.nics_per_node = 1;
+    np.nic_bw = 25;
+    return;
+  }
+  np.nics_per_node = std::clamp(static_cast<int>(std::ceil(node_nic_gbs / 50 - 1e-9)), 1, np.gpus_per_node);
+  np.nic_bw = node_nic_gbs / np.nics_per_node;
+}
+
+PlatformNccl platform_nccl(const PlatformFacts& facts) {
+  PlatformNccl p;
+  const Catalogue& cat = builtin_catalogue();
+  for (const auto& [host, gf] : facts.gpu) {
+    PlatformNccl::Gpu g;
+    try {
+      const CatalogueGpu& c = cat.gpu(gf.model);
+      g.sm = sm_of_arch(c.arch);
+      g.pcie_bw = pcie_bw_of(c.host_link);
+      if (!c.gpu_link.empty()) {
+        g.fabric = c.gpu_link.find("bridge") != std::string::npos ? NcclIntra::NvLink : NcclIntra::NvSwitch;
+        // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
+        g.nvlinks = std::max(
+            1, static_cast<int>(std::lround(units::parse(c.gpu_link_bw, units::Kind::Bandwidth) / 25e9)));
+      }
+    } catch (const Error&) {
+      // A GPU outside the catalogue: NCCL's figures for an Ampere GPU on PCIe.
+    }
+    p.gpu[host] = g;
+  }
+  double nic_total = 0;  // bytes/s of every NIC link
+  for (const LinkFacts& l : facts.links) {
+    if (l.what == "NIC")
+      nic_total += l.bandwidth;
+    else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
+      p.intra_pcie = true;
+  }
+  p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  return p;
+}
+
+// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
+// figures, the fabric (PCIe when a GPU-GPU link states a PCIe transport or the GPU has no NVLink; NVLS where
+// Hopper or newer GPUs sit on NVSwitch).
+NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
+  std::map<int, int> per_node;
+  NcclPlatform np;
+  np.sm = 1000;
+  np.pcie_bw = 1e9;
+  bool all_nvswitch = true, all_nvlink = true;
+  int nvlinks = 1 << 20;
+  for (int i = 0; i < g.size(); ++i) {
+    ++per_node[g.node_of(i)];
+    auto it = p.gpu.find(g.host(i)->get_name());
+    const PlatformNccl::Gpu gpu = it == p.gpu.end() ? PlatformNccl::Gpu{} : it->second;
+    np.sm = std::min(np.sm, gpu.sm);
+    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
+    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
+    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
+    nvlinks = std::min(nvlinks, gpu.nvlinks);
+  }
+  np.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, n] : per_node) np.gpus_per_node = std::max(np.gpus_per_node, n);
+  np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
+             : all_nvswitch              ? NcclIntra::NvSwitch
+                                         : NcclIntra::NvLink;
+  np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
+  np.nvls = np.intra == NcclIntra::NvSwitch && np.sm >= 90 && np.gpus_per_node > 1;
+  set_nics(np, p.node_nic_gbs);
+  return np;
+}
+
+NcclFunc nccl_func_of(CollOp op) {
+  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+         : op == CollOp::AllGather   ? NcclFunc::AllGather
+                                     : NcclFunc::AllReduce;
+}
+
+// The simulated algorithm that stands for NCCL's (the file's head comment).
+enum class Runs { Ring, Tree, Rail };
+Runs runs_for(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Tree:
+      return Runs::Tree;
+    case NcclAlgo::NvlsTree:
+    case NcclAlgo::CollNetDirect:
+    case NcclAlgo::CollNetChain:
+      return Runs::Rail;
+    default:
+      return Runs::Ring;
+  }
+}
+const char* runs_text(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Ring:
+      return "";
+    case NcclAlgo::Tree:
+      return ", simulated as the node-aware double binary tree";
+    case NcclAlgo::Nvls:
+      return ", simulated as a ring over the NVSwitch (no in-switch reduction)";
+    case NcclAlgo::Pat:
+      return ", simulated as a ring";
+    default:
+      return ", simulated as rings inside nodes and per rail (no in-network reduction)";
+  }
+}
+
+const char* op_text(CollOp op) {
+  return op == CollOp::ReduceScatter ? "reduce-scatter"
+         : op == CollOp::AllGather   ? "all-gather"
+                                     : "all-reduce";
+}
+
+std::string size_text(double bytes) {
+  const auto b = static_cast<std::uint64_t>(bytes);
+  if (b >= (1ULL << 20)) return fmt::format("{:.3g} MiB", bytes / (1ULL << 20));
+  if (b >= (1ULL << 10)) return fmt::format("{:.3g} KiB", bytes / (1ULL << 10));
+  return fmt::format("{} B", b);
+}
+
+class Nccl : public Collective {
+ public:
+  std::string name() const override { return "nccl"; }
+
+  void configure(const CollectiveContext& c) override {
+    version_ = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
+    overrides_ = {c.nccl_algo, c.nccl_proto};
+    (void)nccl_enable(overrides_, *version_);  // an unknown name is an Error now, not at the first call
+    if (c.facts) platform_ = platform_nccl(*c.facts);
+  }
+
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    if (g.size() < 2) return;
+    Call& call = call_of(g, op, bytes);
+    const double entry = sg4::Engine::get_clock();
+    const double wire = bytes / nccl_payload_fraction(call.choice.proto);
+    switch (runs_for(call.choice.algo)) {
+      case Runs::Tree:
+        tree_->run(g, me, wire, op);
+        break;
+      case Runs::Rail:
+        rail_->run(g, me, wire, op);
+        break;
+      case Runs::Ring:
+        ring_collective(g, me, wire, op, true);
+        break;
+    }
+    record(g, me, call, entry, sg4::Engine::get_clock());
+  }
+
+  // One line per distinct call (function, size, ranks) and NCCL's choice for it, groups of the same shape
+  // merged, by function and size.
+  std::vector<std::string> run_notes() const override {
+    struct Seen {
+      const NcclChoice* choice = nullptr;
+      long runs = 0;
+      double sim_s = 0;
+    };
+    std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int>, Seen> seen;
+    for (const auto& [key, call] : calls_) {
+      if (call.runs == 0) continue;
+      const NcclChoice& c = call.choice;
+      Seen& s = seen[{std::get<1>(key), std::get<2>(key), call.ranks, c.algo, c.proto, c.n_channels}];
+      s.choice = &c;
+      s.runs += call.runs;
+      s.sim_s += call.sim_s;
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, s] : seen) {
+      const NcclChoice& c = *s.choice;
+      out.push_back(fmt::format(
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {:.1f} us, simulated "
+          "{:.1f} us{}",
+          size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
+          nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
+          runs_text(c.algo), c.time_us, s.sim_s / s.runs * 1e6,
+          s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
+    }
+    return out;
+  }
+
+ private:
+  struct Call {
+    NcclChoice choice;
+    int ranks = 0;
+    long runs = 0;     // calls every member finished
+    double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
+  };
+  struct Comm {
+    NcclTopo topo;
+    NcclTuning tuning;
+    std::vector<long> calls;  // per member: the calls it started
+  };
+  struct Open {
+    double entry = 0, exit = 0;
+    int seen = 0;
+  };
+  using Key = std::tuple<std::string, CollOp, double>;  // group, op, bytes
+
+  Comm& comm(const Group& g) const {
+    auto it = comms_.find(g.name());
+    if (it != comms_.end()) return it->second;
+    Comm& c = comms_[g.name()];
+    c.topo = nccl_topo(group_platform(g, platform_), *version_);
+    c.tuning = nccl_tune(c.topo, *version_, overrides_);
+    c.calls.assign(static_cast<size_t>(g.size()), 0);
+    return c;
+  }
+
+  Call& call_of(const Group& g, CollOp op, double bytes) const {
+    const Key key{g.name(), op, bytes};
+    auto it = calls_.find(key);
+    if (it != calls_.end()) return it->second;
+    const Comm& c = comm(g);
+    Call& call = calls_[key];
+    call.choice =
+        nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), c.tuning, c.topo, *version_);
+    call.ranks = g.size();
+    return call;
+  }
+
+  // Every member's start and end of one call (the members call in the same order: SPMD); the call's time is
+  // the last end after the last start, as `vitsim collective` times a size.
+  void record(const Group& g, int me, Call& call, double entry, double exit) const {
+    Comm& c = comm(g);
+    const long seq = c.calls[static_cast<size_t>(me)]++;
+    Open& o = open_[{g.name(), seq}];
+    o.entry = std::max(o.entry, entry);
+    o.exit = std::max(o.exit, exit);
+    if (++o.seen < g.size()) return;
+    ++call.runs;
+    call.sim_s += o.exit - o.entry;
+    open_.erase({g.name(), seq});
+  }
+
+  const NcclVersion* version_ = &nccl_newest_version();
+  NcclOverrides overrides_;
+  PlatformNccl platform_;
+  std::unique_ptr<Collective> tree_ = make_collective("tree"), rail_ = make_collective("rail");
+  mutable std::map<std::string, Comm> comms_;
+  mutable std::map<Key, Call> calls_;
+  mutable std::map<std::pair<std::string, long>, Open> open_;
+};
+
+}  // namespace
+VITSIM_REGISTER_COLLECTIVE("nccl", Nccl);
+}  // namespace vitsim::sim

@@ -1,0 +1,175 @@
+// The "nccl" collective (sim/src/collective_nccl.cpp): NCCL's choice per call (core's nccl_choose), run as
+// the closest simulated algorithm with the protocol's wire bytes; each simulation in its own process.
+#include <catch2/catch.hpp>
+
+#include <simgrid/s4u.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
+#include "vitsim/core/platform/platform.hpp"
+#include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/simulate.hpp"
+
+namespace sg4 = simgrid::s4u;
+using namespace vitsim;
+using namespace vitsim::sim;
+
+namespace {
+
+// One node of `gpus` H100-SXM GPUs (the catalogue's: Hopper, NVLink 4 at 450 GB/s, so NCCL sees an NVSwitch
+// node with 18 NVLinks per GPU and NVLS) on the test platform's links: a private link of B = 10 GB/s and 1 us
+// per GPU, a backbone that never limits; a route between two GPUs is a = 2 us.
+// With several nodes, each node's NIC link is 50 GB/s (NCCL: one 400 Gb/s NIC per node).
+std::string h100_node(int gpus, int nodes = 1) {
+  std::string x = vt::platform_xml(nodes, gpus, "10GBps", "1us", std::vector<std::string>(nodes, "50GBps"),
+                                   std::vector<std::string>(nodes, "1Tf"));
+  const std::string from = "value=\"G1Tf\"";
+  for (size_t at = x.find(from); at != std::string::npos; at = x.find(from))
+    x.replace(at, from.size(), "value=\"H100-SXM\"");
+  return x;
+}
+
+// What NCCL sees on that node (collective_nccl.cpp group_platform): no NIC stated, one at 25 GB/s.
+NcclPlatform h100_nccl_platform(int gpus, int nodes = 1) {
+  NcclPlatform p;
+  p.nodes = nodes;
+  p.gpus_per_node = gpus;
+  p.sm = 90;
+  p.intra = NcclIntra::NvSwitch;
+  p.nvlinks_per_gpu = 18;
+  p.pcie_bw = 48;  // PCIe Gen5 x16 as NCCL rates it
+  p.nics_per_node = 1;
+  p.nic_bw = nodes > 1 ? 50 : 25;
+  p.nvls = true;
+  return p;
+}
+
+// Runs the "nccl" collective once over every GPU of `platform` (one node), configured with `ctx`'s nccl.*
+// settings (ranks node-major); returns {time, 1 when the point's note names `expect` (else 0)}.
+std::vector<double> run_nccl(const std::string& platform, CollectiveContext ctx, double bytes, CollOp op,
+                             const std::string& expect, const std::string& algo = "nccl") {
+  return vt::in_child_vector([&] {
+    const PlatformFacts facts = read_platform_facts(platform);
+    ctx.facts = &facts;
+    int argc = 2;
+    char a0[] = "t", a1[] = "--log=root.thres:critical";
+    char* argv[] = {a0, a1, nullptr};
+    sg4::Engine e(&argc, argv);
+    configure_engine(e);
+    e.load_platform(platform);
+    auto hosts = e.get_all_hosts();
+    auto node = [](sg4::Host* h) { return std::stoi(h->get_name().substr(1, h->get_name().find('-') - 1)); };
+    auto gpu = [](sg4::Host* h) { return std::stoi(h->get_name().substr(h->get_name().rfind('u') + 1)); };
+    std::sort(hosts.begin(), hosts.end(),
+              [&](auto* x, auto* y) { return std::pair(node(x), gpu(x)) < std::pair(node(y), gpu(y)); });
+    std::vector<int> nodes;
+    for (auto* h : hosts) nodes.push_back(node(h));
+    LatencyModel lat(e);
+    Group g("g", hosts, nodes, lat);
+    auto coll = make_collective(algo);
+    coll->configure(ctx);
+    double end = 0;
+    for (int i = 0; i < g.size(); ++i)
+      sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
+        coll->run(g, i, bytes, op);
+        end = std::max(end, sg4::Engine::get_clock());
+      });
+    e.run();
+    const std::vector<std::string> notes = coll->run_notes();
+    const bool named = notes.size() == 1 && notes[0].find(expect) != std::string::npos;
+    if (!named)
+      for (const auto& n : notes) UNSCOPED_INFO("note: " << n);
+    return std::vector<double>{end, named ? 1.0 : 0.0};
+  });
+}
+
+// The closed form of the simulated algorithm that stands for NCCL's choice, on one node of n GPUs with
+// private links B and route latency a, the protocol's wire bytes W = S / payload fraction:
+//   ring (Ring, NVLS, PAT), all-reduce: 2(n-1) a + 2(n-1)/n W/B; reduce-scatter, all-gather: half of it;
+//   tree (one node: a chain per tree, two trees each with half of W): 2(n-1) a + 2 W/B (n >= 3).
+double closed_form(const NcclChoice& c, int n, double S, CollOp op, double a, double B) {
+  const double W = S / nccl_payload_fraction(c.proto);
+  const double ring = 2 * (n - 1) * a + 2.0 * (n - 1) / n * W / B;
+  if (c.algo == NcclAlgo::Tree) return 2 * (n - 1) * a + 2 * W / B;
+  return op == CollOp::AllReduce ? ring : ring / 2;
+}
+
+std::string choice_text(const NcclChoice& c) {
+  return std::string(nccl_algo_name(c.algo)) + "/" + nccl_proto_name(c.proto) + ", " +
+         std::to_string(c.n_channels) + (c.n_channels == 1 ? " channel" : " channels");
+}
+
+}  // namespace
+
+TEST_CASE("nccl runs NCCL's choice as its closest algorithm with the protocol's wire bytes",
+          "[collective][nccl]") {
+  const double B = 10e9, a = 2e-6;
+  const int n = 8;
+  vt::TempDir d;
+  const std::string p = d.file("h100.xml", h100_node(n));
+  for (const char* version : {"2.18", "2.27"})
+    for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
+      for (double S : {4096.0, 256.0 * 1024, 64.0 * 1024 * 1024}) {
+        const NcclVersion& v = nccl_version(version);
+        const NcclFunc f = op == CollOp::AllReduce       ? NcclFunc::AllReduce
+                           : op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+                                                         : NcclFunc::AllGather;
+        const NcclChoice c =
+            nccl_choose(f, static_cast<std::uint64_t>(S), nccl_topo(h100_nccl_platform(n), v), v);
+        INFO("NCCL " << version << " " << coll_op_name(op) << " " << S << " B: " << c.why());
+        const std::vector<double> r = run_nccl(p, {nullptr, version, "", ""}, S, op, choice_text(c));
+        REQUIRE(r.size() == 2);
+        CHECK(r[0] == Approx(closed_form(c, n, S, op, a, B)).epsilon(1e-6));
+        CHECK(r[1] == 1.0);
+      }
+}
+
+TEST_CASE("nccl with nccl.algo=ring and nccl.proto=simple is the ring", "[collective][nccl]") {
+  vt::TempDir d;
+  const std::string p = d.file("h100.xml", h100_node(8));
+  for (double S : {4096.0, 64.0 * 1024 * 1024}) {
+    const double ring = run_nccl(p, {}, S, CollOp::AllReduce, "", "ring").at(0);
+    const std::vector<double> r =
+        run_nccl(p, {nullptr, "", "ring", "simple"}, S, CollOp::AllReduce, "Ring/Simple");
+    CHECK(r.at(0) == Approx(ring).epsilon(1e-9));
+    CHECK(r.at(1) == 1.0);
+    // Forced tree on one node: a chain per tree, 2(n-1) a + 2 W/B.
+    const NcclVersion& v = nccl_newest_version();
+    const NcclChoice tree = nccl_choose(NcclFunc::AllReduce, static_cast<std::uint64_t>(S),
+                                        nccl_topo(h100_nccl_platform(8), v), v, {"tree", ""});
+    REQUIRE(tree.algo == NcclAlgo::Tree);
+    const std::vector<double> t =
+        run_nccl(p, {nullptr, "", "tree", ""}, S, CollOp::AllReduce, choice_text(tree));
+    CHECK(t.at(0) == Approx(closed_form(tree, 8, S, CollOp::AllReduce, 2e-6, 10e9)).epsilon(1e-6));
+    CHECK(t.at(1) == 1.0);
+    // LL moves twice the bytes: the ring's bandwidth term doubles, its latencies stay.
+    const std::vector<double> ll = run_nccl(p, {nullptr, "", "ring", "LL"}, S, CollOp::AllReduce, "Ring/LL");
+    CHECK(ll.at(0) == Approx(2 * 7 * 2e-6 + 2 * (ring - 2 * 7 * 2e-6)).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("nccl picks what NCCL's tuner picks: LL for a small message, Simple for a large one",
+          "[collective][nccl]") {
+  const NcclVersion& v = nccl_newest_version();
+  const NcclTopo t = nccl_topo(h100_nccl_platform(8), v);
+  const NcclChoice small = nccl_choose(NcclFunc::AllReduce, 4096, t, v);
+  const NcclChoice large = nccl_choose(NcclFunc::AllReduce, 256u << 20, t, v);
+  CHECK(small.proto == NcclProto::LL);
+  CHECK(large.proto == NcclProto::Simple);
+  vt::TempDir d;
+  const std::string p = d.file("h100.xml", h100_node(8));
+  CHECK(run_nccl(p, {}, 4096, CollOp::AllReduce, choice_text(small)).at(1) == 1.0);
+  // Across two nodes a small all-reduce is NCCL's tree with LL; the note names it.
+  const NcclTopo t2 = nccl_topo(h100_nccl_platform(4, 2), v);
+  const NcclChoice tiny = nccl_choose(NcclFunc::AllReduce, 64, t2, v);
+  CHECK(tiny.algo == NcclAlgo::Tree);
+  CHECK(tiny.proto == NcclProto::LL);
+  const std::string p2 = d.file("h100x2.xml", h100_node(4, 2));
+  CHECK(run_nccl(p2, {}, 64, CollOp::AllReduce,
+                 "Tree/LL, 1 channel, simulated as the node-aware double binary tree")
+            .at(1) == 1.0);
+  // A name NCCL would refuse is an Error when the collective is configured.
+  auto coll = make_collective("nccl");
+  CHECK_THROWS_AS(coll->configure({nullptr, "2.27", "bogus", ""}), Error);
+  CHECK_THROWS_AS(coll->configure({nullptr, "1.0", "", ""}), Error);
+}
