@@ -244,11 +244,10 @@ class Nccl : public Collective {
     for (const auto& [k, s] : seen) {
       const NcclChoice& c = *s.choice;
       out.push_back(fmt::format(
-          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {:.1f} us, simulated "
-          "{:.1f} us{}",
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {}, simulated {}{}",
           size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
           nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
-          runs_text(c.algo), c.time_us, s.sim_s / s.runs * 1e6,
+          runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(s.sim_s / s.runs),
           s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
     }
     return out;

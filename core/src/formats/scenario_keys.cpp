@@ -292,7 +292,7 @@ std::vector<KeyRow> nccl_rows() {
   return {
       custom_row("nccl.version", "name", nccl_newest_version().name, versions + " (or a release, 2.18.3)",
                  "the NCCL release whose tuner picks algorithm, protocol and channels (docs/model.md, NCCL's "
-                 "tuner); not read by the simulator yet",
+                 "tuner); read by the collective `nccl` (parallelism.collective=nccl)",
                  [](R& x) {
                    try {
                      x.s.nccl.version =

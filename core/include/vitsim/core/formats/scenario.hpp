@@ -71,8 +71,8 @@ struct ParallelSpec {
 };
 
 // NCCL's tuner (core/model/nccl_tuning.hpp, docs/model.md "NCCL's tuner"): the version whose tables model
-// NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Stored and
-// checked only: the simulator does not read them yet.
+// NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Read by
+// the collective "nccl" (parallelism.collective=nccl, sim/src/collective_nccl.cpp).
 struct NcclSpec {
   std::string version;  // a name of nccl_versions(), "2.23"; resolved to the newest when not given
   std::string algo;     // NCCL_ALGO, "" = NCCL's default
