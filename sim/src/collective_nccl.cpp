@@ -187,10 +187,14 @@ const char* op_text(CollOp op) {
 }
 
 std::string size_text(double bytes) {
-  const auto b = static_cast<std::uint64_t>(bytes);
-  if (b >= (1ULL << 20)) return fmt::format("{:.3g} MiB", bytes / (1ULL << 20));
-  if (b >= (1ULL << 10)) return fmt::format("{:.3g} KiB", bytes / (1ULL << 10));
-  return fmt::format("{} B", b);
+  static const std::pair<double, const char*> prefixes[] = {
+      {1ULL << 30, "GiB"}, {1ULL << 20, "MiB"}, {1 << 10, "KiB"}};
+  for (const auto& [size, name] : prefixes)
+    if (bytes >= size) {
+      const double x = bytes / size;
+      return x == std::floor(x) ? fmt::format("{:.0f} {}", x, name) : fmt::format("{:.2f} {}", x, name);
+    }
+  return fmt::format("{:.0f} B", bytes);
 }
 
 class Nccl : public Collective {

@@ -238,6 +238,30 @@ TEST_CASE("collective: docs/collective.md's sample is what the command prints", 
   CHECK(vt::doc_section(vt::source("docs/collective.md"), "collective-sample", sample) == sample);
 }
 
+TEST_CASE("collective: docs/collective.md's nccl sample is what the command prints",
+          "[collective][docs][nccl]") {
+  const std::string command =
+      "vitsim collective platforms/h100-16x8-ndr.xml --nodes 2 -b 4K -e 1G -f 16 --collective nccl";
+  const auto r = vt::run(fmt::format("cd {} && {} {} -q", vt::source(""), VITSIM_BINARY, command.substr(7)));
+  REQUIRE(r.status == 0);
+  // Every size's note names NCCL's choice.
+  CHECK(r.out.find("# 4 KiB all-reduce on 16 ranks: NCCL 2.27 Tree/LL") != std::string::npos);
+  const std::string sample = "```\n$ " + command + "\n" + r.out + "```\n";
+  CHECK(vt::doc_section(vt::source("docs/collective.md"), "collective-nccl-sample", sample) == sample);
+  // --nccl-algo and --nccl-proto as NCCL_ALGO and NCCL_PROTO; a name NCCL does not know is refused.
+  const auto ring = vt::run(fmt::format("cd {} && {} {} --nccl-algo ring --nccl-proto ^LL,LL128 -q",
+                                        vt::source(""), VITSIM_BINARY, command.substr(7)));
+  REQUIRE(ring.status == 0);
+  CHECK(ring.out.find("4 KiB all-reduce on 16 ranks: NCCL 2.27 Ring/Simple") != std::string::npos);
+  const auto old = vt::run(
+      fmt::format("cd {} && {} {} --nccl-version 2.18 -q", vt::source(""), VITSIM_BINARY, command.substr(7)));
+  REQUIRE(old.status == 0);
+  CHECK(old.out.find("on 16 ranks: NCCL 2.18 ") != std::string::npos);
+  CHECK(vt::run(fmt::format("cd {} && {} {} --nccl-algo bogus -q", vt::source(""), VITSIM_BINARY,
+                            command.substr(7)))
+            .status != 0);
+}
+
 TEST_CASE("collective: --hosts orders the nodes, -i steps by bytes, and two nodes read as inter_node",
           "[collective][cli]") {
   vt::TempDir d;
