@@ -83,25 +83,35 @@ void set_nics(NcclPlatform& np, double node_nic_gbs) {
   np.nic_bw = node_nic_gbs / np.nics_per_node;
 }
 
+// One GPU model's figures from its catalogue entry; a GPU outside the catalogue: an Ampere GPU on PCIe.
+PlatformNccl::Gpu gpu_nccl(const std::string& model) {
+  PlatformNccl::Gpu g;
+  try {
+    const CatalogueGpu& c = builtin_catalogue().gpu(model);
+    g.sm = sm_of_arch(c.arch);
+    g.pcie_bw = pcie_bw_of(c.host_link);
+    if (!c.gpu_link.empty()) {
+      // NVLink through NVSwitch chips (SXM boards); a bridge, or another vendor's fabric, links GPUs without
+      // a switch.
+      const bool switched =
+          c.gpu_link.find("nvlink") != std::string::npos && c.gpu_link.find("bridge") == std::string::npos;
+      g.fabric = switched ? NcclIntra::NvSwitch : NcclIntra::NvLink;
+      // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
+      g.nvlinks = std::max(
+          1, static_cast<int>(std::lround(units::parse(c.gpu_link_bw, units::Kind::Bandwidth) / 25e9)));
+    }
+  } catch (const Error&) {
+  }
+  return g;
+}
+
 PlatformNccl platform_nccl(const PlatformFacts& facts) {
   PlatformNccl p;
-  const Catalogue& cat = builtin_catalogue();
+  std::map<std::string, PlatformNccl::Gpu> by_model;
   for (const auto& [host, gf] : facts.gpu) {
-    PlatformNccl::Gpu g;
-    try {
-      const CatalogueGpu& c = cat.gpu(gf.model);
-      g.sm = sm_of_arch(c.arch);
-      g.pcie_bw = pcie_bw_of(c.host_link);
-      if (!c.gpu_link.empty()) {
-        g.fabric = c.gpu_link.find("bridge") != std::string::npos ? NcclIntra::NvLink : NcclIntra::NvSwitch;
-        // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
-        g.nvlinks = std::max(
-            1, static_cast<int>(std::lround(units::parse(c.gpu_link_bw, units::Kind::Bandwidth) / 25e9)));
-      }
-    } catch (const Error&) {
-      // A GPU outside the catalogue: NCCL's figures for an Ampere GPU on PCIe.
-    }
-    p.gpu[host] = g;
+    auto it = by_model.find(gf.model);
+    if (it == by_model.end()) it = by_model.emplace(gf.model, gpu_nccl(gf.model)).first;
+    p.gpu[host] = it->second;
   }
   double nic_total = 0;  // bytes/s of every NIC link
   for (const LinkFacts& l : facts.links) {
