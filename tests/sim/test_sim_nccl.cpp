@@ -5,9 +5,12 @@
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/predict.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -172,4 +175,39 @@ TEST_CASE("nccl picks what NCCL's tuner picks: LL for a small message, Simple fo
   auto coll = make_collective("nccl");
   CHECK_THROWS_AS(coll->configure({nullptr, "2.27", "bogus", ""}), Error);
   CHECK_THROWS_AS(coll->configure({nullptr, "1.0", "", ""}), Error);
+}
+
+TEST_CASE("a point with parallelism.collective=nccl: forced ring equals ring, and the notes say what ran",
+          "[collective][nccl][model]") {
+  // Two nodes of one GPU joined by 10 GB/s NICs (test_sim_model.cpp's small scenario), each point in its own
+  // process (predict): the choice's note comes back with the point's report.
+  vt::TempDir d;
+  d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"}));
+  const std::string scenario = R"(<scenario name="m">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32" precision="fp32"/>
+  <loader workers="2"/>
+  <simulation steps="6" warmup="1"/>
+</scenario>
+)";
+  auto predict = [&](const std::vector<std::string>& sets) {
+    auto f = read_scenario_file(d.file("s.xml", scenario));
+    for (const auto& s : sets) apply_override(f, s);
+    sim::PredictOptions o;
+    o.progress = false;
+    return sim::predict(f, o);
+  };
+  const Report ring = predict({"parallelism.collective=ring"});
+  const Report nccl = predict({"parallelism.collective=nccl", "nccl.algo=ring", "nccl.proto=simple"});
+  REQUIRE(ring.points.size() == 1);
+  REQUIRE(nccl.points.size() == 1);
+  CHECK(nccl.points[0].breakdown_s.comm_total == Approx(ring.points[0].breakdown_s.comm_total).epsilon(1e-9));
+  CHECK(nccl.points[0].step_time_s.mean == Approx(ring.points[0].step_time_s.mean).epsilon(1e-9));
+  int named = 0;
+  for (const auto& n : nccl.points[0].notes)
+    named += n.find("all-reduce on 2 ranks: NCCL 2.27 Ring/Simple") != std::string::npos;
+  CHECK(named == 1);
+  for (const auto& n : ring.points[0].notes) CHECK(n.find("NCCL 2.27") == std::string::npos);
 }
