@@ -518,6 +518,40 @@ std::vector<BadInput> cases() {
        S,
        "vitsim: error: s.xml:6: ds.json: malformed JSON: [json.exception.out_of_range.406] number overflow "
        "parsing '1e999'"},
+      // Issue 27: nesting that overflowed the stack (nlohmann's serializer recurses once per level when a bad
+      // value is echoed; 30,000 levels crashed on a 1 MiB stack, 100,000 on the default 8 MiB), and figures
+      // that are not plausible (predictions of 1e300 s with exit 0).
+      {"deepspeed",
+       "a config nested 100,000 deep (crashed)",
+       {{"ds.json", "{\"optimizer\": " + std::string(100000, '[') + std::string(100000, ']') + "}"},
+        {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: ds.json: JSON nested deeper than 64 levels at line 1 (vitsim's JSON files "
+       "nest a few levels; deeper nesting would overflow the reader's stack)"},
+      {"calibration",
+       "a calibration nested 100,000 deep",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": )" + std::string(100000, '[') +
+                       std::string(100000, ']') + "}"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: JSON nested deeper than 64 levels at line 1 (vitsim's JSON files nest a few "
+       "levels; deeper nesting would overflow the reader's stack)"},
+      {"calibration",
+       "a host-to-device copy of 1e-300 B/s",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": [], "h2d": {"pinned_bw": 1e-300}})"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: h2d: pinned_bw 1e-300 B/s is not a plausible copy bandwidth (expected 0 for "
+       "not "
+       "measured, or 1kBps .. 1PBps)"},
+      {"calibration",
+       "a link of 1e-300 B/s",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": [], "links": [{"class": "nic", )"
+                   R"("bandwidth": 1e-300, "latency": 1e-6}]})"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: links[0]: bandwidth 1e-300 B/s is not a plausible link bandwidth (expected "
+       "1kBps .. 1PBps)"},
       // --- command line and outputs ---
       {"command line",
        "--set without a value",

@@ -11,6 +11,7 @@
 #include "formats/deepspeed_check.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
@@ -43,6 +44,7 @@ bool get_bool(const json& j, const std::string& key, const Origin& o) {
 // The file as a JSON object, its top-level keys checked.
 json parse_config(const std::string& path, const Origin& o) {
   const std::string text = read_input_file(path, "DeepSpeed config");  // regular files only, size-limited
+  if (const std::string deep = json_depth_problem(text); !deep.empty()) throw Error(o, deep);
   json j;
   try {
     j = json::parse(text);
