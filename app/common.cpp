@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "commands.hpp"
 #include "vitsim/core/base/suggest.hpp"
@@ -73,6 +74,10 @@ CLI::Validator integer(long long lo, long long hi) {
         return {};
       },
       "INT");
+}
+
+void print_stdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);  // its failure stays on stdout's error flag for main
 }
 
 }  // namespace vitsim::app
