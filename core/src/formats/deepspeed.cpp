@@ -125,6 +125,17 @@ void read_comm_dtype(const json& j, const Origin& o, DeepSpeedConfig& c) {
       s = "bf16";
     else
       throw Error(o, fmt::format("communication_data_type {} is not one of fp32, fp16, bf16", v.dump()));
+    // Both given: fp32_allreduce was silently dropped for communication_data_type (issue 27).
+    if (j.contains("fp32_allreduce")) {
+      if (!j.at("fp32_allreduce").is_boolean())
+        throw Error(o, fmt::format("DeepSpeed key 'fp32_allreduce' must be true or false, got {}",
+                                   echo(j.at("fp32_allreduce").dump())));
+      if (j.at("fp32_allreduce").get<bool>() && s != "fp32")
+        throw Error(o,
+                    fmt::format("DeepSpeed keys 'fp32_allreduce': true and 'communication_data_type': {} "
+                                "contradict each other (one all-reduces in fp32, the other in {}); give one",
+                                echo(v.dump()), s));
+    }
     c.comm_dtype = s;
   }
 }
