@@ -591,6 +591,12 @@ std::vector<BadInput> cases() {
        "1kBps .. 1PBps)"},
       // --- command line and outputs ---
       {"command line",
+       "an empty what-if (did nothing, silently)",
+       {{"s.xml", scenario()}},
+       S + " --what-if ''",
+       "vitsim: error: --what-if '': an empty edit; give KIND:TARGET=VALUE (kinds: gpu, link, loader, nodes, "
+       "prop, zone), e.g. link:n0-nic:bandwidth=10GBps"},
+      {"command line",
        "--set without a value",
        {{"s.xml", scenario()}},
        S + " --set training.micro_batch",
