@@ -148,7 +148,7 @@ void add_collective(CLI::App& cli, Action& action) {
       const NcclTable t = sim::run_collective_bench(args->bench);
       const std::string text = args->format == "json" ? nccl_table_json(t) : nccl_table_text(t);
       if (args->out.empty())
-        fmt::print("{}", text);
+        print_stdout(text);
       else
         write_file_atomic(args->out, text);
       return 0;

@@ -163,7 +163,7 @@ int write_plan(const PlanArgs& a, const PlanResult& result) {
     throw Error(
         "plan: a shard's points are unranked: write them with --format json and rank them with --merge");
   if (a.out.empty())
-    fmt::print("{}", text);
+    print_stdout(text);
   else
     write_file_atomic(a.out, text);
   // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr

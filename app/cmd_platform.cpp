@@ -60,6 +60,9 @@ void check_quantity(const std::string& flag, const std::string& value, units::Ki
   if (!std::isfinite(v) || v < 0 || (v == 0 && kind != units::Kind::Time))
     throw Error(fmt::format("{} {}: must be {}", flag, value,
                             kind == units::Kind::Time ? "non-negative" : "positive"));
+  if (kind == units::Kind::Bandwidth && !plausible_bandwidth().contains(v))
+    throw Error(
+        fmt::format("{} {}: not a plausible bandwidth (expected {})", flag, value, kPlausibleBandwidthText));
 }
 
 // The default GPU-to-GPU path for a catalogue GPU: its NVLink/Infinity Fabric if it has one (boards with
@@ -270,8 +273,10 @@ void add_platform_options(CLI::App* c, const std::shared_ptr<PlatformArgs>& a) {
       ->check(integer(1, 1 << 10));
   c->add_option("--hop-lat", a->hop_lat,
                 "fat-tree up-link, torus link or dragonfly global link latency (default 1us)");
+  // Its range is the property's (0 was taken as "not given" and silently became the default: issue 27).
+  const PlatformProp& cores = platform_prop("cpu_cores");
   c->add_option("--cpu-cores", a->cpu_cores, "CPU cores per node (default 14 per GPU, as a DGX H100)")
-      ->check(integer(0, 1 << 20));
+      ->check(integer(cores.int_low(), cores.int_high()));
   c->add_option("--loader-bw", a->loader_bw,
                 "bytes of input tensor one loader worker makes per second (default 600MBps)");
   c->add_option("--loader-image-overhead", a->loader_image_overhead,

@@ -62,7 +62,7 @@ void add_predict(CLI::App& cli, Action& action) {
                          : args->format == "csv" ? report_to_csv(r)
                                                  : report_to_table(r);
       if (args->out.empty())
-        fmt::print("{}", text);
+        print_stdout(text);
       else
         write_file_atomic(args->out, text);
       return 0;

@@ -39,6 +39,12 @@ void add_what_ifs(ScenarioFile& f, const std::vector<std::string>& edits);
 CLI::Validator number(const units::Range& r);
 CLI::Validator integer(long long lo, long long hi);
 
+// A command's result onto standard output. Written with fwrite, which never throws: a write that fails (a
+// full disk, a closed descriptor) is reported once by main's finish_stdout, "writing standard output: REASON"
+// and exit 1 (docs/errors.md). fmt::print threw instead once the text outgrew stdio's buffer, and a plan's
+// JSON onto a full standard output exited 3 "internal error" (issue 27).
+void print_stdout(const std::string& text);
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);

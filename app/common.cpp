@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "commands.hpp"
 #include "vitsim/core/base/suggest.hpp"
@@ -45,7 +46,15 @@ void apply_sets(ScenarioFile& f, const std::vector<std::string>& sets) {
 void add_what_ifs(ScenarioFile& f, const std::vector<std::string>& edits) {
   if (edits.empty()) return;
   std::string all = f.attrs.count("whatif.edits") ? f.attrs["whatif.edits"].value : "";
-  for (const auto& w : edits) all += (all.empty() ? "" : ";") + w;
+  for (const auto& w : edits) {
+    // An empty edit did nothing, silently (issue 27): a script's unset variable, not a what-if.
+    if (w.find_first_not_of(" \t") == std::string::npos)
+      throw Error(
+          fmt::format("--what-if '{}': an empty edit; give KIND:TARGET=VALUE (kinds: gpu, link, loader, "
+                      "nodes, prop, zone), e.g. link:n0-nic:bandwidth=10GBps",
+                      w));
+    all += (all.empty() ? "" : ";") + w;
+  }
   f.attrs["whatif.edits"] = Attribute{all, Origin{"--what-if", 0}};
 }
 
@@ -73,6 +82,10 @@ CLI::Validator integer(long long lo, long long hi) {
         return {};
       },
       "INT");
+}
+
+void print_stdout(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);  // its failure stays on stdout's error flag for main
 }
 
 }  // namespace vitsim::app

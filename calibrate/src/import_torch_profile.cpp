@@ -10,6 +10,7 @@
 
 #include "vitsim/calibrate/imports.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim::calibrate {
@@ -72,6 +73,8 @@ std::string id_text(const json& j) {
 
 // The trace's "traceEvents" array.
 json trace_events(const std::string& path, const std::string& text) {
+  if (const std::string deep = json_depth_problem(text); !deep.empty())
+    throw Error(fmt::format("{}: {}", path, deep));
   json j;
   try {
     j = json::parse(text);

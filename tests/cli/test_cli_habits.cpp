@@ -134,6 +134,9 @@ std::vector<UsageCase> usage_cases() {
        "vitsim: error: --tolerance: '5%' is not a number (expected >= 0)"},
       {"platform --gpu h100-sxm --nodes two",
        "vitsim: error: --nodes: 'two' is not an integer in 0 .. 1048576"},
+      // 0 was taken as "not given" and silently became the default (issue 27); the range is cpu_cores's row.
+      {"platform --gpu h100-sxm --cpu-cores 0",
+       "vitsim: error: --cpu-cores: 0 is out of range (expected 1 .. 1048576)"},
       // Checked after parsing, still the command line's fault.
       {"predict", "vitsim: error: vitsim predict needs a scenario: vitsim predict SCENARIO.xml"},
       {"validate s.xml", "vitsim: error: validate needs --measured REPORT.json or --run"},

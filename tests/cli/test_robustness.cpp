@@ -82,6 +82,35 @@ TEST_CASE("robustness: at least 40 bad inputs, each one clear line and a non-zer
   CHECK(vt::doc_section(vt::source("docs/robustness.md"), "test_robustness", doc) == doc);
 }
 
+// Issue 27: docs/plan.md names a node path's attributes bw/lat, bb_bw/bb_lat, loopback_bw/loopback_lat; they
+// were refused as unknown. Each now edits the same attribute as bandwidth/latency.
+TEST_CASE("what-ifs: a node path's attributes by the names docs/plan.md gives them", "[robustness][whatif]") {
+  vt::TempDir d;
+  d.file("p.xml", platform());
+  d.file("s.xml", scenario());
+  auto run = [&](const std::string& edit) {
+    return vt::run("cd " + d.path.string() + " && " + VITSIM_BINARY + " predict s.xml -q --what-if '" + edit +
+                   "'");
+  };
+  for (const auto& [alias, generic] :
+       {std::pair{"link:n0.backbone:bb_bw=2GBps", "link:n0.backbone:bandwidth=2GBps"},
+        std::pair{"link:n0.pcie:lat=3us", "link:n0.pcie:latency=3us"},
+        std::pair{"link:n0.h2d:loopback_bw=5GBps", "link:n0.h2d:bandwidth=5GBps"}}) {
+    INFO(alias);
+    const vt::CmdResult a = run(alias), g = run(generic);
+    CHECK(a.status == 0);
+    CHECK(g.status == 0);
+    // The same edit: the same table, the what-if note aside (it quotes the edit as given).
+    auto table = [](const std::string& out) { return out.substr(0, out.find("note:")); };
+    CHECK(table(a.out) == table(g.out));
+  }
+  const vt::CmdResult bad = run("link:n0.backbone:bw2=2GBps");
+  CHECK(bad.status == 1);
+  CHECK_THAT(bad.out,
+             Catch::Contains("unknown attribute 'bw2' of NODE.backbone; valid: bandwidth (or bb_bw), "
+                             "latency (or bb_lat)"));
+}
+
 namespace {
 std::vector<BadInput> cases() {
   const std::string S = "predict s.xml";
@@ -518,7 +547,55 @@ std::vector<BadInput> cases() {
        S,
        "vitsim: error: s.xml:6: ds.json: malformed JSON: [json.exception.out_of_range.406] number overflow "
        "parsing '1e999'"},
+      // Issue 27: nesting that overflowed the stack (nlohmann's serializer recurses once per level when a bad
+      // value is echoed; 30,000 levels crashed on a 1 MiB stack, 100,000 on the default 8 MiB), and figures
+      // that are not plausible (predictions of 1e300 s with exit 0).
+      {"deepspeed",
+       "a config nested 100,000 deep (crashed)",
+       {{"ds.json", "{\"optimizer\": " + std::string(100000, '[') + std::string(100000, ']') + "}"},
+        {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: ds.json: JSON nested deeper than 64 levels at line 1 (vitsim's JSON files "
+       "nest a few levels; deeper nesting would overflow the reader's stack)"},
+      {"deepspeed",
+       "fp32_allreduce contradicting communication_data_type",
+       {{"ds.json", R"({"fp32_allreduce": true, "communication_data_type": "fp16"})"},
+        {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: ds.json: DeepSpeed keys 'fp32_allreduce': true and "
+       "'communication_data_type': "
+       "\"fp16\" contradict each other (one all-reduces in fp32, the other in fp16); give one"},
+      {"calibration",
+       "a calibration nested 100,000 deep",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": )" + std::string(100000, '[') +
+                       std::string(100000, ']') + "}"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: JSON nested deeper than 64 levels at line 1 (vitsim's JSON files nest a few "
+       "levels; deeper nesting would overflow the reader's stack)"},
+      {"calibration",
+       "a host-to-device copy of 1e-300 B/s",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": [], "h2d": {"pinned_bw": 1e-300}})"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: h2d: pinned_bw 1e-300 B/s is not a plausible copy bandwidth (expected 0 for "
+       "not "
+       "measured, or 1kBps .. 1PBps)"},
+      {"calibration",
+       "a link of 1e-300 B/s",
+       {{"c.json", R"({"schema": "vitsim.calibration/2", "devices": [], "links": [{"class": "nic", )"
+                   R"("bandwidth": 1e-300, "latency": 1e-6}]})"},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: links[0]: bandwidth 1e-300 B/s is not a plausible link bandwidth (expected "
+       "1kBps .. 1PBps)"},
       // --- command line and outputs ---
+      {"command line",
+       "an empty what-if (did nothing, silently)",
+       {{"s.xml", scenario()}},
+       S + " --what-if ''",
+       "vitsim: error: --what-if '': an empty edit; give KIND:TARGET=VALUE (kinds: gpu, link, loader, nodes, "
+       "prop, zone), e.g. link:n0-nic:bandwidth=10GBps"},
       {"command line",
        "--set without a value",
        {{"s.xml", scenario()}},

@@ -749,6 +749,10 @@ std::vector<FileCase> file_cases() {
        "vitsim: error: writing standard output: No space left on device"},
       {"stdout", "standard output closed", "", P + " >&-", 1,
        "vitsim: error: writing standard output: Bad file descriptor"},
+      // Issue 27: fmt::print threw once the text outgrew stdio's buffer (a plan's JSON), exit 3 "internal
+      // error".
+      {"stdout", "a plan's JSON onto a closed standard output", "", "vitsim plan s.xml -q --format json >&-",
+       1, "vitsim: error: writing standard output: Bad file descriptor"},
       {"stdout", "a failing command keeps its status", "mknod full c 1 7",
        "vitsim predict none.xml -q > full", 1, "vitsim: error: none.xml: cannot open scenario file"},
       // --- command-line messages ---

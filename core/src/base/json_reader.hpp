@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 
 namespace vitsim::detail {
 
@@ -125,6 +126,8 @@ class JsonField {
 
 // Parses `text`; a syntax error or a number beyond double is one line naming `origin`.
 inline nlohmann::json parse_json(const std::string& text, const std::string& origin) {
+  if (const std::string deep = json_depth_problem(text); !deep.empty())
+    throw Error(fmt::format("{}: {}", origin, deep));
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

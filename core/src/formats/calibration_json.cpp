@@ -13,7 +13,9 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 
 // The calibration file: reading (strictly checked) and writing its JSON.
 namespace vitsim {
@@ -73,6 +75,8 @@ Calibration read_calibration(const std::string& path) {
 }
 
 Calibration read_calibration_text(const std::string& text, const std::string& path) {
+  if (const std::string deep = json_depth_problem(text); !deep.empty())
+    throw Error(fmt::format("{}: {}", path, deep));
   json j;
   try {
     j = json::parse(text);
@@ -333,6 +337,9 @@ LinkCalibration parse_link(const json& l, const std::string& where) {
   if (!(lc.bandwidth > 0) || !(lc.latency >= 0) || !std::isfinite(lc.bandwidth) ||
       !std::isfinite(lc.latency) || lc.ranks < 0)
     throw Error(where + ": bandwidth must be positive, latency >= 0, ranks >= 0");
+  if (!plausible_bandwidth().contains(lc.bandwidth))
+    throw Error(fmt::format("{}: bandwidth {} B/s is not a plausible link bandwidth (expected {})", where,
+                            lc.bandwidth, kPlausibleBandwidthText));
   return lc;
 }
 
@@ -356,6 +363,12 @@ void parse_h2d(const json& j, const std::string& path, Calibration& c) {
   if (!(c.h2d_pinned_bw >= 0) || !(c.h2d_pageable_bw >= 0) || !std::isfinite(c.h2d_pinned_bw) ||
       !std::isfinite(c.h2d_pageable_bw))
     throw Error(where + ": pinned_bw and pageable_bw must be >= 0 (0 = not measured)");
+  for (const auto& [key, bw] :
+       {std::pair{"pinned_bw", c.h2d_pinned_bw}, std::pair{"pageable_bw", c.h2d_pageable_bw}})
+    if (bw != 0 && !plausible_bandwidth().contains(bw))
+      throw Error(
+          fmt::format("{}: {} {} B/s is not a plausible copy bandwidth (expected 0 for not measured, or {})",
+                      where, key, bw, kPlausibleBandwidthText));
 }
 
 Calibration parse_calibration(const json& j, const std::string& path) {

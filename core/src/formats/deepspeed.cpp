@@ -11,6 +11,7 @@
 #include "formats/deepspeed_check.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
@@ -43,6 +44,7 @@ bool get_bool(const json& j, const std::string& key, const Origin& o) {
 // The file as a JSON object, its top-level keys checked.
 json parse_config(const std::string& path, const Origin& o) {
   const std::string text = read_input_file(path, "DeepSpeed config");  // regular files only, size-limited
+  if (const std::string deep = json_depth_problem(text); !deep.empty()) throw Error(o, deep);
   json j;
   try {
     j = json::parse(text);
@@ -123,6 +125,17 @@ void read_comm_dtype(const json& j, const Origin& o, DeepSpeedConfig& c) {
       s = "bf16";
     else
       throw Error(o, fmt::format("communication_data_type {} is not one of fp32, fp16, bf16", v.dump()));
+    // Both given: fp32_allreduce was silently dropped for communication_data_type (issue 27).
+    if (j.contains("fp32_allreduce")) {
+      if (!j.at("fp32_allreduce").is_boolean())
+        throw Error(o, fmt::format("DeepSpeed key 'fp32_allreduce' must be true or false, got {}",
+                                   echo(j.at("fp32_allreduce").dump())));
+      if (j.at("fp32_allreduce").get<bool>() && s != "fp32")
+        throw Error(o,
+                    fmt::format("DeepSpeed keys 'fp32_allreduce': true and 'communication_data_type': {} "
+                                "contradict each other (one all-reduces in fp32, the other in {}); give one",
+                                echo(v.dump()), s));
+    }
     c.comm_dtype = s;
   }
 }

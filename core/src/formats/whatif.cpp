@@ -40,25 +40,31 @@ bool checked_on_edit(const PlatformProp& p) {
 
 // --- the kinds: link, gpu, prop, zone, loader (nodes: whatif_nodes.cpp)
 
-// link:GLOB:bandwidth|latency=Q, or a node's .pcie / .backbone / .h2d path.
+// link:GLOB:bandwidth|latency=Q, or a node's .pcie / .backbone / .h2d path, whose attributes also go by the
+// names docs/plan.md gives them (bw/lat, bb_bw/bb_lat, loopback_bw/loopback_lat: refused as unknown before,
+// issue 27).
 void edit_link(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, true);
-  if (a.name != "bandwidth" && a.name != "latency")
-    e.fail(fmt::format("unknown link attribute '{}'; valid: bandwidth, latency", a.name));
-  const bool bw = a.name == "bandwidth";
-  e.check_unit(a.value, bw ? units::Kind::Bandwidth : units::Kind::Time);
   for (const auto& [suffix, bw_attr, lat_attr] :
-       {std::tuple<std::string, const char*, const char*>{".pcie", "bw", "lat"},
+       {std::tuple<std::string, std::string, std::string>{".pcie", "bw", "lat"},
         {".backbone", "bb_bw", "bb_lat"},
         {".h2d", "loopback_bw", "loopback_lat"}}) {
     if (a.target.size() > suffix.size() &&
         a.target.compare(a.target.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const bool bw = a.name == "bandwidth" || a.name == bw_attr;
+      if (!bw && a.name != "latency" && a.name != lat_attr)
+        e.fail(fmt::format("unknown attribute '{}' of NODE{}; valid: bandwidth (or {}), latency (or {})",
+                           a.name, suffix, bw_attr, lat_attr));
+      e.check_unit(a.value, bw ? units::Kind::Bandwidth : units::Kind::Time);
       for (auto c : e.match_clusters(a.target.substr(0, a.target.size() - suffix.size())))
-        e.set_attr(c, bw ? bw_attr : lat_attr, a.value,
+        e.set_attr(c, (bw ? bw_attr : lat_attr).c_str(), a.value,
                    fmt::format("node {}{}", c.attribute("id").value(), suffix));
       return;
     }
   }
+  if (a.name != "bandwidth" && a.name != "latency")
+    e.fail(fmt::format("unknown link attribute '{}'; valid: bandwidth, latency", a.name));
+  e.check_unit(a.value, a.name == "bandwidth" ? units::Kind::Bandwidth : units::Kind::Time);
   std::vector<std::string> ids;
   bool any = false;
   for (auto x : e.doc().select_nodes("//link")) {

@@ -43,6 +43,10 @@ std::string cell(std::string_view s) {
 
 }  // namespace
 
+units::Range plausible_bandwidth() {
+  return units::closed(1e3, 1e15);
+}
+
 const std::vector<PlatformProp>& platform_props() {
   return rows();
 }

@@ -15,6 +15,8 @@ using namespace platform_detail;
 
 namespace {
 
+constexpr double kMaxOversubscription = 1024;
+
 std::vector<unsigned long> torus_dims_of(const TopologySpec& topo) {
   try {
     return parse_torus_dims(topo.torus_dims);
@@ -40,6 +42,13 @@ void check_topology(const PlatformSpec& spec) {
     if (!(topo.oversubscription >= 1) || !std::isfinite(topo.oversubscription))
       throw Error(fmt::format("fat-tree oversubscription {} must be at least 1 (1 = non-blocking, 4 = 4:1)",
                               topo.oversubscription));
+    // Deployed fat-trees taper at most about 8:1 (a pod's up-link an eighth of its NICs); 1024:1 leaves room
+    // for any what-if, while 1e300 made each up-link 1e-300 of a NIC and predictions of 1e300 s (issue 27).
+    if (topo.oversubscription > kMaxOversubscription)
+      throw Error(
+          fmt::format("fat-tree oversubscription {} is out of range (expected 1 .. {}: 1 = "
+                      "non-blocking, 4 = 4:1)",
+                      topo.oversubscription, kMaxOversubscription));
     if (topo.pod_nodes < 1) throw Error("fat-tree needs nodes per pod (--pod-nodes N, at least 1)");
   }
   if (torus) {
@@ -70,6 +79,8 @@ void check_topology(const PlatformSpec& spec) {
 }  // namespace
 
 void check_platform_spec(const PlatformSpec& spec) {
+  // SimGrid names the top zone by the id; an empty one was written and then refused by predict (issue 27).
+  if (spec.id.empty()) throw Error("the platform's id is empty (--id, or \"id\" in a spec): give it a name");
   if (spec.nodes.empty())
     throw Error("no nodes: give at least one (--nodes N, or \"nodes\"/\"node_groups\" in a spec)");
   std::set<std::string> ids;

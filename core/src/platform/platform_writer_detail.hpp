@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
 
 namespace vitsim::platform_detail {
@@ -107,6 +109,7 @@ struct Json {
   }
   // The file's JSON, its key order kept; malformed JSON fails naming the file.
   ojson parse(const std::string& text) const {
+    if (const std::string deep = json_depth_problem(text); !deep.empty()) fail("", deep);
     try {
       return ojson::parse(text);
     } catch (const nlohmann::json::exception& e) {
@@ -138,6 +141,8 @@ struct Json {
     // Times may be zero; bandwidths, rates and sizes must be positive.
     if (!std::isfinite(v) || v < 0 || (v == 0 && kind != units::Kind::Time))
       fail(where, fmt::format("'{}' must be {}", t, kind == units::Kind::Time ? "non-negative" : "positive"));
+    if (kind == units::Kind::Bandwidth && !plausible_bandwidth().contains(v))
+      fail(where, fmt::format("'{}' is not a plausible bandwidth (expected {})", t, kPlausibleBandwidthText));
     return t;
   }
   int integer(const ojson& j, const std::string& where, int lo, int hi) const {
@@ -149,9 +154,28 @@ struct Json {
   Props props(const ojson& j, const std::string& where) const {
     if (!j.is_object()) fail(where, "expected an object of property: value");
     Props out;
-    for (auto it = j.begin(); it != j.end(); ++it)
+    for (auto it = j.begin(); it != j.end(); ++it) {
       out.emplace_back(it.key(), text(it.value(), where + "." + it.key()));
+      check_prop(it.key(), out.back().second, where + "." + it.key());
+    }
     return out;
+  }
+  // A property vitsim reads, checked by its row of the property table (its unit and range, the reader's
+  // own check): gpu_mem "-1GB" was written and then refused by predict (issue 27). The other kinds (choices,
+  // tiles, power) are checked when the written platform is read back (write_platform_xml).
+  void check_prop(const std::string& key, const std::string& value, const std::string& where) const {
+    const PlatformProp* p = find_platform_prop(key);
+    if (!p) return;
+    try {
+      if (p->type == PropType::Quantity)
+        units::parse(value, p->unit, p->range);
+      else if (p->type == PropType::Number)
+        units::parse_number(value, p->range);
+      else if (p->type == PropType::Integer)
+        units::parse_integer(value, p->int_low(), p->int_high());
+    } catch (const Error& e) {
+      fail(where, e.what());
+    }
   }
 };
 

@@ -50,6 +50,14 @@ struct PlatformProp {
   long long int_high() const { return static_cast<long long>(range.hi); }
 };
 
+// The plausible bandwidth of any link, copy or loader vitsim is given, set or measured (issue 27: a NIC of
+// 1e-300Gbps, a calibration's copy at 1e-300 B/s gave predictions of 1e300 s with exit 0). 1 kB/s: below it
+// one ViT-B/16 gradient (344 MB) takes four days a step, no training run; 1 PB/s: over 100 times the fastest
+// memory in the catalogue (B200 HBM3e, 8 TB/s). The writer (`vitsim platform`) and the calibration reader
+// refuse figures outside it.
+units::Range plausible_bandwidth();  // [1e3, 1e15] B/s
+inline constexpr std::string_view kPlausibleBandwidthText = "1kBps .. 1PBps";
+
 // Every property, grouped by owner (GPU, node, link, zone), each group in the order the writer states them.
 const std::vector<PlatformProp>& platform_props();
 // The row of `key`; nullptr when the table has none (a <prop> vitsim does not read).
