@@ -147,10 +147,7 @@ void add_collective(CLI::App& cli, Action& action) {
       check_output_paths({{args->out, "--out"}}, {{args->bench.platform, "the platform"}});
       const NcclTable t = sim::run_collective_bench(args->bench);
       const std::string text = args->format == "json" ? nccl_table_json(t) : nccl_table_text(t);
-      if (args->out.empty())
-        print_stdout(text);
-      else
-        write_file_atomic(args->out, text);
+      write_output(args->out, text);
       return 0;
     };
   });

@@ -162,10 +162,7 @@ int write_plan(const PlanArgs& a, const PlanResult& result) {
   if (!result.ranked && a.format == "table")
     throw Error(
         "plan: a shard's points are unranked: write them with --format json and rank them with --merge");
-  if (a.out.empty())
-    print_stdout(text);
-  else
-    write_file_atomic(a.out, text);
+  write_output(a.out, text);
   // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr
   // and exit 5 so that a script does not take the first row of an empty ranking.
   if (result.ranked) {

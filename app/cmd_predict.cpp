@@ -61,10 +61,7 @@ void add_predict(CLI::App& cli, Action& action) {
       std::string text = args->format == "json"  ? report_to_json(r)
                          : args->format == "csv" ? report_to_csv(r)
                                                  : report_to_table(r);
-      if (args->out.empty())
-        print_stdout(text);
-      else
-        write_file_atomic(args->out, text);
+      write_output(args->out, text);
       return 0;
     };
   });

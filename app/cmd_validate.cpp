@@ -87,10 +87,7 @@ void add_validate(CLI::App& cli, Action& action) {
       const double tol = a->tolerance >= 0 ? a->tolerance : points.front().validation.tolerance;
       validate::Validation v = validate::compare(predicted, measured, tol);
       const std::string text = a->format == "json" ? validate::to_json(v) : validate::to_table(v);
-      if (a->out.empty())
-        print_stdout(text);
-      else
-        write_file_atomic(a->out, text);
+      write_output(a->out, text);
       return v.pass ? 0 : 4;  // 4: ran fine, but the error exceeds the tolerance
     };
   });

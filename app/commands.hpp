@@ -44,6 +44,8 @@ CLI::Validator integer(long long lo, long long hi);
 // and exit 1 (docs/errors.md). fmt::print threw instead once the text outgrew stdio's buffer, and a plan's
 // JSON onto a full standard output exited 3 "internal error" (issue 27).
 void print_stdout(const std::string& text);
+// A command's result: to `out` (written atomically), or to standard output when `out` is empty.
+void write_output(const std::string& out, const std::string& text);
 
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);

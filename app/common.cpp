@@ -88,4 +88,11 @@ void print_stdout(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);  // its failure stays on stdout's error flag for main
 }
 
+void write_output(const std::string& out, const std::string& text) {
+  if (out.empty())
+    print_stdout(text);
+  else
+    write_file_atomic(out, text);
+}
+
 }  // namespace vitsim::app
