@@ -94,13 +94,13 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
                     joined(sim::collective_names()) + " (default: auto)")
       ->check(checked_by([](const std::string& t) { (void)sim::make_collective(t); }, "NAME"));
   c->add_option("--nccl-version", a.bench.nccl_version,
-                "with --collective nccl: NCCL's tuner of this version, as the scenario key nccl.version: " +
+                "with --collective auto: NCCL's tuner of this version, as the scenario key nccl.version: " +
                     joined(nccl_version_names()) + " (default: the newest)")
       ->check(checked_by([](const std::string& t) { (void)nccl_version(t); }, "VERSION"));
   c->add_option("--nccl-algo", a.bench.nccl_algo,
-                "with --collective nccl: NCCL_ALGO in NCCL's syntax (\"ring\", \"^tree\"), as nccl.algo");
+                "with --collective auto: NCCL_ALGO in NCCL's syntax (\"ring\", \"^tree\"), as nccl.algo");
   c->add_option("--nccl-proto", a.bench.nccl_proto,
-                "with --collective nccl: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto");
+                "with --collective auto: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto");
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");

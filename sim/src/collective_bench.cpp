@@ -96,15 +96,6 @@ double chain_hop_latency(const Group& g, int root) {
   return lat;
 }
 
-// The algorithm that runs `func` on a message of `bytes`: the registry's entry named by --collective, the
-// same for every size. "nccl" picks per size itself (NCCL's tuner, collective_nccl.cpp: nccl_choose per
-// call), and its run_notes() say what ran for each size.
-const Collective& algorithm_for(const Collective& chosen, NcclTest func, double bytes) {
-  (void)func;
-  (void)bytes;
-  return chosen;
-}
-
 CollOp coll_op(NcclTest f) {
   return f == NcclTest::ReduceScatter ? CollOp::ReduceScatter
          : f == NcclTest::AllGather   ? CollOp::AllGather
@@ -126,14 +117,14 @@ std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector
           "--collective does not apply");
       break;
     default:
-      if (b.algorithm == "nccl") {
-        notes.push_back(fmt::format("{}: collective 'nccl': NCCL's tuner picks per size, as listed below",
+      if (b.algorithm == "auto") {
+        notes.push_back(fmt::format("{}: collective 'auto': NCCL's tuner picks per size, as listed below",
                                     nccl_test_name(b.func)));
         for (auto& line : chosen.run_notes()) notes.push_back(std::move(line));
       } else {
         notes.push_back(fmt::format(
             "{}: collective '{}' for every size (sim/collective.hpp's registry{})", nccl_test_name(b.func),
-            b.algorithm, b.algorithm == "auto" ? "; auto picks by topology, not yet by size" : ""));
+            b.algorithm, b.algorithm == "topology" ? "; topology picks by the placement, not by size" : ""));
       }
   }
   notes.push_back(
@@ -175,7 +166,7 @@ std::vector<double> simulate_sizes(sg4::Engine& e, const CollectiveBench& b, con
         else if (b.func == NcclTest::Broadcast)
           chain_broadcast(g, me, b.root, bytes[k], hop);
         else
-          algorithm_for(chosen, b.func, bytes[k]).run(g, me, bytes[k], coll_op(b.func));
+          chosen.run(g, me, bytes[k], coll_op(b.func));  // "auto" picks per size itself
         end[k] = std::max(end[k], sg4::Engine::get_clock());
       }
     });

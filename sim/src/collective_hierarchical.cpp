@@ -219,13 +219,14 @@ bool on_rails(const Group& g, const std::map<int, std::vector<int>>& members) {
   return true;
 }
 
-// "auto": the rail collective when the group spans several nodes with the same number of GPUs on each, more
-// than one, and the platform's NICs are rails (on_rails); hierarchical when it spans several nodes with more
-// than one GPU on some node; else ring (the choices NCCL's tuner makes for bandwidth-bound messages: a ring
-// per rail on rail-optimised clusters, a node-aware ring on PCIe nodes joined by a slower network).
-class Auto : public Collective {
+// "topology": the rail collective when the group spans several nodes with the same number of GPUs on each,
+// more than one, and the platform's NICs are rails (on_rails); hierarchical when it spans several nodes with
+// more than one GPU on some node; else ring. A choice by topology alone, for bandwidth-bound messages (a ring
+// per rail on rail-optimised clusters, a node-aware ring on PCIe nodes joined by a slower network): vitsim's
+// default before it modelled NCCL's tuner ("auto", collective_nccl.cpp), which also weighs size and latency.
+class ByTopology : public Collective {
  public:
-  std::string name() const override { return "auto"; }
+  std::string name() const override { return "topology"; }
   void run(const Group& g, int me, double bytes, CollOp op) const override {
     switch (choice(g)) {
       case Choice::Rail:
@@ -273,6 +274,6 @@ class Auto : public Collective {
 
 }  // namespace
 VITSIM_REGISTER_COLLECTIVE("hierarchical", Hierarchical);
-VITSIM_REGISTER_COLLECTIVE("auto", Auto);
+VITSIM_REGISTER_COLLECTIVE("topology", ByTopology);
 VITSIM_REGISTER_COLLECTIVE("rail", Rail);
 }  // namespace vitsim::sim

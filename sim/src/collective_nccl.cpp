@@ -1,16 +1,23 @@
-// "nccl": the collective NCCL would run (issue 25). Per group (a communicator), an NcclPlatform from the
-// platform's facts and the group's placement, NCCL's topology and tuning for the scenario's nccl.version,
-// nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call, nccl_choose() for the call's
-// function and size, and the closest simulated algorithm runs it with the protocol's wire bytes:
+// "auto" (the default collective): what NCCL would run (issue 25). Per group (a communicator), an
+// NcclPlatform from the platform's facts and the group's placement, NCCL's topology and tuning for the
+// scenario's nccl.version, nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call,
+// nccl_choose() for the call's function and size, and the closest simulated algorithm runs it with the
+// protocol's wire bytes:
 //   Ring -> the fused ring (collective_ring.cpp);  Tree -> the node-aware double binary tree ("tree");
 //   NVLS (one node, NVSwitch multicast) and PAT -> the ring: NVLS's reduction in the switch halves the
 //     bytes each GPU sends; the ring over the NVSwitch is the nearest transfer pattern vitsim has;
 //   NVLSTree, CollNetDirect, CollNetChain (in-switch or in-network reduction across nodes) -> "rail" (a ring
 //     inside each node and one ring per rail across them; "rail" itself falls back as it does).
 // The protocol: a transfer of S data bytes under LL, LL128 or Simple moves S / nccl_payload_fraction(proto)
-// on the wire (LL: 2 S, LL128: 16/15 S, Simple: S). The protocol's per-step latency (NCCL's latency term) is
-// not added: the simulated collectives take their latencies from the platform's routes (docs/model.md).
+// on the wire (LL: 2 S, LL128: 16/15 S, Simple: S).
+// Latency: a call costs NCCL's own latency term for the chosen algorithm and protocol (base latency plus
+// per-step hardware latencies, NcclChoice::latency_us: NCCL's figures, not the platform's link latencies,
+// which stand for the routes of the named algorithms), and its transfers then run over a shadow of the group
+// whose routes have no latency (LatencyModel::none), so the bytes cost what the links and the other
+// transfers make them and no latency is counted twice.
 // ReduceScatter and AllGather are NCCL's ReduceScatter and AllGather on the whole buffer (nccl-tests' size).
+// A group with a CPU device (device_kind cpu: vitsim's trainer runs them over MPI, not NCCL) runs the fused
+// ring with its routes' latencies, as `ring` does.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,6 +32,8 @@
 #include <vector>
 
 #include "transfers.hpp"
+#include "vitsim/sim/latency_model.hpp"
+#include "vitsim/sim/lone_ring.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -61,6 +70,7 @@ double pcie_bw_of(const std::string& link) {
 struct PlatformNccl {
   struct Gpu {
     int sm = 80;
+    bool cpu = false;  // device_kind cpu: the rank runs on the host and communicates over MPI
     NcclIntra fabric = NcclIntra::Pcie;  // the catalogue's GPU link: NVSwitch, an NVLink bridge, none
     int nvlinks = 0;
     double pcie_bw = 24;
@@ -112,6 +122,7 @@ PlatformNccl platform_nccl(const PlatformFacts& facts) {
     auto it = by_model.find(gf.model);
     if (it == by_model.end()) it = by_model.emplace(gf.model, gpu_nccl(gf.model)).first;
     p.gpu[host] = it->second;
+    p.gpu[host].cpu = !gf.async;
   }
   double nic_total = 0;  // bytes/s of every NIC link
   for (const LinkFacts& l : facts.links) {
@@ -209,7 +220,7 @@ std::string size_text(double bytes) {
 
 class Nccl : public Collective {
  public:
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return "auto"; }
 
   void configure(const CollectiveContext& c) override {
     version_ = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
@@ -219,22 +230,46 @@ class Nccl : public Collective {
   }
 
   void run(const Group& g, int me, double bytes, CollOp op) const override {
+    Deferred d;
+    run_deferred(g, me, bytes, op, d);
+    if (const double owed = d.lead + d.tail; owed > 0) sg4::this_actor::sleep_for(owed);
+  }
+
+  // The member's lead and NCCL's latency ride into the ring as its lead (the fused ring's Deferred); the
+  // other algorithms sleep them first.
+  void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
     if (g.size() < 2) return;
-    Call& call = call_of(g, op, bytes);
-    const double entry = sg4::Engine::get_clock();
-    const double wire = bytes / nccl_payload_fraction(call.choice.proto);
-    switch (runs_for(call.choice.algo)) {
-      case Runs::Tree:
-        tree_->run(g, me, wire, op);
-        break;
-      case Runs::Rail:
-        rail_->run(g, me, wire, op);
-        break;
-      case Runs::Ring:
-        ring_collective(g, me, wire, op, true);
-        break;
+    if (comm(g).mpi) {
+      ring_collective(g, me, bytes, op, true, &d);
+      return;
     }
-    record(g, me, call, entry, sg4::Engine::get_clock());
+    Call& call = call_of(g, op, bytes);
+    const Group& shadow = *comm(g).shadow;
+    const double entry = sg4::Engine::get_clock() + d.lead;
+    const double wire = bytes / nccl_payload_fraction(call.choice.proto);
+    const double latency = call.choice.latency_us * 1e-6;
+    const Runs runs = runs_for(call.choice.algo);
+    if (runs == Runs::Ring) {
+      d.lead += latency;
+      ring_collective(shadow, me, wire, op, true, &d);
+    } else {
+      if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0) sg4::this_actor::sleep_for(wait);
+      (runs == Runs::Tree ? tree_ : rail_)->run(shadow, me, wire, op);
+    }
+    record(g, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+  }
+
+  // Every call over g is NCCL's ring (nccl.algo leaves it nothing else, or the topology): the fused ring's
+  // transfers, one per member and edge, may then run as a lone ring (Group::set_lone_ring), on the shadow.
+  bool fused_ring(const Group& g) const override {
+    if (g.size() < 2) return false;
+    if (comm(g).mpi) return true;
+    const NcclTuning& t = comm(g).tuning;
+    for (NcclFunc f : {NcclFunc::AllReduce, NcclFunc::ReduceScatter, NcclFunc::AllGather})
+      for (int a = 0; a < kNcclAlgos; ++a)
+        for (int p = 0; p < kNcclProtos; ++p)
+          if (a != static_cast<int>(NcclAlgo::Ring) && t.bandwidth[static_cast<int>(f)][a][p] > 0) return false;
+    return true;
   }
 
   // One line per distinct call (function, size, ranks) and NCCL's choice for it, groups of the same shape
@@ -255,14 +290,21 @@ class Nccl : public Collective {
       s.sim_s += call.sim_s;
     }
     std::vector<std::string> out;
+    for (const auto& [name, c] : comms_)
+      if (c.mpi) {
+        out.push_back(
+            "CPU ranks (device_kind cpu) communicate over MPI, not NCCL: the collective auto runs the fused "
+            "ring there, with the routes' latencies");
+        break;
+      }
     for (const auto& [k, s] : seen) {
       const NcclChoice& c = *s.choice;
       out.push_back(fmt::format(
-          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {}, simulated {}{}",
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {} (latency {}), simulated {}{}",
           size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
           nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
-          runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(s.sim_s / s.runs),
-          s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
+          runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
+          units::format_time(s.sim_s / s.runs), s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
     }
     return out;
   }
@@ -277,7 +319,9 @@ class Nccl : public Collective {
   struct Comm {
     NcclTopo topo;
     NcclTuning tuning;
-    std::vector<long> calls;  // per member: the calls it started
+    bool mpi = false;               // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
+    std::unique_ptr<Group> shadow;  // the group's members over routes without latency
+    std::vector<long> calls;        // per member: the calls it started
   };
   struct Open {
     double entry = 0, exit = 0;
@@ -289,8 +333,21 @@ class Nccl : public Collective {
     auto it = comms_.find(g.name());
     if (it != comms_.end()) return it->second;
     Comm& c = comms_[g.name()];
+    for (int i = 0; i < g.size() && !c.mpi; ++i) {
+      auto cpu = platform_.gpu.find(g.host(i)->get_name());
+      c.mpi = cpu != platform_.gpu.end() && cpu->second.cpu;
+    }
+    if (c.mpi) return c;
     c.topo = nccl_topo(group_platform(g, platform_), *version_);
     c.tuning = nccl_tune(c.topo, *version_, overrides_);
+    std::vector<sg4::Host*> hosts;
+    std::vector<int> nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      hosts.push_back(g.host(i));
+      nodes.push_back(g.node_of(i));
+    }
+    c.shadow = std::make_unique<Group>(g.name() + "/auto", hosts, nodes, LatencyModel::none());
+    if (g.lone_ring()) c.shadow->set_lone_ring(lone_ring_bandwidths(hosts));
     c.calls.assign(static_cast<size_t>(g.size()), 0);
     return c;
   }
@@ -331,5 +388,5 @@ class Nccl : public Collective {
 };
 
 }  // namespace
-VITSIM_REGISTER_COLLECTIVE("nccl", Nccl);
+VITSIM_REGISTER_COLLECTIVE("auto", Nccl);
 }  // namespace vitsim::sim

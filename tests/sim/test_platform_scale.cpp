@@ -458,31 +458,31 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "collective auto picks the rail collective where the NICs are rails and hierarchical where a node shares "
+    "collective topology picks the rail collective where the NICs are rails and hierarchical where a node shares "
     "them",
     "[scale][collective]") {
   vt::TempDir d;
   const double S = 256e6;
   for (int nodes : {2, 3}) {
     INFO(nodes << " nodes x 4 GPUs");
-    // Rail-optimised (4 NICs, GPU k on NIC k): auto runs the rail collective, to the last bit.
+    // Rail-optimised (4 NICs, GPU k on NIC k): topology runs the rail collective, to the last bit.
     const std::string rails =
         write(d, fmt::format("rails{}.xml", nodes), spec(nodes, 4, 4, true), Layout::FlatStar);
     const double rail = collective_time(rails, "rail", S, sim::CollOp::AllReduce);
-    CHECK(collective_time(rails, "auto", S, sim::CollOp::AllReduce) == rail);
+    CHECK(collective_time(rails, "topology", S, sim::CollOp::AllReduce) == rail);
     CHECK(rail != collective_time(rails, "hierarchical", S, sim::CollOp::AllReduce));
-    CHECK(collective_time(rails, "auto", S, sim::CollOp::ReduceScatter) ==
+    CHECK(collective_time(rails, "topology", S, sim::CollOp::ReduceScatter) ==
           collective_time(rails, "rail", S, sim::CollOp::ReduceScatter));
     // The same 4 NICs as one link per node (not rail-optimised): hierarchical.
     const std::string shared =
         write(d, fmt::format("shared{}.xml", nodes), spec(nodes, 4, 4, false), Layout::FlatStar);
     const double hier = collective_time(shared, "hierarchical", S, sim::CollOp::AllReduce);
-    CHECK(collective_time(shared, "auto", S, sim::CollOp::AllReduce) == hier);
+    CHECK(collective_time(shared, "topology", S, sim::CollOp::AllReduce) == hier);
     CHECK(hier != collective_time(shared, "rail", S, sim::CollOp::AllReduce));
   }
   // One GPU per node: a ring, rails or not (nothing to split inside a node).
   const std::string one = write(d, "one.xml", spec(3, 1), Layout::FlatStar);
-  CHECK(collective_time(one, "auto", S, sim::CollOp::AllReduce) ==
+  CHECK(collective_time(one, "topology", S, sim::CollOp::AllReduce) ==
         collective_time(one, "ring", S, sim::CollOp::AllReduce));
 }
 

@@ -115,7 +115,7 @@ TEST_CASE("a collective carrying its ranks' pending time ends where sleeping it 
     std::vector<double> same(n, 5e-3), staggered(n);
     for (int i = 0; i < n; ++i)
       staggered[i] = 1e-3 * (i % 3) + 7e-6 * i;  // ranks arrive at different instants
-    for (const char* algo : {"ring", "ring_msg", "tree", "hierarchical", "auto"})
+    for (const char* algo : {"ring", "ring_msg", "tree", "hierarchical", "topology", "auto"})
       for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
         for (const auto* leads : {&same, &staggered}) {
           INFO("n = " << n << ", " << algo << ", op " << coll_op_name(op)

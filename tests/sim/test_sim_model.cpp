@@ -167,7 +167,7 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
       vt::source("scenarios/study/vector-strong-b64.xml") + " --set parallelism.zero=2",
       d / "flat1-s.xml",
       d / "flat2-s.xml",
-      d / "flat1-s.xml --set parallelism.collective=auto --set cluster.gpus_per_node=1"};  // auto picks the
+      d / "flat1-s.xml --set parallelism.collective=topology --set cluster.gpus_per_node=1"};  // topology picks the
                                                                                            // ring
   for (const std::string& c : cases) {
     INFO(c);
@@ -180,9 +180,9 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
     CHECK(vt::vitsim(args).out.find(note) != std::string::npos);
     CHECK(vt::vitsim(args + "--set simulation.flows=always").out.find(note) == std::string::npos);
   }
-  // `auto` on nodes of 2 GPUs picks the hierarchical all-reduce (several rings at once): flows, and no note.
+  // `topology` on nodes of 2 GPUs picks the hierarchical all-reduce (several rings at once): flows, and no note.
   const auto hier =
-      vt::vitsim("predict " + (d / "flat1-s.xml") + " --set parallelism.collective=auto -q -j1");
+      vt::vitsim("predict " + (d / "flat1-s.xml") + " --set parallelism.collective=topology -q -j1");
   REQUIRE(hier.status == 0);
   CHECK(hier.out.find(note) == std::string::npos);
   // A SHARED node backbone carries every transfer of the node's ring: flows, and no note.

@@ -1,4 +1,4 @@
-// The "nccl" collective (sim/src/collective_nccl.cpp): NCCL's choice per call (core's nccl_choose), run as
+// The "auto" collective (the default) (sim/src/collective_nccl.cpp): NCCL's choice per call (core's nccl_choose), run as
 // the closest simulated algorithm with the protocol's wire bytes; each simulation in its own process.
 #include <catch2/catch.hpp>
 
@@ -47,10 +47,10 @@ NcclPlatform h100_nccl_platform(int gpus, int nodes = 1) {
   return p;
 }
 
-// Runs the "nccl" collective once over every GPU of `platform` (one node), configured with `ctx`'s nccl.*
+// Runs the "auto" collective once over every GPU of `platform` (one node), configured with `ctx`'s nccl.*
 // settings (ranks node-major); returns {time, 1 when the point's note names `expect` (else 0)}.
 std::vector<double> run_nccl(const std::string& platform, CollectiveContext ctx, double bytes, CollOp op,
-                             const std::string& expect, const std::string& algo = "nccl") {
+                             const std::string& expect, const std::string& algo = "auto") {
   return vt::in_child_vector([&] {
     const PlatformFacts facts = read_platform_facts(platform);
     ctx.facts = &facts;
@@ -87,14 +87,15 @@ std::vector<double> run_nccl(const std::string& platform, CollectiveContext ctx,
 }
 
 // The closed form of the simulated algorithm that stands for NCCL's choice, on one node of n GPUs with
-// private links B and route latency a, the protocol's wire bytes W = S / payload fraction:
-//   ring (Ring, NVLS, PAT), all-reduce: 2(n-1) a + 2(n-1)/n W/B; reduce-scatter, all-gather: half of it;
-//   tree (one node: a chain per tree, two trees each with half of W): 2(n-1) a + 2 W/B (n >= 3).
-double closed_form(const NcclChoice& c, int n, double S, CollOp op, double a, double B) {
-  const double W = S / nccl_payload_fraction(c.proto);
-  const double ring = 2 * (n - 1) * a + 2.0 * (n - 1) / n * W / B;
-  if (c.algo == NcclAlgo::Tree) return 2 * (n - 1) * a + 2 * W / B;
-  return op == CollOp::AllReduce ? ring : ring / 2;
+// private links B: NCCL's latency term L (c.latency_us: the routes' own latencies are not counted), then the
+// transfers of the protocol's wire bytes W = S / payload fraction:
+//   ring (Ring, NVLS, PAT), all-reduce: L + 2(n-1)/n W/B; reduce-scatter, all-gather: L + (n-1)/n W/B;
+//   tree (one node: a chain per tree, two trees each with half of W): L + 2 W/B (n >= 3).
+double closed_form(const NcclChoice& c, int n, double S, CollOp op, double B) {
+  const double W = S / nccl_payload_fraction(c.proto), L = c.latency_us * 1e-6;
+  if (c.algo == NcclAlgo::Tree) return L + 2 * W / B;
+  const double ring = 2.0 * (n - 1) / n * W / B;
+  return L + (op == CollOp::AllReduce ? ring : ring / 2);
 }
 
 std::string choice_text(const NcclChoice& c) {
@@ -104,9 +105,9 @@ std::string choice_text(const NcclChoice& c) {
 
 }  // namespace
 
-TEST_CASE("nccl runs NCCL's choice as its closest algorithm with the protocol's wire bytes",
+TEST_CASE("auto runs NCCL's choice as its closest algorithm with the protocol's wire bytes and NCCL's latency",
           "[collective][nccl]") {
-  const double B = 10e9, a = 2e-6;
+  const double B = 10e9;
   const int n = 8;
   vt::TempDir d;
   const std::string p = d.file("h100.xml", h100_node(n));
@@ -122,32 +123,39 @@ TEST_CASE("nccl runs NCCL's choice as its closest algorithm with the protocol's 
         INFO("NCCL " << version << " " << coll_op_name(op) << " " << S << " B: " << c.why());
         const std::vector<double> r = run_nccl(p, {nullptr, version, "", ""}, S, op, choice_text(c));
         REQUIRE(r.size() == 2);
-        CHECK(r[0] == Approx(closed_form(c, n, S, op, a, B)).epsilon(1e-6));
+        CHECK(r[0] == Approx(closed_form(c, n, S, op, B)).epsilon(1e-6));
         CHECK(r[1] == 1.0);
       }
 }
 
-TEST_CASE("nccl with nccl.algo=ring and nccl.proto=simple is the ring", "[collective][nccl]") {
+TEST_CASE("auto with nccl.algo=ring and nccl.proto=simple is the ring's transfers after NCCL's latency",
+          "[collective][nccl]") {
   vt::TempDir d;
   const std::string p = d.file("h100.xml", h100_node(8));
+  const double a = 2e-6;  // the test platform's route latency between two GPUs (h100_node)
   for (double S : {4096.0, 64.0 * 1024 * 1024}) {
-    const double ring = run_nccl(p, {}, S, CollOp::AllReduce, "", "ring").at(0);
+    const NcclVersion& v = nccl_newest_version();
+    // `ring`: 2(n-1) a + its transfers; auto's forced Ring/Simple: NCCL's latency + the same transfers.
+    const double transfers = run_nccl(p, {}, S, CollOp::AllReduce, "", "ring").at(0) - 2 * 7 * a;
+    const NcclChoice simple = nccl_choose(NcclFunc::AllReduce, static_cast<std::uint64_t>(S),
+                                          nccl_topo(h100_nccl_platform(8), v), v, {"ring", "simple"});
     const std::vector<double> r =
         run_nccl(p, {nullptr, "", "ring", "simple"}, S, CollOp::AllReduce, "Ring/Simple");
-    CHECK(r.at(0) == Approx(ring).epsilon(1e-9));
+    CHECK(r.at(0) == Approx(simple.latency_us * 1e-6 + transfers).epsilon(1e-9));
     CHECK(r.at(1) == 1.0);
-    // Forced tree on one node: a chain per tree, 2(n-1) a + 2 W/B.
-    const NcclVersion& v = nccl_newest_version();
+    // Forced tree on one node: a chain per tree, L + 2 W/B.
     const NcclChoice tree = nccl_choose(NcclFunc::AllReduce, static_cast<std::uint64_t>(S),
                                         nccl_topo(h100_nccl_platform(8), v), v, {"tree", ""});
     REQUIRE(tree.algo == NcclAlgo::Tree);
     const std::vector<double> t =
         run_nccl(p, {nullptr, "", "tree", ""}, S, CollOp::AllReduce, choice_text(tree));
-    CHECK(t.at(0) == Approx(closed_form(tree, 8, S, CollOp::AllReduce, 2e-6, 10e9)).epsilon(1e-6));
+    CHECK(t.at(0) == Approx(closed_form(tree, 8, S, CollOp::AllReduce, 10e9)).epsilon(1e-6));
     CHECK(t.at(1) == 1.0);
-    // LL moves twice the bytes: the ring's bandwidth term doubles, its latencies stay.
+    // LL moves twice the bytes: the ring's transfers take twice as long, after LL's latency.
+    const NcclChoice ll_choice = nccl_choose(NcclFunc::AllReduce, static_cast<std::uint64_t>(S),
+                                             nccl_topo(h100_nccl_platform(8), v), v, {"ring", "LL"});
     const std::vector<double> ll = run_nccl(p, {nullptr, "", "ring", "LL"}, S, CollOp::AllReduce, "Ring/LL");
-    CHECK(ll.at(0) == Approx(2 * 7 * 2e-6 + 2 * (ring - 2 * 7 * 2e-6)).epsilon(1e-6));
+    CHECK(ll.at(0) == Approx(ll_choice.latency_us * 1e-6 + 2 * transfers).epsilon(1e-6));
   }
 }
 
@@ -172,12 +180,13 @@ TEST_CASE("nccl picks what NCCL's tuner picks: LL for a small message, Simple fo
                  "Tree/LL, 1 channel, simulated as the node-aware double binary tree")
             .at(1) == 1.0);
   // A name NCCL would refuse is an Error when the collective is configured.
-  auto coll = make_collective("nccl");
+  auto coll = make_collective("auto");
   CHECK_THROWS_AS(coll->configure({nullptr, "2.27", "bogus", ""}), Error);
   CHECK_THROWS_AS(coll->configure({nullptr, "1.0", "", ""}), Error);
 }
 
-TEST_CASE("a point with parallelism.collective=nccl: forced ring equals ring, and the notes say what ran",
+TEST_CASE("a point with the default collective auto: forced ring is the ring plus NCCL's latency per call, and "
+          "the notes say what ran",
           "[collective][nccl][model]") {
   // Two nodes of one GPU joined by 10 GB/s NICs (test_sim_model.cpp's small scenario), each point in its own
   // process (predict): the choice's note comes back with the point's report.
@@ -200,11 +209,24 @@ TEST_CASE("a point with parallelism.collective=nccl: forced ring equals ring, an
     return sim::predict(f, o);
   };
   const Report ring = predict({"parallelism.collective=ring"});
-  const Report nccl = predict({"parallelism.collective=nccl", "nccl.algo=ring", "nccl.proto=simple"});
+  const Report nccl = predict({"nccl.algo=ring", "nccl.proto=simple"});  // the default collective: auto
   REQUIRE(ring.points.size() == 1);
   REQUIRE(nccl.points.size() == 1);
-  CHECK(nccl.points[0].breakdown_s.comm_total == Approx(ring.points[0].breakdown_s.comm_total).epsilon(1e-9));
-  CHECK(nccl.points[0].step_time_s.mean == Approx(ring.points[0].step_time_s.mean).epsilon(1e-9));
+  // The platform's routes have no latency, so `ring` is its transfers alone and auto's forced Ring/Simple
+  // adds NCCL's latency L per all-reduce (2 nodes of 1 GPU, 10 GB/s NICs: net latency 0): the difference
+  // in collective time per step is a whole number of calls times L.
+  NcclPlatform np;
+  np.nodes = 2;
+  np.gpus_per_node = 1;
+  np.intra = NcclIntra::Pcie;  // test GPUs outside the catalogue: Ampere on PCIe (collective_nccl.cpp)
+  np.nics_per_node = 1;
+  np.nic_bw = 10;
+  const NcclVersion& v = nccl_newest_version();
+  const double L = nccl_choose(NcclFunc::AllReduce, 1 << 20, nccl_topo(np, v), v, {"ring", "simple"}).latency_us *
+                   1e-6;
+  const double calls = (nccl.points[0].breakdown_s.comm_total - ring.points[0].breakdown_s.comm_total) / L;
+  CHECK(calls >= 0.999);
+  CHECK(calls == Approx(std::round(calls)).margin(1e-6));
   int named = 0;
   for (const auto& n : nccl.points[0].notes)
     named += n.find("all-reduce on 2 ranks: NCCL 2.27 Ring/Simple") != std::string::npos;

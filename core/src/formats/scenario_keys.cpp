@@ -256,8 +256,8 @@ std::vector<KeyRow> parallelism_rows() {
           "parallelism.allgather_bucket_size", false,
           "ZeRO's parameter all-gather bucket, vitsim and ddp (deepspeed gathers at once: docs/model.md)",
           field(&Scenario::parallel, &ParallelSpec::allgather_bucket_bytes)),
-      registry_row("parallelism.collective", "ring", "collective",
-                   "the all-reduce algorithm (docs/model.md, Collectives)",
+      registry_row("parallelism.collective", "auto", "collective",
+                   "the collective algorithm: `auto`, what NCCL would run (docs/model.md, Collectives)",
                    field(&Scenario::parallel, &ParallelSpec::collective)),
       custom_row("parallelism.comm_dtype", "choice", "gradient dtype", join(kPrecisions),
                  "gradients' dtype on the wire (DeepSpeed communication_data_type)",
@@ -292,7 +292,7 @@ std::vector<KeyRow> nccl_rows() {
   return {
       custom_row("nccl.version", "name", nccl_newest_version().name, versions + " (or a release, 2.18.3)",
                  "the NCCL release whose tuner picks algorithm, protocol and channels (docs/model.md, NCCL's "
-                 "tuner); read by the collective `nccl` (parallelism.collective=nccl)",
+                 "tuner); read by the collective `auto` (the default)",
                  [](R& x) {
                    try {
                      x.s.nccl.version =

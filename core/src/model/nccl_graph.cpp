@@ -168,6 +168,8 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   const bool hopper = v.rules == NcclRules::V2_27 ? p.sm >= 90 : p.sm == 90;
   if (hopper && p.nodes > 1 && t.ring.bw_intra > 45.0 && (v18 ? 2 * nc <= max_channels : nc < 16)) nc *= 2;
   t.comm_channels = nc;
+  for (NcclGraph* g : {&t.ring, &t.tree, &t.nvls, &t.collnet_direct, &t.collnet_chain})
+    g->latency_inter_us = p.nodes > 1 ? p.net_latency_us : 0;
   return t;
 }
 

@@ -19,7 +19,7 @@ namespace vitsim::sim {
 
 // What a collective may read of its point besides its group, handed over once after make_collective and
 // before any run: the platform's GPUs and links (read during configure() only; a collective keeps what it
-// needs) and the scenario's nccl.* keys (the "nccl" collective, collective_nccl.cpp).
+// needs) and the scenario's nccl.* keys (the "auto" collective, collective_nccl.cpp).
 struct CollectiveContext {
   const PlatformFacts* facts = nullptr;
   std::string nccl_version;  // nccl.version: a name of nccl_versions(); "" = the newest
@@ -57,7 +57,7 @@ class Collective {
   // Takes the point's context (CollectiveContext); throws Error on a setting it cannot use. Most collectives
   // need nothing of it.
   virtual void configure(const CollectiveContext& c) { (void)c; }
-  // Lines for the point's notes on what ran, read after the engine ran (the "nccl" collective's choices);
+  // Lines for the point's notes on what ran, read after the engine ran (the "auto" collective's choices);
   // may be empty.
   virtual std::vector<std::string> run_notes() const { return {}; }
 };

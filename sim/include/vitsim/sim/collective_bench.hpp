@@ -21,9 +21,9 @@ struct CollectiveBench {
   std::string redop = "sum";       // nccl-tests' -o name (no effect on the time)
   int root = 0;                    // broadcast's root rank
   std::string algorithm = "auto";  // a collective of the registry (collective_names())
-  std::string nccl_version;        // "nccl": NCCL's tuner tables (nccl_versions()); "" = the newest
-  std::string nccl_algo;           // "nccl": NCCL_ALGO's syntax; "" = NCCL's default
-  std::string nccl_proto;          // "nccl": NCCL_PROTO's syntax
+  std::string nccl_version;        // "auto": NCCL's tuner tables (nccl_versions()); "" = the newest
+  std::string nccl_algo;           // "auto": NCCL_ALGO's syntax; "" = NCCL's default
+  std::string nccl_proto;          // "auto": NCCL_PROTO's syntax
   NcclSweep sweep;
   bool progress = true;  // a progress line on stderr for runs longer than a second
 };

@@ -15,8 +15,13 @@ class LatencyModel {
  public:
   explicit LatencyModel(simgrid::s4u::Engine& e);  // call after load_platform, before run
   double route_latency(const simgrid::s4u::Host* src, const simgrid::s4u::Host* dst) const;
+  // Every route without latency: for a collective whose latencies come from elsewhere (`auto`: NCCL's own
+  // latency model, sim/src/collective_nccl.cpp), its transfers then cost their bytes only.
+  static const LatencyModel& none();
 
  private:
+  LatencyModel() = default;
+  bool none_ = false;
   std::unordered_map<const simgrid::s4u::Link*, double> latency_;
 };
 

@@ -63,7 +63,7 @@ struct ParallelSpec {
   bool overlap = false;
   double bucket_bytes = 5e8 * 4;  // DeepSpeed reduce_bucket_size default: 5e8 elements (fp32)
   double allgather_bucket_bytes = 5e8 * 4;
-  std::string collective = "ring";      // a name in sim's collective registry (sim::collective_names())
+  std::string collective = "auto";      // a name in sim's collective registry (sim::collective_names())
   std::optional<Precision> comm_dtype;  // DeepSpeed communication_data_type; default = gradient dtype
   // Patch (sequence) parallelism in the style of DeepSpeed-Ulysses: groups of this many consecutive ranks
   // split each image's tokens; all-to-alls around attention; 1 = pure data parallelism.
@@ -72,7 +72,7 @@ struct ParallelSpec {
 
 // NCCL's tuner (core/model/nccl_tuning.hpp, docs/model.md "NCCL's tuner"): the version whose tables model
 // NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Read by
-// the collective "nccl" (parallelism.collective=nccl, sim/src/collective_nccl.cpp).
+// the collective "auto" (parallelism.collective=auto, the default; sim/src/collective_nccl.cpp).
 struct NcclSpec {
   std::string version;  // a name of nccl_versions(), "2.23"; resolved to the newest when not given
   std::string algo;     // NCCL_ALGO, "" = NCCL's default

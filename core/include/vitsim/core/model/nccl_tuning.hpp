@@ -202,6 +202,10 @@ struct NcclPlatform {
   bool nvls = false;                  // NVSwitch with multicast (NVLink SHARP, sm90 and CUDA 12.1+)
   bool collnet = false;               // a CollNet (SHARP) plugin
   NcclCpu cpu = NcclCpu::IntelX86;
+  // The network's latency beyond NCCL's per-hop figure (hwLat NET), as a net plugin states it in its
+  // `latency` property (ncclNetProperties_t; NCCL's IB and socket plugins state 0): every graph's
+  // latency_inter_us. vitsim's `auto` leaves it 0, as NCCL's own plugins do.
+  double net_latency_us = 0;
 };
 NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v);
 
