@@ -77,6 +77,7 @@ struct PlatformNccl {
   };
   std::map<std::string, Gpu> gpu;  // SimGrid host name -> figures
   bool intra_pcie = false;         // a GPU-GPU link inside a node states a PCIe transport
+  bool intra_host = false;         // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
   double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
 };
 
@@ -130,6 +131,7 @@ PlatformNccl platform_nccl(const PlatformFacts& facts) {
       nic_total += l.bandwidth;
     else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
       p.intra_pcie = true;
+    if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
   }
   p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
   return p;
@@ -161,6 +163,7 @@ NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
              : all_nvswitch              ? NcclIntra::NvSwitch
                                          : NcclIntra::NvLink;
   np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
+  if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
   np.nvls = np.intra == NcclIntra::NvSwitch && np.sm >= 90 && np.gpus_per_node > 1;
   set_nics(np, p.node_nic_gbs);
   return np;

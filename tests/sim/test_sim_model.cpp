@@ -162,9 +162,12 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
     d.file(name + "-s.xml", scenario_text(name + ".xml", 4, 2, R"(<parallelism collective="ring"/>)"));
   }
   const std::vector<std::string> cases = {
-      vt::source("scenarios/study/tesla-strong-b16.xml"),
-      vt::source("scenarios/study/vector-strong-b64.xml") + " --set parallelism.overlap=true",
-      vt::source("scenarios/study/vector-strong-b64.xml") + " --set parallelism.zero=2",
+      vt::source("scenarios/study/tesla-strong-b16.xml") + " --set parallelism.collective=ring",
+      vt::source("scenarios/study/vector-strong-b64.xml") +
+          " --set parallelism.overlap=true --set parallelism.collective=ring",
+      vt::source("scenarios/study/vector-strong-b64.xml") + " --set parallelism.zero=2 --set parallelism.collective=ring",
+      // auto where NCCL may run nothing but its ring: the ring's transfers after NCCL's latency, lone.
+      vt::source("scenarios/study/vector-strong-b64.xml") + " --set nccl.algo=ring",
       d / "flat1-s.xml",
       d / "flat2-s.xml",
       d / "flat1-s.xml --set parallelism.collective=topology --set cluster.gpus_per_node=1"};  // topology picks the
