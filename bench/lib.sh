@@ -21,8 +21,9 @@ time_runs() {
 }
 
 # scale_point FILE NODES SAMPLES: the scaling benchmarks' point, ViT-B/16 at micro-batch 64 in fp32 with a ring
-# all-reduce and 20 simulated steps (2 warm-up), on NODES nodes of 8 GPUs of the platform pNODES.xml next to
-# FILE, a synthetic set of SAMPLES images (enough for 20 steps at the largest size).
+# all-reduce (VITSIM_BENCH_COLLECTIVE=auto: NCCL's choice) and 20 simulated steps (2 warm-up), on NODES nodes
+# of 8 GPUs of the platform pNODES.xml next to FILE, a synthetic set of SAMPLES images (enough for 20 steps
+# at the largest size).
 scale_point() {
   cat >"$1" <<XML
 <scenario name="scale-$2">
@@ -30,7 +31,7 @@ scale_point() {
   <model preset="vit_b_16"/>
   <dataset name="synthetic" train_samples="$3" image_size="224" channels="3"/>
   <training micro_batch="64" precision="fp32"/>
-  <parallelism collective="ring"/>
+  <parallelism collective="${VITSIM_BENCH_COLLECTIVE:-ring}"/>
   <simulation steps="20" warmup="2"/>
 </scenario>
 XML

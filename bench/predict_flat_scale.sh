@@ -24,10 +24,18 @@ extra=()
 # VITSIM_BENCH_FLOWS=always makes every transfer a SimGrid flow (simulation.flows; default auto: a lone ring
 # is computed without them).
 [[ -n "${VITSIM_BENCH_FLOWS:-}" ]] && extra+=(--set "simulation.flows=$VITSIM_BENCH_FLOWS")
+# VITSIM_BENCH_NODE=h100 makes each node 8 H100 SXM with 8 NDR NICs (issue 25's realistic node) instead of
+# Vector's T4s; VITSIM_BENCH_COLLECTIVE=auto runs NCCL's choice instead of the flat ring.
+echo "node: ${VITSIM_BENCH_NODE:-t4}, collective: ${VITSIM_BENCH_COLLECTIVE:-ring}"
 for nodes in 64 512 2048 8192 16384; do
   ((nodes > largest)) && break
-  "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
-    --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --layout flat-star --out "$tmp/p$nodes.xml"
+  if [[ "${VITSIM_BENCH_NODE:-t4}" == h100 ]]; then
+    "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu h100-sxm --precision fp32 \
+      --nics 8 --nic-speed ndr --layout flat-star --out "$tmp/p$nodes.xml"
+  else
+    "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
+      --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --layout flat-star --out "$tmp/p$nodes.xml"
+  fi
   # 131,072 GPUs x 64 x 20 steps = 168 M samples: the synthetic set holds 200 M.
   scale_point "$tmp/s$nodes.xml" "$nodes" 200000000
   load=$(cut -d' ' -f1-3 /proc/loadavg)

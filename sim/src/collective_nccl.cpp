@@ -26,18 +26,19 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "transfers.hpp"
-#include "vitsim/sim/latency_model.hpp"
-#include "vitsim/sim/lone_ring.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/sim/latency_model.hpp"
+#include "vitsim/sim/lone_ring.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -256,7 +257,8 @@ class Nccl : public Collective {
       d.lead += latency;
       ring_collective(shadow, me, wire, op, true, &d);
     } else {
-      if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0) sg4::this_actor::sleep_for(wait);
+      if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0)
+        sg4::this_actor::sleep_for(wait);
       (runs == Runs::Tree ? tree_ : rail_)->run(shadow, me, wire, op);
     }
     record(g, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
@@ -271,7 +273,8 @@ class Nccl : public Collective {
     for (NcclFunc f : {NcclFunc::AllReduce, NcclFunc::ReduceScatter, NcclFunc::AllGather})
       for (int a = 0; a < kNcclAlgos; ++a)
         for (int p = 0; p < kNcclProtos; ++p)
-          if (a != static_cast<int>(NcclAlgo::Ring) && t.bandwidth[static_cast<int>(f)][a][p] > 0) return false;
+          if (a != static_cast<int>(NcclAlgo::Ring) && t.bandwidth[static_cast<int>(f)][a][p] > 0)
+            return false;
     return true;
   }
 
@@ -307,7 +310,8 @@ class Nccl : public Collective {
           size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
           nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
           runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
-          units::format_time(s.sim_s / s.runs), s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
+          units::format_time(s.sim_s / s.runs),
+          s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
     }
     return out;
   }
@@ -390,6 +394,67 @@ class Nccl : public Collective {
   mutable std::map<std::pair<std::string, long>, Open> open_;
 };
 
+// NCCL's algorithm that a named collective is (ring, tree), else none.
+bool nccl_algo_of(const std::string& name, NcclAlgo& out) {
+  if (name == "ring" || name == "ring_msg")
+    out = NcclAlgo::Ring;
+  else if (name == "tree")
+    out = NcclAlgo::Tree;
+  else
+    return false;
+  return true;
+}
+
 }  // namespace
+
+std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext& c, const std::string& forced,
+                                        const std::set<std::pair<CollOp, double>>& calls) {
+  std::vector<std::string> out;
+  if (g.size() < 2 || !c.facts || calls.empty()) return out;
+  const PlatformNccl platform = platform_nccl(*c.facts);
+  for (int i = 0; i < g.size(); ++i) {
+    auto it = platform.gpu.find(g.host(i)->get_name());
+    if (it != platform.gpu.end() && it->second.cpu) return out;
+  }
+  const NcclVersion& v = c.nccl_version.empty() ? nccl_newest_version() : nccl_version(c.nccl_version);
+  NcclTopo topo;
+  NcclTuning tuning;
+  try {
+    topo = nccl_topo(group_platform(g, platform), v);
+    tuning = nccl_tune(topo, v, {c.nccl_algo, c.nccl_proto});
+  } catch (const Error& e) {
+    return {fmt::format("what NCCL would run here is not known: {}", e.what())};
+  }
+  NcclAlgo same{};
+  const bool has_same = nccl_algo_of(forced, same);
+  for (const auto& [op, bytes] : calls) {
+    NcclChoice n;
+    try {
+      n = nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), tuning, topo, v);
+    } catch (const Error& e) {
+      out.push_back(fmt::format("{} {} on {} ranks: what NCCL would run is not known: {}", size_text(bytes),
+                                op_text(op), g.size(), e.what()));
+      continue;
+    }
+    std::string line = fmt::format("{} {} on {} ranks: the collective '{}' is named; NCCL {} would run {}/{}",
+                                   size_text(bytes), op_text(op), g.size(), forced, v.name,
+                                   nccl_algo_name(n.algo), nccl_proto_name(n.proto));
+    const NcclCost* best = nullptr;  // NCCL's fastest protocol for the named algorithm
+    for (const NcclCost& k : n.table)
+      if (has_same && k.algo == same && k.time_us >= 0 && (!best || k.time_us < best->time_us)) best = &k;
+    if (has_same && n.algo == same)
+      line += " too";
+    else if (best)
+      line +=
+          fmt::format(", its estimate {} against {} for {}/{} (x{:.2f})",
+                      units::format_time(n.time_us * 1e-6), units::format_time(best->time_us * 1e-6),
+                      nccl_algo_name(best->algo), nccl_proto_name(best->proto), best->time_us / n.time_us);
+    else
+      line += fmt::format(", its estimate {}", units::format_time(n.time_us * 1e-6));
+    out.push_back(line + " (parallelism.collective=auto runs NCCL's choice)");
+  }
+  return out;
+}
+
 VITSIM_REGISTER_COLLECTIVE("auto", Nccl);
 }  // namespace vitsim::sim

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,7 @@ struct PointRun {
   std::map<std::string, Device> devices;          // by GPU model
   std::vector<RankState> ranks;
   double h2d_bytes = 0;
+  std::set<std::pair<CollOp, double>> calls;  // the data-parallel calls rank 0 made: what NCCL would run
   StepHorizon horizon;
   TraceRecorder trace;
 

@@ -53,11 +53,16 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   create_actors(run);
   e.run();
   for (auto& line : run.coll->run_notes()) notes.push_back(std::move(line));
+  if (run.coll->name() != "auto" && run.group)
+    for (auto& line : nccl_would_run(*run.group, {&facts, s.nccl.version, s.nccl.algo, s.nccl.proto},
+                                     run.coll->name(), run.calls))
+      notes.push_back(std::move(line));
   if (s.parallel.collective != "auto" && (!s.nccl.algo.empty() || !s.nccl.proto.empty()))
-    notes.push_back(fmt::format(
-        "nccl.algo and nccl.proto are NCCL's choice, read by parallelism.collective=auto only: this point runs "
-        "the collective '{}' as named and does not read them",
-        s.parallel.collective));
+    notes.push_back(
+        fmt::format("nccl.algo and nccl.proto are NCCL's choice, read by parallelism.collective=auto only: "
+                    "this point runs "
+                    "the collective '{}' as named and does not read them",
+                    s.parallel.collective));
 
   SimResult out;
   out.point = point_report(run, facts, setup.place, budget, mem, sg4::Engine::get_clock(), std::move(notes));

@@ -458,7 +458,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "collective topology picks the rail collective where the NICs are rails and hierarchical where a node shares "
+    "collective topology picks the rail collective where the NICs are rails and hierarchical where a node "
+    "shares "
     "them",
     "[scale][collective]") {
   vt::TempDir d;

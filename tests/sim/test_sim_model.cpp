@@ -165,13 +165,14 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
       vt::source("scenarios/study/tesla-strong-b16.xml") + " --set parallelism.collective=ring",
       vt::source("scenarios/study/vector-strong-b64.xml") +
           " --set parallelism.overlap=true --set parallelism.collective=ring",
-      vt::source("scenarios/study/vector-strong-b64.xml") + " --set parallelism.zero=2 --set parallelism.collective=ring",
+      vt::source("scenarios/study/vector-strong-b64.xml") +
+          " --set parallelism.zero=2 --set parallelism.collective=ring",
       // auto where NCCL may run nothing but its ring: the ring's transfers after NCCL's latency, lone.
-      vt::source("scenarios/study/vector-strong-b64.xml") + " --set nccl.algo=ring",
-      d / "flat1-s.xml",
+      vt::source("scenarios/study/vector-strong-b64.xml") + " --set nccl.algo=ring", d / "flat1-s.xml",
       d / "flat2-s.xml",
-      d / "flat1-s.xml --set parallelism.collective=topology --set cluster.gpus_per_node=1"};  // topology picks the
-                                                                                           // ring
+      d / "flat1-s.xml --set parallelism.collective=topology --set cluster.gpus_per_node=1"};  // topology
+                                                                                               // picks the
+                                                                                               // ring
   for (const std::string& c : cases) {
     INFO(c);
     const std::string args = "predict " + c + " -q -j1 ";
@@ -183,7 +184,8 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
     CHECK(vt::vitsim(args).out.find(note) != std::string::npos);
     CHECK(vt::vitsim(args + "--set simulation.flows=always").out.find(note) == std::string::npos);
   }
-  // `topology` on nodes of 2 GPUs picks the hierarchical all-reduce (several rings at once): flows, and no note.
+  // `topology` on nodes of 2 GPUs picks the hierarchical all-reduce (several rings at once): flows, and no
+  // note.
   const auto hier =
       vt::vitsim("predict " + (d / "flat1-s.xml") + " --set parallelism.collective=topology -q -j1");
   REQUIRE(hier.status == 0);

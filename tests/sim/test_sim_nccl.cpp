@@ -1,5 +1,6 @@
-// The "auto" collective (the default) (sim/src/collective_nccl.cpp): NCCL's choice per call (core's nccl_choose), run as
-// the closest simulated algorithm with the protocol's wire bytes; each simulation in its own process.
+// The "auto" collective (the default) (sim/src/collective_nccl.cpp): NCCL's choice per call (core's
+// nccl_choose), run as the closest simulated algorithm with the protocol's wire bytes; each simulation in its
+// own process.
 #include <catch2/catch.hpp>
 
 #include <simgrid/s4u.hpp>
@@ -105,8 +106,9 @@ std::string choice_text(const NcclChoice& c) {
 
 }  // namespace
 
-TEST_CASE("auto runs NCCL's choice as its closest algorithm with the protocol's wire bytes and NCCL's latency",
-          "[collective][nccl]") {
+TEST_CASE(
+    "auto runs NCCL's choice as its closest algorithm with the protocol's wire bytes and NCCL's latency",
+    "[collective][nccl]") {
   const double B = 10e9;
   const int n = 8;
   vt::TempDir d;
@@ -185,9 +187,10 @@ TEST_CASE("nccl picks what NCCL's tuner picks: LL for a small message, Simple fo
   CHECK_THROWS_AS(coll->configure({nullptr, "1.0", "", ""}), Error);
 }
 
-TEST_CASE("a point with the default collective auto: forced ring is the ring plus NCCL's latency per call, and "
-          "the notes say what ran",
-          "[collective][nccl][model]") {
+TEST_CASE(
+    "a point with the default collective auto: forced ring is the ring plus NCCL's latency per call, and "
+    "the notes say what ran",
+    "[collective][nccl][model]") {
   // Two nodes of one GPU joined by 10 GB/s NICs (test_sim_model.cpp's small scenario), each point in its own
   // process (predict): the choice's note comes back with the point's report.
   vt::TempDir d;
@@ -222,8 +225,8 @@ TEST_CASE("a point with the default collective auto: forced ring is the ring plu
   np.nics_per_node = 1;
   np.nic_bw = 10;
   const NcclVersion& v = nccl_newest_version();
-  const double L = nccl_choose(NcclFunc::AllReduce, 1 << 20, nccl_topo(np, v), v, {"ring", "simple"}).latency_us *
-                   1e-6;
+  const double L =
+      nccl_choose(NcclFunc::AllReduce, 1 << 20, nccl_topo(np, v), v, {"ring", "simple"}).latency_us * 1e-6;
   const double calls = (nccl.points[0].breakdown_s.comm_total - ring.points[0].breakdown_s.comm_total) / L;
   CHECK(calls >= 0.999);
   CHECK(calls == Approx(std::round(calls)).margin(1e-6));
@@ -231,5 +234,28 @@ TEST_CASE("a point with the default collective auto: forced ring is the ring plu
   for (const auto& n : nccl.points[0].notes)
     named += n.find("all-reduce on 2 ranks: NCCL 2.27 Ring/Simple") != std::string::npos;
   CHECK(named == 1);
-  for (const auto& n : ring.points[0].notes) CHECK(n.find("NCCL 2.27") == std::string::npos);
+  // A named collective: per distinct call, what NCCL would run there, the same choice the default makes.
+  const Report chosen = predict({});
+  REQUIRE(chosen.points.size() == 1);
+  int distinct = 0;
+  for (const auto& n : chosen.points[0].notes) {
+    const auto at = n.find(" on 2 ranks: NCCL 2.27 ");
+    if (at == std::string::npos) continue;
+    ++distinct;
+    const std::string call = n.substr(0, at),
+                      what = n.substr(at + 23, n.find(',', at) - at - 23);  // "Ring/Simple"
+    int said = 0;
+    for (const auto& r : ring.points[0].notes)
+      said +=
+          r.rfind(call + " on 2 ranks: the collective 'ring' is named; NCCL 2.27 would run " + what, 0) == 0;
+    INFO(n);
+    CHECK(said == 1);
+  }
+  CHECK(distinct >= 1);
+  // nccl.* beside a named collective is said to be unread, not silently dropped.
+  const Report unread = predict({"parallelism.collective=ring", "nccl.algo=tree"});
+  int told = 0;
+  for (const auto& n : unread.points[0].notes)
+    told += n.find("read by parallelism.collective=auto only") != std::string::npos;
+  CHECK(told == 1);
 }

@@ -5,7 +5,9 @@
 // sim/src/transfers.hpp; who takes part: group.hpp).
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vitsim/sim/coll_op.hpp"
@@ -61,6 +63,13 @@ class Collective {
   // may be empty.
   virtual std::vector<std::string> run_notes() const { return {}; }
 };
+
+// Where a point names a collective other than "auto": per distinct call (operation, bytes) over g, what NCCL
+// would run there (its tuner for c's version and overrides) and NCCL's own estimate of it beside its estimate
+// of the forced algorithm where NCCL has one (ring: Ring, tree: Tree), as note lines. Empty when g has fewer
+// than 2 members or a CPU device (MPI, not NCCL).
+std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext& c, const std::string& forced,
+                                        const std::set<std::pair<CollOp, double>>& calls);
 
 using CollectiveFactory = std::function<std::unique_ptr<Collective>()>;
 // Registry: a collective by name; an unknown name throws Error listing the valid ones.
