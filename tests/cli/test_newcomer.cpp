@@ -138,7 +138,8 @@ TEST_CASE("predict's whole run: epochs x epoch time, GPU-hours, cost at the plat
       std::find_if(l.begin(), l.end(), [](const std::string& x) { return x.rfind("Whole run", 0) == 0; });
   REQUIRE(head != l.end());
   REQUIRE(l.end() - head >= 3);
-  CHECK(cells(head[1]) == std::vector<std::string>{"point", "epochs", "time", "GPU-hours", "cost", "kWh"});
+  CHECK(cells(head[1]) ==
+        std::vector<std::string>{"point", "epochs", "time", "GPU-hours", "cost", "$", "kWh"});
   CHECK(cells(head[2])[0] == "1");
   CHECK(cells(head[2])[1] == "300");
   // Without a price, GPU-hours stand for the cost, and the table says so.

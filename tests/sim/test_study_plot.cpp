@@ -122,7 +122,8 @@ TEST_CASE("plot: a scaling report draws epoch time and efficiency against GPUs",
   pugi::xml_document doc;
   REQUIRE(doc.load_file((tmp / "scaling.svg").c_str()));
   auto curves = curves_of(doc);
-  REQUIRE(curves.size() == 2);  // one series, two panels (a: time, b: efficiency)
+  // One series, two panels (a: time, b: efficiency), each with its ideal: linear scaling, 100%.
+  REQUIRE(curves.size() == 4);
   const Curve& time = by_label(curves, "vector-strong-b64", "a");
   const Curve& eff = by_label(curves, "vector-strong-b64", "b");
   REQUIRE(time.points.size() == 8);
@@ -146,7 +147,7 @@ TEST_CASE("plot: the script names each series and its data", "[study][plot]") {
   vitsim::plot::Script sc = vitsim::plot::make_script(both, vitsim::plot::Kind::Auto, "out.svg");
   CHECK(sc.text.find("set output \"out.svg\"") != std::string::npos);
   CHECK(sc.text.find("title \"micro-batch 16\"") != std::string::npos);
-  CHECK(sc.data.size() == 4);  // time and efficiency for each series
+  CHECK(sc.data.size() == 6);  // time, efficiency and ideal scaling for each series
 
   // Reports merged for one plot keep their own curves even where their parameters agree (intra- vs
   // inter-node: both sweep the GPU count only).

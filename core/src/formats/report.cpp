@@ -172,7 +172,7 @@ std::string totals_table(const Report& r) {
   }
   if (!any) return {};
   std::vector<std::vector<std::string>> rows{{"point", "epochs", "time", "GPU-hours"}};
-  if (cost) rows[0].push_back("cost");
+  if (cost) rows[0].push_back("cost $");  // as plan's cost column (PlanResult::cost_unit)
   if (energy) rows[0].push_back("kWh");
   if (energy_cost) rows[0].push_back("energy cost");
   for (size_t i = 0; i < r.points.size(); ++i) {
