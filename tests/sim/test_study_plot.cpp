@@ -132,6 +132,12 @@ TEST_CASE("plot: a scaling report draws epoch time and efficiency against GPUs",
   for (size_t i = 1; i < 8; ++i) CHECK(time.points[i].second > time.points[i - 1].second);
   // Efficiency starts at 100% (the 1-GPU reference) and never rises above it.
   for (size_t i = 1; i < 8; ++i) CHECK(eff.points[i].second >= eff.points[0].second);
+  // The ideal (linear) scaling starts at the 1-GPU point and lies below the prediction (less time: larger
+  // SVG y) wherever efficiency is below 100% (issue 28 item 9).
+  const Curve& ideal = by_label(curves, "ideal (linear) scaling", "a");
+  REQUIRE(ideal.points.size() == 8);
+  CHECK(ideal.points[0].second == Approx(time.points[0].second).margin(0.5));
+  for (size_t i = 1; i < 8; ++i) CHECK(ideal.points[i].second > time.points[i].second);
 }
 
 TEST_CASE("plot: the script names each series and its data", "[study][plot]") {
