@@ -1,5 +1,5 @@
-// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch] [--gnuplot
-// PROGRAM]
+// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch]
+//             [--measured MEASURED.json] [--gnuplot PROGRAM]
 #include <fmt/format.h>
 
 #include <memory>
@@ -19,6 +19,7 @@ struct PlotArgs {
   std::string out;
   std::string kind = "auto";
   std::string gnuplot = "gnuplot";
+  std::string measured;
 };
 }  // namespace
 
@@ -41,10 +42,13 @@ void add_plot(CLI::App& cli, Action& action) {
        "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
       ->check(CLI::IsMember(plot::plot_kind_names()));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
+  c->add_option("--measured", args->measured,
+                "a measured report (`vitsim train --out`) drawn as points over the prediction");
   c->callback([&action, args] {
     action = [args] {
       std::vector<NamedPath> inputs;
       for (const auto& r : args->reports) inputs.push_back({r, "the report"});
+      inputs.push_back({args->measured, "--measured"});
       check_output_paths({{args->out, "--out"}}, inputs);
       try {
         plot::output_format(args->out);  // before reading the reports
@@ -56,7 +60,10 @@ void add_plot(CLI::App& cli, Action& action) {
       // A capacity plan ("vitsim.plan/2") gets the plan plots.
       if (args->reports.size() == 1) {
         const std::string text = read_input_file(args->reports[0], "report");
+        plot::check_plot_input(text, args->reports[0]);
         if (text.find("\"vitsim.plan/") != std::string::npos) {
+          if (!args->measured.empty())
+            throw UsageError("--measured draws a measured run over a report's plot, not over a plan's");
           PlanResult plan = plan_from_json(text, args->reports[0]);
           if (plan.ranked)
             rank_plan(plan);  // ranks and the Pareto front from the figures, not as the file says
@@ -65,10 +72,20 @@ void add_plot(CLI::App& cli, Action& action) {
         }
       }
       std::vector<Report> reports;
-      for (const auto& path : args->reports)
-        reports.push_back(report_from_json(read_input_file(path, "report"), path));
+      auto read_report = [](const std::string& path) {
+        const std::string text = read_input_file(path, "report");
+        plot::check_plot_input(text, path);
+        return report_from_json(text, path);
+      };
+      for (const auto& path : args->reports) reports.push_back(read_report(path));
       const Report r = plot::merge_reports(reports);
       opt.kind = plot::parse_kind(args->kind);
+      Report measured;
+      if (!args->measured.empty()) {
+        measured = read_report(args->measured);
+        require_report_kind(measured, "measured", "vitsim plot --measured");
+        opt.measured = &measured;
+      }
       plot::plot_report(r, args->out, opt);
       return 0;
     };

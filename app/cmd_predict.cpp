@@ -1,5 +1,5 @@
 // vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
-//                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N]
+//                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N] [--epochs N]
 #include <fmt/format.h>
 
 #include <memory>
@@ -44,6 +44,9 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--price-per-kwh", args->opt.price_per_kwh,
                 "energy price (over the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
+  c->add_option("--epochs", args->opt.epochs,
+                "epochs of the closing summary's whole run (default: the scenario's training.epochs)")
+      ->check(integer(1, 1 << 20));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
     action = [args, c] {

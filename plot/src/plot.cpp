@@ -105,7 +105,38 @@ std::string data_text(const std::vector<std::pair<double, double>>& xy) {
   return out;
 }
 
+// A series' epoch time at a linear speed-up from its point with the fewest GPUs (Series::ideal).
+std::vector<std::pair<double, double>> ideal_scaling(const std::vector<const ReportPoint*>& pts) {
+  const ReportPoint* base = nullptr;
+  for (const ReportPoint* p : pts)
+    if (p->throughput_img_s > 0 && (!base || p->gpus < base->gpus)) base = p;
+  std::vector<std::pair<double, double>> out;
+  if (!base) return out;
+  for (const ReportPoint* p : pts)
+    if (p->throughput_img_s > 0)
+      out.push_back({static_cast<double>(p->gpus), p->epoch_time_s / 60.0 * p->throughput_img_s * base->gpus /
+                                                       (p->gpus * base->throughput_img_s)});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+void check_plot_input(const std::string& text, const std::string& path) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || text[first] != '<') return;  // JSON (or not): the reader says
+  const bool scenario = text.find("<scenario") != std::string::npos;
+  const bool platform = text.find("<platform") != std::string::npos;
+  if (scenario)
+    throw Error(fmt::format(
+        "{}: a scenario file, not a report: run `vitsim predict {} --format json --out report.json` first, "
+        "then `vitsim plot report.json --out plot.svg`",
+        path, path));
+  throw Error(fmt::format(
+      "{}: an XML file{}, not a report: vitsim plot draws the JSON of `vitsim predict SCENARIO.xml --format "
+      "json` (or of `vitsim train`, `vitsim plan`); run vitsim predict --format json first",
+      path, platform ? " (a platform)" : ""));
+}
 
 Report merge_reports(const std::vector<Report>& reports) {
   if (reports.empty()) throw Error("no report to plot");
@@ -189,6 +220,7 @@ std::vector<Series> make_series(const Report& r, Kind kind) {
     }
     std::sort(s.time.begin(), s.time.end());
     std::sort(s.efficiency.begin(), s.efficiency.end());
+    if (kind == Kind::Scaling) s.ideal = ideal_scaling(pts);
     if (!s.time.empty()) out.push_back(std::move(s));
   }
   if (out.empty())
@@ -197,18 +229,70 @@ std::vector<Series> make_series(const Report& r, Kind kind) {
   return out;
 }
 
-Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
+namespace {
+
+// The x range of every curve drawn.
+std::pair<double, double> x_extent(const std::vector<Series>& series, const std::vector<Series>& measured) {
+  double xmin = 1e300, xmax = 0;
+  for (const auto* set : {&series, &measured})
+    for (const auto& s : *set)
+      for (const auto& [x, y] : s.time) {
+        xmin = std::min(xmin, x);
+        xmax = std::max(xmax, x);
+      }
+  return {xmin, xmax};
+}
+
+// One panel's plot command: each series' curve (member), its ideal line (scaling time panel), a measured
+// run's points over them, and `extra` (the efficiency panel's 100% line).
+struct PanelDraw {
+  const std::vector<Series>& series;
+  const std::vector<Series>& measured;
+  Script& sc;
+  std::string plot(const std::string& prefix, std::vector<std::pair<double, double>> Series::*member,
+                   bool ideal, const std::string& extra) {
+    std::string line = "plot ";
+    int k = 0;
+    const std::string tag = measured.empty() ? "" : "predicted: ";
+    for (size_t i = 0; i < series.size(); ++i) {
+      const auto& xy = series[i].*member;
+      if (xy.empty()) continue;
+      const std::string file = fmt::format("{}{}.dat", prefix, i);
+      sc.data[file] = data_text(xy);
+      line += fmt::format("{}{} using 1:2 with linespoints linetype {} linewidth 2 title {}", k++ ? ", " : "",
+                          gp_string(file), i + 1, gp_string(tag + series[i].label));
+      if (!ideal || series[i].ideal.size() < 2) continue;
+      const std::string ideal_file = fmt::format("ideal{}.dat", i);
+      sc.data[ideal_file] = data_text(series[i].ideal);
+      line += fmt::format(
+          ", {} using 1:2 with lines linetype {} linewidth 1 dashtype 2 title {}", gp_string(ideal_file),
+          i + 1, gp_string(series.size() == 1 ? "ideal (linear) scaling" : "ideal: " + series[i].label));
+    }
+    for (size_t i = 0; i < measured.size(); ++i) {
+      const auto& xy = measured[i].*member;
+      if (xy.empty()) continue;
+      const std::string file = fmt::format("measured_{}{}.dat", prefix, i);
+      sc.data[file] = data_text(xy);
+      line += fmt::format("{}{} using 1:2 with points linetype {} pointtype 7 pointsize 1.4 title {}",
+                          k++ ? ", " : "", gp_string(file), series.size() + i + 1,
+                          gp_string("measured: " + measured[i].label));
+    }
+    if (k && !extra.empty()) line += ", " + extra;
+    return k ? line + "\n" : std::string();
+  }
+};
+
+}  // namespace
+
+Script make_script(const Report& r, Kind kind, const std::string& svg_name, const Report* measured) {
   kind = resolve_kind(r, kind);
   const std::vector<Series> series = make_series(r, kind);
+  const std::vector<Series> measured_series = measured ? make_series(*measured, kind) : std::vector<Series>{};
   Script sc;
-  double xmin = 1e300, xmax = 0;
-  for (const auto& s : series)
-    for (const auto& [x, y] : s.time) {
-      xmin = std::min(xmin, x);
-      xmax = std::max(xmax, x);
-    }
+  const auto [xmin, xmax] = x_extent(series, measured_series);
   const bool log_x = kind == Kind::Batch || xmax / xmin > 8;
   const std::string title = r.scenario.empty() ? "vitsim" : r.scenario;
+  const std::string what = measured ? "predicted and measured" : "predicted";
   std::string t;
   t += "# Written by vitsim plot; run with: gnuplot plot.gp\n";
   t += terminal_line(output_format(svg_name), 1000, 440);
@@ -217,24 +301,13 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
   if (log_x) t += "set logscale x 2\n";
   t += fmt::format("set xrange [{:.9g}:{:.9g}]\n", log_x ? xmin / 1.25 : std::max(0.0, xmin - 0.5),
                    log_x ? xmax * 1.25 : xmax + 0.5);
-  auto plot_line = [&](const std::string& prefix, auto member) {
-    std::string line = "plot ";
-    int k = 0;
-    for (size_t i = 0; i < series.size(); ++i) {
-      const auto& xy = series[i].*member;
-      if (xy.empty()) continue;
-      std::string file = fmt::format("{}{}.dat", prefix, i);
-      sc.data[file] = data_text(xy);
-      line += fmt::format("{}{} using 1:2 with linespoints linewidth 2 title {}", k++ ? ", " : "",
-                          gp_string(file), gp_string(series[i].label));
-    }
-    return k ? line + "\n" : std::string();
-  };
+  PanelDraw draw{series, measured_series, sc};
   if (kind == Kind::Scaling) {
-    t += "set multiplot layout 1,2 title " + gp_string(title + ": predicted scaling") + "\n";
+    t += "set multiplot layout 1,2 title " + gp_string(title + ": " + what + " scaling") + "\n";
     t += "set xlabel \"GPUs\"\nset ylabel \"epoch time (min)\"\nset yrange [0:*]\n";
-    t += plot_line("time", &Series::time);
-    std::string eff = plot_line("efficiency", &Series::efficiency);
+    t += draw.plot("time", &Series::time, true, "");
+    std::string eff = draw.plot("efficiency", &Series::efficiency, false,
+                                "100 with lines linecolor rgb \"gray\" dashtype 2 title \"ideal (100%)\"");
     t += "set ylabel \"scaling efficiency (%)\"\nset yrange [0:110]\n";
     // Without a 1-GPU point there is no efficiency: say so in the second panel instead of leaving it blank.
     t += eff.empty() ? "set label 1 \"no 1-GPU point: no efficiency\" at graph 0.5,0.5 center\n"
@@ -242,9 +315,9 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name) {
                      : eff;
     t += "unset multiplot\n";
   } else {
-    t += "set title " + gp_string(title + ": predicted per-sample time against micro-batch") + "\n";
+    t += "set title " + gp_string(title + ": " + what + " per-sample time against micro-batch") + "\n";
     t += "set xlabel \"micro-batch per GPU\"\nset ylabel \"time per sample (ms)\"\nset yrange [0:*]\n";
-    t += plot_line("batch", &Series::time);
+    t += draw.plot("batch", &Series::time, false, "");
   }
   sc.text = t;
   return sc;
@@ -274,7 +347,7 @@ std::string terminal_line(const std::string& format, int width, int height) {
 }
 
 void plot_report(const Report& r, const std::string& svg_path, const Options& opt) {
-  run_script(make_script(r, opt.kind, "plot." + output_format(svg_path)), svg_path, opt);
+  run_script(make_script(r, opt.kind, "plot." + output_format(svg_path), opt.measured), svg_path, opt);
 }
 
 void run_script(const Script& sc, const std::string& svg_path, const Options& opt) {

@@ -95,13 +95,20 @@ void add_provenance(Report& report, const ScenarioFile& file, const std::vector<
 
 // Point i's share of the trace file, from what its child handed back.
 TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>& points,
-                       const TraceSelection& sel, const RankPlacement& place,
+                       const TraceSelection& sel, const RankPlacement& place, const ReportPoint& reported,
                        std::vector<std::string>& notes) {
+  const Scenario& s = points[i];
   TracePoint tp;
-  if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, json(points[i].params).dump());
+  if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, json(s.params).dump());
   tp.ranks = sel.ranks[i];
   tp.hosts = place.hosts;
   tp.events = trace_from_json(result["trace"]);
+  // The memory counter: the point's resident memory (its largest GPU's, as reported) and the activations
+  // each layer keeps, from the same memory model (core/model/memory.hpp).
+  tp.memory.resident_bytes = reported.memory.total() - reported.memory.activations;
+  tp.memory.saved_bytes = saved_bytes_per_layer(build_workload(s.model), memory_inputs(s, 0));
+  // A ring's all-reduces go from each rank to the next over the data-parallel group, ranks in order.
+  if (s.parallel.collective == "ring") tp.ring_size = s.ranks();
   if (result.value("trace_truncated", false))
     notes.push_back(
         fmt::format("point {}: some ranks reached {} events; their later events are not in the trace", i + 1,
@@ -117,7 +124,11 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   edited.apply(points);
   PlatformCache platforms;
   std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child
-  for (const auto& s : points) setups.push_back(check_point(s, platforms.of(s)));
+  std::vector<double> prices;      // per GPU-hour, read before any work: a bad price fails at once
+  for (const auto& s : points) {
+    setups.push_back(check_point(s, platforms.of(s)));
+    prices.push_back(parse_price_per_gpu_hour(platforms.of(s).props, platforms.of(s).path));
+  }
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
   const bool trace = !opt.trace_path.empty();
@@ -152,7 +163,12 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     report.points.push_back(
         report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1))
             .points.at(0));
-    if (trace) trace_points.push_back(trace_point(results[i], i, points, sel, setups[i].place, trace_notes));
+    ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
+    p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
+    p.price_per_gpu_hour = prices[i];
+    if (trace)
+      trace_points.push_back(
+          trace_point(results[i], i, points, sel, setups[i].place, report.points.back(), trace_notes));
   }
   fill_scaling_efficiency(report);
   if (opt.price_per_kwh >= 0)

@@ -3,6 +3,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/model/dataset.hpp"
 
 using namespace vitsim;
 
@@ -146,4 +147,25 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
                                    "missing unit; valid units: B, kB"));
   CHECK_THROWS_WITH(read_scenario_file(d.file("m.xml", "<scenario><cluster platform='x'/>")),
                     Catch::StartsWith(d / "m.xml" + ":1: malformed XML:"));
+}
+
+// Issue 28 item 3: ImageNet-1k by name, and "imagenet" (as a newcomer types it) leads to it.
+TEST_CASE("scenario: imagenet1k's published sizes, and 'imagenet' suggests it", "[scenario][dataset]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  apply_override(f, "dataset.name=imagenet1k");
+  apply_override(f, "dataset.resize=224");
+  const Scenario s = expand(f).at(0);
+  // ILSVRC-2012's classification set (docs/sources.md "Datasets": Russakovsky et al., IJCV 2015).
+  CHECK(s.dataset.train_samples == 1281167);
+  CHECK(s.dataset.test_samples == 50000);
+  CHECK(dataset("imagenet1k").facts->classes == 1000);
+  CHECK(s.dataset.channels == 3);
+  apply_override(f, "dataset.name=imagenet");
+  std::string valid;
+  for (const auto& n : dataset_names()) valid += (valid.empty() ? "" : ", ") + n;
+  CHECK_THROWS_WITH(expand(f), "--set dataset.name: dataset.name: unknown value 'imagenet'; valid: " + valid +
+                                   " (did you mean 'imagenet1k'?)");
+  CHECK_THROWS_WITH(dataset("imagenet"),
+                    "unknown dataset 'imagenet'; valid: " + valid + " (did you mean 'imagenet1k'?)");
 }

@@ -89,3 +89,38 @@ TEST_CASE("memory: hand-computed case for vit_fmnist_tiny", "[memory]") {
   CHECK(m.optimizer == Approx(12 * P / 4));
   CHECK(m.activations == Approx(8 * 117588.0));
 }
+
+// Issue 28 item 5: fused attention (scaled_dot_product_attention's flash and memory-efficient kernels) keeps
+// no a x T x T tensor for backward, only one fp32 softmax statistic (logsumexp) per head and query row
+// (FlashAttention, Dao et al. 2022, section 3.1; docs/sources.md "ViT sizes").
+TEST_CASE("memory: fused attention keeps no scores, one fp32 statistic per head and row", "[memory]") {
+  // vit_fmnist_tiny as above (T 17, d 64, a 4 heads, 4 blocks). Fused attention per sample, 2-byte
+  // elements: 2Td + 2Td + 4Td + 2Td + 2Td = 12Td = 13056 (no 2aT^2), plus 4aT = 272 bytes of fp32
+  // logsumexp whatever the precision. At fp32: 2 x (4 x (13056 + 13056) + 1568 + 2324) + 4 x 272 = 217768.
+  ViTConfig c = vit_preset("vit_fmnist_tiny");
+  c.attention = AttentionPath::Fused;
+  MemoryInputs in;
+  in.micro_batch = 8;
+  in.precision = Precision::FP32;
+  CHECK(memory_per_gpu(build_workload(c), in).activations == Approx(8 * 217768.0));
+  // At 16 bits: 4 x (13056 + 13056) + 1568 + 2324 + 4 x 272 = 109428.
+  in.precision = Precision::BF16;
+  CHECK(memory_per_gpu(build_workload(c), in).activations == Approx(8 * 109428.0));
+
+  // ViT-B/16 at 224 px (T 197, a 12, 12 blocks), bf16, micro-batch 32: math keeps 2aT^2 bytes of softmax
+  // output per block and sample that fused does not, fused keeps 4aT bytes of logsumexp.
+  ViTConfig b = vit_preset("vit_b_16");
+  in.micro_batch = 32;
+  const double math = memory_per_gpu(build_workload(b), in).activations;
+  b.attention = AttentionPath::Fused;
+  const double fused = memory_per_gpu(build_workload(b), in).activations;
+  const double T = 197, a = 12;
+  CHECK(math - fused == Approx(32 * 12 * (2 * a * T * T - 4 * a * T)));  // 354 MB
+  // With dropout the math path also keeps the softmax's dropout mask (aT^2, 1 byte) and output (2aT^2);
+  // fused regenerates the mask from the RNG state and keeps neither.
+  b.dropout = 0.1;
+  const double fused_dropout = memory_per_gpu(build_workload(b), in).activations;
+  b.attention = AttentionPath::Math;
+  const double math_dropout = memory_per_gpu(build_workload(b), in).activations;
+  CHECK(math_dropout - fused_dropout == Approx(32 * 12 * (5 * a * T * T - 4 * a * T)));
+}

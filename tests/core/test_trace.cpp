@@ -2,6 +2,7 @@
 // `vitsim predict --trace` here; tests/real/test_real_trace.cpp compares it with `vitsim train --trace`.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -99,9 +100,14 @@ TEST_CASE("trace writer: several points get a process per point and rank, labell
   CHECK(t.process == std::map<int, std::string>{{0, "rank 0 (h\"ost)"}, {1, "rank 0 (h\"ost)"}});
   CHECK(t.labels.at(0) == a.label);
   CHECK(t.labels.at(1) == b.label);
-  REQUIRE(t.events.size() == 2);
+  // Per point: its step's slice (ProfilerStep#0, the optimizer ends the step), then the optimizer.
+  REQUIRE(t.events.size() == 4);
+  CHECK(t.events[0]["name"] == "ProfilerStep#0");
+  CHECK(t.events[1]["name"] == "optimizer");
   CHECK(t.events[0]["pid"] == 0);
-  CHECK(t.events[1]["pid"] == 1);
+  CHECK(t.events[1]["pid"] == 0);
+  CHECK(t.events[2]["pid"] == 1);
+  CHECK(t.events[3]["pid"] == 1);
   CHECK(t.other["source"] == "measured");
 }
 
@@ -187,9 +193,10 @@ TEST_CASE("predict --trace: the documented names, per layer and per bucket", "[t
     CHECK(n.rfind("allreduce bucket ", 0) == 0);
     CHECK(e["tid"] == 1);
     const double bytes = e["args"]["bytes"], algbw = e["args"]["algbw_GBps"], busbw = e["args"]["busbw_GBps"];
-    // dur is written to the nanosecond (0.0005 us of rounding); the bandwidths from the unrounded time.
+    // ts and the end are written to the nanosecond, dur as their difference (at most 0.001 us from the
+    // time); the bandwidths from the unrounded time.
     const double dur_us = e["dur"];
-    CHECK(algbw == Approx(bytes / (dur_us * 1e-6) / 1e9).epsilon(0.0005 / dur_us + 1e-9));
+    CHECK(algbw == Approx(bytes / (dur_us * 1e-6) / 1e9).epsilon(0.001 / dur_us + 1e-9));
     CHECK(busbw == Approx(algbw * 2 * 7 / 8));
   }
   CHECK(allreduces > 0);
@@ -243,4 +250,172 @@ TEST_CASE("predict --trace-ranks: a bad list is a bad command line (exit 2) in o
   auto beyond = vt::vitsim("predict " + s + " --quiet --trace " + d / "t.json" + " --trace-ranks 0,8");
   CHECK(beyond.status == 1);
   CHECK(beyond.out == "vitsim: error: --trace-ranks '0,8': rank 8 is beyond the scenario's 8 ranks (0-7)\n");
+}
+
+// Issue 28 item 8: slices that touch in time touch in the file, PyTorch's step slices, for both writers.
+namespace {
+
+long long ns_of(const json& v) {  // a written microsecond figure in whole nanoseconds
+  return std::llround(v.get<double>() * 1000);
+}
+
+}  // namespace
+
+TEST_CASE("trace writer: dur is the rounded end less the rounded start, no 1 ns overlaps", "[trace]") {
+  TracePoint p;
+  p.ranks = {0};
+  p.hosts = {"h"};
+  // A from 0.6 ns for 1.6 ns (ends at 2.2 ns), B from 2.2 ns: rounding ts and dur apart wrote A as
+  // ts 1 ns, dur 2 ns (ending at 3 ns), over B's start at 2 ns.
+  p.events = {{0, TraceTrack::Compute, trace_fwd("a"), 0.6e-9, 1.6e-9, {}},
+              {0, TraceTrack::Compute, trace_fwd("b"), 2.2e-9, 1e-9, {}}};
+  const ReadTrace t = read_trace(write_trace({p}, "predicted"));
+  REQUIRE(t.events.size() == 2);
+  CHECK(ns_of(t.events[0]["ts"]) == 1);
+  CHECK(ns_of(t.events[0]["dur"]) == 1);  // round(2.2) - round(0.6) = 2 - 1
+  CHECK(ns_of(t.events[0]["ts"]) + ns_of(t.events[0]["dur"]) == ns_of(t.events[1]["ts"]));
+}
+
+TEST_CASE("trace writer: a ProfilerStep#N slice per step, the parent of the step's work", "[trace]") {
+  TracePoint p;
+  p.ranks = {0};
+  p.hosts = {"h"};
+  // Two steps of 5 ms: loader wait, forward, backward, optimizer.
+  for (int s = 0; s < 2; ++s) {
+    const double t0 = 5e-3 * s;
+    for (TraceEvent e : {TraceEvent{0, TraceTrack::Data, kTraceDataWait, t0, 1e-3, {}},
+                         TraceEvent{0, TraceTrack::Compute, trace_fwd("head"), t0 + 1e-3, 1e-3, {}},
+                         TraceEvent{0, TraceTrack::Compute, trace_bwd("head"), t0 + 2e-3, 2e-3, {}},
+                         TraceEvent{0, TraceTrack::Compute, kTraceOptimizer, t0 + 4e-3, 1e-3, {}}})
+      p.events.push_back(e);
+  }
+  const ReadTrace t = read_trace(write_trace({p}, "measured"));
+  REQUIRE(t.events.size() == 10);
+  // The steps come first (a parent before its children), on the compute track, 0-5 ms and 5-10 ms.
+  for (int s = 0; s < 2; ++s) {
+    const json& e = t.events[s];
+    CHECK(e["name"] == fmt::format("ProfilerStep#{}", s));
+    CHECK(e["cat"] == "user_annotation");
+    CHECK(e["tid"] == 0);
+    CHECK(ns_of(e["ts"]) == 5000000LL * s);
+    CHECK(ns_of(e["dur"]) == 5000000LL);
+  }
+}
+
+TEST_CASE("predict --trace: slices on one track nest or follow, one step slice per optimizer step",
+          "[trace][cli]") {
+  vt::TempDir d;
+  auto r =
+      vt::vitsim("predict " + scenario(d, 2) + " --quiet --trace " + d / "t.json" + " --out " + d / "r.txt");
+  REQUIRE(r.status == 0);
+  const ReadTrace t = read_trace(vitsim::read_file(d / "t.json"));
+  std::map<std::pair<int, int>, std::vector<std::pair<long long, long long>>>
+      spans;  // (pid, tid) -> [start, end)
+  std::map<int, int> steps, optimizers;
+  for (const auto& e : t.events) {
+    const long long start = ns_of(e["ts"]);
+    spans[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({start, start + ns_of(e["dur"])});
+    if (e["name"].get<std::string>().rfind("ProfilerStep#", 0) == 0) ++steps[e["pid"]];
+    if (e["name"] == "optimizer") ++optimizers[e["pid"]];
+  }
+  REQUIRE(optimizers.size() == 16);  // 2 nodes x 8 GPUs, every rank traced
+  CHECK(steps == optimizers);
+  // On one track, two slices either nest or one ends before (or where) the other starts.
+  int overlaps = 0;
+  for (auto& [track, v] : spans) {
+    std::sort(v.begin(), v.end(),
+              [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::vector<long long> open;  // ends of the enclosing slices
+    for (const auto& [start, end] : v) {
+      while (!open.empty() && open.back() <= start) open.pop_back();
+      if (!open.empty() && end > open.back()) ++overlaps;
+      open.push_back(end);
+    }
+  }
+  CHECK(overlaps == 0);
+}
+
+TEST_CASE("trace writer: the memory counter rises at each forward's end and falls at each backward's",
+          "[trace]") {
+  TracePoint p;
+  p.ranks = {0};
+  p.hosts = {"h"};
+  p.memory.resident_bytes = 100;
+  p.memory.saved_bytes = {{"a", 10}, {"b", 20}};
+  p.events = {{0, TraceTrack::Compute, trace_fwd("a"), 0, 1e-3, {}},
+              {0, TraceTrack::Compute, trace_fwd("b"), 1e-3, 1e-3, {}},
+              {0, TraceTrack::Compute, trace_bwd("b"), 2e-3, 1e-3, {}},
+              {0, TraceTrack::Compute, trace_bwd("a"), 3e-3, 1e-3, {}},
+              {0, TraceTrack::Compute, kTraceOptimizer, 4e-3, 1e-3, {}}};
+  const json j = json::parse(write_trace({p}, "predicted"));
+  std::vector<std::pair<long long, double>> counter;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "C") {
+      CHECK(e["name"] == "memory");
+      counter.push_back({ns_of(e["ts"]), e["args"]["bytes"].get<double>()});
+    }
+  // Resident at the first event; + a at 1 ms, + b at 2 ms (the peak: resident + every layer's), - b, - a.
+  CHECK(counter == std::vector<std::pair<long long, double>>{
+                       {0, 100}, {1000000, 110}, {2000000, 130}, {3000000, 110}, {4000000, 100}});
+  p.memory = {};  // no memory model: no counter
+  CHECK(write_trace({p}, "measured").find("\"ph\": \"C\"") == std::string::npos);
+}
+
+TEST_CASE("trace writer: a ring's all-reduces get a flow arrow from each rank to the next", "[trace]") {
+  TracePoint p;
+  p.ranks = {0, 1, 2};
+  p.hosts = {"h0", "h1", "h2"};
+  p.ring_size = 3;
+  for (int r = 0; r < 3; ++r)
+    for (int step = 0; step < 2; ++step)
+      p.events.push_back({r, TraceTrack::Comm, trace_allreduce(0), 0.01 * step + 1e-4 * r, 1e-3, {}});
+  const json j = json::parse(write_trace({p}, "predicted"));
+  std::map<std::string, std::pair<json, json>> flows;  // id -> (start, finish)
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "s") flows[e["id"]].first = e;
+    if (e["ph"] == "f") flows[e["id"]].second = e;
+  }
+  REQUIRE(flows.size() == 6);  // 3 ranks x 2 all-reduces, each to its ring successor
+  std::set<std::pair<int, int>> edges;
+  for (const auto& [id, f] : flows) {
+    REQUIRE(f.first.is_object());
+    REQUIRE(f.second.is_object());
+    CHECK(f.first["tid"] == 1);  // on comm
+    CHECK(f.second["bp"] == "e");
+    CHECK(f.first["name"] == "ring");
+    // The n-th all-reduce of a rank to the n-th of the next: the same step (10 ms apart).
+    CHECK(std::abs(ns_of(f.first["ts"]) - ns_of(f.second["ts"])) < 1000000);
+    edges.insert({f.first["pid"].get<int>(), f.second["pid"].get<int>()});
+  }
+  CHECK(edges == std::set<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 0}});
+  p.ring_size = 0;  // another collective: no arrows
+  CHECK(write_trace({p}, "predicted").find("\"ph\": \"s\"") == std::string::npos);
+}
+
+TEST_CASE("predict --trace: the memory counter peaks at the reported memory, ring arrows per all-reduce",
+          "[trace][cli]") {
+  vt::TempDir d;
+  auto r = vt::vitsim("predict " + scenario(d, 1) +
+                      " --quiet --set parallelism.collective=ring --format json --trace " + d / "t.json" +
+                      " --out " + d / "r.json");
+  REQUIRE(r.status == 0);
+  const double reported = json::parse(vitsim::read_file(d / "r.json"))["points"][0]["memory_per_gpu_bytes"];
+  const json j = json::parse(vitsim::read_file(d / "t.json"));
+  std::map<int, double> peak;
+  std::map<int, int> allreduces;
+  int flows = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "C") peak[e["pid"]] = std::max(peak[e["pid"]], e["args"]["bytes"].get<double>());
+    if (e["ph"] == "X" && e["name"].get<std::string>().rfind("allreduce bucket ", 0) == 0)
+      ++allreduces[e["pid"]];
+    if (e["ph"] == "s") ++flows;
+  }
+  REQUIRE(peak.size() == 8);
+  // Every GPU is alike: the peak is resident + every layer's saved activations = the memory per GPU.
+  for (const auto& [pid, bytes] : peak) CHECK(bytes == Approx(reported).margin(1));
+  // Every rank's every all-reduce sends to the next rank's (8 ranks, all traced).
+  int total = 0;
+  for (const auto& [pid, n] : allreduces) total += n;
+  CHECK(total > 0);
+  CHECK(flows == total);
 }

@@ -122,7 +122,8 @@ TEST_CASE("plot: a scaling report draws epoch time and efficiency against GPUs",
   pugi::xml_document doc;
   REQUIRE(doc.load_file((tmp / "scaling.svg").c_str()));
   auto curves = curves_of(doc);
-  REQUIRE(curves.size() == 2);  // one series, two panels (a: time, b: efficiency)
+  // One series, two panels (a: time, b: efficiency), each with its ideal: linear scaling, 100%.
+  REQUIRE(curves.size() == 4);
   const Curve& time = by_label(curves, "vector-strong-b64", "a");
   const Curve& eff = by_label(curves, "vector-strong-b64", "b");
   REQUIRE(time.points.size() == 8);
@@ -131,6 +132,12 @@ TEST_CASE("plot: a scaling report draws epoch time and efficiency against GPUs",
   for (size_t i = 1; i < 8; ++i) CHECK(time.points[i].second > time.points[i - 1].second);
   // Efficiency starts at 100% (the 1-GPU reference) and never rises above it.
   for (size_t i = 1; i < 8; ++i) CHECK(eff.points[i].second >= eff.points[0].second);
+  // The ideal (linear) scaling starts at the 1-GPU point and lies below the prediction (less time: larger
+  // SVG y) wherever efficiency is below 100% (issue 28 item 9).
+  const Curve& ideal = by_label(curves, "ideal (linear) scaling", "a");
+  REQUIRE(ideal.points.size() == 8);
+  CHECK(ideal.points[0].second == Approx(time.points[0].second).margin(0.5));
+  for (size_t i = 1; i < 8; ++i) CHECK(ideal.points[i].second > time.points[i].second);
 }
 
 TEST_CASE("plot: the script names each series and its data", "[study][plot]") {
@@ -146,7 +153,7 @@ TEST_CASE("plot: the script names each series and its data", "[study][plot]") {
   vitsim::plot::Script sc = vitsim::plot::make_script(both, vitsim::plot::Kind::Auto, "out.svg");
   CHECK(sc.text.find("set output \"out.svg\"") != std::string::npos);
   CHECK(sc.text.find("title \"micro-batch 16\"") != std::string::npos);
-  CHECK(sc.data.size() == 4);  // time and efficiency for each series
+  CHECK(sc.data.size() == 6);  // time, efficiency and ideal scaling for each series
 
   // Reports merged for one plot keep their own curves even where their parameters agree (intra- vs
   // inter-node: both sweep the GPU count only).

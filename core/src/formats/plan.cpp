@@ -45,16 +45,9 @@ double pct(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0;
 }
 
-// The swept keys: those whose value differs between points of the plan.
+// The swept keys: those whose value differs between points of the plan (report.hpp's param_columns).
 std::vector<std::string> varying_keys(const PlanResult& plan) {
-  std::map<std::string, std::set<std::string>> values;
-  for (const auto& p : plan.points)
-    for (const auto& [k, v] : p.params) values[k].insert(v);
-  std::vector<std::string> out;
-  for (const auto& [k, vs] : values)
-    if (vs.size() > 1 && k != "nodes" && k != "gpus" && k != "micro_batch" && k != "grad_accum")
-      out.push_back(k);
-  return out;
+  return param_columns(plan.points, {"nodes", "gpus", "micro_batch", "grad_accum"}, true);
 }
 
 }  // namespace
@@ -433,15 +426,15 @@ std::string plan_to_table(const PlanResult& plan, int top) {
       if (n > 4) out += fmt::format("  changed: {} ... and {} more\n", edit, n - 4);
   }
   // Swept keys that the fixed columns do not show get a column of their own.
-  std::vector<std::string> extra;
-  for (const auto& k : varying_keys(plan))
-    if (k != "cluster.nodes" && k != "cluster.gpus_per_node" && k != "training.micro_batch" &&
-        k != "training.grad_accum" && k != "parallelism.zero" && k != "parallelism.sequence_parallel" &&
-        k != "training.precision" && k != "parallelism.collective" && k != "parallelism.overlap")
-      extra.push_back(k);
+  const std::vector<std::string> extra = param_columns(
+      plan.points,
+      {"nodes", "gpus", "micro_batch", "grad_accum", "cluster.nodes", "cluster.gpus_per_node",
+       "training.micro_batch", "training.grad_accum", "parallelism.zero", "parallelism.sequence_parallel",
+       "training.precision", "parallelism.collective", "parallelism.overlap"},
+      true);
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"#", "nodes", "gpn", "micro", "accum", "zero", "sp", "prec", "coll", "ovl"});
-  for (const auto& k : extra) rows[0].push_back(k.substr(k.find('.') + 1));
+  for (const auto& k : extra) rows[0].push_back(param_column_head(k));
   for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
   rows[0].push_back(fmt::format("{} ep", plan.epochs));  // a column head: "1 ep", "3 ep"
   for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
@@ -484,12 +477,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
     row.push_back(p.pareto ? "*" : "");
     rows.push_back(std::move(row));
   }
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i)
-      out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
+  out += align_columns(rows);
   if (shown < feasible)
     out += fmt::format("({} not shown; --top 0 shows all)\n",
                        count_noun(feasible - shown, "more feasible point"));

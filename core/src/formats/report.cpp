@@ -116,6 +116,88 @@ std::string straggler(const ReportPoint& p) {
                      worst->host.empty() ? "" : " on " + worst->host);
 }
 
+std::string param_column_head(const std::string& key) {
+  return key.substr(key.find('.') + 1);
+}
+
+std::string align_columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (const auto& row : rows) {
+    w.resize(std::max(w.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i)
+      out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
+  return out;
+}
+
+double parse_price_per_gpu_hour(const std::map<std::string, std::string>& props, const std::string& path) {
+  auto it = props.find("price_per_gpu_hour");
+  if (it == props.end()) return 0;
+  double v = -1;
+  try {
+    v = units::parse_number(it->second, units::non_negative());
+  } catch (const Error&) {
+  }
+  if (!(v >= 0))
+    throw Error(fmt::format(
+        "{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)", path,
+        it->second));
+  return v;
+}
+
+namespace {
+
+// The columns of the scenario's swept or overridden keys that the fixed columns do not show.
+const std::vector<std::string> kShownByFixedColumns = {"nodes",
+                                                       "gpus",
+                                                       "micro_batch",
+                                                       "grad_accum",
+                                                       "cluster.nodes",
+                                                       "cluster.gpus_per_node",
+                                                       "training.micro_batch",
+                                                       "training.grad_accum"};
+
+// The closing summary: each point's whole run (its epochs), in time, GPU-hours, cost and energy.
+std::string totals_table(const Report& r) {
+  bool any = false, cost = false, energy = false, energy_cost = false;
+  for (const auto& p : r.points) {
+    if (p.total_epochs <= 0) continue;
+    any = true;
+    cost = cost || p.price_per_gpu_hour > 0;
+    energy = energy || p.energy.known();
+    energy_cost = energy_cost || (p.energy.known() && p.energy.price_per_kwh > 0);
+  }
+  if (!any) return {};
+  std::vector<std::vector<std::string>> rows{{"point", "epochs", "time", "GPU-hours"}};
+  if (cost) rows[0].push_back("cost $");  // as plan's cost column (PlanResult::cost_unit)
+  if (energy) rows[0].push_back("kWh");
+  if (energy_cost) rows[0].push_back("energy cost");
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const ReportPoint& p = r.points[i];
+    if (p.total_epochs <= 0) continue;
+    rows.push_back({std::to_string(i + 1), std::to_string(p.total_epochs),
+                    units::format_time(p.total_time_s()), fmt::format("{:.4g}", p.total_gpu_hours())});
+    if (cost) rows.back().push_back(p.price_per_gpu_hour > 0 ? fmt::format("{:.2f}", p.total_cost()) : "-");
+    if (energy) rows.back().push_back(p.energy.known() ? fmt::format("{:.4g}", p.total_kwh()) : "-");
+    if (energy_cost)
+      rows.back().push_back(p.energy.known() && p.energy.price_per_kwh > 0
+                                ? fmt::format("{:.2f}", p.total_kwh() * p.energy.price_per_kwh)
+                                : "-");
+  }
+  std::string out =
+      "Whole run, per point (the scenario's training.epochs, or predict --epochs N; time = epoch x epochs, "
+      "GPU-hours = time x GPUs):\n" +
+      align_columns(rows);
+  if (!cost)
+    out += "cost: the platform states no price_per_gpu_hour (zone property); GPU-hours stand for the cost\n";
+  return out;
+}
+
+}  // namespace
+
 std::string report_to_table(const Report& r) {
   std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
   // On heterogeneous platforms the rank that bounds the step gets a column (core straggler()).
@@ -125,43 +207,46 @@ std::string report_to_table(const Report& r) {
     energy = energy || p.energy.known();
     energy_cost = energy_cost || (p.energy.known() && p.energy.price_per_kwh > 0);
   }
-  std::vector<std::vector<std::string>> rows;
-  rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
-                  "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
+  // Every swept or overridden key the fixed columns do not show comes first: it tells the rows apart.
+  const std::vector<std::string> keys = param_columns(r.points, kShownByFixedColumns, false);
+  std::vector<std::vector<std::string>> rows(1);
+  for (const auto& k : keys) rows[0].push_back(param_column_head(k));
+  for (const char* h : {"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
+                        "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"})
+    rows[0].push_back(h);
   for (const auto& p : r.points) {
     const Breakdown& b = p.breakdown_s;
-    rows.push_back({std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
-                    std::to_string(p.grad_accum), units::format_time(p.step_time_s.mean),
-                    units::format_time(b.compute_fwd + b.compute_bwd), units::format_time(b.data + b.h2d),
-                    units::format_time(b.comm_total), units::format_time(b.comm_exposed),
-                    units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
-                    p.scaling_efficiency < 0 ? "-" : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
-                    p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : "-",
-                    p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : "-",
-                    units::format_bytes(p.memory_per_gpu_bytes), p.fits_in_memory ? "yes" : "NO", p.bound});
-    if (energy) rows.back().push_back(p.energy.known() ? fmt::format("{:.3g}", p.energy.epoch_kwh) : "-");
+    std::vector<std::string> row;
+    for (const auto& k : keys) row.push_back(p.params.count(k) ? p.params.at(k) : "-");
+    for (std::string v :
+         {std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
+          std::to_string(p.grad_accum), units::format_time(p.step_time_s.mean),
+          units::format_time(b.compute_fwd + b.compute_bwd), units::format_time(b.data + b.h2d),
+          units::format_time(b.comm_total), units::format_time(b.comm_exposed),
+          units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
+          p.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
+          p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : std::string("-"),
+          p.mfu() > 0 ? fmt::format("{:.1f}%", 100 * p.mfu()) : std::string("-"),
+          units::format_bytes(p.memory_per_gpu_bytes), std::string(p.fits_in_memory ? "yes" : "NO"), p.bound})
+      row.push_back(std::move(v));
+    if (energy) row.push_back(p.energy.known() ? fmt::format("{:.3g}", p.energy.epoch_kwh) : "-");
     if (energy_cost)
-      rows.back().push_back(p.energy.known() && p.energy.price_per_kwh > 0
-                                ? fmt::format("{:.2f}", p.energy.epoch_cost())
-                                : "-");
-    if (stragglers) rows.back().push_back(straggler(p));
+      row.push_back(p.energy.known() && p.energy.price_per_kwh > 0
+                        ? fmt::format("{:.2f}", p.energy.epoch_cost())
+                        : "-");
+    if (stragglers) row.push_back(straggler(p));
+    rows.push_back(std::move(row));
   }
   if (energy) rows[0].push_back("kWh/epoch");
   if (energy_cost) rows[0].push_back("energy cost");
   if (stragglers) rows[0].push_back("straggler");
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i)
-      out += fmt::format("{:>{}}{}", row[i], w[i], i + 1 < row.size() ? "  " : "\n");
-  }
+  out += align_columns(rows);
   std::vector<std::string> notes;
   for (const auto& p : r.points)
     for (const auto& n : p.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   for (const auto& n : notes) out += "note: " + n + "\n";
-  return out;
+  return out + totals_table(r);
 }
 
 }  // namespace vitsim

@@ -86,6 +86,38 @@ const auto kEnergyFields = [](auto& io, auto& e) {
   }
 };
 
+// Written since issue 28 by predict: the whole run (the scenario's epochs), each figure derived from the
+// point's as ReportPoint's total_* say; check_point compares them with the point once it is read whole (so a
+// point whose epoch time was edited is refused for its epoch, not for its totals).
+const auto kTotalsFields = [](auto& io, auto& p) {
+  io.integer("epochs", p.total_epochs, 1, 1LL << 31);
+  double time_s = p.total_time_s(), gpu_hours = p.total_gpu_hours(), cost = p.total_cost(),
+         kwh = p.total_kwh();
+  io.number("time_s", time_s, non_negative("a time"));
+  io.number("gpu_hours", gpu_hours, non_negative("GPU-hours"));
+  if (io.present(p.price_per_gpu_hour > 0, {"price_per_gpu_hour", "cost"})) {
+    io.number("price_per_gpu_hour", p.price_per_gpu_hour, non_negative("a price per GPU-hour"));
+    io.number("cost", cost, non_negative("a cost"));
+  }
+  if (io.present(p.energy.known(), {"energy_kwh"})) io.number("energy_kwh", kwh, non_negative("an energy"));
+};
+
+// A point's totals (when it has them) against its own figures.
+void check_totals(const JsonField& point, const ReportPoint& p) {
+  if (!point.has("totals")) return;
+  const JsonField f = point.at("totals");
+  auto agree = [&](const char* key, double derived, const char* how) {
+    if (!f.has(key)) return;
+    const double stored = f.at(key).number();
+    if (std::fabs(stored - derived) > 1e-6 * std::max(stored, derived) + 1e-12)
+      f.at(key).fail(fmt::format("{:.6g} disagrees with {} = {:.6g}", stored, how, derived));
+  };
+  agree("time_s", p.total_time_s(), "epoch_time_s x epochs");
+  agree("gpu_hours", p.total_gpu_hours(), "time_s x gpus / 3600");
+  agree("cost", p.total_cost(), "gpu_hours x price_per_gpu_hour");
+  agree("energy_kwh", p.total_kwh(), "energy.epoch_kwh x epochs");
+}
+
 const char* const kBounds[] = {"compute", "exposed_comm", "data", "h2d", "optimizer"};
 constexpr long long kMaxCount = 1LL << 31;  // nodes, GPUs, micro-batch, accumulation: an int
 constexpr long long kMaxLong = std::numeric_limits<long long>::max();
@@ -141,6 +173,8 @@ void point_fields(Io& io, P& p, int schema_version) {
   }
   if (io.present(p.energy.known(), {"energy"}))  // issue 14: absent without GPU power figures
     io.object("energy", p.energy, kEnergyFields);
+  if (io.present(p.total_epochs > 0, {"totals"}))  // issue 28: predict's whole run
+    io.object("totals", p, kTotalsFields);
   io.string("bound", p.bound);
   io.boolean("extrapolated", p.extrapolated);
   io.integer("simulated_steps", p.simulated_steps, 0, kMaxCount - 1);
@@ -238,6 +272,7 @@ void check_point(const JsonField& f, const ReportPoint& p, bool measured) {
         fmt::format("\"{}\", but the breakdown's largest term is {}", p.bound, bound_of(p.breakdown_s)));
   if (measured && p.simulated_steps != 0)
     f.at("simulated_steps").fail(fmt::format("{} simulated steps in a measured report", p.simulated_steps));
+  check_totals(f, p);
 }
 
 ReportPoint read_point(const JsonField& f, bool measured, int schema_version) {

@@ -18,6 +18,7 @@
 
 #include "formats/scenario_detail.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/model/dataset.hpp"
@@ -165,11 +166,23 @@ std::vector<KeyRow> model_rows() {
   };
 }
 
+// dataset.name: a choice whose error guesses the name meant ("imagenet": did you mean 'imagenet1k'?).
+KeyRow dataset_name_row() {
+  KeyRow row = choice_row("dataset.name", "synthetic", dataset_names(),
+                          "known sets fill the sizes below (core/src/model/dataset.cpp)",
+                          field(&Scenario::dataset, &DatasetSpec::name));
+  row.apply = [choose = row.apply](R& x) {
+    if (const auto* v = x.r.raw("dataset.name"); v && !find_dataset(*v))
+      x.r.fail("dataset.name", fmt::format("unknown value '{}'; valid: {}{}", *v, join(dataset_names()),
+                                           did_you_mean(*v, dataset_names())));
+    choose(x);
+  };
+  return row;
+}
+
 std::vector<KeyRow> dataset_rows() {
   return {
-      choice_row("dataset.name", "synthetic", dataset_names(),
-                 "known sets fill the sizes below (core/src/model/dataset.cpp)",
-                 field(&Scenario::dataset, &DatasetSpec::name)),
+      dataset_name_row(),
       integer_row(
           "dataset.train_samples", "per dataset", [](const R& x) { return facts(x) ? facts(x)->train : 0; },
           1, 1LL << 40, "training set size",

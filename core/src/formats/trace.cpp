@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -32,6 +34,9 @@ std::string trace_bwd(const std::string& layer) {
 std::string trace_allreduce(int bucket) {
   return fmt::format("allreduce bucket {}", bucket);
 }
+std::string trace_step(int step) {
+  return fmt::format("ProfilerStep#{}", step);
+}
 
 TraceArgs allreduce_args(double bytes, double seconds, int ranks) {
   const double algbw = seconds > 0 ? bytes / seconds / 1e9 : 0;
@@ -45,11 +50,111 @@ std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();
 }
 
+// A time in whole nanoseconds: ts and dur are written from these, dur as the rounded end less the rounded
+// start, so that slices that touch in time touch in the file (rounding ts and dur apart made adjacent
+// slices overlap by 1 ns, which Perfetto shows as a wrong nesting).
+long long ns(double seconds) {
+  return std::llround(seconds * 1e9);
+}
+
 // Microseconds with nanosecond resolution: short, and the same text for the same time.
-std::string us(double seconds) {
-  std::string t = fmt::format("{:.3f}", seconds * 1e6);
-  if (t == "-0.000") t = "0.000";
-  return t;
+std::string us(long long nanoseconds) {
+  const long long a = nanoseconds < 0 ? -nanoseconds : nanoseconds;
+  return fmt::format("{}{}.{:03}", nanoseconds < 0 ? "-" : "", a / 1000, a % 1000);
+}
+
+// PyTorch's profiler marks each step with a "ProfilerStep#N" slice on the thread that runs it, the parent
+// of the step's work: here on the compute track, step N from the end of step N-1's optimizer (the rank's
+// first event for N = 0) to the end of its own. Derived from the events, so a predicted and a measured
+// trace get them alike.
+std::vector<TraceEvent> step_slices(const std::vector<TraceEvent>& events, int rank) {
+  std::vector<const TraceEvent*> mine;
+  for (const TraceEvent& e : events)
+    if (e.rank == rank) mine.push_back(&e);
+  std::stable_sort(mine.begin(), mine.end(),
+                   [](const TraceEvent* a, const TraceEvent* b) { return a->start_s < b->start_s; });
+  std::vector<TraceEvent> out;
+  if (mine.empty()) return out;
+  double from = mine.front()->start_s;
+  for (const TraceEvent* e : mine)
+    if (e->name == kTraceOptimizer) {
+      const double end = e->start_s + e->dur_s;
+      out.push_back(
+          {rank, TraceTrack::Compute, trace_step(static_cast<int>(out.size())), from, end - from, {}});
+      from = end;
+    }
+  return out;
+}
+
+// The "memory" counter of one rank (TraceMemory): resident, then up at each forward's end and down at each
+// backward's end, in the order the slices end.
+std::vector<std::pair<long long, double>> memory_counter(const std::vector<TraceEvent>& events, int rank,
+                                                         const TraceMemory& m) {
+  std::vector<std::pair<long long, double>> out;  // (ns, bytes)
+  if (m.resident_bytes <= 0) return out;
+  std::vector<std::pair<long long, double>> changes;  // (end ns, +-bytes)
+  long long first = -1;
+  for (const TraceEvent& e : events) {
+    if (e.rank != rank) continue;
+    if (first < 0 || ns(e.start_s) < first) first = ns(e.start_s);
+    const bool fwd = e.name.rfind("fwd ", 0) == 0, bwd = e.name.rfind("bwd ", 0) == 0;
+    if (!fwd && !bwd) continue;
+    auto it = m.saved_bytes.find(e.name.substr(4));
+    if (it != m.saved_bytes.end() && it->second > 0)
+      changes.push_back({ns(e.start_s + e.dur_s), fwd ? it->second : -it->second});
+  }
+  if (first < 0) return out;
+  std::stable_sort(changes.begin(), changes.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  double bytes = m.resident_bytes;
+  out.push_back({first, bytes});
+  for (const auto& [t, delta] : changes) {
+    bytes += delta;
+    if (!out.empty() && out.back().first == t)
+      out.back().second = bytes;
+    else
+      out.push_back({t, bytes});
+  }
+  return out;
+}
+
+// Flow arrows of a ring all-reduce: the n-th "allreduce bucket K" of rank r to the n-th of rank r + 1.
+void ring_flows(const TracePoint& p, const std::map<int, int>& pid_of, int point,
+                const std::function<void(const std::string&)>& add) {
+  if (p.ring_size < 2) return;
+  std::map<std::pair<int, std::string>, std::vector<const TraceEvent*>> by;  // (rank, name) -> in time order
+  for (const TraceEvent& e : p.events)
+    if (e.track == TraceTrack::Comm && e.name.rfind("allreduce bucket ", 0) == 0 && pid_of.count(e.rank))
+      by[{e.rank, e.name}].push_back(&e);
+  long long id = 0;
+  for (auto& [key, mine] : by) {
+    const int next = (key.first + 1) % p.ring_size;
+    auto it = by.find({next, key.second});
+    if (it == by.end()) continue;
+    for (size_t n = 0; n < mine.size() && n < it->second.size(); ++n, ++id) {
+      const TraceEvent& from = *mine[n];
+      const TraceEvent& to = *it->second[n];
+      const std::string flow_id = fmt::format("\"{}.{}\"", point, id);
+      add(fmt::format(
+          R"({{"name": "{}", "cat": "comm", "ph": "s", "id": {}, "pid": {}, "tid": {}, "ts": {}}})",
+          kTraceRingFlow, flow_id, pid_of.at(from.rank), static_cast<int>(TraceTrack::Comm),
+          us(ns(from.start_s))));
+      add(fmt::format(
+          R"({{"name": "{}", "cat": "comm", "ph": "f", "bp": "e", "id": {}, "pid": {}, "tid": {}, "ts": {}}})",
+          kTraceRingFlow, flow_id, pid_of.at(to.rank), static_cast<int>(TraceTrack::Comm),
+          us(ns(to.start_s))));
+    }
+  }
+}
+
+// One "X" event; `cat` its category.
+std::string slice(const TraceEvent& e, int pid, const std::string& cat) {
+  std::string args;
+  for (const auto& [k, v] : e.args)
+    args += fmt::format("{}{}: {}", args.empty() ? "" : ", ", quoted(k), nlohmann::json(v).dump());
+  const long long start = ns(e.start_s), end = ns(e.start_s + e.dur_s);
+  return fmt::format(R"({{"name": {}, "cat": "{}", "ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}{}}})",
+                     quoted(e.name), cat, pid, static_cast<int>(e.track), us(start), us(end - start),
+                     args.empty() ? "" : ", \"args\": {" + args + "}");
 }
 
 }  // namespace
@@ -63,7 +168,7 @@ std::string write_trace(const std::vector<TracePoint>& points, const std::string
     out += e;
     first = false;
   };
-  int pid = 0;
+  int pid = 0, point_index = 0;
   for (const TracePoint& p : points) {
     std::map<int, int> pid_of;  // rank -> pid
     for (int r : p.ranks) {
@@ -89,17 +194,19 @@ std::string write_trace(const std::vector<TracePoint>& points, const std::string
       }
       ++pid;
     }
+    // Each step's slice before the events it holds: a parent first, as PyTorch writes them.
+    for (const auto& [rank, rank_pid] : pid_of)
+      for (const TraceEvent& e : step_slices(p.events, rank)) add(slice(e, rank_pid, kTraceStepCategory));
     for (const TraceEvent& e : p.events) {
       auto it = pid_of.find(e.rank);
       if (it == pid_of.end()) continue;  // a rank not traced
-      std::string args;
-      for (const auto& [k, v] : e.args)
-        args += fmt::format("{}{}: {}", args.empty() ? "" : ", ", quoted(k), nlohmann::json(v).dump());
-      add(fmt::format(
-          R"({{"name": {}, "cat": "{}", "ph": "X", "pid": {}, "tid": {}, "ts": {}, "dur": {}{}}})",
-          quoted(e.name), trace_track_name(e.track), it->second, static_cast<int>(e.track), us(e.start_s),
-          us(e.dur_s), args.empty() ? "" : ", \"args\": {" + args + "}"));
+      add(slice(e, it->second, trace_track_name(e.track)));
     }
+    for (const auto& [rank, rank_pid] : pid_of)
+      for (const auto& [t, bytes] : memory_counter(p.events, rank, p.memory))
+        add(fmt::format(R"({{"name": "{}", "ph": "C", "pid": {}, "ts": {}, "args": {{"bytes": {:.0f}}}}})",
+                        kTraceMemory, rank_pid, us(t), bytes));
+    ring_flows(p, pid_of, point_index++, add);
   }
   std::string note_list;
   for (const auto& n : notes) note_list += (note_list.empty() ? "" : ", ") + quoted(n);

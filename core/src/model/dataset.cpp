@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
@@ -38,6 +39,16 @@ std::vector<DatasetInfo> make_table() {
        .path_help = "the folder holding train.bin, test.bin",
        .train_files = {"train.bin"},
        .test_files = {"test.bin"}},
+      // ImageNet-1k (ILSVRC-2012's classification set), JPEGs of varying size; 256 px typical after the
+      // usual short-side resize. Listed before imagenet100 so that "imagenet" is taken for it.
+      {.name = "imagenet1k",
+       .facts = DatasetFacts{1281167, 50000, 256, 3, 1000},
+       .mean = imagenet_mean,
+       .std = imagenet_std,
+       .reader = DatasetReader::ImageFolder,
+       .path_help = folder_help,
+       .train_files = {"train"},
+       .test_files = {"val"}},
       // JPEGs of varying size; 256 px typical after the usual short-side resize.
       {.name = "imagenet100",
        .facts = DatasetFacts{126689, 5000, 256, 3, 100},
@@ -99,7 +110,8 @@ const DatasetInfo& dataset(const std::string& name) {
   if (const DatasetInfo* d = find_dataset(name)) return *d;
   std::string valid;
   for (const auto& n : dataset_names()) valid += (valid.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("unknown dataset '{}'; valid: {}", echo(name), valid));
+  throw Error(fmt::format("unknown dataset '{}'; valid: {}{}", echo(name), valid,
+                          did_you_mean(name, dataset_names())));
 }
 
 }  // namespace vitsim

@@ -19,6 +19,49 @@ double optimizer_bytes_per_param(const std::string& optimizer, Precision p) {
   return state + (p == Precision::FP32 ? 0 : 4);  // mixed precision keeps an fp32 master copy
 }
 
+namespace {
+
+// Bytes per sample each layer's forward keeps until its backward, in forward order, and under activation
+// checkpointing the largest block backward rebuilds at a time.
+struct KeptActivations {
+  std::vector<std::pair<std::string, double>> per_layer;
+  double rebuilt_block = 0;
+};
+
+KeptActivations kept_activations(const Workload& w, const MemoryInputs& in) {
+  const double elem = precision_bytes(in.precision);
+  const double sp = std::max(1, in.sequence_parallel);
+  KeptActivations k;
+  // A block is an attention layer and the MLP layer after it (vit.cpp's layer table).
+  double block = 0;
+  for (const auto& l : w.layers) {
+    const bool split = l.kind == LayerKind::Attention || l.kind == LayerKind::Mlp;
+    const double saved = w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
+    if (!split || !in.activation_checkpointing) {
+      k.per_layer.push_back({l.name, saved});
+      continue;
+    }
+    if (l.kind == LayerKind::Attention) {
+      block = saved;
+      // The checkpoint: the block's input, T x d elements (fp32 doubles the 2-byte term as above).
+      k.per_layer.push_back({l.name, w.model.tokens() * static_cast<double>(w.model.width) * elem / sp});
+    } else {
+      block += saved;
+      k.per_layer.push_back({l.name, 0.0});
+      k.rebuilt_block = std::max(k.rebuilt_block, block);
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
+std::map<std::string, double> saved_bytes_per_layer(const Workload& w, const MemoryInputs& in) {
+  std::map<std::string, double> out;
+  for (const auto& [name, bytes] : kept_activations(w, in).per_layer) out[name] = bytes * in.micro_batch;
+  return out;
+}
+
 MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   if (in.zero_stage < 0 || in.zero_stage > 3)
     throw Error(fmt::format("ZeRO stage must be 0..3, got {}", in.zero_stage));
@@ -31,26 +74,9 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) /
                 (in.zero_stage >= 1 || in.bf16_optimizer ? n : 1.0);
   if (in.bf16_optimizer) m.grads += n_params * 4;  // the fp32 accumulation buffer beside the bf16 gradients
-  const double sp = std::max(1, in.sequence_parallel);
-  // A block is an attention layer and the MLP layer after it (vit.cpp's layer table).
-  double largest_block = 0, block = 0;
-  for (const auto& l : w.layers) {
-    const bool split = l.kind == LayerKind::Attention || l.kind == LayerKind::Mlp;
-    const double saved = w.saved_activation_bytes(l, in.precision) / (split ? sp : 1.0);
-    if (!split || !in.activation_checkpointing) {
-      m.activations += saved;
-      continue;
-    }
-    if (l.kind == LayerKind::Attention) {
-      block = saved;
-      // The checkpoint: the block's input, T x d elements (fp32 doubles the 2-byte term as above).
-      m.activations += w.model.tokens() * static_cast<double>(w.model.width) * elem / sp;
-    } else {
-      block += saved;
-      largest_block = std::max(largest_block, block);
-    }
-  }
-  m.activations += largest_block;  // one block recomputed at a time in backward
+  const KeptActivations kept = kept_activations(w, in);
+  for (const auto& [name, bytes] : kept.per_layer) m.activations += bytes;
+  m.activations += kept.rebuilt_block;  // one block recomputed at a time in backward
   m.activations *= in.micro_batch;
   m.buffers = std::min(in.bucket_bytes, m.grads);      // a bucket never holds more than all gradients
   if (in.bf16_optimizer) m.buffers = n_params * elem;  // the fp32 buffer's bf16 copy, all-reduced at once

@@ -187,10 +187,17 @@ Workload build_workload(const ViTConfig& cfg) {
     // Korthikanti et al. attention: 11 s b h + 5 a s^2 b (bytes, 16-bit) plus LN input 2 s b h.
     // Without dropout the softmax-dropout mask (a s^2 b, 1 byte), its output (2 a s^2 b) and the
     // output-dropout mask (s b h, 1 byte) are not kept.
+    // Fused attention (scaled_dot_product_attention's flash and memory-efficient kernels) keeps no
+    // a x T x T tensor: backward recomputes the scores from Q, K, V, the output (proj in) and one fp32
+    // softmax statistic (the logsumexp) per head and query row, a T floats, and regenerates a dropout
+    // mask from the RNG state (FlashAttention, Dao et al. 2022, section 3.1; docs/sources.md "ViT sizes").
+    const bool fused = cfg.attention == AttentionPath::Fused;
+    const double scores = fused ? 0 : a * T * T;
     at.saved_act_bytes_16 = 2 * T * d /*LN in*/ + 2 * T * d /*QKV in*/ + 4 * T * d /*Q,K*/ +
-                            2 * a * T * T /*softmax*/ + 2 * T * d /*V*/ + 2 * T * d /*proj in*/ +
-                            (dropout ? 2 * a * T * T : 0);
-    at.saved_act_bytes_8 = dropout ? (a * T * T + T * d) : 0;
+                            2 * scores /*softmax*/ + 2 * T * d /*V*/ + 2 * T * d /*proj in*/ +
+                            (dropout ? 2 * scores : 0);
+    at.saved_act_bytes_8 = dropout ? (scores + T * d) : 0;
+    at.saved_act_bytes_fp32 = fused ? 4 * a * T /*logsumexp*/ : 0;
     w.layers.push_back(at);
 
     // MLP sub-block: LN2 + fc1 + GELU + fc2. Korthikanti: 19 s b h with dropout mask, plus LN 2 s b h.

@@ -39,6 +39,10 @@ struct Series {
   std::string label;
   std::vector<std::pair<double, double>> time;        // scaling: (gpus, epoch min); batch: (micro, ms/sample)
   std::vector<std::pair<double, double>> efficiency;  // scaling only: (gpus, efficiency %)
+  // Scaling only: (gpus, epoch min) at a linear speed-up from the series' point with the fewest GPUs:
+  // epoch_time(g) x throughput(g) x g0 / (g x throughput(g0)), which is epoch_time(g0) x g0 / g when the
+  // epoch's images do not change (strong scaling) and stays right when they grow with g (weak scaling).
+  std::vector<std::pair<double, double>> ideal;
 };
 std::vector<Series> make_series(const Report& r, Kind kind);  // kind must be resolved (not Auto)
 
@@ -46,8 +50,11 @@ struct Script {
   std::string text;                         // the gnuplot script
   std::map<std::string, std::string> data;  // file name (relative to the script's folder) -> content
 };
-// The gnuplot script that draws `r` into `svg_name` (relative to the folder the script runs in).
-Script make_script(const Report& r, Kind kind, const std::string& svg_name);
+// The gnuplot script that draws `r` into `svg_name` (relative to the folder the script runs in). A scaling
+// plot draws each series' ideal (linear) scaling as a dashed line, and 100% in the efficiency panel.
+// `measured` (vitsim plot --measured): a measured run's points drawn over the prediction, as points
+// labelled "measured: ...", with the prediction's curves labelled "predicted: ...".
+Script make_script(const Report& r, Kind kind, const std::string& svg_name, const Report* measured = nullptr);
 
 // Several reports in one plot (e.g. micro-batch 16 against 64): their points together, each tagged with a
 // "scenario" parameter naming its report, so that every report keeps its own curves.
@@ -55,8 +62,14 @@ Report merge_reports(const std::vector<Report>& reports);
 
 struct Options {
   Kind kind = Kind::Auto;
-  std::string gnuplot = "gnuplot";  // program name (searched on PATH) or path
+  std::string gnuplot = "gnuplot";   // program name (searched on PATH) or path
+  const Report* measured = nullptr;  // --measured: a measured report drawn over the prediction
 };
+
+// What `vitsim plot` was given, read as a report or a plan: JSON text. A file that is not JSON but XML (a
+// scenario, a platform) is refused with what to run first ("run vitsim predict ... --format json first")
+// instead of a JSON parse error. Throws Error naming `path`.
+void check_plot_input(const std::string& text, const std::string& path);
 // The image format of an output path, from its extension: "svg" (also for a path without one, such as
 // /dev/stdout), "png" or "pdf". Throws Error("PATH: unknown plot format '.jpg'; valid: .svg, .png, .pdf").
 std::string output_format(const std::string& path);

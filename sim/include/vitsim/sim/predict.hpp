@@ -17,6 +17,7 @@ struct PredictOptions {
   bool progress = true;  // a progress line on stderr for runs longer than a second
   double price_per_kwh = -1;  // >= 0: the energy price, over the platforms' price_per_kwh (docs/model.md
                               // "Energy and cost per epoch")
+  long long epochs = 0;       // > 0: the whole run's epochs (predict --epochs), over training.epochs
 };
 
 Report predict(const ScenarioFile& file, const PredictOptions& opt);

@@ -81,6 +81,15 @@ struct ReportPoint {
   }
   PointEnergy
       energy;  // per epoch (docs/model.md "Energy and cost per epoch"); unknown without GPU power figures
+  // The whole training run (predict's closing summary, docs/predict.md): the scenario's epochs (or
+  // predict --epochs) and the platform's price per GPU-hour. 0 epochs: not computed (measured reports,
+  // older files); the figures below derive from them as plan's do (core/formats/plan.hpp).
+  long long total_epochs = 0;
+  double price_per_gpu_hour = 0;  // the zone property price_per_gpu_hour; 0: the platform states none
+  double total_time_s() const { return epoch_time_s * total_epochs; }
+  double total_gpu_hours() const { return total_time_s() * gpus / 3600.0; }
+  double total_cost() const { return total_gpu_hours() * price_per_gpu_hour; }
+  double total_kwh() const { return energy.epoch_kwh * total_epochs; }  // 0 without GPU power figures
 };
 
 struct Report {
@@ -157,5 +166,32 @@ std::vector<std::string> csv_param_keys(const Points& points) {
   return keys;
 }
 std::string report_to_table(const Report& r);
+
+// The params keys that get a column of their own in a table (predict's, plan's): every key of `points`'
+// params in sorted order, but the fixed columns' (`shown`) and, with `only_varying`, keys whose value is the
+// same in every point. Sweeping parallelism.collective or cluster.platform without such a column printed
+// rows that could not be told apart (issue 28).
+template <class Points>
+std::vector<std::string> param_columns(const Points& points, const std::vector<std::string>& shown,
+                                       bool only_varying) {
+  std::map<std::string, std::vector<std::string>> values;
+  for (const auto& p : points)
+    for (const auto& [k, v] : p.params) {
+      auto& vs = values[k];
+      if (std::find(vs.begin(), vs.end(), v) == vs.end()) vs.push_back(v);
+    }
+  std::vector<std::string> out;
+  for (const auto& [k, vs] : values)
+    if ((!only_varying || vs.size() > 1) && std::find(shown.begin(), shown.end(), k) == shown.end())
+      out.push_back(k);
+  return out;
+}
+// A param column's head: the key without its element ("parallelism.collective" -> "collective").
+std::string param_column_head(const std::string& key);
+// Rows of cells as a table: each column right-aligned to its widest cell, two spaces apart.
+std::string align_columns(const std::vector<std::vector<std::string>>& rows);
+// The price per GPU-hour a platform states (its zone property price_per_gpu_hour; 0 when absent), read
+// strictly; `path` names the platform in the error.
+double parse_price_per_gpu_hour(const std::map<std::string, std::string>& props, const std::string& path);
 
 }  // namespace vitsim

@@ -7,12 +7,15 @@
 //   tracks   "compute"            "fwd <layer>" per layer, "bwd <layer>" per layer, "optimizer", "comm wait"
 //            "comm"               "allreduce bucket K" (args bytes, algbw_GBps, busbw_GBps), other
 //            collectives "data"               "data wait", "h2d"
-//   ts, dur  microseconds from the start of the point's first step
+//            "ProfilerStep#N" on compute, the parent of step N's work (PyTorch profiler's convention)
+//   ts, dur  microseconds from the start of the point's first step, to the nanosecond; dur is the rounded
+//            end less the rounded start, so adjacent slices never overlap
 //
 // Layers are core's (build_workload: "patch_embed", "block3.attn", "block3.mlp", "head"); buckets are
 // core's gradient_buckets, numbered from 0 in the order backward makes them ready. Bandwidths follow
 // nccl-tests: algbw = bytes / time, all-reduce busbw = algbw x 2(n-1)/n, in GB/s (1e9 bytes/s).
 #include <cstddef>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +29,12 @@ const char* trace_track_name(TraceTrack t);  // "compute", "comm", "data"
 std::string trace_fwd(const std::string& layer);  // "fwd block3.attn"
 std::string trace_bwd(const std::string& layer);  // "bwd block3.attn"
 std::string trace_allreduce(int bucket);          // "allreduce bucket 4"
+// "ProfilerStep#3": step 3 of the trace (from 0), PyTorch profiler's name for a step, on the compute track
+// from the end of the previous step's optimizer to the end of its own; write_trace derives them.
+std::string trace_step(int step);
+inline constexpr const char* kTraceStepCategory = "user_annotation";  // PyTorch's category for them
+inline constexpr const char* kTraceMemory = "memory";                 // the memory counter (args "bytes")
+inline constexpr const char* kTraceRingFlow = "ring";                 // the flow arrows' name
 inline constexpr const char* kTraceOptimizer = "optimizer";
 inline constexpr const char* kTraceDataWait = "data wait";
 inline constexpr const char* kTraceH2D = "h2d";
@@ -44,18 +53,33 @@ struct TraceEvent {
   TraceArgs args;
 };
 
+// The memory counter of a point (a "memory" counter track per process, in bytes): what stays resident
+// (weights, gradients, optimizer state, buffers, the runtime's reserve), then each "fwd <layer>" slice adds
+// the activations `saved_bytes[layer]` keeps for backward at its end and each "bwd <layer>" frees them at its
+// end, so the counter peaks at the memory model's figure (core/model/memory.hpp). resident_bytes 0: none.
+struct TraceMemory {
+  double resident_bytes = 0;
+  std::map<std::string, double> saved_bytes;  // layer -> bytes a micro-batch keeps
+};
+
 // The events of one scenario point. `hosts[r]` names rank r's host ("rank r (host)"); `ranks` lists the
 // ranks traced (in order); `label` ("" for a one-point scenario) is shown next to each process name.
+// `ring_size` > 0: the all-reduces run as a ring over ranks 0..ring_size-1 in rank order, and each traced
+// rank's "allreduce bucket K" gets a flow arrow to the next rank's same all-reduce (rank r sends to r + 1).
 struct TracePoint {
   std::string label;
   std::vector<int> ranks;
   std::vector<std::string> hosts;
   std::vector<TraceEvent> events;
+  TraceMemory memory;
+  int ring_size = 0;
 };
 
 // The Chrome trace JSON of the points: "traceEvents" with process_name ("rank N (HOST)"),
 // process_labels (the point's label), thread_name ("compute", "comm", "data") and sort-index metadata,
-// then the "X" events; "otherData" records `source` ("predicted" or "measured") and `notes`.
+// then the "X" events (each step's "ProfilerStep#N" first), the "memory" counter ("C" events, when the
+// point has one) and the ring's flow arrows ("s" and "f" events, when it has one); "otherData" records
+// `source` ("predicted" or "measured") and `notes`.
 std::string write_trace(const std::vector<TracePoint>& points, const std::string& source,
                         const std::vector<std::string>& notes = {});
 

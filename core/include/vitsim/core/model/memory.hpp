@@ -1,5 +1,8 @@
 #pragma once
 // Memory per GPU for data-parallel training with optional ZeRO partitioning.
+#include <map>
+#include <string>
+
 #include "vitsim/core/model/vit.hpp"
 
 namespace vitsim {
@@ -38,6 +41,10 @@ struct MemoryInputs {
 // 4 (weights) + 4 (grads) + 8 (Adam m, v); mixed precision keeps 2 + 2 + 12 (fp32 master, m, v).
 // ZeRO-1 divides the optimizer term by N, ZeRO-2 also the gradients, ZeRO-3 also the weights.
 MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in);
+// The activations each layer's forward keeps for backward, for the whole micro-batch (layer name -> bytes):
+// memory_per_gpu's activations are their sum (plus, under activation checkpointing, the one block backward
+// rebuilds at a time). The trace's memory counter (core/formats/trace.hpp TraceMemory).
+std::map<std::string, double> saved_bytes_per_layer(const Workload& w, const MemoryInputs& in);
 
 // Optimizer state bytes per parameter, fp32 master included: adamw/adam 8 (+4), sgd 4 (momentum) (+4).
 double optimizer_bytes_per_param(const std::string& optimizer, Precision p);

@@ -58,7 +58,7 @@ struct LayerCost {
   double fwd_act_bytes = 0;         // activation bytes read + written in forward, per sample, fp32
   double saved_act_bytes_16 = 0;    // activations kept for backward per sample, 2-byte elements
   double saved_act_bytes_8 = 0;     // 1-byte elements kept (dropout masks)
-  double saved_act_bytes_fp32 = 0;  // elements always kept in fp32 (none in the block formulas)
+  double saved_act_bytes_fp32 = 0;  // bytes always kept in fp32 (fused attention's softmax statistics)
 };
 
 struct Workload {
