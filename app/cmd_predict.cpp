@@ -1,5 +1,6 @@
 // vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
 //                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N]
+//                             [--interval] [--samples N] [--interval-seed N]
 #include <fmt/format.h>
 
 #include <memory>
@@ -15,6 +16,11 @@
 namespace vitsim::app {
 
 namespace {
+// Samples of an interval when --samples is not given: ASSUMPTION, enough for p10 and p90 to fall between
+// distinct samples of a Latin hypercube (docs/predict.md, "Intervals and sensitivity"); cost measured in
+// docs/benchmarks.md "Prediction intervals".
+constexpr int kDefaultSamples = 16;
+
 struct PredictArgs {
   std::string scenario;
   std::vector<std::string> sets;
@@ -23,6 +29,8 @@ struct PredictArgs {
   std::string out;
   sim::PredictOptions opt;
   bool quiet = false;
+  bool interval = false;
+  int samples = 0;
 };
 }  // namespace
 
@@ -44,6 +52,14 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--price-per-kwh", args->opt.price_per_kwh,
                 "energy price (over the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
+  c->add_flag("--interval", args->interval,
+              "per point, a p10-p90 interval over the platform's ranges and what to measure first "
+              "(docs/predict.md)");
+  c->add_option("--samples", args->samples,
+                fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",
+                            kDefaultSamples))
+      ->check(integer(2, 4096));
+  c->add_option("--interval-seed", args->opt.interval.seed, "the design's seed (default 26)");
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
     action = [args, c] {
@@ -57,6 +73,8 @@ void add_predict(CLI::App& cli, Action& action) {
       inputs.push_back({args->opt.calibration, "--calibration"});
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
+      if (args->interval || args->samples > 0)
+        args->opt.interval.samples = args->samples > 0 ? args->samples : kDefaultSamples;
       Report r = sim::predict(f, args->opt);
       std::string text = args->format == "json"  ? report_to_json(r)
                          : args->format == "csv" ? report_to_csv(r)
