@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <limits>
 #include <set>
 
 #include "test_util.hpp"
@@ -156,4 +157,47 @@ TEST_CASE(
   const Report back = report_from_json(read_file(d / "r.json"), "r.json");
   CHECK(back.points.at(0).interval.samples == 16);
   CHECK(back.points.at(0).sensitivity.at(0).figure == "gpu_flops_fp32");
+}
+
+TEST_CASE("a figure stated alike on several nodes is one figure, and every rank that has it gets its sample",
+          "[interval]") {
+  vt::TempDir d;
+  // Two nodes of one GPU each (tests/test_util.hpp), both stating the same range word for word, as
+  // `vitsim platform` writes one GPU type's clusters: one figure; a third range on one node only: another.
+  std::string x = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
+  const std::string same = range("gpu_flops_fp32", "0.5Tf..1Tf; wide");
+  for (size_t at = x.find("</cluster>"); at != std::string::npos;
+       at = x.find("</cluster>", at + same.size() + 10))
+    x.insert(at, same);
+  x.insert(x.find("</cluster>"), range("gpu_efficiency", "0.5..1; one node"));
+  const std::string path = d.file("two.xml", x);
+  const auto figures = sim::ranged_figures(read_platform_facts(path));
+  REQUIRE(figures.size() == 2);
+  CHECK(figures[0].key == "gpu_efficiency");
+  CHECK(figures[0].elements == std::vector<std::string>{"cluster n0"});
+  CHECK(figures[1].key == "gpu_flops_fp32");
+  CHECK(figures[1].elements == std::vector<std::string>{"cluster n0", "cluster n1"});
+  CHECK(figures[1].where() == "cluster n0 and 1 more");
+  // A sample of 0.7Tf reaches both GPUs; NaN leaves gpu_efficiency as written (1).
+  const double sample = 0.7e12;
+  const PlatformFacts f = read_platform_text(
+      "sampled",
+      sim::platform_with_values(x, path, figures, {std::numeric_limits<double>::quiet_NaN(), sample}));
+  for (const auto& [host, g] : f.gpu) {
+    CHECK(g.flops_fp32 == sample);
+    CHECK(g.efficiency == 1);
+  }
+}
+
+TEST_CASE("predict's interval flags refuse what they cannot use", "[interval]") {
+  vt::TempDir d;
+  d.file("p.xml", platform(""));
+  const std::string s = d.file("s.xml", scenario("p.xml"));
+  // Two samples at least: a p10-p90 of one sample is no interval.
+  CHECK(vt::vitsim(fmt::format("predict '{}' -q --samples 1", s)).status == 2);
+  CHECK(vt::vitsim(fmt::format("predict '{}' -q --interval-seed x", s)).status == 2);
+  // No ranges: the interval is the point, and the table says so.
+  const vt::CmdResult r = vt::vitsim(fmt::format("predict '{}' -q --interval", s));
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("no figure of the platform states a range: the interval is the point"));
 }
