@@ -1,6 +1,6 @@
 // vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
 //                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N]
-//                             [--interval] [--samples N] [--interval-seed N]
+//                             [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
 #include <fmt/format.h>
 
 #include <memory>
@@ -60,6 +60,11 @@ void add_predict(CLI::App& cli, Action& action) {
                             kDefaultSamples))
       ->check(integer(2, 4096));
   c->add_option("--interval-seed", args->opt.interval.seed, "the design's seed (default 26)");
+  const units::Range open_unit{0, 1, true, true};
+  c->add_option("--p-low", args->opt.interval.p_low, "the interval's low quantile (default 0.1)")
+      ->check(number(open_unit));
+  c->add_option("--p-high", args->opt.interval.p_high, "the interval's high quantile (default 0.9)")
+      ->check(number(open_unit));
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
     action = [args, c] {
@@ -73,6 +78,9 @@ void add_predict(CLI::App& cli, Action& action) {
       inputs.push_back({args->opt.calibration, "--calibration"});
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
+      if (!(args->opt.interval.p_low < args->opt.interval.p_high))
+        throw UsageError(fmt::format("--p-low {:g} is not below --p-high {:g}", args->opt.interval.p_low,
+                                     args->opt.interval.p_high));
       if (args->interval || args->samples > 0)
         args->opt.interval.samples = args->samples > 0 ? args->samples : kDefaultSamples;
       Report r = sim::predict(f, args->opt);

@@ -196,8 +196,18 @@ TEST_CASE("predict's interval flags refuse what they cannot use", "[interval]") 
   // Two samples at least: a p10-p90 of one sample is no interval.
   CHECK(vt::vitsim(fmt::format("predict '{}' -q --samples 1", s)).status == 2);
   CHECK(vt::vitsim(fmt::format("predict '{}' -q --interval-seed x", s)).status == 2);
+  CHECK(vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0", s)).status == 2);
+  CHECK(vt::vitsim(fmt::format("predict '{}' -q --interval --p-high 1", s)).status == 2);
+  const vt::CmdResult crossed =
+      vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0.9 --p-high 0.1", s));
+  CHECK(crossed.status == 2);
+  CHECK_THAT(crossed.out, Catch::Contains("--p-low 0.9 is not below --p-high 0.1"));
   // No ranges: the interval is the point, and the table says so.
   const vt::CmdResult r = vt::vitsim(fmt::format("predict '{}' -q --interval", s));
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("no figure of the platform states a range: the interval is the point"));
+  // Other quantiles name their column.
+  const vt::CmdResult q = vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0.05 --p-high 0.95", s));
+  REQUIRE(q.status == 0);
+  CHECK_THAT(q.out, Catch::Contains("epoch p5-p95"));
 }
