@@ -133,6 +133,8 @@ std::string report_to_table(const Report& r) {
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
                   "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"});
+  // --interval: its column right after the epoch's (core/src/formats/report_interval.hpp).
+  const auto epoch_column = std::find(rows[0].begin(), rows[0].end(), "epoch") - rows[0].begin();
   for (const auto& p : r.points) {
     const Breakdown& b = p.breakdown_s;
     rows.push_back({std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
@@ -150,9 +152,9 @@ std::string report_to_table(const Report& r) {
                                 ? fmt::format("{:.2f}", p.energy.epoch_cost())
                                 : "-");
     if (stragglers) rows.back().push_back(straggler(p));
-    if (intervals) rows.back().insert(rows.back().begin() + 10, interval_cell(p));
+    if (intervals) rows.back().insert(rows.back().begin() + epoch_column + 1, interval_cell(p));
   }
-  if (intervals) rows[0].insert(rows[0].begin() + 10, interval_column(r));
+  if (intervals) rows[0].insert(rows[0].begin() + epoch_column + 1, interval_column(r));
   if (energy) rows[0].push_back("kWh/epoch");
   if (energy_cost) rows[0].push_back("energy cost");
   if (stragglers) rows[0].push_back("straggler");
