@@ -8,9 +8,12 @@
 // zoneRoute per pair.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "vitsim/calibrate/calibrate.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
 
@@ -89,6 +92,13 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
                  prop("gpu_mem", d.mem_bytes),
                  prop("gpu_efficiency", 1)};
       if (d.cpu) t.props.emplace_back("device_kind", "cpu");
+      // A measured figure's spread (core/platform/figure_range.hpp), checked against the value as written.
+      // The value as written (6 digits) may round past an end the median sat on: the range holds it.
+      if (d.flops_low > 0) {
+        const double v = units::parse(t.props[1].second, units::Kind::Flops);
+        t.props.push_back(range_prop("gpu_flops_fp32", v, std::min(v, d.flops_low), std::max(v, d.flops_high),
+                                     d.flops_why));
+      }
       t.pcie = {bw(n.link_bw), lat(n.link_lat / 2), bw(n.h2d_bw), "0us"};
       node.pcie = t.pcie;
       spec.gpu_types[t.name] = std::move(t);
@@ -97,6 +107,11 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
       node.nic.speed = p.nic_bw > 0 ? bw(p.nic_bw) : "";
       node.nic.lat = lat(p.nic_lat / 2);
       node.props = {prop("cpu_cores", n.cpu_cores), prop("h2d_pageable_bw", n.h2d_bw)};
+      if (n.h2d_bw_low > 0) {
+        const double v = units::parse(node.props[1].second, units::Kind::Bandwidth);
+        node.props.push_back(range_prop("h2d_pageable_bw", v, std::min(v, n.h2d_bw_low),
+                                        std::max(v, n.h2d_bw_high), n.h2d_why));
+      }
       if (n.loader_image_overhead > 0)
         node.props.push_back(prop("loader_image_overhead", n.loader_image_overhead));
       sketch += fmt::format("     +---- {} ({} device{} of type {}) ----+\n     |  ", node.id, node.gpus,

@@ -13,6 +13,7 @@
 #include "vitsim/core/formats/trace.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/sim/interval.hpp"
 #include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
@@ -118,6 +119,57 @@ TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>
 
 }  // namespace
 
+std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
+                                         const PredictOptions& opt, const std::string& who,
+                                         const std::vector<std::string>& engine_of) {
+  PlatformCache platforms;
+  // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
+  // facts, read without the load check (its engine's file had it).
+  std::map<std::string, PlatformFacts> copies;
+  auto on_engine = [&](size_t i) {
+    Scenario e = points[i];
+    if (!engine_of.empty()) e.cluster.platform = engine_of[i];
+    return e;
+  };
+  auto facts_of = [&](size_t i) -> const PlatformFacts& {
+    const std::string& path = points[i].cluster.platform;
+    if (engine_of.empty() || engine_of[i] == path) return platforms.of(points[i]);
+    auto it = copies.find(path);
+    if (it == copies.end()) {
+      const PlatformFacts& engine = platforms.of(on_engine(i));
+      PlatformFacts f = read_platform_text(path, read_input_file(path, "platform file"));
+      f.path = engine.path;
+      f.flat = engine.flat;
+      it = copies.emplace(path, std::move(f)).first;
+    }
+    return it->second;
+  };
+  std::vector<Scenario> runs;
+  std::vector<PointSetup> setups;
+  for (size_t i = 0; i < points.size(); ++i) {
+    runs.push_back(on_engine(i));
+    setups.push_back(check_point(runs.back(), facts_of(i)));
+  }
+  ForkedPoints how;
+  how.who = who;
+  how.what = "simulations";
+  how.progress = opt.progress;
+  how.jobs = opt.jobs;
+  std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
+  how.group_of = [&](size_t i) { return runs[i].cluster.platform; };
+  how.prepare = [&](size_t i) { engine = prepare_engine(runs[i], platforms.of(runs[i])); };
+  const std::vector<json> results = gather_forked(
+      points.size(), how,
+      [&](size_t i) { return point_result(*engine, setups[i], runs[i], facts_of(i), calib, false, {}); },
+      [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });
+  std::vector<ReportPoint> out;
+  for (size_t i = 0; i < points.size(); ++i)
+    out.push_back(
+        report_from_json(results[i]["report"].get<std::string>(), fmt::format("simulation {}", i + 1))
+            .points.at(0));
+  return out;
+}
+
 Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::vector<Scenario> points = expand(file);
   EditedPlatforms edited;  // what-ifs: each point simulates an edited copy of its platform
@@ -171,6 +223,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
           trace_point(results[i], i, points, sel, setups[i].place, report.points.back(), trace_notes));
   }
   fill_scaling_efficiency(report);
+  if (opt.interval.samples > 0) add_intervals(report, points, calib.get(), opt);
   if (opt.price_per_kwh >= 0)
     for (auto& p : report.points) p.energy.price_per_kwh = opt.price_per_kwh;
   if (trace) write_file_atomic(opt.trace_path, write_trace(trace_points, "predicted", trace_notes));

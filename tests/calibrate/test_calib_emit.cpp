@@ -125,3 +125,34 @@ TEST_CASE(
   CHECK_THROWS_WITH(calibrated_platform_xml(no_link),
                     Catch::Contains("needs a positive link and host-to-device bandwidth"));
 }
+
+TEST_CASE("calibrate --emit-platform writes a measured figure's spread as its range, read back as written",
+          "[calib][platform][figure_range]") {
+  // Issue 26 item 2: the one range schema (core/platform/figure_range.hpp). The spread here is an example
+  // (39..43 GFLOP/s around a 41 GFLOP/s median, +-10% around the 5.2 GB/s copy); what is tested is that
+  // the writer's figures come back through the one reader.
+  vt::TempDir d;
+  PlatformText one;
+  one.name = "calibrated";
+  PlatformDevice dev = device("cpu", 41e9);
+  dev.flops_low = 39e9;
+  dev.flops_high = 43e9;
+  dev.flops_why = "measured here: 10 repeats at micro-batch 32, min..max";
+  one.nodes.push_back(node("host0", std::vector<PlatformDevice>(2, dev)));
+  one.nodes[0].h2d_bw_low = 0.9 * one.nodes[0].h2d_bw;
+  one.nodes[0].h2d_bw_high = 1.1 * one.nodes[0].h2d_bw;
+  one.nodes[0].h2d_why = "measured here: 10 repeats, min..max";
+  const PlatformFacts f = read_platform_facts(d.file("r.xml", calibrated_platform_xml(one)));
+  REQUIRE(f.ranges.size() == 2);
+  CHECK(f.ranges[0].key == "gpu_flops_fp32");
+  CHECK(f.ranges[0].low == Approx(39e9));
+  CHECK(f.ranges[0].high == Approx(43e9));
+  CHECK(f.ranges[0].why == dev.flops_why);
+  CHECK(f.ranges[1].key == "h2d_pageable_bw");
+  CHECK(f.ranges[1].low == Approx(0.9 * one.nodes[0].h2d_bw).epsilon(1e-4));
+  CHECK(f.ranges[1].high == Approx(1.1 * one.nodes[0].h2d_bw).epsilon(1e-4));
+  // Without a spread no range is written: the file reads as before.
+  one.nodes[0].devices.assign(2, device("cpu", 41e9));
+  one.nodes[0].h2d_bw_low = 0;
+  CHECK(read_platform_facts(d.file("plain.xml", calibrated_platform_xml(one))).ranges.empty());
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "formats/report_interval.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/energy.hpp"
@@ -75,7 +76,9 @@ std::string report_to_csv(const Report& r) {
       "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
       "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
       "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu,"
-      "energy_kwh_per_epoch,energy_cost_per_epoch\n";
+      "energy_kwh_per_epoch,energy_cost_per_epoch";
+  const bool intervals = has_intervals(r);
+  out += intervals ? std::string(",") + interval_csv_header() + "\n" : "\n";
   for (const auto& p : r.points) {
     for (const auto& k : keys) {
       auto it = p.params.find(k);
@@ -85,7 +88,7 @@ std::string report_to_csv(const Report& r) {
     const Breakdown& b = p.breakdown_s;
     out += fmt::format(
         "{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
-        "{:.9g},{},{:.0f},{},{},{},{},{},{},{}\n",
+        "{:.9g},{},{:.0f},{},{},{},{},{},{},{}",
         p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch, p.step_time_s.mean,
         p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd, b.compute_bwd, b.optimizer,
         b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
@@ -97,6 +100,7 @@ std::string report_to_csv(const Report& r) {
         p.energy.known() ? fmt::format("{:.9g}", p.energy.epoch_kwh) : std::string(),
         p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.9g}", p.energy.epoch_cost())
                                                        : std::string());
+    out += intervals ? "," + interval_csv_cells(p) + "\n" : "\n";
   }
   return out;
 }
@@ -202,6 +206,7 @@ std::string report_to_table(const Report& r) {
   std::string out = fmt::format("vitsim {} report: {}\n", r.source, r.scenario);
   // On heterogeneous platforms the rank that bounds the step gets a column (core straggler()).
   bool stragglers = false, energy = false, energy_cost = false;
+  const bool intervals = has_intervals(r);
   for (const auto& p : r.points) {
     stragglers = stragglers || !straggler(p).empty();
     energy = energy || p.energy.known();
@@ -214,6 +219,8 @@ std::string report_to_table(const Report& r) {
   for (const char* h : {"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
                         "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"})
     rows[0].push_back(h);
+  // --interval: its column right after the epoch's (core/src/formats/report_interval.hpp).
+  const auto epoch_column = std::find(rows[0].begin(), rows[0].end(), "epoch") - rows[0].begin();
   for (const auto& p : r.points) {
     const Breakdown& b = p.breakdown_s;
     std::vector<std::string> row;
@@ -235,8 +242,10 @@ std::string report_to_table(const Report& r) {
                         ? fmt::format("{:.2f}", p.energy.epoch_cost())
                         : "-");
     if (stragglers) row.push_back(straggler(p));
+    if (intervals) row.insert(row.begin() + epoch_column + 1, interval_cell(p));
     rows.push_back(std::move(row));
   }
+  if (intervals) rows[0].insert(rows[0].begin() + epoch_column + 1, interval_column(r));
   if (energy) rows[0].push_back("kWh/epoch");
   if (energy_cost) rows[0].push_back("energy cost");
   if (stragglers) rows[0].push_back("straggler");
@@ -246,6 +255,7 @@ std::string report_to_table(const Report& r) {
     for (const auto& n : p.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   for (const auto& n : notes) out += "note: " + n + "\n";
+  if (intervals) out += sensitivity_text(r);
   return out + totals_table(r);
 }
 

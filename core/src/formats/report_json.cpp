@@ -118,6 +118,34 @@ void check_totals(const JsonField& point, const ReportPoint& p) {
   agree("energy_kwh", p.total_kwh(), "energy.epoch_kwh x epochs");
 }
 
+// Written with `--interval` (issue 26 item 3): the quantiles within (0, 1), low below high, and the
+// times' ends in order.
+const auto kIntervalFields = [](auto& io, auto& v) {
+  io.integer("samples", v.samples, 1, 1 << 20);
+  io.integer("seed", v.seed, 0, std::numeric_limits<long long>::max());
+  io.number("p_low", v.p_low, within(0, 1, "a quantile"));
+  io.number("p_high", v.p_high, within(0, 1, "a quantile"));
+  io.integer("figures", v.figures, 0, 1 << 20);
+  io.number("epoch_low_s", v.epoch_low_s, non_negative("an epoch time"));
+  io.number("epoch_high_s", v.epoch_high_s, non_negative("an epoch time"));
+  io.number("step_low_s", v.step_low_s, non_negative("a step time"));
+  io.number("step_high_s", v.step_high_s, non_negative("a step time"));
+  io.check([&](const JsonField& f) {
+    if (!(v.p_low < v.p_high)) f.at("p_low").fail("the low quantile is not below the high one");
+    if (v.epoch_low_s > v.epoch_high_s) f.at("epoch_low_s").fail("above epoch_high_s");
+    if (v.step_low_s > v.step_high_s) f.at("step_low_s").fail("above step_high_s");
+  });
+};
+const auto kSensitivityFields = [](auto& io, auto& s) {
+  io.string("figure", s.figure);
+  io.string("where", s.where);
+  io.string("range", s.range);
+  io.string("why", s.why);
+  io.string("measure", s.measure);
+  io.number("epoch_at_low_s", s.epoch_at_low_s, non_negative("an epoch time"));
+  io.number("epoch_at_high_s", s.epoch_at_high_s, non_negative("an epoch time"));
+};
+
 const char* const kBounds[] = {"compute", "exposed_comm", "data", "h2d", "optimizer"};
 constexpr long long kMaxCount = 1LL << 31;  // nodes, GPUs, micro-batch, accumulation: an int
 constexpr long long kMaxLong = std::numeric_limits<long long>::max();
@@ -175,6 +203,10 @@ void point_fields(Io& io, P& p, int schema_version) {
     io.object("energy", p.energy, kEnergyFields);
   if (io.present(p.total_epochs > 0, {"totals"}))  // issue 28: predict's whole run
     io.object("totals", p, kTotalsFields);
+  if (io.present(p.interval.samples > 0, {"interval"}))  // issue 26: only with --interval
+    io.object("interval", p.interval, kIntervalFields);
+  if (io.present(!p.sensitivity.empty(), {"sensitivity"}))
+    io.list("sensitivity", p.sensitivity, kSensitivityFields);
   io.string("bound", p.bound);
   io.boolean("extrapolated", p.extrapolated);
   io.integer("simulated_steps", p.simulated_steps, 0, kMaxCount - 1);

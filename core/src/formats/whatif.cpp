@@ -17,6 +17,7 @@
 #include "platform/whatif_edit.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
@@ -141,6 +142,17 @@ void edit_gpu(PlatformEdit& e, const std::string& rest) {
   }
 }
 
+// A what-if states a figure: the range stated beside the old one (core/platform/figure_range.hpp) no longer
+// applies to it, and would refuse a value outside it, so it goes (an edit of the range itself stays).
+void drop_range(PlatformEdit& e, pugi::xml_node owner, const std::string& key, const std::string& what) {
+  if (!range_base_key(key).empty()) return;
+  const std::string id = key + std::string(kRangeSuffix);
+  if (pugi::xml_node r = owner.find_child_by_attribute("prop", "id", id.c_str())) {
+    e.note(fmt::format("{} prop {}: {} -> (removed)", what, id, r.attribute("value").value()));
+    owner.remove_child(r);
+  }
+}
+
 // prop:NODES:KEY=VALUE, known keys checked for their unit or range.
 void edit_prop(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, true);
@@ -150,15 +162,20 @@ void edit_prop(PlatformEdit& e, const std::string& rest) {
     else
       e.check_number(*p, a.value);
   }
-  for (auto c : e.match_clusters(a.target))
-    e.set_prop(c, a.name, a.value, fmt::format("node {}", c.attribute("id").value()));
+  for (auto c : e.match_clusters(a.target)) {
+    const std::string what = fmt::format("node {}", c.attribute("id").value());
+    e.set_prop(c, a.name, a.value, what);
+    drop_range(e, c, a.name, what);
+  }
 }
 
 // zone:KEY=VALUE on the top zone.
 void edit_zone(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, false);
   pugi::xml_node z = e.top_zone();
-  e.set_prop(z, a.name, a.value, fmt::format("zone {}", z.attribute("id").value()));
+  const std::string what = fmt::format("zone {}", z.attribute("id").value());
+  e.set_prop(z, a.name, a.value, what);
+  drop_range(e, z, a.name, what);
 }
 
 // loader:workers=N: a scenario setting, applied by resolve(); here only recorded.

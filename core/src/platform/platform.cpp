@@ -107,6 +107,8 @@ struct Walker {
   // Returns the names of the netpoints directly inside `zone` that hold GPUs (for route checks).
   void walk_zone(const pugi::xml_node& zone, const Props& inherited) {
     Props props = merged(inherited, own_props(c, zone));
+    figure_ranges(own_props(c, zone), props, c.at(zone), fmt::format("zone {}", zone.attribute("id").value()),
+                  facts.ranges);
     std::vector<std::pair<std::string, Origin>> gpu_children;
     for (auto el : zone.children()) {
       std::string tag = el.name();
@@ -117,6 +119,7 @@ struct Walker {
         Props cp = merged(props, own_props(c, el));
         if (!cp.count("gpu_model") && !cp.count("gpu_flops_fp32")) continue;  // a CPU-only cluster
         node_facts(n, cp);
+        figure_ranges(own_props(c, el), cp, n.origin, "cluster " + n.name, facts.ranges);
         cluster_transport(el, cp, n.origin);
         for (long i : parse_radical(el.attribute("radical").value(), n.origin))
           add_gpu(n, fmt::format("{}{}{}", el.attribute("prefix").value(), i, el.attribute("suffix").value()),
@@ -130,6 +133,7 @@ struct Walker {
         n.name = el.attribute("id").value();
         n.origin = c.at(el);
         node_facts(n, hp);
+        figure_ranges(own_props(c, el), hp, n.origin, "host " + n.name, facts.ranges);
         add_gpu(n, n.name, hp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
@@ -144,6 +148,8 @@ struct Walker {
                        link_attr(el, "bandwidth", units::Kind::Bandwidth, o),
                        el.attribute("latency") ? link_attr(el, "latency", units::Kind::Time, o) : 0,
                        std::string(el.attribute("sharing_policy").value()) == "SPLITDUPLEX"));
+        figure_ranges(own_props(c, el), lp, o, fmt::format("link {}", el.attribute("id").value()),
+                      facts.ranges);
       } else if (tag == "zone") {
         size_t before = facts.nodes.size();
         walk_zone(el, props);

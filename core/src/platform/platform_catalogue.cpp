@@ -8,6 +8,8 @@
 #include "platform/platform_writer_detail.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
 #include "vitsim/core/platform/transport.hpp"
 
@@ -56,16 +58,24 @@ namespace {
 void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("defaults").begin(); it != j.at("defaults").end(); ++it) {
     const std::string where = "defaults." + it.key();
-    js.keys(it.value(), where, {"value", "source"});
-    cat.defaults.push_back(
-        {it.key(), js.text(it.value().at("value"), where), require_source(js, it.value(), where)});
+    js.keys(it.value(), where, {"value", "source", "range", "range_source"});
+    CatalogueDefault d;
+    d.name = it.key();
+    d.value = js.text(it.value().at("value"), where);
+    d.source = require_source(js, it.value(), where);
+    if (it.value().contains("range")) {
+      d.range = js.text(it.value().at("range"), where + ".range");
+      if (!it.value().contains("range_source")) js.fail(where, "a range needs its range_source");
+      d.range_source = js.text(it.value().at("range_source"), where + ".range_source");
+    }
+    cat.defaults.push_back(std::move(d));
   }
 }
 
 void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
-    js.keys(it.value(), where, {"gemm_efficiency", "mem_efficiency", "source"});
+    js.keys(it.value(), where, {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "source"});
     CatalogueArch a;
     a.name = it.key();
     a.source = require_source(js, it.value(), where);
@@ -78,6 +88,16 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
       a.gemm_efficiency[e.key()] = v;
     }
     if (!a.gemm_efficiency.count("fp32")) js.fail(where, "gemm_efficiency needs an fp32 figure");
+    if (it.value().contains("gemm_efficiency_range"))
+      for (auto e = it.value().at("gemm_efficiency_range").begin();
+           e != it.value().at("gemm_efficiency_range").end(); ++e) {
+        const std::string at = where + ".gemm_efficiency_range." + e.key();
+        if (!a.gemm_efficiency.count(e.key())) js.fail(at, "no gemm_efficiency figure of that precision");
+        if (!e.value().is_array() || e.value().size() != 2 || !e.value()[0].is_number() ||
+            !e.value()[1].is_number())
+          js.fail(at, "expected [low, high]");
+        a.gemm_efficiency_range[e.key()] = {e.value()[0].get<double>(), e.value()[1].get<double>()};
+      }
     a.mem_efficiency = it.value().at("mem_efficiency").get<double>();
     if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
       js.fail(where + ".mem_efficiency", "must be in (0, 1]");
@@ -290,22 +310,43 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
       break;
     }
   if (used_precision) *used_precision = used;
-  return {{"gpu_model", g.model},
-          {"gpu_flops_fp32", g.flops.at("fp32")},
-          {"gpu_flops_fp16", g.flops.at("fp16")},
-          {"gpu_flops_bf16", g.flops.at("bf16")},
-          {"gpu_mem_bw", g.mem_bw},
-          {"gpu_mem", g.memory},
-          {"gpu_sm_count", std::to_string(g.sm_count)},
-          {"gpu_gemm_tile", cat.default_value("gpu_gemm_tile")},
-          {"gpu_gemm_efficiency", fmt::format("{:.2f}", a.gemm_efficiency.at(used))},
-          {"gpu_mem_efficiency", fmt::format("{:.2f}", a.mem_efficiency)},
-          {"gpu_kernel_overhead", cat.default_value("gpu_kernel_overhead")},
-          {"gpu_sync_overhead", cat.default_value("gpu_sync_overhead")},
-          {"host_op_overhead", cat.default_value("host_op_overhead")},
-          {"gpu_reserved", cat.default_value("gpu_reserved")},
-          {"gpu_power_busy", catalogue_power(cat, g, "gpu_busy_power_fraction")},
-          {"gpu_power_idle", catalogue_power(cat, g, "gpu_idle_power_fraction")}};
+  std::vector<std::pair<std::string, std::string>> props{
+      {"gpu_model", g.model},
+      {"gpu_flops_fp32", g.flops.at("fp32")},
+      {"gpu_flops_fp16", g.flops.at("fp16")},
+      {"gpu_flops_bf16", g.flops.at("bf16")},
+      {"gpu_mem_bw", g.mem_bw},
+      {"gpu_mem", g.memory},
+      {"gpu_sm_count", std::to_string(g.sm_count)},
+      {"gpu_gemm_tile", cat.default_value("gpu_gemm_tile")},
+      {"gpu_gemm_efficiency", fmt::format("{:.2f}", a.gemm_efficiency.at(used))},
+      {"gpu_mem_efficiency", fmt::format("{:.2f}", a.mem_efficiency)},
+      {"gpu_kernel_overhead", cat.default_value("gpu_kernel_overhead")},
+      {"gpu_sync_overhead", cat.default_value("gpu_sync_overhead")},
+      {"host_op_overhead", cat.default_value("host_op_overhead")},
+      {"gpu_reserved", cat.default_value("gpu_reserved")},
+      {"gpu_power_busy", catalogue_power(cat, g, "gpu_busy_power_fraction")},
+      {"gpu_power_idle", catalogue_power(cat, g, "gpu_idle_power_fraction")}};
+  // Ranges (core/platform/figure_range.hpp): the public runs' spread of the architecture's efficiency, and
+  // the assumptions' plausible spans; each beside its value and checked against it.
+  const std::string eff = fmt::format("{:.2f}", a.gemm_efficiency.at(used));
+  if (auto r = a.gemm_efficiency_range.find(used); r != a.gemm_efficiency_range.end())
+    props.push_back(range_prop(
+        "gpu_gemm_efficiency", units::parse_number(eff, units::fraction()), r->second.first, r->second.second,
+        fmt::format("public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
+                    a.name, used)));
+  for (const auto& d : cat.defaults) {
+    if (d.range.empty()) continue;
+    for (const auto& [key, value] : props)
+      if (key == d.name) {
+        const PlatformProp& p = platform_prop(key);
+        (void)parse_figure_range(p, d.range + "; " + d.range_source, units::parse(value, p.unit, p.range),
+                                 Origin{"data/catalogue.json: defaults." + d.name, 0});
+        props.emplace_back(key + std::string(kRangeSuffix), d.range + "; " + d.range_source);
+        break;
+      }
+  }
+  return props;
 }
 
 GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gpu,

@@ -12,6 +12,7 @@ namespace vitsim {
 
 namespace platform_props_table {
 std::vector<PlatformProp> gpu_rows();
+std::vector<PlatformProp> gpu_efficiency_rows();
 std::vector<PlatformProp> gpu_cost_rows();
 std::vector<PlatformProp> node_rows();
 std::vector<PlatformProp> link_rows();
@@ -24,9 +25,9 @@ namespace {
 const std::vector<PlatformProp>& rows() {
   static const std::vector<PlatformProp> r = [] {
     std::vector<PlatformProp> all;
-    for (auto group : {platform_props_table::gpu_rows, platform_props_table::gpu_cost_rows,
-                       platform_props_table::node_rows, platform_props_table::link_rows,
-                       platform_props_table::zone_rows}) {
+    for (auto group : {platform_props_table::gpu_rows, platform_props_table::gpu_efficiency_rows,
+                       platform_props_table::gpu_cost_rows, platform_props_table::node_rows,
+                       platform_props_table::link_rows, platform_props_table::zone_rows}) {
       auto g = group();
       all.insert(all.end(), g.begin(), g.end());
     }
@@ -140,15 +141,15 @@ std::string platform_props_markdown() {
   std::string md;
   for (const auto& [owner, intro] : groups) {
     md += fmt::format("### {} properties\n\n{}\n\n", prop_owner_name(owner), intro);
-    md += "| property | value | range | default | in a spec | source | meaning |\n";
-    md += "| --- | --- | --- | --- | --- | --- | --- |\n";
+    md += "| property | value | range | default | in a spec | source | meaning | measured by |\n";
+    md += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
     for (const auto& p : rows()) {
       if (p.owner != owner) continue;
       std::string doc(p.doc);
       if (!p.transports.empty()) doc += fmt::format(" ({})", p.transports);
-      md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", p.key, cell(prop_type_text(p)),
+      md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} |\n", p.key, cell(prop_type_text(p)),
                         cell(prop_range_text(p)), cell(p.default_text), cell(p.spec), cell(p.source),
-                        cell(doc));
+                        cell(doc), cell(p.measure));
     }
     md += "\n";
   }

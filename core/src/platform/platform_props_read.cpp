@@ -6,6 +6,7 @@
 #include "platform/platform_read.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/energy.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 
 namespace vitsim::platform_read {
@@ -199,6 +200,36 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
   if (!(line > 0))
     throw Error(where, fmt::format("link '{}' with a transport needs a positive bandwidth", l.id));
   return l;
+}
+
+void figure_ranges(const Props& own, const Props& in_effect, const Origin& where, const std::string& element,
+                   std::vector<FigureRange>& out) {
+  for (const auto& [key, stated] : own) {
+    const std::string_view base = range_base_key(key);
+    if (base.empty()) continue;
+    const PlatformProp* p = find_platform_prop(base);
+    if (!p)
+      throw Error(stated.second, fmt::format("property {}: '{}' is not a property vitsim reads "
+                                             "(docs/platform-properties.md)",
+                                             key, echo(base)));
+    PropReader r{in_effect, where};
+    double value = p->default_value;
+    const bool figure =
+        p->type == PropType::Quantity || p->type == PropType::Number || p->type == PropType::Integer;
+    if (figure && r.get(*p)) {
+      value = p->type == PropType::Quantity  ? r.quantity(*p)
+              : p->type == PropType::Integer ? r.integer(*p)
+                                             : r.number(*p);
+    } else if (figure && (p->required || p->default_text.empty() || p->default_text.front() == '=' ||
+                          p->default_text.front() == '(')) {
+      throw Error(stated.second, fmt::format("property {}: {} is not stated here ({}); state the value "
+                                             "beside its range",
+                                             key, p->key, element));
+    }
+    FigureRange fr = parse_figure_range(*p, stated.first, value, stated.second);
+    fr.element = element;
+    out.push_back(std::move(fr));
+  }
 }
 
 void node_facts(NodeFacts& n, const Props& p) {

@@ -46,6 +46,11 @@ void node_facts(NodeFacts& n, const Props& p);
 LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::string what, Transport t,
                      double line, double lat, bool split_duplex);
 
+// The ranges stated among an element's own props (core/platform/figure_range.hpp), each checked against the
+// figure in effect there (`in_effect`: its own props over its enclosing ones); appended to `out`.
+void figure_ranges(const Props& own, const Props& in_effect, const Origin& where, const std::string& element,
+                   std::vector<FigureRange>& out);
+
 // What SimGrid 3.32's parser aborts on instead of reporting, checked first (platform_structure.cpp).
 void check_structure(const Ctx& c, const pugi::xml_node& root);
 

@@ -162,6 +162,10 @@ struct PlatformDevice {   // one rank's device as the platform describes it
   double mem_bw = 0;      // gpu_mem_bw
   double mem_bytes = 0;   // gpu_mem
   bool cpu = false;       // device_kind cpu: LibTorch runs each op on the issuing host thread
+  // The spread of the measured rate over its repeats (and ranks), written as gpu_flops_fp32.range
+  // (core/platform/figure_range.hpp) with `flops_why`; 0 = no range written.
+  double flops_low = 0, flops_high = 0;
+  std::string flops_why;
 };
 struct PlatformNode {
   std::string id;  // cluster id; hosts are <id>-dev0..N-1
@@ -169,7 +173,11 @@ struct PlatformNode {
   std::vector<PlatformDevice> devices;  // consecutive devices of one gpu_model form one cluster
   double link_bw = 0, link_lat = 0;     // fitted intra-node ring edge (bytes/s, s)
   double h2d_bw = 0;                    // loopback (host-to-device copy) bandwidth
-  double loader_image_overhead = 0;     // s per image of one loader worker (0: not stated)
+  // The spread of the measured copy bandwidth over its repeats, written as h2d_pageable_bw.range with
+  // `h2d_why`; 0 = no range written.
+  double h2d_bw_low = 0, h2d_bw_high = 0;
+  std::string h2d_why;
+  double loader_image_overhead = 0;  // s per image of one loader worker (0: not stated)
 };
 struct PlatformText {
   std::string name;  // zone id

@@ -42,6 +42,32 @@ struct RankReport {
   Breakdown breakdown_s;
 };
 
+// A point's interval (issue 26 item 3, docs/predict.md "Intervals and sensitivity"): the epoch and step
+// times at the p_low and p_high quantiles of `samples` simulations, the platform's ranged figures sampled
+// by a Latin hypercube of seed `seed`. samples == 0: no interval (written only with `--interval`).
+struct PointInterval {
+  int samples = 0;
+  long long seed = 0;
+  double p_low = 0, p_high = 0;  // 0.1, 0.9 by default
+  int figures = 0;               // ranged figures sampled
+  double epoch_low_s = 0, epoch_high_s = 0;
+  double step_low_s = 0, step_high_s = 0;
+};
+// How far one ranged figure moves the point's epoch time: the point simulated with the figure at each end
+// of its range, every other figure at its value. A point's list is sorted by swing, widest first.
+struct FigureSensitivity {
+  std::string figure;   // the property ("socket_bw")
+  std::string where;    // where the range is stated ("cluster node-0", "link n0-nic and 3 more")
+  std::string range;    // as written ("1GBps..3GBps")
+  std::string why;      // the range's reason as written
+  std::string measure;  // the command that measures it (the property table's column)
+  double epoch_at_low_s = 0, epoch_at_high_s = 0;
+  double swing_s() const {
+    return epoch_at_high_s > epoch_at_low_s ? epoch_at_high_s - epoch_at_low_s
+                                            : epoch_at_low_s - epoch_at_high_s;
+  }
+};
+
 struct ReportPoint {
   std::map<std::string, std::string>
       params;  // swept/overridden values + nodes, gpus, micro_batch, grad_accum
@@ -90,6 +116,8 @@ struct ReportPoint {
   double total_gpu_hours() const { return total_time_s() * gpus / 3600.0; }
   double total_cost() const { return total_gpu_hours() * price_per_gpu_hour; }
   double total_kwh() const { return energy.epoch_kwh * total_epochs; }  // 0 without GPU power figures
+  PointInterval interval;                      // samples == 0 without `--interval`
+  std::vector<FigureSensitivity> sensitivity;  // with `--interval`: widest swing first
 };
 
 struct Report {

@@ -21,6 +21,7 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/transport.hpp"
 
 namespace vitsim {
@@ -74,6 +75,9 @@ struct PlatformFacts {
   std::map<std::string, GpuFacts> gpu;       // host name -> facts
   std::map<std::string, std::string> props;  // top-level <zone> props (price etc.)
   std::vector<LinkFacts> links;  // links that state a transport (file order); others run as written
+  // The ranges the file states (core/platform/figure_range.hpp), each checked: by element in file order, by
+  // key within one; empty in a file without ranges, which reads exactly as before them.
+  std::vector<FigureRange> ranges;
   bool link_profiles =
       false;  // some link's bandwidth, latency or state follows a profile (a *_file, <trace>)
   // A flat-star file (core/platform/platform_flat.hpp: is_flat_layout_text on its first 1 MiB), which vitsim

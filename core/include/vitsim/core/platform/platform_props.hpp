@@ -35,7 +35,8 @@ struct PlatformProp {
   PropType type;
   units::Kind unit = units::Kind::Time;  // Quantity only
   units::Range range{};      // the values a present property may take (Quantity, Number, Integer, Power;
-                             // Tile: each side); issue 26's prediction intervals widen this column
+                             // Tile: each side); a platform file's ranges of
+                             // uncertainty are its own props (core/platform/figure_range.hpp)
   bool required = false;     // a GPU host without it is an error
   double default_value = 0;  // when absent (SI units); see default_text for defaults that are not constants
   std::string_view
@@ -45,6 +46,8 @@ struct PlatformProp {
   std::string_view spec;        // where a `vitsim platform` spec states it ("node", "gpu_types.props", ...)
   std::string_view source;      // where its default comes from (docs/sources.md section, or ASSUMPTION)
   std::string_view doc;         // one line: what it means
+  std::string_view measure;     // the command that measures it on the user's machines (a prediction's
+                                // sensitivity section names it: "what to measure first"); "" = none
 
   long long int_low() const { return static_cast<long long>(range.lo); }  // Integer: [int_low, int_high]
   long long int_high() const { return static_cast<long long>(range.hi); }

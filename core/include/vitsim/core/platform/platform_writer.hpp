@@ -44,6 +44,9 @@ struct CatalogueGpu {
 struct CatalogueArch {
   std::string name;
   std::map<std::string, double> gemm_efficiency;  // precision -> fraction of that precision's peak
+  // precision -> the spread of the public runs behind it (written as gpu_gemm_efficiency.range,
+  // core/platform/figure_range.hpp); absent where the source gives one figure
+  std::map<std::string, std::pair<double, double>> gemm_efficiency_range;
   double mem_efficiency = 0;
   std::string source;
 };
@@ -60,6 +63,7 @@ struct CatalogueLink {
 
 struct CatalogueDefault {
   std::string name, value, source;
+  std::string range, range_source;  // "LOW..HIGH" and why (written as NAME.range); "" = none
 };
 
 struct Catalogue {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The cost of a prediction interval (issue 26 item 3, docs/predict.md "Intervals and sensitivity"): wall time
+# of `vitsim predict` on one point with and without `--interval`, and their ratio (target: under 10x on a
+# 1-node point). The point: bench/lib.sh's scaling point (ViT-B/16, micro-batch 64, fp32, ring, 20 steps) on
+# NODES nodes of 8 T4s that `vitsim platform` writes from the catalogue (with its ranges).
+# Usage: bench/interval_cost.sh [path/to/vitsim] [runs, default 3] [nodes..., default 1]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+vitsim=$(realpath "${1:-$here/build/app/vitsim}")
+runs=${2:-3}
+shift $(($# < 2 ? $# : 2))
+nodes_list=("${@:-1}")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+. "$here/bench/lib.sh"
+
+echo "vitsim predict --interval cost: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "binary: $vitsim"
+for nodes in "${nodes_list[@]}"; do
+  "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
+    --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --out "$tmp/p$nodes.xml"
+  scale_point "$tmp/s$nodes.xml" "$nodes" $((nodes * 8 * 64 * 20))
+  figures=$(grep -c '\.range"' "$tmp/p$nodes.xml" || true)
+  time_runs "$runs" "$vitsim" predict "$tmp/s$nodes.xml" -q
+  plain=$(printf '%s\n' "${walls[@]}" | median)
+  plain_cpu=$(printf '%s\n' "${cpus[@]}" | median)
+  time_runs "$runs" "$vitsim" predict "$tmp/s$nodes.xml" -q --interval
+  interval=$(printf '%s\n' "${walls[@]}" | median)
+  interval_cpu=$(printf '%s\n' "${cpus[@]}" | median)
+  printf '%4d nodes: %s range props; point %.2f s (cpu %.2f s), with --interval %.2f s (cpu %.2f s): %.1fx wall, %.1fx cpu\n' \
+    "$nodes" "$figures" "$plain" "$plain_cpu" "$interval" "$interval_cpu" \
+    "$(echo "$interval / $plain" | bc -l)" "$(echo "$interval_cpu / $plain_cpu" | bc -l)"
+done

@@ -1,0 +1,56 @@
+#pragma once
+// Intervals and sensitivity of a prediction (issue 26 item 3; docs/predict.md "Intervals and sensitivity").
+// The platform's ranged figures (core/platform/figure_range.hpp) are sampled by a Latin hypercube of a
+// fixed seed, each figure shared by every rank that has it; every point is simulated once per sample, and
+// once with each figure at each end of its range (the others at their values). A point's interval is the
+// p_low..p_high quantiles of its samples' epoch and step times; its sensitivity, the figures by how far
+// their ends move its epoch time, widest first, each with the command that measures it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
+
+namespace vitsim {
+struct Calibration;
+struct PlatformProp;
+}  // namespace vitsim
+
+namespace vitsim::sim {
+
+struct PredictOptions;
+
+// One ranged figure of a platform file: the range prop stated word for word in one or more elements.
+struct RangedFigure {
+  const PlatformProp* prop = nullptr;
+  std::string key;   // "socket_bw"
+  std::string raw;   // the range prop's value as written
+  std::string text;  // "1GBps..3GBps"
+  std::string why;
+  double low = 0, high = 0;           // SI
+  std::vector<std::string> elements;  // where it is stated, file order
+  std::string where() const;          // "link n0-nic", "link n0-nic and 3 more"
+};
+// The figures of `facts`, in the order they are first stated.
+std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts);
+
+// A Latin hypercube design: n rows of k coordinates in [0, 1); in each coordinate every one of the n strata
+// [i/n, (i+1)/n) holds exactly one row. Deterministic for a seed (splitmix64; no library distribution).
+std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t seed);
+
+// The quantile p of `v` (linear between order statistics, "type 7"); v not empty.
+double quantile(std::vector<double> v, double p);
+
+// The platform XML `text` with figure j's value set to values[j] (SI) wherever its range is stated;
+// a NaN leaves figure j as written. `path` names the file in messages.
+std::string platform_with_values(const std::string& text, const std::string& path,
+                                 const std::vector<RangedFigure>& figures, const std::vector<double>& values);
+
+// Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
+// applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks.
+void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                   const PredictOptions& opt);
+
+}  // namespace vitsim::sim

@@ -1,0 +1,245 @@
+// Intervals and sensitivity of a prediction (sim/interval.hpp; docs/predict.md "Intervals and sensitivity").
+#include "vitsim/sim/interval.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/sim/predict.hpp"
+
+namespace vitsim::sim {
+
+namespace {
+
+// splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): the
+// same stream on every compiler and library, which std::uniform_real_distribution does not promise.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
+};
+
+// What one simulation of the interval is: point `point`, sample `sample` (or figure `figure` at an end).
+struct Run {
+  size_t point = 0;
+  int sample = -1;  // >= 0: a sample of the design
+  int figure = -1;  // >= 0 with sample < 0: figure at its low (end 0) or high (end 1)
+  int end = 0;
+};
+
+// One platform file of the points: its figures and the design over them.
+struct PlatformPlan {
+  std::vector<RangedFigure> figures;
+  std::string text;
+};
+
+}  // namespace
+
+std::string RangedFigure::where() const {
+  if (elements.size() <= 1) return elements.empty() ? "" : elements.front();
+  return fmt::format("{} and {} more", elements.front(), elements.size() - 1);
+}
+
+std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
+  std::vector<RangedFigure> out;
+  std::map<std::string, size_t> index;
+  for (const FigureRange& r : facts.ranges) {
+    auto [it, added] = index.emplace(r.identity(), out.size());
+    if (added) {
+      RangedFigure f;
+      f.prop = &platform_prop(r.key);
+      f.key = r.key;
+      f.raw = r.raw;
+      f.text = r.text;
+      f.why = r.why;
+      f.low = r.low;
+      f.high = r.high;
+      out.push_back(std::move(f));
+    }
+    out[it->second].elements.push_back(r.element);
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t seed) {
+  SplitMix64 rng{seed};
+  std::vector<std::vector<double>> rows(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(k)));
+  std::vector<size_t> strata(static_cast<size_t>(n));
+  for (int j = 0; j < k; ++j) {
+    std::iota(strata.begin(), strata.end(), size_t{0});
+    for (size_t i = strata.size(); i > 1; --i)
+      std::swap(strata[i - 1], strata[rng.below(i)]);  // Fisher-Yates
+    for (int s = 0; s < n; ++s) rows[s][j] = (static_cast<double>(strata[s]) + rng.unit()) / n;
+  }
+  return rows;
+}
+
+double quantile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double h = (static_cast<double>(v.size()) - 1) * p;
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::string platform_with_values(const std::string& text, const std::string& path,
+                                 const std::vector<RangedFigure>& figures,
+                                 const std::vector<double>& values) {
+  pugi::xml_document doc;
+  if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
+    throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
+  std::map<std::string, size_t> index;
+  for (size_t j = 0; j < figures.size(); ++j) index[figures[j].key + "=" + figures[j].raw] = j;
+  for (pugi::xpath_node hit : doc.select_nodes("//prop")) {
+    pugi::xml_node range = hit.node();
+    const std::string id = range.attribute("id").value();
+    const std::string_view base = range_base_key(id);
+    if (base.empty()) continue;
+    auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
+    if (it == index.end() || std::isnan(values[it->second])) continue;
+    pugi::xml_node owner = range.parent();
+    pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
+    if (!value) {
+      value = owner.insert_child_before("prop", range);
+      value.append_attribute("id") = std::string(base).c_str();
+      value.append_attribute("value");
+    }
+    value.attribute("value").set_value(
+        exact_prop_value(*figures[it->second].prop, values[it->second]).c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+namespace {
+
+// The sampled and one-at-a-time platform files of every platform of the points, and the runs over them.
+struct IntervalRuns {
+  std::vector<Scenario> scenarios;
+  std::vector<std::string> engine_of;  // per scenario: the platform whose engine it runs on
+  std::vector<Run> runs;
+  std::map<std::string, PlatformPlan> plans;  // by the points' platform path
+};
+
+IntervalRuns plan_runs(const std::vector<Scenario>& points, const IntervalOptions& io, const TempDir& dir) {
+  IntervalRuns r;
+  std::map<std::string, std::vector<std::string>> files;  // platform -> samples..., then low/high per figure
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string& path = points[i].cluster.platform;
+    if (!r.plans.count(path)) {
+      PlatformPlan pp;
+      pp.text = read_file(path);
+      pp.figures = ranged_figures(read_platform_text(path, pp.text));
+      const size_t k = pp.figures.size();
+      std::vector<std::string>& f = files[path];
+      const auto design = latin_hypercube(k ? io.samples : 0, static_cast<int>(k), io.seed);
+      auto write = [&](const std::vector<double>& values) {
+        const std::string name = fmt::format("{}/p{}-{}.xml", dir.path(), r.plans.size(), f.size());
+        write_file_atomic(name, platform_with_values(pp.text, path, pp.figures, values));
+        f.push_back(name);
+      };
+      for (const auto& row : design) {
+        std::vector<double> v(k);
+        for (size_t j = 0; j < k; ++j)
+          v[j] = pp.figures[j].low + row[j] * (pp.figures[j].high - pp.figures[j].low);
+        write(v);
+      }
+      for (size_t j = 0; j < k; ++j)
+        for (double end : {pp.figures[j].low, pp.figures[j].high}) {
+          std::vector<double> v(k, std::numeric_limits<double>::quiet_NaN());
+          v[j] = end;
+          write(v);
+        }
+      r.plans[path] = std::move(pp);
+    }
+    const PlatformPlan& pp = r.plans[path];
+    const std::vector<std::string>& f = files[path];
+    // Link settings are applied to the engine as it loads (link transports), as are a flat-star file's
+    // vitsim_* zone props: a copy that samples one needs an engine of its own; GPU, node and the other zone
+    // figures are read from the copy's facts in the child.
+    const bool own_engine = std::any_of(pp.figures.begin(), pp.figures.end(), [](const RangedFigure& g) {
+      return g.prop->owner == PropOwner::Link || g.key.rfind("vitsim_", 0) == 0;
+    });
+    auto add = [&](const std::string& file, Run run) {
+      Scenario s = points[i];
+      s.cluster.platform = file;
+      s.what_ifs.clear();  // applied already: the file is the edited copy
+      r.engine_of.push_back(own_engine ? file : path);
+      r.scenarios.push_back(std::move(s));
+      r.runs.push_back(run);
+    };
+    const size_t samples = pp.figures.empty() ? 0 : static_cast<size_t>(io.samples);
+    for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
+    for (size_t j = 0; j < pp.figures.size(); ++j)
+      for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
+  }
+  return r;
+}
+
+}  // namespace
+
+void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                   const PredictOptions& opt) {
+  const IntervalOptions& io = opt.interval;
+  TempDir dir("vitsim-interval-");
+  const IntervalRuns r = plan_runs(points, io, dir);
+  const std::vector<ReportPoint> results =
+      simulate_points(r.scenarios, calib, opt, "vitsim predict --interval", r.engine_of);
+  for (size_t i = 0; i < points.size(); ++i) {
+    ReportPoint& p = report.points[i];
+    const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
+    std::vector<double> epochs, steps;
+    std::vector<FigureSensitivity> sens(pp.figures.size());
+    for (size_t n = 0; n < r.runs.size(); ++n) {
+      const Run& run = r.runs[n];
+      if (run.point != i) continue;
+      if (run.sample >= 0) {
+        epochs.push_back(results[n].epoch_time_s);
+        steps.push_back(results[n].step_time_s.mean);
+      } else {
+        (run.end == 0 ? sens[run.figure].epoch_at_low_s : sens[run.figure].epoch_at_high_s) =
+            results[n].epoch_time_s;
+      }
+    }
+    // No ranged figure: nothing varies, the interval is the point.
+    if (epochs.empty()) epochs.push_back(p.epoch_time_s), steps.push_back(p.step_time_s.mean);
+    p.interval.samples = io.samples;
+    p.interval.seed = static_cast<long long>(io.seed);
+    p.interval.p_low = io.p_low;
+    p.interval.p_high = io.p_high;
+    p.interval.figures = static_cast<int>(pp.figures.size());
+    p.interval.epoch_low_s = quantile(epochs, io.p_low);
+    p.interval.epoch_high_s = quantile(epochs, io.p_high);
+    p.interval.step_low_s = quantile(steps, io.p_low);
+    p.interval.step_high_s = quantile(steps, io.p_high);
+    for (size_t j = 0; j < pp.figures.size(); ++j) {
+      const RangedFigure& f = pp.figures[j];
+      sens[j].figure = f.key;
+      sens[j].where = f.where();
+      sens[j].range = f.text;
+      sens[j].why = f.why;
+      sens[j].measure = std::string(f.prop->measure);
+    }
+    std::stable_sort(sens.begin(), sens.end(),
+                     [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });
+    p.sensitivity = std::move(sens);
+  }
+}
+
+}  // namespace vitsim::sim
