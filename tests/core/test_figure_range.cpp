@@ -128,7 +128,7 @@ TEST_CASE("bad ranges are refused with the file, the line and what is wrong", "[
   }
 }
 
-TEST_CASE("a what-if that states a figure drops its range; gpu: carries the source's ranges",
+TEST_CASE("a what-if that states a figure drops its range, and gpu: carries the source's ranges",
           "[figure_range]") {
   vt::TempDir d;
   const std::string path = d.file("w.xml", one_gpu(range("gpu_flops_fp32", "6.5Tf..8.1Tf; datasheet") +
