@@ -1,16 +1,18 @@
 // vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
 //                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format
 //                          table|json|csv]
-//                          [--top K] [--out FILE] [--jobs N] [--shard I/K] [--quiet]
+//                          [--top K] [--out FILE] [--emit-ds-config FILE] [--jobs N] [--shard I/K] [--quiet]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
@@ -23,7 +25,8 @@ struct PlanArgs {
   std::string scenario;
   std::vector<std::string> sets, what_ifs, merge;
   std::string format = "table";
-  std::string out, deadline, shard;
+  std::string out, deadline, shard, emit_ds_config;
+  ScenarioFile file;  // the scenario as planned (--set and --what-if applied), for --emit-ds-config
   long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
   double budget = -1;
   bool allow_oom = false, quiet = false, baseline = false;
@@ -78,6 +81,8 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   c->add_option("--top", a.top, "feasible rows in the table (0 = all; Pareto points always shown)")
       ->check(integer(0, 1 << 30));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");
+  c->add_option("--emit-ds-config", a.emit_ds_config,
+                "write the top pick as a DeepSpeed config (ds_config.json) DeepSpeed and vitsim read");
   c->add_option("--jobs,-j", a.opt.jobs, "points simulated at once (default: the cores)")
       ->check(integer(1, 4096));
   c->add_option("--shard", a.shard, "simulate only points with index % K == I and write them unranked (I/K)");
@@ -93,8 +98,8 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
   // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
   // as they were (a different price or objective would be another plan, with another plan_id).
   for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min",
-                           "--global-batch-max", "--deadline", "--budget", "--allow-oom", "--baseline",
-                           "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
+                           "--emit-ds-config", "--global-batch-max", "--deadline", "--budget", "--allow-oom",
+                           "--baseline", "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
     if (c.count(flag) > 0)
       throw UsageError(
           fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
@@ -137,7 +142,10 @@ PlanResult plan_scenario(PlanArgs& a) {
   // Before the sweep, not after it: --out writable, and not one of the inputs.
   std::vector<NamedPath> inputs = scenario_inputs(f);
   inputs.push_back({a.opt.calibration, "--calibration"});
-  check_output_paths({{a.out, "--out"}}, inputs);
+  check_output_paths({{a.out, "--out"}, {a.emit_ds_config, "--emit-ds-config"}}, inputs);
+  if (!a.emit_ds_config.empty() && !a.shard.empty())
+    throw UsageError("plan: --emit-ds-config writes the top pick of a ranked plan: not with --shard");
+  a.file = f;
   a.opt.progress = !a.quiet;
   if (a.baseline) {
     if (!f.attrs.count("whatif.edits"))
@@ -152,6 +160,24 @@ PlanResult plan_scenario(PlanArgs& a) {
     result = sim::plan(f, a.opt);
   }
   return result;
+}
+
+// --emit-ds-config: the top pick's point resolved again from the scenario as planned, its swept and derived
+// keys set as --set would, and written as a DeepSpeed config.
+void emit_ds_config(const PlanArgs& a, const PlanResult& result) {
+  const PlanPoint* top = nullptr;
+  for (const auto& p : result.points)
+    if (p.rank == 1) top = &p;
+  if (!top) return;  // nothing feasible: write_plan says so
+  ScenarioFile f = a.file;
+  const std::vector<std::string> keys = scenario_keys();
+  for (const auto& [key, value] : top->params)
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) apply_override(f, key + "=" + value);
+  const std::vector<Scenario> points = expand(f);
+  if (points.size() != 1)
+    throw Error(
+        fmt::format("plan: --emit-ds-config: the top pick resolved to {} points, expected 1", points.size()));
+  write_file_atomic(a.emit_ds_config, deepspeed_config_for(points.front()));
 }
 
 // The result written (stdout or --out); 5 when nothing is feasible.
@@ -184,6 +210,7 @@ void add_plan(CLI::App& cli, Action& action) {
   c->callback([&action, a, c] {
     action = [a, c] {
       const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
+      if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
       return write_plan(*a, result);
     };
   });
