@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
@@ -26,7 +27,10 @@ struct PlanArgs {
   std::vector<std::string> sets, what_ifs, merge;
   std::string format = "table";
   std::string out, deadline, shard, emit_ds_config;
-  ScenarioFile file;  // the scenario as planned (--set and --what-if applied), for --emit-ds-config
+  ScenarioFile file;     // the scenario as planned (--set and --what-if applied), for --emit-ds-config
+  OneLinePlan one_line;  // --gpu ... --model ... --dataset ...: platform and scenario made here
+  std::string save_scenario;
+  std::shared_ptr<TempDir> made;  // where the one-line form's files live without --save-scenario
   long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
   double budget = -1;
   bool allow_oom = false, quiet = false, baseline = false;
@@ -89,6 +93,19 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   c->add_option("--merge", a.merge,
                 "rank the union of shard outputs (vitsim plan --shard ... --format json)");
   c->add_flag("--quiet,-q", a.quiet, "no progress line on stderr");
+  // The one-line form: no scenario file, the cluster and the job as flags.
+  c->add_option("--gpu", a.one_line.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
+  c->add_option("--nodes", a.one_line.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
+  c->add_option("--gpus-per-node", a.one_line.gpus_per_node, "one-line form: GPUs per node")
+      ->check(integer(1, 1 << 16));
+  c->add_option("--nic", a.one_line.nic,
+                "one-line form: NIC speed and count per node, SPEED[:COUNT] (ndr:8)");
+  c->add_option("--model", a.one_line.model, "one-line form: a model preset (vit_l_16)");
+  c->add_option("--dataset", a.one_line.dataset, "one-line form: a dataset name (imagenet1k)");
+  c->add_option("--deepspeed", a.one_line.deepspeed, "one-line form: a DeepSpeed config (ds_config.json)");
+  c->add_option(
+      "--save-scenario", a.save_scenario,
+      "one-line form: write platform.xml and scenario.xml into this folder, to edit and plan again");
   return c;
 }
 
@@ -97,9 +114,10 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
   if (!a.scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
   // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
   // as they were (a different price or objective would be another plan, with another plan_id).
-  for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min",
-                           "--emit-ds-config", "--global-batch-max", "--deadline", "--budget", "--allow-oom",
-                           "--baseline", "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
+  for (const char* flag :
+       {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min", "--emit-ds-config",
+        "--gpu", "--save-scenario", "--global-batch-max", "--deadline", "--budget", "--allow-oom",
+        "--baseline", "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
     if (c.count(flag) > 0)
       throw UsageError(
           fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
@@ -130,10 +148,35 @@ void set_constraints(PlanArgs& a) {
   k.must_fit = !a.allow_oom;
 }
 
+// The one-line form: the platform and scenario written (into --save-scenario, else a temporary folder) and
+// planned as a scenario file would be.
+void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
+  const bool one_line = !a.one_line.gpu.empty();
+  for (const char* flag :
+       {"--nodes", "--gpus-per-node", "--nic", "--model", "--dataset", "--deepspeed", "--save-scenario"})
+    if (c.count(flag) > 0 && !one_line)
+      throw UsageError(
+          fmt::format("{} belongs to the one-line form: give --gpu GPU too, or a scenario", flag));
+  if (!one_line) return;
+  if (!a.scenario.empty())
+    throw UsageError("plan: give either a scenario or the one-line form (--gpu ...), not both");
+  std::string dir = a.save_scenario;
+  if (dir.empty()) {
+    a.made = std::make_shared<TempDir>("vitsim-plan-");
+    dir = a.made->path();
+  } else {
+    std::filesystem::create_directories(dir);
+  }
+  a.scenario = write_one_line_scenario(a.one_line, dir);
+  if (!a.save_scenario.empty())
+    fmt::print(stderr, "vitsim: wrote {} and {}: edit them and plan again with vitsim plan {}\n", a.scenario,
+               (std::filesystem::path(dir) / "platform.xml").string(), a.scenario);
+}
+
 // The scenario's space planned (and, with --baseline, planned again without the what-ifs and compared).
 PlanResult plan_scenario(PlanArgs& a) {
   PlanResult result;
-  require_scenario("plan", a.scenario, " (or --merge SHARD.json...)");
+  require_scenario("plan", a.scenario, " (or --merge SHARD.json..., or --gpu GPU --model M --dataset D)");
   ScenarioFile f = read_scenario_file(a.scenario);
   apply_sets(f, a.sets);
   add_what_ifs(f, a.what_ifs);
@@ -209,6 +252,7 @@ void add_plan(CLI::App& cli, Action& action) {
   CLI::App* c = add_plan_options(cli, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
+      if (a->merge.empty()) make_one_line_scenario(*a, *c);
       const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
       if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
       return write_plan(*a, result);

@@ -357,6 +357,21 @@ int run_platform(const std::shared_ptr<PlatformArgs>& a, CLI::App* c) {
 
 }  // namespace
 
+std::string platform_xml_for(const std::string& gpu, int nodes, int gpus_per_node,
+                             const std::string& nic_speed, int nics) {
+  PlatformArgs a;
+  a.gpu = gpu;
+  a.nodes = nodes;
+  a.gpus_per_node = gpus_per_node;
+  a.nic_speed = nic_speed;
+  a.nics = nics;
+  const std::string line =
+      fmt::format("vitsim platform gpu={} nodes={} gpus-per-node={} nic-speed={} nics={} (from vitsim plan)",
+                  gpu, nodes, gpus_per_node, nic_speed, nics);
+  const PlatformSpec spec = spec_from_flags(a, line);
+  return write_platform_xml(spec, choose_layout(a.layout, spec));
+}
+
 void add_platform(CLI::App& cli, Action& action) {
   auto a = std::make_shared<PlatformArgs>();
   CLI::App* c = cli.add_subcommand("platform",

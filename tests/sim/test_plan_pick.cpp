@@ -274,3 +274,33 @@ TEST_CASE("platform: a spec file and the flags share their defaults", "[plan][pl
   CHECK(backbone(spec) == backbone(flags));
   CHECK(backbone(spec).first == Transport::NvLink);
 }
+
+TEST_CASE("plan's one-line form: platform and scenario made from flags, saved to edit", "[plan][oneline]") {
+  // The common question in one command: 2 nodes x 2 H100 SXM, one NDR NIC each, ViT-tiny on CIFAR-10 under a
+  // DeepSpeed config of train_batch_size 64 (DeepSpeed's rule on 4 ranks: micro-batch 16, accumulation 1).
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_batch_size": 64, "zero_optimization": {"stage": 1}})");
+  const auto r = vt::vitsim(fmt::format(
+      "plan --gpu h100-sxm --nodes 2 --gpus-per-node 2 --nic ndr:1 --model vit_cifar_tiny --dataset cifar10 "
+      "--deepspeed {} --save-scenario {} --quiet --format json --out {}",
+      d / "ds.json", d / "saved", d / "one.json"));
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("edit them and plan again with vitsim plan " + (d / "saved") + "/scenario.xml"));
+  const PlanResult one = plan_from_json(read_file(d / "one.json"), "one.json");
+  const PlanPoint& top = top_of(one);
+  CHECK(top.gpus == 4);
+  CHECK(top.micro_batch == 16);  // 64 // 4
+  CHECK(top.zero == 1);
+  // The saved files plan to the same answer: they are what the one line planned.
+  const auto again = vt::vitsim(
+      fmt::format("plan {} --quiet --format json --out {}", d / "saved/scenario.xml", d / "again.json"));
+  REQUIRE(again.status == 0);
+  const PlanResult two = plan_from_json(read_file(d / "again.json"), "again.json");
+  CHECK(top_of(two).time_to_train_s == top.time_to_train_s);
+  // The flags are the one-line form's: without --gpu they are a usage error, as is a scenario beside them.
+  CHECK(vt::vitsim("plan --model vit_l_16 --dataset cifar10").status == 2);
+  CHECK(vt::vitsim(fmt::format("plan {} --gpu h100-sxm --model vit_l_16 --dataset cifar10",
+                               d / "saved/scenario.xml"))
+            .status == 2);
+}
