@@ -145,6 +145,15 @@ TEST_CASE("DeepSpeedExamples' and the docs' configs read as DeepSpeed reads them
     CHECK(s.parallel.zero == 3);
     CHECK(s.training.grad_accum == 2);
   }
+  SECTION("activation_checkpointing: DeepSpeed ignores a key it does not read; a near miss is a typo") {
+    d.file("ac.json", R"({"train_micro_batch_size_per_gpu": 4, "activation_checkpointing": {"profile": false,
+                          "my_own_flag": true}})");
+    const DeepSpeedConfig c = read_deepspeed_config(d / "ac.json");
+    CHECK(c.ignored == std::vector<std::string>{"activation_checkpointing.my_own_flag"});
+    d.file("ac.json", R"({"activation_checkpointing": {"profiles": false}})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "ac.json"),
+                      Catch::Contains("(did you mean 'activation_checkpointing.profile'?)"));
+  }
   SECTION("features vitsim does not model are refused by name, never as unknown keys") {
     CHECK_THAT(refusal(d, "dse_vit_random_ltd.json"),
                Catch::Contains("'data_efficiency.enabled' is not modelled by vitsim"));

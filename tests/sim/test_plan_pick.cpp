@@ -182,6 +182,24 @@ TEST_CASE("what-ifs: a faster NIC behind NCCL sockets says it stays socket-limit
   for (const auto& e : edited.effects()) notes += vt::join(e.changes, "\n") + "\n";
   CHECK_THAT(notes, Catch::Contains("link n0-nic: effective bandwidth unchanged at 2 GB/s (tcp:") &&
                         Catch::Contains("socket-limited") && Catch::Contains("zone:transport=roce"));
+  // Through a plan with its baseline (what `vitsim plan --what-if ... --baseline` prints): the time does not
+  // move, and the comparison says why.
+  d.file("s.xml", R"(<scenario name="noop">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32"/>
+  <parallelism collective="ring"/>
+  <simulation steps="6" warmup="1"/>
+</scenario>
+)");
+  const PlanResult without = plan_of(d / "s.xml");
+  const PlanResult with = plan_of(d / "s.xml", {"whatif.edits=link:n*-nic:bandwidth=100Gbps"});
+  CHECK(top_of(with).time_to_train_s == top_of(without).time_to_train_s);
+  CHECK_THAT(lines(compare_plans(without, with)),
+             Catch::Contains("why nothing changed:") &&
+                 Catch::Contains("n1-nic: effective bandwidth unchanged") &&
+                 Catch::Contains("the top pick is communication-bound"));
   // Where the edit does move the link (10 Gb/s: framing-limited at 1.18 GB/s, below the socket), no note.
   s.what_ifs = {"link:n0-nic:bandwidth=10Gbps"};
   std::vector<Scenario> slower{s};

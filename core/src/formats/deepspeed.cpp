@@ -196,7 +196,7 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   }
   deepspeed::take_autos(j, "", c.auto_keys, o);
   deepspeed::check_sections(j, o);
-  deepspeed::check_activation_checkpointing(j, o);
+  for (auto& k : deepspeed::check_activation_checkpointing(j, o)) c.ignored.push_back(std::move(k));
   deepspeed::refuse_unmodelled(j, o);
   c.unmodelled = deepspeed::unmodelled_keys(j);
   read_basics(j, o, c);

@@ -297,9 +297,25 @@ void check_sections(const json& j, const Origin& o) {
   check_zero(j, o);
 }
 
-void check_activation_checkpointing(const json& j, const Origin& o) {
-  if (j.contains("activation_checkpointing"))
-    section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);
+std::vector<std::string> check_activation_checkpointing(const json& j, const Origin& o) {
+  // DeepSpeed reads this section key by key (activation_checkpointing/config.py, get_scalar_param) and
+  // ignores the rest: a near miss is a typo, refused; any other key is returned, to be warned about.
+  std::vector<std::string> ignored;
+  if (!j.contains("activation_checkpointing")) return ignored;
+  const json& a = j.at("activation_checkpointing");
+  if (!a.is_object()) {
+    section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);  // throws: not an object
+    return ignored;
+  }
+  const std::vector<std::string> names(kActivationCheckpointingKeys.begin(),
+                                       kActivationCheckpointingKeys.end());
+  for (const auto& [key, value] : a.items())
+    if (!kActivationCheckpointingKeys.count(key)) {
+      if (!closest_name(key, names).empty())
+        check_keys(a, kActivationCheckpointingKeys, "activation_checkpointing.", o);
+      ignored.push_back("activation_checkpointing." + key);
+    }
+  return ignored;
 }
 
 // Removes every "auto" value (recording its key), refusing one where the integration fills none.

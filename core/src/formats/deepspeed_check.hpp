@@ -23,8 +23,9 @@ void take_autos(nlohmann::json& j, const std::string& prefix, std::vector<std::s
 // either way).
 void check_sections(const nlohmann::json& j, const Origin& o);
 
-// The activation_checkpointing section's keys.
-void check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
+// The activation_checkpointing section's keys: a near miss refused; any other, which DeepSpeed ignores,
+// returned.
+std::vector<std::string> check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
 
 // Settings that change time or memory in ways vitsim does not model: refused, never ignored.
 void refuse_unmodelled(const nlohmann::json& j, const Origin& o);

@@ -405,11 +405,11 @@ void explain_no_op(const PlanResult& edited, const PlanPoint& top, std::vector<s
   const ReportPoint& r = top.result;
   const Breakdown& b = r.breakdown_s;
   const double step = r.step_time_s.mean;
+  const std::string bound = r.bound == "exposed_comm" ? "communication" : r.bound == "h2d" ? "copy" : r.bound;
   out.push_back(fmt::format(
-      "    the top pick is {}-bound: exposed communication is {:.1f}% of its step of {} (of {} in flight), "
-      "so "
-      "a network edit can gain at most that",
-      r.bound, pct(b.comm_exposed, step), units::format_time(step), units::format_time(b.comm_total)));
+      "    the top pick is {}-bound: exposed communication is {:.1f}% of its step of {} (of "
+      "{} in flight), so a network edit can gain at most that",
+      bound, pct(b.comm_exposed, step), units::format_time(step), units::format_time(b.comm_total)));
   // The bound is the breakdown's largest term by name (report.cpp bound_of).
   const double seconds = r.bound == "exposed_comm" ? b.comm_exposed
                          : r.bound == "data"       ? b.data
