@@ -1,16 +1,19 @@
 // vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
 //                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format
 //                          table|json|csv]
-//                          [--top K] [--out FILE] [--jobs N] [--shard I/K] [--quiet]
+//                          [--top K] [--out FILE] [--emit-ds-config FILE] [--jobs N] [--shard I/K] [--quiet]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
@@ -23,7 +26,11 @@ struct PlanArgs {
   std::string scenario;
   std::vector<std::string> sets, what_ifs, merge;
   std::string format = "table";
-  std::string out, deadline, shard;
+  std::string out, deadline, shard, emit_ds_config;
+  ScenarioFile file;     // the scenario as planned (--set and --what-if applied), for --emit-ds-config
+  OneLinePlan one_line;  // --gpu ... --model ... --dataset ...: platform and scenario made here
+  std::string save_scenario;
+  std::shared_ptr<TempDir> made;  // where the one-line form's files live without --save-scenario
   long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
   double budget = -1;
   bool allow_oom = false, quiet = false, baseline = false;
@@ -78,12 +85,27 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   c->add_option("--top", a.top, "feasible rows in the table (0 = all; Pareto points always shown)")
       ->check(integer(0, 1 << 30));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");
+  c->add_option("--emit-ds-config", a.emit_ds_config,
+                "write the top pick as a DeepSpeed config (ds_config.json) DeepSpeed and vitsim read");
   c->add_option("--jobs,-j", a.opt.jobs, "points simulated at once (default: the cores)")
       ->check(integer(1, 4096));
   c->add_option("--shard", a.shard, "simulate only points with index % K == I and write them unranked (I/K)");
   c->add_option("--merge", a.merge,
                 "rank the union of shard outputs (vitsim plan --shard ... --format json)");
   c->add_flag("--quiet,-q", a.quiet, "no progress line on stderr");
+  // The one-line form: no scenario file, the cluster and the job as flags.
+  c->add_option("--gpu", a.one_line.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
+  c->add_option("--nodes", a.one_line.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
+  c->add_option("--gpus-per-node", a.one_line.gpus_per_node, "one-line form: GPUs per node")
+      ->check(integer(1, 1 << 16));
+  c->add_option("--nic", a.one_line.nic,
+                "one-line form: NIC speed and count per node, SPEED[:COUNT] (ndr:8)");
+  c->add_option("--model", a.one_line.model, "one-line form: a model preset (vit_l_16)");
+  c->add_option("--dataset", a.one_line.dataset, "one-line form: a dataset name (imagenet1k)");
+  c->add_option("--deepspeed", a.one_line.deepspeed, "one-line form: a DeepSpeed config (ds_config.json)");
+  c->add_option(
+      "--save-scenario", a.save_scenario,
+      "one-line form: write platform.xml and scenario.xml into this folder, to edit and plan again");
   return c;
 }
 
@@ -92,9 +114,10 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
   if (!a.scenario.empty()) throw UsageError("plan: give either a scenario or --merge, not both");
   // The shards were planned, priced and constrained by the `vitsim plan --shard` commands; --merge ranks them
   // as they were (a different price or objective would be another plan, with another plan_id).
-  for (const char* flag : {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min",
-                           "--global-batch-max", "--deadline", "--budget", "--allow-oom", "--baseline",
-                           "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
+  for (const char* flag :
+       {"--set", "--what-if", "--calibration", "--global-batch", "--global-batch-min", "--emit-ds-config",
+        "--gpu", "--save-scenario", "--global-batch-max", "--deadline", "--budget", "--allow-oom",
+        "--baseline", "--epochs", "--objective", "--price-per-kwh", "--shard", "--jobs"})
     if (c.count(flag) > 0)
       throw UsageError(
           fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
@@ -125,10 +148,35 @@ void set_constraints(PlanArgs& a) {
   k.must_fit = !a.allow_oom;
 }
 
+// The one-line form: the platform and scenario written (into --save-scenario, else a temporary folder) and
+// planned as a scenario file would be.
+void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
+  const bool one_line = !a.one_line.gpu.empty();
+  for (const char* flag :
+       {"--nodes", "--gpus-per-node", "--nic", "--model", "--dataset", "--deepspeed", "--save-scenario"})
+    if (c.count(flag) > 0 && !one_line)
+      throw UsageError(
+          fmt::format("{} belongs to the one-line form: give --gpu GPU too, or a scenario", flag));
+  if (!one_line) return;
+  if (!a.scenario.empty())
+    throw UsageError("plan: give either a scenario or the one-line form (--gpu ...), not both");
+  std::string dir = a.save_scenario;
+  if (dir.empty()) {
+    a.made = std::make_shared<TempDir>("vitsim-plan-");
+    dir = a.made->path();
+  } else {
+    std::filesystem::create_directories(dir);
+  }
+  a.scenario = write_one_line_scenario(a.one_line, dir);
+  if (!a.save_scenario.empty())
+    fmt::print(stderr, "vitsim: wrote {} and {}: edit them and plan again with vitsim plan {}\n", a.scenario,
+               (std::filesystem::path(dir) / "platform.xml").string(), a.scenario);
+}
+
 // The scenario's space planned (and, with --baseline, planned again without the what-ifs and compared).
 PlanResult plan_scenario(PlanArgs& a) {
   PlanResult result;
-  require_scenario("plan", a.scenario, " (or --merge SHARD.json...)");
+  require_scenario("plan", a.scenario, " (or --merge SHARD.json..., or --gpu GPU --model M --dataset D)");
   ScenarioFile f = read_scenario_file(a.scenario);
   apply_sets(f, a.sets);
   add_what_ifs(f, a.what_ifs);
@@ -137,7 +185,10 @@ PlanResult plan_scenario(PlanArgs& a) {
   // Before the sweep, not after it: --out writable, and not one of the inputs.
   std::vector<NamedPath> inputs = scenario_inputs(f);
   inputs.push_back({a.opt.calibration, "--calibration"});
-  check_output_paths({{a.out, "--out"}}, inputs);
+  check_output_paths({{a.out, "--out"}, {a.emit_ds_config, "--emit-ds-config"}}, inputs);
+  if (!a.emit_ds_config.empty() && !a.shard.empty())
+    throw UsageError("plan: --emit-ds-config writes the top pick of a ranked plan: not with --shard");
+  a.file = f;
   a.opt.progress = !a.quiet;
   if (a.baseline) {
     if (!f.attrs.count("whatif.edits"))
@@ -152,6 +203,24 @@ PlanResult plan_scenario(PlanArgs& a) {
     result = sim::plan(f, a.opt);
   }
   return result;
+}
+
+// --emit-ds-config: the top pick's point resolved again from the scenario as planned, its swept and derived
+// keys set as --set would, and written as a DeepSpeed config.
+void emit_ds_config(const PlanArgs& a, const PlanResult& result) {
+  const PlanPoint* top = nullptr;
+  for (const auto& p : result.points)
+    if (p.rank == 1) top = &p;
+  if (!top) return;  // nothing feasible: write_plan says so
+  ScenarioFile f = a.file;
+  const std::vector<std::string> keys = scenario_keys();
+  for (const auto& [key, value] : top->params)
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) apply_override(f, key + "=" + value);
+  const std::vector<Scenario> points = expand(f);
+  if (points.size() != 1)
+    throw Error(
+        fmt::format("plan: --emit-ds-config: the top pick resolved to {} points, expected 1", points.size()));
+  write_file_atomic(a.emit_ds_config, deepspeed_config_for(points.front()));
 }
 
 // The result written (stdout or --out); 5 when nothing is feasible.
@@ -183,7 +252,9 @@ void add_plan(CLI::App& cli, Action& action) {
   CLI::App* c = add_plan_options(cli, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
+      if (a->merge.empty()) make_one_line_scenario(*a, *c);
       const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
+      if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
       return write_plan(*a, result);
     };
   });

@@ -42,8 +42,8 @@ struct PlatformArgs {
   int global_links = 1;
   std::string hop_lat;
   int cpu_cores = 0;
-  std::string loader_bw = "600MBps";
-  std::string loader_image_overhead = "100us";
+  std::string loader_bw;              // "": default_node_props' (core)
+  std::string loader_image_overhead;  // likewise
   std::string price;
   std::string price_kwh;
   bool list_gpus = false;
@@ -63,16 +63,6 @@ void check_quantity(const std::string& flag, const std::string& value, units::Ki
   if (kind == units::Kind::Bandwidth && !plausible_bandwidth().contains(v))
     throw Error(
         fmt::format("{} {}: not a plausible bandwidth (expected {})", flag, value, kPlausibleBandwidthText));
-}
-
-// The default GPU-to-GPU path for a catalogue GPU: its NVLink/Infinity Fabric if it has one (boards with
-// NVLink 3/4/5 are NVSwitch boards), else PCIe: peer-to-peer for data-centre and professional cards, staged
-// through host memory for GeForce cards (their driver disables peer-to-peer).
-std::string default_fabric(const CatalogueGpu& g) {
-  if (g.gpu_link == "nvlink3" || g.gpu_link == "nvlink4" || g.gpu_link == "nvlink5") return "nvswitch";
-  if (g.gpu_link == "nvlink2" || g.gpu_link == "infinity_fabric") return "nvlink";
-  if (g.arch.find("geforce") != std::string::npos || g.name.rfind("GTX", 0) == 0) return "pcie_host";
-  return "pcie_p2p";
 }
 
 // --layout: auto is flat-star for more than 64 nodes (a full mesh of routes grows with nodes squared), for
@@ -189,16 +179,24 @@ TopologySpec topology_from_flags(const PlatformArgs& a) {
   return topo;
 }
 
-// CPU cores: a DGX H100 has 112 cores for 8 GPUs (14 a GPU); the loader figures are the study's Vector
-// assumptions (docs/sources.md). All three are assumptions `vitsim calibrate` replaces.
+// CPU cores and the loader figures: the flags over core's defaults, the ones spec files take too.
 Props node_props_from_flags(const PlatformArgs& a) {
-  const int cores = a.cpu_cores > 0 ? a.cpu_cores : 14 * a.gpus_per_node;
-  check_quantity("--loader-bw", a.loader_bw, platform_prop("loader_bw").unit);
-  check_quantity("--loader-image-overhead", a.loader_image_overhead,
-                 platform_prop("loader_image_overhead").unit);
-  return {{"cpu_cores", std::to_string(cores)},
-          {"loader_bw", a.loader_bw},
-          {"loader_image_overhead", a.loader_image_overhead}};
+  Props props = default_node_props(a.gpus_per_node);
+  auto set_prop = [](Props& ps, const std::string& key, const std::string& value) {
+    for (auto& [k, v] : ps)
+      if (k == key) v = value;
+  };
+  if (a.cpu_cores > 0) set_prop(props, "cpu_cores", std::to_string(a.cpu_cores));
+  if (!a.loader_bw.empty()) {
+    check_quantity("--loader-bw", a.loader_bw, platform_prop("loader_bw").unit);
+    set_prop(props, "loader_bw", a.loader_bw);
+  }
+  if (!a.loader_image_overhead.empty()) {
+    check_quantity("--loader-image-overhead", a.loader_image_overhead,
+                   platform_prop("loader_image_overhead").unit);
+    set_prop(props, "loader_image_overhead", a.loader_image_overhead);
+  }
+  return props;
 }
 
 PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_line) {
@@ -358,6 +356,21 @@ int run_platform(const std::shared_ptr<PlatformArgs>& a, CLI::App* c) {
 }
 
 }  // namespace
+
+std::string platform_xml_for(const std::string& gpu, int nodes, int gpus_per_node,
+                             const std::string& nic_speed, int nics) {
+  PlatformArgs a;
+  a.gpu = gpu;
+  a.nodes = nodes;
+  a.gpus_per_node = gpus_per_node;
+  a.nic_speed = nic_speed;
+  a.nics = nics;
+  const std::string line =
+      fmt::format("vitsim platform gpu={} nodes={} gpus-per-node={} nic-speed={} nics={} (from vitsim plan)",
+                  gpu, nodes, gpus_per_node, nic_speed, nics);
+  const PlatformSpec spec = spec_from_flags(a, line);
+  return write_platform_xml(spec, choose_layout(a.layout, spec));
+}
 
 void add_platform(CLI::App& cli, Action& action) {
   auto a = std::make_shared<PlatformArgs>();

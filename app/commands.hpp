@@ -47,6 +47,20 @@ void print_stdout(const std::string& text);
 // A command's result: to `out` (written atomically), or to standard output when `out` is empty.
 void write_output(const std::string& out, const std::string& text);
 
+// The platform `vitsim platform --gpu GPU --nodes N --gpus-per-node K --nic-speed SPEED --nics C` writes, as
+// XML, every other flag at its default (cmd_platform.cpp): `vitsim plan`'s one-line form.
+std::string platform_xml_for(const std::string& gpu, int nodes, int gpus_per_node,
+                             const std::string& nic_speed, int nics);
+
+// `vitsim plan --gpu ... --model ... --dataset ... [--deepspeed FILE]` (plan_one_line.cpp): the platform and
+// the scenario that `vitsim platform` and a hand-written file would give, written into `dir` as platform.xml
+// and scenario.xml; returns the scenario's path.
+struct OneLinePlan {
+  std::string gpu, nic, model, dataset, deepspeed;
+  int nodes = 1, gpus_per_node = 1;
+};
+std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir);
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);

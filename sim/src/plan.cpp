@@ -70,24 +70,60 @@ json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenari
   return json{{"report", report_to_json(one)}};
 }
 
-// The largest memory per GPU over the ranks, and the smallest GPU memory, by the core memory model with
-// the inputs simulate_point gives it (so that the pre-check and the simulation agree).
-void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlacement& place, PlanPoint& p) {
-  const Workload w = build_workload(s.model);
-  p.memory_per_gpu_bytes = 0;
-  p.gpu_memory_bytes = INFINITY;
+// The memory per GPU of `s` on each distinct GPU model of the placement, against that GPU's memory, by the
+// core memory model with the inputs simulate_point gives it (so that the pre-check and the simulation
+// agree): the largest need, the smallest memory, and whether every GPU holds its ranks.
+struct MemoryFit {
+  double need = 0, have = INFINITY;
   bool fits = true;
+};
+MemoryFit memory_fit(const Scenario& s, const Workload& w, const PlatformFacts& facts,
+                     const RankPlacement& place) {
+  MemoryFit f;
   std::set<std::string> seen;
   for (const auto& host : place.hosts) {
     const GpuFacts& g = facts.gpu.at(host);
-    const std::string key = fmt::format("{}/{}/{}", g.model, g.mem_bytes, g.reserved_bytes);
-    if (!seen.insert(key).second) continue;
+    if (!seen.insert(fmt::format("{}/{}/{}", g.model, g.mem_bytes, g.reserved_bytes)).second) continue;
     const double need = memory_per_gpu(w, memory_inputs(s, g.reserved_bytes)).total();
-    p.memory_per_gpu_bytes = std::max(p.memory_per_gpu_bytes, need);
-    p.gpu_memory_bytes = std::min(p.gpu_memory_bytes, g.mem_bytes);
-    if (need > g.mem_bytes) fits = false;
+    f.need = std::max(f.need, need);
+    f.have = std::min(f.have, g.mem_bytes);
+    if (need > g.mem_bytes) f.fits = false;
   }
-  if (!fits)
+  return f;
+}
+
+// The largest micro-batch that fits at ZeRO stage `zero`, the rest as `s` (memory grows with the
+// micro-batch: doubling, then bisection); 0 when not even one image fits.
+long long largest_fitting_micro_batch(const Scenario& s, int zero, const Workload& w,
+                                      const PlatformFacts& facts, const RankPlacement& place) {
+  constexpr long long kMost = 1 << 24;  // training.micro_batch's range (scenario_keys.cpp)
+  Scenario t = s;
+  t.parallel.zero = zero;
+  auto fits = [&](long long mb) {
+    t.training.micro_batch = static_cast<int>(mb);
+    return memory_fit(t, w, facts, place).fits;
+  };
+  if (!fits(1)) return 0;
+  long long lo = 1, hi = 2;
+  while (hi <= kMost && fits(hi)) lo = hi, hi *= 2;
+  if (hi > kMost) return lo;
+  while (hi - lo > 1) {
+    const long long mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// The point's memory against its GPUs (excluded when it does not fit), and the largest micro-batch that
+// would fit at each ZeRO stage.
+void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlacement& place, PlanPoint& p) {
+  const Workload w = build_workload(s.model);
+  const MemoryFit f = memory_fit(s, w, facts, place);
+  p.memory_per_gpu_bytes = f.need;
+  p.gpu_memory_bytes = f.have;
+  for (int z = 0; z < 4; ++z) p.largest_micro_batch[z] = largest_fitting_micro_batch(s, z, w, facts, place);
+  p.largest_known = true;
+  if (!f.fits)
     p.excluded =
         fmt::format("memory: needs {} per GPU, a GPU has {}", units::format_bytes(p.memory_per_gpu_bytes),
                     units::format_bytes(p.gpu_memory_bytes));
@@ -244,6 +280,22 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   return p;
 }
 
+// Past which global batch the top pick is flagged: the batch the scenario's DeepSpeed config was tuned
+// for, else the largest of the published ViT recipes on ImageNet (docs/sources.md, "Large-batch ViT
+// training": ViT trained with 4,096, DeiT with 1,024).
+void batch_reference(const Scenario& s, PlanResult& result) {
+  constexpr long long kPublishedVitBatch = 4096;
+  if (s.deepspeed_train_batch) {
+    result.batch_reference = *s.deepspeed_train_batch;
+    result.batch_reference_source = "the train_batch_size of the scenario's DeepSpeed config";
+  } else {
+    result.batch_reference = kPublishedVitBatch;
+    result.batch_reference_source =
+        "the largest global batch of the published ViT ImageNet recipes: 4,096 in Dosovitskiy et al. 2021, "
+        "1,024 in DeiT, Touvron et al. 2021";
+  }
+}
+
 // Epochs and prices from the first valid point of the whole space, not of the shard.
 void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, PlatformCache& platforms,
                        PlanResult& result) {
@@ -251,6 +303,7 @@ void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, Pl
     if (c.scenario) {
       const PlatformFacts& facts = platforms.of(*c.scenario);
       result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
+      batch_reference(*c.scenario, result);
       result.price_per_gpu_hour = parse_price(facts);
       const auto kwh = facts.props.find("price_per_kwh");
       result.price_per_kwh =

@@ -31,7 +31,9 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
   vt::TempDir d;
   // Two nodes of 4 GPUs (platform_xml's layout).
   d.file("p.xml", vt::platform_xml(2, 4, "12GBps", "1us", {"1GBps", "1GBps"}, {"8Tf", "8Tf"}));
-  d.file("ds.json", R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16})");
+  d.file(
+      "ds.json",
+      R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1})");
   d.file("bad.json", R"({"train_batch_size": 64, "gradient_accumulation_step": 2})");
   const std::vector<Case> cases{
       {"missing file", "", "predict nope.xml", "vitsim: error: nope.xml: cannot open scenario file"},
@@ -75,7 +77,8 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
        "predict s.xml",
        "vitsim: error: s.xml:6: bad.json: unknown DeepSpeed key 'gradient_accumulation_step' (did you mean "
        "'gradient_accumulation_steps'?); known: "
-       "activation_checkpointing, aio, amp, autotuning, bf16, bfloat16, checkpoint, comms_logger, "
+       "activation_checkpointing, aio, allgather_size, amp, autotuning, bf16, bfloat16, checkpoint, "
+       "comms_logger, "
        "communication_data_type, compile, compression_training, csv_monitor, curriculum_learning, "
        "data_efficiency, data_types, dataloader_drop_last, disable_allgather, dump_state, eigenvalue, "
        "elasticity, flops_profiler, fp16, fp32_allreduce, gradient_accumulation_dtype, "

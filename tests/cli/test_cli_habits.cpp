@@ -141,7 +141,9 @@ std::vector<UsageCase> usage_cases() {
       {"predict", "vitsim: error: vitsim predict needs a scenario: vitsim predict SCENARIO.xml"},
       {"validate s.xml", "vitsim: error: validate needs --measured REPORT.json or --run"},
       {"plan",
-       "vitsim: error: vitsim plan needs a scenario: vitsim plan SCENARIO.xml (or --merge SHARD.json...)"},
+       "vitsim: error: vitsim plan needs a scenario: vitsim plan SCENARIO.xml (or --merge SHARD.json..., or "
+       "--gpu "
+       "GPU --model M --dataset D)"},
       {"plan s.xml --shard 3/2", "vitsim: error: --shard '3/2': expected I/K with 0 <= I < K, e.g. 0/2"},
       {"plan s.xml --deadline soon",
        "vitsim: error: --deadline: bad time 'soon': no number; valid units: w, d, h, min, m, s, ms, us, ns, "

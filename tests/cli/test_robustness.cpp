@@ -364,7 +364,8 @@ std::vector<BadInput> cases() {
         {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
        S,
        "vitsim: error: s.xml:6: ds.json: unknown DeepSpeed key 'gradient_accumulation_step' (did you mean "
-       "'gradient_accumulation_steps'?); known: activation_checkpointing, aio, amp, autotuning, bf16, "
+       "'gradient_accumulation_steps'?); known: activation_checkpointing, aio, allgather_size, amp, "
+       "autotuning, bf16, "
        "bfloat16, checkpoint, comms_logger, communication_data_type, compile, compression_training, "
        "csv_monitor, curriculum_learning, data_efficiency, data_types, dataloader_drop_last, "
        "disable_allgather, dump_state, eigenvalue, elasticity, flops_profiler, fp16, fp32_allreduce, "
@@ -385,11 +386,25 @@ std::vector<BadInput> cases() {
        "train_micro_batch_size_per_gpu=64"},
       {"deepspeed",
        "train_batch_size != micro x accumulation x ranks",
-       {{"ds.json", "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 16}"},
+       {{"ds.json",
+         "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 16, "
+         "\"gradient_accumulation_steps\": 1}"},
         {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
        S,
        "vitsim: error: s.xml:6: train_batch_size 64 != micro_batch 16 x gradient_accumulation_steps 1 x "
        "ranks 2 = 32 (DeepSpeed requires equality)"},
+      {"deepspeed",
+       "train_batch_size the ranks do not divide (DeepSpeed's derivation)",
+       {{"ds.json", "{\"train_batch_size\": 15}"},
+        {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: train_batch_size 15 != micro_batch 7 x gradient_accumulation_steps 1 x ranks "
+       "2 = "
+       "14 (DeepSpeed derives train_micro_batch_size_per_gpu = 15 // 2 = 7 with gradient_accumulation_steps "
+       "1, "
+       "and requires equality): give a train_batch_size the ranks divide, or the micro-batch and "
+       "accumulation "
+       "instead"},
       {"deepspeed",
        "ZeRO stage 7",
        {{"ds.json", "{\"zero_optimization\": {\"stage\": 7}}"},

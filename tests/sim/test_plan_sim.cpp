@@ -243,7 +243,9 @@ TEST_CASE("vitsim plan bad input gets one clear line", "[plan][cli]") {
   r = vt::vitsim("plan -q");
   CHECK(r.status == 2);
   CHECK(r.out ==
-        "vitsim: error: vitsim plan needs a scenario: vitsim plan SCENARIO.xml (or --merge SHARD.json...)\n");
+        "vitsim: error: vitsim plan needs a scenario: vitsim plan SCENARIO.xml (or --merge SHARD.json..., or "
+        "--gpu GPU "
+        "--model M --dataset D)\n");
 }
 
 TEST_CASE("vitsim plan --baseline compares the top picks with and without the what-ifs", "[plan][cli]") {

@@ -41,8 +41,8 @@ bool get_bool(const json& j, const std::string& key, const Origin& o) {
   return v.get<bool>();
 }
 
-// The file as a JSON object, its top-level keys checked.
-json parse_config(const std::string& path, const Origin& o) {
+// The file as a JSON object, its top-level keys checked (those DeepSpeed ignores into `ignored`).
+json parse_config(const std::string& path, const Origin& o, std::vector<std::string>& ignored) {
   const std::string text = read_input_file(path, "DeepSpeed config");  // regular files only, size-limited
   if (const std::string deep = json_depth_problem(text); !deep.empty()) throw Error(o, deep);
   json j;
@@ -53,7 +53,7 @@ json parse_config(const std::string& path, const Origin& o) {
     throw Error(o, fmt::format("malformed JSON: {}", e.what()));
   }
   if (!j.is_object()) throw Error(o, "a DeepSpeed config must be a JSON object");
-  deepspeed::check_top_level(j, o);
+  ignored = deepspeed::check_top_level(j, o);
   return j;
 }
 
@@ -159,18 +159,35 @@ void read_optimizer(const json& j, const Origin& o, DeepSpeedConfig& c) {
 }  // namespace
 
 std::string unmodelled_warning(const DeepSpeedConfig& c) {
-  if (c.unmodelled.empty()) return "";
-  std::string names;
-  for (const auto& k : c.unmodelled) names += (names.empty() ? "" : ", ") + k;
-  return fmt::format("{}: DeepSpeed keys vitsim does not model (no effect on the prediction): {}", c.path,
-                     names);
+  if (c.unmodelled.empty() && c.ignored.empty()) return "";
+  auto join = [](const std::vector<std::string>& keys) {
+    std::string names;
+    for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k;
+    return names;
+  };
+  std::string out = c.path + ": ";
+  if (!c.unmodelled.empty())
+    out += "DeepSpeed keys vitsim does not model (no effect on the prediction): " + join(c.unmodelled);
+  if (!c.ignored.empty())
+    out +=
+        std::string(c.unmodelled.empty() ? "" : "; ") + "keys DeepSpeed itself ignores: " + join(c.ignored);
+  return out;
 }
 
 DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   const Origin o{path, 0};
-  json j = parse_config(path, o);
   DeepSpeedConfig c;
+  json j = parse_config(path, o, c.ignored);
+  for (const auto& k : c.ignored) j.erase(k);
   c.path = path;
+  // "zero_optimization": true|false is the deprecated form DeepSpeed still reads as stage 1|0, with the
+  // top-level allgather_size as its bucket (zero/config.py read_zero_config_deprecated).
+  if (j.contains("zero_optimization") && j.at("zero_optimization").is_boolean()) {
+    json z{{"stage", j.at("zero_optimization").get<bool>() ? 1 : 0}};
+    if (j.contains("allgather_size")) z["allgather_bucket_size"] = j.at("allgather_size");
+    j.erase("allgather_size");
+    j["zero_optimization"] = z;
+  }
   // DeepSpeed reads "bfloat16" as another name of "bf16" (runtime/config.py get_bfloat16_config).
   if (j.contains("bfloat16")) {
     if (j.contains("bf16")) throw Error(o, "both 'bf16' and 'bfloat16' are given; DeepSpeed reads one");
@@ -179,7 +196,7 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
   }
   deepspeed::take_autos(j, "", c.auto_keys, o);
   deepspeed::check_sections(j, o);
-  deepspeed::check_activation_checkpointing(j, o);
+  for (auto& k : deepspeed::check_activation_checkpointing(j, o)) c.ignored.push_back(std::move(k));
   deepspeed::refuse_unmodelled(j, o);
   c.unmodelled = deepspeed::unmodelled_keys(j);
   read_basics(j, o, c);

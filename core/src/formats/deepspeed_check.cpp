@@ -52,7 +52,7 @@ const std::set<std::string> kTopKeys{
     "progressive_layer_drop", "eigenvalue", "quantize_training", "weight_quantization", "hybrid_engine",
     "torch_autocast", "graph_harvesting", "use_data_before_expert_parallelism", "compile", "timers",
     "load_universal_checkpoint", "use_node_local_storage", "zero_legacy_stage1", "dataloader_drop_last",
-    "moe", "bfloat16", "monitor_config", "gradient_accumulation_dtype"};
+    "moe", "bfloat16", "monitor_config", "gradient_accumulation_dtype", "allgather_size"};
 
 // The keys DeepSpeed v0.12 reads in each section (deepspeed/runtime/config.py, fp16/loss_scaler.py,
 // zero/config.py and zero/offload_config.py, ops/adam, ops/lamb, runtime/lr_schedules.py): a key outside
@@ -60,7 +60,10 @@ const std::set<std::string> kTopKeys{
 const std::set<std::string> kFp16Keys{"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
                                       "hysteresis", "consecutive_hysteresis", "min_loss_scale",
                                       "fp16_master_weights_and_grads"};
-const std::set<std::string> kBf16Keys{"enabled"};
+// DeepSpeed v0.16 precision_config.py DeepSpeedBF16Config: the twin of fp16's master-weights key and the
+// bf16 optimizer's switches.
+const std::set<std::string> kBf16Keys{"enabled", "immediate_grad_update", "check_grad_overflow",
+                                      "bf16_master_weights_and_grads", "bf16_optimizer_states"};
 const std::set<std::string> kOptimizerKeys{"type", "params", "legacy_fusion"};
 const std::set<std::string> kOptimizerParams{
     "lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "amsgrad", "bias_correction", "momentum",
@@ -85,7 +88,10 @@ const std::set<std::string> kZeroKeys{
     "stage3_gather_fp16_weights_on_model_save", "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients",
     "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
     "zero_quantized_gradients", "mics_shard_size", "mics_hierarchical_params_gather", "memory_efficient_linear",
-    "pipeline_loading_checkpoint", "override_module_apply"};
+    "pipeline_loading_checkpoint", "override_module_apply",
+    // DeepSpeed v0.16 zero/config.py DeepSpeedZeroConfig, with their stage3_ aliases.
+    "module_granularity_threshold", "stage3_module_granularity_threshold", "use_all_reduce_for_fetch_params",
+    "stage3_use_all_reduce_for_fetch_params", "zeropp_loco_param", "log_trace_cache_warnings"};
 // runtime/activation_checkpointing/config.py.
 const std::set<std::string> kActivationCheckpointingKeys{"partition_activations", "contiguous_memory_optimization",
                                                          "cpu_checkpointing", "number_checkpoints",
@@ -260,8 +266,18 @@ bool enabled(const json& j, const std::string& key) {
 
 }  // namespace
 
-void check_top_level(const json& j, const Origin& o) {
-  check_keys(j, kTopKeys, "", o);
+std::vector<std::string> check_top_level(const json& j, const Origin& o) {
+  // DeepSpeed reads the top-level keys it knows and ignores the others (runtime/config.py reads each with
+  // get_scalar_param or its section's reader; nothing lists the rest): a key near one it reads is a typo
+  // that would silently change nothing, refused with "did you mean"; any other is ignored, as by DeepSpeed.
+  std::vector<std::string> ignored;
+  const std::vector<std::string> names(kTopKeys.begin(), kTopKeys.end());
+  for (const auto& [key, value] : j.items())
+    if (!kTopKeys.count(key)) {
+      if (!closest_name(key, names).empty()) check_keys(j, kTopKeys, "", o);
+      ignored.push_back(key);
+    }
+  return ignored;
 }
 
 // Every section's values range-checked (those vitsim reads and those it does not: a wrong value is wrong
@@ -274,15 +290,32 @@ void check_sections(const json& j, const Origin& o) {
     number_in(j, "gradient_clipping", "gradient_clipping", units::non_negative(), o);
   check_fp16(j, o);
   if (const json* b = section(j, "bf16", kBf16Keys, "", o))
-    if (b->contains("enabled")) bool_of(*b, "enabled", "bf16.enabled", o);
+    for (const auto& k : kBf16Keys)
+      if (b->contains(k)) bool_of(*b, k, "bf16." + k, o);
   check_optimizer(j, o);
   check_scheduler(j, o);
   check_zero(j, o);
 }
 
-void check_activation_checkpointing(const json& j, const Origin& o) {
-  if (j.contains("activation_checkpointing"))
-    section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);
+std::vector<std::string> check_activation_checkpointing(const json& j, const Origin& o) {
+  // DeepSpeed reads this section key by key (activation_checkpointing/config.py, get_scalar_param) and
+  // ignores the rest: a near miss is a typo, refused; any other key is returned, to be warned about.
+  std::vector<std::string> ignored;
+  if (!j.contains("activation_checkpointing")) return ignored;
+  const json& a = j.at("activation_checkpointing");
+  if (!a.is_object()) {
+    section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);  // throws: not an object
+    return ignored;
+  }
+  const std::vector<std::string> names(kActivationCheckpointingKeys.begin(),
+                                       kActivationCheckpointingKeys.end());
+  for (const auto& [key, value] : a.items())
+    if (!kActivationCheckpointingKeys.count(key)) {
+      if (!closest_name(key, names).empty())
+        check_keys(a, kActivationCheckpointingKeys, "activation_checkpointing.", o);
+      ignored.push_back("activation_checkpointing." + key);
+    }
+  return ignored;
 }
 
 // Removes every "auto" value (recording its key), refusing one where the integration fills none.
@@ -370,6 +403,7 @@ std::vector<std::string> unmodelled_keys(const json& j) {
   // (partition_activations splits over the model-parallel group; the others are bookkeeping).
   std::vector<std::string> out;
   for (const auto& [k, v] : j.items()) {
+    if (!kTopKeys.count(k)) continue;  // ignored by DeepSpeed itself (check_top_level)
     if (!kReadTopKeys.count(k)) {
       out.push_back(k);
       continue;
@@ -380,6 +414,9 @@ std::vector<std::string> unmodelled_keys(const json& j) {
     if (k == "fp16" && v.is_object() && v.contains("auto_cast")) out.push_back("fp16.auto_cast");
     if (k == "fp16" && v.is_object() && v.contains("fp16_master_weights_and_grads"))
       out.push_back("fp16.fp16_master_weights_and_grads");
+    if (k == "bf16" && v.is_object())
+      for (const auto& [bk, bv] : v.items())
+        if (bk != "enabled") out.push_back("bf16." + bk);
     if (k == "optimizer" && v.is_object() && v.contains("legacy_fusion"))
       out.push_back("optimizer.legacy_fusion");
   }

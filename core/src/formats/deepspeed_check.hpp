@@ -11,8 +11,9 @@
 
 namespace vitsim::deepspeed {
 
-// Every top-level key DeepSpeed v0.12-v0.14 reads; any other is a typo ("did you mean", the known ones).
-void check_top_level(const nlohmann::json& j, const Origin& o);
+// Every top-level key DeepSpeed v0.12-v0.16 reads; one near a key it reads is a typo ("did you mean", the
+// known ones); any other, which DeepSpeed ignores, is returned (to be warned about).
+std::vector<std::string> check_top_level(const nlohmann::json& j, const Origin& o);
 
 // Removes every "auto" value (recording its key), refusing one where the integration fills none.
 void take_autos(nlohmann::json& j, const std::string& prefix, std::vector<std::string>& autos,
@@ -22,8 +23,9 @@ void take_autos(nlohmann::json& j, const std::string& prefix, std::vector<std::s
 // either way).
 void check_sections(const nlohmann::json& j, const Origin& o);
 
-// The activation_checkpointing section's keys.
-void check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
+// The activation_checkpointing section's keys: a near miss refused; any other, which DeepSpeed ignores,
+// returned.
+std::vector<std::string> check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
 
 // Settings that change time or memory in ways vitsim does not model: refused, never ignored.
 void refuse_unmodelled(const nlohmann::json& j, const Origin& o);

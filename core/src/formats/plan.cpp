@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "vitsim/core/base/error.hpp"
@@ -339,23 +340,31 @@ void explain_neighbours(const PlanResult& plan, const PlanPoint& top, std::vecto
     out.push_back(fmt::format("  ... and {} more (--format json lists every point)", moves.size() - shown));
 }
 
-// What ZeRO unlocks: the largest micro-batch that fits per stage, among points otherwise like the top pick.
+// What ZeRO unlocks: the largest micro-batch that fits at each stage, by the memory model at the top pick's
+// GPUs, precision and ranks (screened per point, sim::plan), whatever values the space swept.
 void explain_zero(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
-  std::map<int, int> largest_fit;
-  bool zero_swept = false;
-  for (const auto& q : plan.points) {
-    if (q.zero != top.zero) zero_swept = true;
-    if (q.nodes != top.nodes || q.gpus_per_node != top.gpus_per_node || q.precision != top.precision ||
-        q.sequence_parallel != top.sequence_parallel)
-      continue;
-    if (q.memory_per_gpu_bytes <= q.gpu_memory_bytes)
-      largest_fit[q.zero] = std::max(largest_fit[q.zero], q.micro_batch);
-  }
-  if (!zero_swept || largest_fit.size() <= 1) return;
-  std::string s = "Largest micro-batch that fits, by ZeRO stage (at the top pick's GPUs and precision):";
-  for (const auto& [z, mb] : largest_fit) s += fmt::format(" ZeRO-{} {};", z, mb);
-  s.back() = '.';
-  out.push_back(s);
+  if (!top.largest_known) return;
+  int swept_max = 0;
+  for (const auto& q : plan.points) swept_max = std::max(swept_max, q.micro_batch);
+  std::string s =
+      "Largest micro-batch that fits, by ZeRO stage (memory model, at the top pick's GPUs, precision "
+      "and ranks):";
+  for (int z = 0; z < 4; ++z)
+    s += top.largest_micro_batch[z] > 0 ? fmt::format(" ZeRO-{} {};", z, top.largest_micro_batch[z])
+                                        : fmt::format(" ZeRO-{} none;", z);
+  s.back() = ' ';
+  out.push_back(s + fmt::format("(the space swept micro-batches up to {}).", swept_max));
+}
+
+// A global batch past the reference (the scenario's DeepSpeed train_batch_size, else the published
+// recipes' largest) trains to another accuracy unless its learning rate and optimizer are retuned.
+void explain_batch(const PlanResult& plan, const PlanPoint& top, std::vector<std::string>& out) {
+  if (plan.batch_reference <= 0 || plan.constraints.global_batch || top.global_batch <= plan.batch_reference)
+    return;
+  out.push_back(fmt::format(
+      "Global batch: the top pick's {} images per step is past {} ({}); convergence at that batch is not "
+      "what this plan predicts: fix it with --global-batch N (or bound it with --global-batch-max N).",
+      top.global_batch, plan.batch_reference, plan.batch_reference_source));
 }
 
 }  // namespace
@@ -373,8 +382,37 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
   explain_advice(*top, out);
   explain_neighbours(plan, *top, out);
   explain_zero(plan, *top, out);
+  explain_batch(plan, *top, out);
   return out;
 }
+
+namespace {
+
+// Why a what-if changed nothing (under 0.05% of the time): the edits' own notes on what still limits the
+// edited links (an effective bandwidth unchanged: whatif.cpp), then what bounds the top pick's step and
+// what would move it.
+void explain_no_op(const PlanResult& edited, const PlanPoint& top, std::vector<std::string>& out) {
+  out.push_back("  why nothing changed:");
+  for (const auto& c : edited.what_if_changes)
+    if (c.find("effective bandwidth unchanged") != std::string::npos) out.push_back("    " + c);
+  const ReportPoint& r = top.result;
+  const Breakdown& b = r.breakdown_s;
+  const double step = r.step_time_s.mean;
+  const std::string bound = r.bound == "exposed_comm" ? "communication" : r.bound == "h2d" ? "copy" : r.bound;
+  out.push_back(fmt::format(
+      "    the top pick is {}-bound: exposed communication is {:.1f}% of its step of {} (of "
+      "{} in flight), so a network edit can gain at most that",
+      bound, pct(b.comm_exposed, step), units::format_time(step), units::format_time(b.comm_total)));
+  // The bound is the breakdown's largest term by name (report.cpp bound_of).
+  const double seconds = r.bound == "exposed_comm" ? b.comm_exposed
+                         : r.bound == "data"       ? b.data
+                         : r.bound == "h2d"        ? b.h2d
+                         : r.bound == "optimizer"  ? b.optimizer
+                                                   : b.compute_fwd + b.compute_bwd;
+  out.push_back("    " + term_advice(r.bound, "To move it", pct(seconds, step), top.overlap));
+}
+
+}  // namespace
 
 std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited) {
   std::vector<std::string> out;
@@ -395,6 +433,8 @@ std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanRes
                   units::format_time(e->time_to_train_s), cost_text(edited, e->cost),
                   signed_percent(pct(e->time_to_train_s - b->time_to_train_s, b->time_to_train_s) / 100),
                   signed_percent(pct(e->cost - b->cost, b->cost) / 100)));
+  if (std::fabs(e->time_to_train_s - b->time_to_train_s) <= 5e-4 * b->time_to_train_s)
+    explain_no_op(edited, *e, out);
   for (const auto& q : edited.points)
     if (q.index == b->index) {
       if (q.rank > 0)

@@ -62,6 +62,10 @@ void header_fields(Io& io, P& plan) {
               fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", o.substr(0, 40)));
   });
   io.object("constraints", plan.constraints, kConstraintFields);
+  if (io.present(plan.batch_reference > 0, {"batch_reference"})) {
+    io.integer("batch_reference", plan.batch_reference, 1, kMaxLong);
+    io.string("batch_reference_source", plan.batch_reference_source);
+  }
   io.integer("space_size", plan.space_size, 1, kMaxInt);
   io.object("shard", plan, [](auto& shard, auto& p) {
     shard.integer("count", p.shard_count, 1, p.space_size);
@@ -100,6 +104,15 @@ void point_fields(Io& io, P& p, const PlanResult& plan, std::set<int>& indices) 
       pj.at("gpu_memory_bytes")
           .fail(fmt::format("{:.6g} bytes is beyond any device (limit 16 TiB)", p.gpu_memory_bytes));
   });
+  if (io.present(p.largest_known, {"largest_micro_batch"})) {
+    if constexpr (!Io::writing) p.largest_known = true;
+    io.object("largest_micro_batch", p.largest_micro_batch, [](auto& by_stage, auto& m) {
+      by_stage.integer("zero0", m[0], 0, kMaxInt);
+      by_stage.integer("zero1", m[1], 0, kMaxInt);
+      by_stage.integer("zero2", m[2], 0, kMaxInt);
+      by_stage.integer("zero3", m[3], 0, kMaxInt);
+    });
+  }
   if (io.non_null("excluded", !p.excluded.empty())) io.string("excluded", p.excluded);
   io.check([&](const JsonField& pj) {
     if (!p.simulated && p.excluded.empty())

@@ -178,19 +178,25 @@ void check_simulation(Resolution& x) {
     x.r.fail("simulation.warmup",
              fmt::format("{} warm-up steps leave none of the {} steps to measure", sim.warmup, sim.steps));
 }
-// DeepSpeed requires train_batch_size = micro_batch x accumulation x ranks.
+// DeepSpeed's batch rule (derive_deepspeed_batch): with a train_batch_size in the config, the micro-batch
+// and accumulation the scenario, --set or the config give count as given, the others are derived as
+// DeepSpeed derives them over the data-parallel ranks, and the three must agree.
 void check_deepspeed_batch(Resolution& x) {
-  const Scenario& s = x.s;
-  if (x.ds && x.ds->train_batch_size) {
-    long long want = *x.ds->train_batch_size;
-    if (want != s.global_batch())
-      throw Error(
-          x.r.origin("deepspeed.config"),
-          fmt::format(
-              "train_batch_size {} != micro_batch {} x gradient_accumulation_steps {} x ranks {} = {} "
-              "(DeepSpeed requires equality)",
-              want, s.training.micro_batch, s.training.grad_accum, s.ranks(), s.global_batch()));
+  Scenario& s = x.s;
+  if (!x.ds || !x.ds->train_batch_size) return;
+  auto given = [&](const char* key, int value) {
+    return x.r.has(key) ? std::optional<long long>(value) : std::nullopt;
+  };
+  DeepSpeedBatch b;
+  try {
+    b = derive_deepspeed_batch(x.ds->train_batch_size, given("training.micro_batch", s.training.micro_batch),
+                               given("training.grad_accum", s.training.grad_accum), s.dp_ranks());
+  } catch (const Error& e) {
+    throw Error(x.r.origin("deepspeed.config"), e.what());
   }
+  s.training.micro_batch = static_cast<int>(b.micro_batch);
+  s.training.grad_accum = static_cast<int>(b.grad_accum);
+  s.deepspeed_train_batch = b.train_batch;
 }
 const std::map<std::string, Apply>& element_checks() {
   static const std::map<std::string, Apply> c{{"model", check_model},

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -249,6 +250,36 @@ std::string apply_what_ifs(const std::string& platform_path, const std::vector<s
 
 EditedPlatforms::~EditedPlatforms() = default;  // the TempDir removes the edited copies
 
+namespace {
+
+// An edit of a link's bandwidth or transport that leaves its effective bandwidth where it was (a faster
+// NIC behind NCCL sockets stays socket-limited: transport.hpp): a note naming what still limits the link
+// and which edit would move it, so that "+0% time" is not left unexplained (issue 28).
+void note_unchanged_links(const PlatformFacts& before, const PlatformFacts& after,
+                          std::vector<WhatIfEffect>& eff) {
+  for (const auto& a : after.links) {
+    const auto it = std::find_if(before.links.begin(), before.links.end(),
+                                 [&](const LinkFacts& l) { return l.id == a.id; });
+    if (it == before.links.end() || (it->bandwidth == a.bandwidth && it->transport == a.transport)) continue;
+    const LinkEffect was = link_effect(*it), now = link_effect(a);
+    if (std::fabs(now.bandwidth - was.bandwidth) > 1e-9 * was.bandwidth) continue;
+    const std::string fix =
+        a.transport == Transport::Tcp
+            ? "more NCCL sockets (zone:nccl_socket_nthreads=N or zone:nccl_nsocks_perthread=N, threads x "
+              "sockets at most 64), or the verbs transport where the NIC runs RoCE or InfiniBand "
+              "(zone:transport=roce)"
+        : a.transport == Transport::PcieHost
+            ? "peer-to-peer between the GPUs (the cluster's intranode_transport=pcie_p2p or nvlink)"
+            : "the link's transport settings (docs/platforms.md)";
+    const std::string note = fmt::format("link {}: effective bandwidth unchanged at {} ({}); to move it: {}",
+                                         a.id, units::format_bandwidth(now.bandwidth), now.how, fix);
+    if (eff.empty()) eff.push_back(WhatIfEffect{"(what the edits leave)", {}});
+    eff.back().changes.push_back(note);
+  }
+}
+
+}  // namespace
+
 void EditedPlatforms::apply(std::vector<Scenario>& points) {
   for (auto& s : points) {
     std::vector<std::string> edits;
@@ -266,7 +297,9 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
                               s.simulation.max_routes);
         // The edited copy is read here, under the user's names: an error in it names the scenario line that
         // holds the what-ifs and the platform they edit, never the temporary copy.
-        read_platform_text(s.cluster.platform + " (as edited by the what-ifs)", text);
+        const PlatformFacts after =
+            read_platform_text(s.cluster.platform + " (as edited by the what-ifs)", text);
+        note_unchanged_links(read_platform_facts(s.cluster.platform), after, eff);
       } catch (const Error& e) {
         // A line of the in-memory copy would mislead (the copy is re-indented): name the platform alone.
         std::string what = e.what();

@@ -32,6 +32,19 @@ const std::vector<std::string>& precisions() {
 
 }  // namespace
 
+std::string default_fabric(const CatalogueGpu& g) {
+  if (g.gpu_link == "nvlink3" || g.gpu_link == "nvlink4" || g.gpu_link == "nvlink5") return "nvswitch";
+  if (g.gpu_link == "nvlink2" || g.gpu_link == "infinity_fabric") return "nvlink";
+  if (g.arch.find("geforce") != std::string::npos || g.name.rfind("GTX", 0) == 0) return "pcie_host";
+  return "pcie_p2p";
+}
+
+Props default_node_props(int gpus_per_node) {
+  return {{"cpu_cores", std::to_string(14 * gpus_per_node)},
+          {"loader_bw", "600MBps"},
+          {"loader_image_overhead", "100us"}};
+}
+
 std::string normalise_name(const std::string& name) {
   std::string out;
   for (char c : name)
@@ -359,6 +372,7 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gp
   const CatalogueLink& host = cat.link(g->host_link);
   t.pcie = {host.effective, cat.default_value("pcie_lat"), host.effective, cat.default_value("h2d_lat")};
   t.gpu_link_bw = g->gpu_link_bw;
+  t.default_fabric = default_fabric(*g);
   t.notes.push_back(fmt::format(
       "{} ({} {}): fp32 {}, fp16 {}, bf16 {}{}{}, memory {} ({} as sold), {}, {} {}, "
       "TDP {}{}: {}",

@@ -10,6 +10,7 @@
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/core/platform/transport.hpp"
 
 namespace vitsim {
 
@@ -25,8 +26,10 @@ Props nic_transport_props(const std::string& transport) {
         out.emplace_back(std::string(p.key), std::string(p.default_text));
     return out;
   };
-  if (t == "tcp" || t == "sockets" || t == "socket") return with_settings("tcp");
-  if (t == "ib" || t == "infiniband" || t == "roce" || t == "rocev2") return with_settings("ib");
+  // One table of names with the platform reader (transport_by_name): what one accepts, the other does.
+  const std::optional<Transport> tr = transport_by_name(t);
+  if (tr == Transport::Tcp) return with_settings("tcp");
+  if (tr == Transport::Ib) return with_settings("ib");
   throw Error(fmt::format("unknown NIC transport '{}'; valid: tcp (NCCL sockets), roce, ib", transport));
 }
 
@@ -194,6 +197,7 @@ GpuTypeSpec parse_gpu_type(const Json& js, const std::string& name, const ojson&
 struct NodeDefaults {
   Props props;
   FabricSpec fabric;
+  bool fabric_given = false;  // a top-level "intranode"
   NicSpec nic;
 };
 
@@ -217,6 +221,7 @@ NodeDefaults parse_node_defaults(const Json& js, const ojson& j, const Catalogue
     }
   }
   if (j.contains("intranode")) parse_fabric(js, j["intranode"], "intranode", d.fabric);
+  d.fabric_given = j.contains("intranode");
   if (j.contains("nic")) parse_nic(js, j["nic"], "nic", d.nic, cat);
   return d;
 }
@@ -258,11 +263,16 @@ NodeSpec parse_node(const Json& js, const ojson& n, const std::string& where, co
   if (n.contains("pcie")) parse_pcie(js, n["pcie"], where + ".pcie", node.pcie);
   node.fabric = d.fabric;
   if (n.contains("intranode")) parse_fabric(js, n["intranode"], where + ".intranode", node.fabric);
+  // No "intranode" anywhere: the catalogue GPU's path, as `vitsim platform --gpu` takes it.
+  if (!d.fabric_given && !n.contains("intranode")) node.fabric.kind = t->second.default_fabric;
   node.nic = d.nic;
   if (n.contains("nic")) parse_nic(js, n["nic"], where + ".nic", node.nic, cat);
   node.props = d.props;
   if (n.contains("props"))
     for (const auto& [k, v] : js.props(n["props"], where + ".props")) set_prop(node.props, k, v);
+  // The CPU and loader figures no one stated: the flags' defaults (default_node_props).
+  for (const auto& [k, v] : default_node_props(node.gpus))
+    if (!find_prop(node.props, k) && !find_prop(t->second.props, k)) node.props.emplace_back(k, v);
   return node;
 }
 

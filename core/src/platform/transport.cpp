@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "vitsim/core/base/units.hpp"
@@ -33,12 +35,29 @@ const char* transport_name(Transport t) {
   return "?";
 }
 
+std::optional<Transport> transport_by_name(const std::string& name) {
+  std::string n;
+  for (char c : name)
+    if (c != '-' && c != ' ') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (Transport t : kAll)
+    if (n == transport_name(t)) return t;
+  // The names `vitsim platform --nic-transport` and spec files take for the same two (issue 28): NCCL's
+  // socket transport, and the verbs transport that RoCE v2 and InfiniBand both run.
+  static const std::map<std::string, Transport> aliases{{"sockets", Transport::Tcp},
+                                                        {"socket", Transport::Tcp},
+                                                        {"roce", Transport::Ib},
+                                                        {"rocev2", Transport::Ib},
+                                                        {"infiniband", Transport::Ib}};
+  if (auto it = aliases.find(n); it != aliases.end()) return it->second;
+  return std::nullopt;
+}
+
 Transport parse_transport(const std::string& name, const Origin& where, const std::string& property,
                           const std::vector<Transport>& allowed) {
   std::vector<Transport> valid = allowed;
   if (valid.empty()) valid.assign(std::begin(kAll), std::end(kAll));
-  for (Transport t : valid)
-    if (name == transport_name(t)) return t;
+  if (const auto t = transport_by_name(name); t && std::find(valid.begin(), valid.end(), *t) != valid.end())
+    return *t;
   std::string names;
   for (Transport t : valid) names += (names.empty() ? "" : ", ") + std::string(transport_name(t));
   throw Error(where, fmt::format("property {}: unknown transport '{}'; valid: {}", property, name, names));

@@ -30,10 +30,37 @@ struct DeepSpeedConfig {
   // Keys DeepSpeed reads that change nothing vitsim predicts (logging, monitors, checkpoint I/O,
   // schedules) or that vitsim does not model, dotted, in file order: one warning line names them.
   std::vector<std::string> unmodelled;
+  // Top-level keys DeepSpeed itself ignores (it reads the sections it knows and nothing else), far from
+  // any key it reads (a near miss, "zero_optimisation", is refused as a typo): warned, never refused.
+  std::vector<std::string> ignored;
 };
+
+// DeepSpeed's three batch figures (runtime/config.py, _set_batch_related_parameters and _batch_assertion,
+// v0.12-v0.16): any two of train_batch_size, train_micro_batch_size_per_gpu and
+// gradient_accumulation_steps give the third; train_batch_size alone gives the micro-batch
+// train_batch_size // world and accumulation 1; the micro-batch alone gives train_batch_size
+// micro x world and accumulation 1. Divisions are Python's `//`, and then train_batch_size = micro x
+// accumulation x world must hold. `world` is the data-parallel ranks (DeepSpeed's world_size: the data-
+// parallel group's size). Throws Error naming the values and the derivation when it does not hold, or when
+// neither train_batch_size nor the micro-batch is given (DeepSpeed's assertion).
+struct DeepSpeedBatch {
+  long long train_batch = 0, micro_batch = 0, grad_accum = 0;
+};
+DeepSpeedBatch derive_deepspeed_batch(std::optional<long long> train_batch,
+                                      std::optional<long long> micro_batch,
+                                      std::optional<long long> grad_accum, long long world);
 
 // "PATH: DeepSpeed keys vitsim does not model (no effect on the prediction): a, b.c"; "" when none.
 std::string unmodelled_warning(const DeepSpeedConfig& c);
+
+struct Scenario;  // scenario.hpp
+
+// A DeepSpeed config (JSON text) for one resolved point, as `vitsim plan --emit-ds-config` writes its top
+// pick: the three batch figures (consistent by DeepSpeed's rule over the data-parallel ranks), ZeRO's stage,
+// overlap and bucket sizes (in elements of the gradients' dtype), fp16 or bf16, the optimizer with its lr
+// and weight decay, gradient clipping, the communication dtype when the scenario sets one, activation
+// checkpointing when on. read_deepspeed_config reads it back to the same settings.
+std::string deepspeed_config_for(const Scenario& s);
 
 // Reads and checks the file; throws Error("ds_config.json: ...") on malformed JSON, wrong types, keys
 // DeepSpeed does not have (typos: "did you mean", listing the known ones), "auto" where the HF

@@ -3,6 +3,7 @@
 // that excluded some, a ranking, the Pareto front of time against cost and an explanation of the top
 // pick. Pure data and arithmetic: sim::plan fills the points, rank_plan() does the rest, so a plan
 // simulated in shards (on several machines) and merged ranks exactly like one simulated in one piece.
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,11 @@ struct PlanPoint {
   long long global_batch = 0;
   double memory_per_gpu_bytes = 0;  // the largest over the ranks (core memory model)
   double gpu_memory_bytes = 0;      // the smallest GPU memory among the ranks
+  // The largest micro-batch that fits at each ZeRO stage (index 0..3), every other setting as this
+  // point's, by the core memory model (not the values swept); 0 when not even one image fits. Known
+  // only for points that reached the memory check (largest_known).
+  bool largest_known = false;
+  std::array<long long, 4> largest_micro_batch{};
   bool simulated = false;
   ReportPoint result;  // the simulation's prediction (per_rank left out), when simulated
   // Filled by rank_plan:
@@ -59,6 +65,10 @@ struct PlanResult {
   double price_per_kwh = 0;  // energy price (--price-per-kwh, else the platform's price_per_kwh); 0: none
   std::string objective = "time";  // time, cost, throughput, energy (kWh of the epochs)
   PlanConstraints constraints;
+  // The global batch past which the top pick is flagged (explain_plan): the scenario's DeepSpeed
+  // train_batch_size, else the largest batch of the published ViT ImageNet recipes; 0: no flag.
+  long long batch_reference = 0;
+  std::string batch_reference_source;
   int space_size = 0;  // points in the whole space (all shards)
   int shard_index = 0, shard_count = 1;
   bool ranked = false;  // false for a shard's raw points

@@ -156,6 +156,8 @@ struct Scenario {
   }
   // Platform edits (docs/plan.md), one per line, applied before simulating.
   std::vector<std::string> what_ifs;
+  // The DeepSpeed config's train_batch_size, when it gives one (the batch the config was tuned for).
+  std::optional<long long> deepspeed_train_batch;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
   int dp_ranks() const { return ranks() / parallel.sequence_parallel; }

@@ -111,6 +111,7 @@ struct GpuTypeSpec {
   Props props;
   PcieSpec pcie;
   std::string gpu_link_bw;         // per-GPU NVLink/Infinity Fabric bandwidth per direction; empty when none
+  std::string default_fabric;      // a catalogue GPU's GPU-to-GPU path (default_fabric); "" otherwise
   std::vector<std::string> notes;  // one line per figure with its source, for the file's header comment
 };
 
@@ -178,6 +179,16 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& g,
                                     const std::string& precision);
 
 // Parses a JSON spec (platforms/specs/*.json; docs/platforms.md). Throws Error "PATH: KEY: what".
+// The defaults `vitsim platform`'s flags and spec files share (issue 28: a spec file had no loader figures
+// and another GPU path). The GPU-to-GPU path in a node for a catalogue GPU: its NVLink/Infinity Fabric if
+// it has one (boards with NVLink 3/4/5 are NVSwitch boards), else PCIe: peer-to-peer for data-centre and
+// professional cards, staged through host memory for GeForce cards (their driver disables peer-to-peer).
+std::string default_fabric(const CatalogueGpu& g);
+// A node's CPU and loader figures: cpu_cores 14 a GPU (a DGX H100 has 112 cores for 8 GPUs), loader_bw
+// 600MBps and loader_image_overhead 100us (the study's Vector assumptions, docs/sources.md). All three are
+// assumptions `vitsim calibrate` replaces.
+Props default_node_props(int gpus_per_node);
+
 PlatformSpec parse_platform_spec(const std::string& json_text, const std::string& path,
                                  const Catalogue& cat = builtin_catalogue());
 // Checks a spec (nodes, GPU counts, types, fabric against the GPU, topology): one clear Error per fault.

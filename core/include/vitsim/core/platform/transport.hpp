@@ -24,6 +24,7 @@
 // A cluster backbone with a transport thus takes its rate from the transport (nvlink: bb_bw as written);
 // `vitsim platform` (core/platform/platform_writer.hpp) writes bb_bw equal to it, so a reader of the file
 // sees the same figure.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ namespace vitsim {
 enum class Transport { Wire, Tcp, Ib, NvLink, PcieHost, PcieP2p };  // Wire: no transport stated, as written
 
 const char* transport_name(Transport t);  // "tcp", ...; "as written" for Wire
+// A transport by any name vitsim takes for it, case and '-' ignored: the names above, and the aliases
+// `vitsim platform --nic-transport` takes (sockets for tcp; roce, rocev2, infiniband for ib); none else.
+std::optional<Transport> transport_by_name(const std::string& name);
 // Parses a transport name; throws Error at `where` listing the valid names. `allowed` narrows them (the
 // GPU-to-GPU path inside a node takes only nvlink, pcie_host, pcie_p2p); empty = all.
 Transport parse_transport(const std::string& name, const Origin& where, const std::string& property,
