@@ -14,6 +14,7 @@
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/report.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/model/memory.hpp"
@@ -127,21 +128,6 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
     p.excluded =
         fmt::format("memory: needs {} per GPU, a GPU has {}", units::format_bytes(p.memory_per_gpu_bytes),
                     units::format_bytes(p.gpu_memory_bytes));
-}
-
-double parse_price(const PlatformFacts& facts) {
-  auto it = facts.props.find("price_per_gpu_hour");
-  if (it == facts.props.end()) return 0;
-  double v = -1;
-  try {
-    v = units::parse_number(it->second, units::non_negative());
-  } catch (const Error&) {
-  }
-  if (!(v >= 0))
-    throw Error(fmt::format(
-        "{}: zone property price_per_gpu_hour '{}' is not a non-negative number (price per GPU-hour)",
-        facts.path, it->second));
-  return v;
 }
 
 void check_options(const PlanOptions& opt) {
@@ -304,7 +290,7 @@ void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, Pl
       const PlatformFacts& facts = platforms.of(*c.scenario);
       result.epochs = opt.epochs > 0 ? opt.epochs : c.scenario->training.epochs;
       batch_reference(*c.scenario, result);
-      result.price_per_gpu_hour = parse_price(facts);
+      result.price_per_gpu_hour = parse_price_per_gpu_hour(facts.props, facts.path);
       const auto kwh = facts.props.find("price_per_kwh");
       result.price_per_kwh =
           opt.price_per_kwh >= 0 ? opt.price_per_kwh
