@@ -121,6 +121,7 @@ int finish_stdout(int status) {
   errno = 0;
   if (std::fflush(stdout) != 0) err = errno;
   failed = failed || err != 0 || std::ferror(stdout);
+  if (failed && err == 0) err = vitsim::app::stdout_error();
   // A write that failed earlier (inside fwrite) left no errno behind: a write of nothing asks the file
   // again (a full device answers ENOSPC, a closed descriptor EBADF).
   if (failed && err == 0 && write(fileno(stdout), "", 0) < 0) err = errno;
@@ -172,6 +173,8 @@ int main(int argc, char** argv) {
     bool train = false;
     for (const CLI::App* sub : cli.get_subcommands()) train = train || sub->get_name() == "train";
     if (!train) vitsim::install_interrupt_cleanup("vitsim");
+    // The action's status: 0, 4 validate over its tolerance, 5 plan with no feasible point, 6 some points of
+    // a sweep failed and the rest were written (docs/errors.md).
     status = action ? action() : 2;
   } catch (const vitsim::app::UsageError& e) {  // a bad command line found after parsing
     fmt::print(stderr, "vitsim: error: {}\n", e.what());

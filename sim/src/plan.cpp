@@ -231,6 +231,12 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   Scenario& s = *c.scenario;
   if (derive_accum) derive_grad_accum(s, *opt.constraints.global_batch, p);
   describe(s, p);
+  try {  // before the platform: the epoch needs one global batch of the dataset (core/model/epoch.hpp)
+    check_epoch(s);
+  } catch (const Error& e) {
+    p.excluded = std::string("dataset: ") + e.what();
+    return p;
+  }
   const PlatformFacts& facts = platforms.of(s);
   try {
     setup = check_point(s, facts);
@@ -273,6 +279,8 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
               std::vector<PlanPoint>& points) {
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty() && opt.progress)
+    fmt::print(stderr, "vitsim: note: {}\n", note);
   ForkedPoints how;
   how.who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
                                 : std::string("vitsim plan");
@@ -284,22 +292,24 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
   how.group_of = [&](size_t i) { return work[i].scenario.cluster.platform; };
   how.prepare = [&](size_t i) { engine = prepare_engine(work[i].scenario, platforms.of(work[i].scenario)); };
-  const std::vector<json> results = gather_forked(
-      work.size(), how,
-      [&](size_t i) {
-        return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
-                            calib.get());
-      },
-      [&](size_t i) {
-        const PlanPoint& p = points[work[i].slot];
-        return fmt::format("plan point {} ({})", p.index, json(p.params).dump());
-      });
+  const std::vector<ForkedResult> results = gather_forked_each(work.size(), how, [&](size_t i) {
+    return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
+                        calib.get());
+  });
   for (size_t i = 0; i < work.size(); ++i) {
     PlanPoint& p = points[work[i].slot];
-    p.result =
-        report_from_json(results[i]["report"].get<std::string>(), fmt::format("plan point {}", p.index))
-            .points.at(0);
+    // A point whose simulation failed (its process killed, an error of its own) is excluded with its
+    // reason; the others are ranked (the command exits 6: docs/errors.md).
+    if (!results[i].ok()) {
+      p.excluded = "failed: " + results[i].error;
+      continue;
+    }
+    p.result = report_from_json(results[i].result["report"].get<std::string>(),
+                                fmt::format("plan point {}", p.index))
+                   .points.at(0);
     p.simulated = true;
+    if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
+      p.result.notes.push_back(note);
     // The simulation's figure for the largest rank is the one reported (the same model and inputs).
     p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -130,13 +131,15 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
   how.group_of = [&](size_t i) { return points[i].cluster.platform; };
   how.prepare = [&](size_t i) { engine = prepare_engine(points[i], platforms.of(points[i])); };
-  const std::vector<json> results = gather_forked(
-      points.size(), how,
-      [&](size_t i) {
-        return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
-                            sel.ranks[i]);
-      },
-      [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); });
+  auto name_of = [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); };
+  const std::vector<ForkedResult> results = gather_forked_each(points.size(), how, [&](size_t i) {
+    return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
+                        sel.ranks[i]);
+  });
+  // One point that fails (its simulation threw, its process was killed) is listed with its reason and the
+  // others are kept; when every point failed there is nothing to report: the first failure is the error.
+  if (std::none_of(results.begin(), results.end(), [](const ForkedResult& r) { return r.ok(); }))
+    throw Error(forked_error(results.front(), name_of(0)));
 
   Report report;
   report.scenario = file.name;
@@ -149,11 +152,18 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     if (opt.progress) fmt::print(stderr, "vitsim: note: {}\n", note);
   }
   for (size_t i = 0; i < points.size(); ++i) {
+    if (!results[i].ok()) {
+      report.failed.push_back({static_cast<int>(i) + 1, points[i].params, results[i].error});
+      if (trace) trace_notes.push_back(fmt::format("point {} failed: {}", i + 1, results[i].error));
+      continue;
+    }
+    const json& result = results[i].result;
     report.points.push_back(
-        report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1))
-            .points.at(0));
-    if (trace) trace_points.push_back(trace_point(results[i], i, points, sel, setups[i].place, trace_notes));
+        report_from_json(result["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
+    if (trace) trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, trace_notes));
   }
+  if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
+    for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
   if (opt.price_per_kwh >= 0)
     for (auto& p : report.points) p.energy.price_per_kwh = opt.price_per_kwh;

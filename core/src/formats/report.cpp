@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "vitsim/core/base/error.hpp"
@@ -161,6 +162,8 @@ std::string report_to_table(const Report& r) {
     for (const auto& n : p.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   for (const auto& n : notes) out += "note: " + n + "\n";
+  for (const auto& f : r.failed)
+    out += fmt::format("failed: point {} {}: {}\n", f.point, nlohmann::json(f.params).dump(), f.reason);
   return out;
 }
 

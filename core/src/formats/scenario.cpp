@@ -178,18 +178,42 @@ void check_simulation(Resolution& x) {
     x.r.fail("simulation.warmup",
              fmt::format("{} warm-up steps leave none of the {} steps to measure", sim.warmup, sim.steps));
 }
-// DeepSpeed requires train_batch_size = micro_batch x accumulation x ranks.
+// DeepSpeed requires train_batch_size = micro_batch x accumulation x data-parallel ranks, and derives what
+// is not given as its runtime/config.py _set_batch_related_parameters does (v0.14.4): train_batch_size alone
+// gives accumulation 1 and micro-batch train_batch_size // world; with the accumulation, micro-batch
+// train_batch_size // world // accumulation; with the micro-batch, accumulation train_batch_size //
+// micro-batch // world. A config giving only train_batch_size was refused with an equation about a
+// micro-batch the user never wrote (issue 27).
+// Returns how it derived a value ("" when everything was given).
+std::string derive_deepspeed_batch(Resolution& x) {
+  Scenario& s = x.s;
+  const long long want = *x.ds->train_batch_size, world = s.dp_ranks();
+  const bool micro = x.r.raw("training.micro_batch"), accum = x.r.raw("training.grad_accum");
+  if (!micro) {
+    s.training.micro_batch = static_cast<int>(std::max(1LL, want / world / s.training.grad_accum));
+    return fmt::format("train_micro_batch_size_per_gpu = {} // {} ranks // {} = {}", want, world,
+                       s.training.grad_accum, s.training.micro_batch);
+  }
+  if (!accum) {
+    s.training.grad_accum = static_cast<int>(std::max(1LL, want / s.training.micro_batch / world));
+    return fmt::format("gradient_accumulation_steps = {} // {} // {} ranks = {}", want,
+                       s.training.micro_batch, world, s.training.grad_accum);
+  }
+  return "";
+}
 void check_deepspeed_batch(Resolution& x) {
   const Scenario& s = x.s;
   if (x.ds && x.ds->train_batch_size) {
+    const std::string derived = derive_deepspeed_batch(x);
     long long want = *x.ds->train_batch_size;
     if (want != s.global_batch())
       throw Error(
           x.r.origin("deepspeed.config"),
           fmt::format(
               "train_batch_size {} != micro_batch {} x gradient_accumulation_steps {} x ranks {} = {} "
-              "(DeepSpeed requires equality)",
-              want, s.training.micro_batch, s.training.grad_accum, s.ranks(), s.global_batch()));
+              "(DeepSpeed {}requires equality)",
+              want, s.training.micro_batch, s.training.grad_accum, s.dp_ranks(), s.global_batch(),
+              derived.empty() ? "" : "derives " + derived + " and "));
   }
 }
 const std::map<std::string, Apply>& element_checks() {
@@ -286,10 +310,42 @@ void check_sweep_size(const ScenarioFile& f) {
           sizes, keys, limit));
 }
 
+// A file's value under a key that a sweep of the same key overrides is still the file's: checked by its row,
+// as if no sweep replaced it (gpus_per_node="nan" beside a gpus_per_node sweep was accepted: issue 27). The
+// rows before it run first, since a row may read what they set; their own errors are not this check's.
+void check_shadowed_values(const ScenarioFile& f) {
+  for (const auto& sweep : f.sweeps) {
+    auto given = f.attrs.find(sweep.key);
+    if (given == f.attrs.end() || given->second.origin.file.rfind("--set", 0) == 0) continue;
+    std::map<std::string, Attribute> attrs = f.attrs;
+    std::optional<DeepSpeedConfig> ds;
+    try {
+      ds = read_and_merge_deepspeed(attrs, f.path);
+    } catch (const Error&) {
+    }
+    Reader r(attrs, f.path);
+    Scenario s;
+    Resolution x{r, f, ds, s};
+    for (const auto& row : key_rows()) {
+      try {
+        row.apply(x);
+      } catch (const Error& e) {
+        if (row.info.key == sweep.key)
+          throw Error(
+              fmt::format("{} (the sweep at {} replaces it, but a value given is read: correct it "
+                          "or remove it)",
+                          e.what(), sweep.origin.str()));
+      }
+      if (row.info.key == sweep.key) break;
+    }
+  }
+}
+
 void for_each_combination(const ScenarioFile& f,
                           const std::function<void(const std::map<std::string, Attribute>&,
                                                    const std::map<std::string, std::string>&)>& fn) {
   check_sweep_size(f);
+  check_shadowed_values(f);
   std::map<std::string, Attribute> attrs = f.attrs;
   std::map<std::string, std::string> params;
   for (const auto& [k, a] : f.attrs)
