@@ -231,12 +231,6 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   Scenario& s = *c.scenario;
   if (derive_accum) derive_grad_accum(s, *opt.constraints.global_batch, p);
   describe(s, p);
-  try {  // before the platform: the epoch needs one global batch of the dataset (core/model/epoch.hpp)
-    check_epoch(s);
-  } catch (const Error& e) {
-    p.excluded = std::string("dataset: ") + e.what();
-    return p;
-  }
   const PlatformFacts& facts = platforms.of(s);
   try {
     setup = check_point(s, facts);
@@ -246,6 +240,13 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   }
   memory_check(s, facts, setup.place, p);
   if (!p.excluded.empty() && !opt.constraints.must_fit) p.excluded.clear();
+  if (p.excluded.empty()) {  // the epoch needs one global batch of the dataset (core/model/epoch.hpp)
+    try {
+      check_epoch(s);
+    } catch (const Error& e) {
+      p.excluded = std::string("dataset: ") + e.what();
+    }
+  }
   if (p.excluded.empty()) p.excluded = batch_exclusion(opt.constraints, p, s.dp_ranks());
   return p;
 }

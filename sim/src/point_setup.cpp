@@ -39,7 +39,6 @@ void check_epoch(const Scenario& s) {
 }
 
 PointSetup check_point(const Scenario& s, const PlatformFacts& facts) {
-  check_epoch(s);
   PointSetup setup = setup_point(s, facts);
   try {
     check_compute_model(s.compute.model);

@@ -118,7 +118,10 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   edited.apply(points);
   PlatformCache platforms;
   std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child
-  for (const auto& s : points) setups.push_back(check_point(s, platforms.of(s)));
+  for (const auto& s : points) {
+    check_epoch(s);
+    setups.push_back(check_point(s, platforms.of(s)));
+  }
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
   const bool trace = !opt.trace_path.empty();

@@ -43,8 +43,8 @@ struct PointSetup {
 // Checks what can be checked without running (placement, collective name, compute model) and returns what the
 // point's simulation takes; throws Error.
 PointSetup check_point(const Scenario& s, const PlatformFacts& facts);
-// Part of check_point, needing no platform: the dataset holds one global batch (core/model/epoch.hpp), so
-// that a point whose batch exceeds it is refused (predict) or excluded (plan) before any simulating.
+// Needing no platform: the dataset holds one global batch (core/model/epoch.hpp), so that a point whose batch
+// exceeds it is refused (predict) or excluded (plan, after placement and memory) before any simulating.
 void check_epoch(const Scenario& s);
 
 // Patch parallelism (DeepSpeed-Ulysses): bytes one rank holds of one activation tensor [b, T/sp, d].
