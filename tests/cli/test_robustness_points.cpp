@@ -136,3 +136,76 @@ TEST_CASE(
   CHECK(r.status == 1);
   CHECK(r.out == "vitsim: error: " + E + "\n");
 }
+
+namespace {
+
+// The cases above as docs/robustness.md lists them, each run again here: its exit status and the start of
+// its last line (the stderr line after the output).
+struct PointCase {
+  const char* what;
+  std::string command;  // in the folder of Folder, `vitsim` for the binary
+  int status;
+  std::string last_line;  // its start
+};
+
+std::vector<PointCase> point_cases() {
+  const std::string killed =
+      " s.xml -q --set dataset.train_samples=20000000 --set simulation.full_epoch=false,true --set "
+      "simulation.flows=always --set simulation.max_steps=1000000 --format json > out.json";
+  return {
+      {"a point's process killed at its CPU-time limit (SIGKILL, as the out-of-memory killer)",
+       "(ulimit -t 1; vitsim predict" + killed + ")", 6,
+       "vitsim: error: predict: 1 of 2 points failed, the output lists it with its reason (point 2 "},
+      {"the same in a plan", "(ulimit -t 1; vitsim plan" + killed + ")", 6,
+       "vitsim: error: plan: 1 of 2 points failed, the output lists it with its reason (point 1 "},
+      {"a point's simulation refuses to run (memory over simulation.max_memory)",
+       "vitsim predict s.xml -q --set simulation.max_memory=1KiB,1GiB", 6,
+       "vitsim: error: predict: 1 of 2 points failed, the output lists it with its reason (point 1 "
+       "{\"simulation.max_memory\":\"1KiB\"}: s.xml:2: simulating 4 GPUs for 16 steps needs about "},
+      {"every point refuses to run", "vitsim predict s.xml -q --set simulation.max_memory=1KiB,2KiB", 1,
+       "vitsim: error: s.xml:2: simulating 4 GPUs for 16 steps needs about "},
+      {"a global batch beyond the dataset, in a plan (excluded before simulating)",
+       "vitsim plan s.xml -q --set training.micro_batch=16,256", 0,
+       "  training.micro_batch=256: excluded (dataset: --set training.micro_batch: dataset.train_samples: "
+       "1000 "
+       "training samples are fewer than one global batch of 1024"},
+      {"a global batch beyond the dataset, in predict (refused before simulating)",
+       "vitsim predict s.xml -q --set training.micro_batch=16,256", 1,
+       "vitsim: error: --set training.micro_batch: dataset.train_samples: 1000 training samples are fewer "
+       "than "
+       "one global batch of 1024"},
+  };
+}
+
+std::string render_points(const std::vector<PointCase>& all) {
+  std::string o =
+      "Every row is a case of `tests/cli/test_robustness_points.cpp` (issue 27), run in a folder with a "
+      "1-node "
+      "platform of 4\nGPUs and a 4-GPU scenario `s.xml` of 1,000 synthetic samples; the test checks the exit "
+      "status and the start\nof the last line, and the output's points (`VITSIM_UPDATE_DOCS=1 "
+      "build/tests/test_robustness_reports`\nrewrites this table).\n\n"
+      "| # | case | command | exit | last line |\n| --- | --- | --- | --- | --- |\n";
+  int i = 0;
+  for (const auto& c : all)
+    o += fmt::format("| {} | {} | `{}` | {} | `{} ...` |\n", ++i, c.what, c.command, c.status, c.last_line);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("failed points: docs/robustness.md's table is these cases, each run",
+          "[robustness][points][docs]") {
+  const Folder f;
+  const auto all = point_cases();
+  for (const auto& c : all) {
+    INFO(c.what << "\n  " << c.command);
+    std::string cmd = c.command;
+    const size_t at = cmd.find("vitsim ");
+    cmd.replace(at, 6, VITSIM_BINARY);
+    const auto r = f.run(cmd);
+    CHECK(r.status == c.status);
+    CHECK(last_line(r.out).rfind(c.last_line, 0) == 0);
+  }
+  const std::string doc = render_points(all);
+  CHECK(vt::doc_section(vt::source("docs/robustness.md"), "test_robustness_points", doc) == doc);
+}
