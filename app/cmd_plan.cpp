@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -234,15 +235,22 @@ int write_plan(const PlanArgs& a, const PlanResult& result) {
   write_output(a.out, text);
   // Written in full (the table's excluded counts, the JSON's reasons), but no answer: say why on stderr
   // and exit 5 so that a script does not take the first row of an empty ranking.
+  int status = 0;
   if (result.ranked) {
     const std::string why = infeasible_reason(result);
     if (!why.empty()) {
       std::fflush(stdout);
       fmt::print(stderr, "vitsim: error: plan: {}\n", why);
-      return 5;
+      status = 5;
     }
   }
-  return 0;
+  // Points whose simulation failed are excluded as "failed: REASON"; the plan ranks the others (exit 6).
+  size_t failed = 0;
+  std::string first;
+  for (const auto& p : result.points)
+    if (p.excluded.rfind("failed: ", 0) == 0 && failed++ == 0)
+      first = fmt::format("point {} {}: {}", p.index, nlohmann::json(p.params).dump(), p.excluded.substr(8));
+  return some_points_failed("plan", failed, result.points.size(), first, status);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "trace_option.hpp"
@@ -91,7 +92,11 @@ void add_predict(CLI::App& cli, Action& action) {
                          : args->format == "csv" ? report_to_csv(r)
                                                  : report_to_table(r);
       write_output(args->out, text);
-      return 0;
+      const std::string first =
+          r.failed.empty() ? ""
+                           : fmt::format("point {} {}: {}", r.failed[0].point,
+                                         nlohmann::json(r.failed[0].params).dump(), r.failed[0].reason);
+      return some_points_failed("predict", r.failed.size(), r.failed.size() + r.points.size(), first, 0);
     };
   });
 }

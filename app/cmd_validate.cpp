@@ -74,6 +74,9 @@ void add_validate(CLI::App& cli, Action& action) {
       po.jobs = a->jobs;
       po.progress = !a->quiet;
       Report predicted = sim::predict(f, po);
+      if (!predicted.failed.empty())  // a point without a prediction cannot be compared
+        throw Error(fmt::format("point {}: no prediction to compare: {}", predicted.failed[0].point,
+                                predicted.failed[0].reason));
       if (a->run) {
         validate::RunOptions ro;
         ro.vitsim_exe = self_exe();

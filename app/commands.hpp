@@ -44,6 +44,8 @@ CLI::Validator integer(long long lo, long long hi);
 // and exit 1 (docs/errors.md). fmt::print threw instead once the text outgrew stdio's buffer, and a plan's
 // JSON onto a full standard output exited 3 "internal error" (issue 27).
 void print_stdout(const std::string& text);
+// The errno of print_stdout's first failed write (0: none), for main's one line.
+int stdout_error();
 // A command's result: to `out` (written atomically), or to standard output when `out` is empty.
 void write_output(const std::string& out, const std::string& text);
 
@@ -60,6 +62,12 @@ struct OneLinePlan {
   int nodes = 1, gpus_per_node = 1;
 };
 std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir);
+
+// Exit status 6 (docs/errors.md): the output was written, but some points have no result (their simulation
+// failed: a killed process, an error of their own). Prints one line on stderr naming how many and the first,
+// and returns 6; returns `status` when none failed. `first`: "point 3 (...): REASON".
+int some_points_failed(const std::string& command, size_t failed, size_t total, const std::string& first,
+                       int status);
 
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 #include "commands.hpp"
@@ -84,8 +85,22 @@ CLI::Validator integer(long long lo, long long hi) {
       "INT");
 }
 
+namespace {
+// Why the first write to standard output failed (stdout is process-wide state already): a full file system
+// answers ENOSPC to the write, but a later probe of a regular file succeeds, and the reason was lost
+// ("Input/output error", issue 27).
+int stdout_write_errno = 0;
+}  // namespace
+
 void print_stdout(const std::string& text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);  // its failure stays on stdout's error flag for main
+  errno = 0;
+  // Its failure also stays on stdout's error flag for main.
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() && stdout_write_errno == 0)
+    stdout_write_errno = errno != 0 ? errno : EIO;
+}
+
+int stdout_error() {
+  return stdout_write_errno;
 }
 
 void write_output(const std::string& out, const std::string& text) {
@@ -93,6 +108,16 @@ void write_output(const std::string& out, const std::string& text) {
     print_stdout(text);
   else
     write_file_atomic(out, text);
+}
+
+int some_points_failed(const std::string& command, size_t failed, size_t total, const std::string& first,
+                       int status) {
+  if (failed == 0) return status;
+  std::fflush(stdout);  // the output first, then the line that says it is incomplete
+  fmt::print(stderr, "vitsim: error: {}: {} of {} failed, the output lists {} with {} reason ({}{})\n",
+             command, failed, count_noun(static_cast<long long>(total), "point"), failed == 1 ? "it" : "them",
+             failed == 1 ? "its" : "their", first, failed > 1 ? "; ..." : "");
+  return 6;
 }
 
 }  // namespace vitsim::app

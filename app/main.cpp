@@ -115,12 +115,18 @@ std::string usage_error(const CLI::App& cli, int argc, char** argv, const CLI::P
 // Output to stdout that could not be written (a full disk, a closed pipe) is an error, not a success:
 // flush and close it and report the first failure.
 int finish_stdout(int status) {
+  // std::cout shares stdio's buffer: its flush may be the write that fails (ENOSPC on a full file system),
+  // and the fflush below then has nothing left to say why.
+  errno = 0;
   std::cout.flush();
+  const int cout_errno = std::ferror(stdout) ? errno : 0;
   int err = 0;
   bool failed = std::cout.fail();  // CLI11's --help and --version write through std::cout
   errno = 0;
   if (std::fflush(stdout) != 0) err = errno;
   failed = failed || err != 0 || std::ferror(stdout);
+  if (failed && err == 0) err = vitsim::app::stdout_error();
+  if (failed && err == 0) err = cout_errno;
   // A write that failed earlier (inside fwrite) left no errno behind: a write of nothing asks the file
   // again (a full device answers ENOSPC, a closed descriptor EBADF).
   if (failed && err == 0 && write(fileno(stdout), "", 0) < 0) err = errno;
@@ -172,6 +178,8 @@ int main(int argc, char** argv) {
     bool train = false;
     for (const CLI::App* sub : cli.get_subcommands()) train = train || sub->get_name() == "train";
     if (!train) vitsim::install_interrupt_cleanup("vitsim");
+    // The action's status: 0, 4 validate over its tolerance, 5 plan with no feasible point, 6 some points of
+    // a sweep failed and the rest were written (docs/errors.md).
     status = action ? action() : 2;
   } catch (const vitsim::app::UsageError& e) {  // a bad command line found after parsing
     fmt::print(stderr, "vitsim: error: {}\n", e.what());

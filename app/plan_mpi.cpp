@@ -132,7 +132,9 @@ std::string run_shard(const Args& a, int rank, int size) {
     }
     vitsim::unregister_child(pid);
     vitsim::stop_if_interrupted();
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    // 6: the shard is written, some of its points failed (excluded as "failed: ..."): merged like the rest,
+    // so that one failed point does not lose the plan (issue 27).
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 6))
       result = fmt::format(
           "error: rank {}: vitsim plan --shard {}/{} failed (exit status {}; its message is above)", rank,
           rank, size, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -193,6 +195,16 @@ int run(int argc, char** argv) {
         std::fwrite(text.data(), 1, text.size(), stdout);
       else
         vitsim::write_file_atomic(a.out, text);
+      size_t failed = 0;
+      for (const auto& p : plan.points) failed += p.excluded.rfind("failed: ", 0) == 0;
+      if (failed > 0) {
+        std::fflush(stdout);
+        std::fprintf(
+            stderr,
+            "vitsim-plan-mpi: error: %zu of %zu points failed; the plan lists them with their reason\n",
+            failed, plan.points.size());
+        status = 6;
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "vitsim-plan-mpi: error: %s\n", e.what());
       status = 1;

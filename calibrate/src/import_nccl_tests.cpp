@@ -13,6 +13,7 @@
 #include "vitsim/calibrate/imports.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 
 namespace vitsim::calibrate {
 
@@ -294,6 +295,15 @@ NcclImport import_nccl_tests(const NcclTestsLog& log, double fit_max_bytes, cons
   }
   imp.fitted = static_cast<int>(fitted.size());
   imp.fitted_up_to = fitted.back().bytes;
+  // A log whose times do not grow with the size fits a bandwidth no link has (1.1e+07 EB/s, issue 27): the
+  // same range as the calibration reader's (core/platform/platform_props.hpp), said with the times.
+  if (!plausible_bandwidth().contains(imp.fit.bandwidth))
+    throw Error(fmt::format(
+        "{}: the fit gives a bandwidth of {:.3g} B/s, outside the plausible {}: the out-of-place times do "
+        "not grow with the size ({} in {}, {} in {}); is the log of one run, and its time column in us?",
+        log.path, imp.fit.bandwidth, kPlausibleBandwidthText, units::format_bytes(fitted.front().bytes),
+        units::format_time(fitted.front().seconds), units::format_bytes(fitted.back().bytes),
+        units::format_time(fitted.back().seconds)));
   std::string cls = link_class;
   if (cls.empty()) {
     if (log.hosts.empty())

@@ -51,6 +51,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// The longest event a trace of one training step may hold: a day (8.64e10 us). A duration of 1e300 us was
+// accepted and made a step of 1e294 s (issue 27).
+constexpr double kMaxEventUs = 86400e6;
+
 enum class Phase { Fwd, Bwd, Optimizer, Data };
 constexpr int kPhases = 4;
 
@@ -112,6 +116,9 @@ TraceEvents complete_events(const std::string& path, const json& events) {
     ev.dur = e.value("dur", 0.0);
     if (!std::isfinite(ev.ts) || !std::isfinite(ev.dur) || ev.dur < 0)
       throw bad("\"ts\" or \"dur\" is not a finite time");
+    if (ev.dur > kMaxEventUs)
+      throw bad(
+          fmt::format("\"dur\" {:.6g} us is over a day: not an event of one training step", ev.dur).c_str());
     if (e.contains("args") && e["args"].is_object() && e["args"].contains("External id") &&
         e["args"]["External id"].is_number_integer())
       ev.ext = e["args"]["External id"].get<long long>();
@@ -213,6 +220,25 @@ struct Spans {
   Span& of(Phase ph) { return phase[static_cast<size_t>(ph)]; }
 };
 
+// A kernel runs after the op that launched it, and within its step: the device may trail the host that
+// launches it, but by less than one more step (the next step's launches queue behind it). Kernels 16
+// minutes away from their 3 ms ProfilerStep made a 16.67-minute forward pass (issue 27).
+void check_kernel_in_step(const std::string& path, const TraceEv& k, const TopOp& t,
+                          const StepWindow& window) {
+  constexpr double kSkewUs = 1;  // host and device clocks, aligned by the profiler, to a microsecond
+  std::string why;
+  if (k.ts < t.ts - kSkewUs)
+    why = fmt::format("starts {:.6g} us before the operator that launched it", t.ts - k.ts);
+  else if (window.windowed && k.end() > window.w1 + (window.w1 - window.w0) + kSkewUs)
+    why = fmt::format("ends {:.6g} us after {} ({:.6g} us long) ended: outside its step", k.end() - window.w1,
+                      window.name, window.w1 - window.w0);
+  if (!why.empty())
+    throw Error(
+        fmt::format("{}: kernel '{}' (External id {}) {}; export the trace of one step as the "
+                    "profiler wrote it",
+                    path, k.name.substr(0, 60), k.ext, why));
+}
+
 // Device kernels (NCCL's left out: communication) into the classes of the ops that launched them; a
 // kernel launched outside any aten:: op is memory work of no phase.
 void count_kernels(const TraceEvents& ev, const OuterOps& ops, const StepWindow& window, TorchProfile& p,
@@ -226,6 +252,7 @@ void count_kernels(const TraceEvents& ev, const OuterOps& ops, const StepWindow&
     } else {
       const TopOp& t = ops.tops[it->second];
       if (t.phase == Phase::Data) continue;
+      check_kernel_in_step(p.path, k, t, window);
       p.class_s[static_cast<int>(k.cat == "kernel" ? t.cls : OpClass::Memory)] += k.dur * 1e-6;
       spans.of(t.phase).add(k.ts, k.end());
     }

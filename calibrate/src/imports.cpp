@@ -40,6 +40,9 @@ void import_nccl_log(const Scenario& s, const ImportOptions& o, Calibration& c) 
   const std::string line = describe(log, imp);
   c.provenance["nccl_tests"] = fmt::format("{} (sha256 {})", line, sha256_hex(text));
   say_import(o, line);
+  say_import(o,
+             "note: the link fit is a record: predict and plan simulate the platform's links and say in "
+             "their notes that they do not use it (write it into a platform's link bandwidth and latency)");
 }
 
 // --device-type, else the gpu_model of the scenario platform's first GPU used.

@@ -262,6 +262,13 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   }
   memory_check(s, facts, setup.place, p);
   if (!p.excluded.empty() && !opt.constraints.must_fit) p.excluded.clear();
+  if (p.excluded.empty()) {  // the epoch needs one global batch of the dataset (core/model/epoch.hpp)
+    try {
+      check_epoch(s);
+    } catch (const Error& e) {
+      p.excluded = std::string("dataset: ") + e.what();
+    }
+  }
   if (p.excluded.empty()) p.excluded = batch_exclusion(opt.constraints, p, s.dp_ranks());
   return p;
 }
@@ -312,6 +319,8 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
               std::vector<PlanPoint>& points) {
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty() && opt.progress)
+    fmt::print(stderr, "vitsim: note: {}\n", note);
   ForkedPoints how;
   how.who = opt.shard_count > 1 ? fmt::format("vitsim plan (shard {}/{})", opt.shard_index, opt.shard_count)
                                 : std::string("vitsim plan");
@@ -323,22 +332,24 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
   how.group_of = [&](size_t i) { return work[i].scenario.cluster.platform; };
   how.prepare = [&](size_t i) { engine = prepare_engine(work[i].scenario, platforms.of(work[i].scenario)); };
-  const std::vector<json> results = gather_forked(
-      work.size(), how,
-      [&](size_t i) {
-        return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
-                            calib.get());
-      },
-      [&](size_t i) {
-        const PlanPoint& p = points[work[i].slot];
-        return fmt::format("plan point {} ({})", p.index, json(p.params).dump());
-      });
+  const std::vector<ForkedResult> results = gather_forked_each(work.size(), how, [&](size_t i) {
+    return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
+                        calib.get());
+  });
   for (size_t i = 0; i < work.size(); ++i) {
     PlanPoint& p = points[work[i].slot];
-    p.result =
-        report_from_json(results[i]["report"].get<std::string>(), fmt::format("plan point {}", p.index))
-            .points.at(0);
+    // A point whose simulation failed (its process killed, an error of its own) is excluded with its
+    // reason; the others are ranked (the command exits 6: docs/errors.md).
+    if (!results[i].ok()) {
+      p.excluded = "failed: " + results[i].error;
+      continue;
+    }
+    p.result = report_from_json(results[i].result["report"].get<std::string>(),
+                                fmt::format("plan point {}", p.index))
+                   .points.at(0);
     p.simulated = true;
+    if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
+      p.result.notes.push_back(note);
     // The simulation's figure for the largest rank is the one reported (the same model and inputs).
     p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;
   }

@@ -149,6 +149,7 @@ ReportPoint point_report(const PointRun& run, const PlatformFacts& facts, const 
   ReportPoint p;
   describe(s, p);
   p.steps_per_epoch = budget.epoch.steps;
+  p.epoch_samples = budget.epoch.samples;
   // The steady-state search may have simulated to the end of the epoch: then nothing is extrapolated.
   if (!budget.full && steps >= budget.epoch.steps) budget.full = true;
   const Window win = statistics_window(run, budget.full);

@@ -28,6 +28,16 @@ PointSetup setup_point(const Scenario& s, const PlatformFacts& facts) {
   return setup;
 }
 
+void check_epoch(const Scenario& s) {
+  const int dp = s.dp_ranks();
+  try {
+    epoch_shape(s.dataset.effective_train_samples(dp), dp, s.training.micro_batch, s.training.grad_accum,
+                "dataset.train_samples");
+  } catch (const Error& e) {
+    throw Error(s.origin_of("training.micro_batch"), e.what());
+  }
+}
+
 PointSetup check_point(const Scenario& s, const PlatformFacts& facts) {
   PointSetup setup = setup_point(s, facts);
   try {

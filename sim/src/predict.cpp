@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -178,6 +179,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child
   std::vector<double> prices;      // per GPU-hour, read before any work: a bad price fails at once
   for (const auto& s : points) {
+    check_epoch(s);
     setups.push_back(check_point(s, platforms.of(s)));
     prices.push_back(parse_price_per_gpu_hour(platforms.of(s).props, platforms.of(s).path));
   }
@@ -193,13 +195,15 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
   how.group_of = [&](size_t i) { return points[i].cluster.platform; };
   how.prepare = [&](size_t i) { engine = prepare_engine(points[i], platforms.of(points[i])); };
-  const std::vector<json> results = gather_forked(
-      points.size(), how,
-      [&](size_t i) {
-        return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
-                            sel.ranks[i]);
-      },
-      [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); });
+  auto name_of = [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); };
+  const std::vector<ForkedResult> results = gather_forked_each(points.size(), how, [&](size_t i) {
+    return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
+                        sel.ranks[i]);
+  });
+  // One point that fails (its simulation threw, its process was killed) is listed with its reason and the
+  // others are kept; when every point failed there is nothing to report: the first failure is the error.
+  if (std::none_of(results.begin(), results.end(), [](const ForkedResult& r) { return r.ok(); }))
+    throw Error(forked_error(results.front(), name_of(0)));
 
   Report report;
   report.scenario = file.name;
@@ -212,18 +216,29 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     if (opt.progress) fmt::print(stderr, "vitsim: note: {}\n", note);
   }
   for (size_t i = 0; i < points.size(); ++i) {
+    if (!results[i].ok()) {
+      report.failed.push_back({static_cast<int>(i) + 1, points[i].params, results[i].error});
+      if (trace) trace_notes.push_back(fmt::format("point {} failed: {}", i + 1, results[i].error));
+      continue;
+    }
+    const json& result = results[i].result;
     report.points.push_back(
-        report_from_json(results[i]["report"].get<std::string>(), fmt::format("point {}", i + 1))
-            .points.at(0));
+        report_from_json(result["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
     ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
     p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
     p.price_per_gpu_hour = prices[i];
     if (trace)
-      trace_points.push_back(
-          trace_point(results[i], i, points, sel, setups[i].place, report.points.back(), trace_notes));
+      trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, p, trace_notes));
   }
+  if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
+    for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
-  if (opt.interval.samples > 0) add_intervals(report, points, calib.get(), opt);
+  if (opt.interval.samples > 0 && report.failed.empty())
+    add_intervals(report, points, calib.get(), opt);
+  else if (opt.interval.samples > 0)
+    for (auto& p : report.points)
+      p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",
+                                    report.failed.size()));
   if (opt.price_per_kwh >= 0)
     for (auto& p : report.points) p.energy.price_per_kwh = opt.price_per_kwh;
   if (trace) write_file_atomic(opt.trace_path, write_trace(trace_points, "predicted", trace_notes));

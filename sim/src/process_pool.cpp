@@ -58,9 +58,8 @@ void finish_child(const std::string& out_path, const std::string& payload) {
   std::_Exit(0);
 }
 
-std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
-                                          const std::function<nlohmann::json(size_t)>& result_of,
-                                          const std::function<std::string(size_t)>& name_of) {
+std::vector<ForkedResult> gather_forked_each(size_t count, const ForkedPoints& how,
+                                             const std::function<nlohmann::json(size_t)>& result_of) {
   using json = nlohmann::json;
   TempDir tmp(how.prefix);
   auto out_of = [&](size_t i) { return fmt::format("{}/point{}.json", tmp.path(), i); };
@@ -82,17 +81,35 @@ std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
         count, jobs, how.group_of ? how.group_of : [](size_t) { return std::string(); },
         how.prepare ? how.prepare : [](size_t) {}, child, on_done);
   }
-  std::vector<json> results;
-  results.reserve(count);
+  std::vector<ForkedResult> results(count);
   for (size_t i = 0; i < count; ++i) {
+    ForkedResult& r = results[i];
     const std::string out = out_of(i);
-    if (!failures[i].empty() || !std::filesystem::exists(out))
-      throw Error(fmt::format("{}: {}", name_of(i), failures[i].empty() ? "no result" : failures[i]));
-    json j = json::parse(read_file(out));
-    if (j.contains("error")) throw Error(j["error"].get<std::string>());
-    results.push_back(std::move(j));
+    if (!failures[i].empty() || !std::filesystem::exists(out)) {
+      r.error = failures[i].empty() ? "no result" : failures[i];
+      r.process_failed = true;
+      continue;
+    }
+    r.result = json::parse(read_file(out));
+    if (r.result.contains("error")) r.error = r.result["error"].get<std::string>();
   }
   return results;
+}
+
+std::string forked_error(const ForkedResult& r, const std::string& name) {
+  return r.process_failed ? fmt::format("{}: {}", name, r.error) : r.error;
+}
+
+std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
+                                          const std::function<nlohmann::json(size_t)>& result_of,
+                                          const std::function<std::string(size_t)>& name_of) {
+  std::vector<nlohmann::json> out;
+  out.reserve(count);
+  for (auto& r : gather_forked_each(count, how, result_of)) {
+    if (!r.ok()) throw Error(forked_error(r, name_of(out.size())));
+    out.push_back(std::move(r.result));
+  }
+  return out;
 }
 
 const PlatformFacts& PlatformCache::of(const Scenario& s) {

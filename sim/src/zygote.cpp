@@ -33,8 +33,11 @@ namespace {
 // What a child's wait status says about its task: "" when it exited with status 0.
 std::string failure_of(int status) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  // SIGKILL is what the kernel's out-of-memory killer sends: say so, since nothing else is printed.
   return WIFSIGNALED(status)
-             ? fmt::format("the simulation process died of signal {}", WTERMSIG(status))
+             ? fmt::format(
+                   "the simulation process died of signal {}{}", WTERMSIG(status),
+                   WTERMSIG(status) == SIGKILL ? " (killed: out of memory, or by another process)" : "")
              : fmt::format("the simulation process exited with status {}", WEXITSTATUS(status));
 }
 

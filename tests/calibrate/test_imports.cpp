@@ -292,6 +292,77 @@ TEST_CASE("malformed torch profiler traces: one line naming the file and the fau
         "whole training step");
 }
 
+// Issue 27: imports whose figures are not plausible. A log whose times do not grow with the size fitted
+// "1.1e+07 EB/s"; kernels 16 minutes from their 3 ms ProfilerStep made a 16.67-minute forward pass; durations
+// of 1e300 us were accepted.
+TEST_CASE("imports refused as implausible: a flat all-reduce log, kernels outside their step, endless events",
+          "[imports]") {
+  // 1 GiB in 84.00 us and 2 GiB in 84.01 us, 8 ranks on 2 hosts: the line through both has c1 = 0.01 us /
+  // 2^30 B, so B = 2(n-1)/n / c1 = 1.75 x 2^30 / 1e-8 = 1.88e17 B/s, above 1 PB/s.
+  NcclTestsLog flat;
+  flat.path = "flat.log";
+  flat.ranks = 8;
+  flat.hosts = {"a", "b"};
+  flat.rows = {{16, 1073741824.0, 268435456, "float", "sum", 84.00e-6},
+               {17, 2147483648.0, 536870912, "float", "sum", 84.01e-6}};
+  CHECK(
+      error_of([&] { import_nccl_tests(flat, 0, ""); }) ==
+      "flat.log: the fit gives a bandwidth of 1.88e+17 B/s, outside the plausible 1kBps .. 1PBps: the "
+      "out-of-place times do not grow with the size (1.00 GiB in 84.00 us, 2.00 GiB in 84.01 us); is the log "
+      "of one run, and its time column in us?");
+
+  auto err = [](const std::string& text) { return error_of([&] { parse_torch_profile("t.json", text); }); };
+  const std::string cuda = text_of("torch_profile_cuda_step.json");
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = cuda;
+    const size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    return t.replace(at, from.size(), to);
+  };
+  // The sgemm kernel of External id 23 (aten::linear from 5271437937050 us) moved 1e9 us (16.7 min) later:
+  // it ends 1e9 + 110 + 400 - 3000 = 999,997,510 us after ProfilerStep#7 (5271437937000 + 3000 us) ended.
+  CHECK(err(replaced("\"ts\": 5271437937110.0, \"dur\": 400", "\"ts\": 5272437937110.0, \"dur\": 400")) ==
+        "t.json: kernel 'ampere_sgemm_128x64_tn' (External id 23) ends 9.99998e+08 us after ProfilerStep#7 "
+        "(3000 "
+        "us long) ended: outside its step; export the trace of one step as the profiler wrote it");
+  // The same kernel starting at 5271437937040 us: 10 us before aten::linear, which launched it.
+  CHECK(err(replaced("\"ts\": 5271437937110.0, \"dur\": 400", "\"ts\": 5271437937040.0, \"dur\": 400")) ==
+        "t.json: kernel 'ampere_sgemm_128x64_tn' (External id 23) starts 10 us before the operator that "
+        "launched it; export the trace of one step as the profiler wrote it");
+  // A duration of 1e300 us, and one just over a day (86,400 s = 8.64e10 us).
+  for (const std::string dur : {"1e300", "86400000001"}) {
+    const std::string t =
+        replaced("\"ts\": 5271437937110.0, \"dur\": 400", "\"ts\": 5271437937110.0, \"dur\": " + dur);
+    CHECK(err(t).find(": \"dur\" ") != std::string::npos);
+    CHECK(err(t).find(" us is over a day: not an event of one training step") != std::string::npos);
+  }
+  // A day exactly is the limit, not beyond it: the kernel then ends outside its step instead.
+  CHECK(
+      err(replaced("\"ts\": 5271437937110.0, \"dur\": 400", "\"ts\": 5271437937110.0, \"dur\": 86400000000"))
+          .find("outside its step") != std::string::npos);
+}
+
+// Issue 27: a calibration's link fit (calibrate --from-nccl-tests) is not what predict simulates (the links
+// are the platform's); the table with and without it was byte-identical. Now every point's notes say so.
+TEST_CASE("a calibration's link fits: predict says it does not use them", "[imports][cli]") {
+  vt::TempDir d;
+  const std::string sc = vt::source("scenarios/local/fmnist-vit.xml");
+  Calibration none;  // nothing measured: the platform's figures
+  Calibration links = none;
+  links.links.push_back({"inter_node", 24e9, 6e-6, 8});  // all_reduce_perf_8x_a100.log's generating figures
+  d.file("none.json", calibration_to_json(none));
+  d.file("links.json", calibration_to_json(links));
+  auto without = vt::vitsim("predict " + sc + " -q --calibration " + d / "none.json");
+  auto with = vt::vitsim("predict " + sc + " -q --calibration " + d / "links.json");
+  REQUIRE(without.status == 0);
+  REQUIRE(with.status == 0);
+  const std::string note = "note: calibration " + d / "links.json" +
+                           ": its link fits are not used (inter_node (8 ranks: 24 GB/s, 6.00 us)): the "
+                           "simulated links are the platform's; put the fit into a platform with `vitsim "
+                           "calibrate --emit-platform` or a --what-if link:...:bandwidth=...\n";
+  CHECK(with.out == without.out + note);
+}
+
 TEST_CASE(
     "calibrate's import: the log and the trace become a link and a compute point of the calibration file",
     "[imports]") {

@@ -31,6 +31,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
   vt::TempDir d;
   // Two nodes of 4 GPUs (platform_xml's layout).
   d.file("p.xml", vt::platform_xml(2, 4, "12GBps", "1us", {"1GBps", "1GBps"}, {"8Tf", "8Tf"}));
+  // All three batch figures: with one left out DeepSpeed derives it (64 // 16 // 2 = 2 accumulation steps).
   d.file(
       "ds.json",
       R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1})");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -116,6 +117,39 @@ std::vector<BadInput> cases() {
   const std::string S = "predict s.xml";
   return {
       // --- scenario files ---
+      // Issue 27: a value given twice in a sweep was simulated twice; a file's value that a sweep of its key
+      // replaces was not read (gpus_per_node="nan" was accepted); scenario.name is the report's, not swept.
+      {"scenario",
+       "a sweep value given twice",
+       {{"s.xml",
+         scenario("micro_batch=\"16\"", "  <sweep param=\"cluster.gpus_per_node\" values=\"1,2,1\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: <sweep param='cluster.gpus_per_node'>: value '1' given twice (each value is "
+       "a "
+       "point, simulated once); give it once"},
+      {"scenario",
+       "a --set list value given twice",
+       {{"s.xml", scenario()}},
+       S + " --set training.micro_batch=16,32,16",
+       "vitsim: error: --set training.micro_batch: --set training.micro_batch: value '16' given twice (each "
+       "value is a point, simulated once); give it once"},
+      {"scenario",
+       "an invalid value that a sweep of its key replaces",
+       {{"s.xml",
+         scenario("micro_batch=\"16\"", "  <sweep param=\"cluster.gpus_per_node\" values=\"1,2\"/>\n",
+                  "nodes=\"1\" gpus_per_node=\"nan\"")}},
+       S,
+       "vitsim: error: s.xml:2: cluster.gpus_per_node: 'nan' is not an integer (the sweep at s.xml:6 "
+       "replaces "
+       "it, "
+       "but a value given is read: correct it or remove it)"},
+      {"scenario",
+       "scenario.name swept",
+       {{"s.xml", scenario("micro_batch=\"16\"", "  <sweep param=\"scenario.name\" values=\"a,b\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: <sweep param='scenario.name'>: scenario.name names the whole report; it is "
+       "not "
+       "swept"},
       {"scenario",
        "missing file",
        {},
@@ -393,6 +427,17 @@ std::vector<BadInput> cases() {
        S,
        "vitsim: error: s.xml:6: train_batch_size 64 != micro_batch 16 x gradient_accumulation_steps 1 x "
        "ranks 2 = 32 (DeepSpeed requires equality)"},
+      // Issue 27: DeepSpeed derives the micro-batch from train_batch_size alone (runtime/config.py): 33 // 2
+      // ranks // 1 = 16, and 16 x 1 x 2 = 32 != 33 fails its own assertion; the line says so.
+      {"deepspeed",
+       "only train_batch_size, which no micro-batch meets",
+       {{"ds.json", "{\"train_batch_size\": 33}"},
+        {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: train_batch_size 33 != micro_batch 16 x gradient_accumulation_steps 1 x "
+       "ranks 2 = 32 (DeepSpeed derives train_micro_batch_size_per_gpu = 33 // 2 ranks // 1 = 16 and "
+       "requires "
+       "equality)"},
       {"deepspeed",
        "train_batch_size the ranks do not divide (DeepSpeed's derivation)",
        {{"ds.json", "{\"train_batch_size\": 15}"},
@@ -463,6 +508,30 @@ std::vector<BadInput> cases() {
         {"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"1\"")}},
        S + " --set cluster.platform=q.xml",
        "vitsim: error: q.xml:3: property gpu_mem_bw: bad bandwidth '-5GBps': out of range (expected > 0)"},
+      // Issue 27: one <prop> given twice was silently overridden by the last.
+      {"platform",
+       "a property given twice",
+       {{"q.xml",
+         "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"><host id=\"h\" speed=\"1Gf\">\n<prop "
+         "id=\"gpu_model\" value=\"X\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/>\n<prop id=\"gpu_mem_bw\" "
+         "value=\"300GBps\"/>\n<prop id=\"gpu_mem_bw\" value=\"3TBps\"/></host></zone></platform>"},
+        {"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"1\"")}},
+       S + " --set cluster.platform=q.xml",
+       "vitsim: error: q.xml:4: <prop id=\"gpu_mem_bw\"> given twice in <host> (also at line 3): which one "
+       "holds "
+       "is ambiguous; keep one"},
+      {"platform",
+       "a zone property given twice",
+       {{"q.xml",
+         "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n<prop id=\"price_per_gpu_hour\" "
+         "value=\"2\"/>\n<prop id=\"price_per_gpu_hour\" value=\"3\"/>\n<host id=\"h\" speed=\"1Gf\"><prop "
+         "id=\"gpu_model\" value=\"X\"/><prop id=\"gpu_flops_fp32\" value=\"8Tf\"/><prop id=\"gpu_mem_bw\" "
+         "value=\"300GBps\"/></host></zone></platform>"},
+        {"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"1\"")}},
+       S + " --set cluster.platform=q.xml",
+       "vitsim: error: q.xml:3: <prop id=\"price_per_gpu_hour\"> given twice in <zone> (also at line 2): "
+       "which "
+       "one holds is ambiguous; keep one"},
       {"platform",
        "a required GPU figure missing",
        {{"q.xml",
@@ -519,8 +588,19 @@ std::vector<BadInput> cases() {
              R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": -0.1, "bwd_s": 0.2}]})")},
         {"s.xml", scenario()}},
        S + " --calibration c.json",
-       "vitsim: error: c.json: devices[0] ('G8Tf').points[0]: micro_batch must be >= 1 and fwd_s, bwd_s "
-       "positive"},
+       "vitsim: error: c.json: devices[0] ('G8Tf').points[0]: fwd_s must be a positive time in seconds, got "
+       "-0.1"},
+      // Issue 27: a negative optimizer time was blamed on fwd_s and bwd_s.
+      {"calibration",
+       "a negative optimizer time",
+       {{"c.json",
+         calib(
+             R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1, "bwd_s": 0.2, "optimizer_s": -0.01}]})")},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').points[0]: optimizer_s must be a time >= 0 in seconds, "
+       "got "
+       "-0.01"},
       {"calibration",
        "an unknown precision",
        {{"c.json",
@@ -629,3 +709,37 @@ std::vector<BadInput> cases() {
   };
 }
 }  // namespace
+
+// Issue 27: DeepSpeed derives the batch figures a config leaves out (runtime/config.py
+// _set_batch_related_parameters, v0.14.4), on the 2 data-parallel ranks of the base scenario; a config giving
+// only train_batch_size was refused. And `--set scenario.name` names the report (it was ignored).
+TEST_CASE("DeepSpeed batch figures derived as DeepSpeed derives them, and --set scenario.name",
+          "[robustness][deepspeed]") {
+  vt::TempDir d;
+  d.file("p.xml", platform());
+  d.file("s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n"));
+  struct Derived {
+    const char* config;
+    int micro_batch, grad_accum;
+  };
+  for (const auto& c :
+       {Derived{R"({"train_batch_size": 64})", 32, 1},  // 64 // 2 ranks, accumulation 1
+        Derived{R"({"train_batch_size": 64, "gradient_accumulation_steps": 2})", 16, 2},  // 64 // 2 // 2
+        Derived{R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 16})", 16,
+                2}}) {  // 64 // 16 // 2
+    INFO(c.config);
+    d.file("ds.json", c.config);
+    auto r = vt::run("cd " + d.path.string() + " && " + VITSIM_BINARY + " predict s.xml -q --format json");
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["points"][0]["micro_batch"] == c.micro_batch);
+    CHECK(j["points"][0]["grad_accum"] == c.grad_accum);
+    CHECK(j["points"][0]["global_batch"] == 64);
+  }
+  for (const char* command : {"predict", "plan"}) {
+    auto r = vt::run("cd " + d.path.string() + " && " + VITSIM_BINARY + " " + command +
+                     " s.xml -q --format json --set scenario.name=run,a");
+    REQUIRE(r.status == 0);
+    CHECK(nlohmann::json::parse(r.out)["scenario"] == "run,a");  // a comma is part of a name, not a sweep
+  }
+}

@@ -753,6 +753,16 @@ std::vector<FileCase> file_cases() {
       // error".
       {"stdout", "a plan's JSON onto a closed standard output", "", "vitsim plan s.xml -q --format json >&-",
        1, "vitsim: error: writing standard output: Bad file descriptor"},
+      // Issue 27: a full file system, not a device: a 4 KiB tmpfs the command mounts in a mount namespace of
+      // its own (unshare -rm: gone with it, nothing to unmount), smaller than a plan's JSON (~9 KiB).
+      {"stdout", "a plan's JSON onto a full file system", "mkdir small",
+       "unshare -rm sh -c 'mount -t tmpfs -o size=4k tmpfs small && vitsim plan s.xml -q --format json > "
+       "small/plan.json'",
+       1, "vitsim: error: writing standard output: No space left on device", "test -z \"$(ls small)\""},
+      {"outputs", "--out onto a full file system", "mkdir small",
+       "unshare -rm sh -c 'mount -t tmpfs -o size=4k tmpfs small && vitsim plan s.xml -q --format json --out "
+       "small/plan.json'",
+       1, "vitsim: error: cannot write small/plan.json: No space left on device", ""},
       {"stdout", "a failing command keeps its status", "mknod full c 1 7",
        "vitsim predict none.xml -q > full", 1, "vitsim: error: none.xml: cannot open scenario file"},
       // --- command-line messages ---

@@ -277,6 +277,33 @@ std::vector<BadReport> cases() {
        E + "/points/0/bound: \"data\", but the breakdown's largest term is compute"},
       {"throughput", "params disagree with the point", "pred", set("/points/1/params/gpus", "8"), plot,
        E + "/points/1/params/gpus: \"8\" disagrees with the point's gpus (2)"},
+      // --- physics (issue 27: merged plans ranked a 100 GiB point on an 80 GiB GPU as fitting, an MFU of
+      // 15,373,802,284 %, 1 step per epoch where the dataset gives 938, a result of another setting) ---
+      {"physics", "a shard's point needs more than its GPU, its result says it fits", "s0",
+       set("/points/0/gpu_memory_bytes", 1e9), merge,
+       E + "/points/0/result/fits_in_memory: true, but the point needs ", true},
+      {"physics", "a shard's result says it does not fit, though it does", "s0",
+       set(R + "/fits_in_memory", false), merge,
+       E + "/points/0/result/fits_in_memory: false, but the point needs ", true},
+      // The model's FLOPs a million times over: MFU far above 100%, which no GPU reaches.
+      {"physics", "a shard's MFU above 100%", "s0", scale(R + "/flops_per_gpu_step/model", 1e6), merge,
+       E + "/points/0/result/peak_flops_per_gpu: ", true},
+      {"physics", "a report's MFU above 100%", "pred", scale("/points/1/flops_per_gpu_step/model", 1e6), plot,
+       E + "/points/1/peak_flops_per_gpu: ", true},
+      // CIFAR-10's 50,000 samples on 1 GPU at micro-batch 16: ceil(50000 / 16) = 3125 steps (epoch.hpp).
+      {"physics", "1 step per epoch where the dataset gives 3125", "pred",
+       set("/points/0/steps_per_epoch", 1), plot,
+       E + "/points/0/steps_per_epoch: 1 disagrees with the epoch's 50000 samples over 1 replicas at "
+           "micro-batch 16 x accumulation 1: 3125 steps"},
+      {"physics", "a shard's result of another GPU count than its point", "s0",
+       set(R + "/params/cluster.gpus_per_node", "4"), merge,
+       E + "/points/0/result/params/cluster.gpus_per_node: \"4\" disagrees with the point's \"1\""},
+      {"physics", "a shard's point of another ZeRO stage than its params", "s0",
+       [](json& j) {
+         j["points"][0]["params"]["parallelism.zero"] = "0";
+         j["points"][0]["zero"] = 3;
+       },
+       merge, E + "/points/0/params/parallelism.zero: \"0\" disagrees with the point's parallelism.zero (3)"},
       // --- missing or mistyped fields ---
       {"fields", "epoch time missing", "meas", erase("/points/0", "epoch_time_s"), kValidate,
        E + "/points/0/epoch_time_s: missing"},

@@ -21,10 +21,17 @@ namespace {
 // One node of one GPU whose cluster carries `extra` after the GPU's props (a later <prop> of the same id
 // wins).
 std::string one_gpu(const std::string& extra) {
+  // A <prop> given twice is refused (issue 27): a prop of `extra` replaces the default of the same id.
+  std::string props = vt::gpu_props("G", "1Tf");
+  if (const size_t id = extra.find("id=\""); id != std::string::npos) {
+    const std::string key = extra.substr(id, extra.find('"', id + 4) + 1 - id);
+    if (const size_t at = props.find("<prop " + key); at != std::string::npos)
+      props.erase(at, props.find("/>", at) + 2 - at);
+  }
   return "<?xml version=\"1.0\"?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n"
          "<cluster id=\"n0\" prefix=\"n0-gpu\" suffix=\"\" radical=\"0-0\" speed=\"1Tf\" bw=\"12GBps\" "
          "lat=\"1us\">" +
-         vt::gpu_props("G", "1Tf", extra) + "</cluster>\n</zone></platform>\n";
+         props + extra + "</cluster>\n</zone></platform>\n";
 }
 
 // A value of a row written in its unit ("0GBps" for a bandwidth, "-1us" for a time).

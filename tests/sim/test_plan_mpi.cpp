@@ -38,3 +38,22 @@ TEST_CASE("vitsim-plan-mpi reads --top as vitsim plan does", "[plan][mpi][negati
     CHECK(r.out.find("vitsim-plan-mpi: error: --top: " + why + "\n") != std::string::npos);
   }
 }
+
+// Issue 27: a shard with a failed point (here its simulation refuses: ~48 KiB per rank is over 1 KiB) exits 6
+// with its JSON written; the job merges it like the others, the point excluded as failed, and exits 6.
+TEST_CASE("vitsim-plan-mpi merges a shard whose point failed, and exits 6", "[plan][mpi][points]") {
+  vt::TempDir d;
+  const std::string scen = vt::source("scenarios/whatif/tesla-nic-10gbe.xml");
+  const std::string opts = " -q -j 1 --set simulation.max_memory=1KiB,1GiB";
+  auto one = vt::vitsim("plan " + scen + opts + " --format json --out " + d / "one.json");
+  CHECK(one.status == 6);
+  auto r =
+      vt::run(fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} {}{} --format json --out {}",
+                          VITSIM_PLAN_MPI, scen, opts, d / "mpi.json"));
+  INFO(r.out);
+  CHECK(r.status == 6);
+  // The scenario sweeps 5 node counts: 10 points, the 5 of 1 KiB failed.
+  CHECK(r.out.find("vitsim-plan-mpi: error: 5 of 10 points failed; the plan lists them with their reason") !=
+        std::string::npos);
+  CHECK(vitsim::read_file(d / "mpi.json") == vitsim::read_file(d / "one.json"));
+}

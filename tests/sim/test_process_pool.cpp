@@ -184,7 +184,7 @@ TEST_CASE("zygotes: a task that fails is reported alone and the others succeed",
   // The ways a point's process ends badly, each the message run_forked_groups gives it.
   const std::map<size_t, std::string> bad{
       {1, "the simulation process exited with status 5"},  // child() threw
-      {2, "the simulation process died of signal 9"},
+      {2, "the simulation process died of signal 9 (killed: out of memory, or by another process)"},
       {5, "the simulation process exited with status 3"},
       {6, ""}};  // exited 0 without a result: gather_forked's "no result"
   for (int jobs : {1, 2}) {
@@ -227,8 +227,27 @@ TEST_CASE("zygotes: a task that fails is reported alone and the others succeed",
     });
   };
   CHECK(gather(4, 0) == "s.xml:3: point 5 is wrong");
-  CHECK(gather(1, 1) == "point 2: the simulation process died of signal 9");
+  CHECK(gather(1, 1) ==
+        "point 2: the simulation process died of signal 9 (killed: out of memory, or by another process)");
   CHECK(gather(3, 2) == "point 4: no result");
+  // gather_forked_each keeps every other point's result when one is killed and one throws (issue 27: one
+  // killed child lost the whole sweep's output).
+  const auto each = sim::gather_forked_each(6, how, [&](size_t i) -> json {
+    if (i == 1) kill(getpid(), SIGKILL);
+    if (i == 4) throw Error("s.xml:3: point 5 is wrong");
+    return json{{"i", i}};
+  });
+  REQUIRE(each.size() == 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("point " << i + 1);
+    CHECK(each[i].ok() == (i != 1 && i != 4));
+    if (each[i].ok()) CHECK(each[i].result["i"] == i);
+  }
+  CHECK(each[1].process_failed);
+  CHECK(sim::forked_error(each[1], "point 2") ==
+        "point 2: the simulation process died of signal 9 (killed: out of memory, or by another process)");
+  CHECK(!each[4].process_failed);
+  CHECK(sim::forked_error(each[4], "point 5") == "s.xml:3: point 5 is wrong");
   const auto all = sim::gather_forked(
       6, how,
       [](size_t i) {
@@ -241,9 +260,9 @@ TEST_CASE("zygotes: a task that fails is reported alone and the others succeed",
 TEST_CASE("zygotes: a zygote that dies or throws while preparing fails its own group's tasks only",
           "[process_pool][zygote]") {
   vt::TempDir d;
-  for (const auto& [how_bad, expected] :
-       std::vector<std::pair<int, std::string>>{{0, "the simulation process died of signal 9"},
-                                                {1, "the simulation process exited with status 5"}}) {
+  for (const auto& [how_bad, expected] : std::vector<std::pair<int, std::string>>{
+           {0, "the simulation process died of signal 9 (killed: out of memory, or by another process)"},
+           {1, "the simulation process exited with status 5"}}) {
     const auto failures = sim::run_forked_groups(
         6, 2, [](size_t i) { return i % 3 == 1 ? "bad" : "good"; },
         [&](size_t i) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
 bool same_shape(const ViTConfig& a, const ViTConfig& b) {
@@ -167,6 +168,18 @@ std::string interpolation_note(const DeviceCalibration& d, int micro_batch) {
   return head + fmt::format("extrapolated {} the measured {}..{} (affine fit)",
                             micro_batch < r.measured_min ? "below" : "beyond", r.measured_min,
                             r.measured_max);
+}
+
+std::string unused_calibration_note(const Calibration& c) {
+  if (c.links.empty()) return "";
+  std::string list;
+  for (const auto& l : c.links)
+    list += fmt::format("{}{} ({} ranks: {}, {})", list.empty() ? "" : "; ", l.link_class, l.ranks,
+                        units::format_bandwidth(l.bandwidth), units::format_time(l.latency));
+  return fmt::format(
+      "calibration {}: its link fits are not used ({}): the simulated links are the platform's; put the fit "
+      "into a platform with `vitsim calibrate --emit-platform` or a --what-if link:...:bandwidth=...",
+      c.path, list);
 }
 
 }  // namespace vitsim

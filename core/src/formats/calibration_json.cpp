@@ -157,9 +157,14 @@ ComputePoint parse_point(const json& p, const std::string& pw, const ViTConfig& 
   cp.fwd_s = need<double>(p, "fwd_s", pw);
   cp.bwd_s = need<double>(p, "bwd_s", pw);
   cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0, pw);
-  if (cp.micro_batch < 1 || !(cp.fwd_s > 0) || !(cp.bwd_s > 0) || cp.optimizer_s < 0 ||
-      !std::isfinite(cp.fwd_s) || !std::isfinite(cp.bwd_s) || !std::isfinite(cp.optimizer_s))
-    throw Error(pw + ": micro_batch must be >= 1 and fwd_s, bwd_s positive");
+  // Each figure named on its own: a negative optimizer_s was blamed on fwd_s and bwd_s (issue 27).
+  if (cp.micro_batch < 1)
+    throw Error(fmt::format("{}: micro_batch must be >= 1, got {}", pw, cp.micro_batch));
+  for (const auto& [key, v] : {std::pair<const char*, double>{"fwd_s", cp.fwd_s}, {"bwd_s", cp.bwd_s}})
+    if (!(v > 0) || !std::isfinite(v))
+      throw Error(fmt::format("{}: {} must be a positive time in seconds, got {}", pw, key, v));
+  if (!(cp.optimizer_s >= 0) || !std::isfinite(cp.optimizer_s))
+    throw Error(fmt::format("{}: optimizer_s must be a time >= 0 in seconds, got {}", pw, cp.optimizer_s));
   int lj = 0;
   std::set<std::string> listed;
   for (const auto& l : list_of(p, "layers", pw)) {

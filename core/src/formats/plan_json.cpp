@@ -178,6 +178,49 @@ void check_derived(const JsonField& pj, const PlanPoint& p, const PlanResult& pl
                           kwh * plan.price_per_kwh));
 }
 
+// A simulated result answers its point: the memory it needs against the GPU's and its fits flag, and every
+// setting both name (params, and the point's own fields for the keys that set them).
+void check_against_point(const JsonField& pj, const PlanPoint& p) {
+  const ReportPoint& r = p.result;
+  // memory_per_gpu_bytes is the largest need over the ranks and gpu_memory_bytes the smallest GPU: within it,
+  // every rank fits; beyond it, on GPUs of one kind, one does not.
+  if (p.gpu_memory_bytes > 0 && r.fits_in_memory != (p.memory_per_gpu_bytes <= p.gpu_memory_bytes))
+    pj.at("result")
+        .at("fits_in_memory")
+        .fail(fmt::format("{}, but the point needs {:.6g} bytes per GPU on a GPU of {:.6g} bytes",
+                          r.fits_in_memory ? "true" : "false", p.memory_per_gpu_bytes, p.gpu_memory_bytes));
+  for (const auto& [key, value] : r.params) {
+    auto it = p.params.find(key);
+    if (it != p.params.end() && it->second != value)
+      pj.at("result").at("params").at(key).fail(fmt::format("\"{}\" disagrees with the point's \"{}\"",
+                                                            value.substr(0, 40), it->second.substr(0, 40)));
+  }
+  // The settings the point's own fields hold, as a sweep or --set writes them (a boolean as any of its
+  // spellings: on, yes, 1).
+  auto same = [](const std::string& given, const std::string& value) {
+    static const std::set<std::string> yes{"true", "on", "yes", "1"}, no{"false", "off", "no", "0"};
+    if (value == "true" || value == "false") return (value == "true" ? yes : no).count(given) > 0;
+    return given == value;
+  };
+  const std::pair<const char*, std::string> fields[] = {
+      {"parallelism.zero", std::to_string(p.zero)},
+      {"parallelism.sequence_parallel", std::to_string(p.sequence_parallel)},
+      {"training.precision", p.precision},
+      {"parallelism.overlap", p.overlap ? "true" : "false"},
+      {"cluster.nodes", std::to_string(p.nodes)},
+      {"cluster.gpus_per_node", std::to_string(p.gpus_per_node)},
+      {"training.micro_batch", std::to_string(p.micro_batch)},
+      {"training.grad_accum", std::to_string(p.grad_accum)}};
+  for (const auto& [key, value] : fields) {
+    if (auto it = p.params.find(key); it != p.params.end() && !same(it->second, value))
+      pj.at("params").at(key).fail(
+          fmt::format("\"{}\" disagrees with the point's {} ({})", it->second.substr(0, 40), key, value));
+    if (auto it = r.params.find(key); it != r.params.end() && !same(it->second, value))
+      pj.at("result").at("params").at(key).fail(
+          fmt::format("\"{}\" disagrees with the point's {} ({})", it->second.substr(0, 40), key, value));
+  }
+}
+
 // A simulated point's result, which must agree with the point's own fields; null for a point not simulated.
 void read_result(const JsonField& pj, PlanPoint& p, const PlanResult& plan) {
   if (!p.simulated) {
@@ -199,6 +242,7 @@ void read_result(const JsonField& pj, PlanPoint& p, const PlanResult& plan) {
     pj.at("memory_per_gpu_bytes")
         .fail(fmt::format("{:.6g} bytes disagrees with the simulated result's {:.6g}", p.memory_per_gpu_bytes,
                           r.memory_per_gpu_bytes));
+  check_against_point(pj, p);
   if (plan.ranked) check_derived(pj, p, plan);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "formats/report_interval.hpp"
@@ -256,6 +257,8 @@ std::string report_to_table(const Report& r) {
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   for (const auto& n : notes) out += "note: " + n + "\n";
   if (intervals) out += sensitivity_text(r);
+  for (const auto& f : r.failed)
+    out += fmt::format("failed: point {} {}: {}\n", f.point, nlohmann::json(f.params).dump(), f.reason);
   return out + totals_table(r);
 }
 

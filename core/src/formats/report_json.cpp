@@ -12,6 +12,7 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/model/epoch.hpp"
 
 namespace vitsim {
 using json = nlohmann::json;
@@ -183,6 +184,8 @@ void point_fields(Io& io, P& p, int schema_version) {
   io.integer("grad_accum", p.grad_accum, 1, kMaxCount - 1);
   io.integer("global_batch", p.global_batch, 1, kMaxLong);
   io.integer("steps_per_epoch", p.steps_per_epoch, 1, kMaxLong);
+  if (io.present(p.epoch_samples > 0, {"epoch_samples"}))
+    io.integer("epoch_samples", p.epoch_samples, 1, kMaxLong);
   io.object("step_time_s", p.step_time_s, kStatsFields);
   io.object("breakdown_s", p.breakdown_s, kBreakdownFields);
   io.number("epoch_time_s", p.epoch_time_s, non_negative("the epoch time"));
@@ -226,6 +229,29 @@ void point_fields(Io& io, P& p, int schema_version) {
   });
 }
 
+// Steps per epoch follow from the epoch's samples and the global batch by the trainer's rule (epoch.hpp).
+void check_epoch_steps(const JsonField& f, const ReportPoint& p) {
+  if (p.epoch_samples <= 0) return;
+  const long long per_replica_batch = 1LL * p.micro_batch * p.grad_accum;
+  if (p.global_batch % per_replica_batch != 0)
+    f.at("global_batch")
+        .fail(fmt::format("{} is not a whole number of replicas of micro_batch x grad_accum = {}",
+                          p.global_batch, per_replica_batch));
+  const long long replicas = p.global_batch / per_replica_batch;
+  EpochShape e;
+  try {
+    e = epoch_shape(p.epoch_samples, static_cast<int>(replicas), p.micro_batch, p.grad_accum);
+  } catch (const Error& err) {
+    f.at("epoch_samples").fail(err.what());
+  }
+  if (e.steps != p.steps_per_epoch)
+    f.at("steps_per_epoch")
+        .fail(fmt::format("{} disagrees with the epoch's {} samples over {} replicas at micro-batch {} x "
+                          "accumulation {}: {} steps",
+                          p.steps_per_epoch, p.epoch_samples, replicas, p.micro_batch, p.grad_accum,
+                          e.steps));
+}
+
 // The figures of a point read back must agree with each other.
 void check_point(const JsonField& f, const ReportPoint& p, bool measured) {
   for (const auto& [key, value] :
@@ -245,6 +271,14 @@ void check_point(const JsonField& f, const ReportPoint& p, bool measured) {
     f.at("global_batch")
         .fail(fmt::format("{} is more than micro_batch x grad_accum x gpus = {:.0f}", p.global_batch,
                           replicas_batch));
+  check_epoch_steps(f, p);
+  // No GPU does more than its peak: (model + recompute FLOPs per GPU step) / (mean step x peak) <= 1.
+  if (p.peak_flops > 0 && p.hfu() > 1 + 1e-9)
+    f.at("peak_flops_per_gpu")
+        .fail(fmt::format("{:.6g} FLOP per GPU step in a mean step of {:.6g} s is {:.4g} x the GPU's peak of "
+                          "{:.6g} FLOP/s (MFU {:.4g}%): no GPU computes above its peak",
+                          p.model_flops + p.recompute_flops, p.step_time_s.mean, p.hfu(), p.peak_flops,
+                          100 * p.mfu()));
   const double step = p.step_time_s.mean;
   const double steps = static_cast<double>(p.steps_per_epoch);
   const double expected_epoch = step * steps;
@@ -342,6 +376,12 @@ void report_fields(Io& io, R& r) {
     point_fields(point_io, p, r.schema_version);
     point_io.check([&](const JsonField& f) { check_point(f, p, r.source == "measured"); });
   });
+  if (io.present(!r.failed.empty(), {"failed_points"}))
+    io.list("failed_points", r.failed, [](auto& fio, auto& fp) {
+      fio.integer("point", fp.point, 1, kMaxCount - 1);
+      fio.string_map("params", fp.params);
+      fio.string("reason", fp.reason);
+    });
   if (Io::writing || r.schema_version >= 2) {
     std::string id = Io::writing ? report_scenario_id(r) : std::string();
     io.string("scenario_id", id);

@@ -292,10 +292,42 @@ void check_sweep_size(const ScenarioFile& f) {
           sizes, keys, limit));
 }
 
+// A file's value under a key that a sweep of the same key overrides is still the file's: checked by its row,
+// as if no sweep replaced it (gpus_per_node="nan" beside a gpus_per_node sweep was accepted: issue 27). The
+// rows before it run first, since a row may read what they set; their own errors are not this check's.
+void check_shadowed_values(const ScenarioFile& f) {
+  for (const auto& sweep : f.sweeps) {
+    auto given = f.attrs.find(sweep.key);
+    if (given == f.attrs.end() || given->second.origin.file.rfind("--set", 0) == 0) continue;
+    std::map<std::string, Attribute> attrs = f.attrs;
+    std::optional<DeepSpeedConfig> ds;
+    try {
+      ds = read_and_merge_deepspeed(attrs, f.path);
+    } catch (const Error&) {
+    }
+    Reader r(attrs, f.path);
+    Scenario s;
+    Resolution x{r, f, ds, s};
+    for (const auto& row : key_rows()) {
+      try {
+        row.apply(x);
+      } catch (const Error& e) {
+        if (row.info.key == sweep.key)
+          throw Error(
+              fmt::format("{} (the sweep at {} replaces it, but a value given is read: correct it "
+                          "or remove it)",
+                          e.what(), sweep.origin.str()));
+      }
+      if (row.info.key == sweep.key) break;
+    }
+  }
+}
+
 void for_each_combination(const ScenarioFile& f,
                           const std::function<void(const std::map<std::string, Attribute>&,
                                                    const std::map<std::string, std::string>&)>& fn) {
   check_sweep_size(f);
+  check_shadowed_values(f);
   std::map<std::string, Attribute> attrs = f.attrs;
   std::map<std::string, std::string> params;
   for (const auto& [k, a] : f.attrs)

@@ -111,6 +111,21 @@ std::vector<std::string> scenario_keys() {
   return keys;
 }
 
+namespace {
+// A sweep's values are its points: one given twice was simulated twice (issue 27). scenario.name names the
+// whole report and is not swept.
+void check_sweep_values(const Sweep& s, const std::string& where) {
+  if (s.key == "scenario.name")
+    throw Error(s.origin, fmt::format("{}: scenario.name names the whole report; it is not swept", where));
+  std::set<std::string> seen;
+  for (const auto& v : s.values)
+    if (!seen.insert(v).second)
+      throw Error(s.origin, fmt::format("{}: value '{}' given twice (each value is a point, simulated once); "
+                                        "give it once",
+                                        where, echo(v)));
+}
+}  // namespace
+
 ScenarioFile read_scenario_file(const std::string& path) {
   ScenarioFile f;
   f.path = path;
@@ -154,6 +169,7 @@ ScenarioFile read_scenario_file(const std::string& path) {
         throw Error(s.origin, "<sweep> needs a non-empty comma-separated 'values'");
       for (const auto& other : f.sweeps)
         if (other.key == s.key) throw Error(s.origin, fmt::format("second <sweep> over '{}'", s.key));
+      check_sweep_values(s, "<sweep param='" + s.key + "'>");
       f.sweeps.push_back(s);
       continue;
     }
@@ -192,10 +208,16 @@ void apply_override(ScenarioFile& f, const std::string& assignment) {
     throw Error(fmt::format("--set {}: unknown key; valid: {}", key, join(keys)));
   Origin o{"--set " + key, 0};
   std::erase_if(f.sweeps, [&](const Sweep& s) { return s.key == key; });
+  if (key == "scenario.name") {  // the report's name, one for the whole run (a comma is part of it)
+    f.name = value;
+    f.attrs[key] = Attribute{value, o};
+    return;
+  }
   if (value.find(',') != std::string::npos) {
     Sweep s{key, split_list(value, ','), o};
     if (std::any_of(s.values.begin(), s.values.end(), [](auto& v) { return v.empty(); }))
       throw Error(o, "empty value in the comma list");
+    check_sweep_values(s, "--set " + key);
     f.sweeps.push_back(s);
     f.attrs.erase(key);
   } else {

@@ -69,10 +69,18 @@ using namespace platform_read;
 
 namespace {
 
+// An element's own <prop>s; one id given twice is refused with both lines (the last silently won: issue 27).
 Props own_props(const Ctx& c, const pugi::xml_node& n) {
   Props p;
-  for (auto prop : n.children("prop"))
-    p[prop.attribute("id").value()] = {prop.attribute("value").value(), c.at(prop)};
+  for (auto prop : n.children("prop")) {
+    const std::string id = prop.attribute("id").value();
+    auto [it, fresh] = p.try_emplace(id, prop.attribute("value").value(), c.at(prop));
+    if (!fresh)
+      throw Error(c.at(prop),
+                  fmt::format("<prop id=\"{}\"> given twice in <{}> (also at line {}): which one holds is "
+                              "ambiguous; keep one",
+                              echo(id), n.name(), it->second.second.line));
+  }
   return p;
 }
 

@@ -236,7 +236,11 @@ struct Reader {
 void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
   std::map<std::string, std::pair<std::string, pugi::xml_node>> props;
   for (const auto& p : zone.children("prop"))
-    props[p.attribute("id").value()] = {p.attribute("value").value(), p};
+    if (auto [it, fresh] = props.try_emplace(p.attribute("id").value(), p.attribute("value").value(), p);
+        !fresh)
+      throw Error(rd.at(p), fmt::format("<prop id=\"{}\"> given twice in <zone> (also at line {}): which one "
+                                        "holds is ambiguous; keep one",
+                                        echo(it->first), rd.at(it->second.second).line));
   auto take = [&](const char* key) -> const std::pair<std::string, pugi::xml_node>* {
     auto it = props.find(key);
     return it == props.end() ? nullptr : &it->second;

@@ -86,13 +86,26 @@ struct ForkedPoints {
   std::function<void(size_t)> prepare;
 };
 
-// Runs result_of(i) for i in 0..count-1, each in a forked child, and returns what each returned, in
-// order. A child whose result_of throws hands back {"error": what()}, which the parent throws as an Error;
-// a child that dies (or writes nothing) is an Error "NAME: the simulation process ..." with name_of(i).
-// The children of a group fork from its zygote (run_forked_groups).
+// What one forked point handed back: its result, or why it has none (`error` not empty).
+struct ForkedResult {
+  nlohmann::json result;
+  std::string error;  // result_of's Error message, or what happened to its process ("the simulation ...")
+  bool process_failed = false;  // the process died or wrote nothing (error does not name the point)
+  bool ok() const { return error.empty(); }
+};
+
+// Runs result_of(i) for i in 0..count-1, each in a forked child, and returns what each returned or why it
+// failed, in order: one point that throws or whose process is killed (an out-of-memory kill) fails alone,
+// the others' results are kept. The children of a group fork from its zygote (run_forked_groups).
+std::vector<ForkedResult> gather_forked_each(size_t count, const ForkedPoints& how,
+                                             const std::function<nlohmann::json(size_t)>& result_of);
+// gather_forked_each, all or nothing: the first failure is thrown as an Error, result_of's own message or
+// "NAME: the simulation process ..." with name_of(i).
 std::vector<nlohmann::json> gather_forked(size_t count, const ForkedPoints& how,
                                           const std::function<nlohmann::json(size_t)>& result_of,
                                           const std::function<std::string(size_t)>& name_of);
+// The one-line error of a failed point, as gather_forked throws it.
+std::string forked_error(const ForkedResult& r, const std::string& name);
 
 // Ends a child of run_forked_groups: writes `payload` to `out_path` atomically, then exits (status 4 when the
 // file cannot be written, 0 otherwise).

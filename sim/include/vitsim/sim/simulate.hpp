@@ -43,6 +43,9 @@ struct PointSetup {
 // Checks what can be checked without running (placement, collective name, compute model) and returns what the
 // point's simulation takes; throws Error.
 PointSetup check_point(const Scenario& s, const PlatformFacts& facts);
+// Needing no platform: the dataset holds one global batch (core/model/epoch.hpp), so that a point whose batch
+// exceeds it is refused (predict) or excluded (plan, after placement and memory) before any simulating.
+void check_epoch(const Scenario& s);
 
 // Patch parallelism (DeepSpeed-Ulysses): bytes one rank holds of one activation tensor [b, T/sp, d].
 // Each attention layer moves 4 such tensors through all-to-alls in forward (Q, K, V before, the output

@@ -77,6 +77,12 @@ struct Calibration {
   const LoaderCalibration* loader(const std::string& dataset, int resize) const;
 };
 
+// The calibration's figures predict and plan do not use, in one line for the points' notes ("" when none):
+// its link entries (calibrate's all-reduce fit, `--from-nccl-tests`), which the simulator does not read:
+// links come from the platform file (`calibrate --emit-platform` writes the fit into one). A table with and
+// without such an entry was byte-identical and said nothing (issue 27).
+std::string unused_calibration_note(const Calibration& c);
+
 bool same_shape(const ViTConfig& a, const ViTConfig& b);
 Calibration read_calibration(const std::string& path);  // throws Error naming the file and key
 // The same checks on a calibration's text; `path` names it in errors.

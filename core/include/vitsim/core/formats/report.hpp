@@ -74,6 +74,9 @@ struct ReportPoint {
   int nodes = 0, gpus = 0, micro_batch = 0, grad_accum = 0;
   long long global_batch = 0;
   long long steps_per_epoch = 0;  // optimizer steps per epoch
+  // The epoch's training samples (core/model/epoch.hpp), from which steps_per_epoch follows with the global
+  // batch: written by the simulator, checked when read; 0 when unknown (measured runs, older reports).
+  long long epoch_samples = 0;
   StepStats step_time_s;
   Breakdown breakdown_s;
   double epoch_time_s = 0;
@@ -120,11 +123,20 @@ struct ReportPoint {
   std::vector<FigureSensitivity> sensitivity;  // with `--interval`: widest swing first
 };
 
+// A point of a sweep that has no result: its simulation threw or its process died (an out-of-memory kill).
+// The report keeps the other points and lists these with their reason; vitsim exits 6 (docs/errors.md).
+struct FailedPoint {
+  int point = 0;  // 1-based, in the sweep's order (as "point 3" in messages)
+  std::map<std::string, std::string> params;
+  std::string reason;
+};
+
 struct Report {
   std::string scenario;
   std::string source = "simulated";  // or "measured"; written as the kind "predicted" or "measured"
   std::map<std::string, std::string> provenance;
   std::vector<ReportPoint> points;
+  std::vector<FailedPoint> failed;  // points without a result, with why ("failed_points" in JSON)
   // Filled by report_from_json:
   int schema_version = 2;      // 1: an older vitsim's report, without kind or identities
   std::string vitsim_version;  // of the vitsim that wrote it ("" in schema 1)
