@@ -227,8 +227,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
     p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
     p.price_per_gpu_hour = prices[i];
-    if (trace)
-      trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, p, trace_notes));
+    if (trace) trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, p, trace_notes));
   }
   if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
     for (auto& p : report.points) p.notes.push_back(note);

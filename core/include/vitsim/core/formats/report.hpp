@@ -119,7 +119,7 @@ struct ReportPoint {
   double total_gpu_hours() const { return total_time_s() * gpus / 3600.0; }
   double total_cost() const { return total_gpu_hours() * price_per_gpu_hour; }
   double total_kwh() const { return energy.epoch_kwh * total_epochs; }  // 0 without GPU power figures
-  PointInterval interval;                      // samples == 0 without `--interval`
+  PointInterval interval;                                               // samples == 0 without `--interval`
   std::vector<FigureSensitivity> sensitivity;  // with `--interval`: widest swing first
 };
 
