@@ -435,9 +435,9 @@ std::vector<BadInput> cases() {
         {"s.xml", scenario("", "  <deepspeed config=\"ds.json\"/>\n")}},
        S,
        "vitsim: error: s.xml:6: train_batch_size 33 != micro_batch 16 x gradient_accumulation_steps 1 x "
-       "ranks 2 = 32 (DeepSpeed derives train_micro_batch_size_per_gpu = 33 // 2 ranks // 1 = 16 and "
-       "requires "
-       "equality)"},
+       "ranks 2 = 32 (DeepSpeed derives train_micro_batch_size_per_gpu = 33 // 2 = 16 with "
+       "gradient_accumulation_steps 1, and requires equality): give a train_batch_size the ranks divide, or "
+       "the micro-batch and accumulation instead"},
       {"deepspeed",
        "train_batch_size the ranks do not divide (DeepSpeed's derivation)",
        {{"ds.json", "{\"train_batch_size\": 15}"},
