@@ -118,6 +118,20 @@ TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>
   return tp;
 }
 
+// How a set of points forks: from one zygote per platform file that loaded it (process_pool.hpp), into
+// `engine` in the zygote and its children; `on(i)` is the scenario point i's engine loads.
+template <typename On>
+ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, PlatformCache& platforms,
+                           std::unique_ptr<PreparedEngine>& engine, On on) {
+  ForkedPoints how;
+  how.who = who;
+  how.progress = opt.progress;
+  how.jobs = opt.jobs;
+  how.group_of = [on](size_t i) { return on(i).cluster.platform; };
+  how.prepare = [on, &platforms, &engine](size_t i) { engine = prepare_engine(on(i), platforms.of(on(i))); };
+  return how;
+}
+
 }  // namespace
 
 std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
@@ -151,14 +165,10 @@ std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, co
     runs.push_back(on_engine(i));
     setups.push_back(check_point(runs.back(), facts_of(i)));
   }
-  ForkedPoints how;
-  how.who = who;
+  std::unique_ptr<PreparedEngine> engine;
+  ForkedPoints how =
+      zygote_points(who, opt, platforms, engine, [&runs](size_t i) -> const Scenario& { return runs[i]; });
   how.what = "simulations";
-  how.progress = opt.progress;
-  how.jobs = opt.jobs;
-  std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
-  how.group_of = [&](size_t i) { return runs[i].cluster.platform; };
-  how.prepare = [&](size_t i) { engine = prepare_engine(runs[i], platforms.of(runs[i])); };
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) { return point_result(*engine, setups[i], runs[i], facts_of(i), calib, false, {}); },
@@ -187,14 +197,9 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
   const bool trace = !opt.trace_path.empty();
   const TraceSelection sel = select_traced(points, opt);
-  ForkedPoints how;
-  how.who = "vitsim predict";
-  how.progress = opt.progress;
-  how.jobs = opt.jobs;
-  // The points of one platform file fork from one zygote that loaded it (process_pool.hpp).
-  std::unique_ptr<PreparedEngine> engine;  // in a zygote and its children
-  how.group_of = [&](size_t i) { return points[i].cluster.platform; };
-  how.prepare = [&](size_t i) { engine = prepare_engine(points[i], platforms.of(points[i])); };
+  std::unique_ptr<PreparedEngine> engine;
+  const ForkedPoints how = zygote_points("vitsim predict", opt, platforms, engine,
+                                         [&points](size_t i) -> const Scenario& { return points[i]; });
   auto name_of = [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); };
   const std::vector<ForkedResult> results = gather_forked_each(points.size(), how, [&](size_t i) {
     return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,

@@ -18,7 +18,7 @@ namespace {
 // back in d->lead + d->tail; the collective's span is from the end of the lead to the end of the tail.
 void run_job(PointRun& run, RankState& r, const StepJob& job, Deferred* d = nullptr) {
   const double t0 = sg4::Engine::get_clock() + (d ? d->lead : 0.0);
-  if (r.rank == 0) run.calls.emplace(job.op, job.bytes);
+  if (run.record_calls && r.rank == 0) run.calls.emplace(job.op, job.bytes);
   if (d)
     run.coll->run_deferred(*run.group, r.rank, job.bytes, job.op, *d);
   else

@@ -169,7 +169,10 @@ struct PointRun {
   std::map<std::string, Device> devices;          // by GPU model
   std::vector<RankState> ranks;
   double h2d_bytes = 0;
-  std::set<std::pair<CollOp, double>> calls;  // the data-parallel calls rank 0 made: what NCCL would run
+  // With a named collective (not "auto"): the data-parallel calls rank 0 made, for the note on what NCCL
+  // would run there (simulate.cpp); left empty under auto, which says what ran itself.
+  bool record_calls = false;
+  std::set<std::pair<CollOp, double>> calls;
   StepHorizon horizon;
   TraceRecorder trace;
 

@@ -39,6 +39,7 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
                       const std::vector<int>& trace_ranks) {
   PointRun run(s);
   run.coll = setup.collective.get();
+  run.record_calls = run.coll->name() != "auto";
   run.trace.select(s.ranks(), want_trace, trace_ranks);
   const StepBudget budget = budget_steps(run.horizon, s, facts);
 
@@ -53,7 +54,7 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   create_actors(run);
   e.run();
   for (auto& line : run.coll->run_notes()) notes.push_back(std::move(line));
-  if (run.coll->name() != "auto" && run.group)
+  if (run.record_calls && run.group)
     for (auto& line : nccl_would_run(*run.group, {&facts, s.nccl.version, s.nccl.algo, s.nccl.proto},
                                      run.coll->name(), run.calls))
       notes.push_back(std::move(line));
