@@ -157,12 +157,53 @@ class Rail : public Collective {
     if (op == CollOp::AllReduce || op == CollOp::AllGather) ring_phase(local, lme, bytes, true);
   }
 
+  // run()'s stages: the rings inside nodes (a barrier per node), the rings per rail (a barrier per rail), the
+  // rings inside nodes again, as the operation has them; a single node: the ring; uneven nodes: none
+  // (hierarchical runs them, as flows).
+  bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const override {
+    const Layout& L = layout(g);
+    if (L.nodes < 2) {
+      out = ring_schedule(g, bytes, op);
+      return true;
+    }
+    if (!L.even) return false;
+    const int n = g.size();
+    const int per = static_cast<int>(L.rails.size());
+    auto local_stage = [&] {
+      FluidStage st;
+      st.set.assign(n, 0);
+      st.after.assign(L.nodes, 0.0);
+      int k = 0;
+      for (const auto& [node, ms] : L.members) {
+        for (int m : ms) st.set[m] = k;
+        add_ring_edges(st, *L.local.at(node), ms, bytes / per, per - 1, k);
+        ++k;
+      }
+      return st;
+    };
+    FluidStage rail;
+    rail.set.assign(n, 0);
+    rail.after.assign(per, 0.0);
+    const int steps = op == CollOp::AllReduce ? 2 * (L.nodes - 1) : L.nodes - 1;
+    for (int k = 0; k < per; ++k) {
+      for (int m : L.rail_members[k]) rail.set[m] = k;
+      add_ring_edges(rail, *L.rails[k], L.rail_members[k], bytes / per / L.nodes, steps, k);
+    }
+    out.stages.clear();
+    if (op == CollOp::AllReduce || op == CollOp::ReduceScatter) out.stages.push_back(local_stage());
+    out.stages.push_back(std::move(rail));
+    if (op == CollOp::AllReduce || op == CollOp::AllGather) out.stages.push_back(local_stage());
+    return true;
+  }
+
  private:
   struct Layout {
     int nodes = 0;
     bool even = true;                             // every node holds the same number of the group's ranks
     std::map<int, std::unique_ptr<Group>> local;  // node -> its members in group order
     std::vector<std::unique_ptr<Group>> rails;    // local index k -> the k-th member of every node
+    std::map<int, std::vector<int>> members;      // node -> its members (indices into the group)
+    std::vector<std::vector<int>> rail_members;   // local index k -> its rail's members, in rail order
     std::vector<int> local_index, rail_index;
   };
 
@@ -177,7 +218,11 @@ class Rail : public Collective {
     L->rail_index.assign(g.size(), 0);
     const size_t per = members.begin()->second.size();
     for (const auto& [node, ms] : members) L->even = L->even && ms.size() == per;
+    L->members = members;
     if (L->even) {
+      L->rail_members.assign(per, {});
+      for (const auto& [node, ms] : members)
+        for (size_t k = 0; k < ms.size(); ++k) L->rail_members[k].push_back(ms[k]);
       std::vector<std::vector<sg4::Host*>> rail_hosts(per);
       std::vector<std::vector<int>> rail_nodes(per);
       for (const auto& [node, ms] : members) {

@@ -18,6 +18,11 @@
 // ReduceScatter and AllGather are NCCL's ReduceScatter and AllGather on the whole buffer (nccl-tests' size).
 // A group with a CPU device (device_kind cpu: vitsim's trainer runs them over MPI, not NCCL) runs the fused
 // ring with its routes' latencies, as `ring` does.
+// Without flows: where the group's calls are the simulation's only traffic (Group::only_traffic) and every
+// stand-in NCCL may pick has a schedule the fluid model runs (Collective::schedule, FluidNet::admits) whose
+// calls cannot overlap another's transfers on a link (cross_call_safe), every call is one meeting of the
+// members: each hands over when it posts and puts, the last to arrive computes every member's exit from the
+// schedule (FluidNet::run: the instants the flows would give) and each owes its exit as carried time.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -37,6 +42,7 @@
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/sim/fluid.hpp"
 #include "vitsim/sim/latency_model.hpp"
 #include "vitsim/sim/lone_ring.hpp"
 
@@ -253,6 +259,16 @@ class Nccl : public Collective {
     const double wire = bytes / nccl_payload_fraction(call.choice.proto);
     const double latency = call.choice.latency_us * 1e-6;
     const Runs runs = runs_for(call.choice.algo);
+    if (Comm& c = comm(g); c.fluid) {
+      // The ring posts its receive before its lead (fused_ring_steps); the others sleep lead and latency
+      // first.
+      const double now = sg4::Engine::get_clock();
+      const double start = now + std::exchange(d.lead, 0.0) + latency;
+      const double exit = fluid_meet(c, me, op, wire, runs, runs == Runs::Ring ? now : start, start);
+      d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
+      record(g, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+      return;
+    }
     if (runs == Runs::Ring) {
       d.lead += latency;
       ring_collective(shadow, me, wire, op, true, &d);
@@ -297,6 +313,15 @@ class Nccl : public Collective {
     }
     std::vector<std::string> out;
     for (const auto& [name, c] : comms_)
+      if (c.fluid) {
+        out.push_back(
+            "auto: nothing but its calls sends, so each call's transfers (NCCL's algorithm as its stand-in "
+            "runs "
+            "it) are computed without SimGrid flows: max-min shares over the links, re-solved whenever a "
+            "transfer starts or ends (the flows' instants; simulation.flows=always makes them flows)");
+        break;
+      }
+    for (const auto& [name, c] : comms_)
       if (c.mpi) {
         out.push_back(
             "CPU ranks (device_kind cpu) communicate over MPI, not NCCL: the collective auto runs the fused "
@@ -323,12 +348,27 @@ class Nccl : public Collective {
     long runs = 0;     // calls every member finished
     double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
   };
+  // One call's meeting: each member's post and put instants; its exits, computed once every member is there.
+  struct FluidRound {
+    long long id = -1;
+    std::vector<double> post, put, exit;
+    bool done = false;
+  };
+  // The last computation of a call's schedule: the members' instants relative to the earliest post, and their
+  // exits relative to it (the steady state repeats them: the same inputs give the same exits).
+  struct FluidMemo {
+    std::vector<double> post, put, exit;
+  };
   struct Comm {
     NcclTopo topo;
     NcclTuning tuning;
-    bool mpi = false;               // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
-    std::unique_ptr<Group> shadow;  // the group's members over routes without latency
-    std::vector<long> calls;        // per member: the calls it started
+    bool mpi = false;                 // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
+    std::unique_ptr<Group> shadow;    // the group's members over routes without latency
+    std::vector<long> calls;          // per member: the calls it started
+    std::unique_ptr<FluidNet> fluid;  // set where its calls are computed without flows (the head comment)
+    FluidRound rounds[2];             // the last two calls' meetings
+    std::vector<long long> round_of;  // per member: the meetings it has joined
+    std::map<std::tuple<CollOp, double, Runs>, FluidMemo> memo;
   };
   struct Open {
     double entry = 0, exit = 0;
@@ -356,7 +396,102 @@ class Nccl : public Collective {
     c.shadow = std::make_unique<Group>(g.name() + "/auto", hosts, nodes, LatencyModel::none());
     if (g.lone_ring()) c.shadow->set_lone_ring(lone_ring_bandwidths(hosts));
     c.calls.assign(static_cast<size_t>(g.size()), 0);
+    if (g.only_traffic() && !g.lone_ring()) set_fluid(c, hosts);
     return c;
+  }
+
+  // The schedule a stand-in runs for one call over the shadow; false where it has none.
+  bool schedule_of(const Comm& c, Runs runs, CollOp op, double wire, FluidSchedule& out) const {
+    if (runs == Runs::Ring) {
+      out = ring_schedule(*c.shadow, wire, op);
+      return true;
+    }
+    return (runs == Runs::Tree ? tree_ : rail_)->schedule(*c.shadow, wire, op, out);
+  }
+
+  // The fluid model for c where every stand-in its tuning may pick (an algorithm with a bandwidth for some
+  // function and protocol) has an admitted schedule and no call can overlap the next on a link.
+  void set_fluid(Comm& c, const std::vector<sg4::Host*>& hosts) const {
+    auto net = std::make_unique<FluidNet>(hosts);
+    std::vector<FluidSchedule> candidates;
+    for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather}) {
+      std::set<Runs> runs;
+      for (int a = 0; a < kNcclAlgos; ++a)
+        for (int p = 0; p < kNcclProtos; ++p)
+          if (c.tuning.bandwidth[static_cast<int>(nccl_func_of(op))][a][p] > 0)
+            runs.insert(runs_for(static_cast<NcclAlgo>(a)));
+      for (Runs r : runs) {
+        FluidSchedule s;
+        if (!schedule_of(c, r, op, 1 << 20, s) || !net->admits(s)) return;
+        candidates.push_back(std::move(s));
+      }
+    }
+    if (!cross_call_safe(*net, candidates)) return;
+    c.fluid = std::move(net);
+    c.round_of.assign(hosts.size(), 0);
+  }
+
+  // No call's transfers can share a link with the previous call's: a sync set of a last stage (members
+  // released apart from the rest, which may start the next call while it still sends) crosses links that no
+  // transfer of any candidate between two members outside the set crosses. A transfer with a member of the
+  // set cannot start before that member has left.
+  static bool cross_call_safe(FluidNet& net, const std::vector<FluidSchedule>& candidates) {
+    for (const FluidSchedule& a : candidates) {
+      if (a.stages.empty() || a.stages.back().after.size() < 2) continue;
+      const FluidStage& last = a.stages.back();
+      std::map<int, std::set<int>> owners;  // link -> the last stage's sets crossing it
+      for (const FluidEdge& e : last.edges)
+        for (int l : net.links(e.src, e.dst)) owners[l].insert(last.set[e.src]);
+      for (const FluidSchedule& b : candidates)
+        for (const FluidStage& st : b.stages)
+          for (const FluidEdge& e : st.edges)
+            for (int l : net.links(e.src, e.dst)) {
+              auto it = owners.find(l);
+              if (it == owners.end()) continue;
+              for (int set : it->second)
+                if (last.set[e.src] != set && last.set[e.dst] != set) return false;
+            }
+    }
+    return true;
+  }
+
+  // A member's part of a call computed without flows (the head comment): returns its exit.
+  double fluid_meet(Comm& c, int me, CollOp op, double wire, Runs runs, double post, double put) const {
+    const long long r = c.round_of[static_cast<size_t>(me)]++;
+    FluidRound& R = c.rounds[r & 1];
+    const size_t n = c.round_of.size();
+    if (R.id != r) {
+      R.id = r;
+      R.done = false;
+      R.post.assign(n, 0.0);
+      R.put.assign(n, 0.0);
+    }
+    R.post[static_cast<size_t>(me)] = post;
+    R.put[static_cast<size_t>(me)] = put;
+    c.shadow->barrier()->wait();
+    if (!R.done) {
+      R.exit = fluid_exits(c, op, wire, runs, R.post, R.put);
+      R.done = true;
+    }
+    return R.exit[static_cast<size_t>(me)];
+  }
+
+  std::vector<double> fluid_exits(Comm& c, CollOp op, double wire, Runs runs, const std::vector<double>& post,
+                                  const std::vector<double>& put) const {
+    const double t0 = *std::min_element(post.begin(), post.end());
+    std::vector<double> rel_post(post.size()), rel_put(put.size());
+    for (size_t i = 0; i < post.size(); ++i) rel_post[i] = post[i] - t0, rel_put[i] = put[i] - t0;
+    FluidMemo& m = c.memo[{op, wire, runs}];
+    if (m.exit.empty() || m.post != rel_post || m.put != rel_put) {
+      FluidSchedule s;
+      if (!schedule_of(c, runs, op, wire, s) || !c.fluid->admits(s))
+        throw Error("internal error: a call of the collective auto has no schedule for the fluid model");
+      std::vector<double> exit = c.fluid->run(s, rel_post, rel_put);
+      m = {std::move(rel_post), std::move(rel_put), std::move(exit)};
+    }
+    std::vector<double> out(m.exit.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = t0 + m.exit[i];
+    return out;
   }
 
   Call& call_of(const Group& g, CollOp op, double bytes) const {

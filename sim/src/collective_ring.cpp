@@ -15,6 +15,10 @@ class RingFused : public Collective {
     ring_collective(g, me, bytes, op, true, &d);
   }
   bool fused_ring(const Group&) const override { return true; }
+  bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const override {
+    out = ring_schedule(g, bytes, op);
+    return true;
+  }
 };
 
 // Message level: every one of the 2(n-1) steps is its own transfer. O(n^2) messages; for checking.

@@ -12,6 +12,7 @@
 // per node this is the node-level double binary tree, 2 S/B + 2 depth a; on one node, a chain: 2 S/B + 2
 // (G-1) a (G >= 3). Reduce-scatter and all-gather have no tree algorithm in NCCL; they run as fused rings.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
@@ -86,6 +87,25 @@ class DoubleBinaryTree : public Collective {
       g.barrier()->wait();
       if (L.fill_s > 0) sg4::this_actor::sleep_for(L.fill_s);
     }
+  }
+
+  // run()'s two phases as stages: every edge of both trees up (its half), a barrier and the fill, then down.
+  bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const override {
+    const int n = g.size();
+    if (n < 2 || op != CollOp::AllReduce) {
+      out = ring_schedule(g, bytes, op);
+      return true;
+    }
+    const Layout& L = layout(g);
+    const double half = static_cast<double>(static_cast<uint64_t>(bytes / 2));  // the bytes run() puts
+    out.stages = {one_set_stage(n, L.fill_s), one_set_stage(n, L.fill_s)};
+    for (const Tree& t : L.trees)
+      for (int m = 0; m < n; ++m)
+        if (const int parent = t.parent[m]; parent >= 0) {
+          out.stages[0].edges.push_back({m, parent, half, 0.0});
+          out.stages[1].edges.push_back({parent, m, half, 0.0});
+        }
+    return true;
   }
 
  private:

@@ -57,8 +57,9 @@ struct MemoryVerdict {
 MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calibration* calib,
                           const RankHosts& rh, std::vector<std::string>& notes);
 
-// The data-parallel ring without flows (Group::set_lone_ring) where that gives the flows' own instants.
-void choose_lone_ring(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
-                      std::vector<std::string>& notes);
+// The data-parallel group's transfers without flows where that gives the flows' own instants: the group as
+// the only traffic (Group::set_only_traffic), the lone ring (Group::set_lone_ring).
+void choose_fast_paths(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
+                       std::vector<std::string>& notes);
 
 }  // namespace vitsim::sim

@@ -143,18 +143,21 @@ MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calib
   return v;
 }
 
-// The collective is the fused ring (`ring`, or `auto` where it picks the ring) and makes the simulation's
-// only transfers (no Ulysses all-to-all; every host->device copy timed without a flow), no link changes its
-// figures during the run (no profiles), and no link but FATPIPE ones carries two of the ring's transfers
-// (lone_ring_bandwidths). simulation.flows=always keeps the flows.
-void choose_lone_ring(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
-                      std::vector<std::string>& notes) {
+// Nothing but the group's collective makes transfers (no Ulysses all-to-all; every host->device copy timed
+// without a flow) and no link changes its figures during the run (no profiles): the group is marked as the
+// only traffic (Group::set_only_traffic: `auto` may then compute NCCL's algorithms without flows, FluidNet).
+// Where the collective is moreover the fused ring (`ring`, or `auto` where it can pick nothing else) and no
+// link but FATPIPE ones carries two of the ring's transfers (lone_ring_bandwidths), the ring is a lone ring.
+// simulation.flows=always keeps the flows.
+void choose_fast_paths(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
+                       std::vector<std::string>& notes) {
   const Scenario& s = run.s;
-  if (s.simulation.flows != "auto" || run.sp > 1 || facts.link_profiles || rh.hosts.size() < 2 ||
-      !run.coll->fused_ring(*run.group))
+  if (s.simulation.flows != "auto" || run.sp > 1 || facts.link_profiles || rh.hosts.size() < 2 || !run.group)
     return;
   for (const RankState& r : run.ranks)
     if (run.h2d_bytes > 0 && r.device->async && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
+  run.group->set_only_traffic();
+  if (!run.coll->fused_ring(*run.group)) return;
   std::vector<double> bw = lone_ring_bandwidths(rh.hosts);
   if (bw.empty()) return;
   run.group->set_lone_ring(std::move(bw));

@@ -50,7 +50,7 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   const RankHosts rh{setup.place, rank_hosts(e, setup.place, facts), latency};
   make_groups(run, rh, notes);
   const MemoryVerdict mem = setup_ranks(run, facts, calib, rh, notes);
-  choose_lone_ring(run, facts, rh, notes);
+  choose_fast_paths(run, facts, rh, notes);
   create_actors(run);
   e.run();
   for (auto& line : run.coll->run_notes()) notes.push_back(std::move(line));

@@ -93,6 +93,30 @@ void fused_ring_steps(const Group& g, int me, double chunk, int steps, Deferred*
 }
 }  // namespace
 
+void add_ring_edges(FluidStage& stage, const Group& ring, const std::vector<int>& members, double chunk,
+                    int steps, int set) {
+  const int n = ring.size();
+  if (n < 2) return;
+  // The bytes fused_ring_steps puts (an integer count), and its trailing latencies after the barrier.
+  const double bytes = static_cast<double>(static_cast<uint64_t>(chunk * steps));
+  for (int i = 0; i < n; ++i) {
+    stage.edges.push_back({members[i], members[(i + 1) % n], bytes, ring.latency(i, (i + 1) % n)});
+  }
+  stage.after[set] = steps > 1 ? (steps - 1) * ring.ring_max_latency() : 0.0;
+}
+
+FluidSchedule ring_schedule(const Group& g, double bytes, CollOp op) {
+  FluidSchedule s;
+  const int n = g.size();
+  if (n < 2) return s;
+  std::vector<int> all(n);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  // ring_collective: a fused all-reduce is one run of 2(n-1) steps; reduce-scatter and all-gather one phase.
+  s.stages.push_back(one_set_stage(n, 0.0));
+  add_ring_edges(s.stages.back(), g, all, bytes / n, op == CollOp::AllReduce ? 2 * (n - 1) : n - 1, 0);
+  return s;
+}
+
 void sleep_lead(Deferred* d) {
   if (!d) return;
   if (d->lead > 0) sg4::this_actor::sleep_for(d->lead);

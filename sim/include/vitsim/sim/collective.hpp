@@ -19,6 +19,8 @@ struct PlatformFacts;  // vitsim/core/platform/platform.hpp
 
 namespace vitsim::sim {
 
+struct FluidSchedule;  // vitsim/sim/fluid.hpp
+
 // What a collective may read of its point besides its group, handed over once after make_collective and
 // before any run: the platform's GPUs and links (read during configure() only; a collective keeps what it
 // needs) and the scenario's nccl.* keys (the "auto" collective, collective_nccl.cpp).
@@ -59,6 +61,13 @@ class Collective {
   // Takes the point's context (CollectiveContext); throws Error on a setting it cannot use. Most collectives
   // need nothing of it.
   virtual void configure(const CollectiveContext& c) { (void)c; }
+  // The transfers of one run() over g, as stages between barriers (fluid.hpp), written beside run() by each
+  // collective whose run is that; false when it cannot say (it then runs as flows only). FluidNet computes
+  // from it the instants run()'s flows would give (tests/sim/test_fluid.cpp holds them equal).
+  virtual bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const {
+    (void)g, (void)bytes, (void)op, (void)out;
+    return false;
+  }
   // Lines for the point's notes on what ran, read after the engine ran (the "auto" collective's choices);
   // may be empty.
   virtual std::vector<std::string> run_notes() const { return {}; }

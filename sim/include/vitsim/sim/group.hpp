@@ -40,6 +40,12 @@ class Group {
   // and returns the instant the ring's last transfer ends (LoneRing::end).
   double lone_ring_meet(int me, double post, double put, double bytes) const;
 
+  // The group's collectives make the simulation's only transfers and no link changes its figures (the set-up
+  // checks it: rank_setup.cpp choose_fast_paths); a collective may then compute its transfers without flows
+  // (FluidNet, fluid.hpp; the lone ring).
+  void set_only_traffic() { only_traffic_ = true; }
+  bool only_traffic() const { return only_traffic_; }
+
  private:
   std::string name_;
   std::vector<simgrid::s4u::Host*> hosts_;
@@ -51,6 +57,7 @@ class Group {
   mutable double ring_max_latency_ = -1;
   mutable simgrid::s4u::BarrierPtr barrier_;
   std::unique_ptr<LoneRing> lone_;
+  bool only_traffic_ = false;
 };
 
 }  // namespace vitsim::sim

@@ -1,0 +1,307 @@
+#include "vitsim/sim/fluid.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <utility>
+
+#include "vitsim/core/base/error.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace vitsim::sim {
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+FluidStage one_set_stage(int members, double after) {
+  FluidStage st;
+  st.set.assign(static_cast<size_t>(members), 0);
+  st.after = {after};
+  return st;
+}
+
+FluidNet::FluidNet(std::vector<sg4::Host*> hosts) : hosts_(std::move(hosts)) {}
+
+const FluidNet::Route& FluidNet::route(int src, int dst) {
+  const std::int64_t key = static_cast<std::int64_t>(src) * static_cast<std::int64_t>(hosts_.size()) + dst;
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  Route r;
+  r.cap = kInf;
+  std::vector<sg4::Link*> links;
+  double ignored = 0;
+  hosts_[static_cast<size_t>(src)]->route_to(hosts_[static_cast<size_t>(dst)], links, &ignored);
+  r.ok = !links.empty();
+  for (const sg4::Link* l : links) {
+    const auto policy = l->get_sharing_policy();
+    const double bw = l->get_bandwidth();
+    const bool known = policy == sg4::Link::SharingPolicy::SHARED ||
+                       policy == sg4::Link::SharingPolicy::SPLITDUPLEX ||
+                       policy == sg4::Link::SharingPolicy::FATPIPE;
+    if (!known || !(bw > 0) || !std::isfinite(bw)) {
+      r.ok = false;
+      break;
+    }
+    if (policy == sg4::Link::SharingPolicy::FATPIPE) {
+      r.cap = std::min(r.cap, bw);
+      continue;
+    }
+    auto [id, fresh] = link_id_.try_emplace(l, static_cast<int>(bw_.size()));
+    if (fresh) bw_.push_back(bw);
+    // A link crossed twice counts twice in SimGrid's share; the model here counts each once: refuse.
+    if (std::find(r.links.begin(), r.links.end(), id->second) != r.links.end()) {
+      r.ok = false;
+      break;
+    }
+    r.links.push_back(id->second);
+  }
+  return routes_.emplace(key, std::move(r)).first->second;
+}
+
+const std::vector<int>& FluidNet::links(int src, int dst) {
+  return route(src, dst).links;
+}
+
+bool FluidNet::admits(const FluidSchedule& s) {
+  const int n = static_cast<int>(hosts_.size());
+  for (const FluidStage& st : s.stages) {
+    if (static_cast<int>(st.set.size()) != n) return false;
+    for (int set : st.set)
+      if (set < 0 || set >= static_cast<int>(st.after.size())) return false;
+    for (const FluidEdge& e : st.edges)
+      if (e.src < 0 || e.src >= n || e.dst < 0 || e.dst >= n || e.src == e.dst || !route(e.src, e.dst).ok)
+        return false;
+  }
+  return true;
+}
+
+namespace {
+
+// The max-min fair rates of the transfers in flight (progressive filling, as SimGrid's solver): the
+// tightest shared link (its remaining bandwidth over its unfixed transfers) or FATPIPE cap fixes its
+// transfers at that level, which leaves the links they cross; repeat until every transfer has a rate.
+class MaxMin {
+ public:
+  explicit MaxMin(size_t links) : rest_(links), count_(links), version_(links), first_(links + 1) {}
+
+  // rates[k] for flows[k] (routes[k]: its shared links and cap).
+  void solve(const std::vector<const std::vector<int>*>& links, const std::vector<double>& caps,
+             const std::vector<double>& bw, std::vector<double>& rates) {
+    const size_t m = links.size();
+    rates.assign(m, -1);
+    used_.clear();
+    for (size_t k = 0; k < m; ++k)
+      for (int l : *links[k]) {
+        if (count_[l] == 0) used_.push_back(l), rest_[l] = bw[l];
+        ++count_[l];
+      }
+    // Flows per link (CSR over the used links).
+    size_t total = 0;
+    for (int l : used_) first_[l] = total, total += count_[l];
+    by_link_.resize(total);
+    fill_ = first_;
+    for (size_t k = 0; k < m; ++k)
+      for (int l : *links[k]) by_link_[fill_[l]++] = static_cast<int>(k);
+    Heap heap;
+    for (int l : used_) heap.push({rest_[l] / count_[l], l, ++version_[l]});
+    std::vector<int> capped;
+    for (size_t k = 0; k < m; ++k)
+      if (caps[k] < kInf) capped.push_back(static_cast<int>(k));
+    std::sort(capped.begin(), capped.end(), [&](int a, int b) { return caps[a] < caps[b]; });
+    size_t next_cap = 0, fixed = 0;
+    auto fix = [&](int k, double v) {
+      rates[k] = v;
+      ++fixed;
+      for (int l : *links[k]) {
+        rest_[l] = std::max(0.0, rest_[l] - v);
+        if (--count_[l] > 0) heap.push({rest_[l] / count_[l], l, ++version_[l]});
+      }
+    };
+    while (fixed < m) {
+      while (!heap.empty() && (std::get<2>(heap.top()) != version_[std::get<1>(heap.top())] ||
+                               count_[std::get<1>(heap.top())] == 0))
+        heap.pop();
+      while (next_cap < capped.size() && rates[capped[next_cap]] >= 0) ++next_cap;
+      const double by_link = heap.empty() ? kInf : std::get<0>(heap.top());
+      const double by_cap = next_cap < capped.size() ? caps[capped[next_cap]] : kInf;
+      if (by_cap <= by_link) {
+        if (!(by_cap < kInf)) throw Error("internal error: a transfer without a finite rate (fluid model)");
+        fix(capped[next_cap], by_cap);
+        continue;
+      }
+      const int l = std::get<1>(heap.top());
+      heap.pop();
+      for (size_t i = first_[l]; i < fill_[l]; ++i)
+        if (rates[by_link_[i]] < 0) fix(by_link_[i], by_link);
+    }
+    for (int l : used_) count_[l] = 0;
+  }
+
+ private:
+  using Entry = std::tuple<double, int, unsigned>;  // level, link, version
+  using Heap = std::priority_queue<Entry, std::vector<Entry>, std::greater<>>;
+  std::vector<double> rest_;
+  std::vector<int> count_;
+  std::vector<unsigned> version_;
+  std::vector<size_t> first_, fill_;
+  std::vector<int> used_, by_link_;
+};
+
+}  // namespace
+
+std::vector<double> FluidNet::run(const FluidSchedule& s, const std::vector<double>& post,
+                                  const std::vector<double>& put) {
+  const int n = static_cast<int>(hosts_.size());
+  const int stages = static_cast<int>(s.stages.size());
+  std::vector<double> exit(static_cast<size_t>(n), 0.0);
+  if (stages == 0) {
+    for (int m = 0; m < n; ++m) exit[m] = std::max(post[m], put[m]);
+    return exit;
+  }
+  // Per stage: each member's transfers (CSR), each set's members, each edge's global id offset.
+  std::vector<std::vector<int>> inc_first(stages), inc(stages), set_members(stages), set_first(stages);
+  std::vector<size_t> offset(stages + 1, 0);
+  for (int st = 0; st < stages; ++st) {
+    const FluidStage& S = s.stages[st];
+    offset[st + 1] = offset[st] + S.edges.size();
+    std::vector<int>& first = inc_first[st];
+    first.assign(n + 1, 0);
+    for (const FluidEdge& e : S.edges) ++first[e.src + 1], ++first[e.dst + 1];
+    for (int m = 0; m < n; ++m) first[m + 1] += first[m];
+    inc[st].resize(first[n]);
+    std::vector<int> fill(first.begin(), first.end() - 1);
+    for (int k = 0; k < static_cast<int>(S.edges.size()); ++k)
+      inc[st][fill[S.edges[k].src]++] = k, inc[st][fill[S.edges[k].dst]++] = k;
+    const int sets = static_cast<int>(S.after.size());
+    set_first[st].assign(sets + 1, 0);
+    for (int m = 0; m < n; ++m) ++set_first[st][S.set[m] + 1];
+    for (int k = 0; k < sets; ++k) set_first[st][k + 1] += set_first[st][k];
+    set_members[st].resize(n);
+    std::vector<int> sfill(set_first[st].begin(), set_first[st].end() - 1);
+    for (int m = 0; m < n; ++m) set_members[st][sfill[S.set[m]]++] = m;
+  }
+  const size_t edges = offset[stages];
+  std::vector<unsigned char> began(edges, 0);
+  std::vector<double> rem(edges, 0), rate(edges, 0), end(edges, kInf);
+  std::vector<int> stage_of(n, 0), pending(n, 0);
+  std::vector<double> post_at(n, 0), put_at(n, 0), finish(n, 0);
+  std::vector<std::vector<int>> set_pending(stages);
+  std::vector<std::vector<double>> release(stages);
+  for (int st = 0; st < stages; ++st) {
+    const int sets = static_cast<int>(s.stages[st].after.size());
+    set_pending[st].resize(sets);
+    for (int k = 0; k < sets; ++k) set_pending[st][k] = set_first[st][k + 1] - set_first[st][k];
+    release[st].assign(sets, -kInf);
+  }
+  using Start = std::pair<double, size_t>;  // instant, global edge id
+  std::priority_queue<Start, std::vector<Start>, std::greater<>> starts;
+  std::vector<size_t> active;
+  int exited = 0;
+
+  std::function<void(int, int, double, double)> begin_stage;
+  auto member_done = [&](int m) {
+    const int st = stage_of[m];
+    const int set = s.stages[st].set[m];
+    release[st][set] = std::max(release[st][set], finish[m]);
+    if (--set_pending[st][set] > 0) return;
+    const double t = release[st][set] + s.stages[st].after[set];
+    for (int i = set_first[st][set]; i < set_first[st][set + 1]; ++i) {
+      const int x = set_members[st][i];
+      if (st + 1 == stages)
+        exit[x] = t, ++exited;
+      else
+        begin_stage(x, st + 1, t, t);
+    }
+  };
+  begin_stage = [&](int m, int st, double post_t, double put_t) {
+    stage_of[m] = st;
+    post_at[m] = post_t;
+    put_at[m] = put_t;
+    finish[m] = std::max(post_t, put_t);
+    pending[m] = inc_first[st][m + 1] - inc_first[st][m];
+    for (int i = inc_first[st][m]; i < inc_first[st][m + 1]; ++i) {
+      const int k = inc[st][i];
+      const size_t id = offset[st] + k;
+      if (++began[id] < 2) continue;
+      const FluidEdge& e = s.stages[st].edges[k];
+      starts.push({std::max(put_at[e.src] + e.delay, post_at[e.dst]), id});
+    }
+    if (pending[m] == 0) member_done(m);
+  };
+  auto stage_of_edge = [&](size_t id) {
+    return static_cast<int>(std::upper_bound(offset.begin(), offset.end(), id) - offset.begin()) - 1;
+  };
+  auto edge_end = [&](size_t id, double t) {
+    const int st = stage_of_edge(id);
+    const FluidEdge& e = s.stages[st].edges[id - offset[st]];
+    for (int m : {e.src, e.dst}) {
+      finish[m] = std::max(finish[m], t);
+      if (--pending[m] == 0) member_done(m);
+    }
+  };
+
+  for (int m = 0; m < n; ++m) begin_stage(m, 0, post[m], put[m]);
+  MaxMin solver(bw_.size());
+  std::vector<const std::vector<int>*> links;
+  std::vector<double> caps, rates;
+  double now = -kInf;
+  while (true) {
+    double next = starts.empty() ? kInf : starts.top().first;
+    for (size_t id : active) next = std::min(next, end[id]);
+    if (!(next < kInf)) break;
+    // Transfers ending now (within a rounding of the instant: SimGrid ends them together too).
+    const double eps = 1e-12 * std::max(1.0, std::fabs(next));
+    std::vector<size_t> done;
+    for (size_t i = 0; i < active.size();) {
+      const size_t id = active[i];
+      if (end[id] <= next + eps) {
+        done.push_back(id);
+        active[i] = active.back();
+        active.pop_back();
+      } else {
+        rem[id] -= rate[id] * (next - now);
+        ++i;
+      }
+    }
+    now = next;
+    bool changed = !done.empty();
+    for (size_t id : done) edge_end(id, now);
+    while (!starts.empty() && starts.top().first <= now) {
+      const size_t id = starts.top().second;
+      starts.pop();
+      const int st = stage_of_edge(id);
+      const FluidEdge& e = s.stages[st].edges[id - offset[st]];
+      if (!(e.bytes > 0)) {
+        edge_end(id, now);
+        continue;
+      }
+      rem[id] = e.bytes;
+      active.push_back(id);
+      changed = true;
+    }
+    if (!changed || active.empty()) continue;
+    links.clear();
+    caps.clear();
+    for (size_t id : active) {
+      const int st = stage_of_edge(id);
+      const FluidEdge& e = s.stages[st].edges[id - offset[st]];
+      const Route& r = route(e.src, e.dst);
+      links.push_back(&r.links);
+      caps.push_back(r.cap);
+    }
+    solver.solve(links, caps, bw_, rates);
+    for (size_t i = 0; i < active.size(); ++i) {
+      rate[active[i]] = rates[i];
+      end[active[i]] = rates[i] > 0 ? now + rem[active[i]] / rates[i] : kInf;
+    }
+  }
+  if (exited != n)
+    throw Error("internal error: the fluid model of a collective left members without an exit");
+  return exit;
+}
+
+}  // namespace vitsim::sim
