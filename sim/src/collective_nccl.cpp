@@ -249,24 +249,25 @@ class Nccl : public Collective {
   // other algorithms sleep them first.
   void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
     if (g.size() < 2) return;
-    if (comm(g).mpi) {
+    Comm& c = comm(g);
+    if (c.mpi) {
       ring_collective(g, me, bytes, op, true, &d);
       return;
     }
-    Call& call = call_of(g, op, bytes);
-    const Group& shadow = *comm(g).shadow;
+    Call& call = call_of(c, g, op, bytes);
+    const Group& shadow = *c.shadow;
     const double entry = sg4::Engine::get_clock() + d.lead;
     const double wire = bytes / nccl_payload_fraction(call.choice.proto);
     const double latency = call.choice.latency_us * 1e-6;
     const Runs runs = runs_for(call.choice.algo);
-    if (Comm& c = comm(g); c.fluid) {
+    if (c.fluid) {
       // The ring posts its receive before its lead (fused_ring_steps); the others sleep lead and latency
       // first.
       const double now = sg4::Engine::get_clock();
       const double start = now + std::exchange(d.lead, 0.0) + latency;
       const double exit = fluid_meet(c, me, op, wire, runs, runs == Runs::Ring ? now : start, start);
       d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
-      record(g, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+      record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
       return;
     }
     if (runs == Runs::Ring) {
@@ -277,7 +278,7 @@ class Nccl : public Collective {
         sg4::this_actor::sleep_for(wait);
       (runs == Runs::Tree ? tree_ : rail_)->run(shadow, me, wire, op);
     }
-    record(g, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+    record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
   }
 
   // Every call over g is NCCL's ring (nccl.algo leaves it nothing else, or the topology): the fused ring's
@@ -303,14 +304,15 @@ class Nccl : public Collective {
       double sim_s = 0;
     };
     std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int>, Seen> seen;
-    for (const auto& [key, call] : calls_) {
-      if (call.runs == 0) continue;
-      const NcclChoice& c = call.choice;
-      Seen& s = seen[{std::get<1>(key), std::get<2>(key), call.ranks, c.algo, c.proto, c.n_channels}];
-      s.choice = &c;
-      s.runs += call.runs;
-      s.sim_s += call.sim_s;
-    }
+    for (const auto& [name, comm] : comms_)
+      for (const auto& [key, call] : comm.calls) {
+        if (call.runs == 0) continue;
+        const NcclChoice& c = call.choice;
+        Seen& s = seen[{key.first, key.second, call.ranks, c.algo, c.proto, c.n_channels}];
+        s.choice = &c;
+        s.runs += call.runs;
+        s.sim_s += call.sim_s;
+      }
     std::vector<std::string> out;
     for (const auto& [name, c] : comms_)
       if (c.fluid) {
@@ -342,6 +344,10 @@ class Nccl : public Collective {
   }
 
  private:
+  struct Open {
+    double entry = 0, exit = 0;
+    int seen = 0;
+  };
   struct Call {
     NcclChoice choice;
     int ranks = 0;
@@ -364,22 +370,21 @@ class Nccl : public Collective {
     NcclTuning tuning;
     bool mpi = false;                 // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
     std::unique_ptr<Group> shadow;    // the group's members over routes without latency
-    std::vector<long> calls;          // per member: the calls it started
+    std::vector<long> started;        // per member: the calls it started
     std::unique_ptr<FluidNet> fluid;  // set where its calls are computed without flows (the head comment)
     FluidRound rounds[2];             // the last two calls' meetings
     std::vector<long long> round_of;  // per member: the meetings it has joined
     std::map<std::tuple<CollOp, double, Runs>, FluidMemo> memo;
+    std::map<std::pair<CollOp, double>, Call> calls;  // by operation and bytes
+    std::map<long, Open> open;                        // calls some member has not finished, by sequence
   };
-  struct Open {
-    double entry = 0, exit = 0;
-    int seen = 0;
-  };
-  using Key = std::tuple<std::string, CollOp, double>;  // group, op, bytes
-
+  // The group's communicator (by group name), made on first use; the last one looked up is kept at hand.
   Comm& comm(const Group& g) const {
+    if (&g == last_group_) return *last_comm_;
+    last_group_ = &g;
     auto it = comms_.find(g.name());
-    if (it != comms_.end()) return it->second;
-    Comm& c = comms_[g.name()];
+    if (it != comms_.end()) return *(last_comm_ = &it->second);
+    Comm& c = *(last_comm_ = &comms_[g.name()]);
     for (int i = 0; i < g.size() && !c.mpi; ++i) {
       auto cpu = platform_.gpu.find(g.host(i)->get_name());
       c.mpi = cpu != platform_.gpu.end() && cpu->second.cpu;
@@ -395,7 +400,7 @@ class Nccl : public Collective {
     }
     c.shadow = std::make_unique<Group>(g.name() + "/auto", hosts, nodes, LatencyModel::none());
     if (g.lone_ring()) c.shadow->set_lone_ring(lone_ring_bandwidths(hosts));
-    c.calls.assign(static_cast<size_t>(g.size()), 0);
+    c.started.assign(static_cast<size_t>(g.size()), 0);
     if (g.only_traffic() && !g.lone_ring()) set_fluid(c, hosts);
     return c;
   }
@@ -439,18 +444,20 @@ class Nccl : public Collective {
     for (const FluidSchedule& a : candidates) {
       if (a.stages.empty() || a.stages.back().after.size() < 2) continue;
       const FluidStage& last = a.stages.back();
-      std::map<int, std::set<int>> owners;  // link -> the last stage's sets crossing it
+      // link -> the one set of the last stage crossing it (-1: none); a link two sets cross is unsafe (a
+      // transfer of one set crosses it, with no member in the other).
+      std::vector<int> owner(net.link_count(), -1);
       for (const FluidEdge& e : last.edges)
-        for (int l : net.links(e.src, e.dst)) owners[l].insert(last.set[e.src]);
+        for (int l : net.links(e.src, e.dst)) {
+          if (owner[l] >= 0 && owner[l] != last.set[e.src]) return false;
+          owner[l] = last.set[e.src];
+        }
       for (const FluidSchedule& b : candidates)
         for (const FluidStage& st : b.stages)
           for (const FluidEdge& e : st.edges)
-            for (int l : net.links(e.src, e.dst)) {
-              auto it = owners.find(l);
-              if (it == owners.end()) continue;
-              for (int set : it->second)
-                if (last.set[e.src] != set && last.set[e.dst] != set) return false;
-            }
+            for (int l : net.links(e.src, e.dst))
+              if (const int set = owner[l]; set >= 0 && last.set[e.src] != set && last.set[e.dst] != set)
+                return false;
     }
     return true;
   }
@@ -494,12 +501,10 @@ class Nccl : public Collective {
     return out;
   }
 
-  Call& call_of(const Group& g, CollOp op, double bytes) const {
-    const Key key{g.name(), op, bytes};
-    auto it = calls_.find(key);
-    if (it != calls_.end()) return it->second;
-    const Comm& c = comm(g);
-    Call& call = calls_[key];
+  Call& call_of(Comm& c, const Group& g, CollOp op, double bytes) const {
+    auto it = c.calls.find({op, bytes});
+    if (it != c.calls.end()) return it->second;
+    Call& call = c.calls[{op, bytes}];
     call.choice =
         nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), c.tuning, c.topo, *version_);
     call.ranks = g.size();
@@ -508,16 +513,15 @@ class Nccl : public Collective {
 
   // Every member's start and end of one call (the members call in the same order: SPMD); the call's time is
   // the last end after the last start, as `vitsim collective` times a size.
-  void record(const Group& g, int me, Call& call, double entry, double exit) const {
-    Comm& c = comm(g);
-    const long seq = c.calls[static_cast<size_t>(me)]++;
-    Open& o = open_[{g.name(), seq}];
+  void record(Comm& c, int me, Call& call, double entry, double exit) const {
+    const long seq = c.started[static_cast<size_t>(me)]++;
+    Open& o = c.open[seq];
     o.entry = std::max(o.entry, entry);
     o.exit = std::max(o.exit, exit);
-    if (++o.seen < g.size()) return;
+    if (++o.seen < call.ranks) return;
     ++call.runs;
     call.sim_s += o.exit - o.entry;
-    open_.erase({g.name(), seq});
+    c.open.erase(seq);
   }
 
   const NcclVersion* version_ = &nccl_newest_version();
@@ -525,8 +529,8 @@ class Nccl : public Collective {
   PlatformNccl platform_;
   std::unique_ptr<Collective> tree_ = make_collective("tree"), rail_ = make_collective("rail");
   mutable std::map<std::string, Comm> comms_;
-  mutable std::map<Key, Call> calls_;
-  mutable std::map<std::pair<std::string, long>, Open> open_;
+  mutable const Group* last_group_ = nullptr;
+  mutable Comm* last_comm_ = nullptr;
 };
 
 // NCCL's algorithm that a named collective is (ring, tree), else none.

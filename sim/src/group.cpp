@@ -40,7 +40,7 @@ double Group::ring_max_latency() const {
   return ring_max_latency_;
 }
 
-sg4::BarrierPtr Group::barrier() const {
+const sg4::BarrierPtr& Group::barrier() const {
   if (!barrier_) barrier_ = sg4::Barrier::create(static_cast<unsigned>(size()));
   return barrier_;
 }

@@ -60,6 +60,8 @@ class FluidNet {
 
   // The shared links (ids) a transfer from member src to dst crosses (for the caller's checks).
   const std::vector<int>& links(int src, int dst);
+  // Shared links seen so far (ids are below it).
+  size_t link_count() const { return bw_.size(); }
 
  private:
   struct Route {

@@ -30,7 +30,7 @@ class Group {
   // The largest route latency between ring neighbours (member i to i+1), cached.
   double ring_max_latency() const;
   // A barrier over all members, for fused forms that stand for lock-step algorithms.
-  simgrid::s4u::BarrierPtr barrier() const;
+  const simgrid::s4u::BarrierPtr& barrier() const;
 
   // The group's ring as a lone ring (lone_ring.hpp: no flows); bandwidth[i]: the narrowest link from member i
   // to member i+1 (lone_ring_bandwidths).
