@@ -153,155 +153,198 @@ class MaxMin {
 
 }  // namespace
 
-std::vector<double> FluidNet::run(const FluidSchedule& s, const std::vector<double>& post,
-                                  const std::vector<double>& put) {
-  const int n = static_cast<int>(hosts_.size());
-  const int stages = static_cast<int>(s.stages.size());
-  std::vector<double> exit(static_cast<size_t>(n), 0.0);
-  if (stages == 0) {
-    for (int m = 0; m < n; ++m) exit[m] = std::max(post[m], put[m]);
-    return exit;
-  }
-  // Per stage: each member's transfers (CSR), each set's members, each edge's global id offset.
-  std::vector<std::vector<int>> inc_first(stages), inc(stages), set_members(stages), set_first(stages);
-  std::vector<size_t> offset(stages + 1, 0);
-  for (int st = 0; st < stages; ++st) {
-    const FluidStage& S = s.stages[st];
-    offset[st + 1] = offset[st] + S.edges.size();
-    std::vector<int>& first = inc_first[st];
-    first.assign(n + 1, 0);
-    for (const FluidEdge& e : S.edges) ++first[e.src + 1], ++first[e.dst + 1];
-    for (int m = 0; m < n; ++m) first[m + 1] += first[m];
-    inc[st].resize(first[n]);
-    std::vector<int> fill(first.begin(), first.end() - 1);
-    for (int k = 0; k < static_cast<int>(S.edges.size()); ++k)
-      inc[st][fill[S.edges[k].src]++] = k, inc[st][fill[S.edges[k].dst]++] = k;
-    const int sets = static_cast<int>(S.after.size());
-    set_first[st].assign(sets + 1, 0);
-    for (int m = 0; m < n; ++m) ++set_first[st][S.set[m] + 1];
-    for (int k = 0; k < sets; ++k) set_first[st][k + 1] += set_first[st][k];
-    set_members[st].resize(n);
-    std::vector<int> sfill(set_first[st].begin(), set_first[st].end() - 1);
-    for (int m = 0; m < n; ++m) set_members[st][sfill[S.set[m]]++] = m;
-  }
-  const size_t edges = offset[stages];
-  std::vector<unsigned char> began(edges, 0);
-  std::vector<double> rem(edges, 0), rate(edges, 0), end(edges, kInf);
-  std::vector<int> stage_of(n, 0), pending(n, 0);
-  std::vector<double> post_at(n, 0), put_at(n, 0), finish(n, 0);
-  std::vector<std::vector<int>> set_pending(stages);
-  std::vector<std::vector<double>> release(stages);
-  for (int st = 0; st < stages; ++st) {
-    const int sets = static_cast<int>(s.stages[st].after.size());
-    set_pending[st].resize(sets);
-    for (int k = 0; k < sets; ++k) set_pending[st][k] = set_first[st][k + 1] - set_first[st][k];
-    release[st].assign(sets, -kInf);
-  }
-  using Start = std::pair<double, size_t>;  // instant, global edge id
-  std::priority_queue<Start, std::vector<Start>, std::greater<>> starts;
-  std::vector<size_t> active;
-  int exited = 0;
+namespace {
 
-  std::function<void(int, int, double, double)> begin_stage;
-  auto member_done = [&](int m) {
-    const int st = stage_of[m];
-    const int set = s.stages[st].set[m];
-    release[st][set] = std::max(release[st][set], finish[m]);
-    if (--set_pending[st][set] > 0) return;
-    const double t = release[st][set] + s.stages[st].after[set];
-    for (int i = set_first[st][set]; i < set_first[st][set + 1]; ++i) {
-      const int x = set_members[st][i];
-      if (st + 1 == stages)
-        exit[x] = t, ++exited;
+// The stages' indices: per stage each member's transfers and each set's members (CSR), and each transfer's
+// global id (offset[stage] + its index in the stage).
+struct Index {
+  std::vector<std::vector<int>> inc_first, inc, set_first, set_members;
+  std::vector<size_t> offset;
+
+  Index(const FluidSchedule& s, int n) {
+    const int stages = static_cast<int>(s.stages.size());
+    inc_first.resize(stages), inc.resize(stages), set_first.resize(stages), set_members.resize(stages);
+    offset.assign(stages + 1, 0);
+    for (int st = 0; st < stages; ++st) {
+      const FluidStage& S = s.stages[st];
+      offset[st + 1] = offset[st] + S.edges.size();
+      std::vector<int>& first = inc_first[st];
+      first.assign(n + 1, 0);
+      for (const FluidEdge& e : S.edges) ++first[e.src + 1], ++first[e.dst + 1];
+      for (int m = 0; m < n; ++m) first[m + 1] += first[m];
+      inc[st].resize(first[n]);
+      std::vector<int> fill(first.begin(), first.end() - 1);
+      for (int k = 0; k < static_cast<int>(S.edges.size()); ++k)
+        inc[st][fill[S.edges[k].src]++] = k, inc[st][fill[S.edges[k].dst]++] = k;
+      const int sets = static_cast<int>(S.after.size());
+      set_first[st].assign(sets + 1, 0);
+      for (int m = 0; m < n; ++m) ++set_first[st][S.set[m] + 1];
+      for (int k = 0; k < sets; ++k) set_first[st][k + 1] += set_first[st][k];
+      set_members[st].resize(n);
+      std::vector<int> sfill(set_first[st].begin(), set_first[st].end() - 1);
+      for (int m = 0; m < n; ++m) set_members[st][sfill[S.set[m]]++] = m;
+    }
+  }
+  int stage_of(size_t id) const {
+    return static_cast<int>(std::upper_bound(offset.begin(), offset.end(), id) - offset.begin()) - 1;
+  }
+};
+
+}  // namespace
+
+// One run of a schedule: the members' progress through the stages, the transfers waiting for their second
+// end (by start instant) and those in flight with their rates.
+class FluidNet::Sweep {
+ public:
+  Sweep(FluidNet& net, const FluidSchedule& s)
+      : net_(net), s_(s), n_(static_cast<int>(net.hosts_.size())), ix_(s, n_) {
+    const int stages = static_cast<int>(s.stages.size());
+    const size_t edges = ix_.offset[stages];
+    began_.assign(edges, 0), rem_.assign(edges, 0), rate_.assign(edges, 0), end_.assign(edges, kInf);
+    stage_.assign(n_, 0), pending_.assign(n_, 0), exit_.assign(n_, 0);
+    post_.assign(n_, 0), put_.assign(n_, 0), finish_.assign(n_, 0);
+    set_pending_.resize(stages), release_.resize(stages);
+    for (int st = 0; st < stages; ++st) {
+      const int sets = static_cast<int>(s.stages[st].after.size());
+      set_pending_[st].resize(sets);
+      for (int k = 0; k < sets; ++k) set_pending_[st][k] = ix_.set_first[st][k + 1] - ix_.set_first[st][k];
+      release_[st].assign(sets, -kInf);
+    }
+  }
+
+  std::vector<double> run(const std::vector<double>& post, const std::vector<double>& put) {
+    for (int m = 0; m < n_; ++m) begin_stage(m, 0, post[m], put[m]);
+    MaxMin solver(net_.bw_.size());
+    double now = -kInf;
+    std::vector<size_t> done;
+    while (true) {
+      double next = starts_.empty() ? kInf : starts_.top().first;
+      for (size_t id : active_) next = std::min(next, end_[id]);
+      if (!(next < kInf)) break;
+      // Transfers ending now (within a rounding of the instant: SimGrid ends them together too).
+      const double eps = 1e-12 * std::max(1.0, std::fabs(next));
+      done.clear();
+      for (size_t i = 0; i < active_.size();) {
+        const size_t id = active_[i];
+        if (end_[id] <= next + eps) {
+          done.push_back(id);
+          active_[i] = active_.back();
+          active_.pop_back();
+        } else {
+          rem_[id] -= rate_[id] * (next - now);
+          ++i;
+        }
+      }
+      now = next;
+      bool changed = !done.empty();
+      for (size_t id : done) edge_end(id, now);
+      while (!starts_.empty() && starts_.top().first <= now) {
+        const size_t id = starts_.top().second;
+        starts_.pop();
+        if (!(edge(id).bytes > 0)) {
+          edge_end(id, now);
+          continue;
+        }
+        rem_[id] = edge(id).bytes;
+        active_.push_back(id);
+        changed = true;
+      }
+      if (changed && !active_.empty()) solve(solver, now);
+    }
+    if (exited_ != n_)
+      throw Error("internal error: the fluid model of a collective left members without an exit");
+    return exit_;
+  }
+
+ private:
+  const FluidEdge& edge(size_t id) const {
+    const int st = ix_.stage_of(id);
+    return s_.stages[st].edges[id - ix_.offset[st]];
+  }
+
+  // Member m begins stage st: its receives posted at post_t, its sends put at put_t; a transfer whose other
+  // end is there starts at the later of its put (plus delay) and its receive.
+  void begin_stage(int m, int st, double post_t, double put_t) {
+    stage_[m] = st, post_[m] = post_t, put_[m] = put_t;
+    finish_[m] = std::max(post_t, put_t);
+    pending_[m] = ix_.inc_first[st][m + 1] - ix_.inc_first[st][m];
+    for (int i = ix_.inc_first[st][m]; i < ix_.inc_first[st][m + 1]; ++i) {
+      const int k = ix_.inc[st][i];
+      const size_t id = ix_.offset[st] + k;
+      if (++began_[id] < 2) continue;
+      const FluidEdge& e = s_.stages[st].edges[k];
+      starts_.push({std::max(put_[e.src] + e.delay, post_[e.dst]), id});
+    }
+    if (pending_[m] == 0) member_done(m);
+  }
+
+  // Every transfer of m's in its stage has ended: once its whole set is, the set is released and its members
+  // begin the next stage (or leave) `after` later.
+  void member_done(int m) {
+    const int st = stage_[m];
+    const int set = s_.stages[st].set[m];
+    release_[st][set] = std::max(release_[st][set], finish_[m]);
+    if (--set_pending_[st][set] > 0) return;
+    const double t = release_[st][set] + s_.stages[st].after[set];
+    for (int i = ix_.set_first[st][set]; i < ix_.set_first[st][set + 1]; ++i) {
+      const int x = ix_.set_members[st][i];
+      if (st + 1 == static_cast<int>(s_.stages.size()))
+        exit_[x] = t, ++exited_;
       else
         begin_stage(x, st + 1, t, t);
     }
-  };
-  begin_stage = [&](int m, int st, double post_t, double put_t) {
-    stage_of[m] = st;
-    post_at[m] = post_t;
-    put_at[m] = put_t;
-    finish[m] = std::max(post_t, put_t);
-    pending[m] = inc_first[st][m + 1] - inc_first[st][m];
-    for (int i = inc_first[st][m]; i < inc_first[st][m + 1]; ++i) {
-      const int k = inc[st][i];
-      const size_t id = offset[st] + k;
-      if (++began[id] < 2) continue;
-      const FluidEdge& e = s.stages[st].edges[k];
-      starts.push({std::max(put_at[e.src] + e.delay, post_at[e.dst]), id});
-    }
-    if (pending[m] == 0) member_done(m);
-  };
-  auto stage_of_edge = [&](size_t id) {
-    return static_cast<int>(std::upper_bound(offset.begin(), offset.end(), id) - offset.begin()) - 1;
-  };
-  auto edge_end = [&](size_t id, double t) {
-    const int st = stage_of_edge(id);
-    const FluidEdge& e = s.stages[st].edges[id - offset[st]];
-    for (int m : {e.src, e.dst}) {
-      finish[m] = std::max(finish[m], t);
-      if (--pending[m] == 0) member_done(m);
-    }
-  };
+  }
 
-  for (int m = 0; m < n; ++m) begin_stage(m, 0, post[m], put[m]);
-  MaxMin solver(bw_.size());
-  std::vector<const std::vector<int>*> links;
-  std::vector<double> caps, rates;
-  double now = -kInf;
-  while (true) {
-    double next = starts.empty() ? kInf : starts.top().first;
-    for (size_t id : active) next = std::min(next, end[id]);
-    if (!(next < kInf)) break;
-    // Transfers ending now (within a rounding of the instant: SimGrid ends them together too).
-    const double eps = 1e-12 * std::max(1.0, std::fabs(next));
-    std::vector<size_t> done;
-    for (size_t i = 0; i < active.size();) {
-      const size_t id = active[i];
-      if (end[id] <= next + eps) {
-        done.push_back(id);
-        active[i] = active.back();
-        active.pop_back();
-      } else {
-        rem[id] -= rate[id] * (next - now);
-        ++i;
-      }
-    }
-    now = next;
-    bool changed = !done.empty();
-    for (size_t id : done) edge_end(id, now);
-    while (!starts.empty() && starts.top().first <= now) {
-      const size_t id = starts.top().second;
-      starts.pop();
-      const int st = stage_of_edge(id);
-      const FluidEdge& e = s.stages[st].edges[id - offset[st]];
-      if (!(e.bytes > 0)) {
-        edge_end(id, now);
-        continue;
-      }
-      rem[id] = e.bytes;
-      active.push_back(id);
-      changed = true;
-    }
-    if (!changed || active.empty()) continue;
-    links.clear();
-    caps.clear();
-    for (size_t id : active) {
-      const int st = stage_of_edge(id);
-      const FluidEdge& e = s.stages[st].edges[id - offset[st]];
-      const Route& r = route(e.src, e.dst);
-      links.push_back(&r.links);
-      caps.push_back(r.cap);
-    }
-    solver.solve(links, caps, bw_, rates);
-    for (size_t i = 0; i < active.size(); ++i) {
-      rate[active[i]] = rates[i];
-      end[active[i]] = rates[i] > 0 ? now + rem[active[i]] / rates[i] : kInf;
+  void edge_end(size_t id, double t) {
+    const FluidEdge& e = edge(id);
+    for (int m : {e.src, e.dst}) {
+      finish_[m] = std::max(finish_[m], t);
+      if (--pending_[m] == 0) member_done(m);
     }
   }
-  if (exited != n)
-    throw Error("internal error: the fluid model of a collective left members without an exit");
-  return exit;
+
+  // The rates of the transfers in flight at `now`, and their ends at those rates.
+  void solve(MaxMin& solver, double now) {
+    links_.clear(), caps_.clear();
+    for (size_t id : active_) {
+      const FluidEdge& e = edge(id);
+      const Route& r = net_.route(e.src, e.dst);
+      links_.push_back(&r.links);
+      caps_.push_back(r.cap);
+    }
+    solver.solve(links_, caps_, net_.bw_, rates_);
+    for (size_t i = 0; i < active_.size(); ++i) {
+      rate_[active_[i]] = rates_[i];
+      end_[active_[i]] = rates_[i] > 0 ? now + rem_[active_[i]] / rates_[i] : kInf;
+    }
+  }
+
+  FluidNet& net_;
+  const FluidSchedule& s_;
+  const int n_;
+  const Index ix_;
+  std::vector<unsigned char> began_;      // per transfer: its ends that began its stage
+  std::vector<double> rem_, rate_, end_;  // per transfer in flight: bytes left, rate, end at that rate
+  std::vector<int> stage_, pending_;      // per member: its stage, its transfers there not ended
+  std::vector<double> post_, put_, finish_, exit_;
+  std::vector<std::vector<int>> set_pending_;  // per stage and set: members not done
+  std::vector<std::vector<double>> release_;   // per stage and set: the latest finish so far
+  using Start = std::pair<double, size_t>;     // instant, transfer
+  std::priority_queue<Start, std::vector<Start>, std::greater<>> starts_;
+  std::vector<size_t> active_;
+  int exited_ = 0;
+  std::vector<const std::vector<int>*> links_;
+  std::vector<double> caps_, rates_;
+};
+
+std::vector<double> FluidNet::run(const FluidSchedule& s, const std::vector<double>& post,
+                                  const std::vector<double>& put) {
+  if (s.stages.empty()) {
+    std::vector<double> exit(post.size());
+    for (size_t m = 0; m < exit.size(); ++m) exit[m] = std::max(post[m], put[m]);
+    return exit;
+  }
+  return Sweep(*this, s).run(post, put);
 }
 
 }  // namespace vitsim::sim

@@ -64,6 +64,7 @@ class FluidNet {
   size_t link_count() const { return bw_.size(); }
 
  private:
+  class Sweep;
   struct Route {
     std::vector<int> links;  // shared links crossed (ids into bw_)
     double cap = 0;          // the narrowest FATPIPE link crossed (a cap per transfer), +inf if none
