@@ -33,27 +33,31 @@ measure() {
 }
 
 echo "vitsim plan benchmark: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "binary: $vitsim"
-"$vitsim" plan "$scen" --allow-oom -j 2 -q --format json --out "$tmp/all.json"
+echo "binary: $vitsim${VITSIM_BENCH_FLOWS:+ (simulation.flows=$VITSIM_BENCH_FLOWS)}"
+# VITSIM_BENCH_FLOWS=always makes every transfer a SimGrid flow (simulation.flows; default auto: a lone ring and
+# the collective auto's calls are computed without them).
+extra=()
+[[ -n "${VITSIM_BENCH_FLOWS:-}" ]] && extra=(--set "simulation.flows=$VITSIM_BENCH_FLOWS")
+"$vitsim" plan "$scen" "${extra[@]}" --allow-oom -j 2 -q --format json --out "$tmp/all.json"
 python3 - "$tmp/all.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sim = sum(1 for x in p["points"] if x["simulated"])
 print(f"space: {p['space_size']} points; simulated with --allow-oom: {sim}")
 PY
-"$vitsim" plan "$scen" -j 2 -q --format json --out "$tmp/fit.json"
+"$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --format json --out "$tmp/fit.json"
 python3 - "$tmp/fit.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sim = sum(1 for x in p["points"] if x["simulated"])
 print(f"plan as run: {sim} simulated, {p['space_size'] - sim} excluded before simulating (memory)")
 PY
-measure "1,040 points, all simulated, -j 2" "$vitsim" plan "$scen" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
-measure "1,040 points, memory pre-check, -j 2" "$vitsim" plan "$scen" -j 2 -q --format json --out "$tmp/b.json"
+measure "1,040 points, all simulated, -j 2" "$vitsim" plan "$scen" "${extra[@]}" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
+measure "1,040 points, memory pre-check, -j 2" "$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --format json --out "$tmp/b.json"
 mpi="$(dirname "$vitsim")/vitsim-plan-mpi"
 if [[ -x "$mpi" ]] && command -v mpirun >/dev/null; then
   measure "mpirun -np 2 vitsim-plan-mpi, all simulated" mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" "$scen" \
-    --allow-oom -j 1 -q --format json --out "$tmp/m.json"
+    "${extra[@]}" --allow-oom -j 1 -q --format json --out "$tmp/m.json"
   cmp "$tmp/m.json" "$tmp/a.json" && echo "mpirun plan == one-machine plan (byte-identical JSON)"
 else
   echo "vitsim-plan-mpi not built (no MPI): mpirun line skipped"
