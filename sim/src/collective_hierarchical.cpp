@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -66,8 +67,55 @@ class Hierarchical : public Collective {
     ring_phase(local, lme, bytes, true);
   }
 
+  // run()'s stages: the rings inside nodes, the gather at each node's leader (a barrier per node), the
+  // leaders' ring (one barrier: its members' members wait with them, which moves no instant: a member's
+  // receive of the scatter is posted before its leader's send either way), the scatter, the rings again.
+  bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const override {
+    const int n = g.size();
+    if (op != CollOp::AllReduce || n < 2) {
+      out = ring_schedule(g, bytes, op);
+      return true;
+    }
+    const Layout& L = layout(g);
+    const int nodes = static_cast<int>(L.members.size());
+    auto per_node = [&] {
+      FluidStage st;
+      st.set.assign(n, 0);
+      st.after.assign(nodes, 0.0);
+      return st;
+    };
+    FluidStage reduce = per_node(), gather = per_node(), scatter = per_node(), all_gather = per_node();
+    int k = 0;
+    for (const auto& [node, ms] : L.members) {
+      const Group& local = *L.local.at(node);
+      const int G = static_cast<int>(ms.size());
+      const double chunk = static_cast<double>(static_cast<uint64_t>(bytes / G));  // the bytes put
+      double scatter_lat = 0;  // the leader waits for its farthest member's latency, then sends to all
+      for (int i = 1; i < G; ++i) scatter_lat = std::max(scatter_lat, local.latency(0, i));
+      for (FluidStage* st : {&reduce, &gather, &scatter, &all_gather})
+        for (int m : ms) st->set[m] = k;
+      add_ring_edges(reduce, local, ms, bytes / G, G - 1, k);
+      for (int i = 1; i < G; ++i) {
+        gather.edges.push_back({ms[i], ms[0], chunk, local.latency(i, 0)});
+        scatter.edges.push_back({ms[0], ms[i], chunk, scatter_lat});
+      }
+      add_ring_edges(all_gather, local, ms, bytes / G, G - 1, k);
+      ++k;
+    }
+    FluidStage leaders = one_set_stage(n, 0.0);
+    if (L.leaders->size() > 1) {
+      std::vector<int> heads;
+      for (const auto& [node, ms] : L.members) heads.push_back(ms.front());
+      add_ring_edges(leaders, *L.leaders, heads, bytes / L.leaders->size(), 2 * (L.leaders->size() - 1), 0);
+    }
+    out.stages = {std::move(reduce), std::move(gather), std::move(leaders), std::move(scatter),
+                  std::move(all_gather)};
+    return true;
+  }
+
  private:
   struct Layout {
+    std::map<int, std::vector<int>> members;      // node -> its members (indices into the group)
     std::map<int, std::unique_ptr<Group>> local;  // node -> its members
     std::unique_ptr<Group> leaders;
     std::map<int, int> leader_index;  // node -> index in leaders
@@ -106,6 +154,7 @@ class Hierarchical : public Collective {
 
   static std::unique_ptr<Layout> build(const Group& g, const std::map<int, std::vector<int>>& members) {
     auto L = std::make_unique<Layout>();
+    L->members = members;
     L->local_index.assign(g.size(), 0);
     std::vector<sg4::Host*> leader_hosts;
     std::vector<int> leader_nodes;
@@ -292,6 +341,18 @@ class ByTopology : public Collective {
       Collective::run_deferred(g, me, bytes, op, d);
   }
   bool fused_ring(const Group& g) const override { return choice(g) == Choice::Ring; }
+  bool schedule(const Group& g, double bytes, CollOp op, FluidSchedule& out) const override {
+    switch (choice(g)) {
+      case Choice::Rail:
+        return rail_.schedule(g, bytes, op, out);
+      case Choice::Hierarchical:
+        return hier_.schedule(g, bytes, op, out);
+      case Choice::Ring:
+        break;
+    }
+    out = ring_schedule(g, bytes, op);
+    return true;
+  }
 
  private:
   enum class Choice { Ring, Hierarchical, Rail };

@@ -265,7 +265,12 @@ class Nccl : public Collective {
       // first.
       const double now = sg4::Engine::get_clock();
       const double start = now + std::exchange(d.lead, 0.0) + latency;
-      const double exit = fluid_meet(c, me, op, wire, runs, runs == Runs::Ring ? now : start, start);
+      const double exit = c.fluid->meet(*c.shadow, me, {static_cast<int>(op), wire, static_cast<int>(runs)},
+                                        runs == Runs::Ring ? now : start, start, [&] {
+                                          FluidSchedule s;
+                                          schedule_of(c, runs, op, wire, s);
+                                          return s;
+                                        });
       d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
       record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
       return;
@@ -354,27 +359,13 @@ class Nccl : public Collective {
     long runs = 0;     // calls every member finished
     double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
   };
-  // One call's meeting: each member's post and put instants; its exits, computed once every member is there.
-  struct FluidRound {
-    long long id = -1;
-    std::vector<double> post, put, exit;
-    bool done = false;
-  };
-  // The last computation of a call's schedule: the members' instants relative to the earliest post, and their
-  // exits relative to it (the steady state repeats them: the same inputs give the same exits).
-  struct FluidMemo {
-    std::vector<double> post, put, exit;
-  };
   struct Comm {
     NcclTopo topo;
     NcclTuning tuning;
-    bool mpi = false;                 // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
-    std::unique_ptr<Group> shadow;    // the group's members over routes without latency
-    std::vector<long> started;        // per member: the calls it started
-    std::unique_ptr<FluidNet> fluid;  // set where its calls are computed without flows (the head comment)
-    FluidRound rounds[2];             // the last two calls' meetings
-    std::vector<long long> round_of;  // per member: the meetings it has joined
-    std::map<std::tuple<CollOp, double, Runs>, FluidMemo> memo;
+    bool mpi = false;                   // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
+    std::unique_ptr<Group> shadow;      // the group's members over routes without latency
+    std::vector<long> started;          // per member: the calls it started
+    std::unique_ptr<FluidCalls> fluid;  // set where its calls are computed without flows (the head comment)
     std::map<std::pair<CollOp, double>, Call> calls;  // by operation and bytes
     std::map<long, Open> open;                        // calls some member has not finished, by sequence
   };
@@ -417,7 +408,7 @@ class Nccl : public Collective {
   // The fluid model for c where every stand-in its tuning may pick (an algorithm with a bandwidth for some
   // function and protocol) has an admitted schedule and no call can overlap the next on a link.
   void set_fluid(Comm& c, const std::vector<sg4::Host*>& hosts) const {
-    auto net = std::make_unique<FluidNet>(hosts);
+    auto calls = std::make_unique<FluidCalls>(hosts);
     std::vector<FluidSchedule> candidates;
     for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather}) {
       std::set<Runs> runs;
@@ -427,78 +418,12 @@ class Nccl : public Collective {
             runs.insert(runs_for(static_cast<NcclAlgo>(a)));
       for (Runs r : runs) {
         FluidSchedule s;
-        if (!schedule_of(c, r, op, 1 << 20, s) || !net->admits(s)) return;
+        if (!schedule_of(c, r, op, 1 << 20, s) || !calls->net().admits(s)) return;
         candidates.push_back(std::move(s));
       }
     }
-    if (!cross_call_safe(*net, candidates)) return;
-    c.fluid = std::move(net);
-    c.round_of.assign(hosts.size(), 0);
-  }
-
-  // No call's transfers can share a link with the previous call's: a sync set of a last stage (members
-  // released apart from the rest, which may start the next call while it still sends) crosses links that no
-  // transfer of any candidate between two members outside the set crosses. A transfer with a member of the
-  // set cannot start before that member has left.
-  static bool cross_call_safe(FluidNet& net, const std::vector<FluidSchedule>& candidates) {
-    for (const FluidSchedule& a : candidates) {
-      if (a.stages.empty() || a.stages.back().after.size() < 2) continue;
-      const FluidStage& last = a.stages.back();
-      // link -> the one set of the last stage crossing it (-1: none); a link two sets cross is unsafe (a
-      // transfer of one set crosses it, with no member in the other).
-      std::vector<int> owner(net.link_count(), -1);
-      for (const FluidEdge& e : last.edges)
-        for (int l : net.links(e.src, e.dst)) {
-          if (owner[l] >= 0 && owner[l] != last.set[e.src]) return false;
-          owner[l] = last.set[e.src];
-        }
-      for (const FluidSchedule& b : candidates)
-        for (const FluidStage& st : b.stages)
-          for (const FluidEdge& e : st.edges)
-            for (int l : net.links(e.src, e.dst))
-              if (const int set = owner[l]; set >= 0 && last.set[e.src] != set && last.set[e.dst] != set)
-                return false;
-    }
-    return true;
-  }
-
-  // A member's part of a call computed without flows (the head comment): returns its exit.
-  double fluid_meet(Comm& c, int me, CollOp op, double wire, Runs runs, double post, double put) const {
-    const long long r = c.round_of[static_cast<size_t>(me)]++;
-    FluidRound& R = c.rounds[r & 1];
-    const size_t n = c.round_of.size();
-    if (R.id != r) {
-      R.id = r;
-      R.done = false;
-      R.post.assign(n, 0.0);
-      R.put.assign(n, 0.0);
-    }
-    R.post[static_cast<size_t>(me)] = post;
-    R.put[static_cast<size_t>(me)] = put;
-    c.shadow->barrier()->wait();
-    if (!R.done) {
-      R.exit = fluid_exits(c, op, wire, runs, R.post, R.put);
-      R.done = true;
-    }
-    return R.exit[static_cast<size_t>(me)];
-  }
-
-  std::vector<double> fluid_exits(Comm& c, CollOp op, double wire, Runs runs, const std::vector<double>& post,
-                                  const std::vector<double>& put) const {
-    const double t0 = *std::min_element(post.begin(), post.end());
-    std::vector<double> rel_post(post.size()), rel_put(put.size());
-    for (size_t i = 0; i < post.size(); ++i) rel_post[i] = post[i] - t0, rel_put[i] = put[i] - t0;
-    FluidMemo& m = c.memo[{op, wire, runs}];
-    if (m.exit.empty() || m.post != rel_post || m.put != rel_put) {
-      FluidSchedule s;
-      if (!schedule_of(c, runs, op, wire, s) || !c.fluid->admits(s))
-        throw Error("internal error: a call of the collective auto has no schedule for the fluid model");
-      std::vector<double> exit = c.fluid->run(s, rel_post, rel_put);
-      m = {std::move(rel_post), std::move(rel_put), std::move(exit)};
-    }
-    std::vector<double> out(m.exit.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = t0 + m.exit[i];
-    return out;
+    if (!fluid_cross_call_safe(calls->net(), candidates)) return;
+    c.fluid = std::move(calls);
   }
 
   Call& call_of(Comm& c, const Group& g, CollOp op, double bytes) const {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/sim/group.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -345,6 +346,72 @@ std::vector<double> FluidNet::run(const FluidSchedule& s, const std::vector<doub
     return exit;
   }
   return Sweep(*this, s).run(post, put);
+}
+
+bool fluid_cross_call_safe(FluidNet& net, const std::vector<FluidSchedule>& candidates) {
+  for (const FluidSchedule& a : candidates) {
+    if (a.stages.empty() || a.stages.back().after.size() < 2) continue;
+    const FluidStage& last = a.stages.back();
+    // link -> the one set of the last stage crossing it (-1: none); a link two sets cross is unsafe (a
+    // transfer of one set crosses it, with no member in the other).
+    std::vector<int> owner(net.link_count(), -1);
+    for (const FluidEdge& e : last.edges)
+      for (int l : net.links(e.src, e.dst)) {
+        if (owner[l] >= 0 && owner[l] != last.set[e.src]) return false;
+        owner[l] = last.set[e.src];
+      }
+    for (const FluidSchedule& b : candidates)
+      for (const FluidStage& st : b.stages)
+        for (const FluidEdge& e : st.edges)
+          for (int l : net.links(e.src, e.dst))
+            if (const int set = owner[l]; set >= 0 && last.set[e.src] != set && last.set[e.dst] != set)
+              return false;
+  }
+  return true;
+}
+
+FluidCalls::FluidCalls(std::vector<sg4::Host*> hosts) : net_(hosts), round_of_(hosts.size(), 0) {}
+
+double FluidCalls::meet(const Group& g, int me, const std::tuple<int, double, int>& key, double post,
+                        double put, const std::function<FluidSchedule()>& make) {
+  const long long r = round_of_[static_cast<size_t>(me)]++;
+  Round& R = rounds_[r & 1];
+  const size_t n = round_of_.size();
+  if (R.id != r) {
+    R.id = r;
+    R.done = false;
+    R.post.assign(n, 0.0);
+    R.put.assign(n, 0.0);
+  }
+  R.post[static_cast<size_t>(me)] = post;
+  R.put[static_cast<size_t>(me)] = put;
+  // After the barrier every member reads its exit before any can meet again: the round after next, which
+  // would reuse this slot, needs every member at the next barrier first.
+  g.barrier()->wait();
+  if (!R.done) {
+    R.exit = exits(key, R.post, R.put, make);
+    R.done = true;
+  }
+  return R.exit[static_cast<size_t>(me)];
+}
+
+std::vector<double> FluidCalls::exits(const std::tuple<int, double, int>& key,
+                                      const std::vector<double>& post, const std::vector<double>& put,
+                                      const std::function<FluidSchedule()>& make) {
+  const double t0 = *std::min_element(post.begin(), post.end());
+  std::vector<double> rel_post(post.size()), rel_put(put.size());
+  for (size_t i = 0; i < post.size(); ++i) rel_post[i] = post[i] - t0, rel_put[i] = put[i] - t0;
+  Memo& m = memo_[key];
+  if (m.exit.empty() || m.post != rel_post || m.put != rel_put) {
+    const FluidSchedule s = make();
+    if (!net_.admits(s))
+      throw Error("internal error: a collective call's schedule is not one the fluid model runs");
+    std::vector<double> exit = net_.run(s, rel_post, rel_put);
+    m = {std::move(rel_post), std::move(rel_put), std::move(exit)};
+  }
+  std::vector<double> out(m.exit.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = t0 + m.exit[i];
+  return out;
 }
 
 }  // namespace vitsim::sim

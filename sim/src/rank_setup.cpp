@@ -6,9 +6,11 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include "point_setup.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/sim/fluid.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -147,7 +149,8 @@ MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calib
 // without a flow) and no link changes its figures during the run (no profiles): the group is marked as the
 // only traffic (Group::set_only_traffic: `auto` may then compute NCCL's algorithms without flows, FluidNet).
 // Where the collective is moreover the fused ring (`ring`, or `auto` where it can pick nothing else) and no
-// link but FATPIPE ones carries two of the ring's transfers (lone_ring_bandwidths), the ring is a lone ring.
+// link but FATPIPE ones carries two of the ring's transfers (lone_ring_bandwidths), the ring is a lone ring;
+// else a named collective with a schedule for every operation is computed without flows (fluid_collective).
 // simulation.flows=always keeps the flows.
 void choose_fast_paths(PointRun& run, const PlatformFacts& facts, const RankHosts& rh,
                        std::vector<std::string>& notes) {
@@ -157,9 +160,27 @@ void choose_fast_paths(PointRun& run, const PlatformFacts& facts, const RankHost
   for (const RankState& r : run.ranks)
     if (run.h2d_bytes > 0 && r.device->async && r.h2d_sleep_bw <= 0 && r.h2d_private_s < 0) return;
   run.group->set_only_traffic();
-  if (!run.coll->fused_ring(*run.group)) return;
-  std::vector<double> bw = lone_ring_bandwidths(rh.hosts);
-  if (bw.empty()) return;
+  std::vector<double> bw;
+  if (run.coll->fused_ring(*run.group)) bw = lone_ring_bandwidths(rh.hosts);
+  if (bw.empty()) {
+    // Not a lone ring: a named collective with a schedule for the operations the point issues (ZeRO's
+    // reduce-scatter and all-gather, DeepSpeed bf16's all-gather, beside the all-reduce) runs as one meeting
+    // per call.
+    std::set<CollOp> issued;  // the operations the ranks' steps issue
+    for (const RankState& r : run.ranks)
+      for (const StepJob& job : r.device->step.jobs) issued.insert(job.op);
+    const std::vector<CollOp> ops(issued.begin(), issued.end());
+    if (auto fluid = fluid_collective(*run.coll, *run.group, ops)) {
+      run.fluid_coll = std::move(fluid);
+      run.coll = run.fluid_coll.get();
+      notes.push_back(fmt::format(
+          "{}: nothing but its calls sends, so each call's transfers are computed without SimGrid flows: "
+          "max-min shares over the links, re-solved whenever a transfer starts or ends (the flows' instants; "
+          "simulation.flows=always makes them flows)",
+          run.coll->name()));
+    }
+    return;
+  }
   run.group->set_lone_ring(std::move(bw));
   notes.push_back(
       "ring: no link carries two of its transfers and nothing else makes any, so each transfer ends at its "

@@ -158,7 +158,8 @@ struct PointRun {
 
   const Scenario& s;
   Workload w;
-  const Collective* coll = nullptr;  // the point's (PointSetup)
+  const Collective* coll = nullptr;        // the point's (PointSetup), or fluid_coll standing for it
+  std::unique_ptr<Collective> fluid_coll;  // the named collective computed without flows (fluid_collective)
   std::unique_ptr<Group> group;
   // Patch (sequence) parallelism, DeepSpeed-Ulysses style: groups of `sp` consecutive ranks split each
   // image's tokens; before each attention layer an all-to-all turns the token split into a head split

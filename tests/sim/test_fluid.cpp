@@ -157,7 +157,7 @@ TEST_CASE("fluid model: every algorithm's schedule ends where its flows do", "[f
     REQUIRE(n >= 4);
     std::vector<double> same(n, 5e-3), staggered(n);
     for (int i = 0; i < n; ++i) staggered[i] = 1e-3 * (i % 3) + 7e-6 * i;
-    for (const char* algo : {"ring", "tree", "rail"})
+    for (const char* algo : {"ring", "tree", "rail", "hierarchical", "topology"})
       for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
         for (const auto* leads : {&same, &staggered}) {
           INFO(p << ", " << algo << ", op " << coll_op_name(op)
@@ -170,13 +170,11 @@ TEST_CASE("fluid model: every algorithm's schedule ends where its flows do", "[f
   }
 }
 
-TEST_CASE(
-    "fluid model: hierarchical has no schedule, rail on uneven nodes none, routes it cannot run refused",
-    "[fluid]") {
+TEST_CASE("fluid model: collectives without a schedule, and routes it cannot run, refused", "[fluid]") {
   vt::TempDir d;
   const std::string p =
       d.file("p.xml", vt::platform_xml(2, 2, "10GBps", "1us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"}));
-  CHECK(rank_ends(p, "hierarchical", 1e6, CollOp::AllReduce, {0, 0, 0, 0}, true).empty());
+  // The message-level ring (2(n-1) transfers per member, each waiting for the one before) has none.
   CHECK(rank_ends(p, "ring_msg", 1e6, CollOp::AllReduce, {0, 0, 0, 0}, true).empty());
   // A member sending to itself has no route the model runs.
   CHECK(stage_exits(p, {{0, 0, 1e6, 0}}, {0, 0, 0, 0}).empty());
@@ -202,14 +200,16 @@ void check_same_numbers(const nlohmann::json& a, const nlohmann::json& b, double
 }
 }  // namespace
 
-TEST_CASE("fluid model: `auto` computed without flows predicts what its flows do", "[fluid][model]") {
+TEST_CASE("fluid model: `auto` and the named collectives computed without flows predict what their flows do",
+          "[fluid][model]") {
+  // Named collectives (tree, rail, hierarchical, topology, with their routes' latencies) too.
   // Whole predictions with `auto` (NCCL's choice per call) computed by the fluid model
   // (simulation.flows=auto) and as SimGrid flows (always): every figure within 1e-9, and the note says which
   // ran. H100 nodes with NVSwitch and per-GPU NDR NICs (issue 25's realistic node), where NCCL runs NVLSTree
   // (the rail stand-in), Tree and Ring by size; each forced too (nccl.algo); ZeRO-1 (reduce-scatter and
   // all-gather) and the communication stream (overlap on, buckets); the shipped study scenarios (Tesla's
   // mixed GPUs arrive apart).
-  const std::string note = "note: auto: nothing but its calls sends";
+  const std::string note = ": nothing but its calls sends";
   vt::TempDir d;
   const auto w = vt::vitsim(
       "platform --nodes 3 --gpus-per-node 4 --gpu h100-sxm --nics 4 --nic-speed ndr "
@@ -232,7 +232,12 @@ TEST_CASE("fluid model: `auto` computed without flows predicts what its flows do
       sc + " --set nccl.algo=nvlstree",
       sc + " --set nccl.algo=ring --set parallelism.overlap=true --set parallelism.bucket_size=8MB",
       sc + " --set parallelism.zero=1 --set parallelism.overlap=true --set parallelism.bucket_size=2MB",
+      sc + " --set parallelism.collective=tree",
+      sc + " --set parallelism.collective=rail --set parallelism.zero=1 --set parallelism.overlap=true",
+      sc + " --set parallelism.collective=hierarchical",
+      sc + " --set parallelism.collective=topology --set cluster.gpus_per_node=2",
       vt::source("scenarios/study/tesla-strong-b16.xml"),
+      vt::source("scenarios/study/tesla-strong-b16.xml") + " --set parallelism.collective=tree",
       vt::source("scenarios/study/nebula-batch.xml") +
           " --set cluster.gpus_per_node=2 --set training.micro_batch=16"};
   for (const std::string& c : cases) {

@@ -359,12 +359,11 @@ std::vector<KeyRow> simulation_rows() {
       integer_row("simulation.max_points", kDefaultMaxPoints, 1, 1LL << 53,
                   "sweep points one command may run (see \"Errors\", Limits)",
                   field(&Scenario::simulation, &SimulationSpec::max_points)),
-      choice_row(
-          "simulation.flows", "auto", {"auto", "always"},
-          "auto: a ring whose transfers share no link, and the collective auto's calls where nothing else "
-          "sends, are computed without SimGrid flows (same times; see \"The model\", Collectives); "
-          "always: every transfer a flow",
-          field(&Scenario::simulation, &SimulationSpec::flows)),
+      choice_row("simulation.flows", "auto", {"auto", "always"},
+                 "auto: a ring whose transfers share no link, and any collective's calls where nothing else "
+                 "sends, are computed without SimGrid flows (same times; see \"The model\", Collectives); "
+                 "always: every transfer a flow",
+                 field(&Scenario::simulation, &SimulationSpec::flows)),
   };
 }
 

@@ -13,8 +13,14 @@
 #include <simgrid/s4u.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
+
+#include "vitsim/sim/coll_op.hpp"
 
 namespace vitsim::sim {
 
@@ -77,5 +83,53 @@ class FluidNet {
   std::vector<double> bw_;  // shared links' bandwidths, by id
   std::unordered_map<std::int64_t, Route> routes_;
 };
+
+// No call's transfers can share a link with the previous call's: a sync set of a last stage (members released
+// apart from the rest, which may start the next call while it still sends) crosses links that no transfer of
+// any candidate between two members outside the set crosses (a transfer with a member of the set cannot start
+// before that member has left). `candidates`: every schedule a group's calls may have, admitted by `net`.
+bool fluid_cross_call_safe(FluidNet& net, const std::vector<FluidSchedule>& candidates);
+
+class Group;
+class Collective;
+
+// A group's calls computed by the fluid model, one meeting per call: each member hands over the instants it
+// posts its receives and puts its sends, waits for the others (the group's barrier: one SimGrid call), and
+// the first to leave computes every member's exit from the call's schedule. A call repeated with the same
+// arrivals relative to the earliest reuses the last exits (the steady state). Exact where the group's calls
+// make the simulation's only transfers (Group::only_traffic) and fluid_cross_call_safe holds for every
+// schedule the calls may have (the caller checks both).
+class FluidCalls {
+ public:
+  explicit FluidCalls(std::vector<simgrid::s4u::Host*> hosts);
+  FluidNet& net() { return net_; }
+  // Member `me`'s exit from its next call over g (every member calls in the same order); `key` names the
+  // call's schedule (the same key, the same schedule), which `make` writes when it is not known.
+  double meet(const Group& g, int me, const std::tuple<int, double, int>& key, double post, double put,
+              const std::function<FluidSchedule()>& make);
+
+ private:
+  struct Round {
+    long long id = -1;
+    std::vector<double> post, put, exit;
+    bool done = false;
+  };
+  struct Memo {
+    std::vector<double> post, put, exit;
+  };
+  std::vector<double> exits(const std::tuple<int, double, int>& key, const std::vector<double>& post,
+                            const std::vector<double>& put, const std::function<FluidSchedule()>& make);
+  FluidNet net_;
+  Round rounds_[2];                  // the last two calls' meetings
+  std::vector<long long> round_of_;  // per member: the meetings it has joined
+  std::map<std::tuple<int, double, int>, Memo> memo_;
+};
+
+// `inner` (a named collective) computed by the fluid model over g for the operations `ops` (the point's: a
+// call of another throws), as FluidCalls meets `auto`'s calls (sim/src/collective_fluid.cpp); null where it
+// cannot be: g under 2 members or not the only traffic, `auto` (it meets its calls itself), a schedule
+// missing or not admitted, calls that could overlap on a link (fluid_cross_call_safe).
+std::unique_ptr<Collective> fluid_collective(const Collective& inner, const Group& g,
+                                             const std::vector<CollOp>& ops);
 
 }  // namespace vitsim::sim
