@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare a public all_reduce_perf table with vitsim's predicted one (bench/nccl_tests_public.sh).
 
-Usage: nccl_tests_compare.py CASE MEASURED.txt PREDICTED.json
+Usage: nccl_tests_compare.py CASE MEASURED.txt PREDICTED.json [COMMANDS]
 
 MEASURED.txt: bench/data/nccl_tests/*.txt: '#' comments, then rows 'size time_us busbw' (time '-' where the
 source publishes busbw only: then time = size x 2(n-1)/n / busbw, nccl-tests' all_reduce busbw rule read
@@ -60,6 +60,7 @@ def summary(label, errors):
 
 def main():
     case, measured_path, predicted_path = sys.argv[1:4]
+    commands = sys.argv[4] if len(sys.argv) > 4 else None
     measured = read_measured(measured_path)
     with open(predicted_path, encoding="utf-8") as f:
         pred = json.load(f)
@@ -74,6 +75,8 @@ def main():
         by_size[r["size"]] = (r["out_of_place"], notes[i] if notes else None)
 
     print(f"#### {case}: {n} ranks\n")
+    if commands:
+        print(f"{commands}\n")
     print("| size | measured (us) | predicted (us) | error | busbw meas. | busbw pred. | NCCL's choice (model) "
           "| NCCL's estimate (us) | its error |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")

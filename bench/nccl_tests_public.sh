@@ -25,9 +25,8 @@ run_case() {
   "$vitsim" platform --id "$name" $pflags --out "$tmp/$name.xml"
   # shellcheck disable=SC2086
   "$vitsim" collective "$tmp/$name.xml" $cflags -q --format json --out "$tmp/$name.json"
-  echo "Platform: \`vitsim platform $pflags\`; prediction: \`vitsim collective PLATFORM $cflags\`"
-  echo
-  python3 "$here/bench/nccl_tests_compare.py" "$name" "$data/$file" "$tmp/$name.json"
+  python3 "$here/bench/nccl_tests_compare.py" "$name" "$data/$file" "$tmp/$name.json" \
+    "\`vitsim platform $pflags\`, then \`vitsim collective PLATFORM $cflags\`"
 }
 
 echo "nccl-tests against public results: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores"
