@@ -261,15 +261,18 @@ std::string term_advice(const std::string& name, const std::string& lead, double
   if (name == "exposed_comm")
     return fmt::format(
         "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient "
-        "reductions per "
-        "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
-        "(--what-if link:NIC:bandwidth=...).",
+        "reductions per image), {}or faster links (--what-if link:NIC:bandwidth=...).",
         lead, percent,
         overlap
             ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
               "nothing to overlap), "
             : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
-              "gradients' size, e.g. 25MB), ");
+              "gradients' size, e.g. 25MB), ",
+        // A plan without the pick's figures (written before they were, or hand-made): NCCL's choice where the
+        // pick names another collective; nothing where it runs NCCL's choice already.
+        top.collective == "auto" || top.collective.empty()
+            ? ""
+            : "NCCL's choice of collective (parallelism.collective=auto), ");
   if (name == "data")
     return fmt::format(
         "{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
