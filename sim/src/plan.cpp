@@ -263,6 +263,7 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   const PlatformFacts& facts = platforms.of(s);
   try {
     setup = check_point(s, facts);
+    setup.comm_regime = true;  // the explanation's advice reads it (core/model/comm_regime.hpp)
   } catch (const Error& e) {
     p.excluded = std::string("placement: ") + e.what();
     return p;
