@@ -31,7 +31,7 @@ struct SimResult {
   std::vector<TraceEvent>
       trace;  // core/formats/trace.hpp's events of the traced ranks; empty unless asked for
   bool trace_truncated = false;  // a rank reached kTraceEventsPerRank: its later events are not recorded
-  CommRegime comm;  // with PointSetup::comm_regime: the gradient reduction in numbers (sim/src/comm_regime.cpp)
+  CommRegime comm;  // with PointSetup::comm_regime: the gradient reduction (sim/src/comm_regime.cpp)
 };
 
 // What a point's checks make and its simulation takes: which platform hosts its ranks run on (core's
