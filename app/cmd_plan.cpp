@@ -2,6 +2,8 @@
 //                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format
 //                          table|json|csv]
 //                          [--top K] [--out FILE] [--emit-ds-config FILE] [--jobs N] [--shard I/K] [--quiet]
+//                          [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
+//                          [--interval-top N]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
 
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "interval_option.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
@@ -36,6 +39,7 @@ struct PlanArgs {
   double budget = -1;
   bool allow_oom = false, quiet = false, baseline = false;
   int top = 20;
+  IntervalFlags interval;
   sim::PlanOptions opt;
 };
 
@@ -94,6 +98,10 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   c->add_option("--merge", a.merge,
                 "rank the union of shard outputs (vitsim plan --shard ... --format json)");
   c->add_flag("--quiet,-q", a.quiet, "no progress line on stderr");
+  add_interval_options(c, a.interval, a.opt.interval, "for the top candidates (--interval-top),");
+  c->add_option("--interval-top", a.opt.interval_top,
+                "candidates that get an interval, the first by the objective (implies --interval; default 3)")
+      ->check(integer(1, 1 << 20));
   // The one-line form: no scenario file, the cluster and the job as flags.
   c->add_option("--gpu", a.one_line.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
   c->add_option("--nodes", a.one_line.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
@@ -123,6 +131,14 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
       throw UsageError(
           fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
                       "shards as they were planned",
+                      flag));
+  for (const char* flag :
+       {"--interval", "--samples", "--interval-seed", "--p-low", "--p-high", "--interval-top"})
+    if (c.count(flag) > 0)
+      throw UsageError(
+          fmt::format("{}: an interval is simulated for the ranked plan's top candidates, which --merge does "
+                      "not simulate: "
+                      "run `vitsim plan SCENARIO.xml --interval` in one piece",
                       flag));
   std::vector<NamedPath> inputs;
   for (const auto& f : a.merge) inputs.push_back({f, "--merge shard"});
@@ -183,6 +199,11 @@ PlanResult plan_scenario(PlanArgs& a) {
   add_what_ifs(f, a.what_ifs);
   set_constraints(a);
   if (!a.shard.empty()) parse_shard(a.shard, a.opt);
+  resolve_interval(a.interval, a.opt.interval);
+  if (a.opt.interval.samples > 0 && a.opt.shard_count > 1)
+    throw UsageError(
+        "plan: --interval simulates the ranked plan's top candidates: not with --shard (nor under "
+        "vitsim-plan-mpi); run `vitsim plan SCENARIO.xml --interval` in one piece");
   // Before the sweep, not after it: --out writable, and not one of the inputs.
   std::vector<NamedPath> inputs = scenario_inputs(f);
   inputs.push_back({a.opt.calibration, "--calibration"});
@@ -197,7 +218,9 @@ PlanResult plan_scenario(PlanArgs& a) {
     if (a.opt.shard_count > 1) throw UsageError("plan: --baseline does not combine with --shard");
     ScenarioFile base = f;
     base.attrs.erase("whatif.edits");
-    const PlanResult without = sim::plan(base, a.opt);
+    sim::PlanOptions base_opt = a.opt;
+    base_opt.interval.samples = 0;  // the baseline's top pick is compared by its central value only
+    const PlanResult without = sim::plan(base, base_opt);
     result = sim::plan(f, a.opt);
     for (auto& line : compare_plans(without, result)) result.explanation.push_back(std::move(line));
   } else {
@@ -261,6 +284,7 @@ void add_plan(CLI::App& cli, Action& action) {
   c->callback([&action, a, c] {
     action = [a, c] {
       if (a->merge.empty()) make_one_line_scenario(*a, *c);
+      if (c->count("--interval-top") > 0) a->interval.on = true;
       const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
       if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
       return write_plan(*a, result);

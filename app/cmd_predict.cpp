@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "interval_option.hpp"
 #include "trace_option.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/report.hpp"
@@ -17,11 +18,6 @@
 namespace vitsim::app {
 
 namespace {
-// Samples of an interval when --samples is not given: ASSUMPTION, enough for p10 and p90 to fall between
-// distinct samples of a Latin hypercube (docs/predict.md, "Intervals and sensitivity"); cost measured in
-// docs/benchmarks.md "Prediction intervals".
-constexpr int kDefaultSamples = 16;
-
 struct PredictArgs {
   std::string scenario;
   std::vector<std::string> sets;
@@ -30,8 +26,7 @@ struct PredictArgs {
   std::string out;
   sim::PredictOptions opt;
   bool quiet = false;
-  bool interval = false;
-  int samples = 0;
+  IntervalFlags interval;
 };
 }  // namespace
 
@@ -56,19 +51,7 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--epochs", args->opt.epochs,
                 "epochs of the closing summary's whole run (default: the scenario's training.epochs)")
       ->check(integer(1, 1 << 20));
-  c->add_flag("--interval", args->interval,
-              "per point, a p10-p90 interval over the platform's ranges and what to measure first "
-              "(docs/predict.md)");
-  c->add_option("--samples", args->samples,
-                fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",
-                            kDefaultSamples))
-      ->check(integer(2, 4096));
-  c->add_option("--interval-seed", args->opt.interval.seed, "the design's seed (default 26)");
-  const units::Range open_unit{0, 1, true, true};
-  c->add_option("--p-low", args->opt.interval.p_low, "the interval's low quantile (default 0.1)")
-      ->check(number(open_unit));
-  c->add_option("--p-high", args->opt.interval.p_high, "the interval's high quantile (default 0.9)")
-      ->check(number(open_unit));
+  add_interval_options(c, args->interval, args->opt.interval, "per point,");
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
     action = [args, c] {
@@ -82,11 +65,7 @@ void add_predict(CLI::App& cli, Action& action) {
       inputs.push_back({args->opt.calibration, "--calibration"});
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
-      if (!(args->opt.interval.p_low < args->opt.interval.p_high))
-        throw UsageError(fmt::format("--p-low {:g} is not below --p-high {:g}", args->opt.interval.p_low,
-                                     args->opt.interval.p_high));
-      if (args->interval || args->samples > 0)
-        args->opt.interval.samples = args->samples > 0 ? args->samples : kDefaultSamples;
+      resolve_interval(args->interval, args->opt.interval);
       Report r = sim::predict(f, args->opt);
       std::string text = args->format == "json"  ? report_to_json(r)
                          : args->format == "csv" ? report_to_csv(r)

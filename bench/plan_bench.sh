@@ -3,7 +3,9 @@
 # 54 x 4 GPUs per node up to 8 x 5 micro-batches x 4 ZeRO stages = 1,040 points), with 2 processes:
 #  - every point simulated (--allow-oom: no point excluded before simulating);
 #  - the plan as a user runs it (points that do not fit in memory excluded before simulating);
-#  - the same under `mpirun -np 2 vitsim-plan-mpi` (one shard per rank, -j 1 each), when it was built.
+#  - the same under `mpirun -np 2 vitsim-plan-mpi` (one shard per rank, -j 1 each), when it was built;
+#  - the plan as a user runs it with --interval (the top 3 candidates' p10-p90 and sensitivity), and what its
+#    explanation says of them.
 # Each line: median wall time, and median CPU time (user + sys of the process tree), which depends less on
 # what else the machine runs.
 # Usage: bench/plan_bench.sh [path/to/vitsim] [runs, default 3]
@@ -54,6 +56,18 @@ print(f"plan as run: {sim} simulated, {p['space_size'] - sim} excluded before si
 PY
 measure "1,040 points, all simulated, -j 2" "$vitsim" plan "$scen" "${extra[@]}" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
 measure "1,040 points, memory pre-check, -j 2" "$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --format json --out "$tmp/b.json"
+measure "1,040 points, memory pre-check, --interval" "$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --interval --format json \
+  --out "$tmp/i.json"
+python3 - "$tmp/i.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+with_interval = [x for x in p["points"] if x["simulated"] and "interval" in x["result"]]
+print(f"--interval: {len(with_interval)} points with an interval (ranks "
+      f"{', '.join(str(x['rank']) for x in with_interval)})")
+for line in p["explanation"]:
+    if line.startswith(("Intervals", "The pick")):
+        print("  " + line)
+PY
 mpi="$(dirname "$vitsim")/vitsim-plan-mpi"
 if [[ -x "$mpi" ]] && command -v mpirun >/dev/null; then
   measure "mpirun -np 2 vitsim-plan-mpi, all simulated" mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" "$scen" \

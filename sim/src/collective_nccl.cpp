@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "nccl_comm.hpp"
 #include "transfers.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
@@ -174,12 +175,6 @@ NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
   np.nvls = np.intra == NcclIntra::NvSwitch && np.sm >= 90 && np.gpus_per_node > 1;
   set_nics(np, p.node_nic_gbs);
   return np;
-}
-
-NcclFunc nccl_func_of(CollOp op) {
-  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
-         : op == CollOp::AllGather   ? NcclFunc::AllGather
-                                     : NcclFunc::AllReduce;
 }
 
 // The simulated algorithm that stands for NCCL's (the file's head comment).
@@ -471,30 +466,48 @@ bool nccl_algo_of(const std::string& name, NcclAlgo& out) {
 
 }  // namespace
 
+NcclFunc nccl_func_of(CollOp op) {
+  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+         : op == CollOp::AllGather   ? NcclFunc::AllGather
+                                     : NcclFunc::AllReduce;
+}
+
+NcclChoice NcclComm::choose(NcclFunc f, double bytes) const {
+  return nccl_choose(f, static_cast<std::uint64_t>(bytes), tuning, topo, *version);
+}
+
+std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c) {
+  if (g.size() < 2 || !c.facts) return std::nullopt;
+  const PlatformNccl platform = platform_nccl(*c.facts);
+  for (int i = 0; i < g.size(); ++i) {
+    auto it = platform.gpu.find(g.host(i)->get_name());
+    if (it != platform.gpu.end() && it->second.cpu) return std::nullopt;
+  }
+  NcclComm comm;
+  comm.version = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
+  comm.topo = nccl_topo(group_platform(g, platform), *comm.version);
+  comm.tuning = nccl_tune(comm.topo, *comm.version, {c.nccl_algo, c.nccl_proto});
+  return comm;
+}
+
 std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext& c, const std::string& forced,
                                         const std::set<std::pair<CollOp, double>>& calls) {
   std::vector<std::string> out;
   if (g.size() < 2 || !c.facts || calls.empty()) return out;
-  const PlatformNccl platform = platform_nccl(*c.facts);
-  for (int i = 0; i < g.size(); ++i) {
-    auto it = platform.gpu.find(g.host(i)->get_name());
-    if (it != platform.gpu.end() && it->second.cpu) return out;
-  }
-  const NcclVersion& v = c.nccl_version.empty() ? nccl_newest_version() : nccl_version(c.nccl_version);
-  NcclTopo topo;
-  NcclTuning tuning;
+  std::optional<NcclComm> comm;
   try {
-    topo = nccl_topo(group_platform(g, platform), v);
-    tuning = nccl_tune(topo, v, {c.nccl_algo, c.nccl_proto});
+    comm = nccl_comm(g, c);
   } catch (const Error& e) {
     return {fmt::format("what NCCL would run here is not known: {}", e.what())};
   }
+  if (!comm) return out;
+  const NcclVersion& v = *comm->version;
   NcclAlgo same{};
   const bool has_same = nccl_algo_of(forced, same);
   for (const auto& [op, bytes] : calls) {
     NcclChoice n;
     try {
-      n = nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), tuning, topo, v);
+      n = comm->choose(nccl_func_of(op), bytes);
     } catch (const Error& e) {
       out.push_back(fmt::format("{} {} on {} ranks: what NCCL would run is not known: {}", size_text(bytes),
                                 op_text(op), g.size(), e.what()));

@@ -195,12 +195,11 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const IntervalOption
 }  // namespace
 
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt) {
+                   const PredictOptions& opt, const std::string& who) {
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
   const IntervalRuns r = plan_runs(points, io, dir);
-  const std::vector<ReportPoint> results =
-      simulate_points(r.scenarios, calib, opt, "vitsim predict --interval", r.engine_of);
+  const std::vector<ReportPoint> results = simulate_points(r.scenarios, calib, opt, who, r.engine_of);
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);

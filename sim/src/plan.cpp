@@ -19,6 +19,7 @@
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/sim/interval.hpp"
 #include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
@@ -61,14 +62,16 @@ bool swept(const ScenarioFile& f, const std::string& key) {
 }
 
 // What a child process hands back: the point's summary as a one-point report (per-rank detail is
-// `vitsim predict`'s).
+// `vitsim predict`'s) and its gradient reduction in numbers (the explanation's advice).
 json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s,
                   const PlatformFacts& facts, const Calibration* calib) {
   SimResult r = simulate_prepared(engine, setup, s, facts, calib, false);
   r.point.per_rank.clear();
   Report one;
   one.points.push_back(r.point);
-  return json{{"report", report_to_json(one)}};
+  json out{{"report", report_to_json(one)}};
+  if (r.comm.known()) out["comm"] = comm_regime_to_json(r.comm);
+  return out;
 }
 
 // The memory per GPU of `s` on each distinct GPU model of the placement, against that GPU's memory, by the
@@ -133,6 +136,10 @@ void memory_check(const Scenario& s, const PlatformFacts& facts, const RankPlace
 void check_options(const PlanOptions& opt) {
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     throw Error(fmt::format("--shard {}/{}: expected I/K with 0 <= I < K", opt.shard_index, opt.shard_count));
+  if (opt.interval.samples > 0 && opt.shard_count > 1)
+    throw Error("--interval needs the ranked plan (its top candidates): not with --shard");
+  if (opt.interval.samples > 0 && opt.interval_top < 1)
+    throw Error(fmt::format("--interval-top {}: expected 1 or more candidates", opt.interval_top));
   if (opt.objective != "time" && opt.objective != "cost" && opt.objective != "throughput" &&
       opt.objective != "energy")
     throw Error(fmt::format("unknown objective '{}'; valid: cost, energy, throughput, time", opt.objective));
@@ -256,6 +263,7 @@ PlanPoint screen(Candidate& c, const PlanOptions& opt, bool derive_accum, Platfo
   const PlatformFacts& facts = platforms.of(s);
   try {
     setup = check_point(s, facts);
+    setup.comm_regime = true;  // the explanation's advice reads it (core/model/comm_regime.hpp)
   } catch (const Error& e) {
     p.excluded = std::string("placement: ") + e.what();
     return p;
@@ -311,14 +319,13 @@ void epochs_and_prices(std::vector<Candidate>& cands, const PlanOptions& opt, Pl
 // A point that passed the checks, and where its result goes in the plan's list.
 struct ToSimulate {
   size_t slot;
+  int index;  // the point's index in the space
   Scenario scenario;
   PointSetup setup;  // its placement and collective (screen), inherited by its child
 };
 
 void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, PlatformCache& platforms,
-              std::vector<PlanPoint>& points) {
-  std::unique_ptr<Calibration> calib;
-  if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+              const Calibration* calib, std::vector<PlanPoint>& points) {
   if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty() && opt.progress)
     fmt::print(stderr, "vitsim: note: {}\n", note);
   ForkedPoints how;
@@ -333,8 +340,7 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
   how.group_of = [&](size_t i) { return work[i].scenario.cluster.platform; };
   how.prepare = [&](size_t i) { engine = prepare_engine(work[i].scenario, platforms.of(work[i].scenario)); };
   const std::vector<ForkedResult> results = gather_forked_each(work.size(), how, [&](size_t i) {
-    return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario),
-                        calib.get());
+    return point_result(*engine, work[i].setup, work[i].scenario, platforms.of(work[i].scenario), calib);
   });
   for (size_t i = 0; i < work.size(); ++i) {
     PlanPoint& p = points[work[i].slot];
@@ -348,11 +354,44 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
                                 fmt::format("plan point {}", p.index))
                    .points.at(0);
     p.simulated = true;
+    if (results[i].result.contains("comm"))
+      p.comm = comm_regime_from_json(results[i].result["comm"].get<std::string>(),
+                                     fmt::format("plan point {}", p.index));
     if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
       p.result.notes.push_back(note);
     // The simulation's figure for the largest rank is the one reported (the same model and inputs).
     p.memory_per_gpu_bytes = p.result.memory_per_gpu_bytes;
   }
+}
+
+// plan --interval: the top `interval_top` ranked points get their interval and sensitivity as predict's
+// (sim/interval.hpp: their scenarios as simulated, what-ifs applied), then the plan is ranked again (the
+// same ranking: by central values) so that its explanation holds the pick against the runner-up.
+void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work, const Calibration* calib,
+                        const PlanOptions& opt) {
+  std::map<int, const Scenario*> scenario_of;
+  for (const auto& w : work) scenario_of[w.index] = &w.scenario;
+  std::vector<PlanPoint*> top;
+  for (auto& p : result.points)
+    if (p.rank >= 1 && p.rank <= opt.interval_top) top.push_back(&p);
+  if (top.empty()) return;
+  std::sort(top.begin(), top.end(), [](const PlanPoint* a, const PlanPoint* b) { return a->rank < b->rank; });
+  Report report;
+  std::vector<Scenario> scenarios;
+  for (const PlanPoint* p : top) {
+    report.points.push_back(p->result);
+    scenarios.push_back(*scenario_of.at(p->index));
+  }
+  PredictOptions po;
+  po.jobs = opt.jobs;
+  po.progress = opt.progress;
+  po.interval = opt.interval;
+  add_intervals(report, scenarios, calib, po, "vitsim plan --interval");
+  for (size_t i = 0; i < top.size(); ++i) {
+    top[i]->result.interval = report.points[i].interval;
+    top[i]->result.sensitivity = report.points[i].sensitivity;
+  }
+  rank_plan(result);
 }
 
 }  // namespace
@@ -376,16 +415,20 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     if (c.index % opt.shard_count != opt.shard_index) continue;
     PointSetup setup;
     points.push_back(screen(c, opt, derive_accum, platforms, setup));
-    if (points.back().excluded.empty()) work.push_back({points.size() - 1, *c.scenario, std::move(setup)});
+    if (points.back().excluded.empty())
+      work.push_back({points.size() - 1, c.index, *c.scenario, std::move(setup)});
   }
   epochs_and_prices(cands, opt, platforms, result);
-  simulate(work, opt, platforms, points);
+  std::unique_ptr<Calibration> calib;
+  if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  simulate(work, opt, platforms, calib.get(), points);
   result.points = std::move(points);
   if (opt.shard_count > 1) {
     result.provenance["shard"] = fmt::format("{}/{}", opt.shard_index, opt.shard_count);
     return result;  // unranked: merge_plans() ranks the union
   }
   rank_plan(result);
+  if (opt.interval.samples > 0) add_plan_intervals(result, work, calib.get(), opt);
   return result;
 }
 

@@ -69,6 +69,7 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   out.point = point_report(run, facts, setup.place, budget, mem, sg4::Engine::get_clock(), std::move(notes));
   out.trace = std::move(run.trace.events);
   out.trace_truncated = run.trace.truncated;
+  if (setup.comm_regime) out.comm = comm_regime(run, facts);
   return out;
 }
 

@@ -6,13 +6,12 @@
 #include <cmath>
 #include <set>
 
+#include "formats/plan_detail.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
-
-namespace {
 
 std::string settings_text(const PlanPoint& p) {
   std::string s = fmt::format(
@@ -27,6 +26,12 @@ std::string cost_text(const PlanResult& plan, double cost) {
   return plan.price_per_gpu_hour > 0 ? fmt::format("${:.2f}", cost) : fmt::format("{:.2f} GPU-h", cost);
 }
 
+double pct(double part, double whole) {
+  return whole > 0 ? 100.0 * part / whole : 0;
+}
+
+namespace {
+
 double objective_value(const PlanResult& plan, const PlanPoint& p) {
   if (plan.objective == "cost") return p.cost;
   if (plan.objective == "energy") return p.energy_kwh;
@@ -40,10 +45,6 @@ bool better(const PlanResult& plan, const PlanPoint& a, const PlanPoint& b) {
   if (a.time_to_train_s != b.time_to_train_s) return a.time_to_train_s < b.time_to_train_s;
   if (a.cost != b.cost) return a.cost < b.cost;
   return a.index < b.index;
-}
-
-double pct(double part, double whole) {
-  return whole > 0 ? 100.0 * part / whole : 0;
 }
 
 // The swept keys: those whose value differs between points of the plan (report.hpp's param_columns).
@@ -245,8 +246,13 @@ void explain_top(const PlanResult& plan, const PlanPoint& top, std::vector<std::
                             units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
 }
 
-// The advice for one term of the step (`percent` of it); `lead` is "To move it" or "Also".
-std::string term_advice(const std::string& name, const std::string& lead, double percent, bool overlap) {
+// The advice for one term of the step (`percent` of it); `lead` is "To move it" or "Also". Exposed
+// communication's, in the pick's own numbers where they are known (plan_advice.cpp).
+std::string term_advice(const std::string& name, const std::string& lead, double percent,
+                        const PlanPoint& top) {
+  const bool overlap = top.overlap;
+  if (name == "exposed_comm")
+    if (std::string a = comm_term_advice(top, lead, percent); !a.empty()) return a;
   if (name == "compute")
     return lead + ": compute (" + fmt::format("{:.0f}%", percent) +
            "): more GPUs (if the global batch allows) or faster ones (--what-if "
@@ -255,15 +261,18 @@ std::string term_advice(const std::string& name, const std::string& lead, double
   if (name == "exposed_comm")
     return fmt::format(
         "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient "
-        "reductions per "
-        "image), a node-aware collective (parallelism.collective=hierarchical), or faster links "
-        "(--what-if link:NIC:bandwidth=...).",
+        "reductions per image), {}or faster links (--what-if link:NIC:bandwidth=...).",
         lead, percent,
         overlap
             ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
               "nothing to overlap), "
             : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
-              "gradients' size, e.g. 25MB), ");
+              "gradients' size, e.g. 25MB), ",
+        // A plan without the pick's figures (written before they were, or hand-made): NCCL's choice where the
+        // pick names another collective; nothing where it runs NCCL's choice already.
+        top.collective == "auto" || top.collective.empty()
+            ? ""
+            : "NCCL's choice of collective (parallelism.collective=auto), ");
   if (name == "data")
     return fmt::format(
         "{}: data loading ({:.0f}%): more loader workers (--what-if loader:workers=N) or cheaper "
@@ -295,9 +304,8 @@ void explain_advice(const PlanPoint& top, std::vector<std::string>& out) {
   std::stable_sort(terms.begin(), terms.end(),
                    [](const Term& x, const Term& y) { return x.seconds > y.seconds; });
   for (const auto& t : terms) {
-    if (t.name != r.bound && !(step > 0 && t.seconds / step >= 0.2)) continue;
-    out.push_back(
-        term_advice(t.name, t.name == r.bound ? "To move it" : "Also", pct(t.seconds, step), top.overlap));
+    if (t.name != r.bound && !(step > 0 && t.seconds / step >= kAdviceShare)) continue;
+    out.push_back(term_advice(t.name, t.name == r.bound ? "To move it" : "Also", pct(t.seconds, step), top));
   }
 }
 
@@ -379,7 +387,9 @@ std::vector<std::string> explain_plan(const PlanResult& plan) {
     return out;
   }
   explain_top(plan, *top, out);
+  explain_intervals(plan, *top, out);
   explain_advice(*top, out);
+  explain_comm(*top, out);
   explain_neighbours(plan, *top, out);
   explain_zero(plan, *top, out);
   explain_batch(plan, *top, out);
@@ -409,7 +419,7 @@ void explain_no_op(const PlanResult& edited, const PlanPoint& top, std::vector<s
                          : r.bound == "h2d"        ? b.h2d
                          : r.bound == "optimizer"  ? b.optimizer
                                                    : b.compute_fwd + b.compute_bwd;
-  out.push_back("    " + term_advice(r.bound, "To move it", pct(seconds, step), top.overlap));
+  out.push_back("    " + term_advice(r.bound, "To move it", pct(seconds, step), top));
 }
 
 }  // namespace
@@ -444,141 +454,6 @@ std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanRes
       else
         out.push_back(fmt::format("  the same settings as the top pick without: excluded ({})", q.excluded));
     }
-  return out;
-}
-
-// --- formats ---
-
-std::string plan_to_table(const PlanResult& plan, int top) {
-  std::string out =
-      fmt::format("vitsim plan: {} ({}, {}, ranked by {})\n", plan.scenario,
-                  count_noun(plan.space_size, "point"), count_noun(plan.epochs, "epoch"), plan.objective);
-  for (size_t i = 0; i < plan.what_ifs.size(); ++i)
-    out += fmt::format("what-if {}: {}\n", i + 1, plan.what_ifs[i]);
-  {
-    // Up to 4 changes per edit (a glob can touch every node); the JSON lists them all.
-    std::map<std::string, int> per_edit;
-    for (const auto& c : plan.what_if_changes) {
-      const std::string edit = c.substr(0, c.find(']') + 1);
-      if (++per_edit[edit] <= 4) out += "  changed: " + c + "\n";
-    }
-    for (const auto& [edit, n] : per_edit)
-      if (n > 4) out += fmt::format("  changed: {} ... and {} more\n", edit, n - 4);
-  }
-  // Swept keys that the fixed columns do not show get a column of their own.
-  const std::vector<std::string> extra = param_columns(
-      plan.points,
-      {"nodes", "gpus", "micro_batch", "grad_accum", "cluster.nodes", "cluster.gpus_per_node",
-       "training.micro_batch", "training.grad_accum", "parallelism.zero", "parallelism.sequence_parallel",
-       "training.precision", "parallelism.collective", "parallelism.overlap"},
-      true);
-  std::vector<std::vector<std::string>> rows;
-  rows.push_back({"#", "nodes", "gpn", "micro", "accum", "zero", "sp", "prec", "coll", "ovl"});
-  for (const auto& k : extra) rows[0].push_back(param_column_head(k));
-  for (const char* h : {"gbatch", "epoch"}) rows[0].push_back(h);
-  rows[0].push_back(fmt::format("{} ep", plan.epochs));  // a column head: "1 ep", "3 ep"
-  for (const char* h : {"img/s", "eff", "MFU", "mem/GPU", "fits"}) rows[0].push_back(h);
-  rows[0].push_back(fmt::format("cost {}", plan.cost_unit()));
-  bool energy = false;
-  for (const auto& p : plan.points) energy = energy || (p.rank > 0 && p.result.energy.known());
-  if (energy) rows[0].push_back("kWh");
-  if (energy && plan.price_per_kwh > 0) rows[0].push_back("energy cost");
-  for (const char* h : {"bound", "pareto"}) rows[0].push_back(h);
-  int shown = 0, feasible = 0;
-  for (const auto& p : plan.points) {
-    if (p.rank == 0) continue;
-    ++feasible;
-    if (top > 0 && shown >= top && !p.pareto) continue;
-    ++shown;
-    const ReportPoint& r = p.result;
-    std::vector<std::string> row{std::to_string(p.rank),
-                                 std::to_string(p.nodes),
-                                 std::to_string(p.gpus_per_node),
-                                 std::to_string(p.micro_batch),
-                                 std::to_string(p.grad_accum),
-                                 std::to_string(p.zero),
-                                 std::to_string(p.sequence_parallel),
-                                 p.precision,
-                                 p.collective,
-                                 p.overlap ? "on" : "off"};
-    for (const auto& k : extra) row.push_back(p.params.count(k) ? p.params.at(k) : "");
-    for (std::string v :
-         {std::to_string(p.global_batch), units::format_time(r.epoch_time_s),
-          units::format_time(p.time_to_train_s), fmt::format("{:.0f}", r.throughput_img_s),
-          r.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * r.scaling_efficiency),
-          r.mfu() > 0 ? fmt::format("{:.1f}%", 100 * r.mfu()) : std::string("-"),
-          units::format_bytes(p.memory_per_gpu_bytes), std::string(r.fits_in_memory ? "yes" : "NO"),
-          fmt::format("{:.2f}", p.cost)})
-      row.push_back(v);
-    if (energy) row.push_back(r.energy.known() ? fmt::format("{:.4g}", p.energy_kwh) : "-");
-    if (energy && plan.price_per_kwh > 0)
-      row.push_back(r.energy.known() ? fmt::format("{:.2f}", p.energy_cost) : "-");
-    row.push_back(r.bound);
-    row.push_back(p.pareto ? "*" : "");
-    rows.push_back(std::move(row));
-  }
-  out += align_columns(rows);
-  if (shown < feasible)
-    out += fmt::format("({} not shown; --top 0 shows all)\n",
-                       count_noun(feasible - shown, "more feasible point"));
-  auto front = pareto_front(plan);
-  if (!front.empty()) {
-    out += "Pareto front (time to train against cost; no other point is both faster and cheaper):\n";
-    for (const PlanPoint* p : front)
-      out += fmt::format("  #{:<4} {:>10}  {:>12}  {}\n", p->rank, units::format_time(p->time_to_train_s),
-                         cost_text(plan, p->cost), settings_text(*p));
-  }
-  std::map<std::string, std::pair<int, std::string>> why;  // reason -> count, first example
-  for (const auto& p : plan.points)
-    if (p.rank == 0) {
-      auto& w = why[p.excluded.substr(0, p.excluded.find(':'))];
-      if (w.first++ == 0) w.second = p.excluded;
-    }
-  if (!why.empty()) {
-    out += "Excluded (count, first example; --format json lists each point's reason):\n";
-    for (const auto& [k, w] : why)
-      out += fmt::format("  {} {}, e.g. {}\n", w.first, k, w.second);  // "3 memory, e.g. ..."
-  }
-  for (const auto& line : plan.explanation) out += line + "\n";
-  return out;
-}
-
-std::string plan_to_csv(const PlanResult& plan) {
-  const std::vector<std::string> keys = csv_param_keys(plan.points);
-  std::string out = "rank,index,";
-  for (const auto& k : keys) out += k + ",";
-  out +=
-      "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
-      "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
-      "memory_per_gpu_bytes,gpu_memory_bytes,gpu_hours,cost,bound,pareto,excluded,tflops_per_gpu,mfu,energy_"
-      "kwh,energy_cost\n";
-  // A figure the point does not have is an empty cell, not 0: no rank for an excluded point, no times,
-  // throughput, GPU-hours, cost or bound for one excluded before simulating.
-  auto num = [](bool has, double v) { return has ? fmt::format("{:.9g}", v) : std::string(); };
-  for (const auto& p : plan.points) {
-    out += fmt::format("{},{},", p.rank > 0 ? std::to_string(p.rank) : std::string(), p.index);
-    for (const auto& k : keys) {
-      auto it = p.params.find(k);
-      std::string v = it == p.params.end() ? "" : it->second;
-      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
-    }
-    const ReportPoint& r = p.result;
-    std::string excl = p.excluded;
-    std::replace(excl.begin(), excl.end(), '"', '\'');
-    const bool sim = p.simulated;
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{},{},{}\n", p.nodes,
-        p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel, p.precision,
-        p.collective, p.overlap ? "true" : "false", p.global_batch, num(sim, r.step_time_s.mean),
-        num(sim, r.epoch_time_s), num(sim, p.time_to_train_s), num(sim, r.throughput_img_s),
-        !sim || r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
-        p.memory_per_gpu_bytes, p.gpu_memory_bytes, num(sim, p.gpu_hours), num(sim, p.cost),
-        sim ? r.bound : "", p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
-        r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
-        r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string(),
-        num(sim && r.energy.known(), p.energy_kwh),
-        num(sim && r.energy.known() && plan.price_per_kwh > 0, p.energy_cost));
-  }
   return out;
 }
 

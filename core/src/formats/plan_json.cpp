@@ -31,6 +31,37 @@ const auto kConstraintFields = [](auto& io, auto& c) {
   io.boolean("must_fit", c.must_fit);
 };
 
+// A point's gradient reduction in numbers (core/model/comm_regime.hpp), written for points simulated on 2
+// ranks or more.
+const auto kCommFields = [](auto& io, auto& c) {
+  io.string("collective", c.collective);
+  io.string("op", c.op);
+  io.integer("ranks", c.ranks, 2, kMaxInt);
+  io.integer("calls", c.calls, 1, kMaxInt);
+  io.number("bucket_bytes", c.bucket_bytes, non_negative("a bucket's bytes"));
+  io.number("gradient_bytes", c.gradient_bytes, non_negative("the gradients' bytes"));
+  io.number("cap_bytes", c.cap_bytes, non_negative("the bucket cap"));
+  io.boolean("cap_moves", c.cap_moves);
+  io.string("model", c.model);
+  io.integer("ring_steps", c.ring_steps, 0, kMaxInt);
+  io.number("step_latency_s", c.step_latency_s, non_negative("a latency"));
+  io.string("nccl_choice", c.nccl_choice);
+  io.number("payload_fraction", c.payload_fraction, detail::within(1e-3, 1, "a payload fraction"));
+  io.number("bottleneck_bw", c.bottleneck_bw, non_negative("a bandwidth"));
+  io.string("bottleneck", c.bottleneck);
+  io.number("call_latency_s", c.call_latency_s, non_negative("a latency"));
+  io.number("call_transfer_s", c.call_transfer_s, non_negative("a time"));
+  io.number("latency_s", c.latency_s, non_negative("a latency"));
+  io.number("transfer_s", c.transfer_s, non_negative("a time"));
+  io.number("share", c.share, detail::within(1e-6, 1, "a share"));
+  io.number("recommended_bytes", c.recommended_bytes, non_negative("a bucket's bytes"));
+  io.integer("recommended_calls", c.recommended_calls, 0, kMaxInt);
+  io.string("nccl_would", c.nccl_would);
+  io.boolean("nccl_same", c.nccl_same);
+  io.number("nccl_estimate_s", c.nccl_estimate_s, non_negative("a time"));
+  io.number("named_estimate_s", c.named_estimate_s, non_negative("a time"));
+};
+
 // The plan's fields above its points (schema, kind and vitsim_version: json_file_head and the check below).
 template <class Io, MappedAs<PlanResult> P>
 void header_fields(Io& io, P& plan) {
@@ -127,6 +158,7 @@ void point_fields(Io& io, P& p, const PlanResult& plan, std::set<int>& indices) 
   }
   io.boolean("pareto", p.pareto);
   io.integer("rank", p.rank, 0, plan.space_size);
+  if (io.present(p.simulated && p.comm.known(), {"comm"})) io.object("comm", p.comm, kCommFields);
   io.put("result", p.simulated ? report_point_to_json(p.result) : json(nullptr));
 }
 
@@ -267,6 +299,18 @@ std::string plan_to_json(const PlanResult& plan) {
   JsonOut out(j);
   plan_fields(out, plan);
   return j.dump(2) + "\n";
+}
+
+std::string comm_regime_to_json(const CommRegime& c) {
+  return JsonOut::write(c, kCommFields).dump();
+}
+
+CommRegime comm_regime_from_json(const std::string& text, const std::string& origin) {
+  const json j = detail::parse_json(text, origin);
+  CommRegime c;
+  JsonIn in(JsonField(j, origin, ""));
+  kCommFields(in, c);
+  return c;
 }
 
 PlanResult plan_from_json(const std::string& text, const std::string& origin) {

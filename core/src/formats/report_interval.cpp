@@ -25,10 +25,13 @@ bool has_intervals(const Report& r) {
   return false;
 }
 
+std::string quantile_range(const PointInterval& v) {
+  return fmt::format("{}-{}", quantile_name(v.p_low), quantile_name(v.p_high));
+}
+
 std::string interval_column(const Report& r) {
   for (const auto& p : r.points)
-    if (p.interval.samples > 0)
-      return fmt::format("epoch {}-{}", quantile_name(p.interval.p_low), quantile_name(p.interval.p_high));
+    if (p.interval.samples > 0) return "epoch " + quantile_range(p.interval);
   return "epoch interval";
 }
 

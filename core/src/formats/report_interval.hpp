@@ -9,8 +9,9 @@
 namespace vitsim {
 
 bool has_intervals(const Report& r);
-std::string interval_column(const Report& r);     // "epoch p10-p90"
-std::string interval_cell(const ReportPoint& p);  // "9.8 s-12.1 s"
+std::string quantile_range(const PointInterval& v);  // "p10-p90"
+std::string interval_column(const Report& r);        // "epoch p10-p90"
+std::string interval_cell(const ReportPoint& p);     // "9.8 s-12.1 s"
 std::string interval_csv_header();
 std::string interval_csv_cells(const ReportPoint& p);
 // "what to measure first": per point, its figures by swing, widest first, each with its command.

@@ -49,8 +49,9 @@ std::string platform_with_values(const std::string& text, const std::string& pat
                                  const std::vector<RangedFigure>& figures, const std::vector<double>& values);
 
 // Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
-// applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks.
+// applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks; `who` names
+// the progress line (predict's, plan's).
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt);
+                   const PredictOptions& opt, const std::string& who = "vitsim predict --interval");
 
 }  // namespace vitsim::sim

@@ -6,6 +6,7 @@
 
 #include "vitsim/core/formats/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/sim/predict.hpp"
 
 namespace vitsim::sim {
 
@@ -20,6 +21,11 @@ struct PlanOptions {
   // Distributed plans: this process simulates the points whose index % shard_count == shard_index and
   // returns them unranked; merge_plans() ranks the union (docs/plan.md).
   int shard_index = 0, shard_count = 1;
+  // plan --interval (docs/plan.md "Intervals"): after ranking, the top `interval_top` feasible points by the
+  // objective's central value get predict's interval and sensitivity (sim/interval.hpp), and the explanation
+  // says whether the pick's interval overlaps the runner-up's. samples 0: none. Not with shards.
+  IntervalOptions interval;
+  int interval_top = 3;
 };
 
 // With a fixed global batch and no sweep over training.grad_accum, each point's accumulation is

@@ -16,6 +16,7 @@
 #include "vitsim/core/formats/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/model/comm_regime.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/engine.hpp"
@@ -30,6 +31,7 @@ struct SimResult {
   std::vector<TraceEvent>
       trace;  // core/formats/trace.hpp's events of the traced ranks; empty unless asked for
   bool trace_truncated = false;  // a rank reached kTraceEventsPerRank: its later events are not recorded
+  CommRegime comm;  // with PointSetup::comm_regime: the gradient reduction (sim/src/comm_regime.cpp)
 };
 
 // What a point's checks make and its simulation takes: which platform hosts its ranks run on (core's
@@ -38,6 +40,7 @@ struct SimResult {
 struct PointSetup {
   RankPlacement place;
   std::shared_ptr<const Collective> collective;
+  bool comm_regime = false;  // fill SimResult::comm after the run (plan's advice; predict has no use for it)
 };
 
 // Checks what can be checked without running (placement, collective name, compute model) and returns what the

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/model/comm_regime.hpp"
 
 namespace vitsim {
 
@@ -40,6 +41,9 @@ struct PlanPoint {
   std::array<long long, 4> largest_micro_batch{};
   bool simulated = false;
   ReportPoint result;  // the simulation's prediction (per_rank left out), when simulated
+  // Its gradient reduction in numbers (core/model/comm_regime.hpp), when simulated on 2 ranks or more; with
+  // plan --interval, the top candidates' result.interval and result.sensitivity (sim/interval.hpp).
+  CommRegime comm;
   // Filled by rank_plan:
   std::string excluded;  // "" when the point meets every constraint; else why not
   double time_to_train_s = 0, gpu_hours = 0, cost = 0;
@@ -91,13 +95,19 @@ std::vector<const PlanPoint*> pareto_front(const PlanResult& plan);
 // excluded by memory, 30 by deadline, 6 by budget; relax them or widen the space" (the constraint each point
 // failed first, counts in decreasing order). "" when some point is feasible or the plan is unranked.
 std::string infeasible_reason(const PlanResult& plan);
-// The top pick in words a user can act on: what bounds it, how much memory it leaves, what would move it.
+// The top pick in words a user can act on: what bounds it, how much memory it leaves, what would move it
+// (its gradient reduction in numbers: core/src/formats/plan_advice.cpp), and with intervals whether the
+// runner-up overlaps it.
 std::vector<std::string> explain_plan(const PlanResult& plan);
 // What the what-ifs changed, in words: the baseline's top pick against the edited plan's, and the
 // baseline's top pick's own settings under the what-ifs. Both plans span the same space (same indices).
 std::vector<std::string> compare_plans(const PlanResult& baseline, const PlanResult& edited);
 
 std::string plan_to_json(const PlanResult& plan);  // deterministic
+// A point's CommRegime as the plan's JSON holds it ("comm"), for a child's hand-over to sim::plan; the reader
+// checks it as plan_from_json does, naming `origin`.
+std::string comm_regime_to_json(const CommRegime& c);
+CommRegime comm_regime_from_json(const std::string& text, const std::string& origin);
 // The one plan reader (plan --merge, plot): schema vitsim.plan/2, every field's type and range, each
 // simulated point's result through the report reader's checks, derived figures (time to train, GPU-hours,
 // cost) against the result, indices unique and in the space. Throws Error "ORIGIN: /json/pointer: ...".

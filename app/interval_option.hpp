@@ -1,0 +1,46 @@
+#pragma once
+// --interval and its flags (--samples, --interval-seed, --p-low, --p-high) of `vitsim predict` and `vitsim
+// plan` (sim/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so that the
+// flags read and refuse alike.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "vitsim/sim/predict.hpp"
+
+namespace vitsim::app {
+
+// Samples of an interval when --samples is not given: ASSUMPTION, enough for p10 and p90 to fall between
+// distinct samples of a Latin hypercube (docs/predict.md, "Intervals and sensitivity"); cost measured in
+// docs/benchmarks.md "Prediction intervals".
+inline constexpr int kDefaultSamples = 16;
+
+struct IntervalFlags {
+  bool on = false;
+  int samples = 0;
+};
+
+inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOptions& o,
+                                 const std::string& what) {
+  c->add_flag("--interval", f.on,
+              fmt::format("{} a p10-p90 interval over the platform's ranges and what to measure first "
+                          "(docs/predict.md)",
+                          what));
+  c->add_option("--samples", f.samples,
+                fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",
+                            kDefaultSamples))
+      ->check(integer(2, 4096));
+  c->add_option("--interval-seed", o.seed, "the design's seed (default 26)");
+  const units::Range open_unit{0, 1, true, true};
+  c->add_option("--p-low", o.p_low, "the interval's low quantile (default 0.1)")->check(number(open_unit));
+  c->add_option("--p-high", o.p_high, "the interval's high quantile (default 0.9)")->check(number(open_unit));
+}
+
+// The flags as given: o.samples set when an interval is asked for (--interval or --samples); UsageError when
+// the quantiles are not in order.
+inline void resolve_interval(const IntervalFlags& f, sim::IntervalOptions& o) {
+  if (!(o.p_low < o.p_high))
+    throw UsageError(fmt::format("--p-low {:g} is not below --p-high {:g}", o.p_low, o.p_high));
+  if (f.on || f.samples > 0) o.samples = f.samples > 0 ? f.samples : kDefaultSamples;
+}
+
+}  // namespace vitsim::app
