@@ -1,0 +1,277 @@
+// The solver of `vitsim fit` (sim/src/fit_detail.hpp; docs/fit.md "Method"): which figures are free, the
+// Levenberg-Marquardt fit on log time, its covariance and the leave-one-out refits.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "fit_detail.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
+
+namespace vitsim::sim {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool log_scale(const RangedFigure& f) {
+  return f.low > 0 && f.high > f.low;
+}
+
+std::string percent(double log_change) {
+  return fmt::format("{:.2f}%", 100 * std::expm1(log_change));
+}
+
+std::string named(const RangedFigure& f) {
+  return fmt::format("{} ({})", f.key, f.where());
+}
+
+// The submatrix of `m` over the columns `cols`.
+Matrix columns(const std::vector<std::vector<double>>& m, const std::vector<size_t>& cols) {
+  Matrix out;
+  for (const auto& row : m) {
+    std::vector<double> r;
+    for (size_t c : cols) r.push_back(row[c]);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+double rms(const std::vector<double>& relative) {
+  double s = 0;
+  for (double e : relative) s += e * e;
+  return relative.empty() ? 0 : std::sqrt(s / static_cast<double>(relative.size()));
+}
+
+}  // namespace
+
+double figure_value(const RangedFigure& f, double u) {
+  if (log_scale(f)) return f.low * std::pow(f.high / f.low, u);
+  return f.low + u * (f.high - f.low);
+}
+
+double figure_unit(const RangedFigure& f, double value) {
+  if (!(f.high > f.low)) return 0;
+  const double u =
+      log_scale(f) ? std::log(value / f.low) / std::log(f.high / f.low) : (value - f.low) / (f.high - f.low);
+  return std::clamp(u, 0.0, 1.0);
+}
+
+std::vector<size_t> default_free(const FitProblem& p, const std::vector<std::vector<double>>& secants,
+                                 std::vector<std::string>& notes) {
+  const size_t n = p.measured_s.size();
+  const size_t most = n >= 2 ? n - 1 : 1;  // one degree of freedom left for s^2 and the leave-one-out
+  std::vector<size_t> order;
+  for (size_t j = 0; j < p.figures.size(); ++j)
+    if (p.swing[j] >= kDefaultFreeLogSwing && p.figures[j].prop->type != PropType::Integer)
+      order.push_back(j);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p.swing[a] > p.swing[b]; });
+  std::vector<size_t> chosen;
+  for (size_t j : order) {
+    if (chosen.size() == most) {
+      notes.push_back(
+          fmt::format("{} moves the measured times by up to {} but is left at its value: {} pin "
+                      "down {} at most (measure more configurations, or name it with --free)",
+                      named(p.figures[j]), percent(p.swing[j]),
+                      count_noun(static_cast<long long>(n), "measured configuration"),
+                      count_noun(static_cast<long long>(most), "figure")));
+      continue;
+    }
+    std::vector<size_t> trial = chosen;
+    trial.push_back(j);
+    if (collinearity(columns(secants, trial)).smallest >= kCollinearEigen) {
+      chosen = trial;
+    } else {
+      notes.push_back(
+          fmt::format("{} is left at its value: over its range it moves the measured times as the "
+                      "figures chosen before it do, and the measurements cannot tell them apart",
+                      named(p.figures[j])));
+    }
+  }
+  if (chosen.empty()) {
+    std::string list;
+    for (size_t j = 0; j < p.figures.size(); ++j)
+      list += fmt::format("{}{} {}", list.empty() ? "" : ", ", p.figures[j].key, percent(p.swing[j]));
+    throw Error(
+        fmt::format("no ranged figure moves the measured times by {} or more over its range: nothing to "
+                    "fit (each figure's largest change: {})",
+                    percent(kDefaultFreeLogSwing), list));
+  }
+  return chosen;
+}
+
+void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::string& when, bool zero_columns) {
+  const size_t k = p.free.size();
+  std::string dead;
+  for (size_t c = 0; zero_columns && c < k; ++c) {
+    double most = 0;
+    for (const auto& row : j) most = std::max(most, std::fabs(row[c]));
+    if (most < kNoEffectLogSwing)
+      dead += fmt::format("{}{}", dead.empty() ? "" : ", ", named(p.figures[p.free[c]]));
+  }
+  if (!dead.empty())
+    throw Error(
+        fmt::format("unidentifiable: {} has no effect on the measured times {} (its local slope moves "
+                    "them by less than {} over its range): leave it out of --free, or measure a "
+                    "configuration it shapes",
+                    dead, when, percent(kNoEffectLogSwing)));
+  const Collinearity c = collinearity(j);
+  if (c.smallest >= kCollinearEigen) return;
+  double biggest = 0;
+  for (double d : c.direction) biggest = std::max(biggest, std::fabs(d));
+  std::string names;
+  for (size_t q = 0; q < k; ++q)
+    if (std::fabs(c.direction[q]) >= 0.2 * biggest)
+      names += fmt::format("{}{}", names.empty() ? "" : " and ", named(p.figures[p.free[q]]));
+  throw Error(
+      fmt::format("unidentifiable: {} move the measured times together {} (the smallest eigenvalue of "
+                  "the correlation of their effects is {:.2g}, below {:g}): the measurements cannot tell "
+                  "them apart; free fewer of them, or measure configurations that load them differently",
+                  names, when, c.smallest, kCollinearEigen));
+}
+
+namespace {
+
+// The fitted figures from the solution: values, 1-sigma and 2-sigma intervals (within the range), bounds.
+std::vector<FittedFigure> fitted_figures(const FitProblem& p, const LmResult& m, double s2) {
+  const size_t k = p.free.size(), n = p.measured_s.size();
+  Matrix cov;
+  if (s2 >= 0) {
+    try {
+      cov = spd_inverse(normal_matrix(m.jacobian));
+    } catch (const std::domain_error&) {
+      throw Error("unidentifiable: J^T J at the fitted values is singular: free fewer figures");
+    }
+    for (auto& row : cov)
+      for (double& x : row) x *= s2;
+  }
+  std::vector<double> g(k, 0.0);  // J^T r: which way each coordinate would go
+  for (size_t i = 0; i < n; ++i)
+    for (size_t c = 0; c < k; ++c) g[c] += m.jacobian[i][c] * m.residuals[i];
+  std::vector<FittedFigure> out;
+  for (size_t c = 0; c < k; ++c) {
+    const RangedFigure& f = p.figures[p.free[c]];
+    FittedFigure ff;
+    ff.figure = f;
+    ff.stated = f.value;
+    ff.value = figure_value(f, m.x[c]);
+    ff.swing = p.swing[p.free[c]];
+    const double sigma = s2 >= 0 ? std::sqrt(std::max(0.0, cov[c][c])) : kNaN;
+    auto at = [&](double u) { return figure_value(f, std::clamp(u, 0.0, 1.0)); };
+    ff.sigma_low = std::isnan(sigma) ? kNaN : std::min(at(m.x[c] - sigma), at(m.x[c] + sigma));
+    ff.sigma_high = std::isnan(sigma) ? kNaN : std::max(at(m.x[c] - sigma), at(m.x[c] + sigma));
+    ff.range_low = std::isnan(sigma) ? f.low : std::min(at(m.x[c] - 2 * sigma), at(m.x[c] + 2 * sigma));
+    ff.range_high = std::isnan(sigma) ? f.high : std::max(at(m.x[c] - 2 * sigma), at(m.x[c] + 2 * sigma));
+    if (m.x[c] <= 0 && g[c] > 0) ff.at_bound = "low";
+    if (m.x[c] >= 1 && g[c] < 0) ff.at_bound = "high";
+    out.push_back(std::move(ff));
+  }
+  return out;
+}
+
+}  // namespace
+
+FitResult solve_fit(const FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say) {
+  const size_t k = p.free.size(), n = p.measured_s.size();
+  auto values_of = [&](const std::vector<double>& u) {
+    std::vector<double> v(p.figures.size(), kNaN);
+    for (size_t c = 0; c < k; ++c) v[p.free[c]] = figure_value(p.figures[p.free[c]], u[c]);
+    return v;
+  };
+  std::map<std::vector<double>, std::vector<double>> seen;  // u -> residuals, across the fits below
+  const BatchResiduals eval = [&](const std::vector<std::vector<double>>& us) {
+    std::vector<std::vector<double>> values, out(us.size());
+    std::vector<size_t> todo;
+    for (size_t b = 0; b < us.size(); ++b)
+      if (!seen.count(us[b])) todo.push_back(b), values.push_back(values_of(us[b]));
+    const auto t = values.empty() ? std::vector<std::vector<double>>{} : times(values);
+    for (size_t q = 0; q < todo.size(); ++q) {
+      std::vector<double> r;
+      for (size_t i = 0; i < n; ++i) r.push_back(std::log(t[q][i] / p.measured_s[i]));
+      seen[us[todo[q]]] = r;
+    }
+    for (size_t b = 0; b < us.size(); ++b) out[b] = seen.at(us[b]);
+    return out;
+  };
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  std::vector<double> start(k);
+  for (size_t c = 0; c < k; ++c) start[c] = figure_unit(p.figures[p.free[c]], p.figures[p.free[c]].value);
+  std::string names;
+  for (size_t j : p.free) names += (names.empty() ? "" : ", ") + p.figures[j].key;
+  say(fmt::format("fitting {} to {} ({} simulations a Jacobian)", names,
+                  count_noun(static_cast<long long>(n), "measured configuration"), k * n));
+  LmOptions first;
+  first.max_iterations = 0;
+  refuse_unidentifiable(levenberg_marquardt({{all, start}}, k, eval, first).front().jacobian, p,
+                        "at the stated values", false);
+  LmOptions o;
+  o.max_iterations = opt.max_iterations;
+  o.progress = [&](int round, double cost) {
+    say(fmt::format("round {}: rms error {:.2f}% (log time)", round + 1, 100 * std::sqrt(cost / n)));
+  };
+  const LmResult m = levenberg_marquardt({{all, start}}, k, eval, o).front();
+  refuse_unidentifiable(m.jacobian, p, "at the fitted values", true);
+  FitResult r;
+  r.measured = p.measured_path;
+  r.metric = p.metric;
+  r.iterations = m.iterations;
+  r.converged = m.converged;
+  const double s2 = n > k ? m.cost / static_cast<double>(n - k) : -1;
+  r.sigma_log = s2 >= 0 ? std::sqrt(s2) : -1;
+  r.figures = fitted_figures(p, m, s2);
+  std::vector<double> stated_err, fitted_err, left_err;
+  for (size_t i = 0; i < n; ++i) {
+    FitPoint fp;
+    fp.where = p.where[i];
+    fp.measured_s = p.measured_s[i];
+    fp.stated_s = p.stated_s[i];
+    fp.fitted_s = p.measured_s[i] * std::exp(m.residuals[i]);
+    stated_err.push_back(fp.stated_error());
+    fitted_err.push_back(fp.residual());
+    r.points.push_back(fp);
+  }
+  r.rms_stated = rms(stated_err);
+  r.rms_fitted = rms(fitted_err);
+  if (s2 < 0)
+    r.notes.push_back(
+        fmt::format("as many measured configurations as free figures ({}): the fit passes through "
+                    "them, with no uncertainty and no leave-one-out; the written ranges are the "
+                    "stated ones",
+                    n));
+  if (n > k && n >= 2) {  // each point predicted by the figures fitted to the others
+    std::vector<LmProblem> loo;
+    for (size_t i = 0; i < n; ++i) {
+      LmProblem q{{}, m.x};
+      for (size_t h = 0; h < n; ++h)
+        if (h != i) q.rows.push_back(h);
+      loo.push_back(std::move(q));
+    }
+    say(fmt::format("leave-one-out: {} refits from the fitted values", n));
+    LmOptions lo;
+    lo.max_iterations = opt.max_iterations;
+    const std::vector<LmResult> refits = levenberg_marquardt(loo, k, eval, lo);
+    for (size_t i = 0; i < n; ++i) {
+      r.points[i].left_out_s = p.measured_s[i] * std::exp(refits[i].residuals[i]);
+      left_err.push_back(r.points[i].left_out_error());
+    }
+    r.rms_left_out = rms(left_err);
+  }
+  for (const FittedFigure& f : r.figures)
+    if (!f.at_bound.empty())
+      r.notes.push_back(
+          fmt::format("{} ended at the {} end of its range ({}): the measurements ask for {}; the "
+                      "range, or a figure left at its value, may be wrong",
+                      named(f.figure), f.at_bound, f.figure.text, f.at_bound == "low" ? "less" : "more"));
+  if (!m.converged)
+    r.notes.push_back(fmt::format("the fit stopped at its limit of {} iterations before the error settled",
+                                  opt.max_iterations));
+  return r;
+}
+
+}  // namespace vitsim::sim
