@@ -91,7 +91,11 @@ struct Resolved {
 Resolved resolve_points(const ScenarioFile& file, const MeasuredTimes& measured, EditedPlatforms& edited) {
   Resolved r;
   r.points = measured_scenarios(file, measured);
-  for (const Scenario& s : r.points) check_epoch(s);
+  for (size_t i = 0; i < r.points.size(); ++i) try {
+      check_epoch(r.points[i]);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", measured.rows[i].where, e.what()));
+    }
   std::set<std::string> originals;
   for (const Scenario& s : r.points) originals.insert(s.cluster.platform);
   if (originals.size() > 1) {
@@ -231,13 +235,15 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
       p.swing[candidates[c]] = std::max(p.swing[candidates[c]], std::fabs(s));
     }
   std::vector<std::string> notes;
-  if (!p.free.empty())
+  if (!p.free.empty()) {
     refuse_no_effect(p.figures, p.free, p.swing);
-  else
+  } else {
     p.free = default_free(p, secants, notes);
+    p.by_default = true;
+  }
   FitResult out = solve_fit(
       p, [&](const auto& values) { return runner.times(values); }, opt, say);
-  out.notes.insert(out.notes.begin(), notes.begin(), notes.end());
+  out.notes.insert(out.notes.begin(), notes.begin(), notes.end());  // p.free: as the solver left it
   out.scenario = file.name;
   out.platform = res.original;
   for (size_t j = 0; j < nf; ++j)

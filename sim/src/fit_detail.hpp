@@ -26,6 +26,7 @@ struct FitProblem {
   std::vector<std::string> where;     // per point: "times.csv:3"
   std::vector<double> stated_s;       // per point, the figures as stated
   std::string measured_path, metric;
+  bool by_default = false;  // the free figures were chosen by default_free (not named with --free)
 };
 
 using Say = std::function<void(const std::string&)>;
@@ -40,11 +41,14 @@ std::vector<size_t> default_free(const FitProblem& p, const std::vector<std::vec
 // Refuses (Error) a Jacobian whose columns are near-dependent, naming the figures; `when` says where it was
 // taken ("at the stated values"). With `zero_columns`, a column that moves no time by kNoEffectLogSwing
 // over the range is refused too.
+// The columns of `j` that take part in a near-dependence (kCollinearEigen); empty when none.
+std::vector<size_t> collinear_columns(const Matrix& j);
 void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::string& when, bool zero_columns);
 
 // The fit itself: Levenberg-Marquardt from the stated values, the covariance s^2 (J^T J)^-1 at the end, and
-// a leave-one-out refit per point (when there are more points than free figures).
-FitResult solve_fit(const FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say);
+// a leave-one-out refit per point (when there are more points than free figures). Figures chosen by default
+// that are collinear at the stated values are dropped from p.free, the least sensitive first, with a note.
+FitResult solve_fit(FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say);
 
 // The platform file `text` (at `path`) with the fitted values and their ranges replaced by the fit's
 // interval, labelled in each range's reason and in a comment before <platform>; read back before it is

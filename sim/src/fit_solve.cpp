@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "fit_detail.hpp"
@@ -75,11 +76,11 @@ std::vector<size_t> default_free(const FitProblem& p, const std::vector<std::vec
   for (size_t j : order) {
     if (chosen.size() == most) {
       notes.push_back(
-          fmt::format("{} moves the measured times by up to {} but is left at its value: {} pin "
+          fmt::format("{} moves the measured times by up to {} but is left at its value: {} {} "
                       "down {} at most (measure more configurations, or name it with --free)",
                       named(p.figures[j]), percent(p.swing[j]),
                       count_noun(static_cast<long long>(n), "measured configuration"),
-                      count_noun(static_cast<long long>(most), "figure")));
+                      n == 1 ? "pins" : "pin", count_noun(static_cast<long long>(most), "figure")));
       continue;
     }
     std::vector<size_t> trial = chosen;
@@ -105,6 +106,17 @@ std::vector<size_t> default_free(const FitProblem& p, const std::vector<std::vec
   return chosen;
 }
 
+std::vector<size_t> collinear_columns(const Matrix& j) {
+  const Collinearity c = collinearity(j);
+  if (c.smallest >= kCollinearEigen) return {};
+  double biggest = 0;
+  for (double d : c.direction) biggest = std::max(biggest, std::fabs(d));
+  std::vector<size_t> out;  // the columns that take a real part in the near-dependence
+  for (size_t q = 0; q < c.direction.size(); ++q)
+    if (std::fabs(c.direction[q]) >= 0.2 * biggest) out.push_back(q);
+  return out;
+}
+
 void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::string& when, bool zero_columns) {
   const size_t k = p.free.size();
   std::string dead;
@@ -120,19 +132,16 @@ void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::stri
                     "them by less than {} over its range): leave it out of --free, or measure a "
                     "configuration it shapes",
                     dead, when, percent(kNoEffectLogSwing)));
-  const Collinearity c = collinearity(j);
-  if (c.smallest >= kCollinearEigen) return;
-  double biggest = 0;
-  for (double d : c.direction) biggest = std::max(biggest, std::fabs(d));
+  const std::vector<size_t> tied = collinear_columns(j);
+  if (tied.empty()) return;
   std::string names;
-  for (size_t q = 0; q < k; ++q)
-    if (std::fabs(c.direction[q]) >= 0.2 * biggest)
-      names += fmt::format("{}{}", names.empty() ? "" : " and ", named(p.figures[p.free[q]]));
+  for (size_t q : tied)
+    names += fmt::format("{}{}", names.empty() ? "" : " and ", named(p.figures[p.free[q]]));
   throw Error(
       fmt::format("unidentifiable: {} move the measured times together {} (the smallest eigenvalue of "
                   "the correlation of their effects is {:.2g}, below {:g}): the measurements cannot tell "
                   "them apart; free fewer of them, or measure configurations that load them differently",
-                  names, when, c.smallest, kCollinearEigen));
+                  names, when, collinearity(j).smallest, kCollinearEigen));
 }
 
 namespace {
@@ -176,48 +185,128 @@ std::vector<FittedFigure> fitted_figures(const FitProblem& p, const LmResult& m,
 
 }  // namespace
 
-FitResult solve_fit(const FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say) {
-  const size_t k = p.free.size(), n = p.measured_s.size();
-  auto values_of = [&](const std::vector<double>& u) {
-    std::vector<double> v(p.figures.size(), kNaN);
-    for (size_t c = 0; c < k; ++c) v[p.free[c]] = figure_value(p.figures[p.free[c]], u[c]);
-    return v;
-  };
-  std::map<std::vector<double>, std::vector<double>> seen;  // u -> residuals, across the fits below
-  const BatchResiduals eval = [&](const std::vector<std::vector<double>>& us) {
-    std::vector<std::vector<double>> values, out(us.size());
-    std::vector<size_t> todo;
-    for (size_t b = 0; b < us.size(); ++b)
-      if (!seen.count(us[b])) todo.push_back(b), values.push_back(values_of(us[b]));
-    const auto t = values.empty() ? std::vector<std::vector<double>>{} : times(values);
+namespace {
+
+// Residuals (log of simulated over measured time) of every point at a batch of coordinates of the free
+// figures, each set of values simulated once across the fits (and after a figure is dropped from the free
+// ones). The key has -inf where a figure is as written: NaN compares unordered, and C++20's vector <=>
+// took every key with a NaN first for the same.
+class Evaluator {
+ public:
+  Evaluator(const FitProblem& p, const TimesOf& times) : p_(p), times_(times) {}
+  std::vector<std::vector<double>> operator()(const std::vector<std::vector<double>>& us) {
+    std::vector<std::vector<double>> values, keys, todo, out;
+    std::set<std::vector<double>> queued;
+    for (const auto& u : us) {
+      values.push_back(values_of(u));
+      keys.push_back(key_of(values.back()));
+      if (!seen_.count(keys.back()) && queued.insert(keys.back()).second) todo.push_back(values.back());
+    }
+    const auto t = todo.empty() ? std::vector<std::vector<double>>{} : times_(todo);
     for (size_t q = 0; q < todo.size(); ++q) {
       std::vector<double> r;
-      for (size_t i = 0; i < n; ++i) r.push_back(std::log(t[q][i] / p.measured_s[i]));
-      seen[us[todo[q]]] = r;
+      for (size_t i = 0; i < p_.measured_s.size(); ++i) r.push_back(std::log(t[q][i] / p_.measured_s[i]));
+      seen_[key_of(todo[q])] = r;
     }
-    for (size_t b = 0; b < us.size(); ++b) out[b] = seen.at(us[b]);
+    for (const auto& key : keys) out.push_back(seen_.at(key));
     return out;
-  };
+  }
+
+ private:
+  std::vector<double> values_of(const std::vector<double>& u) const {
+    std::vector<double> v(p_.figures.size(), kNaN);
+    for (size_t c = 0; c < p_.free.size(); ++c) v[p_.free[c]] = figure_value(p_.figures[p_.free[c]], u[c]);
+    return v;
+  }
+  static std::vector<double> key_of(std::vector<double> v) {
+    for (double& x : v)
+      if (std::isnan(x)) x = -std::numeric_limits<double>::infinity();
+    return v;
+  }
+  const FitProblem& p_;
+  const TimesOf& times_;
+  std::map<std::vector<double>, std::vector<double>> seen_;
+};
+
+std::vector<double> start_of(const FitProblem& p) {
+  std::vector<double> start;
+  for (size_t j : p.free) start.push_back(figure_unit(p.figures[j], p.figures[j].value));
+  return start;
+}
+
+// The Jacobian at the stated values: collinear figures are refused when named, and when chosen by default
+// the least sensitive of them is left at its value (a near-dependence the secants over the whole ranges did
+// not show: two per-op costs that add alike), with a note.
+void settle_free(FitProblem& p, const BatchResiduals& eval, const std::vector<size_t>& all, const Say& say,
+                 std::vector<std::string>& notes) {
+  for (;;) {
+    std::string names;
+    for (size_t j : p.free) names += (names.empty() ? "" : ", ") + p.figures[j].key;
+    say(fmt::format("fitting {} to {} ({} simulations a Jacobian)", names,
+                    count_noun(static_cast<long long>(all.size()), "measured configuration"),
+                    p.free.size() * all.size()));
+    LmOptions first;
+    first.max_iterations = 0;
+    const Matrix j0 = levenberg_marquardt({{all, start_of(p)}}, p.free.size(), eval, first).front().jacobian;
+    const std::vector<size_t> tied = collinear_columns(j0);
+    if (tied.empty()) return;
+    if (!p.by_default) refuse_unidentifiable(j0, p, "at the stated values", false);
+    const size_t drop = *std::min_element(tied.begin(), tied.end(), [&](size_t a, size_t b) {
+      return p.swing[p.free[a]] < p.swing[p.free[b]];
+    });
+    std::string others;
+    for (size_t q : tied)
+      if (q != drop) others += (others.empty() ? "" : " and ") + named(p.figures[p.free[q]]);
+    notes.push_back(
+        fmt::format("{} is left at its value: at the stated values it moves the measured times as {} "
+                    "does, and the measurements cannot tell them apart (name it with --free in place "
+                    "of the other to fit it instead)",
+                    named(p.figures[p.free[drop]]), others));
+    p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
+}
+
+// Each point predicted by the figures fitted to the others, refits started from the fit's solution.
+void leave_one_out(const FitProblem& p, const LmResult& m, const BatchResiduals& eval, const FitOptions& opt,
+                   const Say& say, FitResult& r) {
+  const size_t n = p.measured_s.size();
+  std::vector<LmProblem> loo;
+  for (size_t i = 0; i < n; ++i) {
+    LmProblem q{{}, m.x};
+    for (size_t h = 0; h < n; ++h)
+      if (h != i) q.rows.push_back(h);
+    loo.push_back(std::move(q));
+  }
+  say(fmt::format("leave-one-out: {} refits from the fitted values", n));
+  LmOptions lo;
+  lo.max_iterations = opt.max_iterations;
+  const std::vector<LmResult> refits = levenberg_marquardt(loo, p.free.size(), eval, lo);
+  std::vector<double> left_err;
+  for (size_t i = 0; i < n; ++i) {
+    r.points[i].left_out_s = p.measured_s[i] * std::exp(refits[i].residuals[i]);
+    left_err.push_back(r.points[i].left_out_error());
+  }
+  r.rms_left_out = rms(left_err);
+}
+
+}  // namespace
+
+FitResult solve_fit(FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say) {
+  const size_t n = p.measured_s.size();
+  Evaluator evaluator(p, times);
+  const BatchResiduals eval = [&](const std::vector<std::vector<double>>& us) { return evaluator(us); };
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;
-  std::vector<double> start(k);
-  for (size_t c = 0; c < k; ++c) start[c] = figure_unit(p.figures[p.free[c]], p.figures[p.free[c]].value);
-  std::string names;
-  for (size_t j : p.free) names += (names.empty() ? "" : ", ") + p.figures[j].key;
-  say(fmt::format("fitting {} to {} ({} simulations a Jacobian)", names,
-                  count_noun(static_cast<long long>(n), "measured configuration"), k * n));
-  LmOptions first;
-  first.max_iterations = 0;
-  refuse_unidentifiable(levenberg_marquardt({{all, start}}, k, eval, first).front().jacobian, p,
-                        "at the stated values", false);
+  FitResult r;
+  settle_free(p, eval, all, say, r.notes);
+  const size_t k = p.free.size();
   LmOptions o;
   o.max_iterations = opt.max_iterations;
   o.progress = [&](int round, double cost) {
     say(fmt::format("round {}: rms error {:.2f}% (log time)", round + 1, 100 * std::sqrt(cost / n)));
   };
-  const LmResult m = levenberg_marquardt({{all, start}}, k, eval, o).front();
+  const LmResult m = levenberg_marquardt({{all, start_of(p)}}, k, eval, o).front();
   refuse_unidentifiable(m.jacobian, p, "at the fitted values", true);
-  FitResult r;
   r.measured = p.measured_path;
   r.metric = p.metric;
   r.iterations = m.iterations;
@@ -225,7 +314,7 @@ FitResult solve_fit(const FitProblem& p, const TimesOf& times, const FitOptions&
   const double s2 = n > k ? m.cost / static_cast<double>(n - k) : -1;
   r.sigma_log = s2 >= 0 ? std::sqrt(s2) : -1;
   r.figures = fitted_figures(p, m, s2);
-  std::vector<double> stated_err, fitted_err, left_err;
+  std::vector<double> stated_err, fitted_err;
   for (size_t i = 0; i < n; ++i) {
     FitPoint fp;
     fp.where = p.where[i];
@@ -244,24 +333,7 @@ FitResult solve_fit(const FitProblem& p, const TimesOf& times, const FitOptions&
                     "them, with no uncertainty and no leave-one-out; the written ranges are the "
                     "stated ones",
                     n));
-  if (n > k && n >= 2) {  // each point predicted by the figures fitted to the others
-    std::vector<LmProblem> loo;
-    for (size_t i = 0; i < n; ++i) {
-      LmProblem q{{}, m.x};
-      for (size_t h = 0; h < n; ++h)
-        if (h != i) q.rows.push_back(h);
-      loo.push_back(std::move(q));
-    }
-    say(fmt::format("leave-one-out: {} refits from the fitted values", n));
-    LmOptions lo;
-    lo.max_iterations = opt.max_iterations;
-    const std::vector<LmResult> refits = levenberg_marquardt(loo, k, eval, lo);
-    for (size_t i = 0; i < n; ++i) {
-      r.points[i].left_out_s = p.measured_s[i] * std::exp(refits[i].residuals[i]);
-      left_err.push_back(r.points[i].left_out_error());
-    }
-    r.rms_left_out = rms(left_err);
-  }
+  if (n > k && n >= 2) leave_one_out(p, m, eval, opt, say, r);
   for (const FittedFigure& f : r.figures)
     if (!f.at_bound.empty())
       r.notes.push_back(

@@ -61,11 +61,19 @@ size_t read_header(const std::vector<std::string>& cols, const Origin& at, Measu
       m.metric = step ? MeasuredMetric::StepTime : MeasuredMetric::EpochTime;
       continue;
     }
-    if (std::find(keys.begin(), keys.end(), name) == keys.end())
+    if (std::find(keys.begin(), keys.end(), name) == keys.end()) {
+      // A key's last part alone ("micro_batch" for training.micro_batch) is the likely slip of a log's
+      // header.
+      std::string guess = did_you_mean(name, known);
+      for (const auto& k : keys)
+        if (guess.empty() && k.size() > name.size() &&
+            k.compare(k.size() - name.size(), name.size(), name) == 0 && k[k.size() - name.size() - 1] == '.')
+          guess = fmt::format(" (did you mean '{}'?)", k);
       throw Error(at,
                   fmt::format("column '{}' is neither a scenario key (as --set takes it){} nor a time column "
                               "(step_time_s, epoch_time_s)",
-                              echo(name), did_you_mean(name, known)));
+                              echo(name), guess));
+    }
   }
   if (time_col == cols.size())
     throw Error(at,
@@ -179,7 +187,12 @@ std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTi
         }
         points = expand(g);
       } catch (const Error& e) {
-        throw Error(row.origin, e.what());
+        // The row's values go in as --set values: name them as the CSV's columns.
+        std::string what = e.what();
+        for (const auto& [key, value] : row.keys)
+          if (what.rfind("--set " + key + ": ", 0) == 0)
+            what = fmt::format("column '{}': {}", key, what.substr(8 + key.size()));
+        throw Error(row.origin, what);
       }
       if (points.size() != 1) {
         std::string open;
