@@ -47,7 +47,8 @@ void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::stri
 
 // The fit itself: Levenberg-Marquardt from the stated values, the covariance s^2 (J^T J)^-1 at the end, and
 // a leave-one-out refit per point (when there are more points than free figures). Figures chosen by default
-// that are collinear at the stated values are dropped from p.free, the least sensitive first, with a note.
+// that prove unidentifiable at the stated or the fitted values (no local effect, collinear) are dropped from
+// p.free, the least sensitive first, with a note; named ones are refused.
 FitResult solve_fit(FitProblem& p, const TimesOf& times, const FitOptions& opt, const Say& say);
 
 // The platform file `text` (at `path`) with the fitted values and their ranges replaced by the fit's

@@ -106,6 +106,19 @@ std::vector<size_t> default_free(const FitProblem& p, const std::vector<std::vec
   return chosen;
 }
 
+namespace {
+// The columns of `j` that move no time by kNoEffectLogSwing over their range.
+std::vector<size_t> flat_columns(const Matrix& j) {
+  std::vector<size_t> out;
+  for (size_t c = 0; !j.empty() && c < j.front().size(); ++c) {
+    double most = 0;
+    for (const auto& row : j) most = std::max(most, std::fabs(row[c]));
+    if (most < kNoEffectLogSwing) out.push_back(c);
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<size_t> collinear_columns(const Matrix& j) {
   const Collinearity c = collinearity(j);
   if (c.smallest >= kCollinearEigen) return {};
@@ -118,14 +131,9 @@ std::vector<size_t> collinear_columns(const Matrix& j) {
 }
 
 void refuse_unidentifiable(const Matrix& j, const FitProblem& p, const std::string& when, bool zero_columns) {
-  const size_t k = p.free.size();
   std::string dead;
-  for (size_t c = 0; zero_columns && c < k; ++c) {
-    double most = 0;
-    for (const auto& row : j) most = std::max(most, std::fabs(row[c]));
-    if (most < kNoEffectLogSwing)
-      dead += fmt::format("{}{}", dead.empty() ? "" : ", ", named(p.figures[p.free[c]]));
-  }
+  for (size_t c : zero_columns ? flat_columns(j) : std::vector<size_t>{})
+    dead += fmt::format("{}{}", dead.empty() ? "" : ", ", named(p.figures[p.free[c]]));
   if (!dead.empty())
     throw Error(
         fmt::format("unidentifiable: {} has no effect on the measured times {} (its local slope moves "
@@ -234,23 +242,22 @@ std::vector<double> start_of(const FitProblem& p) {
   return start;
 }
 
-// The Jacobian at the stated values: collinear figures are refused when named, and when chosen by default
-// the least sensitive of them is left at its value (a near-dependence the secants over the whole ranges did
-// not show: two per-op costs that add alike), with a note.
-void settle_free(FitProblem& p, const BatchResiduals& eval, const std::vector<size_t>& all, const Say& say,
-                 std::vector<std::string>& notes) {
-  for (;;) {
-    std::string names;
-    for (size_t j : p.free) names += (names.empty() ? "" : ", ") + p.figures[j].key;
-    say(fmt::format("fitting {} to {} ({} simulations a Jacobian)", names,
-                    count_noun(static_cast<long long>(all.size()), "measured configuration"),
-                    p.free.size() * all.size()));
-    LmOptions first;
-    first.max_iterations = 0;
-    const Matrix j0 = levenberg_marquardt({{all, start_of(p)}}, p.free.size(), eval, first).front().jacobian;
-    const std::vector<size_t> tied = collinear_columns(j0);
-    if (tied.empty()) return;
-    if (!p.by_default) refuse_unidentifiable(j0, p, "at the stated values", false);
+// A Jacobian `j` taken `when` ("at the stated values"): a figure with no local effect there (its range moves
+// the times only away from it: the descent would never move it) or collinear with another is refused when
+// named (Error); when chosen by default it is left at its value with a note (the least sensitive of the
+// collinear ones), what the secants over the whole ranges did not show, e.g. two per-op costs that add
+// alike. Returns whether a figure was dropped.
+bool drop_unidentifiable(FitProblem& p, const Matrix& j, const std::string& when,
+                         std::vector<std::string>& notes) {
+  if (const std::vector<size_t> flat = flat_columns(j); !flat.empty()) {
+    if (!p.by_default) refuse_unidentifiable(j, p, when, true);
+    notes.push_back(
+        fmt::format("{} is left at its value: it moves the measured times by up to {} over its "
+                    "range, but not {}",
+                    named(p.figures[p.free[flat.front()]]), percent(p.swing[p.free[flat.front()]]), when));
+    p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(flat.front()));
+  } else if (const std::vector<size_t> tied = collinear_columns(j); !tied.empty()) {
+    if (!p.by_default) refuse_unidentifiable(j, p, when, false);
     const size_t drop = *std::min_element(tied.begin(), tied.end(), [&](size_t a, size_t b) {
       return p.swing[p.free[a]] < p.swing[p.free[b]];
     });
@@ -258,11 +265,50 @@ void settle_free(FitProblem& p, const BatchResiduals& eval, const std::vector<si
     for (size_t q : tied)
       if (q != drop) others += (others.empty() ? "" : " and ") + named(p.figures[p.free[q]]);
     notes.push_back(
-        fmt::format("{} is left at its value: at the stated values it moves the measured times as {} "
-                    "does, and the measurements cannot tell them apart (name it with --free in place "
-                    "of the other to fit it instead)",
-                    named(p.figures[p.free[drop]]), others));
+        fmt::format("{} is left at its value: {} it moves the measured times as {} does, and the "
+                    "measurements cannot tell them apart (name it with --free in place of the other "
+                    "to fit it instead)",
+                    named(p.figures[p.free[drop]]), when, others));
     p.free.erase(p.free.begin() + static_cast<std::ptrdiff_t>(drop));
+  } else {
+    return false;
+  }
+  if (p.free.empty()) throw Error("no free figure left to fit: " + notes.back());
+  return true;
+}
+
+// The best of the starts (the stated values and opt.starts across the ranges), the figures that prove
+// unidentifiable at the stated or the fitted values dropped (by default) or refused (named) first.
+LmResult fit_from_starts(FitProblem& p, const BatchResiduals& eval, const std::vector<size_t>& all,
+                         const FitOptions& opt, const Say& say, std::vector<std::string>& notes) {
+  const size_t n = all.size();
+  for (;;) {
+    std::string names;
+    for (size_t j : p.free) names += (names.empty() ? "" : ", ") + p.figures[j].key;
+    say(fmt::format("fitting {} to {} ({} simulations a Jacobian)", names,
+                    count_noun(static_cast<long long>(n), "measured configuration"), p.free.size() * n));
+    LmOptions first;
+    first.max_iterations = 0;
+    const size_t k = p.free.size();
+    if (drop_unidentifiable(p, levenberg_marquardt({{all, start_of(p)}}, k, eval, first).front().jacobian,
+                            "at the stated values", notes))
+      continue;
+    LmOptions o;
+    o.max_iterations = opt.max_iterations;
+    o.abandon_factor = kAbandonFactor;
+    o.progress = [&](int round, double cost) {
+      say(fmt::format("round {}: rms error {:.2f}% (log time)", round + 1, 100 * std::sqrt(cost / n)));
+    };
+    say(fmt::format("Levenberg-Marquardt from the stated values and {} starts across the ranges",
+                    opt.starts));
+    std::vector<LmProblem> starts{{all, start_of(p)}};
+    for (const auto& row : latin_hypercube(opt.starts, static_cast<int>(k), kFitSeed))
+      starts.push_back({all, row});
+    const std::vector<LmResult> fits = levenberg_marquardt(starts, k, eval, o);
+    const LmResult& m = *std::min_element(fits.begin(), fits.end(), [](const LmResult& a, const LmResult& b) {
+      return a.cost < b.cost;  // ties: the first, the stated values' start
+    });
+    if (!drop_unidentifiable(p, m.jacobian, "at the fitted values", notes)) return m;
   }
 }
 
@@ -298,15 +344,8 @@ FitResult solve_fit(FitProblem& p, const TimesOf& times, const FitOptions& opt, 
   std::vector<size_t> all(n);
   for (size_t i = 0; i < n; ++i) all[i] = i;
   FitResult r;
-  settle_free(p, eval, all, say, r.notes);
+  const LmResult m = fit_from_starts(p, eval, all, opt, say, r.notes);
   const size_t k = p.free.size();
-  LmOptions o;
-  o.max_iterations = opt.max_iterations;
-  o.progress = [&](int round, double cost) {
-    say(fmt::format("round {}: rms error {:.2f}% (log time)", round + 1, 100 * std::sqrt(cost / n)));
-  };
-  const LmResult m = levenberg_marquardt({{all, start_of(p)}}, k, eval, o).front();
-  refuse_unidentifiable(m.jacobian, p, "at the fitted values", true);
   r.measured = p.measured_path;
   r.metric = p.metric;
   r.iterations = m.iterations;

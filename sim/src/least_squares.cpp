@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 
@@ -192,6 +193,13 @@ std::vector<LmResult> levenberg_marquardt(const std::vector<LmProblem>& problems
     return x;
   };
   for (int round = 0;; ++round) {
+    // Racing starts: once one has converged, a start still above abandon_factor x its cost stops.
+    double settled = std::numeric_limits<double>::infinity();
+    for (const auto& s : st)
+      if (s.done && s.converged) settled = std::min(settled, s.cost);
+    for (auto& s : st)
+      if (opt.abandon_factor > 0 && !s.done && s.have_r && s.cost > opt.abandon_factor * settled)
+        s.done = true;
     // Jacobians (and first residuals) of the problems that moved.
     std::vector<std::vector<double>> batch;
     for (auto& s : st)
@@ -216,7 +224,11 @@ std::vector<LmResult> levenberg_marquardt(const std::vector<LmProblem>& problems
       s.have_j = true;
       if (s.finish_after_j || s.cost == 0 || k == 0) s.done = true;
     }
-    if (opt.progress && !st.empty()) opt.progress(round, st.front().cost);
+    if (opt.progress && !st.empty()) {
+      double best = st.front().cost;
+      for (const auto& s : st) best = std::min(best, s.cost);
+      opt.progress(round, best);
+    }
     // Damped steps.
     batch.clear();
     std::vector<std::vector<std::vector<double>>> trials(st.size());

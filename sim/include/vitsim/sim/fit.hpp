@@ -4,6 +4,7 @@
 // The figures are those `predict --interval` samples (sim/interval.hpp: ranged_figures), applied to a point
 // the same way (platform_with_values: a copy of the platform with the figure's value), the copies simulated
 // as predict simulates points (simulate_points: forked from a zygote).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,17 @@ inline constexpr double kDefaultFreeLogSwing = 1e-2;
 // Near-singular J^T J: the smallest eigenvalue of the correlation matrix of the Jacobian's columns below
 // this (each figure's uncertainty inflated by the others more than 1/sqrt(1e-4) = 100 times).
 inline constexpr double kCollinearEigen = 1e-4;
+// Starts of the fit beside the stated values: points of a Latin hypercube over the free figures' ranges
+// (sim/interval.hpp, seed kFitSeed), stepped with it in the same batches; the lowest cost wins. A step time
+// is a max() of host and device work, so the error has kinks and local minima that one start can stop in.
+// ASSUMPTION: 4 catch the cases of the tests and docs/fit.md's example at 5x the simulations of one start and
+// the same rounds.
+inline constexpr int kFitStarts = 4;
+// Once a start has converged, a start whose squared error is still above this many times its own stops: it
+// would have to fall below a minimum it is far from. ASSUMPTION: 2 (the rms 1.4 times) keeps the starts
+// that matter in the tests and docs/fit.md's example and halves the simulations of the others.
+inline constexpr double kAbandonFactor = 2;
+inline constexpr std::uint64_t kFitSeed = 26;
 
 struct FitOptions {
   PredictOptions predict;         // calibration, jobs, progress: as predict runs points
@@ -30,6 +42,7 @@ struct FitOptions {
   std::string measured_label;     // the measured file as the output's note names it
   std::string date;               // "2026-05-04" for the note; "" = today (UTC)
   int max_iterations = 30;
+  int starts = kFitStarts;  // starts across the ranges beside the stated values
 };
 
 // One figure the fit moved.

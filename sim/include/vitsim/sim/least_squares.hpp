@@ -56,11 +56,14 @@ struct LmOptions {
   // simulation's discrete events do not make the difference noise, small enough for a local slope.
   double fd_step = 0.01;
   int max_iterations = 30;
-  double tolerance = 1e-6;       // stop when a step lowers the cost by less than this fraction,
+  double tolerance = 1e-4;       // stop when a step lowers the cost by less than this fraction,
   double step_tolerance = 1e-4;  // or moves no coordinate by more than this (0.01% of a range),
   double cost_floor = 1e-14;     // or leaves a cost below this (an rms of 1e-7: exact to the simulator's
                                  // rounding)
-  // Called after each round with the round's number and the first problem's cost: progress lines.
+  // > 0: problems are starts of one problem racing: once one has converged, a start whose cost is still above
+  // this factor times its cost stops (its Jacobian is then not at its x; it is not converged).
+  double abandon_factor = 0;
+  // Called after each round with the round's number and the lowest cost of the problems: progress lines.
   std::function<void(int round, double cost)> progress;
 };
 
