@@ -52,8 +52,8 @@ double rms(const std::vector<double>& relative) {
 }  // namespace
 
 double figure_value(const RangedFigure& f, double u) {
-  if (log_scale(f)) return f.low * std::pow(f.high / f.low, u);
-  return f.low + u * (f.high - f.low);
+  const double v = log_scale(f) ? f.low * std::pow(f.high / f.low, u) : f.low + u * (f.high - f.low);
+  return std::clamp(v, f.low, f.high);  // pow's last bit must not step outside the range the reader checks
 }
 
 double figure_unit(const RangedFigure& f, double value) {
