@@ -154,6 +154,17 @@ std::vector<size_t> named_free(const std::vector<RangedFigure>& figures,
                             echo(name), echo(id), key,
                             figures[std::find(keys.begin(), keys.end(), key) - keys.begin()].where()));
   }
+  for (size_t j : out) {
+    const RangedFigure& f = figures[j];
+    if (f.prop->type == PropType::Integer)
+      throw Error(
+          fmt::format("--free {}: {} is a whole number: the fit moves figures continuously (its time is a "
+                      "step function of it)",
+                      f.key, f.key));
+    if (!(f.high > f.low))
+      throw Error(fmt::format("--free {}: the range of {} ({}, {}) is one value: nothing to fit", f.key,
+                              f.key, f.where(), f.text));
+  }
   return out;
 }
 

@@ -350,4 +350,14 @@ TEST_CASE("vitsim fit reads a measured report, writes its summary as JSON and th
       vt::vitsim(fmt::format("fit '{}' --measured '{}' -q --out '{}'", s, d / "predicted.json", d / "x.xml"));
   CHECK(refused.status == 1);
   CHECK_THAT(refused.out, Catch::Contains("predicted"));
+  // The command line: no measurements, an unknown format (exit 2); an output that is an input (exit 1,
+  // before any simulation).
+  const vt::CmdResult none = vt::vitsim(fmt::format("fit '{}' -q", s));
+  CHECK(none.status == 2);
+  CHECK(none.out == "vitsim: error: fit needs --measured FILE (a measured report or a CSV)\n");
+  CHECK(vt::vitsim(fmt::format("fit '{}' --measured '{}' --format csv", s, d / "run.json")).status == 2);
+  const vt::CmdResult same =
+      vt::vitsim(fmt::format("fit '{}' --measured '{}' --out '{}'", s, d / "run.json", s));
+  CHECK(same.status == 1);
+  CHECK_THAT(same.out, Catch::Contains("--out"));
 }
