@@ -86,6 +86,7 @@ struct Resolved {
   std::vector<Scenario> points;
   std::string original;   // the platform file the scenario names (the output's base)
   std::string simulated;  // the file simulated: the original, or its copy edited by the what-ifs
+  std::string what_ifs;   // the edits, "; "-separated ("" none)
 };
 
 Resolved resolve_points(const ScenarioFile& file, const MeasuredTimes& measured, EditedPlatforms& edited) {
@@ -107,6 +108,7 @@ Resolved resolve_points(const ScenarioFile& file, const MeasuredTimes& measured,
                     originals.size(), list));
   }
   r.original = *originals.begin();
+  for (const auto& w : r.points.front().what_ifs) r.what_ifs += (r.what_ifs.empty() ? "" : "; ") + w;
   edited.apply(r.points);
   std::set<std::string> simulated;
   for (const Scenario& s : r.points) simulated.insert(s.cluster.platform);
@@ -256,6 +258,10 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
       p, [&](const auto& values) { return runner.times(values); }, opt, say);
   out.notes.insert(out.notes.begin(), notes.begin(), notes.end());  // p.free: as the solver left it
   out.scenario = file.name;
+  if (!res.what_ifs.empty())
+    out.notes.push_back(fmt::format("the measurements were simulated with the what-ifs '{}': the file written is "
+                                    "the platform file itself, fitted; predict it with the same what-ifs",
+                                    res.what_ifs));
   out.platform = res.original;
   for (size_t j = 0; j < nf; ++j)
     if (std::find(p.free.begin(), p.free.end(), j) == p.free.end()) {

@@ -120,7 +120,16 @@ std::string fitted_platform(const std::string& text, const std::string& path, co
       r.rms_left_out >= 0 ? fmt::format(", leave-one-out {:.2f}%", 100 * r.rms_left_out) : "", summary));
   const size_t root = out.find("<platform");
   out.insert(root == std::string::npos ? 0 : root, "<!--" + note + "-->\n");
-  (void)read_platform_text(path + " (fitted)", out);  // the one reader accepts what we write
+  // The one reader accepts what we write, and every fitted figure is in it: a figure a what-if made (the
+  // fit simulates the edited copy, the output is the file itself) is not.
+  const PlatformFacts back = read_platform_text(path + " (fitted)", out);
+  for (size_t j = 0; j < figures.size(); ++j)
+    if (std::none_of(back.ranges.begin(), back.ranges.end(), [&](const FigureRange& g) {
+          return g.key == figures[j].key && g.raw == texts[j].second;
+        }))
+      throw Error(fmt::format("{} ({}) is not stated in {} itself (a what-if stated it): fit it without the "
+                              "what-if, or apply the what-if to the file first",
+                              figures[j].key, figures[j].where(), path));
   return out;
 }
 
