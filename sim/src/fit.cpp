@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -37,19 +38,19 @@ class FitRunner {
     figures_ = ranged_figures(read_platform_text(path_, text_));
   }
   const std::vector<RangedFigure>& figures() const { return figures_; }
-  const std::string& text() const { return text_; }
   long long simulations() const { return simulations_; }
   // Every point's time with each values vector (one per figure, SI; NaN: as written): out[b][point]. One
   // batch of forked simulations; a copy whose changed figures SimGrid never sees runs on the file's engine.
   std::vector<std::vector<double>> times(const std::vector<std::vector<double>>& values) {
     std::vector<Scenario> runs;
-    std::vector<std::string> engine_of;
+    std::vector<std::string> engine_of, files;
     for (const auto& v : values) {
       std::vector<RangedFigure> changed;
       for (size_t j = 0; j < figures_.size(); ++j)
         if (!std::isnan(v[j])) changed.push_back(figures_[j]);
       const std::string file = fmt::format("{}/c{}.xml", dir_.path(), copies_++);
       write_file_atomic(file, platform_with_values(text_, path_, figures_, v));
+      files.push_back(file);
       for (const Scenario& p : points_) {
         Scenario s = p;
         s.cluster.platform = file;
@@ -60,6 +61,7 @@ class FitRunner {
     }
     const std::vector<ReportPoint> got = simulate_points(runs, calib_, opt_, "vitsim fit", engine_of);
     simulations_ += static_cast<long long>(got.size());
+    for (const auto& f : files) std::filesystem::remove(f);  // a fit's hundreds of copies are not kept
     std::vector<std::vector<double>> out(values.size());
     for (size_t b = 0; b < values.size(); ++b)
       for (size_t i = 0; i < points_.size(); ++i) {
@@ -259,9 +261,10 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
   out.notes.insert(out.notes.begin(), notes.begin(), notes.end());  // p.free: as the solver left it
   out.scenario = file.name;
   if (!res.what_ifs.empty())
-    out.notes.push_back(fmt::format("the measurements were simulated with the what-ifs '{}': the file written is "
-                                    "the platform file itself, fitted; predict it with the same what-ifs",
-                                    res.what_ifs));
+    out.notes.push_back(
+        fmt::format("the measurements were simulated with the what-ifs '{}': the file written is "
+                    "the platform file itself, fitted; predict it with the same what-ifs",
+                    res.what_ifs));
   out.platform = res.original;
   for (size_t j = 0; j < nf; ++j)
     if (std::find(p.free.begin(), p.free.end(), j) == p.free.end()) {

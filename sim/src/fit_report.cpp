@@ -127,9 +127,10 @@ std::string fitted_platform(const std::string& text, const std::string& path, co
     if (std::none_of(back.ranges.begin(), back.ranges.end(), [&](const FigureRange& g) {
           return g.key == figures[j].key && g.raw == texts[j].second;
         }))
-      throw Error(fmt::format("{} ({}) is not stated in {} itself (a what-if stated it): fit it without the "
-                              "what-if, or apply the what-if to the file first",
-                              figures[j].key, figures[j].where(), path));
+      throw Error(
+          fmt::format("{} ({}) is not stated in {} itself (a what-if stated it): fit it without the "
+                      "what-if, or apply the what-if to the file first",
+                      figures[j].key, figures[j].where(), path));
   return out;
 }
 

@@ -88,7 +88,7 @@ MeasuredTimes read_csv(const std::string& path, const std::string& text) {
   std::vector<std::string> header;
   size_t time_col = 0;
   int line_no = 0, header_line = 0;
-  size_t start = 0;
+  size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a spreadsheet's UTF-8 byte order mark
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
