@@ -75,6 +75,7 @@ void add_plot(CLI::App& cli, Action& action);
 void add_plan(CLI::App& cli, Action& action);
 void add_platform(CLI::App& cli, Action& action);
 void add_collective(CLI::App& cli, Action& action);
+void add_fit(CLI::App& cli, Action& action);
 // `train` and `calibrate`: the real ones where LibTorch was found, else stand-ins that say how to rebuild.
 void add_train(CLI::App& cli, Action& action);
 void add_calibrate(CLI::App& cli, Action& action);

@@ -160,6 +160,7 @@ int main(int argc, char** argv) {
   vitsim::app::add_plan(cli, action);
   vitsim::app::add_platform(cli, action);
   vitsim::app::add_collective(cli, action);
+  vitsim::app::add_fit(cli, action);
   // Without LibTorch these two say how to rebuild (app/cmd_no_torch.cpp).
   vitsim::app::add_train(cli, action);
   vitsim::app::add_calibrate(cli, action);

@@ -69,6 +69,7 @@ std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
       f.why = r.why;
       f.low = r.low;
       f.high = r.high;
+      f.value = r.value;
       out.push_back(std::move(f));
     }
     out[it->second].elements.push_back(r.element);
@@ -97,9 +98,9 @@ double quantile(std::vector<double> v, double p) {
   return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
-std::string platform_with_values(const std::string& text, const std::string& path,
-                                 const std::vector<RangedFigure>& figures,
-                                 const std::vector<double>& values) {
+std::string platform_with_texts(const std::string& text, const std::string& path,
+                                const std::vector<RangedFigure>& figures,
+                                const std::vector<std::pair<std::string, std::string>>& texts) {
   pugi::xml_document doc;
   if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
     throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
@@ -111,7 +112,7 @@ std::string platform_with_values(const std::string& text, const std::string& pat
     const std::string_view base = range_base_key(id);
     if (base.empty()) continue;
     auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
-    if (it == index.end() || std::isnan(values[it->second])) continue;
+    if (it == index.end() || texts[it->second].first.empty()) continue;
     pugi::xml_node owner = range.parent();
     pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
     if (!value) {
@@ -119,12 +120,28 @@ std::string platform_with_values(const std::string& text, const std::string& pat
       value.append_attribute("id") = std::string(base).c_str();
       value.append_attribute("value");
     }
-    value.attribute("value").set_value(
-        exact_prop_value(*figures[it->second].prop, values[it->second]).c_str());
+    value.attribute("value").set_value(texts[it->second].first.c_str());
+    if (!texts[it->second].second.empty())
+      range.attribute("value").set_value(texts[it->second].second.c_str());
   }
   std::ostringstream out;
   doc.save(out, "  ");
   return out.str();
+}
+
+std::string platform_with_values(const std::string& text, const std::string& path,
+                                 const std::vector<RangedFigure>& figures,
+                                 const std::vector<double>& values) {
+  std::vector<std::pair<std::string, std::string>> texts(figures.size());
+  for (size_t j = 0; j < figures.size(); ++j)
+    if (!std::isnan(values[j])) texts[j].first = exact_prop_value(*figures[j].prop, values[j]);
+  return platform_with_texts(text, path, figures, texts);
+}
+
+bool needs_own_engine(const std::vector<RangedFigure>& figures) {
+  return std::any_of(figures.begin(), figures.end(), [](const RangedFigure& g) {
+    return g.prop->owner == PropOwner::Link || g.key.rfind("vitsim_", 0) == 0;
+  });
 }
 
 namespace {
@@ -170,12 +187,7 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const IntervalOption
     }
     const PlatformPlan& pp = r.plans[path];
     const std::vector<std::string>& f = files[path];
-    // Link settings are applied to the engine as it loads (link transports), as are a flat-star file's
-    // vitsim_* zone props: a copy that samples one needs an engine of its own; GPU, node and the other zone
-    // figures are read from the copy's facts in the child.
-    const bool own_engine = std::any_of(pp.figures.begin(), pp.figures.end(), [](const RangedFigure& g) {
-      return g.prop->owner == PropOwner::Link || g.key.rfind("vitsim_", 0) == 0;
-    });
+    const bool own_engine = needs_own_engine(pp.figures);
     auto add = [&](const std::string& file, Run run) {
       Scenario s = points[i];
       s.cluster.platform = file;

@@ -91,14 +91,14 @@ std::vector<UsageCase> usage_cases() {
       {"predit s.xml",
        "vitsim: error: unknown command 'predit' (did you mean 'predict'?); commands: predict, validate, "
        "plot, plan, "
-       "platform, collective, train, calibrate"},
+       "platform, collective, fit, train, calibrate"},
       {"frobnicate",
        "vitsim: error: unknown command 'frobnicate'; commands: predict, validate, plot, plan, platform, "
-       "collective, train, calibrate"},
+       "collective, fit, train, calibrate"},
       {"",
        "vitsim: error: a command is required: vitsim COMMAND ...; commands: predict, validate, plot, plan, "
        "platform, collective, "
-       "train, calibrate"},
+       "fit, train, calibrate"},
       {"predict s.xml --calibraton c.json",
        "vitsim: error: vitsim predict: unknown option '--calibraton' (did you mean '--calibration'?) (vitsim "
        "predict "
@@ -140,6 +140,10 @@ std::vector<UsageCase> usage_cases() {
       // Checked after parsing, still the command line's fault.
       {"predict", "vitsim: error: vitsim predict needs a scenario: vitsim predict SCENARIO.xml"},
       {"validate s.xml", "vitsim: error: validate needs --measured REPORT.json or --run"},
+      {"fit s.xml", "vitsim: error: fit needs --measured FILE (a measured report or a CSV)"},
+      {"fit s.xml --measured r.json --fre x",
+       "vitsim: error: vitsim fit: unknown option '--fre' (did you mean '--free'?) (vitsim fit --help lists "
+       "them)"},
       {"plan",
        "vitsim: error: vitsim plan needs a scenario: vitsim plan SCENARIO.xml (or --merge SHARD.json..., or "
        "--gpu "

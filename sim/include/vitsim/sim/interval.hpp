@@ -7,6 +7,7 @@
 // their ends move its epoch time, widest first, each with the command that measures it.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vitsim/core/formats/report.hpp"
@@ -30,6 +31,7 @@ struct RangedFigure {
   std::string text;  // "1GBps..3GBps"
   std::string why;
   double low = 0, high = 0;           // SI
+  double value = 0;                   // SI: the value in effect where it is first stated
   std::vector<std::string> elements;  // where it is stated, file order
   std::string where() const;          // "link n0-nic", "link n0-nic and 3 more"
 };
@@ -47,6 +49,16 @@ double quantile(std::vector<double> v, double p);
 // a NaN leaves figure j as written. `path` names the file in messages.
 std::string platform_with_values(const std::string& text, const std::string& path,
                                  const std::vector<RangedFigure>& figures, const std::vector<double>& values);
+// The same with figure j's value prop written as texts[j].first ("0.7Tf") and its range prop as
+// texts[j].second ("0.65Tf..0.75Tf; WHY") wherever its range is stated; an empty pair leaves figure j as
+// written (`vitsim fit`'s output).
+std::string platform_with_texts(const std::string& text, const std::string& path,
+                                const std::vector<RangedFigure>& figures,
+                                const std::vector<std::pair<std::string, std::string>>& texts);
+// Whether a copy of the platform with other values of `figures` needs a SimGrid engine of its own: link
+// settings are applied to the engine as it loads (link transports), as are a flat-star file's vitsim_* zone
+// props; GPU, node and the other zone figures are read from the copy's facts in the child.
+bool needs_own_engine(const std::vector<RangedFigure>& figures);
 
 // Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
 // applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks; `who` names

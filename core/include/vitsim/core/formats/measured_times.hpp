@@ -1,0 +1,59 @@
+#pragma once
+// Measured end-to-end times of a few configurations, as `vitsim fit` reads them (docs/fit.md): a vitsim
+// report of kind measured (`vitsim train` writes it, `vitsim validate --measured` reads it), or a CSV a
+// user copies from training logs:
+//
+//   # the four runs of last month (lines starting with '#' and blank lines are skipped)
+//   cluster.nodes,training.micro_batch,step_time_s
+//   1,32,0.412
+//   2,32,0.455
+//
+// The header names scenario keys as `--set` takes them, and one time column: `step_time_s` (seconds per
+// optimizer step, the steady state) or `epoch_time_s` (seconds per epoch). Each row is one configuration:
+// its keys applied to the scenario as `--set KEY=VALUE` would apply them, and its time in seconds.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+
+namespace vitsim {
+
+// The time a measurement states, and the simulated figure it is compared with.
+enum class MeasuredMetric { StepTime, EpochTime };
+const char* measured_metric_column(MeasuredMetric m);  // "step_time_s", "epoch_time_s"
+
+struct MeasuredTime {
+  Origin origin;      // "times.csv:4", or the report with no line ("run.json")
+  std::string where;  // for messages: "times.csv:4", "run.json: /points/2"
+  // CSV: the row's keys and values, in the header's order, as --set takes them.
+  std::vector<std::pair<std::string, std::string>> keys;
+  // A report's point: its identity (core/formats/identity.hpp) and parameters.
+  std::string scenario_id;
+  std::map<std::string, std::string> params;
+  double seconds = 0;
+};
+
+struct MeasuredTimes {
+  std::string path;
+  MeasuredMetric metric = MeasuredMetric::StepTime;
+  bool report = false;  // read from a measured report (else a CSV)
+  std::vector<MeasuredTime> rows;
+};
+
+// Reads FILE: a JSON report of kind measured (its points' mean step times) or a CSV as above, told apart
+// by the first character that is not white space ('{': JSON). Throws Error with FILE:LINE for a CSV (an
+// unknown or repeated column, no time column or two, a row with another number of fields, an empty field,
+// a time that is not a positive number of seconds, a row repeating an earlier configuration) and with
+// FILE: /json/pointer for a report (the report reader's messages; a predicted report is refused).
+MeasuredTimes read_measured_times(const std::string& path);
+
+// The scenario points the measurements are of, in their order. A CSV row: the row's keys applied to a copy
+// of `f` as --set applies them; the result must be one point (a sweep of the file left open by the row is an
+// error naming the key to add as a column). A report's point: the point of `f` (its sweeps expanded) with
+// the same identity. Throws Error naming the row or the point.
+std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTimes& m);
+
+}  // namespace vitsim
