@@ -18,7 +18,7 @@ build=${1:-build}
 reps=${2:-3}
 scenario=${3:-scenarios/local/validate-homog.xml}
 calib_mbs=${4:-48,96,192,384}
-calib_flags=(--iters 20)
+calib_flags=(--iters 20 --no-op-model)  # the points are the calibrated shape: the op model (other shapes) is unused
 train_sets=()
 if [ "$smoke" = 1 ]; then
   reps=1 calib_mbs=48,96 calib_flags=(--iters 3 --warmup 1 --no-op-model)

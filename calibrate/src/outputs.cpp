@@ -52,11 +52,11 @@ std::map<std::string, std::string> provenance(const RunContext& x, const Measure
             "time per op, GEMM tile and k_half fitted on ln(predicted / measured)"
           : "",
       m.sync.ranks > 0
-          ? fmt::format("; step: the trainer's own steps ({} warm-up + {} timed) at each "
-                        "micro-batch on all {} ranks, the exposed gradient sync beyond the fitted "
-                        "all-reduce and the ranks' compute difference fitted as fixed + a share of "
+          ? fmt::format("; step: the trainer's own steps, {} rounds of {} warm-up + {} timed at each "
+                        "micro-batch on all {} ranks, the median round's exposed gradient sync beyond the "
+                        "fitted all-reduce and the ranks' compute difference, fitted as fixed + a share of "
                         "the forward + backward",
-                        o.warmup, o.iters, m.sync.ranks)
+                        kStepRounds, o.warmup, std::max(10, o.iters / kStepRounds), m.sync.ranks)
           : std::string());
   p["noise"] = fmt::format(
       "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",

@@ -22,6 +22,8 @@ constexpr bool kWeightByTime = false;
 constexpr int kOpRounds = 3;
 // Rounds of the compute phase over the micro-batches: a micro-batch's figure is its median round's.
 constexpr int kComputeRounds = 3;
+// Rounds of the step phase over the micro-batches: a micro-batch's sync rest is its median round's.
+constexpr int kStepRounds = 3;
 // All-reduce timing: warm-up runs thrown away, then at least this many timed runs per size.
 constexpr int kAllreduceWarmup = 5, kAllreduceMinIters = 10;
 
