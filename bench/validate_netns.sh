@@ -20,7 +20,7 @@ if [ "$smoke" = 1 ]; then
   train_sets=(--set training.micro_batch=64 --set run.max_steps=8 --set simulation.warmup=2)
 fi
 scenario=scenarios/local/validate-netns.xml
-vitsim="$(pwd)/$build/app/vitsim"
+vitsim="$(cd "$build" && pwd)/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)

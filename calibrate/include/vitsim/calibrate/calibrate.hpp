@@ -159,15 +159,15 @@ HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, co
 struct PlatformDevice {   // one rank's device as the platform describes it
   std::string gpu_model;  // equals the calibration's device_type
   double flops = 0;       // gpu_flops_fp32: the best measured GEMM rate (FLOP/s), the peak MFU is against
-  double efficiency =
-      1;              // gpu_efficiency: the measured ViT training rate over `flops` (the roofline fallback)
-  double mem_bw = 0;  // gpu_mem_bw
-  double mem_bytes = 0;  // gpu_mem
-  bool cpu = false;      // device_kind cpu: LibTorch runs each op on the issuing host thread
+  double mem_bw = 0;      // gpu_mem_bw
+  double mem_bytes = 0;   // gpu_mem
+  bool cpu = false;       // device_kind cpu: LibTorch runs each op on the issuing host thread
   // The spread of the measured rate over its repeats (and ranks), written as gpu_flops_fp32.range
   // (core/platform/figure_range.hpp) with `flops_why`; 0 = no range written.
   double flops_low = 0, flops_high = 0;
   std::string flops_why;
+  // gpu_efficiency: the measured ViT training rate over `flops` (the roofline fallback runs at that rate).
+  double efficiency = 1;
 };
 struct PlatformNode {
   std::string id;  // cluster id; hosts are <id>-dev0..N-1
