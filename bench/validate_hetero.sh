@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 reps=${2:-3}
 calib_mbs=${3:-48,96,192,384}
-calib_flags=(--iters 20)
+calib_flags=(--iters 20 --no-op-model)  # the points are the calibrated shape: the op model (other shapes) is unused
 train_sets=()
 if [ "$smoke" = 1 ]; then
   reps=1 calib_mbs=48,96 calib_flags=(--iters 3 --warmup 1 --no-op-model)

@@ -25,12 +25,13 @@ struct StepRow {
   double compute = 0;    // forward + backward, mean over the ranks
   double exposed = 0;    // exposed gradient sync, mean over the ranks
   double allreduce = 0;  // the step's bucket all-reduces on the fitted ring edge, back to back
-  double imbalance = 0;  // the slowest device type's compute - the mean over the ranks (the simulator has it)
+  double imbalance =
+      0;  // the slowest type's calibrated compute - the ranks' mean of it (the simulator has it)
   double optimizer = 0, data = 0;
   double extra() const { return exposed - allreduce - imbalance; }
 };
 
-StepRow measure_step(RunContext& x, const RingFit& fit, int mb, int steps) {
+StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& fit, int mb, int steps) {
   Scenario s = x.s;
   s.training.micro_batch = mb;
   s.training.grad_accum = 1;
@@ -47,26 +48,26 @@ StepRow measure_step(RunContext& x, const RingFit& fit, int mb, int steps) {
   StepRow row;
   row.micro_batch = mb;
   const double n = static_cast<double>(p.per_rank.size());
-  std::map<std::string, std::pair<double, int>> by_type;  // compute summed over a device type's ranks
-  for (size_t r = 0; r < p.per_rank.size(); ++r) {
-    const Breakdown& b = p.per_rank[r].breakdown_s;
-    const double c = b.compute_fwd + b.compute_bwd;
-    row.compute += c / n;
+  for (const RankReport& r : p.per_rank) {
+    const Breakdown& b = r.breakdown_s;
+    row.compute += (b.compute_fwd + b.compute_bwd) / n;
     row.exposed += b.comm_exposed / n;
     row.optimizer += b.optimizer / n;
     row.data += b.data / n;
-    auto& t = by_type[x.devices[r]];
-    t.first += c;
-    t.second += 1;
   }
-  // The simulator gives every rank of a device type the type's compute: the slowest type's lead over the
-  // mean is a difference it has itself (a slow device type). Ranks of one type that differ in a run (jitter,
-  // one core busier) are what the sync figures are for: not subtracted.
+  // What the simulator makes of the ranks' compute: each rank its device type's calibrated forward +
+  // backward, so the ranks of a faster type wait for the slowest type's (a slow device type) by that much.
+  // The rest is what the simulated sync lacks beside it; ranks of one type that differ in a run (jitter, one
+  // core busier) are part of the rest.
+  auto calibrated = [&](int r) {
+    for (const ComputePoint& cp : compute.by_type.at(x.devices[static_cast<size_t>(r)]).points)
+      if (cp.micro_batch == mb) return cp.fwd_s + cp.bwd_s;
+    return 0.0;
+  };
   double slowest = 0, mean = 0;
-  for (size_t r = 0; r < p.per_rank.size(); ++r) {
-    const auto& t = by_type[x.devices[r]];
-    slowest = std::max(slowest, t.first / t.second);
-    mean += t.first / t.second / n;
+  for (int r = 0; r < x.nranks; ++r) {
+    slowest = std::max(slowest, calibrated(r));
+    mean += calibrated(r) / x.nranks;
   }
   row.imbalance = slowest - mean;
   for (const GradBucket& b : gradient_buckets(s))
@@ -107,7 +108,7 @@ SyncCalibration fit_sync(const std::vector<StepRow>& rows, int ranks) {
 
 }  // namespace
 
-SyncCalibration step_phase(RunContext& x, const RingFit& fit) {
+SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit) {
   if (x.nranks < 2 || !x.o.step_phase) return {};
   // The rest is a difference of noisy means whose steps have a long tail (a step's exposed sync: median 0.53
   // ms, mean 0.76 ms here): rounds, as the compute phase's, each of at least 10 timed steps.
@@ -127,7 +128,7 @@ SyncCalibration step_phase(RunContext& x, const RingFit& fit) {
   for (int round = 0; round < kStepRounds; ++round)
     for (int mb : x.mbs) {
       x.world.barrier("calibrate step barrier");
-      by_mb[mb].push_back(measure_step(x, fit, mb, steps));
+      by_mb[mb].push_back(measure_step(x, compute, fit, mb, steps));
     }
   std::vector<StepRow> rows;
   json jrows = json::array();

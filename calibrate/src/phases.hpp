@@ -93,9 +93,10 @@ struct AllreducePhase {
 AllreducePhase allreduce_phase(RunContext& x);
 
 // ---- the trainer's own steps (phase_step.cpp) ----
-// What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit`, measured with the
-// trainer at every calibration micro-batch (none with one rank or --no-step).
-SyncCalibration step_phase(RunContext& x, const RingFit& fit);
+// What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit` and the wait for a
+// slower device type that `compute` gives the simulator, measured with the trainer at every calibration
+// micro-batch (none with one rank or --no-step).
+SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
 
 // ---- the files (outputs.cpp) ----
 // Everything one run measured and fitted.
