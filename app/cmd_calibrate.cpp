@@ -31,7 +31,7 @@ struct CalibrateArgs {
   std::vector<std::string> sets, sizes, device_types;
   calibrate::Options opt;
   bool quiet = false;
-  bool no_op_model = false;
+  bool no_op_model = false, no_step = false;
 };
 
 // A micro-batch the machine cannot hold ends in the allocator's exception or a LibTorch backtrace after
@@ -109,6 +109,10 @@ void add_calibrate(CLI::App& cli, Action& action) {
   c->add_flag("--no-op-model", a->no_op_model,
               "skip the op benchmarks (most of calibrate's time): compute points only, no op model for "
               "other ViT shapes");
+  c->add_flag(
+      "--no-step", a->no_step,
+      "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "
+      "adds nothing at the gradient sync beyond the all-reduce");
   c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
   c->add_option("--from-nccl-tests", a->from_nccl_tests,
                 "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
@@ -119,8 +123,9 @@ void add_calibrate(CLI::App& cli, Action& action) {
     action = [a, c] {
       if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) {
         // An import measures nothing: the flags that shape a measurement have nothing to act on.
-        for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup",
-                                 "--iters", "--loader-batches", "--platform-devices", "--no-op-model"})
+        for (const char* flag :
+             {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup", "--iters",
+              "--loader-batches", "--platform-devices", "--no-op-model", "--no-step"})
           if (c->count(flag) > 0)
             throw UsageError(
                 fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile: an import "
@@ -170,6 +175,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
       if (!a->peak_flops.empty()) o.peak_flops = units::parse(a->peak_flops, units::Kind::Flops);
       if (!a->mem_bw.empty()) o.mem_bw = units::parse(a->mem_bw, units::Kind::Bandwidth);
       o.op_model = !a->no_op_model;
+      o.step_phase = !a->no_step;
       o.verbose = !a->quiet;
       o.command = command_line();
       calibrate::run(points.front(), o);

@@ -11,18 +11,13 @@
 namespace vitsim::app {
 
 namespace {
-// The configure line that builds the real trainer (docs/trainer.md, Build).
-constexpr const char* kRebuild =
-    "cmake -S . -B build -DVITSIM_WITH_TORCH=ON -DTorch_DIR=/path/to/libtorch/share/cmake/Torch "
-    "&& cmake --build build --target vitsim";
-
 void add_missing(CLI::App& cli, Action& action, const std::string& name, const std::string& help) {
   CLI::App* c = cli.add_subcommand(name, help + " (not in this build: it needs LibTorch)");
   c->prefix_command();  // whatever follows is accepted: the answer is the same for every command line
   c->set_help_flag();   // `vitsim train --help` gets the rebuild line too
   c->callback([&action, name] {
     action = [name] {
-      fmt::print(stderr, "vitsim {}: built without LibTorch: rebuild with {}\n", name, kRebuild);
+      fmt::print(stderr, "vitsim {}: built without LibTorch: rebuild with {}\n", name, kRebuildWithTorch);
       return 2;
     };
   });

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <memory>
 
 #include "commands.hpp"
@@ -24,6 +26,37 @@ struct ValidateArgs {
   double tolerance = -1;
   int jobs = 0;
 };
+
+// `name` as posix_spawnp finds it: a path with a '/' as it is, else the first executable in $PATH.
+bool on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t a = 0; a <= dirs.size();) {
+    size_t b = dirs.find(':', a);
+    if (b == std::string::npos) b = dirs.size();
+    const std::string dir = b > a ? dirs.substr(a, b - a) : ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    a = b + 1;
+  }
+  return false;
+}
+
+// --run launches `mpirun ... vitsim train`: refused at once, before any simulation or launch, where it could
+// not work (issue 28: a build without LibTorch launched mpirun and failed three times before saying why).
+void check_can_run() {
+#ifndef VITSIM_HAVE_REAL
+  throw UsageError(fmt::format(
+      "validate --run trains with this vitsim, which was built without LibTorch (no `vitsim train`): train "
+      "with a build that has it (`mpirun -np N vitsim train SCENARIO --out measured.json`) and pass "
+      "--measured measured.json, or rebuild with {}",
+      kRebuildWithTorch));
+#endif
+  if (!on_path("mpirun"))
+    throw UsageError(
+        "validate --run launches mpirun, which is not on PATH: install Open MPI (bash scripts/setup.sh), or "
+        "train elsewhere and pass --measured REPORT.json");
+}
 
 std::string self_exe() {
   char buf[PATH_MAX];
@@ -57,6 +90,7 @@ void add_validate(CLI::App& cli, Action& action) {
     action = [a] {
       require_scenario("validate", a->scenario, " (--measured REPORT.json | --run)");
       if (!a->run && a->measured.empty()) throw UsageError("validate needs --measured REPORT.json or --run");
+      if (a->run) check_can_run();
       ScenarioFile f = read_scenario_file(a->scenario);
       apply_sets(f, a->sets);
       std::vector<NamedPath> inputs = scenario_inputs(f);
@@ -89,6 +123,11 @@ void add_validate(CLI::App& cli, Action& action) {
       }
       const double tol = a->tolerance >= 0 ? a->tolerance : points.front().validation.tolerance;
       validate::Validation v = validate::compare(predicted, measured, tol);
+      validate::DiagnoseContext dc;
+      dc.scenario = a->scenario;
+      dc.calibration = a->calibration;
+      for (const auto& p : points) dc.ranks = std::max(dc.ranks, p.ranks());
+      v.causes = validate::diagnose(v, predicted, dc);
       const std::string text = a->format == "json" ? validate::to_json(v) : validate::to_table(v);
       write_output(a->out, text);
       return v.pass ? 0 : 4;  // 4: ran fine, but the error exceeds the tolerance

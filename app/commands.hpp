@@ -69,6 +69,12 @@ std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir
 int some_points_failed(const std::string& command, size_t failed, size_t total, const std::string& first,
                        int status);
 
+// The configure line that builds the real trainer (docs/trainer.md, Build): what a build without LibTorch
+// says for train, calibrate and validate --run.
+inline constexpr const char* kRebuildWithTorch =
+    "cmake -S . -B build -DVITSIM_WITH_TORCH=ON -DTorch_DIR=/path/to/libtorch/share/cmake/Torch "
+    "&& cmake --build build --target vitsim";
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);

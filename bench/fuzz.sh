@@ -6,23 +6,59 @@
 # report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
 # readers of real/src/data*.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
+# VITSIM_BENCH_SMOKE=1 (bench/lib.sh): builds and runs nothing (a sanitized clang build of the core takes
+# minutes): configures the fuzz build in a temporary folder (VITSIM_FUZZ_BUILD to name one), checks that every
+# harness named here is a target of fuzz/CMakeLists.txt and that each harness's source compiles against
+# today's headers with the exact command CMake gives it (-fsyntax-only), and seeds the corpora.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 secs=${1:-600}
 shift || true
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report report_roundtrip plan idx cifar image)
 
-if ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/14*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+if [ "$smoke" = 1 ]; then
+  command -v clang++ >/dev/null || { echo "fuzz.sh smoke: no clang++ (bench/fuzz.sh installs clang-14): skipped"; exit 0; }
+  b="${VITSIM_FUZZ_BUILD:-$(mktemp -d)}"
+elif ! command -v clang++ >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/14*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq clang-14 libclang-rt-14-dev >/dev/null
 fi
-b="${VITSIM_FUZZ_BUILD:-$here/build-fuzz}"
+b="${b:-${VITSIM_FUZZ_BUILD:-$here/build-fuzz}}"
 cmake -S "$here" -B "$b" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITSIM_FUZZ=ON \
   -DVITSIM_WITH_TORCH=OFF -DVITSIM_BUILD_TESTS=OFF >/dev/null
 targets=$(printf 'fuzz_%s ' "${names[@]}")
 case " ${names[*]} " in *" idx "*|*" cifar "*|*" image "*) targets="$targets fuzz_seeds" ;; esac
-cmake --build "$b" -j"$(nproc)" --target $targets >/dev/null
+if [ "$smoke" = 1 ]; then
+  smoke_note "every harness's compile command with -fsyntax-only, the corpora seeded, nothing built or run"
+  /usr/bin/python3 - "$b/compile_commands.json" $targets <<'PY'
+import json, os, shlex, subprocess, sys
+from concurrent.futures import ThreadPoolExecutor
+commands = {}
+for c in json.load(open(sys.argv[1])):
+    args = shlex.split(c["command"])
+    out = args[args.index("-o") + 1]
+    if out.startswith("CMakeFiles/fuzz_"):
+        commands[out.split("/")[1][: -len(".dir")]] = (c["directory"], args)
+def check(target):
+    if target not in commands:
+        return f"{target}: not a target of fuzz/CMakeLists.txt", False
+    d, args = commands[target]
+    i = args.index("-o")
+    args = [a for a in args[:i] + args[i + 2:] if a != "-c"] + ["-fsyntax-only"]
+    r = subprocess.run(args, cwd=d, capture_output=True, text=True)
+    if r.returncode:
+        return f"{target}: does not compile\n{r.stderr[-4000:]}", False
+    return f"{target}: compiles (syntax only)", True
+with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    results = list(pool.map(check, sys.argv[2:]))
+for line, _ in results: print(line)
+sys.exit(0 if all(ok for _, ok in results) else 1)
+PY
+else
+  cmake --build "$b" -j"$(nproc)" --target $targets >/dev/null
+fi
 
 seed() {  # seed NAME FILES...: copy the files that exist into the harness's corpus
   local d="$b/corpus/$1"; shift
@@ -56,6 +92,10 @@ for v in "$here/build/app/vitsim" "$here/build-sim/app/vitsim"; do
     done && break
   fi
 done
+if [ "$smoke" = 1 ]; then
+  for n in "${names[@]}"; do echo "$n: corpus $(ls "$b/corpus/$n" 2>/dev/null | wc -l) files"; done
+  exit 0
+fi
 echo "vitsim fuzzing: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, ${secs} s per harness, $(clang++ --version | head -1)"
 for n in "${names[@]}"; do
   mkdir -p "$b/findings/$n"

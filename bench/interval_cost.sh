@@ -4,6 +4,7 @@
 # 1-node point). The point: bench/lib.sh's scaling point (ViT-B/16, micro-batch 64, fp32, ring, 20 steps) on
 # NODES nodes of 8 T4s that `vitsim platform` writes from the catalogue (with its ranges).
 # Usage: bench/interval_cost.sh [path/to/vitsim] [runs, default 3] [nodes..., default 1]
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): 1 run of 1 node.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath "${1:-$here/build/app/vitsim}")
@@ -14,9 +15,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 . "$here/bench/lib.sh"
+if [ "$smoke" = 1 ]; then runs=1 nodes_list=(1); fi
 
 echo "vitsim predict --interval cost: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $vitsim"
+smoke_note "1 run of 1 node"
 for nodes in "${nodes_list[@]}"; do
   "$vitsim" platform --id "bench$nodes" --nodes "$nodes" --gpus-per-node 8 --gpu t4 --precision fp32 \
     --intranode pcie_host --nic-speed 25gbe --cpu-cores 32 --out "$tmp/p$nodes.xml"

@@ -1,5 +1,14 @@
 # Shared pieces of the bench/*.sh scripts; source it: . "$(dirname "$0")/lib.sh"
 
+# Smoke mode: VITSIM_BENCH_SMOKE=1 makes every bench/*.sh run its smallest case once, in seconds, so that the test
+# suite keeps each script working (ctest -R bench_smoke: tests/bench_smoke.sh). Its numbers mean nothing.
+smoke=${VITSIM_BENCH_SMOKE:-0}
+# smoke_note WHAT: one comment line saying what the smoke mode shrank.
+smoke_note() {
+  if [ "$smoke" = 1 ]; then echo "# smoke mode (VITSIM_BENCH_SMOKE=1): $*; the numbers mean nothing"; fi
+  return 0
+}
+
 # median: the median of the numbers on stdin, one a line.
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 

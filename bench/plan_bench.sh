@@ -9,6 +9,7 @@
 # Each line: median wall time, and median CPU time (user + sys of the process tree), which depends less on
 # what else the machine runs.
 # Usage: bench/plan_bench.sh [path/to/vitsim] [runs, default 3]
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): 1 run of 1 and 2 nodes x 1 and 2 GPUs per node (80 points).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath "${1:-$here/build/app/vitsim}")
@@ -17,7 +18,10 @@ scen="$here/scenarios/whatif/vector-54x8.xml"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+. "$here/bench/lib.sh"
+space=()
+points="1,040 points"
+if [ "$smoke" = 1 ]; then runs=1 space=(--set cluster.nodes=1,2 --set cluster.gpus_per_node=1,2) points="80 points"; fi
 
 measure() {
   local label=$1; shift
@@ -37,26 +41,26 @@ measure() {
 echo "vitsim plan benchmark: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $vitsim${VITSIM_BENCH_FLOWS:+ (simulation.flows=$VITSIM_BENCH_FLOWS)}"
 # VITSIM_BENCH_FLOWS=always makes every transfer a SimGrid flow (simulation.flows; default auto: a lone ring and
-# the collective auto's calls are computed without them).
-extra=()
-[[ -n "${VITSIM_BENCH_FLOWS:-}" ]] && extra=(--set "simulation.flows=$VITSIM_BENCH_FLOWS")
-"$vitsim" plan "$scen" "${extra[@]}" --allow-oom -j 2 -q --format json --out "$tmp/all.json"
+# any collective's calls where nothing else sends are computed without them).
+[[ -n "${VITSIM_BENCH_FLOWS:-}" ]] && space+=(--set "simulation.flows=$VITSIM_BENCH_FLOWS")
+smoke_note "1 run of 80 points (1-2 nodes x 1-2 GPUs per node)"
+"$vitsim" plan "$scen" "${space[@]}" --allow-oom -j 2 -q --format json --out "$tmp/all.json"
 python3 - "$tmp/all.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sim = sum(1 for x in p["points"] if x["simulated"])
 print(f"space: {p['space_size']} points; simulated with --allow-oom: {sim}")
 PY
-"$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --format json --out "$tmp/fit.json"
+"$vitsim" plan "$scen" "${space[@]}" -j 2 -q --format json --out "$tmp/fit.json"
 python3 - "$tmp/fit.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 sim = sum(1 for x in p["points"] if x["simulated"])
 print(f"plan as run: {sim} simulated, {p['space_size'] - sim} excluded before simulating (memory)")
 PY
-measure "1,040 points, all simulated, -j 2" "$vitsim" plan "$scen" "${extra[@]}" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
-measure "1,040 points, memory pre-check, -j 2" "$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --format json --out "$tmp/b.json"
-measure "1,040 points, memory pre-check, --interval" "$vitsim" plan "$scen" "${extra[@]}" -j 2 -q --interval --format json \
+measure "$points, all simulated, -j 2" "$vitsim" plan "$scen" "${space[@]}" --allow-oom -j 2 -q --format json --out "$tmp/a.json"
+measure "$points, memory pre-check, -j 2" "$vitsim" plan "$scen" "${space[@]}" -j 2 -q --format json --out "$tmp/b.json"
+measure "$points, memory pre-check, --interval" "$vitsim" plan "$scen" "${space[@]}" -j 2 -q --interval --format json \
   --out "$tmp/i.json"
 python3 - "$tmp/i.json" <<'PY'
 import json, sys
@@ -70,8 +74,8 @@ for line in p["explanation"]:
 PY
 mpi="$(dirname "$vitsim")/vitsim-plan-mpi"
 if [[ -x "$mpi" ]] && command -v mpirun >/dev/null; then
-  measure "mpirun -np 2 vitsim-plan-mpi, all simulated" mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" "$scen" \
-    "${extra[@]}" --allow-oom -j 1 -q --format json --out "$tmp/m.json"
+  measure "mpirun -np 2 vitsim-plan-mpi, all simulated" mpirun --allow-run-as-root --oversubscribe -np 2 "$mpi" "$scen" "${space[@]}" \
+    --allow-oom -j 1 -q --format json --out "$tmp/m.json"
   cmp "$tmp/m.json" "$tmp/a.json" && echo "mpirun plan == one-machine plan (byte-identical JSON)"
 else
   echo "vitsim-plan-mpi not built (no MPI): mpirun line skipped"

@@ -6,6 +6,7 @@
 # Usage: bench/predict_flat_scale.sh [path/to/vitsim] [runs per point, default 3] [largest node count, default 16384]
 # Prints per size the median wall time, the median user+system CPU time, the largest peak RSS, the platform
 # file's size, and the load average before the size's runs (the machine is shared).
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): 1 run of the smallest size (512 GPUs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath "${1:-$here/build/app/vitsim}")
@@ -15,6 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 . "$here/bench/lib.sh"
+if [ "$smoke" = 1 ]; then runs=1 largest=64; fi
 
 echo "vitsim predict flat-star scaling: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
 echo "binary: $vitsim${VITSIM_BENCH_FLOWS:+ (simulation.flows=$VITSIM_BENCH_FLOWS)}"
@@ -27,6 +29,7 @@ extra=()
 # VITSIM_BENCH_NODE=h100 makes each node 8 H100 SXM with 8 NDR NICs (issue 25's realistic node) instead of
 # Vector's T4s; VITSIM_BENCH_COLLECTIVE=auto runs NCCL's choice instead of the flat ring.
 echo "node: ${VITSIM_BENCH_NODE:-t4}, collective: ${VITSIM_BENCH_COLLECTIVE:-ring}"
+smoke_note "1 run of 512 GPUs"
 for nodes in 64 512 2048 8192 16384; do
   ((nodes > largest)) && break
   if [[ "${VITSIM_BENCH_NODE:-t4}" == h100 ]]; then

@@ -1,38 +1,58 @@
 #!/usr/bin/env bash
 # The local validation (docs/benchmarks.md "Validation on this machine"): calibrate this machine on 2 ranks at
-# the calibration micro-batches, write platforms/local/calibrated.xml, then train every point of the
-# validation scenario REPS times and compare each run with the prediction. Prints per point: predicted,
-# each run's measured step time, the run-to-run spread, the error of the mean and the MAPE.
+# the calibration micro-batches (the trainer's own steps among them: calibrate's step phase), then train every
+# point of the validation scenario REPS times and compare each run with the prediction. Prints per point:
+# predicted, each run's measured step time, the run-to-run spread, the error of the mean and the MAPE.
 # usage: bench/validate_local.sh [BUILD_DIR] [REPS] [SCENARIO] [CALIB_MICRO_BATCHES]
+# OUT: the folder for the files (default: a new temporary one): calib.json, calibrated.xml (calibrate's
+#   platform, which the runs use through --set cluster.platform: calibrate writes no file the scenario reads),
+#   each run's report and validation. SAVE=1 also copies calib.json and calibrated.xml onto the scenario's
+#   committed platform and the calibration beside it (platforms/local/calibrated.{xml,json}).
 # NICE (default -20 as root): the ranks' priority (bench/lib.sh); this machine's 2 cores are shared with builds.
+# VITSIM_BENCH_SMOKE=1: seconds, not minutes (bench/lib.sh): 1 run, calibrated at 48,96 with 3 iterations and
+#   no op model, the points at micro-batch 64 only, 8 steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 build=${1:-build}
 reps=${2:-3}
 scenario=${3:-scenarios/local/validate-homog.xml}
 calib_mbs=${4:-48,96,192,384}
+calib_flags=(--iters 20 --no-op-model)  # the points are the calibrated shape: the op model (other shapes) is unused
+train_sets=()
+if [ "$smoke" = 1 ]; then
+  reps=1 calib_mbs=48,96 calib_flags=(--iters 3 --warmup 1 --no-op-model)
+  train_sets=(--set training.micro_batch=64 --set run.max_steps=8 --set simulation.warmup=2)
+fi
 vitsim="$build/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-. bench/lib.sh
 own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)
 mpirun_flags=$(mpirun_flags --oversubscribe)
 run() { nice -n "$nice_level" "$@"; }
 
 run_header
+smoke_note "1 run, calibrated at $calib_mbs (3 iterations, no op model), micro-batch 64, 8 steps"
 echo "# scenario $scenario, calibrated at micro-batches $calib_mbs on 2 ranks, $reps training runs per point; files in $out"
-platform=$(sed -n 's/.*<cluster platform="\([^"]*\)".*/\1/p' "$scenario")
-platform="$(dirname "$scenario")/$platform"
+platform="$(cd "$out" && pwd)/calibrated.xml"
 run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" --force \
-  --micro-batches "$calib_mbs" --iters 20 --details "$out/calib-details.json" --emit-platform "$platform" >"$out/calibrate.log"
-calibration_summary "$out/calibrate.log" "^fit|^host|^loader|^occupancy"
+  --micro-batches "$calib_mbs" "${calib_flags[@]}" --details "$out/calib-details.json" --emit-platform "$platform" \
+  >"$out/calibrate.log"
+calibration_summary "$out/calibrate.log" "^fit|^host|^loader|^occupancy|^sync|^peak"
+sets=(--set "cluster.platform=$platform" "${train_sets[@]}")
 ranks=$(sed -n 's/.*param="cluster.gpus_per_node" values="\([^"]*\)".*/\1/p' "$scenario")
 for r in $(seq 1 "$reps"); do
   for n in ${ranks//,/ }; do
-    run mpirun $mpirun_flags -np "$n" "$vitsim" train "$scenario" --set "cluster.gpus_per_node=$n" --quiet \
-      --out "$out/measured-$r-$n.json" >/dev/null
-    "$vitsim" validate "$scenario" --calibration "$out/calib.json" --set "cluster.gpus_per_node=$n" -q \
-      --measured "$out/measured-$r-$n.json" --format json --out "$out/validation-$r-$n.json" || true
+    run mpirun $mpirun_flags -np "$n" "$vitsim" train "$scenario" --set "cluster.gpus_per_node=$n" "${sets[@]}" \
+      --quiet --out "$out/measured-$r-$n.json" >/dev/null
+    "$vitsim" validate "$scenario" --calibration "$out/calib.json" --set "cluster.gpus_per_node=$n" "${sets[@]}" \
+      -q --measured "$out/measured-$r-$n.json" --format json --out "$out/validation-$r-$n.json" || [ $? = 4 ]
   done
 done
 /usr/bin/python3 "$(dirname "$0")/validation_table.py" "$out" "$reps" "$ranks"
+if [ "${SAVE:-0}" = 1 ]; then
+  committed="$(dirname "$scenario")/$(sed -n 's/.*<cluster platform="\([^"]*\)".*/\1/p' "$scenario")"
+  cp "$platform" "$committed"
+  cp "$out/calib.json" "${committed%.xml}.json"
+  echo "# SAVE=1: wrote $committed and ${committed%.xml}.json"
+fi

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # The local validation, namespaced network (scenarios/local/validate-netns.xml): builds the network with
 # scripts/netns_local.sh (skipped, exit 0, with its reason where namespaces cannot be made), calibrates
-# one rank per namespace, writes platforms/local/calibrated-netns.xml, trains the held-out points REPS
-# times and compares each run with the prediction; tears the network down on exit.
+# one rank per namespace, writes the platform into OUT (calibrated.xml, used through --set cluster.platform),
+# trains the held-out points REPS times and compares each run with the prediction; tears the network down on
+# exit. SAVE=1 also copies the platform and the calibration onto platforms/local/calibrated-netns.*.
 # usage: bench/validate_netns.sh [BUILD_DIR] [REPS] [CALIB_MICRO_BATCHES]
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): 1 run, calibrated at 48,96 (3 iterations, no op model, the
+#   all-reduce at 3 sizes), micro-batch 64 only, 8 steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 build=${1:-build}
 reps=${2:-3}
 calib_mbs=${3:-48,96,192,384}
+calib_flags=(--iters 20 --no-op-model)  # the points are the calibrated shape: the op model (other shapes) is unused
+train_sets=()
+if [ "$smoke" = 1 ]; then
+  reps=1 calib_mbs=48,96 calib_flags=(--iters 3 --warmup 1 --no-op-model --sizes 4KiB,64KiB,1MiB)
+  train_sets=(--set training.micro_batch=64 --set run.max_steps=8 --set simulation.warmup=2)
+fi
 scenario=scenarios/local/validate-netns.xml
-vitsim="$(pwd)/$build/app/vitsim"
+vitsim="$(cd "$build" && pwd)/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
-. bench/lib.sh
 own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)
 if ! net=$(scripts/netns_local.sh up); then echo "validate_netns: skipped (see the line above)"; exit 0; fi
 trap 'scripts/netns_local.sh down >/dev/null' EXIT
@@ -27,16 +36,24 @@ placed() {
 }
 
 run_header
+smoke_note "1 run, calibrated at $calib_mbs (3 iterations, no op model), micro-batch 64, 8 steps"
 echo "# $net"
 echo "# scenario $scenario, calibrated at micro-batches $calib_mbs through the same network, $reps runs per point; files in $out"
-placed calibrate --scenario "$scenario" --out "$out/calib.json" --force --micro-batches "$calib_mbs" --iters 20 \
-  --link-class inter_node --details "$out/calib-details.json" --emit-platform platforms/local/calibrated-netns.xml \
+platform="$(cd "$out" && pwd)/calibrated.xml"
+placed calibrate --scenario "$scenario" --out "$out/calib.json" --force --micro-batches "$calib_mbs" "${calib_flags[@]}" \
+  --link-class inter_node --details "$out/calib-details.json" --emit-platform "$platform" \
   >"$out/calibrate.log"
-calibration_summary "$out/calibrate.log"
-grep -E "^ +[0-9]+ +[0-9.e+-]+ " "$out/calibrate.log" | grep -vE "^ +[0-9]+ +[0-9]+ +0\." | sed 's/^/# all-reduce: /' || true
+calibration_summary "$out/calibrate.log" "^fit|^occupancy|^sync|^peak"
+sets=(--set "cluster.platform=$platform" "${train_sets[@]}")
+sed -n '/^all-reduce/,/^fit/p' "$out/calibrate.log" | grep -E "^ +[0-9]+ +[0-9.e+-]+ " | sed 's/^/# all-reduce: /' || true
 for r in $(seq 1 "$reps"); do
-  placed train "$scenario" --quiet --out "$out/measured-$r-2.json" >/dev/null
-  "$vitsim" validate "$scenario" --calibration "$out/calib.json" -q --measured "$out/measured-$r-2.json" \
-    --format json --out "$out/validation-$r-2.json" || true
+  placed train "$scenario" "${sets[@]}" --quiet --out "$out/measured-$r-2.json" >/dev/null
+  "$vitsim" validate "$scenario" --calibration "$out/calib.json" "${sets[@]}" -q --measured "$out/measured-$r-2.json" \
+    --format json --out "$out/validation-$r-2.json" || [ $? = 4 ]
 done
 /usr/bin/python3 "$(dirname "$0")/validation_table.py" "$out" "$reps" 2
+if [ "${SAVE:-0}" = 1 ]; then
+  cp "$platform" platforms/local/calibrated-netns.xml
+  cp "$out/calib.json" platforms/local/calibrated-netns.json
+  echo "# SAVE=1: wrote platforms/local/calibrated-netns.xml and .json"
+fi

@@ -15,10 +15,19 @@
 # threads on this 2-core machine every parallel region waits for a worker thread that shares its core
 # with whatever else runs (other engineers' builds): the same shape measured 544 and 917 ms a step
 # minutes apart (2026-12-01), against 747-849 ms with one thread.
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): the first shape only, calibrated at 8,16 (3 iterations, no op
+#   model: its shape then predicts from the platform's figures), 5 steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 build=${1:-build}
 reps=${2:-1}
+calib_flags=(--micro-batches 16,64,128)
+smoke_sets=()
+if [ "$smoke" = 1 ]; then
+  reps=1 calib_flags=(--micro-batches 8,16 --iters 3 --warmup 1 --no-op-model)
+  smoke_sets=(--set run.max_steps=5 --set simulation.steps=5 --set simulation.warmup=2)
+fi
 vitsim="$build/app/vitsim"
 scenario=scenarios/local/shapes.xml
 out=${OUT:-$(mktemp -d)}
@@ -49,15 +58,17 @@ shapes=(
   "w64-d12-p16-224px-b32|model.image_size=224 model.patch=16 model.width=64 model.depth=12 model.heads=2 model.mlp_ratio=4 model.classes=1000 training.micro_batch=32"
   "w128-d3-p8-128px-b16|model.image_size=128 model.patch=8 model.width=128 model.depth=3 model.heads=4 model.mlp_ratio=4 training.micro_batch=16"
 )
+[ "$smoke" = 1 ] && shapes=("${shapes[0]}")
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(hostname) cores=$(nproc) $(lscpu | sed -n 's/^Model name: *//p'); load: $(cut -d' ' -f1-3 /proc/loadavg); nice $nice_level; OMP_WAIT_POLICY=$OMP_WAIT_POLICY; threads $threads; files in $out"
-run mpirun $mpirun_flags -np 1 "$vitsim" calibrate "$scenario" --set run.threads="$threads" --out "$out/calib.json" --force \
-  --micro-batches 16,64,128 --details "$out/calib-details.json" >"$out/calibrate.log" 2>&1
+smoke_note "the first shape, calibrated at 8,16 (3 iterations, no op model), 5 steps"
+run mpirun $mpirun_flags -np 1 "$vitsim" calibrate "$scenario" --set run.threads="$threads" "${smoke_sets[@]}" \
+  --out "$out/calib.json" --force "${calib_flags[@]}" --details "$out/calib-details.json" >"$out/calibrate.log" 2>&1
 sed -n '/op model/,$p' "$out/calibrate.log" | head -18 | sed 's/^/# calibrate: /'
 for r in $(seq 1 "$reps"); do
   for entry in "${shapes[@]}"; do
     name=${entry%%|*}
-    sets=(--set run.threads="$threads")
+    sets=(--set run.threads="$threads" "${smoke_sets[@]}")
     for a in ${entry#*|}; do sets+=(--set "$a"); done
     run mpirun $mpirun_flags -np 1 "$vitsim" train "$scenario" "${sets[@]}" --quiet --out "$out/measured-$r-$name.json" >/dev/null
     [ "$r" = 1 ] && "$vitsim" predict "$scenario" --calibration "$out/calib.json" "${sets[@]}" -q --format json \

@@ -14,7 +14,7 @@ for r in range(1, reps + 1):
             m = {e["metric"]: e for e in p["metrics"]}
             row = rows.setdefault(key, {"pred": m["step_time"]["predicted"], "meas": [], "parts": []})
             row["meas"].append(m["step_time"]["measured"])
-            row["parts"].append({k: (m[k]["predicted"], m[k]["measured"]) for k in ("compute_fwd", "compute_bwd", "optimizer", "comm_exposed")})
+            row["parts"].append({k: (m[k]["predicted"], m[k]["measured"]) for k in ("data", "compute_fwd", "compute_bwd", "optimizer", "comm_exposed")})
 print("| ranks | micro-batch | predicted step (ms) | measured step, each run (ms) | run-to-run (max-min)/mean | error of the mean | errors of the runs |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
 errs_mean, errs_all, noise = [], [], []

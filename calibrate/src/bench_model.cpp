@@ -3,6 +3,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -64,7 +66,13 @@ void time_whole_model(ModelBench& mb, const torch::Device& dev, const Repeats& r
     auto b = mark(dev);
     loss.backward();
     auto c = mark(dev);
+    // As the trainer's update (real/src/point_loop.cpp): the mean gradient, its finite check and the loss
+    // read back (each a sync with the device), the step, the zeroed gradient. The loss's mean over the ranks
+    // (an all-reduce) is the step phase's.
     if (ranks > 1) mb.flat_grad.div_(ranks);
+    const bool finite = mb.flat_grad.isfinite().all().item<bool>();
+    const double loss_value = loss.detach().to(torch::kFloat64).item<double>();
+    if (!finite || !std::isfinite(loss_value)) mb.flat_grad.zero_();  // kept: what the trainer branches on
     mb.optimizer->step();
     mb.flat_grad.zero_();
     auto d = mark(dev);
@@ -146,6 +154,24 @@ void time_layers(ModelBench& mb, const ViTConfig& m, const torch::Device& dev, c
 }
 
 }  // namespace
+
+double measure_gemm_rate(const DeviceInfo& info, Precision p, const Repeats& repeats) {
+  const torch::Device dev = device_of(info);
+  constexpr int64_t n = 1024;
+  const auto dtype = dev.is_cuda() && p == Precision::FP16   ? torch::kHalf
+                     : dev.is_cuda() && p == Precision::BF16 ? torch::kBFloat16
+                                                             : torch::kFloat32;
+  const auto opts = torch::TensorOptions().device(dev).dtype(dtype);
+  const torch::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
+  torch::Tensor c = torch::empty({n, n}, opts);
+  const std::vector<double> t = timed_runs(repeats, [&] {
+    auto s = mark(dev);
+    torch::mm_out(c, a, b);
+    auto e = mark(dev);
+    return seconds(s, e);
+  });
+  return 2.0 * n * n * n / *std::min_element(t.begin(), t.end());
+}
 
 ComputeSample measure_compute(const Scenario& s, const DeviceInfo& info, int micro_batch,
                               const Repeats& repeats, int ranks) {

@@ -1,6 +1,7 @@
 // The measurement run of `vitsim calibrate` (calibrate.hpp run): its set-up, then one phase after another
 // (phase_*.cpp: compute, the op model, occupancy, copies, the loader, the all-reduce sweep with the
-// trainer's communicator), then the calibration file, the details file and the platform file (outputs.cpp).
+// trainer's communicator, the trainer's own steps), then the calibration file, the details file and the
+// platform file (outputs.cpp).
 #include <algorithm>
 #include <filesystem>
 
@@ -107,6 +108,7 @@ Calibration run(const Scenario& s, const Options& o) {
   m.h2d = copy_phase(x);
   m.loader = loader_phase(x);
   m.allreduce = allreduce_phase(x);
+  m.sync = step_phase(x, m.compute, m.allreduce.fit);
 
   Calibration c;
   if (o.append && fs::exists(o.out)) c = read_calibration(o.out);

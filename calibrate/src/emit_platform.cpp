@@ -90,7 +90,7 @@ PlatformSpec calibrated_platform_spec(const PlatformText& p) {
                  prop("gpu_flops_fp32", d.flops),
                  prop("gpu_mem_bw", d.mem_bw),
                  prop("gpu_mem", d.mem_bytes),
-                 prop("gpu_efficiency", 1)};
+                 prop("gpu_efficiency", d.efficiency)};
       if (d.cpu) t.props.emplace_back("device_kind", "cpu");
       // A measured figure's spread (core/platform/figure_range.hpp), checked against the value as written.
       // The value as written (6 digits) may round past an end the median sat on: the range holds it.

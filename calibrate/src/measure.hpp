@@ -64,6 +64,10 @@ ComputeSample measure_compute(const Scenario& s, const DeviceInfo& device, int m
 std::vector<OpTiming> measure_ops(const Scenario& s, const DeviceInfo& device,
                                   const std::vector<OpBenchmark>& list, const Repeats& repeats,
                                   double cold_bytes = 0, int rounds = 1);
+// The best rate (FLOP/s) of a 1024 x 1024 x 1024 GEMM (LibTorch's mm, in the precision's matmul dtype on a
+// GPU, fp32 on a CPU) over the timed runs: the peak the emitted platform states (a training step's rate,
+// which includes every non-GEMM op, sits below it, and a measured run's MFU against it stays under 1).
+double measure_gemm_rate(const DeviceInfo& device, Precision p, const Repeats& repeats);
 CopySample measure_copy(const DeviceInfo& device, double bytes, const Repeats& repeats);
 std::string torch_version();
 

@@ -37,19 +37,27 @@ std::map<std::string, std::string> provenance(const RunContext& x, const Measure
   p["ranks"] = fmt::format("{} ({} per host, {} intra-op thread(s) each, device {})", x.nranks,
                            x.world.local_size(), x.dev.threads, x.dev.device);
   p["method"] = fmt::format(
-      "compute: {} warm-up + {} timed iterations per micro-batch on every rank at once, mean per rank, then "
-      "the median "
+      "compute: {} rounds over the micro-batches of {} warm-up + {} timed iterations each on every rank at "
+      "once, the median round's mean per rank, then the median "
       "over the ranks of a device; layers timed one by one with detached inputs (their shares split the "
       "whole-model "
       "times); all-reduce: {} warm-up + {} timed per size after a barrier, the slowest rank's time, median; "
       "loader: one "
-      "worker, 3 timed passes after one warm-up pass{}",
-      o.warmup, o.iters, kAllreduceWarmup, std::max(kAllreduceMinIters, o.iters),
+      "worker, 3 timed passes after one warm-up pass{}{}",
+      kComputeRounds, o.warmup, std::max(3, (o.iters + kComputeRounds - 1) / kComputeRounds),
+      kAllreduceWarmup, std::max(kAllreduceMinIters, o.iters),
       o.op_model
           ? "; op model: every op of the model's layers and a GEMM/bmm/copy sweep timed alone with LibTorch "
             "kernels (mean of the timed runs, median over a device's ranks), efficiencies per op class, host "
             "time per op, GEMM tile and k_half fitted on ln(predicted / measured)"
-          : "");
+          : "",
+      m.sync.ranks > 0
+          ? fmt::format("; step: the trainer's own steps, {} rounds of {} warm-up + {} timed at each "
+                        "micro-batch on all {} ranks, the median round's exposed gradient sync beyond the "
+                        "fitted all-reduce and the ranks' compute difference, fitted as fixed + a share of "
+                        "the forward + backward",
+                        kStepRounds, o.warmup, std::max(10, o.iters / kStepRounds), m.sync.ranks)
+          : std::string());
   p["noise"] = fmt::format(
       "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",
       pct(m.compute.worst_rel_iqr), pct(m.compute.worst_rank_gap));
@@ -74,11 +82,13 @@ void replace_entry(std::vector<Entry>& entries, const Entry& fresh, Same same) {
 
 // This run's entries merged into `c` (empty, or the file appended to).
 void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
-  for (const auto& type : x.type_order)
-    replace_entry(
-        c.devices, m.compute.by_type.at(type), [](const DeviceCalibration& e, const DeviceCalibration& d) {
-          return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
-        });
+  for (const auto& type : x.type_order) {
+    DeviceCalibration d = m.compute.by_type.at(type);
+    d.sync = m.sync;  // the step phase's, measured with every rank of the run
+    replace_entry(c.devices, d, [](const DeviceCalibration& e, const DeviceCalibration& d) {
+      return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
+    });
+  }
   for (const auto& l : m.allreduce.links)
     replace_entry(c.links, l, [](const LinkCalibration& e, const LinkCalibration& f) {
       return e.link_class == f.link_class && e.ranks == f.ranks;
@@ -103,10 +113,16 @@ PlatformText calibrated_platform_text(const RunContext& x, const Measured& m,
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const double loader_overhead = 1.0 / m.loader.images_per_s_per_worker;
   const RingFit& fit = m.allreduce.fit;
+  // The peak (the best GEMM rate) and the training rate over it: MFU is against the peak, and the
+  // roofline fallback (peak x efficiency) runs at the measured training rate.
+  auto set_rate = [](PlatformDevice& pd, double peak, double rate) {
+    pd.flops = std::max(peak, rate);
+    pd.efficiency = pd.flops > 0 ? std::min(1.0, rate / pd.flops) : 1.0;
+  };
   auto device_fig = [&](int r) {
     PlatformDevice pd;
     pd.gpu_model = x.devices[r];
-    pd.flops = m.compute.rank_rates[r];
+    set_rate(pd, m.compute.rank_peaks[r], m.compute.rank_rates[r]);
     pd.mem_bw = m.h2d.median.pageable;
     pd.mem_bytes =
         x.dev.mem_bytes > 0 ? x.dev.mem_bytes : x.env.mem_total_bytes / std::max(1, x.world.local_size());
@@ -121,7 +137,7 @@ PlatformText calibrated_platform_text(const RunContext& x, const Measured& m,
     n.cpu_cores = cores;
     const int count = x.o.platform_devices > 0 ? x.o.platform_devices : cores;
     PlatformDevice pd = device_fig(0);
-    pd.flops = median_of(m.compute.rank_rates);
+    set_rate(pd, median_of(m.compute.rank_peaks), median_of(m.compute.rank_rates));
     n.devices.assign(count, pd);
     n.link_bw = fit.bandwidth;
     n.link_lat = fit.latency_s;
@@ -158,10 +174,11 @@ std::string platform_provenance(const RunContext& x, const Measured& m, const Ca
       "  - gpu_model: the calibration's device_type; the compute figures come from the calibration file, "
       "whose\n"
       "    devices match by this name.\n"
-      "  - gpu_flops_fp32 / gpu_efficiency 1: the measured training rate (forward + backward FLOPs of the "
-      "ViT at\n"
-      "    micro-batch {} over the measured time), median over the ranks of the device; a roofline fallback "
-      "only.\n"
+      "  - gpu_flops_fp32: the best rate of a 1024^3 GEMM on every rank at once (median over the ranks), "
+      "the\n"
+      "    peak a run's MFU is against; gpu_efficiency: the measured training rate (forward + backward "
+      "FLOPs\n"
+      "    of the ViT at micro-batch {} over the measured time) over it; a roofline fallback only.\n"
       "  - gpu_mem_bw: the measured host-to-device copy bandwidth (on CPU a memcpy), a stand-in for memory "
       "bandwidth.\n"
       "  - device_kind (CPU devices): cpu, LibTorch runs each op on the thread that issues it and copies no "

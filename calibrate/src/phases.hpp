@@ -20,6 +20,10 @@ using json = nlohmann::json;
 constexpr bool kWeightByTime = false;
 // Passes over the op list (measure_ops): an op's time is the median of its rounds' means.
 constexpr int kOpRounds = 3;
+// Rounds of the compute phase over the micro-batches: a micro-batch's figure is its median round's.
+constexpr int kComputeRounds = 3;
+// Rounds of the step phase over the micro-batches: a micro-batch's sync rest is its median round's.
+constexpr int kStepRounds = 3;
 // All-reduce timing: warm-up runs thrown away, then at least this many timed runs per size.
 constexpr int kAllreduceWarmup = 5, kAllreduceMinIters = 10;
 
@@ -57,6 +61,7 @@ double median_of(std::vector<double> v);
 struct ComputePhase {
   std::map<std::string, DeviceCalibration> by_type;  // one entry per device type, its points by micro-batch
   std::vector<double> rank_rates;                    // achieved FLOP/s per rank at the largest micro-batch
+  std::vector<double> rank_peaks;                    // best GEMM FLOP/s per rank (measure_gemm_rate)
   double worst_rel_iqr = 0, worst_rank_gap = 0;
 };
 ComputePhase compute_phase(RunContext& x);
@@ -87,6 +92,12 @@ struct AllreducePhase {
 };
 AllreducePhase allreduce_phase(RunContext& x);
 
+// ---- the trainer's own steps (phase_step.cpp) ----
+// What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit` and the wait for a
+// slower device type that `compute` gives the simulator, measured with the trainer at every calibration
+// micro-batch (none with one rank or --no-step).
+SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
+
 // ---- the files (outputs.cpp) ----
 // Everything one run measured and fitted.
 struct Measured {
@@ -96,6 +107,7 @@ struct Measured {
   HostToDevice h2d;
   LoaderCalibration loader;
   AllreducePhase allreduce;
+  SyncCalibration sync;
 };
 // The calibration of this run: `c` (empty, or the file appended to) with this run's entries merged in
 // and its provenance.

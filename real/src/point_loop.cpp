@@ -19,8 +19,10 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/trace.hpp"
 #include "vitsim/real/autocast.hpp"
+#include "vitsim/real/gather.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -123,6 +125,7 @@ PointResult PointTrainer::run() {
 void PointTrainer::run_epoch() {
   const auto epoch_start = Clock::now();
   const long long first_step = pos_.step_in_epoch;
+  const size_t first_index = steps_.size();
   if (pos_.step_in_epoch < run_steps_) {
     auto idx = padded_shard(n_train_, rank_, nranks_, s_.training.seed, pos_.epoch);
     idx.resize(std::min<size_t>(idx.size(), static_cast<size_t>(run_steps_ * micro_ * accum_)));
@@ -139,12 +142,41 @@ void PointTrainer::run_epoch() {
     auto ev = grad_.sync->take_trace();
     trace_.events.insert(trace_.events.end(), ev.begin(), ev.end());
   }
+  const std::string rate = epoch_rate(first_index);
   const double acc = evaluate();
   pos_.accuracy.push_back(acc);
   if (rank_ == 0 && opt_.verbose)
-    fmt::print("vitsim train: epoch {}/{}: {} steps in {:.1f} s, test accuracy {:.2f}%\n", pos_.epoch + 1,
-               s_.training.epochs, run_steps_ - first_step, epoch_s, 100 * acc);
+    fmt::print("vitsim train: epoch {}/{}: {} steps in {:.1f} s{}, test accuracy {:.2f}%\n", pos_.epoch + 1,
+               s_.training.epochs, run_steps_ - first_step, epoch_s, rate, 100 * acc);
   std::fflush(stdout);
+}
+
+// The epoch's rate on the terminal (issue 28: `vitsim train` printed no step time, img/s or MFU): the mean
+// step of its steps past simulation.warmup (all of them when none is), the slowest rank's as in the report,
+// the images per second of the global batch, and MFU as the report computes it (the op model's FLOPs of a
+// rank's step over the step and the platform's peak per device). Every rank calls it (one allgather).
+std::string PointTrainer::epoch_rate(size_t first_index) {
+  double sum = 0;
+  int n = 0;
+  for (int pass = 0; pass < 2 && n == 0; ++pass)
+    for (size_t i = first_index; i < steps_.size(); ++i)
+      if (pass == 1 || static_cast<long long>(i) >= warmup_) {
+        sum += steps_[i].total;
+        ++n;
+      }
+  const double mine = n > 0 ? sum / n : 0;
+  double step = 0;
+  for (double r : allgather_record(world_, mine, "epoch rate gather")) step = std::max(step, r);
+  if (step <= 0) return "";
+  if (rate_flops_.model_flops == 0) set_model_flops(s_, micro_, accum_, nranks_, rate_flops_);
+  const double batch = 1.0 * micro_ * accum_ * nranks_;
+  std::string mfu;
+  if (rate_flops_.peak_flops > 0)
+    mfu = fmt::format(", MFU {:.1f}% of {:.3g} GFLOP/s per device",
+                      100 * rate_flops_.model_flops / (step * rate_flops_.peak_flops),
+                      rate_flops_.peak_flops / 1e9);
+  return fmt::format("; step {} (mean of {} steps, slowest rank), {:.1f} img/s{}", units::format_time(step),
+                     n, batch / step, mfu);
 }
 
 // One optimizer step: its micro-batches' forward and backward, the gradient all-reduce, the update.

@@ -55,6 +55,7 @@ class PointTrainer {
   void observe_layers();
   // ---- training ----
   void run_epoch();
+  std::string epoch_rate(size_t first_index);  // "; step 52.1 ms (...), 1228.4 img/s, MFU ..." or ""
   void train_step(Loader& loader);
   void micro_batch(Loader& loader, int step_micro, bool reduce, StepTimes& st, torch::Tensor& step_loss);
   Clock::time_point update(const torch::Tensor& step_loss, StepTimes& st);  // returns the step's end
@@ -99,6 +100,7 @@ class PointTrainer {
   std::vector<std::string> notes_;
   std::vector<StepTimes> steps_;
   std::vector<double> epoch_times_;
+  ReportPoint rate_flops_;  // model_flops and peak_flops for epoch_rate (set_model_flops), made once
   // Per-layer times for the trace (observe_layers).
   std::vector<LayerCost> layers_;
   std::vector<Clock::time_point> bwd_start_;

@@ -102,6 +102,10 @@ Report train_all(World& world, const std::vector<Scenario>& points, const std::s
 
 }  // namespace
 
+ReportPoint train_point_on(World& world, const Scenario& s, const TrainOptions& opt) {
+  return train_point(s, world, opt, false).point;
+}
+
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name, const TrainOptions& opt) {
   if (points.empty()) throw Error("no scenario point to train");
   keep_freed_memory();  // before any tensor: freed activations stay in the process (real/src/io.cpp)

@@ -30,6 +30,27 @@ DeviceFigures device_figures(const GpuFacts& g, Precision p) {
                        .async = g.async};
 }
 
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // Simpson's rule over [-10, 10]: the integrand is below 1e-20 beyond.
+  constexpr int kSteps = 4000;
+  constexpr double lo = -10, hi = 10, h = (hi - lo) / kSteps;
+  auto f = [n](double x) {
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    return x * n * pdf * std::pow(cdf, n - 1);
+  };
+  double sum = f(lo) + f(hi);
+  for (int i = 1; i < kSteps; ++i) sum += (i % 2 ? 4 : 2) * f(lo + i * h);
+  return sum * h / 3;
+}
+
+double sync_wait_s(const SyncCalibration& sync, double compute_s, int ranks) {
+  if (ranks <= 1 || sync.ranks < 2) return 0;
+  const double scale = expected_max_normal(ranks) / expected_max_normal(sync.ranks);
+  return sync.fixed_s + sync.per_compute * compute_s * scale;
+}
+
 std::vector<LayerTimes> op_layer_times(const Workload& w, int b, const OpOptions& o, const DeviceFigures& d) {
   const std::vector<Op> ops = pass_ops(w, b, o);
   const Timeline tl = run_ops(ops, d);

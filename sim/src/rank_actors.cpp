@@ -119,6 +119,14 @@ class ComputeActor {
         case Kind::Book:
           book(b, a.pass, a.seconds);
           break;
+        case Kind::SyncWait: {  // waiting for the slowest rank: the collective is in flight, unfinished
+          const double t0 = clk_.now();
+          clk_.advance(a.seconds);
+          b.comm_exposed += a.seconds;
+          r_.add_comm(a.seconds);
+          span(TraceTrack::Compute, kTraceCommWait, t0, clk_.now());
+          break;
+        }
         case Kind::Submit:
           if (r_.comm) clk_.flush();
           submit(&step.jobs[static_cast<size_t>(a.job)]);

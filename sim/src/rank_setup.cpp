@@ -33,6 +33,24 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
   StepShape sh = shape;
   sh.layers = d.layers;
   sh.optimizer_s = cm->optimizer_s();
+  if (const SyncCalibration* sy = calib ? calib->sync(g.model) : nullptr; sy && shape.ranks > 1) {
+    double compute = 0;
+    for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
+    compute *= shape.grad_accum;
+    sh.sync_wait_s = sync_wait_s(*sy, compute, shape.ranks);
+    notes.push_back(
+        fmt::format("gradient sync on {}: +{} a step beyond the all-reduce (calibrate's step phase on {} "
+                    "ranks: {} + {:.2f}% of "
+                    "the step's forward + backward{})",
+                    g.model, units::format_time(sh.sync_wait_s), sy->ranks, units::format_time(sy->fixed_s),
+                    100 * sy->per_compute,
+                    shape.ranks != sy->ranks
+                        ? fmt::format(", the latter x{:.3f} for {} ranks: the expected slowest of {} "
+                                      "against {}",
+                                      expected_max_normal(shape.ranks) / expected_max_normal(sy->ranks),
+                                      shape.ranks, shape.ranks, sy->ranks)
+                        : std::string()));
+  }
   d.step = step_actions(sh);
   const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;
   d.async = fitted ? fitted->figures.async : g.async;
@@ -40,8 +58,8 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
 }
 
 // The rank's DataLoader: measured images/s per worker, else the node's stated CPU figures.
-void set_loader(PointRun& run, RankState& rs, const NodeFacts& node, const Calibration* calib,
-                double image_bytes) {
+void set_loader(PointRun& run, RankState& rs, const GpuFacts& g, const NodeFacts& node,
+                const Calibration* calib, double image_bytes) {
   const Scenario& s = run.s;
   double per_image = 0;
   const LoaderCalibration* lc = calib ? calib->loader(s.dataset.name, s.model.image_size) : nullptr;
@@ -49,12 +67,20 @@ void set_loader(PointRun& run, RankState& rs, const NodeFacts& node, const Calib
     per_image = 1.0 / lc->images_per_s_per_worker;
   else if (node.loader_bw > 0 || node.loader_image_overhead > 0)
     per_image = node.loader_image_overhead + (node.loader_bw > 0 ? image_bytes / node.loader_bw : 0);
+  const double per_image_base = per_image;
   const int workers_on_node = s.loader.workers * s.cluster.gpus_per_node;
   // One core per training process; loader workers share the rest.
   const int free_cores = std::max(1, node.cpu_cores - s.cluster.gpus_per_node);
   if (workers_on_node > free_cores) per_image *= static_cast<double>(workers_on_node) / free_cores;
-  rs.loader = Loader(s.loader.workers, s.loader.prefetch, per_image * s.training.micro_batch);
-  if (s.loader.workers > 0 && per_image > 0) {
+  // A CPU device (device_kind cpu): the rank's loader workers are threads of the rank's process, bound to its
+  // cores as the rank is (mpirun binds a rank's threads to its cores), so the batch is made on the cores the
+  // compute uses: each micro-batch's loading adds to the step as if loaded in the training thread (measured
+  // here: the trainer's data wait is one batch at calibrate's images/s per worker, docs/benchmarks.md
+  // "Validation on this machine").
+  const bool serial = !g.async && per_image > 0;
+  if (serial) per_image = per_image_base;
+  rs.loader = Loader(serial ? 0 : s.loader.workers, s.loader.prefetch, per_image * s.training.micro_batch);
+  if (!serial && s.loader.workers > 0 && per_image > 0) {
     // W workers deliver W batches per batch time: a step of `accum` batches needs accum x batch / W at
     // least, and the delivery pattern repeats every W batches (W / gcd(W, accum) steps).
     const int accum = s.training.grad_accum;
@@ -127,7 +153,7 @@ MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calib
     const GpuFacts& g = facts.gpu.at(rh.place.hosts[r]);
     const NodeFacts& node = facts.nodes[rh.place.node[r]];
     rs.device = &device_of(run, g, compute_in, calib, shape, notes);
-    set_loader(run, rs, node, calib, image_bytes);
+    set_loader(run, rs, g, node, calib, image_bytes);
     if (rs.device->async) set_host_to_device(run, rs, node, calib, rh.latency);
     if (!run.inline_comm()) rs.comm = std::make_unique<CommStream>();
     auto [it, fresh] = memory.try_emplace(g.reserved_bytes);

@@ -126,6 +126,11 @@ class StepBuilder {
       if (s_.serial_reductions && outstanding_ > 0) wait_one();
       submit(job);
     }
+    if (boundary && reduce_now && s_.sync_wait_s > 0) {
+      StepAction a{Kind::SyncWait};
+      a.seconds = s_.sync_wait_s;
+      add(a);
+    }
     if (!held.empty() || outstanding_ > 0) {
       add({Kind::CommWaitStart});
       for (const StepJob& job : held) submit(job);

@@ -1,7 +1,8 @@
-// The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks, emit the platform, then
-// `vitsim validate --run` a micro-batch the calibration did not measure, and require the predicted step
-// time within a tolerance set from the run-to-run noise measured here (docs/benchmarks.md "Validation on this
-// machine"). About a minute on 2 cores.
+// The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks (with its step phase), emit the
+// platform, then `vitsim validate --run` a micro-batch the calibration did not measure (the run trains it),
+// and require the predicted step time within a tolerance set from the errors measured here
+// (docs/benchmarks.md "Validation on this machine", "In the test suite"). About 2.5 minutes on 2 shared cores
+// (the op-model benchmarks are most of it; this is the test that runs them).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -44,30 +45,41 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   REQUIRE(cal.status == 0);
 
   const std::string val_sc = d.file("val.xml", scenario("platform.xml"));
-  auto val =
-      vt::run(vt::prioritised(fmt::format("{} validate {} --calibration {} --run --format json --out {} -q "
-                                          "--tolerance 1",
-                                          VITSIM_BINARY, val_sc, d / "calib.json", d / "validation.json")));
-  INFO(val.out);
-  REQUIRE(val.status == 0);
-  auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
-  REQUIRE(v["points"].size() == 1);
-  double err = 0, predicted = 0, measured = 0;
-  for (const auto& m : v["points"][0]["metrics"])
-    if (m["metric"] == "step_time") {
-      err = m["rel_error"].get<double>();
-      predicted = m["predicted"].get<double>();
-      measured = m["measured"].get<double>();
-    }
-  INFO("predicted " << predicted << " s, measured " << measured << " s, error " << err);
-  CHECK(measured > 0);
-  // 35%: on this machine (docs/benchmarks.md) single runs of one point spread by up to 14% (max - min over
-  // 3 runs, over the mean) and two calibrations minutes apart differed by up to 10%; on top of that the
-  // prediction is low by a part the model leaves out here: two ranks and their two loader workers share
-  // the 2 cores, so the trainer's all-reduce waits for a peer slowed by its worker (measured 2026-12-01:
-  // comm 2.6 ms against the 0.2 ms all-reduce calibrate fits, compute 10-12% above calibrate's). Errors
-  // seen in fresh clones that day: -19.8%, -29.7%, -30.3%, and passes. A model error (wrong units, a phase
-  // left out, a broken interpolation) moves the step by 2x or more. Modelling the workers' share of the
-  // cores is issue 11's.
-  CHECK(std::abs(err) <= 0.35);
+  // A run on a busy machine says so itself: validate's noise (p95 over the median of its steps). Up to three
+  // runs, the first quiet one (noise <= 10%) judged; when none is quiet, the least noisy.
+  struct Run {
+    double err = 0, noise = 1, predicted = 0, measured = 0;
+  };
+  Run best;
+  for (int attempt = 0; attempt < 3 && best.noise > 0.10; ++attempt) {
+    auto val =
+        vt::run(vt::prioritised(fmt::format("{} validate {} --calibration {} --run --format json --out {} -q "
+                                            "--tolerance 1",
+                                            VITSIM_BINARY, val_sc, d / "calib.json", d / "validation.json")));
+    INFO(val.out);
+    REQUIRE(val.status == 0);
+    auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
+    REQUIRE(v["points"].size() == 1);
+    Run r;
+    r.noise = v["noise"].get<double>();
+    for (const auto& m : v["points"][0]["metrics"])
+      if (m["metric"] == "step_time") {
+        r.err = m["rel_error"].get<double>();
+        r.predicted = m["predicted"].get<double>();
+        r.measured = m["measured"].get<double>();
+      }
+    if (r.noise < best.noise) best = r;
+  }
+  INFO("predicted " << best.predicted << " s, measured " << best.measured << " s, error " << best.err
+                    << ", the run's noise " << best.noise);
+  CHECK(best.measured > 0);
+  // The calibration has the step phase's sync figures (what a step waits at its gradient sync beyond the
+  // all-reduce), which the prediction of 2 ranks uses.
+  auto c = nlohmann::json::parse(std::ifstream(d / "calib.json"));
+  CHECK(c["devices"][0]["sync"]["ranks"] == 2);
+  // Measured here, 2026-12-02, with this test's commands (7 runs, load 0.3-10 on the 2 shared cores): quiet
+  // runs (noise <= 10%) -0.8% .. +9.4% of error, the other runs up to -27.0% (noise 19.5%) and +11.6%
+  // (11.1%); the local validation's single runs (bench/validate_local.sh, 24 runs) within -5.3% .. +10.8%. A
+  // model error (wrong units, a phase left out, a broken interpolation) moves the step by 2x or more.
+  CHECK(std::abs(best.err) <= (best.noise <= 0.10 ? 0.20 : 0.35));
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
@@ -290,4 +291,39 @@ TEST_CASE("Ranks started with different arguments are refused before training", 
   INFO(r.out);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("rank 1 was started with another run than rank 0"));
+}
+
+// Issue 28 item 7: `vitsim train` printed no step time, img/s or MFU. Each epoch's line now has them: the
+// mean step past simulation.warmup on the slowest rank, the global batch over it and the op model's FLOPs
+// over it and the platform's peak (this-machine.xml: 50 GFLOP/s), the same figures as the report's for a
+// one-epoch run.
+TEST_CASE("train prints each epoch's step time, img/s and MFU as its report has them", "[real][mpi]") {
+  vt::TempDir dir;
+  auto r = vt::run(mpirun(2) + vt::source("scenarios/local/fmnist-vit.xml") +
+                   " --set dataset.train_samples=1024 --set run.eval_samples=64 --set training.epochs=1"
+                   " --set run.max_steps=8 --set run.check_every=0 --out " +
+                   (dir / "r.json"));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto p = nlohmann::json::parse(vitsim::read_file(dir / "r.json"))["points"][0];
+  const std::string head = "vitsim train: epoch 1/1: 8 steps in ";
+  const size_t at = r.out.find(head);
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+  INFO(line);
+  double step = 0, img_s = 0, mfu = 0, peak = 0;
+  char unit[8] = {};
+  int n = 0;
+  const size_t semi = line.find("; step ");
+  REQUIRE(semi != std::string::npos);
+  REQUIRE(std::sscanf(line.c_str() + semi,
+                      "; step %lf %7s (mean of %d steps, slowest rank), %lf img/s, MFU %lf%% of %lf", &step,
+                      unit, &n, &img_s, &mfu, &peak) == 6);
+  CHECK(std::string(unit) == "ms");
+  const double mean = p["step_time_s"]["mean"].get<double>();
+  CHECK(n == 6);  // fmnist-vit.xml states no simulation.warmup: the default 2 of the 8 steps are left out
+  CHECK(step / 1e3 == Approx(mean).epsilon(0.005));  // printed with 4 significant digits
+  CHECK(img_s == Approx(p["global_batch"].get<double>() / mean).epsilon(0.005));
+  CHECK(mfu / 100 == Approx(p["mfu"].get<double>()).margin(0.0006));
+  CHECK(peak == 50);
 }

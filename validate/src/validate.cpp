@@ -90,6 +90,11 @@ Validation compare(const Report& predicted, const Report& measured, double toler
           from, mi, predicted.scenario.empty() ? std::string("the scenario") : predicted.scenario,
           describe(m.params), m.scenario_id.empty() ? "none" : m.scenario_id.substr(0, 19),
           it->scenario_id.empty() ? "none" : it->scenario_id.substr(0, 19)));
+    if (m.step_time_s.p50 > 0 &&
+        (m.step_time_s.p95 / m.step_time_s.p50 - 1 > v.noise || v.noise_point.empty())) {
+      v.noise = m.step_time_s.p95 / m.step_time_s.p50 - 1;
+      v.noise_point = describe(m.params);
+    }
     PointComparison pc;
     pc.params = m.params;
     auto pm = metrics_of(*it);
@@ -126,8 +131,13 @@ std::string to_table(const Validation& v) {
   }
   out += "\nMAPE over points:";
   for (const auto& [k, m] : v.mape) out += fmt::format(" {} {:.1f}%", k, 100 * m);
+  out += fmt::format("\nthe run's noise: step times within {:.1f}% of their median (p95, point {})",
+                     100 * v.noise, v.noise_point);
   out += fmt::format("\nstep-time MAPE {} the tolerance of {:.1f}%: {}\n", v.pass ? "is within" : "exceeds",
                      100 * v.tolerance, v.pass ? "PASS" : "FAIL");
+  if (!v.causes.empty())
+    out += v.causes.size() == 1 ? "likely cause:\n" : "likely causes, most likely first:\n";
+  for (const auto& c : v.causes) out += fmt::format("  - {}\n", c.text);
   return out;
 }
 
@@ -138,6 +148,9 @@ std::string to_json(const Validation& v) {
   j["tolerance"] = v.tolerance;
   j["pass"] = v.pass;
   j["mape"] = v.mape;
+  j["noise"] = v.noise;
+  j["diagnosis"] = json::array();
+  for (const auto& c : v.causes) j["diagnosis"].push_back({{"kind", c.kind}, {"text", c.text}});
   j["points"] = json::array();
   for (const auto& p : v.points) {
     json pj{{"params", p.params}, {"metrics", json::array()}};

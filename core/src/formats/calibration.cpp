@@ -39,6 +39,12 @@ const LoaderCalibration* Calibration::loader(const std::string& dataset, int res
   return nullptr;
 }
 
+const SyncCalibration* Calibration::sync(const std::string& device_type) const {
+  for (const auto& d : devices)
+    if (d.device_type == device_type && d.sync.ranks > 0) return &d.sync;
+  return nullptr;
+}
+
 namespace {
 constexpr double kMinTime = 1e-12;  // s: the floor of a fitted time
 

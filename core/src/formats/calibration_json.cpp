@@ -223,6 +223,23 @@ DeviceCalibration parse_device(const json& d, std::string where, const Calibrati
   for (const auto& p : list_of(d, "points", where))
     dc.points.push_back(parse_point(p, fmt::format("{}.points[{}]", where, pi++), dc.model, layer_names));
   sort_and_check_points(dc.points, where);
+  if (d.contains("sync")) {
+    const json& sj = d.at("sync");
+    const std::string sw = where + ": sync";
+    if (!sj.is_object()) throw Error(fmt::format("{}: must be an object, got {}", sw, sj.dump()));
+    for (const auto& [key, v] : sj.items())
+      if (key != "ranks" && key != "fixed_s" && key != "per_compute")
+        throw Error(fmt::format("{}: unknown key '{}'; valid: ranks, fixed_s, per_compute", sw, echo(key)));
+    dc.sync.ranks = need<int>(sj, "ranks", sw);
+    dc.sync.fixed_s = need<double>(sj, "fixed_s", sw);
+    dc.sync.per_compute = need<double>(sj, "per_compute", sw);
+    if (dc.sync.ranks < 2)
+      throw Error(fmt::format("{}: ranks must be >= 2 (a sync needs two ranks), got {}", sw, dc.sync.ranks));
+    if (!(dc.sync.fixed_s >= 0 && dc.sync.fixed_s < 1))
+      throw Error(fmt::format("{}: fixed_s must be in [0, 1) s, got {}", sw, dc.sync.fixed_s));
+    if (!(dc.sync.per_compute >= 0 && dc.sync.per_compute <= 1))
+      throw Error(fmt::format("{}: per_compute must be in [0, 1], got {}", sw, dc.sync.per_compute));
+  }
   for (size_t k = 0; k < c.devices.size(); ++k)
     if (c.devices[k].device_type == dc.device_type && c.devices[k].precision == dc.precision &&
         same_shape(c.devices[k].model, dc.model))
@@ -423,6 +440,9 @@ std::string calibration_to_json(const Calibration& c) {
       }
       dj["points"].push_back(pj);
     }
+    if (d.sync.ranks > 0)
+      dj["sync"] = {
+          {"ranks", d.sync.ranks}, {"fixed_s", d.sync.fixed_s}, {"per_compute", d.sync.per_compute}};
     j["devices"].push_back(dj);
   }
   j["op_models"] = json::array();

@@ -120,7 +120,8 @@ std::vector<PlatformProp> gpu_efficiency_rows() {
            .range = units::fraction(),
            .default_text = "= gpu_gemm_efficiency",
            .spec = "gpu_types.props",
-           .source = "legacy (the study's platforms; `calibrate --emit-platform` writes 1)",
+           .source = "legacy (the study's platforms; `calibrate --emit-platform` writes the training rate "
+                     "over its GEMM peak)",
            .doc = "legacy single fraction of peak a training step reaches",
            .measure = "mpirun -np 1 vitsim calibrate --scenario S.xml --out calib.json (compute phase)"},
           {.key = "gpu_attn_efficiency",

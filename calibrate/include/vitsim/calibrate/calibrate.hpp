@@ -158,7 +158,7 @@ HostFit fit_host_op(const Workload& w, const std::vector<PassSample>& passes, co
 
 struct PlatformDevice {   // one rank's device as the platform describes it
   std::string gpu_model;  // equals the calibration's device_type
-  double flops = 0;       // gpu_flops_fp32: the measured ViT training rate (FLOP/s)
+  double flops = 0;       // gpu_flops_fp32: the best measured GEMM rate (FLOP/s), the peak MFU is against
   double mem_bw = 0;      // gpu_mem_bw
   double mem_bytes = 0;   // gpu_mem
   bool cpu = false;       // device_kind cpu: LibTorch runs each op on the issuing host thread
@@ -166,6 +166,8 @@ struct PlatformDevice {   // one rank's device as the platform describes it
   // (core/platform/figure_range.hpp) with `flops_why`; 0 = no range written.
   double flops_low = 0, flops_high = 0;
   std::string flops_why;
+  // gpu_efficiency: the measured ViT training rate over `flops` (the roofline fallback runs at that rate).
+  double efficiency = 1;
 };
 struct PlatformNode {
   std::string id;  // cluster id; hosts are <id>-dev0..N-1
@@ -214,6 +216,7 @@ struct Options {
   double fit_max_bytes = 0;
   int warmup = 3, iters = 10;  // compute and copies (and the op benchmarks: at least these)
   bool op_model = true;        // time the op benchmarks and fit the op model (Calibration::op_models)
+  bool step_phase = true;      // train a few steps per micro-batch: the sync figures (SyncCalibration)
   int loader_batches = 0;      // 0 = enough for ~2048 images
   std::string command;         // for the provenance
   bool verbose = true;

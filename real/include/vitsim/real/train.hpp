@@ -48,6 +48,12 @@ struct TrainOptions {
 Report train(const std::vector<Scenario>& points, const std::string& scenario_name,
              const TrainOptions& options);
 
+class World;  // vitsim/real/comm.hpp
+// One scenario point trained on the ranks of `world` (what `train` does per point, without the report file,
+// the trace or the sweep's lines): `vitsim calibrate` measures the trainer's own step with it (its step
+// phase). Every rank calls it; every rank gets the point.
+ReportPoint train_point_on(World& world, const Scenario& s, const TrainOptions& options);
+
 // Makes glibc's malloc keep the memory this process frees instead of handing it back to the kernel
 // (mallopt: M_MMAP_THRESHOLD, M_TRIM_THRESHOLD and M_TOP_PAD at 1 GiB). PyTorch's CPU allocator takes
 // every tensor from malloc and frees it at once, so with glibc's defaults each training step maps its

@@ -48,6 +48,16 @@ class ComputeModel {
   }
 };
 
+// E[max of n independent standard normal draws] (0 for n = 1, 1/sqrt(pi) for n = 2, 3/(2 sqrt(pi)) for 3):
+// how far the slowest of n ranks with independent per-step jitter lags their mean, in standard deviations.
+// By numerical quadrature of n x phi(x) Phi(x)^(n-1).
+double expected_max_normal(int n);
+// The wait at one gradient sync (StepShape::sync_wait_s) from calibrate's step phase (SyncCalibration) for
+// a step of `compute_s` forward + backward on `ranks` ranks: fixed_s + per_compute x compute_s, the second
+// term scaled from the measured rank count to `ranks` by expected_max_normal (the slowest of more ranks lags
+// further; an assumption beyond the measured count: independent, normal jitter). 0 for one rank.
+double sync_wait_s(const SyncCalibration& sync, double compute_s, int ranks);
+
 // The op model's figures of a platform GPU at a precision (peak of that precision's GEMMs).
 DeviceFigures device_figures(const GpuFacts& g, Precision p);
 

@@ -50,8 +50,11 @@ struct StepShape {
   std::vector<StepJob> step_collectives;
   int grad_accum = 1;
   int ranks = 1;  // data-parallel group size: a group of one reduces nothing
-  int zero = 0;   // ZeRO stage
-  int sp = 1;     // patch (sequence) parallelism degree
+  // Waiting at the step's gradient sync beyond the collective (calibrate's step phase, compute_model.hpp
+  // sync_wait_s): exposed communication before the sync's collectives, once a step.
+  double sync_wait_s = 0;
+  int zero = 0;  // ZeRO stage
+  int sp = 1;    // patch (sequence) parallelism degree
   bool overlap = false;
   // The compute stream runs its collectives itself (no communication stream): with overlap off and no ZeRO it
   // waits for every collective anyway.
@@ -69,6 +72,8 @@ struct StepAction {
     Compute,   // `seconds` of kernels on the compute stream; layer -1 in Forward: the whole forward at once
     LayerEnd,  // close the span opened by LayerStart
     Book,      // add `seconds` to `pass`'s breakdown field
+    SyncWait,  // `seconds` waiting at the gradient sync for the slowest rank (breakdown: exposed
+               // communication)
     Submit,    // flush, hand jobs[job] to the communication stream (inline: run it now)
     WaitOne,   // flush, wait for the oldest submitted collective (breakdown: exposed communication)
     AllToAll,  // flush, a Ulysses all-to-all of `tensors` activation tensors (breakdown: exposed

@@ -22,6 +22,12 @@ struct PointComparison {
   std::vector<MetricError> metrics;
 };
 
+// A likely cause of a failed validation (diagnose), most likely first.
+struct Cause {
+  std::string kind;  // "uncalibrated", "phase", "noise"
+  std::string text;  // one paragraph for a person
+};
+
 struct Validation {
   std::string scenario;
   std::string scenario_id;  // the predicted report's identity (report_scenario_id)
@@ -29,6 +35,11 @@ struct Validation {
   std::vector<PointComparison> points;
   std::map<std::string, double> mape;  // per metric, over the points where it was scored
   bool pass = false;
+  // The run's own noise: over the measured points, the largest spread of the step times within the run
+  // (p95 / median - 1 of the point's step statistics: the slowest rank's), and the point where it was seen.
+  double noise = 0;
+  std::string noise_point;
+  std::vector<Cause> causes;  // diagnose's, on a failed validation
 };
 
 // Matches points by the parameters both reports carry (nodes, gpus, micro_batch, grad_accum and every
@@ -37,6 +48,22 @@ struct Validation {
 // scored when the measured value is at least `min_share` of the measured step time.
 Validation compare(const Report& predicted, const Report& measured, double tolerance,
                    double min_share = 0.02);
+
+// What validate knows beside the two reports, for the causes it names.
+struct DiagnoseContext {
+  std::string scenario;     // the scenario path as given (the commands suggested name it)
+  std::string calibration;  // --calibration, "" when none was given
+  int ranks = 1;            // the most ranks of a point (calibrate's -np)
+};
+// The likely causes of a step-time error beyond the tolerance, most likely first, from what validate has:
+// - "uncalibrated": a device's compute rests on the platform file's figures (the predicted report's note
+//   "compute on D: op-level model (platform figures)"), with the calibrate command that replaces them;
+// - "phase": the phase of the step (data, h2d, compute_fwd, compute_bwd, optimizer, comm_exposed) whose
+//   predicted time is furthest from the measured one, in seconds averaged over the points, named with the
+//   point, both times and the relative error, and what makes that phase differ;
+// - "noise": the run's step times spread by more than the tolerance (Validation::noise).
+// A phase is named when it holds at least a quarter of the step's mean absolute error. Empty on a pass.
+std::vector<Cause> diagnose(const Validation& v, const Report& predicted, const DiagnoseContext& ctx);
 
 std::string to_table(const Validation& v);
 std::string to_json(const Validation& v);

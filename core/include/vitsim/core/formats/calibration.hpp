@@ -28,6 +28,17 @@ struct ComputePoint {
   std::vector<LayerTime> layers;  // optional per-layer split
 };
 
+// What a data-parallel step costs at its gradient sync beyond the all-reduce the platform's links carry,
+// measured by calibrate's step phase (the trainer's own steps on `ranks` ranks at each calibration
+// micro-batch): the wait for the slowest rank (the ranks' per-step jitter, which grows with the compute) and
+// the first collective's wake-up after the compute. Per gradient sync: fixed_s + per_compute x the rank's
+// forward + backward time of the step. ranks 0: not measured (the simulator then adds nothing).
+struct SyncCalibration {
+  int ranks = 0;
+  double fixed_s = 0;
+  double per_compute = 0;
+};
+
 struct DeviceCalibration {
   std::string device_type;  // matches the platform's gpu_model
   ViTConfig model;          // shape measured (compared field by field, preset name ignored)
@@ -35,6 +46,7 @@ struct DeviceCalibration {
   double peak_flops = 0;  // the device's peak at that precision and memory bandwidth, for cross-device
   double mem_bw = 0;      // scaling by roofline (0 = unknown: no cross-device use)
   std::vector<ComputePoint> points;  // sorted by micro_batch
+  SyncCalibration sync;              // optional ("sync"): calibrate's step phase
 };
 
 // The op model's figures fitted for one device type and precision (schema 2, "op_models"): what carries
@@ -75,6 +87,8 @@ struct Calibration {
   const DeviceCalibration* find_any(const ViTConfig& m, Precision p) const;
   const OpModelCalibration* op_model(const std::string& device_type, Precision p) const;
   const LoaderCalibration* loader(const std::string& dataset, int resize) const;
+  // The step phase's sync figures of a device type (any shape or precision measured with one), or nullptr.
+  const SyncCalibration* sync(const std::string& device_type) const;
 };
 
 // The calibration's figures predict and plan do not use, in one line for the points' notes ("" when none):

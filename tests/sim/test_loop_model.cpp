@@ -1,0 +1,128 @@
+// Issue 26 item 5, what the local loop costs beyond compute and the all-reduce (docs/benchmarks.md
+// "Validation on this machine"): the step phase's sync figures (calibration "sync", the simulator's wait at
+// the gradient sync) and a CPU device's loader on the rank's own cores. Each mechanism against its closed
+// form.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/sim/compute_model.hpp"
+
+using namespace vitsim;
+using json = nlohmann::json;
+
+namespace {
+
+// The shipped local calibration (platforms/local/calibrated.json: vit_fmnist_tiny on "cpu") with the step
+// phase's figures set, or none.
+std::string calibration(const vt::TempDir& d, const std::string& name, double fixed_s, double per_compute,
+                        int ranks = 2) {
+  json c = json::parse(vt::run("cat " + vt::source("platforms/local/calibrated.json")).out);
+  for (auto& dev : c["devices"]) {
+    dev.erase("sync");
+    if (ranks > 0) dev["sync"] = {{"ranks", ranks}, {"fixed_s", fixed_s}, {"per_compute", per_compute}};
+  }
+  return d.file(name, c.dump(1));
+}
+
+// The local homogeneous scenario at one point, predicted with a calibration: its one point's JSON.
+json predict(const vt::TempDir& d, const std::string& calib, int ranks, const std::string& extra = "") {
+  const std::string out = d / "p.json";
+  auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
+                      " --set training.micro_batch=64 --set cluster.gpus_per_node=" + std::to_string(ranks) +
+                      " --calibration " + calib + " " + extra + " --format json -q --out " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return json::parse(vt::run("cat " + out).out)["points"][0];
+}
+
+double ms(const json& p, const char* key) {
+  return p["breakdown_s"][key].get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("loop model: the expected slowest of n ranks against its closed forms", "[loop][sync]") {
+  // E[max of n standard normals]: 0 for one, 1/sqrt(pi) for two, 3/(2 sqrt(pi)) for three (closed forms);
+  // 1.0293754 for four and 1.5387527 for ten (tables of normal order statistics, e.g. Harter 1961).
+  CHECK(sim::expected_max_normal(1) == 0);
+  CHECK(sim::expected_max_normal(2) == Approx(1 / std::sqrt(M_PI)).epsilon(1e-9));
+  CHECK(sim::expected_max_normal(3) == Approx(1.5 / std::sqrt(M_PI)).epsilon(1e-9));
+  CHECK(sim::expected_max_normal(4) == Approx(1.0293754).epsilon(1e-6));
+  CHECK(sim::expected_max_normal(10) == Approx(1.5387527).epsilon(1e-6));
+  const SyncCalibration s{2, 2e-4, 0.015};
+  CHECK(sim::sync_wait_s(s, 0.1, 1) == 0);  // one rank waits for no one
+  CHECK(sim::sync_wait_s(s, 0.1, 2) == Approx(2e-4 + 0.015 * 0.1));
+  CHECK(sim::sync_wait_s(s, 0.1, 4) ==
+        Approx(2e-4 + 0.015 * 0.1 * 1.0293754 * std::sqrt(M_PI)).epsilon(1e-6));
+}
+
+TEST_CASE("loop model: calibration sync figures round-trip, and bad ones are refused",
+          "[loop][sync][negative]") {
+  vt::TempDir d;
+  const Calibration c = read_calibration(calibration(d, "c.json", 2.5e-4, 0.012));
+  REQUIRE(c.sync("cpu") != nullptr);
+  CHECK(c.sync("cpu")->ranks == 2);
+  CHECK(c.sync("cpu")->fixed_s == 2.5e-4);
+  CHECK(c.sync("cpu")->per_compute == 0.012);
+  CHECK(c.sync("T4") == nullptr);
+  const Calibration again = read_calibration_text(calibration_to_json(c), "again.json");
+  CHECK(again.sync("cpu")->per_compute == 0.012);
+  CHECK(read_calibration(calibration(d, "none.json", 0, 0, 0)).sync("cpu") == nullptr);
+  auto error_of = [&](double fixed, double pc, int ranks) {
+    try {
+      read_calibration(calibration(d, "bad.json", fixed, pc, ranks));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(error_of(1e-4, 0.01, 1),
+             Catch::Contains("sync: ranks must be >= 2 (a sync needs two ranks), got 1"));
+  CHECK_THAT(error_of(-1e-4, 0.01, 2), Catch::Contains("sync: fixed_s must be in [0, 1) s, got -0.0001"));
+  CHECK_THAT(error_of(1e-4, 1.5, 2), Catch::Contains("sync: per_compute must be in [0, 1], got 1.5"));
+}
+
+// With the figures, each rank waits fixed_s + per_compute x its step's forward + backward at the gradient
+// sync (booked as exposed communication): the step grows by exactly that on 2 ranks, and not at all on 1 rank
+// (no sync). (Other rank counts scale the second term by expected_max_normal, tested above; the platform
+// has 2.)
+TEST_CASE("loop model: the step phase's sync figures add their wait at the gradient sync", "[loop][sync]") {
+  vt::TempDir d;
+  const double fixed = 3e-4, pc = 0.02;
+  const std::string without = calibration(d, "without.json", 0, 0, 0);
+  const std::string with = calibration(d, "with.json", fixed, pc);
+  for (int ranks : {1, 2}) {
+    const json a = predict(d, without, ranks);
+    const json b = predict(d, with, ranks);
+    const double compute = ms(b, "compute_fwd") + ms(b, "compute_bwd");
+    const double wait = ranks == 1 ? 0 : fixed + pc * compute;
+    INFO("ranks " << ranks << ", compute " << compute);
+    CHECK(ms(b, "compute_fwd") == Approx(ms(a, "compute_fwd")));
+    CHECK(ms(b, "comm_exposed") - ms(a, "comm_exposed") == Approx(wait).margin(1e-9));
+    CHECK(b["step_time_s"]["mean"].get<double>() - a["step_time_s"]["mean"].get<double>() ==
+          Approx(wait).margin(1e-9));
+    bool noted = false;
+    for (const auto& n : b["notes"])
+      noted = noted || n.get<std::string>().rfind("gradient sync on cpu: +", 0) == 0;
+    CHECK(noted == (ranks > 1));
+  }
+}
+
+// A CPU device's loader workers are threads of the rank, on its cores: each micro-batch's loading adds to the
+// step (the trainer measured its data wait at one batch's loading time). Closed form: the calibration's
+// images/s per worker, micro-batch / rate, whatever the workers and prefetch.
+TEST_CASE("loop model: a CPU device loads its batches on the rank's own cores", "[loop][loader]") {
+  vt::TempDir d;
+  const std::string calib = calibration(d, "c.json", 0, 0, 0);
+  const double rate =
+      json::parse(vt::run("cat " + calib).out)["loaders"][0]["images_per_s_per_worker"].get<double>();
+  for (const char* workers : {"1", "4"}) {
+    const json p = predict(d, calib, 2, std::string("--set loader.workers=") + workers);
+    CHECK(ms(p, "data") == Approx(64 / rate).epsilon(1e-6));
+  }
+}
