@@ -90,9 +90,9 @@ void add_validate(CLI::App& cli, Action& action) {
     action = [a] {
       require_scenario("validate", a->scenario, " (--measured REPORT.json | --run)");
       if (!a->run && a->measured.empty()) throw UsageError("validate needs --measured REPORT.json or --run");
-      if (a->run) check_can_run();
       ScenarioFile f = read_scenario_file(a->scenario);
-      apply_sets(f, a->sets);
+      apply_sets(f, a->sets);  // the command line's own mistakes first
+      if (a->run) check_can_run();
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({a->calibration, "--calibration"});
       inputs.push_back({a->measured, "--measured"});

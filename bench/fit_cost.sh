@@ -7,6 +7,7 @@
 # (medians of RUNS), the rms error before and after and the leave-one-out rms; and the time of `predict` on the
 # same N points as the yardstick.
 # Usage: bench/fit_cost.sh [path/to/vitsim] [runs, default 1]
+# VITSIM_BENCH_SMOKE=1: seconds (bench/lib.sh): one case of 2 configurations, one run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath "${1:-$here/build/app/vitsim}")
@@ -54,6 +55,11 @@ print(len(j["figures"]), j["simulations"],
   printf '%-3s %-38s %-3s %6s %9.2f %9.2f %9.2f %s\n' "$n" "$free" "$k" "$sims" \
     "$(printf '%s\n' "${walls[@]}" | median)" "$(printf '%s\n' "${cpus[@]}" | median)" "$predict_wall" "$rms"
 }
+if [ "$smoke" = 1 ]; then
+  smoke_note "one case: 2 configurations (1 node; micro-batch 8, 32), one run"
+  case_line 1 8,32 default
+  exit 0
+fi
 case_line 1 8,32,128 default
 case_line 1,2 8,32,128 default
 case_line 1,2 8,32,128 host_op_overhead,gpu_gemm_efficiency

@@ -7,6 +7,7 @@
 # hardware and command, are bench/data/nccl_tests/*.txt. Results: docs/benchmarks.md, "Predicted nccl-tests
 # tables against public all_reduce_perf results".
 # Usage: bench/nccl_tests_public.sh [path/to/vitsim]
+# VITSIM_BENCH_SMOKE=1 (bench/lib.sh): the same four cases (they take about a second).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath -m "${1:-$here/build/app/vitsim}")
@@ -14,6 +15,7 @@ if [ ! -x "$vitsim" ]; then
   echo "nccl_tests_public.sh: no vitsim binary at $vitsim: build it (README, Build) or pass its path" >&2
   exit 2
 fi
+. "$here/bench/lib.sh"
 data=$here/bench/data/nccl_tests
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
