@@ -310,7 +310,7 @@ std::vector<BadReport> cases() {
       {"fields", "kind missing", "pred", erase("", "kind"), plot, E + "/kind: missing"},
       {"fields", "plan identity missing", "s0", erase("", "plan_id"), merge, E + "/plan_id: missing"},
       {"fields", "GPU count as a string", "pred", set("/points/0/gpus", "2"), plot,
-       E + "/points/0/gpus: expected an integer, found a string"},
+       E + "/points/0/gpus: expected an integer, found a string (\"2\")"},
       {"fields", "scenario identity not a digest", "meas", set("/points/0/scenario_id", "vit_b_16"),
        kValidate,
        E + "/points/0/scenario_id: expected \"sha256:\" and 64 hex digits (the identity of the scenario "

@@ -1,7 +1,12 @@
 #pragma once
-// A JSON value and where it sits (file and JSON pointer), with typed accessors whose errors are one line:
-// "FILE: /points/3/epoch_time_s: expected a number, found a string"; and the one JSON mapping per struct
-// that both its writer and its reader use (JsonOut, JsonIn below). Used by the report and plan formats.
+// The one JSON field reader of core: a JSON value and where it sits (the file and the path to it), with typed
+// accessors whose errors are one line, in one wording for every file: "FILE: PATH: expected a number, found a
+// string ("12")", "FILE: PATH: missing". The path is written as a JSON pointer (/points/3/epoch_time_s) in
+// the files vitsim writes and reads back (reports, plans: the other messages about them use pointers too), or
+// dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and platform spec files.
+// Also the one JSON mapping per struct that both its writer and its reader use (JsonOut, JsonIn below), used
+// by the report and plan formats; the calibration (formats) and the platform spec and catalogue (platform)
+// read their fields through BasicJsonField.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -19,35 +24,54 @@
 
 namespace vitsim::detail {
 
-class JsonField {
- public:
-  JsonField(const nlohmann::json& j, const std::string& origin, std::string pointer)
-      : j_(&j), origin_(&origin), ptr_(std::move(pointer)) {}
+// How a path to a value is written: /points/3/gpus (a JSON pointer) or points[3].gpus (dotted).
+enum class JsonPath { Pointer, Dotted };
 
-  const nlohmann::json& raw() const { return *j_; }
+template <class J>
+class BasicJsonField {
+ public:
+  BasicJsonField(const J& j, const std::string& origin, std::string path, JsonPath style = JsonPath::Pointer)
+      : j_(&j), origin_(&origin), ptr_(std::move(path)), style_(style) {}
+
+  const J& raw() const { return *j_; }
   const std::string& pointer() const { return ptr_; }
-  std::string where() const { return fmt::format("{}: {}", *origin_, ptr_.empty() ? "/" : ptr_); }
+  // "FILE: PATH"; the whole file is "FILE: /" as a pointer, "FILE" dotted.
+  std::string where() const {
+    if (style_ == JsonPath::Dotted) return ptr_.empty() ? *origin_ : fmt::format("{}: {}", *origin_, ptr_);
+    return fmt::format("{}: {}", *origin_, ptr_.empty() ? "/" : ptr_);
+  }
   [[noreturn]] void fail(const std::string& what) const { throw Error(fmt::format("{}: {}", where(), what)); }
+  // "expected EXPECTED, found a number (40.5)": the one wording of a value of the wrong type.
+  [[noreturn]] void mismatch(const char* expected) const {
+    fail(fmt::format("expected {}, found {}", expected, found(*j_)));
+  }
+  // The same value, its path followed by a note that names it: devices[0] ('T4').
+  BasicJsonField named(const std::string& note) const {
+    return BasicJsonField(*j_, *origin_, fmt::format("{} ('{}')", ptr_, note), style_);
+  }
 
   bool is_null() const { return j_->is_null(); }
   bool has(const std::string& key) const { return j_->is_object() && j_->contains(key); }
-  JsonField at(const std::string& key) const {
-    if (!j_->is_object()) fail(fmt::format("expected an object, found {}", type_of(*j_)));
+  BasicJsonField at(const std::string& key) const {
+    if (!j_->is_object()) mismatch("an object");
     auto it = j_->find(key);
-    if (it == j_->end()) throw Error(fmt::format("{}: {}/{}: missing", *origin_, ptr_, escaped(key)));
-    return JsonField(*it, *origin_, ptr_ + "/" + escaped(key));
+    const std::string path = child(key);
+    if (it == j_->end()) BasicJsonField(*j_, *origin_, path, style_).fail("missing");
+    return BasicJsonField(*it, *origin_, path, style_);
   }
   size_t size() const {  // of an array
-    if (!j_->is_array()) fail(fmt::format("expected an array, found {}", type_of(*j_)));
+    if (!j_->is_array()) mismatch("an array");
     return j_->size();
   }
-  JsonField operator[](size_t i) const {
-    return JsonField((*j_)[i], *origin_, fmt::format("{}/{}", ptr_, i));
+  BasicJsonField operator[](size_t i) const {
+    return BasicJsonField((*j_)[i], *origin_,
+                          style_ == JsonPath::Dotted ? fmt::format("{}[{}]", ptr_, i) : fmt::format("{}/{}", ptr_, i),
+                          style_);
   }
 
   double number() const {
-    if (!j_->is_number()) fail(fmt::format("expected a number, found {}", type_of(*j_)));
-    const double v = j_->get<double>();
+    if (!j_->is_number()) mismatch("a number");
+    const double v = j_->template get<double>();
     if (!std::isfinite(v)) fail("not a finite number");
     return v;
   }
@@ -63,29 +87,29 @@ class JsonField {
     return v;
   }
   long long integer(long long lo, long long hi) const {
-    if (!j_->is_number_integer()) fail(fmt::format("expected an integer, found {}", type_of(*j_)));
+    if (!j_->is_number_integer()) mismatch("an integer");
     long long v = 0;
     if (j_->is_number_unsigned()) {
-      const auto u = j_->get<unsigned long long>();
+      const auto u = j_->template get<unsigned long long>();
       if (u > static_cast<unsigned long long>(std::numeric_limits<long long>::max()))
         fail(fmt::format("{} is out of range [{}, {}]", u, lo, hi));
       v = static_cast<long long>(u);
     } else {
-      v = j_->get<long long>();
+      v = j_->template get<long long>();
     }
     if (v < lo || v > hi) fail(fmt::format("{} is out of range [{}, {}]", v, lo, hi));
     return v;
   }
   bool boolean() const {
-    if (!j_->is_boolean()) fail(fmt::format("expected true or false, found {}", type_of(*j_)));
-    return j_->get<bool>();
+    if (!j_->is_boolean()) mismatch("true or false");
+    return j_->template get<bool>();
   }
   std::string string() const {
-    if (!j_->is_string()) fail(fmt::format("expected a string, found {}", type_of(*j_)));
-    return j_->get<std::string>();
+    if (!j_->is_string()) mismatch("a string");
+    return j_->template get<std::string>();
   }
   std::map<std::string, std::string> string_map() const {
-    if (!j_->is_object()) fail(fmt::format("expected an object of strings, found {}", type_of(*j_)));
+    if (!j_->is_object()) mismatch("an object of strings");
     std::map<std::string, std::string> out;
     for (auto it = j_->begin(); it != j_->end(); ++it) out[it.key()] = at(it.key()).string();
     return out;
@@ -97,7 +121,7 @@ class JsonField {
   }
 
  private:
-  static std::string type_of(const nlohmann::json& j) {
+  static std::string type_of(const J& j) {
     if (j.is_null()) return "null";
     if (j.is_boolean()) return "a boolean";
     if (j.is_number()) return "a number";
@@ -105,12 +129,25 @@ class JsonField {
     if (j.is_array()) return "an array";
     return "an object";
   }
-  static std::string escaped(const std::string& key) {  // RFC 6901, and no control bytes in a message
+  // The type, and a scalar's value as written (shortened): a string ("8"), a number (40.5).
+  static std::string found(const J& j) {
+    if (j.is_null() || j.is_array() || j.is_object()) return type_of(j);
+    std::string v = j.dump(-1, ' ', false, J::error_handler_t::replace);
+    for (char& c : v)
+      if (static_cast<unsigned char>(c) < 0x20) c = '?';
+    if (v.size() > 40) v = v.substr(0, 40) + "...";
+    return fmt::format("{} ({})", type_of(j), v);
+  }
+  std::string child(const std::string& key) const {
+    if (style_ == JsonPath::Dotted) return ptr_.empty() ? escaped(key) : ptr_ + "." + escaped(key);
+    return ptr_ + "/" + escaped(key);
+  }
+  std::string escaped(const std::string& key) const {  // RFC 6901 in a pointer, and no control bytes
     std::string out;
     for (char c : key) {
-      if (c == '~')
+      if (c == '~' && style_ == JsonPath::Pointer)
         out += "~0";
-      else if (c == '/')
+      else if (c == '/' && style_ == JsonPath::Pointer)
         out += "~1";
       else if (static_cast<unsigned char>(c) < 0x20)
         out += '?';
@@ -119,18 +156,22 @@ class JsonField {
     }
     return out.size() > 80 ? out.substr(0, 80) + "..." : out;
   }
-  const nlohmann::json* j_;
+  const J* j_;
   const std::string* origin_;
   std::string ptr_;
+  JsonPath style_;
 };
+using JsonField = BasicJsonField<nlohmann::json>;
 
-// Parses `text`; a syntax error or a number beyond double is one line naming `origin`.
-inline nlohmann::json parse_json(const std::string& text, const std::string& origin) {
+// Parses `text` (into J: nlohmann::ordered_json keeps the key order); a syntax error or a number beyond
+// double is one line naming `origin`.
+template <class J = nlohmann::json>
+J parse_json(const std::string& text, const std::string& origin) {
   if (const std::string deep = json_depth_problem(text); !deep.empty())
     throw Error(fmt::format("{}: {}", origin, deep));
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    return J::parse(text);
+  } catch (const typename J::exception& e) {
     throw Error(fmt::format("{}: malformed JSON: {}", origin, e.what()));
   }
 }

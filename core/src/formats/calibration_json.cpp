@@ -10,16 +10,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
+#include <utility>
 
+#include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 
 // The calibration file: reading (strictly checked) and writing its JSON.
 namespace vitsim {
 using json = nlohmann::json;
+using detail::JsonField, detail::JsonPath;
 
 namespace {
 json model_json(const ViTConfig& m) {
@@ -37,36 +39,38 @@ bool fits_int(const json& v) {
   return x >= INT_MIN && x <= INT_MAX;
 }
 
+// A key of `f` read as T through the one field reader: its messages name the file and the dotted path,
+// "c.json: devices[0] ('T4').points[1].fwd_s: missing"; an int is a JSON integer within int's range.
 template <typename T>
-T need(const json& j, const char* key, const std::string& where) {
-  if (!j.is_object()) throw Error(fmt::format("{}: expected an object, got {}", where, j.dump()));
-  if (!j.contains(key)) throw Error(fmt::format("{}: missing key '{}'", where, key));
-  const json& v = j.at(key);
-  auto wrong = [&] {
-    return Error(fmt::format("{}: key '{}' has the wrong type: {}", where, key, v.dump()));
-  };
-  if constexpr (std::is_same_v<T, int>) {
-    if (!fits_int(v)) throw wrong();
-  }
-  if constexpr (std::is_same_v<T, double>) {
-    if (!v.is_number()) throw wrong();
-  }
-  try {
-    return v.get<T>();
-  } catch (const json::exception&) {
-    throw wrong();
-  }
+T need(const JsonField& f, const char* key) {
+  const JsonField v = f.at(key);
+  if constexpr (std::is_same_v<T, int>)
+    return static_cast<int>(v.integer(INT_MIN, INT_MAX));
+  else if constexpr (std::is_same_v<T, double>)
+    return v.number();
+  else if constexpr (std::is_same_v<T, bool>)
+    return v.boolean();
+  else
+    return v.string();
 }
 
 // An optional key: `fallback` when absent, else read as strictly as need<>.
 template <typename T>
-T opt(const json& j, const char* key, T fallback, const std::string& where) {
-  return j.is_object() && j.contains(key) ? need<T>(j, key, where) : fallback;
+T opt(const JsonField& f, const char* key, T fallback) {
+  return f.has(key) ? need<T>(f, key) : fallback;
+}
+
+// Calls `each` with every element of the list under `key` (none when absent); anything but a list is an error.
+template <class Each>
+void for_each_in(const JsonField& f, const char* key, Each each) {
+  if (!f.has(key)) return;
+  const JsonField list = f.at(key);
+  for (size_t i = 0, n = list.size(); i < n; ++i) each(list[i]);
 }
 }  // namespace
 
 namespace {
-Calibration parse_calibration(const json& j, const std::string& path);
+Calibration parse_calibration(const JsonField& top);
 }  // namespace
 
 Calibration read_calibration(const std::string& path) {
@@ -75,15 +79,8 @@ Calibration read_calibration(const std::string& path) {
 }
 
 Calibration read_calibration_text(const std::string& text, const std::string& path) {
-  if (const std::string deep = json_depth_problem(text); !deep.empty())
-    throw Error(fmt::format("{}: {}", path, deep));
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (
-      const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
-    throw Error(fmt::format("{}: malformed JSON: {}", path, e.what()));
-  }
+  // A syntax error, and a number too large (fuzzer finding), are one line.
+  const json j = detail::parse_json(text, path);
   const json schema = j.is_object() ? j.value("schema", json()) : json();
   if (schema == "vitsim.calibration/1")
     throw Error(fmt::format(
@@ -94,7 +91,7 @@ Calibration read_calibration_text(const std::string& text, const std::string& pa
     throw Error(
         fmt::format("{}: not a vitsim calibration (expected \"schema\": \"{}\")", path, kCalibrationSchema));
   try {
-    return parse_calibration(j, path);
+    return parse_calibration(JsonField(j, path, "", JsonPath::Dotted));
   } catch (const json::exception& e) {
     // A value of the wrong type or shape anywhere (the fuzzer found a device without "model").
     throw Error(fmt::format("{}: calibration does not follow {}: {}", path, kCalibrationSchema, e.what()));
@@ -102,36 +99,29 @@ Calibration read_calibration_text(const std::string& text, const std::string& pa
 }
 
 namespace {
-// The list under `key` (empty when absent); anything but a list is an error.
-json list_of(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key)) return json::array();
-  if (!j.at(key).is_array())
-    throw Error(fmt::format("{}: '{}' must be a list, got {}", where, key, j.at(key).dump()));
-  return j.at(key);
-}
-
-Precision parse_precision_at(const json& j, const std::string& where) {
+Precision parse_precision_at(const JsonField& f) {
+  const std::string name = need<std::string>(f, "precision");
   try {
-    return parse_precision(need<std::string>(j, "precision", where));
+    return parse_precision(name);
   } catch (const Error& e) {
-    throw Error(where + ": " + e.what());
+    f.fail(e.what());
   }
 }
 
-ViTConfig parse_model(const json& d, const std::string& where) {
-  if (!d.contains("model") || !d["model"].is_object()) throw Error(where + ": missing object 'model'");
-  const json& m = d.at("model");
-  const std::string mw = where + ".model";
+ViTConfig parse_model(const JsonField& d) {
+  const JsonField m = d.at("model");
+  if (!m.raw().is_object()) m.mismatch("an object");
+  const std::string mw = m.where();
   ViTConfig model;
-  model.preset = m.value("preset", "");
-  model.image_size = need<int>(m, "image_size", mw);
-  model.patch = need<int>(m, "patch", mw);
-  model.channels = need<int>(m, "channels", mw);
-  model.width = need<int>(m, "width", mw);
-  model.depth = need<int>(m, "depth", mw);
-  model.heads = need<int>(m, "heads", mw);
-  model.mlp_ratio = need<double>(m, "mlp_ratio", mw);
-  model.classes = need<int>(m, "classes", mw);
+  model.preset = opt<std::string>(m, "preset", "");
+  model.image_size = need<int>(m, "image_size");
+  model.patch = need<int>(m, "patch");
+  model.channels = need<int>(m, "channels");
+  model.width = need<int>(m, "width");
+  model.depth = need<int>(m, "depth");
+  model.heads = need<int>(m, "heads");
+  model.mlp_ratio = need<double>(m, "mlp_ratio");
+  model.classes = need<int>(m, "classes");
   try {
     if (model.image_size < 1 || model.patch < 1 || model.channels < 1 || model.width < 1 || model.depth < 1 ||
         model.heads < 1 || model.classes < 1 || !(model.mlp_ratio > 0) || model.depth > 4096 ||
@@ -146,17 +136,16 @@ ViTConfig parse_model(const json& d, const std::string& where) {
 
 // One measured point of a device: its micro-batch, pass times and (optionally) per-layer times, each a
 // layer of `model` (`layer_names`) listed once.
-ComputePoint parse_point(const json& p, const std::string& pw, const ViTConfig& model,
-                         const std::set<std::string>& layer_names) {
+ComputePoint parse_point(const JsonField& p, const ViTConfig& model, const std::set<std::string>& layer_names) {
   ComputePoint cp;
-  if (p.is_object() && p.contains("micro_batch") && p.at("micro_batch").is_number() &&
-      !fits_int(p.at("micro_batch")))
+  const std::string pw = p.where();
+  if (p.has("micro_batch") && p.raw().at("micro_batch").is_number() && !fits_int(p.raw().at("micro_batch")))
     throw Error(fmt::format("{}: micro_batch must be a whole number of samples >= 1, got {}", pw,
-                            echo(p.at("micro_batch").dump())));
-  cp.micro_batch = need<int>(p, "micro_batch", pw);
-  cp.fwd_s = need<double>(p, "fwd_s", pw);
-  cp.bwd_s = need<double>(p, "bwd_s", pw);
-  cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0, pw);
+                            echo(p.raw().at("micro_batch").dump())));
+  cp.micro_batch = need<int>(p, "micro_batch");
+  cp.fwd_s = need<double>(p, "fwd_s");
+  cp.bwd_s = need<double>(p, "bwd_s");
+  cp.optimizer_s = opt<double>(p, "optimizer_s", 0.0);
   // Each figure named on its own: a negative optimizer_s was blamed on fwd_s and bwd_s (issue 27).
   if (cp.micro_batch < 1)
     throw Error(fmt::format("{}: micro_batch must be >= 1, got {}", pw, cp.micro_batch));
@@ -165,12 +154,10 @@ ComputePoint parse_point(const json& p, const std::string& pw, const ViTConfig& 
       throw Error(fmt::format("{}: {} must be a positive time in seconds, got {}", pw, key, v));
   if (!(cp.optimizer_s >= 0) || !std::isfinite(cp.optimizer_s))
     throw Error(fmt::format("{}: optimizer_s must be a time >= 0 in seconds, got {}", pw, cp.optimizer_s));
-  int lj = 0;
   std::set<std::string> listed;
-  for (const auto& l : list_of(p, "layers", pw)) {
-    std::string lw = fmt::format("{}.layers[{}]", pw, lj++);
-    LayerTime lt{need<std::string>(l, "name", lw), need<double>(l, "fwd_s", lw),
-                 need<double>(l, "bwd_s", lw)};
+  for_each_in(p, "layers", [&](const JsonField& l) {
+    const std::string lw = l.where();
+    LayerTime lt{need<std::string>(l, "name"), need<double>(l, "fwd_s"), need<double>(l, "bwd_s")};
     if (!(lt.fwd_s >= 0) || !(lt.bwd_s >= 0) || !std::isfinite(lt.fwd_s) || !std::isfinite(lt.bwd_s))
       throw Error(lw + ": fwd_s and bwd_s must be >= 0");
     if (!layer_names.count(lt.name))
@@ -180,7 +167,7 @@ ComputePoint parse_point(const json& p, const std::string& pw, const ViTConfig& 
     if (!listed.insert(lt.name).second)
       throw Error(fmt::format("{}: layer '{}' is listed twice", lw, lt.name));
     cp.layers.push_back(lt);
-  }
+  });
   return cp;
 }
 
@@ -206,33 +193,32 @@ void sort_and_check_points(std::vector<ComputePoint>& points, const std::string&
   }
 }
 
-DeviceCalibration parse_device(const json& d, std::string where, const Calibration& c) {
+DeviceCalibration parse_device(const JsonField& entry, const Calibration& c) {
   DeviceCalibration dc;
-  dc.device_type = need<std::string>(d, "device_type", where);
-  where += fmt::format(" ('{}')", echo(dc.device_type));  // each message names the file and the device
-  dc.model = parse_model(d, where);
-  dc.precision = parse_precision_at(d, where);
-  dc.peak_flops = opt<double>(d, "peak_flops", 0.0, where);
-  dc.mem_bw = opt<double>(d, "mem_bw", 0.0, where);
+  dc.device_type = need<std::string>(entry, "device_type");
+  const JsonField d = entry.named(echo(dc.device_type));  // each message names the file and the device
+  const std::string where = d.where();
+  dc.model = parse_model(d);
+  dc.precision = parse_precision_at(d);
+  dc.peak_flops = opt<double>(d, "peak_flops", 0.0);
+  dc.mem_bw = opt<double>(d, "mem_bw", 0.0);
   if (dc.peak_flops < 0 || dc.mem_bw < 0)
     throw Error(where + ": peak_flops and mem_bw must be >= 0 (0 = unknown)");
   // The layer names a point may list: those of this model (core/model/vit.cpp's workload).
   std::set<std::string> layer_names;
   for (const auto& l : build_workload(dc.model).layers) layer_names.insert(l.name);
-  int pi = 0;
-  for (const auto& p : list_of(d, "points", where))
-    dc.points.push_back(parse_point(p, fmt::format("{}.points[{}]", where, pi++), dc.model, layer_names));
+  for_each_in(d, "points", [&](const JsonField& p) { dc.points.push_back(parse_point(p, dc.model, layer_names)); });
   sort_and_check_points(dc.points, where);
-  if (d.contains("sync")) {
-    const json& sj = d.at("sync");
-    const std::string sw = where + ": sync";
-    if (!sj.is_object()) throw Error(fmt::format("{}: must be an object, got {}", sw, sj.dump()));
-    for (const auto& [key, v] : sj.items())
+  if (d.has("sync")) {
+    const JsonField sj = d.at("sync");
+    const std::string sw = sj.where();
+    if (!sj.raw().is_object()) sj.mismatch("an object");
+    for (const auto& [key, v] : sj.raw().items())
       if (key != "ranks" && key != "fixed_s" && key != "per_compute")
         throw Error(fmt::format("{}: unknown key '{}'; valid: ranks, fixed_s, per_compute", sw, echo(key)));
-    dc.sync.ranks = need<int>(sj, "ranks", sw);
-    dc.sync.fixed_s = need<double>(sj, "fixed_s", sw);
-    dc.sync.per_compute = need<double>(sj, "per_compute", sw);
+    dc.sync.ranks = need<int>(sj, "ranks");
+    dc.sync.fixed_s = need<double>(sj, "fixed_s");
+    dc.sync.per_compute = need<double>(sj, "per_compute");
     if (dc.sync.ranks < 2)
       throw Error(fmt::format("{}: ranks must be >= 2 (a sync needs two ranks), got {}", sw, dc.sync.ranks));
     if (!(dc.sync.fixed_s >= 0 && dc.sync.fixed_s < 1))
@@ -249,27 +235,27 @@ DeviceCalibration parse_device(const json& d, std::string where, const Calibrati
 }
 
 // Kernel families measured (optional: {"softmax": {"elem_s": .., "row_s": ..}, "conv": {"efficiency": ..}}).
-void parse_op_kinds(const json& o, const std::string& where, DeviceFigures& f) {
-  if (!o.contains("kinds")) return;
-  const json& kinds = o.at("kinds");
-  if (!kinds.is_object())
-    throw Error(fmt::format("{}: 'kinds' must be an object of op kinds, got {}", where, kinds.dump()));
-  for (const auto& [name, kv] : kinds.items()) {
+void parse_op_kinds(const JsonField& o, DeviceFigures& f) {
+  if (!o.has("kinds")) return;
+  const JsonField kinds = o.at("kinds");
+  if (!kinds.raw().is_object()) kinds.mismatch("an object of op kinds");
+  for (const auto& [name, value] : kinds.raw().items()) {
     OpKind kind;
     try {
       kind = parse_op_kind(name);
     } catch (const Error& e) {
-      throw Error(fmt::format("{}: kinds: {}", where, e.what()));
+      kinds.fail(e.what());
     }
-    const std::string kw = fmt::format("{}: kinds.{}", where, name);
-    if (!kv.is_object()) throw Error(fmt::format("{}: must be an object, got {}", kw, kv.dump()));
-    for (const auto& [key, v] : kv.items())
+    const JsonField kv = kinds.at(name);
+    const std::string kw = kv.where();
+    if (!kv.raw().is_object()) kv.mismatch("an object");
+    for (const auto& [key, v] : kv.raw().items())
       if (key != "elem_s" && key != "row_s" && key != "efficiency")
         throw Error(fmt::format("{}: unknown key '{}'; valid: elem_s, row_s, efficiency", kw, echo(key)));
     auto& kf = f.kinds[static_cast<size_t>(kind)];
-    kf.elem_s = opt<double>(kv, "elem_s", 0.0, kw);
-    kf.row_s = opt<double>(kv, "row_s", 0.0, kw);
-    kf.efficiency = opt<double>(kv, "efficiency", 0.0, kw);
+    kf.elem_s = opt<double>(kv, "elem_s", 0.0);
+    kf.row_s = opt<double>(kv, "row_s", 0.0);
+    kf.efficiency = opt<double>(kv, "efficiency", 0.0);
     if (!(kf.elem_s >= 0) || !(kf.row_s >= 0) || !std::isfinite(kf.elem_s) || !std::isfinite(kf.row_s))
       throw Error(fmt::format("{}: 'elem_s' and 'row_s' must be finite and >= 0", kw));
     if (!(kf.efficiency >= 0 && kf.efficiency <= 1))
@@ -280,38 +266,39 @@ void parse_op_kinds(const json& o, const std::string& where, DeviceFigures& f) {
 // The keys of one op model, each read with the range it must be in.
 class OpModelReader {
  public:
-  OpModelReader(const json& o, const std::string& where) : o_(o), where_(where) {}
+  explicit OpModelReader(const JsonField& o) : o_(o), where_(o.where()) {}
   double positive(const char* key) const {
-    const double v = need<double>(o_, key, where_);
+    const double v = need<double>(o_, key);
     if (!(v > 0))
-      throw Error(fmt::format("{}: '{}' must be positive, got {}", where_, key, o_.at(key).dump()));
+      throw Error(fmt::format("{}: '{}' must be positive, got {}", where_, key, o_.raw().at(key).dump()));
     return v;
   }
   double fraction(const char* key) const {
-    const double v = need<double>(o_, key, where_);
+    const double v = need<double>(o_, key);
     if (!(v > 0 && v <= 1))
-      throw Error(fmt::format("{}: '{}' must be in (0, 1], got {}", where_, key, o_.at(key).dump()));
+      throw Error(fmt::format("{}: '{}' must be in (0, 1], got {}", where_, key, o_.raw().at(key).dump()));
     return v;
   }
-  double non_negative(const char* key) const { return checked(key, need<double>(o_, key, where_)); }
+  double non_negative(const char* key) const { return checked(key, need<double>(o_, key)); }
   // An optional key, >= 0 when present.
   double optional_non_negative(const char* key) const {
-    const double v = opt<double>(o_, key, 0.0, where_);
-    return o_.contains(key) ? checked(key, v) : v;
+    const double v = opt<double>(o_, key, 0.0);
+    return o_.has(key) ? checked(key, v) : v;
   }
 
  private:
   double checked(const char* key, double v) const {
-    if (!(v >= 0)) throw Error(fmt::format("{}: '{}' must be >= 0, got {}", where_, key, o_.at(key).dump()));
+    if (!(v >= 0))
+      throw Error(fmt::format("{}: '{}' must be >= 0, got {}", where_, key, o_.raw().at(key).dump()));
     return v;
   }
-  const json& o_;
-  const std::string& where_;
+  const JsonField& o_;
+  const std::string where_;
 };
 
-void parse_tile(const json& o, const std::string& where, DeviceFigures& f) {
-  if (!o.contains("tile")) throw Error(fmt::format("{}: missing key 'tile'", where));
-  const json& tile = o.at("tile");
+void parse_tile(const JsonField& o, DeviceFigures& f) {
+  const std::string where = o.where();
+  const json& tile = o.at("tile").raw();
   if (!tile.is_array() || tile.size() != 2 || !fits_int(tile[0]) || !fits_int(tile[1]) ||
       tile[0].get<int>() < 1 || tile[1].get<int>() < 1)
     throw Error(fmt::format("{}: 'tile' must be [m, n], two positive integers, got {}", where, tile.dump()));
@@ -319,18 +306,19 @@ void parse_tile(const json& o, const std::string& where, DeviceFigures& f) {
   f.tile_n = tile[1].get<int>();
 }
 
-OpModelCalibration parse_op_model(const json& o, std::string where, const Calibration& c) {
+OpModelCalibration parse_op_model(const JsonField& entry, const Calibration& c) {
   OpModelCalibration oc;
   DeviceFigures& f = oc.figures;
-  f.device_type = need<std::string>(o, "device_type", where);
-  where += fmt::format(" ('{}')", echo(f.device_type));
-  oc.precision = parse_precision_at(o, where);
-  const OpModelReader r(o, where);
+  f.device_type = need<std::string>(entry, "device_type");
+  const JsonField o = entry.named(echo(f.device_type));
+  const std::string where = o.where();
+  oc.precision = parse_precision_at(o);
+  const OpModelReader r(o);
   f.peak_flops = r.positive("peak_flops");
   f.mem_bw = r.positive("mem_bw");
-  f.sm_count = need<int>(o, "sm_count", where);
+  f.sm_count = need<int>(o, "sm_count");
   if (f.sm_count < 1) throw Error(fmt::format("{}: 'sm_count' must be >= 1, got {}", where, f.sm_count));
-  parse_tile(o, where, f);
+  parse_tile(o, f);
   f.gemm_efficiency = r.fraction("gemm_efficiency");
   f.gemm_k_half = r.non_negative("gemm_k_half");
   f.gemm_n_half = r.optional_non_negative("gemm_n_half");
@@ -341,9 +329,9 @@ OpModelCalibration parse_op_model(const json& o, std::string where, const Calibr
   f.kernel_s = r.non_negative("kernel_s");
   f.host_op_s = r.non_negative("host_op_s");
   f.sync_s = r.non_negative("sync_s");
-  f.async = need<bool>(o, "async", where);
-  parse_op_kinds(o, where, f);
-  oc.samples = opt<int>(o, "samples", 0, where);
+  f.async = need<bool>(o, "async");
+  parse_op_kinds(o, f);
+  oc.samples = opt<int>(o, "samples", 0);
   if (oc.samples < 0) throw Error(fmt::format("{}: 'samples' must be >= 0, got {}", where, oc.samples));
   oc.max_rel_residual = r.optional_non_negative("max_rel_residual");
   oc.median_rel_residual = r.optional_non_negative("median_rel_residual");
@@ -353,9 +341,10 @@ OpModelCalibration parse_op_model(const json& o, std::string where, const Calibr
   return oc;
 }
 
-LinkCalibration parse_link(const json& l, const std::string& where) {
-  LinkCalibration lc{need<std::string>(l, "class", where), need<double>(l, "bandwidth", where),
-                     need<double>(l, "latency", where), opt<int>(l, "ranks", 0, where)};
+LinkCalibration parse_link(const JsonField& l) {
+  const std::string where = l.where();
+  LinkCalibration lc{need<std::string>(l, "class"), need<double>(l, "bandwidth"), need<double>(l, "latency"),
+                     opt<int>(l, "ranks", 0)};
   if (!(lc.bandwidth > 0) || !(lc.latency >= 0) || !std::isfinite(lc.bandwidth) ||
       !std::isfinite(lc.latency) || lc.ranks < 0)
     throw Error(where + ": bandwidth must be positive, latency >= 0, ranks >= 0");
@@ -365,9 +354,10 @@ LinkCalibration parse_link(const json& l, const std::string& where) {
   return lc;
 }
 
-LoaderCalibration parse_loader(const json& l, const std::string& where, const Calibration& c) {
-  LoaderCalibration lc{need<std::string>(l, "dataset", where), need<int>(l, "resize", where),
-                       need<double>(l, "images_per_s_per_worker", where)};
+LoaderCalibration parse_loader(const JsonField& l, const Calibration& c) {
+  const std::string where = l.where();
+  LoaderCalibration lc{need<std::string>(l, "dataset"), need<int>(l, "resize"),
+                       need<double>(l, "images_per_s_per_worker")};
   if (!(lc.images_per_s_per_worker > 0) || !std::isfinite(lc.images_per_s_per_worker))
     throw Error(where + ": images_per_s_per_worker must be positive");
   if (lc.resize < 1) throw Error(fmt::format("{}: resize must be >= 1, got {}", where, lc.resize));
@@ -377,11 +367,12 @@ LoaderCalibration parse_loader(const json& l, const std::string& where, const Ca
   return lc;
 }
 
-void parse_h2d(const json& j, const std::string& path, Calibration& c) {
-  if (!j.contains("h2d")) return;
-  const std::string where = path + ": h2d";
-  c.h2d_pinned_bw = opt<double>(j.at("h2d"), "pinned_bw", 0.0, where);
-  c.h2d_pageable_bw = opt<double>(j.at("h2d"), "pageable_bw", 0.0, where);
+void parse_h2d(const JsonField& top, Calibration& c) {
+  if (!top.has("h2d")) return;
+  const JsonField h2d = top.at("h2d");
+  const std::string where = h2d.where();
+  c.h2d_pinned_bw = opt<double>(h2d, "pinned_bw", 0.0);
+  c.h2d_pageable_bw = opt<double>(h2d, "pageable_bw", 0.0);
   if (!(c.h2d_pinned_bw >= 0) || !(c.h2d_pageable_bw >= 0) || !std::isfinite(c.h2d_pinned_bw) ||
       !std::isfinite(c.h2d_pageable_bw))
     throw Error(where + ": pinned_bw and pageable_bw must be >= 0 (0 = not measured)");
@@ -393,25 +384,18 @@ void parse_h2d(const json& j, const std::string& path, Calibration& c) {
                       where, key, bw, kPlausibleBandwidthText));
 }
 
-Calibration parse_calibration(const json& j, const std::string& path) {
+Calibration parse_calibration(const JsonField& top) {
   Calibration c;
-  c.path = path;
+  c.path = top.where();
+  const json& j = top.raw();
   if (j.contains("provenance") && j["provenance"].is_object())
     for (const auto& [k, v] : j["provenance"].items())
       c.provenance[k] = v.is_string() ? v.get<std::string>() : v.dump();
-  int i = 0;
-  for (const auto& d : list_of(j, "devices", path))
-    c.devices.push_back(parse_device(d, fmt::format("{}: devices[{}]", path, i++), c));
-  i = 0;
-  for (const auto& o : list_of(j, "op_models", path))
-    c.op_models.push_back(parse_op_model(o, fmt::format("{}: op_models[{}]", path, i++), c));
-  i = 0;
-  for (const auto& l : list_of(j, "links", path))
-    c.links.push_back(parse_link(l, fmt::format("{}: links[{}]", path, i++)));
-  i = 0;
-  for (const auto& l : list_of(j, "loaders", path))
-    c.loaders.push_back(parse_loader(l, fmt::format("{}: loaders[{}]", path, i++), c));
-  parse_h2d(j, path, c);
+  for_each_in(top, "devices", [&](const JsonField& d) { c.devices.push_back(parse_device(d, c)); });
+  for_each_in(top, "op_models", [&](const JsonField& o) { c.op_models.push_back(parse_op_model(o, c)); });
+  for_each_in(top, "links", [&](const JsonField& l) { c.links.push_back(parse_link(l)); });
+  for_each_in(top, "loaders", [&](const JsonField& l) { c.loaders.push_back(parse_loader(l, c)); });
+  parse_h2d(top, c);
   return c;
 }
 }  // namespace

@@ -76,7 +76,7 @@ void parse_pcie(const Json& js, const ojson& j, const std::string& where, PcieSp
 void parse_fabric(const Json& js, const ojson& j, const std::string& where, FabricSpec& f) {
   js.keys(j, where, {"fabric", "bw", "lat", "staging_bw"});
   if (j.contains("fabric")) {
-    f.kind = j["fabric"].get<std::string>();
+    f.kind = js.field(j, where).at("fabric").string();
     static const std::vector<std::string> kinds{"pcie_host", "pcie_p2p", "nvlink", "nvswitch",
                                                 "nvlink_bridge"};
     if (std::find(kinds.begin(), kinds.end(), f.kind) == kinds.end())
@@ -108,14 +108,14 @@ void parse_nic(const Json& js, const ojson& j, const std::string& where, NicSpec
   }
   if (j.contains("lat")) n.lat = js.quantity(j["lat"], where + ".lat", units::Kind::Time);
   if (j.contains("transport")) {
-    n.transport = j["transport"].get<std::string>();
+    n.transport = js.field(j, where).at("transport").string();
     try {
       nic_transport_props(n.transport);
     } catch (const Error& e) {
       js.fail(where + ".transport", e.what());
     }
   }
-  if (j.contains("rail_optimised")) n.rail_optimised = j["rail_optimised"].get<bool>();
+  if (j.contains("rail_optimised")) n.rail_optimised = js.field(j, where).at("rail_optimised").boolean();
   if (j.contains("props"))
     for (const auto& [k, v] : js.props(j["props"], where + ".props")) set_prop(n.props, k, v);
 }
@@ -167,13 +167,14 @@ GpuTypeSpec parse_gpu_type(const Json& js, const std::string& name, const ojson&
   js.keys(e, where, {"catalogue", "efficiency_precision", "props", "pcie"});
   GpuTypeSpec t;
   t.name = name;
-  const std::string precision = e.value("efficiency_precision", "bf16");
+  const std::string precision =
+      e.contains("efficiency_precision") ? js.field(e, where).at("efficiency_precision").string() : "bf16";
   if (precision != "fp32" && precision != "fp16" && precision != "bf16")
     js.fail(where + ".efficiency_precision", fmt::format("'{}': valid: fp32, fp16, bf16", precision));
   if (e.contains("catalogue")) {
     const CatalogueGpu* g = nullptr;
     try {
-      g = &cat.gpu(e["catalogue"].get<std::string>());
+      g = &cat.gpu(js.field(e, where).at("catalogue").string());
     } catch (const Error& err) {
       js.fail(where + ".catalogue", err.what());
     }
@@ -236,7 +237,8 @@ void parse_topology(const Json& js, const ojson& j, TopologySpec& topo) {
   } catch (const Error& e) {
     js.fail("topology.kind", e.what());
   }
-  if (t.contains("oversubscription")) topo.oversubscription = t["oversubscription"].get<double>();
+  if (t.contains("oversubscription"))
+    topo.oversubscription = js.field(t, "topology").at("oversubscription").number();
   if (t.contains("pod_nodes")) topo.pod_nodes = js.integer(t["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
   if (t.contains("uplink_lat"))
     topo.uplink_lat = js.quantity(t["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
@@ -250,8 +252,9 @@ NodeSpec parse_node(const Json& js, const ojson& n, const std::string& where, co
                     const PlatformSpec& spec, const NodeDefaults& d, const Catalogue& cat) {
   NodeSpec node;
   node.id = id;
-  node.gpus = js.integer(n.at("gpus"), where + ".gpus", 1, 1 << 16);
-  node.gpu_type = n.at("gpu").get<std::string>();
+  const OField f = js.field(n, where);
+  node.gpus = static_cast<int>(f.at("gpus").integer(1, 1 << 16));
+  node.gpu_type = f.at("gpu").string();
   auto t = spec.gpu_types.find(node.gpu_type);
   if (t == spec.gpu_types.end()) {
     std::vector<std::string> names;
@@ -284,19 +287,19 @@ void parse_nodes(const Json& js, const ojson& j, const NodeDefaults& d, const Ca
       const std::string where = fmt::format("nodes[{}]", i);
       js.keys(j["nodes"][i], where, {"id", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
       spec.nodes.push_back(
-          parse_node(js, j["nodes"][i], where, j["nodes"][i].at("id").get<std::string>(), spec, d, cat));
+          parse_node(js, j["nodes"][i], where, js.field(j["nodes"][i], where).at("id").string(), spec, d, cat));
     }
   if (j.contains("node_groups"))
     for (size_t i = 0; i < j["node_groups"].size(); ++i) {
       const ojson& g = j["node_groups"][i];
       const std::string where = fmt::format("node_groups[{}]", i);
       js.keys(g, where, {"prefix", "count", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
-      const int count = js.integer(g.at("count"), where + ".count", 1, 1 << 20);
+      const OField f = js.field(g, where);
+      const int count = static_cast<int>(f.at("count").integer(1, 1 << 20));
+      const std::string prefix = f.at("prefix").string();
       const size_t width = std::to_string(count - 1).size();
       for (int k = 0; k < count; ++k)
-        spec.nodes.push_back(parse_node(js, g, where,
-                                        fmt::format("{}{:0{}d}", g.at("prefix").get<std::string>(), k, width),
-                                        spec, d, cat));
+        spec.nodes.push_back(parse_node(js, g, where, fmt::format("{}{:0{}d}", prefix, k, width), spec, d, cat));
     }
 }
 
@@ -308,8 +311,8 @@ PlatformSpec parse_platform_spec_json(const std::string& json_text, const std::s
           {"id", "comment", "price_per_gpu_hour", "price_per_kwh", "gpu_types", "node", "intranode", "nic",
            "topology", "zone_props", "nodes", "node_groups"});
   PlatformSpec spec;
-  spec.id = j.value("id", "platform");
-  spec.comment = j.value("comment", "");
+  spec.id = j.contains("id") ? js.field(j, "").at("id").string() : "platform";
+  spec.comment = j.contains("comment") ? js.field(j, "").at("comment").string() : "";
   parse_prices(js, j, spec);
   if (!j.contains("gpu_types") || j["gpu_types"].empty())
     js.fail("gpu_types", "missing: name at least one GPU type");

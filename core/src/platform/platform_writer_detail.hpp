@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
-#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
@@ -101,34 +101,35 @@ inline std::string gbps_text(double bytes_per_s) {
   return fmt::format("{:g}GBps", bytes_per_s / 1e9);
 }
 
-// The JSON of the catalogue and of spec files: one-line errors naming the file and the key.
+// The JSON of the catalogue and of spec files, read through core's one field reader (base/json_reader.hpp):
+// one-line errors naming the file and the dotted path ("spec.json: nodes[0].gpus: expected an integer, found
+// a string ("8")").
+using OField = detail::BasicJsonField<ojson>;
 struct Json {
   const std::string& file;
+  // The value `j` at the dotted path `where` ("" for the whole file).
+  OField field(const ojson& j, const std::string& where) const {
+    return OField(j, file, where, detail::JsonPath::Dotted);
+  }
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(Origin{file, 0}, where.empty() ? what : where + ": " + what);
+    static const ojson none;
+    field(none, where).fail(what);
   }
   // The file's JSON, its key order kept; malformed JSON fails naming the file.
-  ojson parse(const std::string& text) const {
-    if (const std::string deep = json_depth_problem(text); !deep.empty()) fail("", deep);
-    try {
-      return ojson::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      fail("", e.what());
-    }
-  }
+  ojson parse(const std::string& text) const { return detail::parse_json<ojson>(text, file); }
   void keys(const ojson& j, const std::string& where, const std::vector<std::string>& valid) const {
-    if (!j.is_object()) fail(where, "expected an object");
+    const OField f = field(j, where);
+    if (!j.is_object()) f.mismatch("an object");
     for (auto it = j.begin(); it != j.end(); ++it)
       if (std::find(valid.begin(), valid.end(), it.key()) == valid.end())
-        fail(where.empty() ? it.key() : where + "." + it.key(),
-             fmt::format("unknown key; valid: {}", join(valid)));
+        f.at(it.key()).fail(fmt::format("unknown key; valid: {}", join(valid)));
   }
   // A string, or a number written back as its shortest text (0.35 -> "0.35", 32 -> "32").
   std::string text(const ojson& j, const std::string& where) const {
     if (j.is_string()) return j.get<std::string>();
     if (j.is_number_integer()) return std::to_string(j.get<long long>());
     if (j.is_number()) return fmt::format("{}", j.get<double>());
-    fail(where, "expected a string or a number");
+    field(j, where).mismatch("a string or a number");
   }
   std::string quantity(const ojson& j, const std::string& where, units::Kind kind) const {
     std::string t = text(j, where);
@@ -146,13 +147,10 @@ struct Json {
     return t;
   }
   int integer(const ojson& j, const std::string& where, int lo, int hi) const {
-    if (!j.is_number_integer()) fail(where, "expected an integer");
-    const long long v = j.get<long long>();
-    if (v < lo || v > hi) fail(where, fmt::format("{} is out of range [{}, {}]", v, lo, hi));
-    return static_cast<int>(v);
+    return static_cast<int>(field(j, where).integer(lo, hi));
   }
   Props props(const ojson& j, const std::string& where) const {
-    if (!j.is_object()) fail(where, "expected an object of property: value");
+    if (!j.is_object()) field(j, where).mismatch("an object of property: value");
     Props out;
     for (auto it = j.begin(); it != j.end(); ++it) {
       out.emplace_back(it.key(), text(it.value(), where + "." + it.key()));
