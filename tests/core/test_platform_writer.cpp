@@ -206,6 +206,13 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
          "\"a\", "
          "\"gpus\": 1, \"gpu\": \"X\"}]}");
   d.file("wrong-type.json", "{\"gpu_types\": {\"X\": {\"catalogue\": 4}}}");
+  // Read by core's one JSON field reader: the wording of a report's or a calibration's faults.
+  d.file("gpus-text.json",
+         "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", \"gpus\": \"8\", "
+         "\"gpu\": \"X\"}]}");
+  d.file("no-gpu.json",
+         "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\"}}, \"nodes\": [{\"id\": \"a\", \"gpus\": 1}]}");
+  d.file("cut.json", "{\"gpu_types\": {\"X\": ");
   // Issue 27: written, then refused by predict; and figures that are not plausible.
   d.file("gpu-mem.json",
          "{\"gpu_types\": {\"X\": {\"catalogue\": \"t4\", \"props\": {\"gpu_mem\": \"-1GB\"}}}, "
@@ -262,7 +269,12 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
        "bad-type.json: nodes[0].gpu: 'Y' is not a gpu_types entry; entries: X"},
       {"spec: figure without unit", "bad-unit.json",
        "bad-unit.json: gpu_types.X.pcie.bw: bad bandwidth '12'"},
-      {"spec: wrong JSON type", "wrong-type.json", "wrong-type.json: "},
+      {"spec: wrong JSON type", "wrong-type.json",
+       "wrong-type.json: gpu_types.X.catalogue: expected a string, found a number (4)"},
+      {"spec: GPU count as a string", "gpus-text.json",
+       "gpus-text.json: nodes[0].gpus: expected an integer, found a string (\"8\")"},
+      {"spec: a node without its GPU type", "no-gpu.json", "no-gpu.json: nodes[0].gpu: missing"},
+      {"spec: malformed JSON", "cut.json", "cut.json: malformed JSON: [json.exception.parse_error.101]"},
       {"spec: missing file", "nope.json", "nope.json"},
       {"empty id (was written, then refused by predict)", "--gpu h100-sxm --id ''",
        "the platform's id is empty (--id, or \"id\" in a spec)"},

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/json_reader.hpp"
 #include "formats/deepspeed_check.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/base/json_depth.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
@@ -44,14 +44,8 @@ bool get_bool(const json& j, const std::string& key, const Origin& o) {
 // The file as a JSON object, its top-level keys checked (those DeepSpeed ignores into `ignored`).
 json parse_config(const std::string& path, const Origin& o, std::vector<std::string>& ignored) {
   const std::string text = read_input_file(path, "DeepSpeed config");  // regular files only, size-limited
-  if (const std::string deep = json_depth_problem(text); !deep.empty()) throw Error(o, deep);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (
-      const json::exception& e) {  // parse_error, and out_of_range for numbers too large (fuzzer finding)
-    throw Error(o, fmt::format("malformed JSON: {}", e.what()));
-  }
+  // A syntax error, and a number too large (fuzzer finding), are one line.
+  const json j = detail::parse_json(text, o.str());
   if (!j.is_object()) throw Error(o, "a DeepSpeed config must be a JSON object");
   ignored = deepspeed::check_top_level(j, o);
   return j;

@@ -96,7 +96,7 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
          ++e) {
       if (std::find(precisions().begin(), precisions().end(), e.key()) == precisions().end())
         js.fail(where + ".gemm_efficiency." + e.key(), "unknown precision; valid: " + join(precisions()));
-      const double v = e.value().get<double>();
+      const double v = js.field(e.value(), where + ".gemm_efficiency." + e.key()).number();
       if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + e.key(), "must be in (0, 1]");
       a.gemm_efficiency[e.key()] = v;
     }
@@ -111,7 +111,7 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
           js.fail(at, "expected [low, high]");
         a.gemm_efficiency_range[e.key()] = {e.value()[0].get<double>(), e.value()[1].get<double>()};
       }
-    a.mem_efficiency = it.value().at("mem_efficiency").get<double>();
+    a.mem_efficiency = js.field(it.value(), where).at("mem_efficiency").number();
     if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
       js.fail(where + ".mem_efficiency", "must be in (0, 1]");
     cat.archs[a.name] = a;
@@ -142,16 +142,17 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
           {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
            "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
   CatalogueGpu g;
-  g.name = e.at("name").get<std::string>();
-  g.model = e.at("model").get<std::string>();
-  g.aliases = e.value("aliases", std::vector<std::string>{});
-  g.vendor = e.at("vendor").get<std::string>();
-  g.arch = e.at("arch").get<std::string>();
+  const OField f = js.field(e, where);
+  g.name = f.at("name").string();
+  g.model = f.at("model").string();
+  if (f.has("aliases")) g.aliases = f.at("aliases").strings();
+  g.vendor = f.at("vendor").string();
+  g.arch = f.at("arch").string();
   if (!cat.archs.count(g.arch)) js.fail(where + ".arch", fmt::format("unknown architecture '{}'", g.arch));
   js.keys(e.at("flops"), where + ".flops", precisions());
-  for (auto f = e.at("flops").begin(); f != e.at("flops").end(); ++f)
-    if (!f.value().is_null())
-      g.flops[f.key()] = js.quantity(f.value(), where + ".flops." + f.key(), units::Kind::Flops);
+  for (auto it = e.at("flops").begin(); it != e.at("flops").end(); ++it)
+    if (!it.value().is_null())
+      g.flops[it.key()] = js.quantity(it.value(), where + ".flops." + it.key(), units::Kind::Flops);
   for (const char* p : {"fp32", "fp16", "bf16"})
     if (!g.flops.count(p))
       js.fail(where + ".flops", fmt::format("needs {} (the rate it runs at, fp32's if no fast path)", p));
@@ -159,19 +160,19 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
   g.memory = js.quantity(e.at("memory"), where + ".memory", units::Kind::Bytes);
   g.mem_bw = js.quantity(e.at("mem_bw"), where + ".mem_bw", units::Kind::Bandwidth);
   g.sm_count = js.integer(e.at("sm_count"), where + ".sm_count", 1, 100000);
-  g.tdp = e.at("tdp").get<std::string>();
+  g.tdp = f.at("tdp").string();
   try {
     parse_power(g.tdp);
   } catch (const Error&) {
     js.fail(where + ".tdp", fmt::format("'{}' is not a power in watts (\"700W\")", g.tdp));
   }
-  g.host_link = e.at("host_link").get<std::string>();
-  if (!e.at("gpu_link").is_null()) {
+  g.host_link = f.at("host_link").string();
+  if (!f.at("gpu_link").is_null()) {
     js.keys(e.at("gpu_link"), where + ".gpu_link", {"name", "bw"});
-    g.gpu_link = e.at("gpu_link").at("name").get<std::string>();
+    g.gpu_link = f.at("gpu_link").at("name").string();
     g.gpu_link_bw = js.quantity(e.at("gpu_link").at("bw"), where + ".gpu_link.bw", units::Kind::Bandwidth);
   }
-  g.note = e.value("note", "");
+  if (f.has("note")) g.note = f.at("note").string();
   g.source = require_source(js, e, where);
   return g;
 }
@@ -179,18 +180,19 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
 CatalogueLink parse_catalogue_link(const Json& js, const ojson& e, const std::string& where) {
   js.keys(e, where, {"name", "aliases", "kind", "line_rate", "effective", "transport", "source"});
   CatalogueLink l;
-  l.name = e.at("name").get<std::string>();
-  l.aliases = e.value("aliases", std::vector<std::string>{});
-  l.kind = e.at("kind").get<std::string>();
-  l.line_rate = e.at("line_rate").get<std::string>();
-  l.effective = e.at("effective").get<std::string>();
+  const OField f = js.field(e, where);
+  l.name = f.at("name").string();
+  if (f.has("aliases")) l.aliases = f.at("aliases").strings();
+  l.kind = f.at("kind").string();
+  l.line_rate = f.at("line_rate").string();
+  l.effective = f.at("effective").string();
   // Fabrics whose rate is the GPU's (NVSwitch) and RoCE (a transport over any Ethernet speed) say so in
   // words.
   if (l.kind != "transport" && l.line_rate.rfind("per ", 0) != 0) {
     js.quantity(l.line_rate, where + ".line_rate", units::Kind::Bandwidth);
     js.quantity(l.effective, where + ".effective", units::Kind::Bandwidth);
   }
-  l.transport = e.at("transport").get<std::string>();
+  l.transport = f.at("transport").string();
   parse_transport(l.transport, Origin{js.file, 0}, where + ".transport");
   l.source = require_source(js, e, where);
   return l;
