@@ -3,10 +3,10 @@
 // accessors whose errors are one line, in one wording for every file: "FILE: PATH: expected a number, found a
 // string ("12")", "FILE: PATH: missing". The path is written as a JSON pointer (/points/3/epoch_time_s) in
 // the files vitsim writes and reads back (reports, plans: the other messages about them use pointers too), or
-// dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and platform spec files.
-// Also the one JSON mapping per struct that both its writer and its reader use (JsonOut, JsonIn below), used
-// by the report and plan formats; the calibration (formats) and the platform spec and catalogue (platform)
-// read their fields through BasicJsonField.
+// dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and platform spec
+// files. Also the one JSON mapping per struct that both its writer and its reader use (JsonOut, JsonIn
+// below), used by the report and plan formats; the calibration (formats) and the platform spec and catalogue
+// (platform) read their fields through BasicJsonField.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -64,9 +64,9 @@ class BasicJsonField {
     return j_->size();
   }
   BasicJsonField operator[](size_t i) const {
-    return BasicJsonField((*j_)[i], *origin_,
-                          style_ == JsonPath::Dotted ? fmt::format("{}[{}]", ptr_, i) : fmt::format("{}/{}", ptr_, i),
-                          style_);
+    return BasicJsonField(
+        (*j_)[i], *origin_,
+        style_ == JsonPath::Dotted ? fmt::format("{}[{}]", ptr_, i) : fmt::format("{}/{}", ptr_, i), style_);
   }
 
   double number() const {

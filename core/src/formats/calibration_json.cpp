@@ -60,7 +60,8 @@ T opt(const JsonField& f, const char* key, T fallback) {
   return f.has(key) ? need<T>(f, key) : fallback;
 }
 
-// Calls `each` with every element of the list under `key` (none when absent); anything but a list is an error.
+// Calls `each` with every element of the list under `key` (none when absent); anything but a list is an
+// error.
 template <class Each>
 void for_each_in(const JsonField& f, const char* key, Each each) {
   if (!f.has(key)) return;
@@ -136,7 +137,8 @@ ViTConfig parse_model(const JsonField& d) {
 
 // One measured point of a device: its micro-batch, pass times and (optionally) per-layer times, each a
 // layer of `model` (`layer_names`) listed once.
-ComputePoint parse_point(const JsonField& p, const ViTConfig& model, const std::set<std::string>& layer_names) {
+ComputePoint parse_point(const JsonField& p, const ViTConfig& model,
+                         const std::set<std::string>& layer_names) {
   ComputePoint cp;
   const std::string pw = p.where();
   if (p.has("micro_batch") && p.raw().at("micro_batch").is_number() && !fits_int(p.raw().at("micro_batch")))
@@ -207,7 +209,8 @@ DeviceCalibration parse_device(const JsonField& entry, const Calibration& c) {
   // The layer names a point may list: those of this model (core/model/vit.cpp's workload).
   std::set<std::string> layer_names;
   for (const auto& l : build_workload(dc.model).layers) layer_names.insert(l.name);
-  for_each_in(d, "points", [&](const JsonField& p) { dc.points.push_back(parse_point(p, dc.model, layer_names)); });
+  for_each_in(d, "points",
+              [&](const JsonField& p) { dc.points.push_back(parse_point(p, dc.model, layer_names)); });
   sort_and_check_points(dc.points, where);
   if (d.has("sync")) {
     const JsonField sj = d.at("sync");

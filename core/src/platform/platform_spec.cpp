@@ -286,8 +286,8 @@ void parse_nodes(const Json& js, const ojson& j, const NodeDefaults& d, const Ca
     for (size_t i = 0; i < j["nodes"].size(); ++i) {
       const std::string where = fmt::format("nodes[{}]", i);
       js.keys(j["nodes"][i], where, {"id", "gpus", "gpu", "pcie", "intranode", "nic", "props"});
-      spec.nodes.push_back(
-          parse_node(js, j["nodes"][i], where, js.field(j["nodes"][i], where).at("id").string(), spec, d, cat));
+      spec.nodes.push_back(parse_node(js, j["nodes"][i], where,
+                                      js.field(j["nodes"][i], where).at("id").string(), spec, d, cat));
     }
   if (j.contains("node_groups"))
     for (size_t i = 0; i < j["node_groups"].size(); ++i) {
@@ -299,7 +299,8 @@ void parse_nodes(const Json& js, const ojson& j, const NodeDefaults& d, const Ca
       const std::string prefix = f.at("prefix").string();
       const size_t width = std::to_string(count - 1).size();
       for (int k = 0; k < count; ++k)
-        spec.nodes.push_back(parse_node(js, g, where, fmt::format("{}{:0{}d}", prefix, k, width), spec, d, cat));
+        spec.nodes.push_back(
+            parse_node(js, g, where, fmt::format("{}{:0{}d}", prefix, k, width), spec, d, cat));
     }
 }
 
