@@ -270,7 +270,7 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"spec: figure without unit", "bad-unit.json",
        "bad-unit.json: gpu_types.X.pcie.bw: bad bandwidth '12'"},
       {"spec: wrong JSON type", "wrong-type.json",
-       "wrong-type.json: gpu_types.X.catalogue: expected a string, found a number (4)"},
+       "error: wrong-type.json: gpu_types.X.catalogue: expected a string, found a number (4)"},
       {"spec: GPU count as a string", "gpus-text.json",
        "gpus-text.json: nodes[0].gpus: expected an integer, found a string (\"8\")"},
       {"spec: a node without its GPU type", "no-gpu.json", "no-gpu.json: nodes[0].gpu: missing"},

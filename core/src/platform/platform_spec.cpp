@@ -172,9 +172,10 @@ GpuTypeSpec parse_gpu_type(const Json& js, const std::string& name, const ojson&
   if (precision != "fp32" && precision != "fp16" && precision != "bf16")
     js.fail(where + ".efficiency_precision", fmt::format("'{}': valid: fp32, fp16, bf16", precision));
   if (e.contains("catalogue")) {
+    const std::string catalogue_name = js.field(e, where).at("catalogue").string();
     const CatalogueGpu* g = nullptr;
     try {
-      g = &cat.gpu(js.field(e, where).at("catalogue").string());
+      g = &cat.gpu(catalogue_name);
     } catch (const Error& err) {
       js.fail(where + ".catalogue", err.what());
     }
