@@ -233,13 +233,14 @@ void parse_topology(const Json& js, const ojson& j, TopologySpec& topo) {
   const ojson& t = j["topology"];
   js.keys(t, "topology",
           {"kind", "oversubscription", "pod_nodes", "uplink_lat", "torus_dims", "global_links"});
+  const OField f = js.field(t, "topology");
+  const std::string kind = t.contains("kind") ? f.at("kind").string() : "star";
   try {
-    topo.kind = parse_topology_kind(t.value("kind", "star"));
+    topo.kind = parse_topology_kind(kind);
   } catch (const Error& e) {
-    js.fail("topology.kind", e.what());
+    f.at("kind").fail(e.what());
   }
-  if (t.contains("oversubscription"))
-    topo.oversubscription = js.field(t, "topology").at("oversubscription").number();
+  if (t.contains("oversubscription")) topo.oversubscription = f.at("oversubscription").number();
   if (t.contains("pod_nodes")) topo.pod_nodes = js.integer(t["pod_nodes"], "topology.pod_nodes", 1, 1 << 20);
   if (t.contains("uplink_lat"))
     topo.uplink_lat = js.quantity(t["uplink_lat"], "topology.uplink_lat", units::Kind::Time);
