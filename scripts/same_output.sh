@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Byte-identical check for a change that must not change behaviour (issue 24): runs every shipped scenario
 # (scenarios/**/*.xml) with two vitsim binaries and compares the table, the JSON, the CSV and the Chrome trace,
-# and every shipped platform spec through `vitsim platform --spec`. Prints one line per difference; exit 0
+# and every shipped platform spec through `vitsim platform SPEC`. Prints one line per difference; exit 0
 # when every output is identical, 1 otherwise.
 #   bash scripts/same_output.sh BEFORE_VITSIM AFTER_VITSIM [SCENARIO...]
 # Example, against the commit before a restructure:
@@ -49,7 +49,7 @@ for s in "${scenarios[@]}"; do
 done
 for spec in platforms/specs/*.json; do
   n=$(echo "$spec" | tr '/' '_')
-  run_both "$n.platform" platform --spec "$spec" --out @OUT@.xml
+  run_both "$n.platform" platform "$spec" --out @OUT@.xml
 done
 echo "same_output: $compared commands compared, $([ $differ = 0 ] && echo 'all identical' || echo 'some differ')"
 exit $differ
