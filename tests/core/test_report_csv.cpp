@@ -25,9 +25,12 @@ std::vector<std::vector<std::string>> rows_of(const std::string& csv) {
     std::string cell;
     bool quoted = false;
     for (char c : line) {
-      if (c == '"') quoted = !quoted;
-      else if (c == ',' && !quoted) cells.push_back(std::exchange(cell, ""));
-      else cell += c;
+      if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        cells.push_back(std::exchange(cell, ""));
+      else
+        cell += c;
     }
     cells.push_back(cell);
     rows.push_back(cells);
@@ -88,7 +91,8 @@ TEST_CASE("predict's CSV carries the whole run's time, GPU-hours, cost and energ
   CHECK(std::find(rows3[0].begin(), rows3[0].end(), "epochs") == rows3[0].end());
 }
 
-TEST_CASE("predict's CSV keeps a failed point's row, in its place, with its reason", "[report][csv][failed]") {
+TEST_CASE("predict's CSV keeps a failed point's row, in its place, with its reason",
+          "[report][csv][failed]") {
   Report r;
   r.points = {point(1, 100), point(4, 30)};
   for (auto& p : r.points) p.total_epochs = 1;

@@ -73,9 +73,12 @@ void fill_scaling_efficiency(Report& r) {
 namespace {
 
 // A CSV cell: quoted where it holds a comma.
-std::string csv_cell(const std::string& v) { return v.find(',') != std::string::npos ? "\"" + v + "\"" : v; }
+std::string csv_cell(const std::string& v) {
+  return v.find(',') != std::string::npos ? "\"" + v + "\"" : v;
+}
 
-std::string csv_params(const std::vector<std::string>& keys, const std::map<std::string, std::string>& params) {
+std::string csv_params(const std::vector<std::string>& keys,
+                       const std::map<std::string, std::string>& params) {
   std::string out;
   for (const auto& k : keys) {
     auto it = params.find(k);
@@ -133,8 +136,8 @@ std::string report_to_csv(const Report& r) {
   for (const auto& k : csv_param_keys(r.failed))
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   const bool intervals = has_intervals(r);
-  const bool totals = std::any_of(r.points.begin(), r.points.end(),
-                                  [](const ReportPoint& p) { return p.total_epochs > 0; });
+  const bool totals =
+      std::any_of(r.points.begin(), r.points.end(), [](const ReportPoint& p) { return p.total_epochs > 0; });
   const bool failed = !r.failed.empty();
   std::string out;
   for (const auto& k : keys) out += k + ",";
@@ -148,7 +151,8 @@ std::string report_to_csv(const Report& r) {
   if (intervals) out += "," + interval_header;
   out += failed ? ",failed\n" : "\n";
   const size_t interval_cells =
-      intervals ? static_cast<size_t>(std::count(interval_header.begin(), interval_header.end(), ',') + 1) : 0;
+      intervals ? static_cast<size_t>(std::count(interval_header.begin(), interval_header.end(), ',') + 1)
+                : 0;
   // The rows in the sweep's order: a failed point where its number puts it, the others in turn.
   auto next_failed = r.failed.begin();
   int number = 1;
