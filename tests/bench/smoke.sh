@@ -14,6 +14,7 @@ case "$name" in
   predict_flat_scale) args=("$vitsim") want='^ +512 GPUs \( +64 nodes\): wall median +[0-9.]+ s' ;;
   interval_cost) args=("$vitsim") want='^ +1 nodes: .* with --interval [0-9.]+ s' ;;
   plan_bench) args=("$vitsim") want='^80 points, all simulated, -j 2 +wall median +[0-9.]+ s' ;;
+  fit_local) args=("$vitsim") want='^  held-out step-time MAPE [0-9.]+%; [0-9] of [0-9] held-out' ;;
   fit_cost) args=("$vitsim") want='^2 +default +1 +[0-9]+ +[0-9.]+ +[0-9.]+ ' ;;
   nccl_tests_public) args=("$vitsim") want='^\| all \| [0-9.]+% \| [0-9.]+% \| [0-9]+ \|' ;;
   fuzz) args=() want='^fuzz_scenario: compiles|^fuzz.sh smoke: no clang' ;;

@@ -363,7 +363,7 @@ TEST_CASE("habits: MFU is the op model's FLOPs over step time and peak", "[habit
     const Report back = report_from_json(report_to_json(r), "r.json");
     CHECK(back.points.front().mfu() == Approx(p.mfu()));
     const std::string csv = report_to_csv(r);
-    CHECK(csv.find(",bound,tflops_per_gpu,mfu,hfu,energy_kwh_per_epoch,energy_cost_per_epoch\n") !=
+    CHECK(csv.find(",bound,tflops_per_gpu,mfu,hfu,energy_kwh_per_epoch,energy_cost_per_epoch") !=
           std::string::npos);
     CHECK(report_to_table(r).find("MFU") != std::string::npos);
     CHECK(report_to_table(r).find(fmt::format("{:.1f}%", 100 * p.mfu())) != std::string::npos);

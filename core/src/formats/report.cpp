@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -69,8 +70,75 @@ void fill_scaling_efficiency(Report& r) {
   }
 }
 
+namespace {
+
+// A CSV cell: quoted where it holds a comma.
+std::string csv_cell(const std::string& v) {
+  return v.find(',') != std::string::npos ? "\"" + v + "\"" : v;
+}
+
+std::string csv_params(const std::vector<std::string>& keys,
+                       const std::map<std::string, std::string>& params) {
+  std::string out;
+  for (const auto& k : keys) {
+    auto it = params.find(k);
+    out += csv_cell(it == params.end() ? "" : it->second) + ",";
+  }
+  return out;
+}
+
+// The whole run's columns (predict's closing summary: the scenario's epochs, or predict --epochs), where a
+// point has them; a figure the point lacks (no price, no GPU power figures) is an empty cell.
+std::string csv_totals(const ReportPoint& p) {
+  if (p.total_epochs <= 0) return ",,,,,";
+  return fmt::format(",{},{:.9g},{:.9g},{},{}", p.total_epochs, p.total_time_s(), p.total_gpu_hours(),
+                     p.price_per_gpu_hour > 0 ? fmt::format("{:.9g}", p.total_cost()) : std::string(),
+                     p.energy.known() ? fmt::format("{:.9g}", p.total_kwh()) : std::string());
+}
+
+std::string csv_figures(const ReportPoint& p) {
+  const Breakdown& b = p.breakdown_s;
+  return fmt::format(
+      "{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
+      "{:.9g},{},{:.0f},{},{},{},{},{},{},{}",
+      p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch, p.step_time_s.mean,
+      p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd, b.compute_bwd, b.optimizer,
+      b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
+      p.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", p.scaling_efficiency),
+      p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
+      p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
+      p.mfu() > 0 ? fmt::format("{:.6g}", p.mfu()) : std::string(),
+      p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string(),
+      p.energy.known() ? fmt::format("{:.9g}", p.energy.epoch_kwh) : std::string(),
+      p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.9g}", p.energy.epoch_cost())
+                                                     : std::string());
+}
+
+// A failed point's row: its parameters and the fixed columns its params name, every figure empty, the
+// reason in the last column.
+std::string csv_failed_row(const std::vector<std::string>& keys, const FailedPoint& f, bool totals,
+                           size_t interval_cells) {
+  auto param = [&](const char* k) {
+    auto it = f.params.find(k);
+    return it == f.params.end() ? std::string() : it->second;
+  };
+  std::string out = csv_params(keys, f.params) + param("nodes") + "," + param("gpus") + "," +
+                    param("micro_batch") + "," + param("grad_accum") + std::string(23, ',');
+  if (totals) out += ",,,,,";
+  out += std::string(interval_cells, ',');
+  return out + "," + csv_cell(f.reason) + "\n";
+}
+
+}  // namespace
+
 std::string report_to_csv(const Report& r) {
-  const std::vector<std::string> keys = csv_param_keys(r.points);
+  std::vector<std::string> keys = csv_param_keys(r.points);
+  for (const auto& k : csv_param_keys(r.failed))
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  const bool intervals = has_intervals(r);
+  const bool totals =
+      std::any_of(r.points.begin(), r.points.end(), [](const ReportPoint& p) { return p.total_epochs > 0; });
+  const bool failed = !r.failed.empty();
   std::string out;
   for (const auto& k : keys) out += k + ",";
   out +=
@@ -78,31 +146,32 @@ std::string report_to_csv(const Report& r) {
       "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
       "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu,"
       "energy_kwh_per_epoch,energy_cost_per_epoch";
-  const bool intervals = has_intervals(r);
-  out += intervals ? std::string(",") + interval_csv_header() + "\n" : "\n";
-  for (const auto& p : r.points) {
-    for (const auto& k : keys) {
-      auto it = p.params.find(k);
-      std::string v = it == p.params.end() ? "" : it->second;
-      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
+  if (totals) out += ",epochs,total_time_s,gpu_hours,total_cost,total_kwh";
+  const std::string interval_header = intervals ? interval_csv_header() : "";
+  if (intervals) out += "," + interval_header;
+  out += failed ? ",failed\n" : "\n";
+  const size_t interval_cells =
+      intervals ? static_cast<size_t>(std::count(interval_header.begin(), interval_header.end(), ',') + 1)
+                : 0;
+  // The rows in the sweep's order: a failed point where its number puts it, the others in turn.
+  auto next_failed = r.failed.begin();
+  int number = 1;
+  auto flush_failed = [&] {
+    while (next_failed != r.failed.end() && next_failed->point <= number) {
+      out += csv_failed_row(keys, *next_failed++, totals, interval_cells);
+      ++number;
     }
-    const Breakdown& b = p.breakdown_s;
-    out += fmt::format(
-        "{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
-        "{:.9g},{},{:.0f},{},{},{},{},{},{},{}",
-        p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch, p.step_time_s.mean,
-        p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd, b.compute_bwd, b.optimizer,
-        b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
-        p.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", p.scaling_efficiency),
-        p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
-        p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
-        p.mfu() > 0 ? fmt::format("{:.6g}", p.mfu()) : std::string(),
-        p.hfu() > 0 ? fmt::format("{:.6g}", p.hfu()) : std::string(),
-        p.energy.known() ? fmt::format("{:.9g}", p.energy.epoch_kwh) : std::string(),
-        p.energy.known() && p.energy.price_per_kwh > 0 ? fmt::format("{:.9g}", p.energy.epoch_cost())
-                                                       : std::string());
-    out += intervals ? "," + interval_csv_cells(p) + "\n" : "\n";
+  };
+  for (const auto& p : r.points) {
+    flush_failed();
+    out += csv_params(keys, p.params) + csv_figures(p);
+    if (totals) out += csv_totals(p);
+    if (intervals) out += "," + interval_csv_cells(p);
+    out += failed ? ",\n" : "\n";
+    ++number;
   }
+  number = std::numeric_limits<int>::max();
+  flush_failed();
   return out;
 }
 
