@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/energy.hpp"
 
 namespace vitsim::sim {
@@ -173,6 +174,7 @@ ReportPoint point_report(const PointRun& run, const PlatformFacts& facts, const 
   notes.push_back(window_note(run, win, budget.full, budget.epoch.steps));
   if (!mem.fits) notes.push_back("does not fit in GPU memory: predicted time is for a run that would fail");
   for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
+  for (auto& n : what_if_unused_notes(s.what_ifs, facts, place.hosts)) notes.push_back(std::move(n));
   p.notes = std::move(notes);
   return p;
 }

@@ -19,6 +19,7 @@
 #include "vitsim/core/platform/platform_writer.hpp"
 #include "vitsim/core/platform/transport.hpp"
 #include "vitsim/sim/plan.hpp"
+#include "vitsim/sim/predict.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 using namespace vitsim;
@@ -239,6 +240,50 @@ TEST_CASE("what-ifs: +0% time names the bound and what would move it", "[plan][w
                Catch::Contains("To move it: compute (97%)"));
   // A what-if that does change the time has no such lines.
   CHECK_THAT(lines(compare_plans(without, one_point(0.9))), !Catch::Contains("why nothing changed"));
+}
+
+// The other way a what-if changes nothing: it edits nodes the point does not run on (a 2-node point on a
+// 4-node platform, the GPUs of n2 and n3 slowed). predict's notes and plan's "why nothing changed" say so;
+// an edit that reaches a used node gets no such note (and moves the time: 10x slower GPUs on n1).
+TEST_CASE("what-ifs: an edit of nodes the point does not use says so", "[plan][whatif][noop]") {
+  vt::TempDir d;
+  d.file("p.xml", vt::platform_xml(4, 1, "10GBps", "0us", {"25GBps", "25GBps", "25GBps", "25GBps"},
+                                   {"10Tf", "10Tf", "10Tf", "1Tf"}));
+  d.file("s.xml", R"(<scenario name="unused">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  <training micro_batch="32"/>
+  <parallelism collective="ring"/>
+  <simulation steps="6" warmup="1"/>
+</scenario>
+)");
+  const std::string unused = "gpu:n[23]=n3";  // n3's 1 TFLOP/s GPU onto n2 and n3: neither is used
+  auto predicted = [&](const std::string& edits) {
+    ScenarioFile f = read_scenario_file(d / "s.xml");
+    apply_override(f, "whatif.edits=" + edits);
+    sim::PredictOptions o;
+    o.progress = false;
+    return sim::predict(f, o);
+  };
+  const Report r = predicted(unused);
+  const std::string expected = "what-if '" + unused +
+                               "': edits nodes n2, n3, which this point does not use (it runs on n0, n1): it "
+                               "changes nothing here";
+  CHECK(std::count(r.points.at(0).notes.begin(), r.points.at(0).notes.end(), expected) == 1);
+  const PlanResult without = plan_of(d / "s.xml");
+  const PlanResult with = plan_of(d / "s.xml", {"whatif.edits=" + unused});
+  CHECK(top_of(with).time_to_train_s == top_of(without).time_to_train_s);
+  CHECK_THAT(lines(compare_plans(without, with)),
+             Catch::Contains("why nothing changed:") && Catch::Contains("    " + expected));
+  // n1 is used: no note, and the point is slower.
+  const Report used = predicted("gpu:n1=n3");
+  for (const auto& n : used.points.at(0).notes) CHECK_THAT(n, !Catch::Contains("does not use"));
+  CHECK(used.points.at(0).step_time_s.mean > r.points.at(0).step_time_s.mean);
+  // Kinds that name no node (zone, a link by id) get none either.
+  CHECK(what_if_unused_notes({"zone:price_per_gpu_hour=2", "link:n3-nic:bandwidth=1GBps"},
+                             read_platform_facts(d / "p.xml"), {"n0-gpu0", "n1-gpu0"})
+            .empty());
 }
 
 TEST_CASE("transports: the names vitsim platform takes are the platform reader's",

@@ -323,6 +323,63 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
   }
 }
 
+namespace {
+
+// The node glob of an edit that names nodes, "" for the kinds that do not (zone, nodes, loader, a link by
+// id).
+std::string node_glob(const std::string& edit) {
+  if (edit.rfind("gpu:", 0) == 0)
+    return edit.substr(4, edit.find('=') == std::string::npos ? std::string::npos : edit.find('=') - 4);
+  if (edit.rfind("prop:", 0) == 0) {
+    const std::string rest = edit.substr(5);
+    const auto colon = rest.find(':');
+    return colon == std::string::npos ? "" : rest.substr(0, colon);
+  }
+  if (edit.rfind("link:", 0) == 0) {
+    const std::string rest = edit.substr(5);
+    for (const char* path : {".pcie:", ".backbone:", ".h2d:"})
+      if (const auto at = rest.find(path); at != std::string::npos) return rest.substr(0, at);
+  }
+  return "";
+}
+
+std::string name_list(const std::vector<std::string>& names, size_t most = 4) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < most; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > most) out += fmt::format(" and {} more", names.size() - most);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> what_if_unused_notes(const std::vector<std::string>& edits,
+                                              const PlatformFacts& facts,
+                                              const std::vector<std::string>& used_hosts) {
+  const std::set<std::string> hosts(used_hosts.begin(), used_hosts.end());
+  std::vector<std::string> used;
+  for (const NodeFacts& n : facts.nodes)
+    if (std::any_of(n.gpus.begin(), n.gpus.end(), [&](const std::string& h) { return hosts.count(h) > 0; }))
+      used.push_back(n.name);
+  std::vector<std::string> out;
+  for (const std::string& e : edits) {
+    const std::string glob = node_glob(e);
+    if (glob.empty()) continue;
+    std::vector<std::string> edited;
+    bool touches_used = false;
+    for (const NodeFacts& n : facts.nodes)
+      if (whatif_detail::glob_match(glob, n.name)) {
+        edited.push_back(n.name);
+        touches_used = touches_used || std::find(used.begin(), used.end(), n.name) != used.end();
+      }
+    if (edited.empty() || touches_used) continue;
+    out.push_back(
+        fmt::format("what-if '{}': edits node{} {}, which this point does not use (it runs on {}): it "
+                    "changes nothing here",
+                    e, edited.size() == 1 ? "" : "s", name_list(edited), name_list(used)));
+  }
+  return out;
+}
+
 std::vector<std::string> what_if_files(const std::vector<std::string>& edits, const std::string& base_dir) {
   std::vector<std::string> out;
   for (const auto& e : edits) {

@@ -24,6 +24,8 @@
 
 namespace vitsim {
 
+struct PlatformFacts;
+
 // What one edit did, for the output and the tests: the edit and the elements/attributes it changed.
 struct WhatIfEffect {
   std::string edit;
@@ -42,6 +44,14 @@ std::string apply_what_ifs(const std::string& platform_path, const std::vector<s
 // zone, nodes, loader. The table behind it is in core/src/formats/whatif.cpp; the nodes kind in
 // whatif_nodes.cpp.
 std::vector<std::string> what_if_kinds();
+
+// The edits among `edits` that name only nodes a point does not use, one note each: "what-if 'EDIT': edits
+// node vec5, which this point does not use (it runs on vec0, vec1): it changes nothing here". The kinds
+// that name nodes: gpu:NODES=..., prop:NODES:..., link:NODE.pcie|backbone|h2d:...; `facts` is the platform
+// the point ran on (the edited copy: the node names are the same), `used_hosts` its GPU host per rank.
+std::vector<std::string> what_if_unused_notes(const std::vector<std::string>& edits,
+                                              const PlatformFacts& facts,
+                                              const std::vector<std::string>& used_hosts);
 
 // The files these edits read (gpu:NODES=SPEC.json:TYPE), resolved as apply_what_ifs resolves them.
 std::vector<std::string> what_if_files(const std::vector<std::string>& edits,
