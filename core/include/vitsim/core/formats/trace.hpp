@@ -90,8 +90,9 @@ struct TracePoint {
 // The Chrome trace JSON of the points: "traceEvents" with process_name ("rank N (HOST)"),
 // process_labels (the point's label), thread_name ("compute", "comm", "data") and sort-index metadata,
 // then the "X" events (each step's "ProfilerStep#N" first), the "memory" counter ("C" events, when the
-// point has one: measured_memory's samples for a rank that has some, else the one `memory` derives) and the ring's flow arrows ("s" and "f" events, when it has one); "otherData" records
-// `source` ("predicted" or "measured") and `notes`.
+// point has one: measured_memory's samples for a rank that has some, else the one `memory` derives) and the
+// ring's flow arrows ("s" and "f" events, when it has one); "otherData" records `source` ("predicted" or
+// "measured") and `notes`.
 std::string write_trace(const std::vector<TracePoint>& points, const std::string& source,
                         const std::vector<std::string>& notes = {});
 
