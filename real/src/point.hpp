@@ -22,6 +22,7 @@ struct PointResult {
   ReportPoint point;
   std::vector<TraceEvent>
       trace;  // this rank's (core/formats/trace.hpp), times from the start of the first step
+  std::vector<MemorySample> memory;  // this rank's "memory" counter, times as trace's
   bool trace_truncated = false;
 };
 

@@ -1,6 +1,7 @@
 // The training of one scenario point (point_trainer.hpp): the epoch loop with its evaluation, one
 // optimizer step (micro-batches' forward and backward, the gradient sync, the update), what follows a step
 // (replica check, checkpoint, the tests' injected fault), and the per-layer times of the trace.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <ATen/autocast_mode.h>
@@ -25,6 +26,7 @@
 #include "vitsim/real/gather.hpp"
 
 #ifdef VITSIM_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -42,6 +44,35 @@ Clock::time_point phase_end(const torch::Device& device) {
   (void)device;
 #endif
   return Clock::now();
+}
+
+// This process's resident set size in bytes (/proc/self/statm's second field, in pages): one pread of a
+// descriptor opened once. It counts all the process holds: its code, LibTorch's libraries and pools, the
+// loader's buffers, not only tensors. 0 where it cannot be read.
+double resident_set_bytes() {
+  static const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  static const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  char buf[128];
+  const ssize_t n = fd >= 0 ? ::pread(fd, buf, sizeof buf - 1, 0) : -1;
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long long size = 0, resident = 0;
+  if (std::sscanf(buf, "%llu %llu", &size, &resident) != 2) return 0;
+  return static_cast<double>(resident) * page;
+}
+
+// The memory the trace's "memory" counter shows: on a CUDA device the caching allocator's allocated bytes
+// now (tensors live on the device, not the cache it keeps), elsewhere the process's resident set.
+double memory_in_use(const torch::Device& device) {
+#ifdef VITSIM_TORCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(stats.allocated_bytes[0].current);  // [0]: StatType::AGGREGATE, all pools
+  }
+#else
+  (void)device;
+#endif
+  return resident_set_bytes();
 }
 
 [[noreturn]] void inject(const FaultInjection& f) {
@@ -93,10 +124,20 @@ void PointTrainer::observe_layers() {
   observe_ = [this](int l, torch::Tensor& out) {
     const auto now = phase_end(device_);
     trace_.record(TraceTrack::Compute, trace_fwd(layers_[l].name), fwd_mark_, now);
+    sample_memory(now);
     fwd_mark_ = now;
     if (out.requires_grad())
-      out.register_hook([this, l](const at::TensorBase&) { bwd_start_[l] = phase_end(device_); });
+      out.register_hook([this, l](const at::TensorBase&) {
+        bwd_start_[l] = phase_end(device_);
+        sample_memory(bwd_start_[l]);  // the end of layer l + 1's backward
+      });
   };
+}
+
+// The trace's "memory" counter where the predicted one changes: each layer's forward and backward end,
+// each step's start and end (issue 28 item 8).
+void PointTrainer::sample_memory(Clock::time_point t) {
+  if (trace_.on) trace_.record_memory(t, memory_in_use(device_));
 }
 
 PointResult PointTrainer::run() {
@@ -117,6 +158,7 @@ PointResult PointTrainer::run() {
     write_file_atomic(fmt::format("{}.rank{}.bin", opt_.save_params, rank_), bytes);
   }
   out.trace = std::move(trace_.events);
+  out.memory = std::move(trace_.memory);
   out.trace_truncated = trace_.truncated;
   return out;
 }
@@ -183,6 +225,7 @@ std::string PointTrainer::epoch_rate(size_t first_index) {
 void PointTrainer::train_step(Loader& loader) {
   StepTimes st;
   const auto step_start = Clock::now();
+  sample_memory(step_start);
   // The epoch's last step takes the micro-batches that are left (core/model/epoch.hpp).
   const int step_micro =
       static_cast<int>(std::min<long long>(accum_, loader.batches() - pos_.step_in_epoch * accum_));
@@ -196,7 +239,9 @@ void PointTrainer::train_step(Loader& loader) {
     auto b = Clock::now();
     trace_.record(TraceTrack::Compute, kTraceCommWait, a, b);
   }
-  st.total = seconds(step_start, update(step_loss, st));
+  const auto step_end = update(step_loss, st);
+  sample_memory(step_end);
+  st.total = seconds(step_start, step_end);
   steps_.push_back(st);
 }
 
@@ -240,6 +285,7 @@ void PointTrainer::micro_batch(Loader& loader, int step_micro, bool reduce, Step
   loss.backward();
   auto e = phase_end(device_);
   st.b.compute_bwd += seconds(d, e);
+  sample_memory(e);  // the end of the first layer's backward
   if (trace_.on)
     for (size_t l = 0; l < layers_.size(); ++l)
       trace_.record(TraceTrack::Compute, trace_bwd(layers_[l].name), bwd_start_[l],

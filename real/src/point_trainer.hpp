@@ -53,6 +53,7 @@ class PointTrainer {
   void resume();
   void set_up_checkpoints();
   void observe_layers();
+  void sample_memory(Clock::time_point t);  // the trace's "memory" counter at t (tracing only)
   // ---- training ----
   void run_epoch();
   std::string epoch_rate(size_t first_index);  // "; step 52.1 ms (...), 1228.4 img/s, MFU ..." or ""

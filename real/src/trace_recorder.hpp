@@ -18,6 +18,7 @@ struct TraceRecorder {
   int rank = 0;
   Clock::time_point t0 = Clock::now();  // set again at the start of the first step
   std::vector<TraceEvent> events;
+  std::vector<MemorySample> memory;  // the "memory" counter's samples, as many at most as events
   bool truncated = false;
   void record(TraceTrack track, std::string name, Clock::time_point a, Clock::time_point b) {
     if (!on) return;
@@ -26,6 +27,14 @@ struct TraceRecorder {
       return;
     }
     events.push_back({rank, track, std::move(name), seconds(t0, a), seconds(a, b), {}});
+  }
+  void record_memory(Clock::time_point t, double bytes) {
+    if (!on) return;
+    if (memory.size() >= kTraceEventsPerRank) {
+      truncated = true;
+      return;
+    }
+    memory.push_back({seconds(t0, t), bytes});
   }
 };
 

@@ -33,8 +33,11 @@ std::optional<TracePoint> gather_trace(World& world, const PointResult& r, const
   nlohmann::json mine = nlohmann::json::array();
   for (const auto& e : r.trace)
     mine.push_back({static_cast<int>(e.track), e.name, e.start_s, e.dur_s, e.args});
-  auto parts = world.gather(nlohmann::json{{"events", mine}, {"truncated", r.trace_truncated}}.dump(), 0,
-                            "trace gather");
+  nlohmann::json memory = nlohmann::json::array();
+  for (const auto& m : r.memory) memory.push_back({m.t_s, m.bytes});
+  auto parts = world.gather(
+      nlohmann::json{{"events", mine}, {"memory", memory}, {"truncated", r.trace_truncated}}.dump(), 0,
+      "trace gather");
   if (world.rank() != 0) return std::nullopt;
   TracePoint tp;
   if (points > 1) tp.label = fmt::format("point {} {}", index + 1, nlohmann::json(s.params).dump());
@@ -45,6 +48,8 @@ std::optional<TracePoint> gather_trace(World& world, const PointResult& r, const
     for (const auto& e : part["events"])
       tp.events.push_back({rk, static_cast<TraceTrack>(e[0].get<int>()), e[1].get<std::string>(),
                            e[2].get<double>(), e[3].get<double>(), e[4].get<TraceArgs>()});
+    for (const auto& m : part["memory"])
+      tp.measured_memory[rk].push_back({m[0].get<double>(), m[1].get<double>()});
     if (part["truncated"].get<bool>())
       trace_notes.push_back(
           fmt::format("point {}: rank {} reached {} events; its later events are not in the trace", index + 1,

@@ -361,6 +361,36 @@ TEST_CASE("trace writer: the memory counter rises at each forward's end and fall
   CHECK(write_trace({p}, "measured").find("\"ph\": \"C\"") == std::string::npos);
 }
 
+TEST_CASE("trace writer: a measured run's memory samples, in time order, in place of the model's",
+          "[trace]") {
+  TracePoint p;
+  p.ranks = {0, 1};
+  p.hosts = {"h", "h"};
+  p.memory.resident_bytes = 100;  // a model figure the measured rank's samples replace
+  p.memory.saved_bytes = {{"a", 10}};
+  p.events = {{0, TraceTrack::Compute, trace_fwd("a"), 0, 1e-3, {}},
+              {0, TraceTrack::Compute, trace_bwd("a"), 1e-3, 1e-3, {}},
+              {1, TraceTrack::Compute, trace_fwd("a"), 0, 1e-3, {}},
+              {1, TraceTrack::Compute, trace_bwd("a"), 1e-3, 1e-3, {}}};
+  // Rank 0's samples out of order (a backward hook's thread may record late), two in the same nanosecond
+  // (the later one is kept); rank 1 has none, so it keeps the model's counter.
+  p.measured_memory[0] = {{2e-3, 500}, {0, 300}, {1e-3, 350}, {1e-3 + 1e-10, 400}};
+  const json j = json::parse(write_trace({p}, "measured"));
+  std::map<int, std::vector<std::pair<long long, double>>> counter;  // pid -> samples
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "C") {
+      CHECK(e["name"] == "memory");
+      counter[e["pid"]].push_back({ns_of(e["ts"]), e["args"]["bytes"].get<double>()});
+    }
+  CHECK(counter[0] == std::vector<std::pair<long long, double>>{{0, 300}, {1000000, 400}, {2000000, 500}});
+  CHECK(counter[1] == std::vector<std::pair<long long, double>>{{0, 100}, {1000000, 110}, {2000000, 100}});
+  // No samples for a rank, or an empty list: the model's counter, byte for byte as without the field.
+  p.measured_memory.clear();
+  const std::string model_only = write_trace({p}, "predicted");
+  p.measured_memory[1] = {};
+  CHECK(write_trace({p}, "predicted") == model_only);
+}
+
 TEST_CASE("trace writer: a ring's all-reduces get a flow arrow from each rank to the next", "[trace]") {
   TracePoint p;
   p.ranks = {0, 1, 2};

@@ -4,6 +4,8 @@
 // steps.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -53,6 +55,45 @@ Names names_of(const std::string& path) {
   return n;
 }
 
+// The "memory" counter tracks ("C" events): process name ("rank 1") -> (ts in ns, bytes) in file order;
+// every one named "memory" with the one arg "bytes".
+std::map<std::string, std::vector<std::pair<long long, double>>> memory_of(const std::string& path) {
+  const json j = json::parse(vitsim::read_file(path));
+  std::map<int, std::string> process;
+  for (const auto& e : j.at("traceEvents"))
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      const std::string p = e["args"]["name"];
+      process[e["pid"]] = p.substr(0, p.find(" ("));
+    }
+  std::map<std::string, std::vector<std::pair<long long, double>>> out;
+  for (const auto& e : j.at("traceEvents"))
+    if (e["ph"] == "C") {
+      CHECK(e["name"] == "memory");
+      CHECK(e["args"].size() == 1);
+      out[process.at(e["pid"])].push_back(
+          {std::llround(e["ts"].get<double>() * 1000), e["args"]["bytes"].get<double>()});
+    }
+  return out;
+}
+
+// The "X" events of a process ("rank 0") named `prefix`...: (ts, ts + dur) in ns.
+std::vector<std::pair<long long, long long>> slices_of(const std::string& path, const std::string& process,
+                                                       const std::string& prefix) {
+  const json j = json::parse(vitsim::read_file(path));
+  int pid = -1;
+  for (const auto& e : j.at("traceEvents"))
+    if (e["ph"] == "M" && e["name"] == "process_name" &&
+        e["args"]["name"].get<std::string>().rfind(process + " (", 0) == 0)
+      pid = e["pid"];
+  std::vector<std::pair<long long, long long>> out;
+  for (const auto& e : j.at("traceEvents"))
+    if (e["ph"] == "X" && e["pid"] == pid && e["name"].get<std::string>().rfind(prefix, 0) == 0) {
+      const long long ts = std::llround(e["ts"].get<double>() * 1000);
+      out.push_back({ts, ts + std::llround(e["dur"].get<double>() * 1000)});
+    }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("train --trace and predict --trace: the same processes, tracks and event names",
@@ -79,6 +120,45 @@ TEST_CASE("train --trace and predict --trace: the same processes, tracks and eve
   CHECK(m.events.count("optimizer"));
   CHECK(m.events.count("ProfilerStep#N"));  // issue 28 item 8: derived by the one writer for both
   for (const auto& [name, tid] : m.tracks) CHECK(p.tracks.at(name) == tid);
+
+  // Issue 28 item 8: a measured "memory" counter per rank, as predict's (same name, same arg).
+  const auto mm = memory_of(d / "measured.json"), pm = memory_of(d / "predicted.json");
+  CHECK(pm.size() == 2);
+  REQUIRE(mm.size() == 2);
+  for (const auto& [process, samples] : mm) {
+    INFO(process);
+    CHECK(pm.count(process));
+    // A sample at least at each forward slice's end (and backward's, and each step's ends).
+    const auto fwd = slices_of(d / "measured.json", process, "fwd ");
+    const auto steps = slices_of(d / "measured.json", process, "ProfilerStep#");
+    REQUIRE(steps.size() == 3);  // run.max_steps
+    CHECK(samples.size() >= fwd.size() + 2 * steps.size());
+    double lo = samples.front().second, hi = lo;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      CHECK(samples[i].second > 0);  // a resident set size (these CPU ranks) is never 0
+      if (i > 0) CHECK(samples[i].first >= samples[i - 1].first);
+      lo = std::min(lo, samples[i].second);
+      hi = std::max(hi, samples[i].second);
+    }
+    // Every forward slice's end is a sample's time (the writer keeps the trainer's times to the ns).
+    std::set<long long> at;
+    for (const auto& s : samples) at.insert(s.first);
+    size_t fwd_ends = 0;
+    for (const auto& [a, b] : fwd) fwd_ends += at.count(b);
+    CHECK(fwd_ends == fwd.size());
+    // The first step's forward allocates its activations, fresh pages for the resident set: some sample
+    // at the end of one of that step's forward slices lies above the first sample, the step's start
+    // (before its first event). Later steps may reuse the pages malloc kept, so only the first is asserted.
+    CHECK(samples.front().first <= steps[0].first);
+    const double start = samples.front().second;
+    double fwd_peak = 0;
+    for (const auto& [a, b] : fwd)
+      if (b <= steps[0].second)
+        for (const auto& [t, bytes] : samples)
+          if (t == b) fwd_peak = std::max(fwd_peak, bytes);
+    CHECK(fwd_peak > start);
+    CHECK(hi > lo);
+  }
 }
 
 TEST_CASE("train --trace-ranks keeps the listed ranks, a bad list is a bad command line",

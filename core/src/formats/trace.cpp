@@ -117,6 +117,22 @@ std::vector<std::pair<long long, double>> memory_counter(const std::vector<Trace
   return out;
 }
 
+// A measured "memory" counter (TracePoint::measured_memory): in time order, one value per nanosecond (the
+// last sample of each), so that Perfetto draws the steps the trainer saw.
+std::vector<std::pair<long long, double>> measured_counter(std::vector<MemorySample> samples) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const MemorySample& a, const MemorySample& b) { return a.t_s < b.t_s; });
+  std::vector<std::pair<long long, double>> out;  // (ns, bytes)
+  for (const MemorySample& m : samples) {
+    const long long t = ns(m.t_s);
+    if (!out.empty() && out.back().first == t)
+      out.back().second = m.bytes;
+    else
+      out.push_back({t, m.bytes});
+  }
+  return out;
+}
+
 // Flow arrows of a ring all-reduce: the n-th "allreduce bucket K" of rank r to the n-th of rank r + 1.
 void ring_flows(const TracePoint& p, const std::map<int, int>& pid_of, int point,
                 const std::function<void(const std::string&)>& add) {
@@ -202,10 +218,15 @@ std::string write_trace(const std::vector<TracePoint>& points, const std::string
       if (it == pid_of.end()) continue;  // a rank not traced
       add(slice(e, it->second, trace_track_name(e.track)));
     }
-    for (const auto& [rank, rank_pid] : pid_of)
-      for (const auto& [t, bytes] : memory_counter(p.events, rank, p.memory))
+    for (const auto& [rank, rank_pid] : pid_of) {
+      auto measured = p.measured_memory.find(rank);
+      const auto counter = measured != p.measured_memory.end() && !measured->second.empty()
+                               ? measured_counter(measured->second)
+                               : memory_counter(p.events, rank, p.memory);
+      for (const auto& [t, bytes] : counter)
         add(fmt::format(R"({{"name": "{}", "ph": "C", "pid": {}, "ts": {}, "args": {{"bytes": {:.0f}}}}})",
                         kTraceMemory, rank_pid, us(t), bytes));
+    }
     ring_flows(p, pid_of, point_index++, add);
   }
   std::string note_list;

@@ -8,6 +8,9 @@
 //            "comm"               "allreduce bucket K" (args bytes, algbw_GBps, busbw_GBps), other
 //            collectives "data"               "data wait", "h2d"
 //            "ProfilerStep#N" on compute, the parent of step N's work (PyTorch profiler's convention)
+//   counter  "memory"             args "bytes": the memory model's resident bytes and saved activations
+//            (predicted), or what the trainer measured at the same moments (a layer slice's end, a step's
+//            start and end): a CUDA device's allocated bytes, a CPU process's resident set size
 //   ts, dur  microseconds from the start of the point's first step, to the nanosecond; dur is the rounded
 //            end less the rounded start, so adjacent slices never overlap
 //
@@ -62,6 +65,12 @@ struct TraceMemory {
   std::map<std::string, double> saved_bytes;  // layer -> bytes a micro-batch keeps
 };
 
+// A measured "memory" sample: seconds from the start of the point's first step, and bytes.
+struct MemorySample {
+  double t_s = 0;
+  double bytes = 0;
+};
+
 // The events of one scenario point. `hosts[r]` names rank r's host ("rank r (host)"); `ranks` lists the
 // ranks traced (in order); `label` ("" for a one-point scenario) is shown next to each process name.
 // `ring_size` > 0: the all-reduces run as a ring over ranks 0..ring_size-1 in rank order, and each traced
@@ -72,14 +81,18 @@ struct TracePoint {
   std::vector<std::string> hosts;
   std::vector<TraceEvent> events;
   TraceMemory memory;
+  // A measured run's "memory" counter: rank -> its samples (in any order). A rank that has some gets these
+  // in place of the one `memory` derives (a trace from `vitsim train`); none: the model's (predict).
+  std::map<int, std::vector<MemorySample>> measured_memory;
   int ring_size = 0;
 };
 
 // The Chrome trace JSON of the points: "traceEvents" with process_name ("rank N (HOST)"),
 // process_labels (the point's label), thread_name ("compute", "comm", "data") and sort-index metadata,
 // then the "X" events (each step's "ProfilerStep#N" first), the "memory" counter ("C" events, when the
-// point has one) and the ring's flow arrows ("s" and "f" events, when it has one); "otherData" records
-// `source` ("predicted" or "measured") and `notes`.
+// point has one: measured_memory's samples for a rank that has some, else the one `memory` derives) and the
+// ring's flow arrows ("s" and "f" events, when it has one); "otherData" records `source` ("predicted" or
+// "measured") and `notes`.
 std::string write_trace(const std::vector<TracePoint>& points, const std::string& source,
                         const std::vector<std::string>& notes = {});
 
