@@ -53,6 +53,7 @@ void PointTrainer::resume() {
     fmt::print("vitsim train: resumed {} at epoch {} step {} (global step {})\n", checkpoint_path(s_),
                pos_.epoch + 1, pos_.step_in_epoch, pos_.global_step);
   checkpointed_ = pos_.global_step;
+  progress().checkpoint_step = checkpointed_;
 }
 
 void PointTrainer::checkpoint() {
@@ -61,6 +62,7 @@ void PointTrainer::checkpoint() {
   pos_.good_steps = scaler_.good_steps;
   if (rank_ == 0) save_checkpoint(s_, nranks_, *model_, *optimizer_, pos_, checkpointed_);
   checkpointed_ = pos_.global_step;
+  progress().checkpoint_step = checkpointed_;
   world_.barrier("checkpoint barrier");
 }
 
