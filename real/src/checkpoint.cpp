@@ -175,7 +175,8 @@ Position read_position(torch::serialize::InputArchive& archive) {
 // current file leaves them, and a flipped bit must still be found). legacy: the file had no envelope;
 // tensors_checked: set to whether the archive had per-tensor checksums.
 Position restore(torch::serialize::InputArchive& archive, const std::string& path, const Scenario& s,
-                 int world, torch::nn::Module& model, FlatOptimizer& opt, bool legacy, bool& tensors_checked) {
+                 int world, torch::nn::Module& model, FlatOptimizer& opt, bool legacy,
+                 bool& tensors_checked) {
   c10::IValue v;
   archive.read("fingerprint", v);
   if (v.toStringRef() != fingerprint(s, world))

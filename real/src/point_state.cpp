@@ -39,9 +39,10 @@ void PointTrainer::resume() {
   if (loaded.legacy) {
     const std::string warning =
         loaded.tensors_checked
-            ? fmt::format("{} has no envelope (a bare archive): each tensor matched its own CRC32, but the "
-                          "file's position and scalars are unverified",
-                          checkpoint_path(s_))
+            ? fmt::format(
+                  "{} has no envelope (a bare archive): each tensor matched its own CRC32, but the "
+                  "file's position and scalars are unverified",
+                  checkpoint_path(s_))
             : fmt::format("{} was written by an older vitsim without checksums: resumed from it unverified",
                           checkpoint_path(s_));
     if (rank_ == 0) fmt::print(stderr, "vitsim: warning: {}\n", warning);

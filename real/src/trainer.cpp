@@ -35,19 +35,19 @@ namespace {
 // on disk. Rank 0 says it; the other ranks of a job end without a line.
 void note_interruptions(const World& world, const std::vector<Scenario>& points, const TrainOptions& opt) {
   std::vector<std::string> checkpoints;
-  for (const auto& s : points)
-    checkpoints.push_back(s.run.checkpoint_dir.empty() ? "" : checkpoint_path(s));
+  for (const auto& s : points) checkpoints.push_back(s.run.checkpoint_dir.empty() ? "" : checkpoint_path(s));
   const bool quiet = world.rank() != 0;
   set_interrupt_note([quiet, checkpoints, out = opt.report_path]() -> std::optional<std::string> {
     if (quiet) return std::nullopt;
     const Progress& p = progress();
     const int phase = p.phase, point = p.point;
-    std::string where = phase == 0   ? " while setting up the run"
-                        : phase == 2 ? " after training, while writing the outputs"
-                                     : fmt::format(" in global step {} (epoch {}, step {} of {})",
-                                                   p.global_step + 1, p.epoch + 1, p.step_in_epoch + 1,
-                                                   p.steps_per_epoch.load());
-    if (checkpoints.size() > 1 && phase != 2) where += fmt::format(" of point {}/{}", point + 1, checkpoints.size());
+    std::string where = phase == 0 ? " while setting up the run"
+                        : phase == 2
+                            ? " after training, while writing the outputs"
+                            : fmt::format(" in global step {} (epoch {}, step {} of {})", p.global_step + 1,
+                                          p.epoch + 1, p.step_in_epoch + 1, p.steps_per_epoch.load());
+    if (checkpoints.size() > 1 && phase != 2)
+      where += fmt::format(" of point {}/{}", point + 1, checkpoints.size());
     std::vector<std::string> parts;
     if (!out.empty()) parts.push_back(fmt::format("no report written (--out {})", out));
     const std::string& ck = checkpoints[std::min<size_t>(point, checkpoints.size() - 1)];

@@ -71,8 +71,8 @@ TEST_CASE("gzip: bytes after the last member are refused with their offset; more
   auto append = [](const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
   };
-  for (const std::string& junk : {std::string("JUNK!"), std::string(1, '\0'), std::string(70000, 'x'),
-                                 std::string("\x1f")}) {
+  for (const std::string& junk :
+       {std::string("JUNK!"), std::string(1, '\0'), std::string(70000, 'x'), std::string("\x1f")}) {
     INFO(junk.size() << " bytes of junk");
     write_idx(img, lab, set, true);
     const auto clean = std::filesystem::file_size(img);
@@ -84,9 +84,8 @@ TEST_CASE("gzip: bytes after the last member are refused with their offset; more
     // The labels file the same way: every gzip reader of the trainer goes through the check.
     write_idx(img, lab, set, true);
     append(lab, junk);
-    CHECK_THAT(error_of([&] { read_idx(img, lab, 10); }), Catch::StartsWith(lab + ": " +
-                                                                             std::to_string(junk.size()) +
-                                                                             " bytes of trailing data"));
+    CHECK_THAT(error_of([&] { read_idx(img, lab, 10); }),
+               Catch::StartsWith(lab + ": " + std::to_string(junk.size()) + " bytes of trailing data"));
   }
   // Two members (`cat a.gz b.gz`, as gzip(1) reads them): the header in one, the pixels in the other.
   const std::string plain = dir / "i.idx", plain_lab = dir / "l.idx";
