@@ -61,7 +61,7 @@ TEST_CASE("IDX files written by the test read back exactly, gzipped or not", "[r
   }
 }
 
-TEST_CASE("gzip: bytes after the last member are refused with their offset; more members are read",
+TEST_CASE("gzip: bytes after the last member are refused with their offset, more members are read",
           "[real][data][negative]") {
   // A gzip file is members (RFC 1952 2.2) and nothing else; zlib's gzread ignores what follows the
   // last member, so an appended or damaged tail went unseen. The offset is the clean file's size.
