@@ -174,11 +174,10 @@ int main(int argc, char** argv) {
   }
   int status = 3;
   try {
-    // Ctrl-C, SIGTERM, SIGHUP: children ended, temporary folders removed, exit 128 + signal. `train` is
-    // left to mpirun, which ends its ranks itself.
-    bool train = false;
-    for (const CLI::App* sub : cli.get_subcommands()) train = train || sub->get_name() == "train";
-    if (!train) vitsim::install_interrupt_cleanup("vitsim");
+    // Ctrl-C, SIGTERM, SIGHUP: children ended, temporary folders removed, one line, exit 128 + signal.
+    // `train` too (mpirun passes Ctrl-C on to its ranks as SIGTERM): its line says at which step the run
+    // stopped and what was saved (real/src/trainer.cpp).
+    vitsim::install_interrupt_cleanup("vitsim");
     // The action's status: 0, 4 validate over its tolerance, 5 plan with no feasible point, 6 some points of
     // a sweep failed and the rest were written (docs/errors.md).
     status = action ? action() : 2;

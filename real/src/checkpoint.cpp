@@ -170,10 +170,13 @@ Position read_position(torch::serialize::InputArchive& archive) {
 }
 
 // Reads an opened archive into the model, the optimizer, the CPU generator and the returned position.
-// verify: check each tensor against its own checksum (the file's CRC matched; an older vitsim's file
-// has no checksums).
+// Each tensor is checked against its own checksum whenever the archive holds them, whatever the frame:
+// a bare archive (no envelope) is an older vitsim's file only if it has none (an envelope stripped off a
+// current file leaves them, and a flipped bit must still be found). legacy: the file had no envelope;
+// tensors_checked: set to whether the archive had per-tensor checksums.
 Position restore(torch::serialize::InputArchive& archive, const std::string& path, const Scenario& s,
-                 int world, torch::nn::Module& model, FlatOptimizer& opt, bool verify) {
+                 int world, torch::nn::Module& model, FlatOptimizer& opt, bool legacy,
+                 bool& tensors_checked) {
   c10::IValue v;
   archive.read("fingerprint", v);
   if (v.toStringRef() != fingerprint(s, world))
@@ -192,8 +195,14 @@ Position restore(torch::serialize::InputArchive& archive, const std::string& pat
   Position pos = read_position(archive);
   torch::Tensor acc, rng;
   auto tensors = loaded_tensors(archive, model, opt, acc, rng);
-  if (verify) {
+  // An enveloped file must have them (read throws if not); a bare archive may.
+  if (legacy) {
+    tensors_checked = archive.try_read("checksums", v);
+  } else {
     archive.read("checksums", v);
+    tensors_checked = true;
+  }
+  if (tensors_checked) {
     const std::string where = damaged_tensor(tensors, v.toStringRef());
     if (!where.empty())
       throw Error(fmt::format("{}: checksum mismatch: damaged: {}; {}", path, where, kUnusable));
@@ -269,7 +278,7 @@ Loaded load_checkpoint(const Scenario& s, int world, torch::nn::Module& model, F
   Loaded out;
   out.legacy = bytes.legacy;
   try {
-    out.pos = restore(archive, path, s, world, model, opt, !bytes.legacy);
+    out.pos = restore(archive, path, s, world, model, opt, bytes.legacy, out.tensors_checked);
   } catch (const c10::Error& e) {
     throw Error(fmt::format("{}: unreadable checkpoint: {}", path, e.what_without_backtrace()));
   }

@@ -37,7 +37,8 @@ void save_checkpoint(const Scenario& s, int world, torch::nn::Module& model, con
 
 struct Loaded {
   Position pos;
-  bool legacy = false;  // an older vitsim's checkpoint, without checksums
+  bool legacy = false;           // a bare archive (no envelope: an older vitsim's, or one stripped of it)
+  bool tensors_checked = false;  // each tensor matched its own CRC32 (false: the archive has none)
 };
 // Loads the model and optimizer state in place (the model's parameters are rebound to new storage: the
 // caller binds them to the flat buffer again) and restores the CPU generator. Throws Error naming the file

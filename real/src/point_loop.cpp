@@ -223,6 +223,12 @@ std::string PointTrainer::epoch_rate(size_t first_index) {
 
 // One optimizer step: its micro-batches' forward and backward, the gradient all-reduce, the update.
 void PointTrainer::train_step(Loader& loader) {
+  Progress& at = progress();
+  at.epoch = pos_.epoch;
+  at.step_in_epoch = pos_.step_in_epoch;
+  at.steps_per_epoch = run_steps_;
+  at.global_step = pos_.global_step;
+  at.phase = 1;
   StepTimes st;
   const auto step_start = Clock::now();
   sample_memory(step_start);

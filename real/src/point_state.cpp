@@ -38,8 +38,13 @@ void PointTrainer::resume() {
   bind_flat_parameters(params_, flat_.offsets, flat_.params);
   if (loaded.legacy) {
     const std::string warning =
-        fmt::format("{} was written by an older vitsim without checksums: resumed from it unverified",
-                    checkpoint_path(s_));
+        loaded.tensors_checked
+            ? fmt::format(
+                  "{} has no envelope (a bare archive): each tensor matched its own CRC32, but the "
+                  "file's position and scalars are unverified",
+                  checkpoint_path(s_))
+            : fmt::format("{} was written by an older vitsim without checksums: resumed from it unverified",
+                          checkpoint_path(s_));
     if (rank_ == 0) fmt::print(stderr, "vitsim: warning: {}\n", warning);
     notes_.push_back(warning);
   }
@@ -49,6 +54,7 @@ void PointTrainer::resume() {
     fmt::print("vitsim train: resumed {} at epoch {} step {} (global step {})\n", checkpoint_path(s_),
                pos_.epoch + 1, pos_.step_in_epoch, pos_.global_step);
   checkpointed_ = pos_.global_step;
+  progress().checkpoint_step = checkpointed_;
 }
 
 void PointTrainer::checkpoint() {
@@ -57,6 +63,7 @@ void PointTrainer::checkpoint() {
   pos_.good_steps = scaler_.good_steps;
   if (rank_ == 0) save_checkpoint(s_, nranks_, *model_, *optimizer_, pos_, checkpointed_);
   checkpointed_ = pos_.global_step;
+  progress().checkpoint_step = checkpointed_;
   world_.barrier("checkpoint barrier");
 }
 

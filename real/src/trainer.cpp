@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint.hpp"
 #include "point.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -23,7 +24,46 @@
 
 namespace vitsim::real {
 
+Progress& progress() {
+  static Progress p;
+  return p;
+}
+
 namespace {
+
+// The end of the line an interruption prints (core's set_interrupt_note): where the run stood and what is
+// on disk. Rank 0 says it; the other ranks of a job end without a line.
+void note_interruptions(const World& world, const std::vector<Scenario>& points, const TrainOptions& opt) {
+  std::vector<std::string> checkpoints;
+  for (const auto& s : points) checkpoints.push_back(s.run.checkpoint_dir.empty() ? "" : checkpoint_path(s));
+  const bool quiet = world.rank() != 0;
+  set_interrupt_note([quiet, checkpoints, out = opt.report_path]() -> std::optional<std::string> {
+    if (quiet) return std::nullopt;
+    const Progress& p = progress();
+    const int phase = p.phase, point = p.point;
+    std::string where = phase == 0 ? " while setting up the run"
+                        : phase == 2
+                            ? " after training, while writing the outputs"
+                            : fmt::format(" in global step {} (epoch {}, step {} of {})", p.global_step + 1,
+                                          p.epoch + 1, p.step_in_epoch + 1, p.steps_per_epoch.load());
+    if (checkpoints.size() > 1 && phase != 2)
+      where += fmt::format(" of point {}/{}", point + 1, checkpoints.size());
+    std::vector<std::string> parts;
+    if (!out.empty()) parts.push_back(fmt::format("no report written (--out {})", out));
+    const std::string& ck = checkpoints[std::min<size_t>(point, checkpoints.size() - 1)];
+    const long long k = p.checkpoint_step;
+    if (ck.empty())
+      parts.push_back("nothing saved (no run.checkpoint_dir)");
+    else if (k < 0)
+      parts.push_back(fmt::format("no checkpoint written yet ({})", ck));
+    else
+      parts.push_back(
+          fmt::format("the checkpoint of global step {} ({}) is intact: --resume continues from it", k, ck));
+    std::string line = where + ":";
+    for (size_t i = 0; i < parts.size(); ++i) line += (i ? "; " : " ") + parts[i];
+    return line;
+  });
+}
 
 // The trace events of the traced ranks (`kept`) gathered on rank 0 as one TracePoint; other ranks get
 // nothing. index, points: this point's place in the sweep, for its label and notes.
@@ -90,6 +130,9 @@ Report train_all(World& world, const std::vector<Scenario>& points, const std::s
     const Scenario& s = points[i];
     if (world.rank() == 0 && opt.verbose && points.size() > 1)
       fmt::print("vitsim train: point {}/{}\n", i + 1, points.size());
+    progress().phase = 0;
+    progress().point = static_cast<int>(i);
+    progress().checkpoint_step = -1;
     PointResult r = train_point(s, world, opt, rank_traced);
     report.points.push_back(r.point);
     if (!tracing) continue;
@@ -97,6 +140,7 @@ Report train_all(World& world, const std::vector<Scenario>& points, const std::s
       trace_points.push_back(std::move(*tp));
   }
   fill_scaling_efficiency(report);
+  progress().phase = 2;
   if (world.rank() == 0) {
     if (!opt.report_path.empty()) write_file_atomic(opt.report_path, report_to_json(report));
     if (tracing) write_file_atomic(opt.trace_path, write_trace(trace_points, "measured", trace_notes));
@@ -117,6 +161,7 @@ Report train(const std::vector<Scenario>& points, const std::string& scenario_na
   bool quiet_exit = false;
   {
     World world(points.front().run.timeout_s);
+    note_interruptions(world, points, opt);
     try {
       return train_all(world, points, scenario_name, opt);
     } catch (const Diverged&) {

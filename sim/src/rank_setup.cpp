@@ -68,17 +68,29 @@ void set_loader(PointRun& run, RankState& rs, const GpuFacts& g, const NodeFacts
   else if (node.loader_bw > 0 || node.loader_image_overhead > 0)
     per_image = node.loader_image_overhead + (node.loader_bw > 0 ? image_bytes / node.loader_bw : 0);
   const double per_image_base = per_image;
-  const int workers_on_node = s.loader.workers * s.cluster.gpus_per_node;
-  // One core per training process; loader workers share the rest.
-  const int free_cores = std::max(1, node.cpu_cores - s.cluster.gpus_per_node);
-  if (workers_on_node > free_cores) per_image *= static_cast<double>(workers_on_node) / free_cores;
+  const int ranks_on_node = s.cluster.gpus_per_node;
+  const int cores = std::max(1, node.cpu_cores);
+  // One core per training process (it launches kernels and waits at each synchronisation on it: an
+  // assumption, docs/model.md "Loader"); loader workers share the rest. With no core left (cores <=
+  // ranks) a worker competes with its rank for the rank's core and cannot hide the loading: the batch is
+  // made as by num_workers=0, in the training process before each micro-batch, on the rank's share of
+  // the cores (ranks / cores when more ranks than cores). So 0 workers is never faster than 1 there.
+  const int free_cores = cores - ranks_on_node;
+  const double rank_share = std::max(1.0, static_cast<double>(ranks_on_node) / cores);
+  const int workers_on_node = s.loader.workers * ranks_on_node;
+  if (free_cores > 0 && workers_on_node > free_cores)
+    per_image *= static_cast<double>(workers_on_node) / free_cores;
   // A CPU device (device_kind cpu): the rank's loader workers are threads of the rank's process, bound to its
   // cores as the rank is (mpirun binds a rank's threads to its cores), so the batch is made on the cores the
   // compute uses: each micro-batch's loading adds to the step as if loaded in the training thread (measured
   // here: the trainer's data wait is one batch at calibrate's images/s per worker, docs/benchmarks.md
   // "Validation on this machine").
-  const bool serial = !g.async && per_image > 0;
-  if (serial) per_image = per_image_base;
+  const bool cpu_serial = !g.async && per_image > 0;
+  const bool serial = cpu_serial || s.loader.workers == 0 || free_cores <= 0;
+  if (cpu_serial)
+    per_image = per_image_base;
+  else if (serial)
+    per_image = per_image_base * rank_share;
   rs.loader = Loader(serial ? 0 : s.loader.workers, s.loader.prefetch, per_image * s.training.micro_batch);
   if (!serial && s.loader.workers > 0 && per_image > 0) {
     // W workers deliver W batches per batch time: a step of `accum` batches needs accum x batch / W at

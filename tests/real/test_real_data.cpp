@@ -61,6 +61,55 @@ TEST_CASE("IDX files written by the test read back exactly, gzipped or not", "[r
   }
 }
 
+TEST_CASE("gzip: bytes after the last member are refused with their offset, more members are read",
+          "[real][data][negative]") {
+  // A gzip file is members (RFC 1952 2.2) and nothing else; zlib's gzread ignores what follows the
+  // last member, so an appended or damaged tail went unseen. The offset is the clean file's size.
+  vt::TempDir dir;
+  auto set = pattern_set(5, 1, 28, 28, 10);
+  const std::string img = dir / "i.gz", lab = dir / "l.gz";
+  auto append = [](const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::app) << bytes;
+  };
+  for (const std::string& junk :
+       {std::string("JUNK!"), std::string(1, '\0'), std::string(70000, 'x'), std::string("\x1f")}) {
+    INFO(junk.size() << " bytes of junk");
+    write_idx(img, lab, set, true);
+    const auto clean = std::filesystem::file_size(img);
+    append(img, junk);
+    CHECK(error_of([&] { read_idx(img, lab, 10); }) ==
+          fmt::format("{}: {} bytes of trailing data after the gzip stream, from byte offset {} (not a gzip "
+                      "member: a damaged or appended file)",
+                      img, junk.size(), clean));
+    // The labels file the same way: every gzip reader of the trainer goes through the check.
+    write_idx(img, lab, set, true);
+    append(lab, junk);
+    CHECK_THAT(error_of([&] { read_idx(img, lab, 10); }),
+               Catch::StartsWith(lab + ": " + std::to_string(junk.size()) + " bytes of trailing data"));
+  }
+  // Two members (`cat a.gz b.gz`, as gzip(1) reads them): the header in one, the pixels in the other.
+  const std::string plain = dir / "i.idx", plain_lab = dir / "l.idx";
+  write_idx(plain, plain_lab, set, false);
+  std::ifstream in(plain, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string joined;
+  for (const std::string& part : {bytes.substr(0, 16), bytes.substr(16)}) {
+    const std::string one = dir / "part.gz";
+    gzFile g = gzopen(one.c_str(), "wb");
+    gzwrite(g, part.data(), static_cast<unsigned>(part.size()));
+    gzclose(g);
+    std::ifstream p(one, std::ios::binary);
+    joined += std::string((std::istreambuf_iterator<char>(p)), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(img, std::ios::binary | std::ios::trunc) << joined;
+  write_idx(dir / "x.gz", lab, set, true);
+  CHECK(read_idx(img, lab, 10).pixels() == set.pixels());
+  // A second member cut short: the same error as a first one cut short.
+  std::ofstream(img, std::ios::binary | std::ios::trunc) << joined.substr(0, joined.size() - 10);
+  CHECK(error_of([&] { read_idx(img, lab, 10); }) ==
+        img + ": corrupt or truncated gzip data: unexpected end of file");
+}
+
 TEST_CASE("A truncated or corrupt IDX file is a clear error", "[real][data][negative]") {
   vt::TempDir dir;
   auto set = pattern_set(5, 1, 28, 28, 10);

@@ -157,12 +157,28 @@ TEST_CASE("a bit-flipped checkpoint is refused at --resume naming the file and t
   // The intact file resumes (the run is finished: nothing left to train).
   write_all(file, good);
   CHECK(vt::vitsim("train " + tiny_run(ck, "--resume")).status == 0);
-  // An older vitsim's checkpoint (the bare archive, no envelope) resumes with one warning.
-  write_all(file, good.substr(12, good.size() - 28));
+  // The bare archive (the envelope stripped: 12 bytes of header, 16 of trailer) still holds a CRC32 per
+  // tensor: intact, it resumes with one warning; a bit flipped in a parameter is refused naming the tensor
+  // (it resumed as an older vitsim's unchecked file, with a parameter of 9e35, issue 27).
+  const std::string bare = good.substr(12, good.size() - 28);
+  write_all(file, bare);
   auto legacy = vt::vitsim("train " + tiny_run(ck, "--resume --out " + (d / "r.json")));
   CHECK(legacy.status == 0);
   CHECK(legacy.out == "vitsim: warning: " + file +
-                          " was written by an older vitsim without checksums: resumed from it unverified\n");
+                          " has no envelope (a bare archive): each tensor matched its own CRC32, but the "
+                          "file's position and scalars are unverified\n");
+  for (int bit : {0, 3, 6}) {
+    std::string flipped = bare;
+    flipped[in_tensor - 12 + 17] ^= static_cast<char>(1 << bit);
+    write_all(file, flipped);
+    auto r = vt::vitsim("train " + tiny_run(ck, "--resume"));
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK(std::regex_match(
+        r.out, std::regex("vitsim: error: " + f +
+                          R"(: checksum mismatch: damaged: tensor model/\S+ \(CRC32 \w+, \w+ written\); the )"
+                          R"(checkpoint cannot be used: restore a copy or start again without --resume\n)")));
+  }
 }
 
 TEST_CASE("training that diverges stops at that step on every rank with one line and a non-zero status",

@@ -163,6 +163,15 @@ std::vector<BadRun> cases() {
        },
        T,
        "vitsim: error: d/train-images-idx3-ubyte.gz: corrupt or truncated gzip data: unexpected end of file"},
+      {"idx", "junk appended after the gzip stream",
+       [](const vt::TempDir& d) {
+         fmnist(d);
+         std::ofstream(d / "d/train-images-idx3-ubyte.gz", std::ios::binary | std::ios::app) << "JUNK!";
+       },
+       T,
+       "vitsim: error: d/train-images-idx3-ubyte.gz: 5 bytes of trailing data after the gzip stream, from "
+       "byte offset ",
+       true},
       {"idx", "image file cut mid-image (not gzipped)",
        [](const vt::TempDir& d) {
          fmnist(d, false);

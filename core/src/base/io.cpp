@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::vector<std::string> dirs, files;
+  std::function<std::optional<std::string>()> note;  // set_interrupt_note
 };
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: the watcher may use it while the process exits
@@ -123,11 +125,19 @@ void watcher() {
   }
   remove_all();
   std::fflush(stdout);
+  // What the command was doing (vitsim train: the step, what was saved); nullopt: say nothing.
+  std::optional<std::string> note = std::string();
+  if (r.note) try {
+      note = r.note();
+    } catch (const std::exception&) {
+    }
   const std::string line =
-      fmt::format("{}: interrupted by {}{}\n", g_program, signal_name(sig),
+      fmt::format("{}: interrupted by {}{}{}\n", g_program, signal_name(sig), note ? *note : std::string(),
                   removed ? fmt::format(": removed {} temporary folder{}", removed, removed == 1 ? "" : "s")
                           : std::string());
-  [[maybe_unused]] ssize_t n = write(2, line.data(), line.size());
+  if (note) {
+    [[maybe_unused]] ssize_t n = write(2, line.data(), line.size());
+  }
   _exit(128 + sig);
 }
 
@@ -496,6 +506,12 @@ void install_interrupt_cleanup(const char* program) {
     sa.sa_flags = SA_RESTART;
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   });
+}
+
+void set_interrupt_note(std::function<std::optional<std::string>()> note) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.note = std::move(note);
 }
 
 int interrupted() {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,10 @@ class TempDir {
 // children (SIGKILL after 5 s), removes every registered TempDir and output temporary, prints
 // "PROGRAM: interrupted by SIGINT: ..." on stderr and exits with status 128 + the signal.
 void install_interrupt_cleanup(const char* program = "vitsim");
+// What the interruption line adds after "interrupted by SIGINT" (the watcher asks, not the signal handler,
+// holding the registry: the note reads atomics only): `vitsim train` says at which step it stopped and
+// what was saved. std::nullopt: no line at all (a rank other than 0, whose rank 0 says it).
+void set_interrupt_note(std::function<std::optional<std::string>()> note);
 // The signal that interrupted the process (0: none). A thread that sees it non-zero must not report
 // errors of its own: the watcher is ending the process (stop_if_interrupted).
 int interrupted();
