@@ -204,9 +204,11 @@ void choose_fast_paths(PointRun& run, const PlatformFacts& facts, const RankHost
     // Not a lone ring: a named collective with a schedule for the operations the point issues (ZeRO's
     // reduce-scatter and all-gather, DeepSpeed bf16's all-gather, beside the all-reduce) runs as one meeting
     // per call.
-    std::set<CollOp> issued;  // the operations the ranks' steps issue
+    std::set<CollOp> issued;  // the operations the ranks' steps issue: one step plan per device type
+    std::set<const Device*> seen;
     for (const RankState& r : run.ranks)
-      for (const StepJob& job : r.device->step.jobs) issued.insert(job.op);
+      if (seen.insert(r.device).second)
+        for (const StepJob& job : r.device->step.jobs) issued.insert(job.op);
     const std::vector<CollOp> ops(issued.begin(), issued.end());
     if (auto fluid = fluid_collective(*run.coll, *run.group, ops)) {
       run.fluid_coll = std::move(fluid);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/sim/collective.hpp"
 #include "vitsim/sim/fluid.hpp"
@@ -180,26 +181,6 @@ TEST_CASE("fluid model: collectives without a schedule, and routes it cannot run
   CHECK(stage_exits(p, {{0, 0, 1e6, 0}}, {0, 0, 0, 0}).empty());
 }
 
-namespace {
-// Every number of two reports' JSON within `rel` of each other (notes apart).
-void check_same_numbers(const nlohmann::json& a, const nlohmann::json& b, double rel,
-                        const std::string& path = "") {
-  INFO(path);
-  if (a.is_object()) {
-    for (auto it = a.begin(); it != a.end(); ++it) {
-      REQUIRE(b.contains(it.key()));
-      check_same_numbers(it.value(), b[it.key()], rel, path + "." + it.key());
-    }
-  } else if (a.is_array() && path.find("notes") == std::string::npos) {
-    REQUIRE(a.size() == b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      check_same_numbers(a[i], b[i], rel, path + "[" + std::to_string(i) + "]");
-  } else if (a.is_number()) {
-    CHECK(a.get<double>() == Approx(b.get<double>()).epsilon(rel).margin(1e-300));
-  }
-}
-}  // namespace
-
 TEST_CASE("fluid model: `auto` and the named collectives computed without flows predict what their flows do",
           "[fluid][model]") {
   // Named collectives (tree, rail, hierarchical, topology, with their routes' latencies) too.
@@ -248,7 +229,7 @@ TEST_CASE("fluid model: `auto` and the named collectives computed without flows 
     INFO(fluid.out << flows.out);
     REQUIRE(fluid.status == 0);
     REQUIRE(flows.status == 0);
-    check_same_numbers(nlohmann::json::parse(fluid.out), nlohmann::json::parse(flows.out), 1e-9);
+    vt::check_same_numbers(nlohmann::json::parse(fluid.out), nlohmann::json::parse(flows.out), 1e-9);
     CHECK(vt::vitsim(args + "--set simulation.flows=always").out.find(note) == std::string::npos);
   }
   CHECK(vt::vitsim("predict " + sc + " -q -j1").out.find(note) != std::string::npos);

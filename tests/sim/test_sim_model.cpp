@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/formats/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
@@ -125,26 +126,6 @@ TEST_CASE("the same inputs give byte-identical JSON, whatever --jobs", "[model][
   CHECK(b.out == c.out);
 }
 
-namespace {
-// Every number of two reports' JSON within `rel` of each other (the same keys; lists of the same length).
-void check_same_numbers(const nlohmann::json& a, const nlohmann::json& b, double rel,
-                        const std::string& path = "") {
-  INFO(path);
-  if (a.is_object()) {
-    for (auto it = a.begin(); it != a.end(); ++it) {
-      REQUIRE(b.contains(it.key()));
-      check_same_numbers(it.value(), b[it.key()], rel, path + "." + it.key());
-    }
-  } else if (a.is_array() && path.find("notes") == std::string::npos) {
-    REQUIRE(a.size() == b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      check_same_numbers(a[i], b[i], rel, path + "[" + std::to_string(i) + "]");
-  } else if (a.is_number()) {
-    CHECK(a.get<double>() == Approx(b.get<double>()).epsilon(rel).margin(1e-300));
-  }
-}
-}  // namespace
-
 TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows do", "[model][lone]") {
   // Predicted with the ring computed (auto) and as SimGrid flows (always): every figure the same to 1e-9
   // (SimGrid ends a flow within its own precision), and the notes say which ran. The shipped study scenarios
@@ -180,7 +161,7 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
                flows = vt::vitsim(args + "--format json --set simulation.flows=always");
     REQUIRE(lone.status == 0);
     REQUIRE(flows.status == 0);
-    check_same_numbers(nlohmann::json::parse(lone.out), nlohmann::json::parse(flows.out), 1e-9);
+    vt::check_same_numbers(nlohmann::json::parse(lone.out), nlohmann::json::parse(flows.out), 1e-9);
     CHECK(vt::vitsim(args).out.find(note) != std::string::npos);
     CHECK(vt::vitsim(args + "--set simulation.flows=always").out.find(note) == std::string::npos);
   }

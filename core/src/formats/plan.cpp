@@ -1,4 +1,5 @@
 #include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/formats/whatif.hpp"
 
 #include <fmt/format.h>
 
@@ -407,7 +408,7 @@ void explain_no_op(const PlanResult& edited, const PlanPoint& top, std::vector<s
     if (c.find("effective bandwidth unchanged") != std::string::npos) out.push_back("    " + c);
   const ReportPoint& r = top.result;
   for (const auto& n : r.notes)  // edits of nodes the top pick does not use (whatif.hpp what_if_unused_notes)
-    if (n.rfind("what-if '", 0) == 0 && n.find("which this point does not use") != std::string::npos)
+    if (n.rfind("what-if '", 0) == 0 && n.find(kWhatIfUnusedMark) != std::string::npos)
       out.push_back("    " + n);
   const Breakdown& b = r.breakdown_s;
   const double step = r.step_time_s.mean;

@@ -372,10 +372,9 @@ std::vector<std::string> what_if_unused_notes(const std::vector<std::string>& ed
         touches_used = touches_used || std::find(used.begin(), used.end(), n.name) != used.end();
       }
     if (edited.empty() || touches_used) continue;
-    out.push_back(
-        fmt::format("what-if '{}': edits node{} {}, which this point does not use (it runs on {}): it "
-                    "changes nothing here",
-                    e, edited.size() == 1 ? "" : "s", name_list(edited), name_list(used)));
+    out.push_back(fmt::format("what-if '{}': edits node{} {}, {} (it runs on {}): it changes nothing here", e,
+                              edited.size() == 1 ? "" : "s", name_list(edited), kWhatIfUnusedMark,
+                              name_list(used)));
   }
   return out;
 }

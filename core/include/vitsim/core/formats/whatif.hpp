@@ -49,6 +49,8 @@ std::vector<std::string> what_if_kinds();
 // node vec5, which this point does not use (it runs on vec0, vec1): it changes nothing here". The kinds
 // that name nodes: gpu:NODES=..., prop:NODES:..., link:NODE.pcie|backbone|h2d:...; `facts` is the platform
 // the point ran on (the edited copy: the node names are the same), `used_hosts` its GPU host per rank.
+// The words that mark such a note (plan's "why nothing changed" picks the top pick's notes by them).
+inline constexpr const char* kWhatIfUnusedMark = "which this point does not use";
 std::vector<std::string> what_if_unused_notes(const std::vector<std::string>& edits,
                                               const PlatformFacts& facts,
                                               const std::vector<std::string>& used_hosts);
