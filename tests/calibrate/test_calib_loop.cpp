@@ -1,11 +1,13 @@
 // The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks (with its step phase), emit the
-// platform, then `vitsim validate --run` a micro-batch the calibration did not measure (the run trains it),
-// and require the predicted step time within a tolerance set from the errors measured here
-// (docs/benchmarks.md "Validation on this machine", "In the test suite"). About 2.5 minutes on 2 shared cores
-// (the op-model benchmarks are most of it; this is the test that runs them).
+// platform, then train a micro-batch the calibration did not measure (`mpirun vitsim train`, what
+// `validate --run` launches) and `vitsim validate --measured` it, and require the predicted step time within
+// a tolerance set from the errors measured here (docs/benchmarks.md "Validation on this machine", "In the
+// test suite"). About 2.5 minutes on 2 shared cores (the op-model benchmarks are most of it; this is the test
+// that runs them).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "test_util.hpp"
 #include "vitsim/core/model/vit.hpp"
@@ -45,34 +47,46 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   REQUIRE(cal.status == 0);
 
   const std::string val_sc = d.file("val.xml", scenario("platform.xml"));
-  // A run on a busy machine says so itself: validate's noise (p95 over the median of its steps). Up to three
-  // runs, the first quiet one (noise <= 10%) judged; when none is quiet, the least noisy.
+  // A run on a busy machine says so itself: its noise (p95 over the median of its steps, as validate prints
+  // it). Up to three runs; the first quiet one (noise <= 10%) is judged, and when none is quiet the least
+  // noisy. Each run is `mpirun vitsim train` (what `validate --run` launches) and `validate --measured` on
+  // its report, so that the median step is at hand: a busy machine's few slow steps move the mean that
+  // validate compares, not the median (CI, 2026-12-02: three runs with p95 >= 2x the median).
   struct Run {
-    double err = 0, noise = 1, predicted = 0, measured = 0;
+    double err = 0, noise = 0, predicted = 0, measured = 0, median = 0;
   };
-  Run best;
-  for (int attempt = 0; attempt < 3 && best.noise > 0.10; ++attempt) {
-    auto val =
-        vt::run(vt::prioritised(fmt::format("{} validate {} --calibration {} --run --format json --out {} -q "
-                                            "--tolerance 1",
-                                            VITSIM_BINARY, val_sc, d / "calib.json", d / "validation.json")));
+  std::optional<Run> best;
+  for (int attempt = 0; attempt < 3 && !(best && best->noise <= 0.10); ++attempt) {
+    auto train = vt::run(vt::prioritised(
+        fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} train {} --out {} -q", VITSIM_BINARY,
+                    val_sc, d / "measured.json")));
+    INFO(train.out);
+    REQUIRE(train.status == 0);
+    auto val = vt::run(vt::prioritised(
+        fmt::format("{} validate {} --calibration {} --measured {} --format json --out {} -q --tolerance 1",
+                    VITSIM_BINARY, val_sc, d / "calib.json", d / "measured.json", d / "validation.json")));
     INFO(val.out);
     REQUIRE(val.status == 0);
     auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
+    auto m = nlohmann::json::parse(std::ifstream(d / "measured.json"));
     REQUIRE(v["points"].size() == 1);
+    REQUIRE(m["points"].size() == 1);
     Run r;
     r.noise = v["noise"].get<double>();
-    for (const auto& m : v["points"][0]["metrics"])
-      if (m["metric"] == "step_time") {
-        r.err = m["rel_error"].get<double>();
-        r.predicted = m["predicted"].get<double>();
-        r.measured = m["measured"].get<double>();
+    r.median = m["points"][0]["step_time_s"]["p50"].get<double>();
+    for (const auto& e : v["points"][0]["metrics"])
+      if (e["metric"] == "step_time") {
+        r.err = e["rel_error"].get<double>();
+        r.predicted = e["predicted"].get<double>();
+        r.measured = e["measured"].get<double>();
       }
-    if (r.noise < best.noise) best = r;
+    if (!best || r.noise < best->noise) best = r;
   }
-  INFO("predicted " << best.predicted << " s, measured " << best.measured << " s, error " << best.err
-                    << ", the run's noise " << best.noise);
-  CHECK(best.measured > 0);
+  REQUIRE(best);
+  INFO("predicted " << best->predicted << " s, measured " << best->measured << " s (median " << best->median
+                    << " s), error " << best->err << ", the run's noise " << best->noise);
+  CHECK(best->measured > 0);
+  CHECK(best->median > 0);
   // The calibration has the step phase's sync figures (what a step waits at its gradient sync beyond the
   // all-reduce), which the prediction of 2 ranks uses.
   auto c = nlohmann::json::parse(std::ifstream(d / "calib.json"));
@@ -81,5 +95,11 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // runs (noise <= 10%) -0.8% .. +9.4% of error, the other runs up to -27.0% (noise 19.5%) and +11.6%
   // (11.1%); the local validation's single runs (bench/validate_local.sh, 24 runs) within -5.3% .. +10.8%. A
   // model error (wrong units, a phase left out, a broken interpolation) moves the step by 2x or more.
-  CHECK(std::abs(best.err) <= (best.noise <= 0.10 ? 0.20 : 0.35));
+  // A quiet run is judged on validate's own error (the mean step); a noisy one on the median step, which a
+  // minority of slow steps does not move, with the wider tolerance.
+  if (best->noise <= 0.10) {
+    CHECK(std::abs(best->err) <= 0.20);
+  } else {
+    CHECK(std::abs(best->predicted / best->median - 1) <= 0.35);
+  }
 }
