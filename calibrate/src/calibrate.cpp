@@ -108,7 +108,7 @@ Calibration run(const Scenario& s, const Options& o) {
   m.h2d = copy_phase(x);
   m.loader = loader_phase(x);
   m.allreduce = allreduce_phase(x);
-  m.sync = step_phase(x, m.compute, m.allreduce.fit);
+  m.step = step_phase(x, m.compute, m.allreduce.fit);
 
   Calibration c;
   if (o.append && fs::exists(o.out)) c = read_calibration(o.out);

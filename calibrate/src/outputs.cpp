@@ -51,12 +51,12 @@ std::map<std::string, std::string> provenance(const RunContext& x, const Measure
             "kernels (mean of the timed runs, median over a device's ranks), efficiencies per op class, host "
             "time per op, GEMM tile and k_half fitted on ln(predicted / measured)"
           : "",
-      m.sync.ranks > 0
+      m.step.sync.ranks > 0
           ? fmt::format("; step: the trainer's own steps, {} rounds of {} warm-up + {} timed at each "
                         "micro-batch on all {} ranks, the median round's exposed gradient sync beyond the "
                         "fitted all-reduce and the ranks' compute difference, fitted as fixed + a share of "
                         "the forward + backward",
-                        kStepRounds, o.warmup, std::max(10, o.iters / kStepRounds), m.sync.ranks)
+                        kStepRounds, o.warmup, std::max(10, o.iters / kStepRounds), m.step.sync.ranks)
           : std::string());
   p["noise"] = fmt::format(
       "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",
@@ -84,7 +84,8 @@ void replace_entry(std::vector<Entry>& entries, const Entry& fresh, Same same) {
 void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
   for (const auto& type : x.type_order) {
     DeviceCalibration d = m.compute.by_type.at(type);
-    d.sync = m.sync;  // the step phase's, measured with every rank of the run
+    d.sync = m.step.sync;  // the step phase's, measured with every rank of the run
+    d.sync_span = m.step.span;
     replace_entry(c.devices, d, [](const DeviceCalibration& e, const DeviceCalibration& d) {
       return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
     });

@@ -6,6 +6,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "phases.hpp"
 #include "vitsim/real/gather.hpp"
@@ -23,6 +24,7 @@ struct RankCompute {
   double fwd_rel_iqr = 0, bwd_rel_iqr = 0;
   double fwd_min = 0, fwd_max = 0, bwd_min = 0, bwd_max = 0;
   double fwd_median = 0, bwd_median = 0;
+  double round_low = 1, round_high = 1;  // the rounds' fwd + bwd means over the kept round's
 };
 struct LayerMeans {
   double fwd = 0, bwd = 0;
@@ -38,8 +40,13 @@ DeviceCalibration fresh_device(const RunContext& x, const std::string& type) {
   return dc;
 }
 
-RankCompute rank_compute(const ComputeSample& cs) {
+RankCompute rank_compute(const ComputeSample& cs, const std::vector<ComputeSample>& rounds) {
   RankCompute rc;
+  const double kept = cs.fwd.mean + cs.bwd.mean;
+  for (const ComputeSample& r : rounds) {
+    rc.round_low = std::min(rc.round_low, (r.fwd.mean + r.bwd.mean) / kept);
+    rc.round_high = std::max(rc.round_high, (r.fwd.mean + r.bwd.mean) / kept);
+  }
   rc.fwd_mean = cs.fwd.mean;
   rc.bwd_mean = cs.bwd.mean;
   rc.optimizer_mean = cs.optimizer.mean;
@@ -154,7 +161,7 @@ ComputePhase compute_phase(RunContext& x) {
     const ComputeSample cs = median_round(by_mb[mb]);
     // Per rank: the mean (stored), the median and spread (shown); layers' means split the whole.
     const std::vector<RankCompute> ranks =
-        allgather_record(x.world, rank_compute(cs), "calibrate compute gather");
+        allgather_record(x.world, rank_compute(cs, by_mb[mb]), "calibrate compute gather");
     std::vector<LayerMeans> my_layers;
     for (const auto& l : cs.layers) my_layers.push_back({l.fwd.mean, l.bwd.mean});
     const auto layers = allgather_records(x.world, my_layers, "calibrate layer gather");
@@ -169,10 +176,25 @@ ComputePhase compute_phase(RunContext& x) {
                       {"layers", jl}};
     }
     x.details["compute"].push_back(jmb);
-    for (const auto& type : x.type_order)
-      phase.by_type[type].points.push_back(
-          pool_compute_point(x, type, mb, cs, ranks, layers, phase.worst_rank_gap));
+    for (const auto& type : x.type_order) {
+      DeviceCalibration& d = phase.by_type[type];
+      d.points.push_back(pool_compute_point(x, type, mb, cs, ranks, layers, phase.worst_rank_gap));
+      for (int r : x.members(type)) {
+        d.compute_span.low = std::min(d.compute_span.low, ranks[r].round_low);
+        d.compute_span.high = std::max(d.compute_span.high, ranks[r].round_high);
+      }
+    }
   }
+  if (kComputeRounds > 1)
+    for (auto& [type, d] : phase.by_type) {
+      d.compute_span.why = fmt::format(
+          "measured: vitsim calibrate's {} compute rounds, each round's forward + backward mean over the "
+          "kept "
+          "(median) round's, lowest and highest over the {} rank(s) and micro-batches {}",
+          kComputeRounds, x.members(type).size(), fmt::join(x.mbs, ","));
+      x.say(fmt::format("compute span ({}): the rounds' fwd+bwd at x{:.3f}..x{:.3f} of the kept round's\n",
+                        type, d.compute_span.low, d.compute_span.high));
+    }
   // The peak the emitted platform states: the best GEMM rate, on all ranks at once.
   x.world.barrier("calibrate gemm barrier");
   const double peak = measure_gemm_rate(x.dev, x.s.training.precision, x.repeats());

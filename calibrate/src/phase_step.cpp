@@ -108,7 +108,7 @@ SyncCalibration fit_sync(const std::vector<StepRow>& rows, int ranks) {
 
 }  // namespace
 
-SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit) {
+StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit) {
   if (x.nranks < 2 || !x.o.step_phase) return {};
   // The rest is a difference of noisy means whose steps have a long tail (a step's exposed sync: median 0.53
   // ms, mean 0.76 ms here): rounds, as the compute phase's, each of at least 10 timed steps.
@@ -132,12 +132,23 @@ SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const Rin
     }
   std::vector<StepRow> rows;
   json jrows = json::array();
+  MeasuredSpan span;
+  int spanned = 0;
   for (int mb : x.mbs) {
     std::vector<StepRow>& rounds = by_mb[mb];
     std::sort(rounds.begin(), rounds.end(),
               [](const StepRow& a, const StepRow& b) { return a.extra() < b.extra(); });
     const StepRow r = rounds[(rounds.size() - 1) / 2];
     rows.push_back(r);
+    // The rounds' rest over the kept one's; a rest below zero counts as none (fit_sync clamps it so).
+    if (r.extra() > 0 && rounds.size() > 1) {
+      ++spanned;
+      for (const StepRow& o : rounds) {
+        const double f = std::max(0.0, o.extra()) / r.extra();
+        span.low = std::min(span.low, f);
+        span.high = std::max(span.high, f);
+      }
+    }
     x.say(fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", mb,
                       1e3 * r.compute, 1e3 * r.exposed, 1e3 * r.allreduce, 1e3 * r.imbalance, 1e3 * r.extra(),
                       1e3 * r.optimizer, 1e3 * r.data));
@@ -150,7 +161,22 @@ SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const Rin
                      {"optimizer_s", r.optimizer},
                      {"data_s", r.data}});
   }
-  const SyncCalibration sc = fit_sync(rows, x.nranks);
+  StepPhase out;
+  out.sync = fit_sync(rows, x.nranks);
+  const SyncCalibration& sc = out.sync;
+  if (spanned > 0) {
+    // A factor in (0, 1] as calibration.hpp requires: a round with no rest at all floors at 1%.
+    span.low = std::clamp(span.low, 0.01, 1.0);
+    span.high = std::clamp(span.high, 1.0, 100.0);
+    span.why = fmt::format(
+        "measured: vitsim calibrate's {} step rounds, each round's rest (the exposed sync beyond the fitted "
+        "all-reduce and the compute difference) over the kept (median) round's, lowest and highest over {} "
+        "micro-batch(es) with a rest above zero; floored at x0.01, capped at x100",
+        kStepRounds, spanned);
+    out.span = span;
+    x.say(fmt::format("sync span: the rounds' rest at x{:.2f}..x{:.2f} of the kept round's\n", span.low,
+                      span.high));
+  }
   x.say(fmt::format(
       "sync fit: rest = {} + {:.2f}% of the step's forward + backward (least squares over the micro-batches, "
       "both >= 0): predict adds it at each gradient sync on {} ranks\n",
@@ -158,7 +184,7 @@ SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const Rin
   x.details["step"] = {
       {"rows", jrows},
       {"sync", {{"ranks", sc.ranks}, {"fixed_s", sc.fixed_s}, {"per_compute", sc.per_compute}}}};
-  return sc;
+  return out;
 }
 
 }  // namespace vitsim::calibrate

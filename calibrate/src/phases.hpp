@@ -64,6 +64,9 @@ struct ComputePhase {
   std::vector<double> rank_peaks;                    // best GEMM FLOP/s per rank (measure_gemm_rate)
   double worst_rel_iqr = 0, worst_rank_gap = 0;
 };
+// The compute phase's span of each device type (DeviceCalibration::compute_span, set in by_type): its
+// rounds' forward + backward means over the kept round's, lowest and highest over its ranks and
+// micro-batches; none with one round.
 ComputePhase compute_phase(RunContext& x);
 
 // ---- op model (phase_op_model.cpp) ----
@@ -96,7 +99,13 @@ AllreducePhase allreduce_phase(RunContext& x);
 // What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit` and the wait for a
 // slower device type that `compute` gives the simulator, measured with the trainer at every calibration
 // micro-batch (none with one rank or --no-step).
-SyncCalibration step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
+// `span`: the rounds' rest over the kept round's, lowest and highest over the micro-batches whose kept rest
+// is above zero (the sync figures' span; empty when none is).
+struct StepPhase {
+  SyncCalibration sync;
+  MeasuredSpan span;
+};
+StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
 
 // ---- the files (outputs.cpp) ----
 // Everything one run measured and fitted.
@@ -107,7 +116,7 @@ struct Measured {
   HostToDevice h2d;
   LoaderCalibration loader;
   AllreducePhase allreduce;
-  SyncCalibration sync;
+  StepPhase step;
 };
 // The calibration of this run: `c` (empty, or the file appended to) with this run's entries merged in
 // and its provenance.

@@ -7,11 +7,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <pugixml.hpp>
+#include <set>
 #include <sstream>
 
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/sim/predict.hpp"
@@ -35,6 +38,7 @@ struct SplitMix64 {
 };
 
 // What one simulation of the interval is: point `point`, sample `sample` (or figure `figure` at an end).
+// Figures 0..k-1 are the platform's ranged figures, k.. the calibration's measured spans.
 struct Run {
   size_t point = 0;
   int sample = -1;  // >= 0: a sample of the design
@@ -42,11 +46,43 @@ struct Run {
   int end = 0;
 };
 
-// One platform file of the points: its figures and the design over them.
+// A measured span of the calibration (core/formats/calibration.hpp MeasuredSpan) that a platform's points
+// may use: a device type the platform has; its compute or its sync figures, sampled as one factor.
+struct SpanFigure {
+  size_t device = 0;
+  bool sync = false;
+  const MeasuredSpan* span = nullptr;
+  std::string device_type;
+};
+
+// One platform file of the points: its figures, the calibration's spans, and the design over both.
 struct PlatformPlan {
   std::vector<RangedFigure> figures;
+  std::vector<SpanFigure> spans;
   std::string text;
+  std::vector<std::unique_ptr<Calibration>> calibs;  // the sampled and one-at-a-time calibrations
 };
+
+// Where one simulation of the interval runs: a platform file (the points' own, or a sampled copy) and
+// the calibration (the one given, or a sampled copy).
+struct Slot {
+  std::string file;
+  const Calibration* calib = nullptr;
+};
+
+std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
+  std::vector<SpanFigure> out;
+  if (!calib) return out;
+  std::set<std::string> models;
+  for (const auto& [host, g] : facts.gpu) models.insert(g.model);
+  for (size_t d = 0; d < calib->devices.size(); ++d) {
+    const DeviceCalibration& dc = calib->devices[d];
+    if (!models.count(dc.device_type)) continue;
+    if (!dc.compute_span.empty()) out.push_back({d, false, &dc.compute_span, dc.device_type});
+    if (!dc.sync_span.empty()) out.push_back({d, true, &dc.sync_span, dc.device_type});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -146,59 +182,92 @@ bool needs_own_engine(const std::vector<RangedFigure>& figures) {
 
 namespace {
 
-// The sampled and one-at-a-time platform files of every platform of the points, and the runs over them.
+// The sampled and one-at-a-time platform files and calibrations of every platform of the points, and the
+// runs over them.
 struct IntervalRuns {
   std::vector<Scenario> scenarios;
-  std::vector<std::string> engine_of;  // per scenario: the platform whose engine it runs on
+  std::vector<std::string> engine_of;      // per scenario: the platform whose engine it runs on
+  std::vector<const Calibration*> calibs;  // per scenario: the calibration it runs with
   std::vector<Run> runs;
   std::map<std::string, PlatformPlan> plans;  // by the points' platform path
 };
 
-IntervalRuns plan_runs(const std::vector<Scenario>& points, const IntervalOptions& io, const TempDir& dir) {
+// The slots of one platform: the design's samples, then each figure at its low and high end (platform
+// figures first, then the calibration's spans), the others at their values.
+std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t index,
+                             const Calibration* calib, const IntervalOptions& io, const TempDir& dir) {
+  const size_t k = pp.figures.size(), ks = pp.spans.size();
+  std::vector<Slot> slots;
+  auto slot = [&](const std::vector<double>& values) {
+    Slot sl{path, calib};
+    const bool platform_varies = std::any_of(values.begin(), values.begin() + static_cast<long>(k),
+                                             [](double v) { return !std::isnan(v); });
+    if (platform_varies) {
+      sl.file = fmt::format("{}/p{}-{}.xml", dir.path(), index, slots.size());
+      write_file_atomic(sl.file,
+                        platform_with_values(pp.text, path, pp.figures,
+                                             std::vector<double>(values.begin(), values.begin() + k)));
+    }
+    if (std::any_of(values.begin() + static_cast<long>(k), values.end(),
+                    [](double v) { return !std::isnan(v); })) {
+      auto c = std::make_unique<Calibration>(*calib);
+      for (size_t j = 0; j < ks; ++j)
+        if (!std::isnan(values[k + j]))
+          *c = with_span_factors(*c, pp.spans[j].device, pp.spans[j].sync ? 1.0 : values[k + j],
+                                 pp.spans[j].sync ? values[k + j] : 1.0);
+      sl.calib = c.get();
+      pp.calibs.push_back(std::move(c));
+    }
+    slots.push_back(sl);
+  };
+  auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].span->low; };
+  auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].span->high; };
+  // The platform's columns come first, so that a calibration without spans leaves its design as it was.
+  for (const auto& row : latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed)) {
+    std::vector<double> v(k + ks);
+    for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + row[j] * (high(j) - low(j));
+    slot(v);
+  }
+  for (size_t j = 0; j < k + ks; ++j)
+    for (double end : {low(j), high(j)}) {
+      std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
+      v[j] = end;
+      slot(v);
+    }
+  return slots;
+}
+
+IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
+                       const IntervalOptions& io, const TempDir& dir) {
   IntervalRuns r;
-  std::map<std::string, std::vector<std::string>> files;  // platform -> samples..., then low/high per figure
+  std::map<std::string, std::vector<Slot>> slots;  // platform -> samples..., then low/high per figure
   for (size_t i = 0; i < points.size(); ++i) {
     const std::string& path = points[i].cluster.platform;
     if (!r.plans.count(path)) {
       PlatformPlan pp;
       pp.text = read_file(path);
-      pp.figures = ranged_figures(read_platform_text(path, pp.text));
-      const size_t k = pp.figures.size();
-      std::vector<std::string>& f = files[path];
-      const auto design = latin_hypercube(k ? io.samples : 0, static_cast<int>(k), io.seed);
-      auto write = [&](const std::vector<double>& values) {
-        const std::string name = fmt::format("{}/p{}-{}.xml", dir.path(), r.plans.size(), f.size());
-        write_file_atomic(name, platform_with_values(pp.text, path, pp.figures, values));
-        f.push_back(name);
-      };
-      for (const auto& row : design) {
-        std::vector<double> v(k);
-        for (size_t j = 0; j < k; ++j)
-          v[j] = pp.figures[j].low + row[j] * (pp.figures[j].high - pp.figures[j].low);
-        write(v);
-      }
-      for (size_t j = 0; j < k; ++j)
-        for (double end : {pp.figures[j].low, pp.figures[j].high}) {
-          std::vector<double> v(k, std::numeric_limits<double>::quiet_NaN());
-          v[j] = end;
-          write(v);
-        }
+      const PlatformFacts facts = read_platform_text(path, pp.text);
+      pp.figures = ranged_figures(facts);
+      pp.spans = span_figures(calib, facts);
+      slots[path] = plan_slots(pp, path, r.plans.size(), calib, io, dir);
       r.plans[path] = std::move(pp);
     }
     const PlatformPlan& pp = r.plans[path];
-    const std::vector<std::string>& f = files[path];
+    const std::vector<Slot>& f = slots[path];
     const bool own_engine = needs_own_engine(pp.figures);
-    auto add = [&](const std::string& file, Run run) {
+    auto add = [&](const Slot& slot, Run run) {
       Scenario s = points[i];
-      s.cluster.platform = file;
+      s.cluster.platform = slot.file;
       s.what_ifs.clear();  // applied already: the file is the edited copy
-      r.engine_of.push_back(own_engine ? file : path);
+      r.engine_of.push_back(own_engine ? slot.file : path);
+      r.calibs.push_back(slot.calib);
       r.scenarios.push_back(std::move(s));
       r.runs.push_back(run);
     };
-    const size_t samples = pp.figures.empty() ? 0 : static_cast<size_t>(io.samples);
+    const size_t figures = pp.figures.size() + pp.spans.size();
+    const size_t samples = figures == 0 ? 0 : static_cast<size_t>(io.samples);
     for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
-    for (size_t j = 0; j < pp.figures.size(); ++j)
+    for (size_t j = 0; j < figures; ++j)
       for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
   }
   return r;
@@ -210,13 +279,14 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
                    const PredictOptions& opt, const std::string& who) {
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
-  const IntervalRuns r = plan_runs(points, io, dir);
-  const std::vector<ReportPoint> results = simulate_points(r.scenarios, calib, opt, who, r.engine_of);
+  const IntervalRuns r = plan_runs(points, calib, io, dir);
+  const std::vector<ReportPoint> results =
+      simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
     std::vector<double> epochs, steps;
-    std::vector<FigureSensitivity> sens(pp.figures.size());
+    std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
     for (size_t n = 0; n < r.runs.size(); ++n) {
       const Run& run = r.runs[n];
       if (run.point != i) continue;
@@ -234,7 +304,7 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     p.interval.seed = static_cast<long long>(io.seed);
     p.interval.p_low = io.p_low;
     p.interval.p_high = io.p_high;
-    p.interval.figures = static_cast<int>(pp.figures.size());
+    p.interval.figures = static_cast<int>(sens.size());
     p.interval.epoch_low_s = quantile(epochs, io.p_low);
     p.interval.epoch_high_s = quantile(epochs, io.p_high);
     p.interval.step_low_s = quantile(steps, io.p_low);
@@ -246,6 +316,17 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       sens[j].range = f.text;
       sens[j].why = f.why;
       sens[j].measure = std::string(f.prop->measure);
+    }
+    for (size_t j = 0; j < pp.spans.size(); ++j) {
+      const SpanFigure& f = pp.spans[j];
+      FigureSensitivity& e = sens[pp.figures.size() + j];
+      e.figure = f.sync ? "calibration sync" : "calibration compute";
+      e.where = fmt::format("device {} of {}", f.device_type, calib->path);
+      e.range = fmt::format("x{:.3g}..x{:.3g}", f.span->low, f.span->high);
+      e.why = f.span->why;
+      e.measure = f.sync
+                      ? "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)"
+                      : "vitsim calibrate (its compute rounds; more --iters, a quieter machine narrow it)";
     }
     std::stable_sort(sens.begin(), sens.end(),
                      [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });

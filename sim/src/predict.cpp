@@ -136,7 +136,8 @@ ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, Pl
 
 std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                          const PredictOptions& opt, const std::string& who,
-                                         const std::vector<std::string>& engine_of) {
+                                         const std::vector<std::string>& engine_of,
+                                         const std::vector<const Calibration*>& calib_of) {
   PlatformCache platforms;
   // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
   // facts, read without the load check (its engine's file had it).
@@ -171,7 +172,10 @@ std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, co
   how.what = "simulations";
   const std::vector<json> results = gather_forked(
       points.size(), how,
-      [&](size_t i) { return point_result(*engine, setups[i], runs[i], facts_of(i), calib, false, {}); },
+      [&](size_t i) {
+        return point_result(*engine, setups[i], runs[i], facts_of(i), calib_of.empty() ? calib : calib_of[i],
+                            false, {});
+      },
       [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });
   std::vector<ReportPoint> out;
   for (size_t i = 0; i < points.size(); ++i)

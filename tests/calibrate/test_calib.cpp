@@ -213,6 +213,13 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
       REQUIRE(p.layers.size() == w.layers.size());
       for (size_t i = 0; i < w.layers.size(); ++i) CHECK(p.layers[i].name == w.layers[i].name);
     }
+    // The compute rounds' span around the kept (median) round, which it contains (the kept round is one of
+    // them); no sync span without the step phase (one rank).
+    CHECK(!dev.compute_span.empty());
+    CHECK(dev.compute_span.low <= 1);
+    CHECK(dev.compute_span.low > 0);
+    CHECK(dev.compute_span.high >= 1);
+    CHECK(dev.sync_span.empty());
   }
   CHECK(c.links.empty());      // one rank: nothing to all-reduce
   CHECK(c.op_models.empty());  // --no-op-model: no op benchmarks timed, none written

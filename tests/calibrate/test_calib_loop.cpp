@@ -91,6 +91,17 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // all-reduce), which the prediction of 2 ranks uses.
   auto c = nlohmann::json::parse(std::ifstream(d / "calib.json"));
   CHECK(c["devices"][0]["sync"]["ranks"] == 2);
+  // Its rounds' spans, which `predict --interval` samples (the kept round lies within each); a sync span
+  // wherever the sync figures are above zero (both come from the micro-batches whose kept rest is).
+  const auto& sync = c["devices"][0]["sync"];
+  const bool some_rest = sync["fixed_s"].get<double>() > 0 || sync["per_compute"].get<double>() > 0;
+  for (const char* span : {"compute", "sync"}) {
+    INFO(span);
+    if (std::string(span) == "sync" && !some_rest) continue;
+    REQUIRE(c["devices"][0]["spans"].contains(span));
+    CHECK(c["devices"][0]["spans"][span]["low"].get<double>() <= 1);
+    CHECK(c["devices"][0]["spans"][span]["high"].get<double>() >= 1);
+  }
   // Measured here, 2026-12-02, with this test's commands (7 runs, load 0.3-10 on the 2 shared cores): quiet
   // runs (noise <= 10%) -0.8% .. +9.4% of error, the other runs up to -27.0% (noise 19.5%) and +11.6%
   // (11.1%); the local validation's single runs (bench/validate_local.sh, 24 runs) within -5.3% .. +10.8%. A

@@ -39,6 +39,22 @@ const LoaderCalibration* Calibration::loader(const std::string& dataset, int res
   return nullptr;
 }
 
+Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync) {
+  Calibration out = c;
+  DeviceCalibration& d = out.devices.at(device);
+  for (ComputePoint& p : d.points) {
+    p.fwd_s *= compute;
+    p.bwd_s *= compute;
+    for (LayerTime& l : p.layers) {
+      l.fwd_s *= compute;
+      l.bwd_s *= compute;
+    }
+  }
+  d.sync.fixed_s *= sync;
+  d.sync.per_compute *= sync;
+  return out;
+}
+
 const SyncCalibration* Calibration::sync(const std::string& device_type) const {
   for (const auto& d : devices)
     if (d.device_type == device_type && d.sync.ranks > 0) return &d.sync;

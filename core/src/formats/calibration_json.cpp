@@ -195,6 +195,41 @@ void sort_and_check_points(std::vector<ComputePoint>& points, const std::string&
   }
 }
 
+// One measured span: {"low": .., "high": .., "why": ".."}, low in (0, 1], high in [1, 100], why not empty.
+MeasuredSpan parse_span(const JsonField& f) {
+  const std::string where = f.where();
+  if (!f.raw().is_object()) f.mismatch("an object");
+  for (const auto& [key, v] : f.raw().items())
+    if (key != "low" && key != "high" && key != "why")
+      throw Error(fmt::format("{}: unknown key '{}'; valid: low, high, why", where, echo(key)));
+  MeasuredSpan s;
+  s.low = need<double>(f, "low");
+  s.high = need<double>(f, "high");
+  s.why = need<std::string>(f, "why");
+  if (!(s.low > 0 && s.low <= 1))
+    throw Error(fmt::format("{}: low must be a factor in (0, 1] on the figure kept, got {}", where, s.low));
+  if (!(s.high >= 1 && s.high <= 100))
+    throw Error(
+        fmt::format("{}: high must be a factor in [1, 100] on the figure kept, got {}", where, s.high));
+  if (s.why.empty()) throw Error(fmt::format("{}: why must say where the span comes from", where));
+  return s;
+}
+
+void parse_spans(const JsonField& d, DeviceCalibration& dc) {
+  if (!d.has("spans")) return;
+  const JsonField sp = d.at("spans");
+  if (!sp.raw().is_object()) sp.mismatch("an object");
+  for (const auto& [key, v] : sp.raw().items())
+    if (key != "compute" && key != "sync")
+      throw Error(fmt::format("{}: unknown key '{}'; valid: compute, sync", sp.where(), echo(key)));
+  if (sp.has("compute")) dc.compute_span = parse_span(sp.at("compute"));
+  if (sp.has("sync")) {
+    if (dc.sync.ranks == 0)
+      throw Error(fmt::format("{}: a sync span without the sync figures (\"sync\") it spans", sp.where()));
+    dc.sync_span = parse_span(sp.at("sync"));
+  }
+}
+
 DeviceCalibration parse_device(const JsonField& entry, const Calibration& c) {
   DeviceCalibration dc;
   dc.device_type = need<std::string>(entry, "device_type");
@@ -229,6 +264,7 @@ DeviceCalibration parse_device(const JsonField& entry, const Calibration& c) {
     if (!(dc.sync.per_compute >= 0 && dc.sync.per_compute <= 1))
       throw Error(fmt::format("{}: per_compute must be in [0, 1], got {}", sw, dc.sync.per_compute));
   }
+  parse_spans(d, dc);
   for (size_t k = 0; k < c.devices.size(); ++k)
     if (c.devices[k].device_type == dc.device_type && c.devices[k].precision == dc.precision &&
         same_shape(c.devices[k].model, dc.model))
@@ -430,6 +466,8 @@ std::string calibration_to_json(const Calibration& c) {
     if (d.sync.ranks > 0)
       dj["sync"] = {
           {"ranks", d.sync.ranks}, {"fixed_s", d.sync.fixed_s}, {"per_compute", d.sync.per_compute}};
+    for (const auto& [key, span] : {std::pair{"compute", &d.compute_span}, std::pair{"sync", &d.sync_span}})
+      if (!span->empty()) dj["spans"][key] = {{"low", span->low}, {"high", span->high}, {"why", span->why}};
     j["devices"].push_back(dj);
   }
   j["op_models"] = json::array();

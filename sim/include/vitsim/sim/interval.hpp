@@ -1,10 +1,12 @@
 #pragma once
 // Intervals and sensitivity of a prediction (issue 26 item 3; docs/predict.md "Intervals and sensitivity").
-// The platform's ranged figures (core/platform/figure_range.hpp) are sampled by a Latin hypercube of a
-// fixed seed, each figure shared by every rank that has it; every point is simulated once per sample, and
-// once with each figure at each end of its range (the others at their values). A point's interval is the
-// p_low..p_high quantiles of its samples' epoch and step times; its sensitivity, the figures by how far
-// their ends move its epoch time, widest first, each with the command that measures it.
+// The platform's ranged figures (core/platform/figure_range.hpp) and the calibration's measured spans of
+// the platform's device types (core/formats/calibration.hpp MeasuredSpan: its compute and sync figures, as
+// factors) are sampled by a Latin hypercube of a fixed seed, each figure shared by every rank that has it;
+// every point is simulated once per sample, and once with each figure at each end of its range (the others at
+// their values). A point's interval is the p_low..p_high quantiles of its samples' epoch and step times; its
+// sensitivity, the figures by how far their ends move its epoch time, widest first, each with the command
+// that measures it.
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -41,8 +41,11 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt);
 // platform file whose loaded engine point i runs on, when the point's own file differs from it only in
 // figures SimGrid never sees (a GPU's or a node's <prop>s: the compute, loader and copy figures vitsim reads
 // from its facts); the point's facts are read from its own file. One zygote then serves every such copy.
+// `calib_of` (empty, or one per point): the calibration point i runs with instead of `calib` (the interval's
+// sampled copies).
 std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                          const PredictOptions& opt, const std::string& who,
-                                         const std::vector<std::string>& engine_of = {});
+                                         const std::vector<std::string>& engine_of = {},
+                                         const std::vector<const Calibration*>& calib_of = {});
 
 }  // namespace vitsim::sim

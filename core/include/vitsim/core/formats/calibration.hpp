@@ -39,6 +39,16 @@ struct SyncCalibration {
   double per_compute = 0;
 };
 
+// The span a measured figure took over calibrate's rounds (issue 26: a measured figure's spread from its
+// repeats), as factors on the figure kept: low <= 1 <= high, low > 0, and why ("measured: ..."). The
+// interval sampler (sim/interval.hpp) draws a factor in [low, high] per device type and applies it to
+// every rank of that type. JSON: {"low": .., "high": .., "why": ".."}.
+struct MeasuredSpan {
+  double low = 1, high = 1;
+  std::string why;
+  bool empty() const { return why.empty(); }
+};
+
 struct DeviceCalibration {
   std::string device_type;  // matches the platform's gpu_model
   ViTConfig model;          // shape measured (compared field by field, preset name ignored)
@@ -47,6 +57,10 @@ struct DeviceCalibration {
   double mem_bw = 0;      // scaling by roofline (0 = unknown: no cross-device use)
   std::vector<ComputePoint> points;  // sorted by micro_batch
   SyncCalibration sync;              // optional ("sync"): calibrate's step phase
+  // Optional ("spans": {"compute": .., "sync": ..}): the compute span scales every measured forward and
+  // backward time of the device (points and layers); the sync span, the sync wait (fixed_s and
+  // per_compute). Absent (older files, a single round): nothing of the calibration is sampled.
+  MeasuredSpan compute_span, sync_span;
 };
 
 // The op model's figures fitted for one device type and precision (schema 2, "op_models"): what carries
@@ -90,6 +104,10 @@ struct Calibration {
   // The step phase's sync figures of a device type (any shape or precision measured with one), or nullptr.
   const SyncCalibration* sync(const std::string& device_type) const;
 };
+
+// `c` with device `device`'s measured forward and backward times (whole and per layer) times `compute`
+// and its sync figures times `sync`: one sample of the interval (sim/interval.hpp).
+Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync);
 
 // The calibration's figures predict and plan do not use, in one line for the points' notes ("" when none):
 // its link entries (calibrate's all-reduce fit, `--from-nccl-tests`), which the simulator does not read:

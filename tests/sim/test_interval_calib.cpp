@@ -1,0 +1,147 @@
+// Intervals of calibrated predictions (issue 26 items 2 and 3; sim/interval.hpp): a calibration's measured
+// spans (core/formats/calibration.hpp MeasuredSpan: calibrate's rounds, as factors on the compute and the
+// sync figures it kept) round-trip through the file and are refused when wrong; predict --interval samples
+// them beside the platform's ranges. Each sampled figure against its closed form: a compute factor f scales
+// the step's forward + backward (and, on 2 ranks, the sync wait's share of it); a sync factor scales the
+// wait at the gradient sync (tests/sim/test_loop_model.cpp: fixed_s + per_compute x forward + backward).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+
+using namespace vitsim;
+using json = nlohmann::json;
+
+namespace {
+
+// The shipped local calibration (platforms/local/calibrated.json: vit_fmnist_tiny on "cpu") with its sync
+// figures set and the spans `spans` (a JSON object; null: none).
+std::string calibration(const vt::TempDir& d, const std::string& name, const json& spans) {
+  json c = json::parse(vt::run("cat " + vt::source("platforms/local/calibrated.json")).out);
+  for (auto& dev : c["devices"]) {
+    dev["sync"] = {{"ranks", 2}, {"fixed_s", 2e-4}, {"per_compute", 0.01}};
+    dev.erase("spans");
+    if (!spans.is_null()) dev["spans"] = spans;
+  }
+  return d.file(name, c.dump(1));
+}
+
+json span(double low, double high) {
+  return {{"low", low}, {"high", high}, {"why", "a test's span"}};
+}
+
+// The local homogeneous scenario at micro-batch 64 on `ranks` ranks, predicted with `calib` and `extra`:
+// its one point's JSON.
+json predict(const vt::TempDir& d, const std::string& calib, int ranks, const std::string& extra) {
+  const std::string out = d / "p.json";
+  auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
+                      " --set training.micro_batch=64 --set cluster.gpus_per_node=" + std::to_string(ranks) +
+                      " --calibration " + calib + " " + extra + " --format json -q --out " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return json::parse(vt::run("cat " + out).out)["points"][0];
+}
+
+double compute_s(const json& p) {
+  return p["breakdown_s"]["compute_fwd"].get<double>() + p["breakdown_s"]["compute_bwd"].get<double>();
+}
+
+const json* sensitivity_of(const json& p, const std::string& figure) {
+  for (const auto& s : p["sensitivity"])
+    if (s["figure"] == figure) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("interval: a calibration's measured spans round-trip, and bad ones are refused",
+          "[interval][calib][negative]") {
+  vt::TempDir d;
+  const Calibration c =
+      read_calibration(calibration(d, "c.json", {{"compute", span(0.97, 1.08)}, {"sync", span(0.4, 3)}}));
+  REQUIRE(c.devices.size() == 1);
+  CHECK(c.devices[0].compute_span.low == 0.97);
+  CHECK(c.devices[0].compute_span.high == 1.08);
+  CHECK(c.devices[0].sync_span.high == 3);
+  CHECK(c.devices[0].sync_span.why == "a test's span");
+  const Calibration again = read_calibration_text(calibration_to_json(c), "again.json");
+  CHECK(again.devices[0].compute_span.low == 0.97);
+  CHECK(again.devices[0].sync_span.low == 0.4);
+  CHECK(read_calibration(calibration(d, "none.json", nullptr)).devices[0].compute_span.empty());
+
+  auto error_of = [&](const json& spans) {
+    try {
+      read_calibration(calibration(d, "bad.json", spans));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using Catch::Contains;
+  CHECK_THAT(error_of({{"compute", span(1.1, 1.2)}}), Contains("low must be a factor in (0, 1]"));
+  CHECK_THAT(error_of({{"compute", span(0, 1.2)}}), Contains("low must be a factor in (0, 1]"));
+  CHECK_THAT(error_of({{"compute", span(0.9, 0.95)}}), Contains("high must be a factor in [1, 100]"));
+  CHECK_THAT(error_of({{"compute", {{"low", 0.9}, {"high", 1.1}, {"why", ""}}}}),
+             Contains("why must say where the span comes from"));
+  CHECK_THAT(error_of({{"compute", {{"low", 0.9}, {"high", 1.1}, {"why", "x"}, {"mid", 1}}}}),
+             Contains("unknown key 'mid'; valid: low, high, why"));
+  CHECK_THAT(error_of({{"loader", span(0.9, 1.1)}}), Contains("unknown key 'loader'; valid: compute, sync"));
+  CHECK_THAT(error_of({{"compute", {{"low", 0.9}, {"why", "x"}}}}), Contains("high"));
+}
+
+TEST_CASE("interval: spans of zero width give the point as its interval", "[interval][calib]") {
+  vt::TempDir d;
+  const std::string c = calibration(d, "c.json", {{"compute", span(1, 1)}, {"sync", span(1, 1)}});
+  const json p = predict(d, c, 2, "--interval");
+  CHECK(p["interval"]["figures"] == 2);
+  CHECK(p["interval"]["epoch_low_s"].get<double>() == Approx(p["epoch_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(p["interval"]["epoch_high_s"].get<double>() ==
+        Approx(p["epoch_time_s"].get<double>()).epsilon(1e-12));
+  // Without spans the calibration has nothing to sample: no figure, the point as its interval.
+  const json none = predict(d, calibration(d, "n.json", nullptr), 2, "--interval");
+  CHECK(none["interval"]["figures"] == 0);
+  CHECK(none["epoch_time_s"].get<double>() == Approx(p["epoch_time_s"].get<double>()).epsilon(1e-12));
+}
+
+TEST_CASE("interval: the compute and sync spans move the epoch by their closed forms", "[interval][calib]") {
+  vt::TempDir d;
+  const double lo = 0.9, hi = 1.2, slo = 0.5, shi = 2.5;  // factors chosen for the test
+  const std::string c = calibration(d, "c.json", {{"compute", span(lo, hi)}, {"sync", span(slo, shi)}});
+  SECTION("one rank: the compute alone (no sync)") {
+    const json p = predict(d, c, 1, "--interval");
+    const double steps = p["steps_per_epoch"].get<double>();
+    const json* s = sensitivity_of(p, "calibration compute");
+    REQUIRE(s);
+    CHECK((*s)["epoch_at_high_s"].get<double>() - (*s)["epoch_at_low_s"].get<double>() ==
+          Approx((hi - lo) * compute_s(p) * steps).epsilon(1e-6));
+    const json* y = sensitivity_of(p, "calibration sync");
+    REQUIRE(y);
+    CHECK((*y)["epoch_at_high_s"].get<double>() == (*y)["epoch_at_low_s"].get<double>());
+    // The interval lies between the ends of the one figure that moves it, around the point.
+    CHECK(p["interval"]["epoch_low_s"].get<double>() >= (*s)["epoch_at_low_s"].get<double>());
+    CHECK(p["interval"]["epoch_high_s"].get<double>() <= (*s)["epoch_at_high_s"].get<double>());
+    CHECK(p["interval"]["epoch_low_s"].get<double>() < p["epoch_time_s"].get<double>());
+    CHECK(p["interval"]["epoch_high_s"].get<double>() > p["epoch_time_s"].get<double>());
+  }
+  SECTION("two ranks: compute with the wait's share of it, and the wait") {
+    const json p = predict(d, c, 2, "--interval");
+    const double steps = p["steps_per_epoch"].get<double>();
+    const double wait = 2e-4 + 0.01 * compute_s(p);  // sync_wait_s on 2 ranks (test_loop_model.cpp)
+    const json* s = sensitivity_of(p, "calibration compute");
+    const json* y = sensitivity_of(p, "calibration sync");
+    REQUIRE(s);
+    REQUIRE(y);
+    CHECK((*s)["epoch_at_high_s"].get<double>() - (*s)["epoch_at_low_s"].get<double>() ==
+          Approx((hi - lo) * compute_s(p) * (1 + 0.01) * steps).epsilon(1e-6));
+    CHECK((*y)["epoch_at_high_s"].get<double>() - (*y)["epoch_at_low_s"].get<double>() ==
+          Approx((shi - slo) * wait * steps).epsilon(1e-6));
+    CHECK((*s)["range"] == "x0.9..x1.2");
+    CHECK((*s)["why"] == "a test's span");
+    // The wider swing first.
+    CHECK(p["sensitivity"][0]["figure"] == "calibration compute");
+  }
+}
