@@ -2,7 +2,8 @@
 # The local validation (docs/benchmarks.md "Validation on this machine"): calibrate this machine on 2 ranks at
 # the calibration micro-batches (the trainer's own steps among them: calibrate's step phase), then train every
 # point of the validation scenario REPS times and compare each run with the prediction. Prints per point:
-# predicted, each run's measured step time, the run-to-run spread, the error of the mean and the MAPE.
+# predicted, each run's measured step time, the run-to-run spread, the error of the mean and the MAPE; the
+# prediction's p10-p90 interval (predict --interval over the calibration's spans) and the runs inside it.
 # usage: bench/validate_local.sh [BUILD_DIR] [REPS] [SCENARIO] [CALIB_MICRO_BATCHES]
 # OUT: the folder for the files (default: a new temporary one): calib.json, calibrated.xml (calibrate's
 #   platform, which the runs use through --set cluster.platform: calibrate writes no file the scenario reads),
@@ -40,6 +41,10 @@ run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out 
   >"$out/calibrate.log"
 calibration_summary "$out/calibrate.log" "^fit|^host|^loader|^occupancy|^sync|^peak"
 sets=(--set "cluster.platform=$platform" "${train_sets[@]}")
+# Every point's p10-p90 interval over the calibration's measured spans (calibrate's rounds), which the table
+# holds each run against (issue 26: intervals that contain the measured times at their stated rate).
+"$vitsim" predict "$scenario" --calibration "$out/calib.json" "${sets[@]}" --interval -q --format json \
+  --out "$out/interval.json"
 ranks=$(sed -n 's/.*param="cluster.gpus_per_node" values="\([^"]*\)".*/\1/p' "$scenario")
 for r in $(seq 1 "$reps"); do
   for n in ${ranks//,/ }; do

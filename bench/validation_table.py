@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Summarises REPS validations of each rank count (OUT/validation-<rep>-<ranks>.json, written by
 `vitsim validate --format json`): per point the predicted step time, each run's measured one, the
-run-to-run spread, the error of the mean and of each run; the step-time MAPE; the breakdown.
+run-to-run spread, the error of the mean and of each run; the step-time MAPE; the breakdown; and, where
+OUT/interval.json is (`vitsim predict --interval --format json`), each point's p10-p90 step interval and
+how many runs fall inside it, against the interval's stated rate.
 usage: validation_table.py OUT REPS RANKS(comma list)"""
-import json, sys, statistics as st
+import json, os, sys, statistics as st
 out, reps, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 rows = {}
 for r in range(1, reps + 1):
@@ -30,3 +32,23 @@ print("\nbreakdown, mean of the runs (predicted / measured, ms):")
 for (n, mb), row in sorted(rows.items()):
     parts = {k: (row["parts"][0][k][0], st.mean(p[k][1] for p in row["parts"])) for k in row["parts"][0]}
     print(f"  ranks {n} mb {mb}: " + ", ".join(f"{k} {1e3*a:.1f}/{1e3*b:.1f}" for k, (a, b) in parts.items()))
+
+interval = f"{out}/interval.json"
+if os.path.exists(interval):
+    pts = json.load(open(interval))["points"]
+    by_key = {(int(p["gpus"]), int(p["micro_batch"])): p for p in pts}
+    inside = total = 0
+    print("\nthe prediction's interval (predict --interval: the calibration's spans) against each run:")
+    for (n, mb), row in sorted(rows.items()):
+        p = by_key.get((n, mb))
+        if not p or "interval" not in p:
+            continue
+        iv = p["interval"]
+        lo, hi = iv["step_low_s"], iv["step_high_s"]
+        ins = [lo <= x <= hi for x in row["meas"]]
+        inside += sum(ins); total += len(ins)
+        print(f"  ranks {n} mb {mb}: p{100*iv['p_low']:.0f}-p{100*iv['p_high']:.0f} {1e3*lo:.2f} .. {1e3*hi:.2f} ms "
+              f"({iv['figures']} figures); runs inside: {sum(ins)} of {len(ins)}")
+        rate = iv["p_high"] - iv["p_low"]
+    if total:
+        print(f"runs inside their point's interval: {inside} of {total} ({100*inside/total:.0f}%; the interval's stated rate {100*rate:.0f}%)")

@@ -86,6 +86,14 @@ void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
     DeviceCalibration d = m.compute.by_type.at(type);
     d.sync = m.step.sync;  // the step phase's, measured with every rank of the run
     d.sync_span = m.step.span;
+    if (m.step.trainer_rounds > 0 && !d.compute_span.empty()) {
+      d.compute_span.low = std::min(d.compute_span.low, m.step.trainer_low);
+      d.compute_span.high = std::max(d.compute_span.high, m.step.trainer_high);
+      d.compute_span.why += fmt::format(
+          "; and the trainer's own forward + backward in the step phase's {} rounds over the calibrated "
+          "figure (x{:.3f}..x{:.3f})",
+          m.step.trainer_rounds, m.step.trainer_low, m.step.trainer_high);
+    }
     replace_entry(c.devices, d, [](const DeviceCalibration& e, const DeviceCalibration& d) {
       return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
     });

@@ -28,6 +28,7 @@ struct StepRow {
   double imbalance =
       0;  // the slowest type's calibrated compute - the ranks' mean of it (the simulator has it)
   double optimizer = 0, data = 0;
+  double calibrated = 0;  // the ranks' calibrated forward + backward at this micro-batch, their mean
   double extra() const { return exposed - allreduce - imbalance; }
 };
 
@@ -70,6 +71,7 @@ StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& 
     mean += calibrated(r) / x.nranks;
   }
   row.imbalance = slowest - mean;
+  row.calibrated = mean;
   for (const GradBucket& b : gradient_buckets(s))
     row.allreduce += ring_allreduce_time(fit, b.bytes, x.nranks);
   return row;
@@ -134,6 +136,14 @@ StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& 
   json jrows = json::array();
   MeasuredSpan span;
   int spanned = 0;
+  StepPhase out;
+  for (const auto& [mb, rounds] : by_mb)
+    for (const StepRow& o : rounds)
+      if (o.calibrated > 0 && o.compute > 0) {
+        out.trainer_low = std::min(out.trainer_low, o.compute / o.calibrated);
+        out.trainer_high = std::max(out.trainer_high, o.compute / o.calibrated);
+        out.trainer_rounds++;
+      }
   for (int mb : x.mbs) {
     std::vector<StepRow>& rounds = by_mb[mb];
     std::sort(rounds.begin(), rounds.end(),
@@ -161,7 +171,6 @@ StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& 
                      {"optimizer_s", r.optimizer},
                      {"data_s", r.data}});
   }
-  StepPhase out;
   out.sync = fit_sync(rows, x.nranks);
   const SyncCalibration& sc = out.sync;
   if (spanned > 0) {
@@ -177,6 +186,11 @@ StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& 
     x.say(fmt::format("sync span: the rounds' rest at x{:.2f}..x{:.2f} of the kept round's\n", span.low,
                       span.high));
   }
+  if (out.trainer_rounds > 0)
+    x.say(
+        fmt::format("the trainer's forward + backward in these rounds: x{:.3f}..x{:.3f} of the calibrated "
+                    "figures (the compute span takes them in)\n",
+                    out.trainer_low, out.trainer_high));
   x.say(fmt::format(
       "sync fit: rest = {} + {:.2f}% of the step's forward + backward (least squares over the micro-batches, "
       "both >= 0): predict adds it at each gradient sync on {} ranks\n",

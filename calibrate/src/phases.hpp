@@ -101,9 +101,14 @@ AllreducePhase allreduce_phase(RunContext& x);
 // micro-batch (none with one rank or --no-step).
 // `span`: the rounds' rest over the kept round's, lowest and highest over the micro-batches whose kept rest
 // is above zero (the sync figures' span; empty when none is).
+// trainer_low..trainer_high: the trainer's own forward + backward in every round over the ranks' calibrated
+// figure at that micro-batch (trainer_rounds of them; the compute span takes them in: what the calibrated
+// compute misses of the trainer's).
 struct StepPhase {
   SyncCalibration sync;
   MeasuredSpan span;
+  double trainer_low = 1, trainer_high = 1;
+  int trainer_rounds = 0;
 };
 StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
 
