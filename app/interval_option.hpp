@@ -22,8 +22,8 @@ struct IntervalFlags {
 inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOptions& o,
                                  const std::string& what) {
   c->add_flag("--interval", f.on,
-              fmt::format("{} a p10-p90 interval over the platform's ranges and what to measure first "
-                          "(docs/predict.md)",
+              fmt::format("{} a p10-p90 interval over the platform's ranges (and a calibration's measured "
+                          "spans) and what to measure first (docs/predict.md)",
                           what));
   c->add_option("--samples", f.samples,
                 fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",

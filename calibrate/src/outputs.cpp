@@ -80,19 +80,33 @@ void replace_entry(std::vector<Entry>& entries, const Entry& fresh, Same same) {
   entries.push_back(fresh);
 }
 
+// The compute span as the run measured it (calibration.hpp MeasuredSpan). With the step phase, what a
+// training run's forward + backward is against the calibrated figure: the trainer's own rounds over it (the
+// compute rounds' spread of calibrate itself, a slow spell in one round, does not reach the kept median
+// round); without it, the compute rounds.
+void widen_compute_span(MeasuredSpan& span, const Measured& m) {
+  if (span.empty()) return;
+  if (m.step.trainer_rounds > 0) {
+    span.low = std::min(1.0, m.step.trainer_low);
+    span.high = std::max(1.0, m.step.trainer_high);
+    span.why = fmt::format(
+        "measured: vitsim calibrate's step phase, the trainer's own forward + backward in its {} rounds over "
+        "the calibrated figure at the same micro-batch (x{:.3f}..x{:.3f})",
+        m.step.trainer_rounds, m.step.trainer_low, m.step.trainer_high);
+  }
+}
+
 // This run's entries merged into `c` (empty, or the file appended to).
 void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
   for (const auto& type : x.type_order) {
     DeviceCalibration d = m.compute.by_type.at(type);
     d.sync = m.step.sync;  // the step phase's, measured with every rank of the run
     d.sync_span = m.step.span;
-    if (m.step.trainer_rounds > 0 && !d.compute_span.empty()) {
-      d.compute_span.low = std::min(d.compute_span.low, m.step.trainer_low);
-      d.compute_span.high = std::max(d.compute_span.high, m.step.trainer_high);
-      d.compute_span.why += fmt::format(
-          "; and the trainer's own forward + backward in the step phase's {} rounds over the calibrated "
-          "figure (x{:.3f}..x{:.3f})",
-          m.step.trainer_rounds, m.step.trainer_low, m.step.trainer_high);
+    widen_compute_span(d.compute_span, m);
+    // The occupancy phase timed rank 0's device alone: its type's figure.
+    if (m.alone_ratio != 1 && type == x.devices[0]) {
+      d.occupancy_busy_ranks = x.world.local_size();
+      d.occupancy_alone_factor = 1 / m.alone_ratio;
     }
     replace_entry(c.devices, d, [](const DeviceCalibration& e, const DeviceCalibration& d) {
       return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);

@@ -30,6 +30,18 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
   for (auto& line : cm->notes(run.s.training.micro_batch)) notes.push_back(std::move(line));
   d.name = g.model;
   d.layers = cm->layers(run.s.training.micro_batch);
+  // Fewer busy ranks per host than calibrated: calibrate's occupancy phase (core/formats/calibration.hpp).
+  const DeviceCalibration* dc = calib ? calib->find(g.model, run.w.model, in.precision) : nullptr;
+  if (const double f = dc ? dc->occupancy_factor(run.s.cluster.gpus_per_node) : 1; f != 1) {
+    for (LayerTimes& t : d.layers) {
+      t.fwd_s *= f;
+      t.bwd_s *= f;
+    }
+    notes.push_back(fmt::format(
+        "compute on {}: x{:.3f} with {} busy rank(s) per host where calibrate had {} (its occupancy phase: "
+        "one rank alone x{:.3f})",
+        g.model, f, run.s.cluster.gpus_per_node, dc->occupancy_busy_ranks, dc->occupancy_alone_factor));
+  }
   StepShape sh = shape;
   sh.layers = d.layers;
   sh.optimizer_s = cm->optimizer_s();

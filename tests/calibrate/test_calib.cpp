@@ -220,6 +220,7 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
     CHECK(dev.compute_span.low > 0);
     CHECK(dev.compute_span.high >= 1);
     CHECK(dev.sync_span.empty());
+    CHECK(dev.occupancy_busy_ranks == 0);  // no occupancy phase on one rank
   }
   CHECK(c.links.empty());      // one rank: nothing to all-reduce
   CHECK(c.op_models.empty());  // --no-op-model: no op benchmarks timed, none written

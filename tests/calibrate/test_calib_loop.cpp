@@ -91,6 +91,8 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // all-reduce), which the prediction of 2 ranks uses.
   auto c = nlohmann::json::parse(std::ifstream(d / "calib.json"));
   CHECK(c["devices"][0]["sync"]["ranks"] == 2);
+  // The occupancy phase's figure (rank 0 alone against both ranks busy), which 1-rank predictions use.
+  CHECK(c["devices"][0]["occupancy"]["busy_ranks"] == 2);
   // Its rounds' spans, which `predict --interval` samples (the kept round lies within each); a sync span
   // wherever the sync figures are above zero (both come from the micro-batches whose kept rest is).
   const auto& sync = c["devices"][0]["sync"];

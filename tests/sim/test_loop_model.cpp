@@ -113,6 +113,54 @@ TEST_CASE("loop model: the step phase's sync figures add their wait at the gradi
   }
 }
 
+// calibrate's occupancy phase (rank 0 alone against every rank of the host busy): a point with fewer busy
+// ranks per host than calibrated computes at the alone factor, linear between it (1 rank) and 1 (the
+// calibrated count). Measured here 2026-12-03 (bench/validate_local.sh): x1.04 slower busy, and the 1-rank
+// points predicted +3.4% and +3.9% slow without it.
+TEST_CASE("loop model: fewer busy ranks per host than calibrated compute at the occupancy factor",
+          "[loop][occupancy]") {
+  DeviceCalibration dc;
+  CHECK(dc.occupancy_factor(1) == 1);  // not measured
+  dc.occupancy_busy_ranks = 3;
+  dc.occupancy_alone_factor = 0.9;
+  CHECK(dc.occupancy_factor(1) == Approx(0.9));
+  CHECK(dc.occupancy_factor(2) == Approx(0.95));
+  CHECK(dc.occupancy_factor(3) == 1);
+  CHECK(dc.occupancy_factor(8) == 1);
+
+  vt::TempDir d;
+  json c = json::parse(vt::run("cat " + calibration(d, "c.json", 0, 0, 0)).out);
+  for (auto& dev : c["devices"]) dev["occupancy"] = {{"busy_ranks", 2}, {"alone_factor", 0.95}};
+  const std::string with = d.file("occ.json", c.dump(1));
+  const Calibration back = read_calibration_text(calibration_to_json(read_calibration(with)), "again.json");
+  CHECK(back.devices[0].occupancy_busy_ranks == 2);
+  CHECK(back.devices[0].occupancy_alone_factor == 0.95);
+  const std::string without = calibration(d, "without.json", 0, 0, 0);
+  for (int ranks : {1, 2}) {
+    const json a = predict(d, without, ranks);
+    const json b = predict(d, with, ranks);
+    INFO("ranks " << ranks);
+    const double f = ranks == 1 ? 0.95 : 1.0;
+    CHECK(ms(b, "compute_fwd") == Approx(f * ms(a, "compute_fwd")).epsilon(1e-9));
+    CHECK(ms(b, "compute_bwd") == Approx(f * ms(a, "compute_bwd")).epsilon(1e-9));
+  }
+  auto error_of = [&](const json& occ) {
+    json bad = c;
+    bad["devices"][0]["occupancy"] = occ;
+    try {
+      read_calibration(d.file("bad.json", bad.dump(1)));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using Catch::Contains;
+  CHECK_THAT(error_of({{"busy_ranks", 1}, {"alone_factor", 0.9}}), Contains("busy_ranks must be >= 2"));
+  CHECK_THAT(error_of({{"busy_ranks", 2}, {"alone_factor", 0}}), Contains("alone_factor must be in (0, 10]"));
+  CHECK_THAT(error_of({{"busy_ranks", 2}, {"alone_factor", 0.9}, {"cores", 2}}),
+             Contains("unknown key 'cores'; valid: busy_ranks, alone_factor"));
+}
+
 // A CPU device's loader workers are threads of the rank, on its cores: each micro-batch's loading adds to the
 // step (the trainer measured its data wait at one batch's loading time). Closed form: the calibration's
 // images/s per worker, micro-batch / rate, whatever the workers and prefetch.

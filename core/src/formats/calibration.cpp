@@ -39,6 +39,12 @@ const LoaderCalibration* Calibration::loader(const std::string& dataset, int res
   return nullptr;
 }
 
+double DeviceCalibration::occupancy_factor(int busy) const {
+  if (occupancy_busy_ranks < 2 || busy >= occupancy_busy_ranks) return 1;
+  const double t = static_cast<double>(std::max(busy, 1) - 1) / (occupancy_busy_ranks - 1);
+  return occupancy_alone_factor + (1 - occupancy_alone_factor) * t;
+}
+
 Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync) {
   Calibration out = c;
   DeviceCalibration& d = out.devices.at(device);

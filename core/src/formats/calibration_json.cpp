@@ -265,6 +265,22 @@ DeviceCalibration parse_device(const JsonField& entry, const Calibration& c) {
       throw Error(fmt::format("{}: per_compute must be in [0, 1], got {}", sw, dc.sync.per_compute));
   }
   parse_spans(d, dc);
+  if (d.has("occupancy")) {
+    const JsonField oj = d.at("occupancy");
+    if (!oj.raw().is_object()) oj.mismatch("an object");
+    for (const auto& [key, v] : oj.raw().items())
+      if (key != "busy_ranks" && key != "alone_factor")
+        throw Error(
+            fmt::format("{}: unknown key '{}'; valid: busy_ranks, alone_factor", oj.where(), echo(key)));
+    dc.occupancy_busy_ranks = need<int>(oj, "busy_ranks");
+    dc.occupancy_alone_factor = need<double>(oj, "alone_factor");
+    if (dc.occupancy_busy_ranks < 2)
+      throw Error(fmt::format("{}: busy_ranks must be >= 2 (one rank alone against several busy), got {}",
+                              oj.where(), dc.occupancy_busy_ranks));
+    if (!(dc.occupancy_alone_factor > 0 && dc.occupancy_alone_factor <= 10))
+      throw Error(
+          fmt::format("{}: alone_factor must be in (0, 10], got {}", oj.where(), dc.occupancy_alone_factor));
+  }
   for (size_t k = 0; k < c.devices.size(); ++k)
     if (c.devices[k].device_type == dc.device_type && c.devices[k].precision == dc.precision &&
         same_shape(c.devices[k].model, dc.model))
@@ -466,6 +482,8 @@ std::string calibration_to_json(const Calibration& c) {
     if (d.sync.ranks > 0)
       dj["sync"] = {
           {"ranks", d.sync.ranks}, {"fixed_s", d.sync.fixed_s}, {"per_compute", d.sync.per_compute}};
+    if (d.occupancy_busy_ranks > 0)
+      dj["occupancy"] = {{"busy_ranks", d.occupancy_busy_ranks}, {"alone_factor", d.occupancy_alone_factor}};
     for (const auto& [key, span] : {std::pair{"compute", &d.compute_span}, std::pair{"sync", &d.sync_span}})
       if (!span->empty()) dj["spans"][key] = {{"low", span->low}, {"high", span->high}, {"why", span->why}};
     j["devices"].push_back(dj);

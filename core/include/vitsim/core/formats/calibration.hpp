@@ -61,6 +61,15 @@ struct DeviceCalibration {
   // backward time of the device (points and layers); the sync span, the sync wait (fixed_s and
   // per_compute). Absent (older files, a single round): nothing of the calibration is sampled.
   MeasuredSpan compute_span, sync_span;
+  // Optional ("occupancy": {"busy_ranks": 2, "alone_factor": 0.96}): calibrate's occupancy phase, forward +
+  // backward of one rank alone over the same with `busy_ranks` ranks of the host busy (the figures above).
+  // A point with fewer busy ranks per host runs its compute at alone_factor (1 rank) up to 1 (busy_ranks),
+  // linear between. busy_ranks 0: not measured.
+  int occupancy_busy_ranks = 0;
+  double occupancy_alone_factor = 1;
+  // The factor on this device's calibrated compute with `busy` ranks per host (1 when not measured or
+  // busy >= occupancy_busy_ranks).
+  double occupancy_factor(int busy) const;
 };
 
 // The op model's figures fitted for one device type and precision (schema 2, "op_models"): what carries
