@@ -46,13 +46,16 @@ struct Run {
   int end = 0;
 };
 
-// A measured span of the calibration (core/formats/calibration.hpp MeasuredSpan) that a platform's points
-// may use: a device type the platform has; its compute or its sync figures, sampled as one factor.
+// A measured span of the calibration (core/formats/calibration.hpp) that a platform's points may use: a
+// device type the platform has; its compute or sync figures (MeasuredSpan, a factor), or its occupancy
+// factor (the alone factor drawn between the measured one and 1: the occupancy phase timed the largest
+// calibration micro-batch only, how much of it holds at another is not measured).
 struct SpanFigure {
+  enum Kind { Compute, Sync, Occupancy };
   size_t device = 0;
-  bool sync = false;
-  const MeasuredSpan* span = nullptr;
-  std::string device_type;
+  Kind kind = Compute;
+  double low = 1, high = 1;
+  std::string why, device_type;
 };
 
 // One platform file of the points: its figures, the calibration's spans, and the design over both.
@@ -78,8 +81,18 @@ std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFac
   for (size_t d = 0; d < calib->devices.size(); ++d) {
     const DeviceCalibration& dc = calib->devices[d];
     if (!models.count(dc.device_type)) continue;
-    if (!dc.compute_span.empty()) out.push_back({d, false, &dc.compute_span, dc.device_type});
-    if (!dc.sync_span.empty()) out.push_back({d, true, &dc.sync_span, dc.device_type});
+    for (const auto& [kind, span] :
+         {std::pair{SpanFigure::Compute, &dc.compute_span}, std::pair{SpanFigure::Sync, &dc.sync_span}})
+      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type});
+    if (dc.occupancy_busy_ranks > 0 && dc.occupancy_alone_factor != 1)
+      out.push_back(
+          {d, SpanFigure::Occupancy, std::min(1.0, dc.occupancy_alone_factor),
+           std::max(1.0, dc.occupancy_alone_factor),
+           fmt::format("measured: vitsim calibrate's occupancy phase, one rank alone x{:.3f} of {} busy "
+                       "at its largest micro-batch; how much of it holds at another micro-batch is "
+                       "not measured (a point with {} or more busy ranks per host: no effect)",
+                       dc.occupancy_alone_factor, dc.occupancy_busy_ranks, dc.occupancy_busy_ranks),
+           dc.device_type});
   }
   return out;
 }
@@ -192,6 +205,17 @@ struct IntervalRuns {
   std::map<std::string, PlatformPlan> plans;  // by the points' platform path
 };
 
+// `c` with span figure `f` at `v`.
+Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
+  if (f.kind == SpanFigure::Occupancy) {
+    Calibration out = c;
+    out.devices.at(f.device).occupancy_alone_factor = v;
+    return out;
+  }
+  return with_span_factors(c, f.device, f.kind == SpanFigure::Compute ? v : 1.0,
+                           f.kind == SpanFigure::Sync ? v : 1.0);
+}
+
 // The slots of one platform: the design's samples, then each figure at its low and high end (platform
 // figures first, then the calibration's spans), the others at their values.
 std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t index,
@@ -212,16 +236,14 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
                     [](double v) { return !std::isnan(v); })) {
       auto c = std::make_unique<Calibration>(*calib);
       for (size_t j = 0; j < ks; ++j)
-        if (!std::isnan(values[k + j]))
-          *c = with_span_factors(*c, pp.spans[j].device, pp.spans[j].sync ? 1.0 : values[k + j],
-                                 pp.spans[j].sync ? values[k + j] : 1.0);
+        if (!std::isnan(values[k + j])) *c = sampled(*c, pp.spans[j], values[k + j]);
       sl.calib = c.get();
       pp.calibs.push_back(std::move(c));
     }
     slots.push_back(sl);
   };
-  auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].span->low; };
-  auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].span->high; };
+  auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].low; };
+  auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].high; };
   // The platform's columns come first, so that a calibration without spans leaves its design as it was.
   for (const auto& row : latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed)) {
     std::vector<double> v(k + ks);
@@ -320,13 +342,18 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     for (size_t j = 0; j < pp.spans.size(); ++j) {
       const SpanFigure& f = pp.spans[j];
       FigureSensitivity& e = sens[pp.figures.size() + j];
-      e.figure = f.sync ? "calibration sync" : "calibration compute";
+      static constexpr const char* kNames[] = {"calibration compute", "calibration sync",
+                                               "calibration occupancy"};
+      static constexpr const char* kMeasure[] = {
+          "vitsim calibrate (its step phase's trainer rounds, or its compute rounds; more --iters, a quieter "
+          "machine narrow it)",
+          "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)",
+          "vitsim calibrate with the busy ranks per host you predict"};
+      e.figure = kNames[f.kind];
       e.where = fmt::format("device {} of {}", f.device_type, calib->path);
-      e.range = fmt::format("x{:.3g}..x{:.3g}", f.span->low, f.span->high);
-      e.why = f.span->why;
-      e.measure = f.sync
-                      ? "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)"
-                      : "vitsim calibrate (its compute rounds; more --iters, a quieter machine narrow it)";
+      e.range = fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
+      e.why = f.why;
+      e.measure = kMeasure[f.kind];
     }
     std::stable_sort(sens.begin(), sens.end(),
                      [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });

@@ -145,3 +145,28 @@ TEST_CASE("interval: the compute and sync spans move the epoch by their closed f
     CHECK(p["sensitivity"][0]["figure"] == "calibration compute");
   }
 }
+
+TEST_CASE("interval: the occupancy factor spans the measured alone factor to none on fewer busy ranks",
+          "[interval][calib][occupancy]") {
+  vt::TempDir d;
+  json c = json::parse(vt::run("cat " + calibration(d, "plain.json", nullptr)).out);
+  for (auto& dev : c["devices"]) dev["occupancy"] = {{"busy_ranks", 2}, {"alone_factor", 0.9}};
+  const std::string occ = d.file("occ.json", c.dump(1));
+  const json plain = predict(d, calibration(d, "plain.json", nullptr), 1, "");
+  // One rank where 2 were calibrated: the central value at the alone factor, the figure's ends at 0.9 and 1
+  // of the compute (tests/sim/test_loop_model.cpp has the mechanism).
+  const json p = predict(d, occ, 1, "--interval");
+  const double steps = p["steps_per_epoch"].get<double>();
+  CHECK(compute_s(p) == Approx(0.9 * compute_s(plain)).epsilon(1e-9));
+  const json* o = sensitivity_of(p, "calibration occupancy");
+  REQUIRE(o);
+  CHECK((*o)["range"] == "x0.9..x1");
+  CHECK((*o)["epoch_at_high_s"].get<double>() - (*o)["epoch_at_low_s"].get<double>() ==
+        Approx(0.1 * compute_s(plain) * steps).epsilon(1e-6));
+  CHECK(p["interval"]["epoch_high_s"].get<double>() > p["epoch_time_s"].get<double>());
+  // Two ranks, as calibrated: the figure moves nothing.
+  const json two = predict(d, occ, 2, "--interval");
+  const json* t = sensitivity_of(two, "calibration occupancy");
+  REQUIRE(t);
+  CHECK((*t)["epoch_at_high_s"].get<double>() == (*t)["epoch_at_low_s"].get<double>());
+}
