@@ -39,6 +39,12 @@ platform="$(cd "$out" && pwd)/calibrated.xml"
 run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" --force \
   --micro-batches "$calib_mbs" "${calib_flags[@]}" --details "$out/calib-details.json" --emit-platform "$platform" \
   >"$out/calibrate.log"
+# CALIBRATIONS=N (default 1): N - 1 more calibrations, each `--append` (the same device measured again: the
+# compute span takes in how the earlier figures differ, docs/calibrate-validate.md "Measured spans").
+for i in $(seq 2 "${CALIBRATIONS:-1}"); do
+  run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" --append \
+    --micro-batches "$calib_mbs" "${calib_flags[@]}" --emit-platform "$platform" --force >"$out/calibrate-$i.log"
+done
 calibration_summary "$out/calibrate.log" "^fit|^host|^loader|^occupancy|^sync|^peak"
 sets=(--set "cluster.platform=$platform" "${train_sets[@]}")
 # Every point's p10-p90 interval over the calibration's measured spans (calibrate's rounds), which the table

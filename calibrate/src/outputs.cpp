@@ -108,9 +108,13 @@ void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
       d.occupancy_busy_ranks = x.world.local_size();
       d.occupancy_alone_factor = 1 / m.alone_ratio;
     }
-    replace_entry(c.devices, d, [](const DeviceCalibration& e, const DeviceCalibration& d) {
+    auto same = [](const DeviceCalibration& e, const DeviceCalibration& d) {
       return e.device_type == d.device_type && e.precision == d.precision && same_shape(e.model, d.model);
-    });
+    };
+    // Measured again (--append): the earlier figures against these widen the compute span.
+    for (const DeviceCalibration& e : c.devices)
+      if (same(e, d)) widen_by_earlier(d, e);
+    replace_entry(c.devices, d, same);
   }
   for (const auto& l : m.allreduce.links)
     replace_entry(c.links, l, [](const LinkCalibration& e, const LinkCalibration& f) {

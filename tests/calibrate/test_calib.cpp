@@ -232,6 +232,16 @@ TEST_CASE("calibrate on one rank writes the schema and --append adds a second de
   for (const char* key : {"host", "date", "command", "versions", "method", "noise", "h2d", "appended_to"})
     CHECK(c.provenance.count(key) == 1);
 
+  // cpu-a measured again (--append): one entry still, its compute span taking in the earlier figures.
+  auto third = measure(base + " --device-type cpu-a --append");
+  INFO(third.out);
+  REQUIRE(third.status == 0);
+  const Calibration repeated = read_calibration(out);
+  REQUIRE(repeated.devices.size() == 2);
+  CHECK(repeated.devices[1].device_type == "cpu-a");  // replaced: the fresh entry last
+  CHECK_THAT(repeated.devices[1].compute_span.why, Catch::Contains("an earlier calibration of this device"));
+  CHECK(repeated.devices[0].compute_span.why.find("earlier") == std::string::npos);  // cpu-b as it was
+
   // One name per rank or one for all: two names for one rank is an error.
   auto one = vt::vitsim(base + " --force --emit-platform " + d / "p.xml");
   CHECK(one.status == 1);

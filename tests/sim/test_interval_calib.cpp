@@ -170,3 +170,34 @@ TEST_CASE("interval: the occupancy factor spans the measured alone factor to non
   REQUIRE(t);
   CHECK((*t)["epoch_at_high_s"].get<double>() == (*t)["epoch_at_low_s"].get<double>());
 }
+
+TEST_CASE("interval: a calibration repeated over time widens the compute span by the earlier figures",
+          "[interval][calib]") {
+  // Two calibrations of one device: the earlier measured 5% slower at both micro-batches (the machine's
+  // speed between them), closed forms of calibration.hpp widen_by_earlier.
+  auto device = [](double scale, double low, double high) {
+    DeviceCalibration d;
+    d.device_type = "cpu";
+    d.points = {{48, 0.010 * scale, 0.020 * scale, 0.001, {}}, {96, 0.020 * scale, 0.040 * scale, 0.001, {}}};
+    if (low > 0) d.compute_span = {low, high, "measured: rounds"};
+    return d;
+  };
+  DeviceCalibration fresh = device(1.0, 0.98, 1.02);
+  widen_by_earlier(fresh, device(1.05, 0, 0));
+  CHECK(fresh.compute_span.low == Approx(0.98));
+  CHECK(fresh.compute_span.high == Approx(1.05));
+  CHECK_THAT(fresh.compute_span.why, Catch::Contains("an earlier calibration of this device"));
+  // The earlier one's own span comes along at the mean ratio: repeated calibrations accumulate.
+  DeviceCalibration again = device(1.0, 0.98, 1.02);
+  widen_by_earlier(again, device(1.05, 0.9, 1.1));
+  CHECK(again.compute_span.low == Approx(0.9 * 1.05));
+  CHECK(again.compute_span.high == Approx(1.1 * 1.05));
+  // A faster earlier calibration widens the low end; no span to widen (a single round): nothing.
+  DeviceCalibration faster = device(1.0, 0.98, 1.02);
+  widen_by_earlier(faster, device(0.9, 0, 0));
+  CHECK(faster.compute_span.low == Approx(0.9));
+  CHECK(faster.compute_span.high == Approx(1.02));
+  DeviceCalibration none = device(1.0, 0, 0);
+  widen_by_earlier(none, device(1.05, 0, 0));
+  CHECK(none.compute_span.empty());
+}

@@ -45,6 +45,31 @@ double DeviceCalibration::occupancy_factor(int busy) const {
   return occupancy_alone_factor + (1 - occupancy_alone_factor) * t;
 }
 
+void widen_by_earlier(DeviceCalibration& fresh, const DeviceCalibration& earlier) {
+  MeasuredSpan& span = fresh.compute_span;
+  if (span.empty() || earlier.points.empty() || fresh.points.empty()) return;
+  double lo = INFINITY, hi = 0, sum = 0;
+  for (const ComputePoint& p : fresh.points) {
+    const ComputePoint e = interpolate(earlier, p.micro_batch);
+    const double r = (e.fwd_s + e.bwd_s) / (p.fwd_s + p.bwd_s);
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+    sum += r;
+  }
+  const double mean = sum / static_cast<double>(fresh.points.size());
+  if (!earlier.compute_span.empty()) {
+    lo = std::min(lo, earlier.compute_span.low * mean);
+    hi = std::max(hi, earlier.compute_span.high * mean);
+  }
+  span.low = std::clamp(std::min(span.low, lo), 1e-3, 1.0);
+  span.high = std::clamp(std::max(span.high, hi), 1.0, 100.0);
+  span.why += fmt::format(
+      "; and an earlier calibration of this device (calibrate --append): its forward + backward "
+      "x{:.3f}..x{:.3f} "
+      "of this one's{}",
+      lo, hi, earlier.compute_span.empty() ? "" : ", its own span carried over");
+}
+
 Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync) {
   Calibration out = c;
   DeviceCalibration& d = out.devices.at(device);

@@ -114,6 +114,13 @@ struct Calibration {
   const SyncCalibration* sync(const std::string& device_type) const;
 };
 
+// A calibration repeated over time (`calibrate --append` on a device already in the file): `fresh`'s compute
+// span widened to take in `earlier`'s figures against its own (forward + backward at each micro-batch both
+// measured, else at fresh's micro-batches by earlier's affine fit), and earlier's span ends carried over by
+// their mean ratio, so that repeated calibrations accumulate: what the machine's speed did between them,
+// which no round of one calibration sees. Nothing when fresh has no compute span or earlier no points.
+void widen_by_earlier(DeviceCalibration& fresh, const DeviceCalibration& earlier);
+
 // `c` with device `device`'s measured forward and backward times (whole and per layer) times `compute`
 // and its sync figures times `sync`: one sample of the interval (sim/interval.hpp).
 Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync);
