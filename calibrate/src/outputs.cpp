@@ -84,7 +84,7 @@ void replace_entry(std::vector<Entry>& entries, const Entry& fresh, Same same) {
 // training run's forward + backward is against the calibrated figure: the trainer's own rounds over it (the
 // compute rounds' spread of calibrate itself, a slow spell in one round, does not reach the kept median
 // round); without it, the compute rounds.
-void widen_compute_span(MeasuredSpan& span, const Measured& m) {
+void settle_compute_span(MeasuredSpan& span, const Measured& m) {
   if (span.empty()) return;
   if (m.step.trainer_rounds > 0) {
     span.low = std::min(1.0, m.step.trainer_low);
@@ -102,7 +102,7 @@ void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
     DeviceCalibration d = m.compute.by_type.at(type);
     d.sync = m.step.sync;  // the step phase's, measured with every rank of the run
     d.sync_span = m.step.span;
-    widen_compute_span(d.compute_span, m);
+    settle_compute_span(d.compute_span, m);
     // The occupancy phase timed rank 0's device alone: its type's figure.
     if (m.alone_ratio != 1 && type == x.devices[0]) {
       d.occupancy_busy_ranks = x.world.local_size();

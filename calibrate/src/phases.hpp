@@ -67,7 +67,7 @@ struct ComputePhase {
 // The compute phase's span of each device type (DeviceCalibration::compute_span, set in by_type): its
 // rounds' forward + backward means over the kept round's, lowest and highest over its ranks and
 // micro-batches; none with one round. The files take the step phase's and the occupancy's in
-// (outputs.cpp widen_compute_span).
+// (outputs.cpp settle_compute_span).
 ComputePhase compute_phase(RunContext& x);
 
 // ---- op model (phase_op_model.cpp) ----

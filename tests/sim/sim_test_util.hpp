@@ -1,9 +1,12 @@
 #pragma once
-// Helpers shared by the simulator's tests (tests/sim): comparing two reports' numbers.
+// Helpers shared by the simulator's tests (tests/sim): comparing two reports' numbers; the local loop's
+// point predicted with a calibration.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <string>
+
+#include "test_util.hpp"
 
 namespace vt {
 
@@ -24,6 +27,19 @@ inline void check_same_numbers(const nlohmann::json& a, const nlohmann::json& b,
   } else if (a.is_number()) {
     CHECK(a.get<double>() == Approx(b.get<double>()).epsilon(rel).margin(1e-300));
   }
+}
+
+// The local homogeneous scenario (scenarios/local/validate-homog.xml) at micro-batch 64 on `ranks` ranks,
+// predicted with the calibration `calib` and the extra flags `extra`: its one point's JSON.
+inline nlohmann::json predict_local_point(const TempDir& d, const std::string& calib, int ranks,
+                                          const std::string& extra = "") {
+  const std::string out = d / "p.json";
+  auto r = vitsim("predict " + source("scenarios/local/validate-homog.xml") +
+                  " --set training.micro_batch=64 --set cluster.gpus_per_node=" + std::to_string(ranks) +
+                  " --calibration " + calib + " " + extra + " --format json -q --out " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(run("cat " + out).out)["points"][0];
 }
 
 }  // namespace vt

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
@@ -34,16 +35,8 @@ json span(double low, double high) {
   return {{"low", low}, {"high", high}, {"why", "a test's span"}};
 }
 
-// The local homogeneous scenario at micro-batch 64 on `ranks` ranks, predicted with `calib` and `extra`:
-// its one point's JSON.
-json predict(const vt::TempDir& d, const std::string& calib, int ranks, const std::string& extra) {
-  const std::string out = d / "p.json";
-  auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
-                      " --set training.micro_batch=64 --set cluster.gpus_per_node=" + std::to_string(ranks) +
-                      " --calibration " + calib + " " + extra + " --format json -q --out " + out);
-  INFO(r.out);
-  REQUIRE(r.status == 0);
-  return json::parse(vt::run("cat " + out).out)["points"][0];
+json predict(const vt::TempDir& d, const std::string& calib, int ranks, const std::string& extra = "") {
+  return vt::predict_local_point(d, calib, ranks, extra);  // tests/sim/sim_test_util.hpp
 }
 
 double compute_s(const json& p) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
@@ -29,15 +30,8 @@ std::string calibration(const vt::TempDir& d, const std::string& name, double fi
   return d.file(name, c.dump(1));
 }
 
-// The local homogeneous scenario at one point, predicted with a calibration: its one point's JSON.
 json predict(const vt::TempDir& d, const std::string& calib, int ranks, const std::string& extra = "") {
-  const std::string out = d / "p.json";
-  auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
-                      " --set training.micro_batch=64 --set cluster.gpus_per_node=" + std::to_string(ranks) +
-                      " --calibration " + calib + " " + extra + " --format json -q --out " + out);
-  INFO(r.out);
-  REQUIRE(r.status == 0);
-  return json::parse(vt::run("cat " + out).out)["points"][0];
+  return vt::predict_local_point(d, calib, ranks, extra);  // tests/sim/sim_test_util.hpp
 }
 
 double ms(const json& p, const char* key) {
