@@ -3,7 +3,7 @@
 //                          table|json|csv]
 //                          [--top K] [--out FILE] [--emit-ds-config FILE] [--jobs N] [--shard I/K] [--quiet]
 //                          [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
-//                          [--interval-top N]
+//                          [--interval-top N] [--runs FILE...]
 // vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
 #include <fmt/format.h>
 
@@ -133,7 +133,7 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
                       "shards as they were planned",
                       flag));
   for (const char* flag :
-       {"--interval", "--samples", "--interval-seed", "--p-low", "--p-high", "--interval-top"})
+       {"--interval", "--samples", "--interval-seed", "--p-low", "--p-high", "--interval-top", "--runs"})
     if (c.count(flag) > 0)
       throw UsageError(
           fmt::format("{}: an interval is simulated for the ranked plan's top candidates, which --merge does "
@@ -207,6 +207,7 @@ PlanResult plan_scenario(PlanArgs& a) {
   // Before the sweep, not after it: --out writable, and not one of the inputs.
   std::vector<NamedPath> inputs = scenario_inputs(f);
   inputs.push_back({a.opt.calibration, "--calibration"});
+  for (const auto& run : a.opt.interval.runs) inputs.push_back({run, "--runs"});
   check_output_paths({{a.out, "--out"}, {a.emit_ds_config, "--emit-ds-config"}}, inputs);
   if (!a.emit_ds_config.empty() && !a.shard.empty())
     throw UsageError("plan: --emit-ds-config writes the top pick of a ranked plan: not with --shard");

@@ -1,6 +1,7 @@
 // vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
 //                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N] [--epochs N]
 //                             [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
+//                             [--runs FILE...]
 #include <fmt/format.h>
 
 #include <memory>
@@ -63,6 +64,7 @@ void add_predict(CLI::App& cli, Action& action) {
       // Before any work: outputs writable, none of them an input or another output.
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({args->opt.calibration, "--calibration"});
+      for (const auto& run : args->opt.interval.runs) inputs.push_back({run, "--runs"});
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
       resolve_interval(args->interval, args->opt.interval);

@@ -15,9 +15,11 @@
 
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {
 
@@ -297,13 +299,95 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
 
 }  // namespace
 
+std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files) {
+  std::vector<MeasuredRun> out;
+  for (const std::string& path : files) {
+    if (const std::string text = read_input_file(path, "measured runs (--runs)"); is_validation(text)) {
+      for (const ValidatedTime& v : read_validated_times(path, text))
+        out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, v.predicted});
+      continue;
+    }
+    const MeasuredTimes m = read_measured_times(path);
+    std::vector<Scenario> scenarios = measured_scenarios(f, m, true);
+    for (size_t i = 0; i < scenarios.size(); ++i) {
+      try {
+        check_epoch(scenarios[i]);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", m.rows[i].where, e.what()));
+      }
+      scenarios[i].what_ifs.clear();
+      out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, 0});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The runs' measured / predicted ratios: each configuration (identity and platform file) simulated once.
+std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calibration* calib,
+                               const PredictOptions& opt, const std::string& who) {
+  std::map<std::string, size_t> index;  // configuration -> its simulation
+  std::vector<Scenario> unique;
+  std::vector<size_t> of(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].predicted > 0) continue;  // a validation's: its ratio is the validated one
+    const std::string key = scenario_id(runs[i].scenario) + " " + runs[i].scenario.cluster.platform;
+    auto [it, fresh] = index.emplace(key, unique.size());
+    if (fresh) unique.push_back(runs[i].scenario);
+    of[i] = it->second;
+  }
+  const std::vector<ReportPoint> predicted =
+      unique.empty() ? std::vector<ReportPoint>{} : simulate_points(unique, calib, opt, who + " (the measured runs)");
+  std::vector<double> ratios;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].predicted > 0) {
+      ratios.push_back(runs[i].seconds / runs[i].predicted);
+      continue;
+    }
+    const ReportPoint& p = predicted[of[i]];
+    const double model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
+    if (!(model > 0)) throw Error(fmt::format("{}: the model predicts no time for this run", runs[i].where));
+    ratios.push_back(runs[i].seconds / model);
+  }
+  return ratios;
+}
+
+// The measured runs as the sensitivity's last figure: the point's central epoch times the conformal ends.
+FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<MeasuredRun>& runs,
+                              const ReportPoint& p) {
+  FigureSensitivity e;
+  e.figure = "measured runs";
+  std::set<std::string> files;
+  for (const MeasuredRun& r : runs) files.insert(r.where.substr(0, r.where.find_first_of(":")));
+  e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", *files.begin());
+  if (files.size() > 1) e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
+  e.range = fmt::format("x{:.3f}..x{:.3f}", spread.ratio_low, spread.ratio_high);
+  e.why = fmt::format(
+      "measured: each run's measured / predicted time (a validation's point: as predicted when validated; "
+      "another run: its configuration simulated with this platform and calibration); the ratios at ranks {} and {} of the {} in order (split conformal): a new run like them "
+      "falls between at least {:.0f}% of the time. What no figure of the model holds: the machine's "
+      "run-to-run spread and drift, and the model's own error",
+      spread.k_low, spread.k_high, spread.count, 100 * spread.level);
+  e.measure =
+      "more measured runs (vitsim train, or a CSV of your training logs) move the ends inward; a quieter "
+      "machine narrows the spread";
+  e.epoch_at_low_s = p.epoch_time_s * spread.ratio_low;
+  e.epoch_at_high_s = p.epoch_time_s * spread.ratio_high;
+  return e;
+}
+
+}  // namespace
+
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt, const std::string& who) {
+                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs) {
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
   const IntervalRuns r = plan_runs(points, calib, io, dir);
   const std::vector<ReportPoint> results =
       simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
+  RunsSpread spread;
+  if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
@@ -354,6 +438,14 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       e.range = fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
       e.why = f.why;
       e.measure = kMeasure[f.kind];
+    }
+    if (spread.count > 0) {
+      p.interval.runs = spread;
+      p.interval.epoch_low_s = std::min(p.interval.epoch_low_s, p.epoch_time_s * spread.ratio_low);
+      p.interval.epoch_high_s = std::max(p.interval.epoch_high_s, p.epoch_time_s * spread.ratio_high);
+      p.interval.step_low_s = std::min(p.interval.step_low_s, p.step_time_s.mean * spread.ratio_low);
+      p.interval.step_high_s = std::max(p.interval.step_high_s, p.step_time_s.mean * spread.ratio_high);
+      sens.push_back(runs_figure(spread, runs, p));
     }
     std::stable_sort(sens.begin(), sens.end(),
                      [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });

@@ -368,7 +368,7 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
 // (sim/interval.hpp: their scenarios as simulated, what-ifs applied), then the plan is ranked again (the
 // same ranking: by central values) so that its explanation holds the pick against the runner-up.
 void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work, const Calibration* calib,
-                        const PlanOptions& opt) {
+                        const PlanOptions& opt, const std::vector<MeasuredRun>& runs) {
   std::map<int, const Scenario*> scenario_of;
   for (const auto& w : work) scenario_of[w.index] = &w.scenario;
   std::vector<PlanPoint*> top;
@@ -386,7 +386,7 @@ void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work,
   po.jobs = opt.jobs;
   po.progress = opt.progress;
   po.interval = opt.interval;
-  add_intervals(report, scenarios, calib, po, "vitsim plan --interval");
+  add_intervals(report, scenarios, calib, po, "vitsim plan --interval", runs);
   for (size_t i = 0; i < top.size(); ++i) {
     top[i]->result.interval = report.points[i].interval;
     top[i]->result.sensitivity = report.points[i].sensitivity;
@@ -398,6 +398,9 @@ void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work,
 
 PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
   check_options(opt);
+  // --runs: read and resolved before any simulation, so that a bad file fails at once.
+  const std::vector<MeasuredRun> runs =
+      opt.interval.samples > 0 ? measured_runs(file, opt.interval.runs) : std::vector<MeasuredRun>{};
   std::vector<Candidate> cands = enumerate(file);
   PlanResult result = plan_header(file, opt, cands.size());
   // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
@@ -428,7 +431,7 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
     return result;  // unranked: merge_plans() ranks the union
   }
   rank_plan(result);
-  if (opt.interval.samples > 0) add_plan_intervals(result, work, calib.get(), opt);
+  if (opt.interval.samples > 0) add_plan_intervals(result, work, calib.get(), opt, runs);
   return result;
 }
 

@@ -199,6 +199,9 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   }
   std::unique_ptr<Calibration> calib;
   if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  // --runs: read and resolved before any simulation, so that a bad file fails at once.
+  const std::vector<MeasuredRun> runs =
+      opt.interval.samples > 0 ? measured_runs(file, opt.interval.runs) : std::vector<MeasuredRun>{};
   const bool trace = !opt.trace_path.empty();
   const TraceSelection sel = select_traced(points, opt);
   std::unique_ptr<PreparedEngine> engine;
@@ -242,7 +245,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
   if (opt.interval.samples > 0 && report.failed.empty())
-    add_intervals(report, points, calib.get(), opt);
+    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs);
   else if (opt.interval.samples > 0)
     for (auto& p : report.points)
       p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+
+#include "vitsim/core/base/error.hpp"
 
 #include "vitsim/core/base/units.hpp"
 
@@ -17,7 +20,46 @@ constexpr size_t kFiguresShown = 5;
 std::string quantile_name(double p) {
   return fmt::format("p{:g}", std::round(p * 1000) / 10);
 }
+
+// "; and 12 measured runs: x0.97 .. x1.05 of the model, a new run between at least 85% of the time"
+std::string runs_text(const PointInterval& v) {
+  const RunsSpread& r = v.runs;
+  if (r.count == 0) return "";
+  std::string out = fmt::format(
+      "; and {} measured run{}: x{:.3f} .. x{:.3f} of the model, a new run like them between at least {:.0f}% "
+      "of the time",
+      r.count, r.count == 1 ? "" : "s", r.ratio_low, r.ratio_high, 100 * r.level);
+  if (r.level + 1e-9 < v.p_high - v.p_low)
+    out += fmt::format(", under the stated {:.0f}%: {} more runs state it", 100 * (v.p_high - v.p_low),
+                       runs_for_level(v.p_low, v.p_high) - r.count);
+  return out;
+}
 }  // namespace
+
+namespace {
+// (n + 1) p's floor and ceiling, a rounding of the product aside ((9 + 1) x 0.9 is 9, not 9.000000000000002).
+int floor_of(int n, double p) { return static_cast<int>(std::floor((n + 1) * p + 1e-9)); }
+int ceil_of(int n, double p) { return static_cast<int>(std::ceil((n + 1) * p - 1e-9)); }
+}  // namespace
+
+RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high) {
+  if (ratios.empty()) throw Error("no measured run to take an interval's ends from");
+  std::sort(ratios.begin(), ratios.end());
+  RunsSpread r;
+  r.count = static_cast<int>(ratios.size());
+  r.k_low = std::clamp(floor_of(r.count, p_low), 1, r.count);
+  r.k_high = std::clamp(ceil_of(r.count, p_high), r.k_low, r.count);
+  r.ratio_low = ratios[static_cast<size_t>(r.k_low - 1)];
+  r.ratio_high = ratios[static_cast<size_t>(r.k_high - 1)];
+  r.level = static_cast<double>(r.k_high - r.k_low) / (r.count + 1);
+  return r;
+}
+
+int runs_for_level(double p_low, double p_high) {
+  int n = 1;
+  while (n < (1 << 20) && (floor_of(n, p_low) < 1 || ceil_of(n, p_high) > n)) ++n;
+  return n;
+}
 
 bool has_intervals(const Report& r) {
   for (const auto& p : r.points)
@@ -62,11 +104,11 @@ std::string sensitivity_text(const Report& r) {
     const PointInterval& v = p.interval;
     out += fmt::format(
         "\npoint {} ({} node{}, {} GPU{}, micro-batch {}): epoch {} ({} {} .. {} {}; {} samples of {} "
-        "ranged figure{}, seed {})\n",
+        "ranged figure{}, seed {}{})\n",
         i + 1, p.nodes, p.nodes == 1 ? "" : "s", p.gpus, p.gpus == 1 ? "" : "s", p.micro_batch,
         units::format_time(p.epoch_time_s), quantile_name(v.p_low), units::format_time(v.epoch_low_s),
         quantile_name(v.p_high), units::format_time(v.epoch_high_s), v.samples, v.figures,
-        v.figures == 1 ? "" : "s", v.seed);
+        v.figures == 1 ? "" : "s", v.seed, runs_text(v));
     if (p.sensitivity.empty()) {
       out += "  no figure of the platform states a range: the interval is the point\n";
       continue;

@@ -121,6 +121,20 @@ void check_totals(const JsonField& point, const ReportPoint& p) {
 
 // Written with `--interval` (issue 26 item 3): the quantiles within (0, 1), low below high, and the
 // times' ends in order.
+// The measured runs' spread (--runs): order statistics within the runs, in order, the ratios in order.
+const auto kRunsFields = [](auto& io, auto& r) {
+  io.integer("count", r.count, 1, 1 << 20);
+  io.integer("k_low", r.k_low, 1, 1 << 20);
+  io.integer("k_high", r.k_high, 1, 1 << 20);
+  io.number("ratio_low", r.ratio_low, within(1e-12, 1e12, "a ratio of times"));
+  io.number("ratio_high", r.ratio_high, within(1e-12, 1e12, "a ratio of times"));
+  io.number("level", r.level, within(0, 1, "a level"));
+  io.check([&](const JsonField& f) {
+    if (r.k_low > r.k_high) f.at("k_low").fail("above k_high");
+    if (r.k_high > r.count) f.at("k_high").fail("above count");
+    if (r.ratio_low > r.ratio_high) f.at("ratio_low").fail("above ratio_high");
+  });
+};
 const auto kIntervalFields = [](auto& io, auto& v) {
   io.integer("samples", v.samples, 1, 1 << 20);
   io.integer("seed", v.seed, 0, std::numeric_limits<long long>::max());
@@ -131,6 +145,7 @@ const auto kIntervalFields = [](auto& io, auto& v) {
   io.number("epoch_high_s", v.epoch_high_s, non_negative("an epoch time"));
   io.number("step_low_s", v.step_low_s, non_negative("a step time"));
   io.number("step_high_s", v.step_high_s, non_negative("a step time"));
+  if (io.present(v.runs.count > 0, {"runs"})) io.object("runs", v.runs, kRunsFields);
   io.check([&](const JsonField& f) {
     if (!(v.p_low < v.p_high)) f.at("p_low").fail("the low quantile is not below the high one");
     if (v.epoch_low_s > v.epoch_high_s) f.at("epoch_low_s").fail("above epoch_high_s");

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "vitsim/core/formats/measured_times.hpp"
 #include "vitsim/core/formats/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -62,10 +63,32 @@ std::string platform_with_texts(const std::string& text, const std::string& path
 // props; GPU, node and the other zone figures are read from the copy's facts in the child.
 bool needs_own_engine(const std::vector<RangedFigure>& figures);
 
+// Measured runs held against the model (predict and plan --runs; docs/predict.md "Measured runs"): a run's
+// configuration as it ran (the scenario's what-ifs left out: the run was measured on the machine as it is),
+// its measured time and which time that is.
+struct MeasuredRun {
+  Scenario scenario;
+  double seconds = 0;
+  MeasuredMetric metric = MeasuredMetric::StepTime;
+  std::string where;  // "runs.csv:4", "measured-1.json: /points/2"
+  // > 0: a validation's point (`vitsim validate --format json`): the step time its prediction stated when it
+  // was validated; the ratio is taken against it (the whole procedure's error: calibrate, predict, run) and
+  // nothing is simulated. 0: the run is held against the model as it is now (its configuration simulated).
+  double predicted = 0;
+};
+// The runs of `files`: validations (core read_validated_times), or measured reports and CSVs as `vitsim fit`
+// reads them (core/formats/measured_times.hpp) as configurations of `f`, a configuration measured more than
+// once kept once per run. Throws Error naming the file and row.
+std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files);
+
 // Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
 // applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks; `who` names
-// the progress line (predict's, plan's).
+// the progress line (predict's, plan's). With `runs`: each run's configuration is simulated as well (once
+// per configuration), its measured / predicted ratio taken, and every point's interval widened to take in
+// its central value times the ratios' split-conformal ends (core conformal_spread), which the sensitivity
+// lists as "measured runs".
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt, const std::string& who = "vitsim predict --interval");
+                   const PredictOptions& opt, const std::string& who = "vitsim predict --interval",
+                   const std::vector<MeasuredRun>& runs = {});
 
 }  // namespace vitsim::sim

@@ -54,6 +54,20 @@ MeasuredTimes read_measured_times(const std::string& path);
 // of `f` as --set applies them; the result must be one point (a sweep of the file left open by the row is an
 // error naming the key to add as a column). A report's point: the point of `f` (its sweeps expanded) with
 // the same identity. Throws Error naming the row or the point.
-std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTimes& m);
+// `repeats`: a configuration measured more than once is kept once per run (predict --runs: each run is one
+// ratio), where fit refuses it.
+std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTimes& m, bool repeats = false);
+
+// A validation (`vitsim validate --format json`, schema vitsim.validation/N), as predict and plan --runs read
+// it: per point, its step time as the prediction stated it when validated and as the run measured it.
+struct ValidatedTime {
+  std::string where;  // "validation-1.json: /points/2"
+  double predicted = 0, measured = 0;
+};
+// Whether `text` (a file's) is a validation: JSON whose schema is vitsim.validation/N.
+bool is_validation(const std::string& text);
+// Every point's step time of the validation `text` read from `path`; Error naming the file and JSON pointer
+// (no points, a point without a step_time metric, a time that is not a positive number).
+std::vector<ValidatedTime> read_validated_times(const std::string& path, const std::string& text);
 
 }  // namespace vitsim
