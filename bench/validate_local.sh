@@ -9,6 +9,10 @@
 #   platform, which the runs use through --set cluster.platform: calibrate writes no file the scenario reads),
 #   each run's report and validation. SAVE=1 also copies calib.json and calibrated.xml onto the scenario's
 #   committed platform and the calibration beside it (platforms/local/calibrated.{xml,json}).
+# RUNS_FROM="DIR..." (default none): earlier OUT folders of this script; their validations (validation-*.json:
+#   each run's measured step against the prediction of its own calibration) go to predict --runs, so the
+#   interval also takes in the central value times their split-conformal ends (docs/predict.md "Measured
+#   runs"). The runs here are later than every one of them: the interval is stated before its runs.
 # NICE (default -20 as root): the ranks' priority (bench/lib.sh); this machine's 2 cores are shared with builds.
 # VITSIM_BENCH_SMOKE=1: seconds, not minutes (bench/lib.sh): 1 run, calibrated at 48,96 with 3 iterations and
 #   no op model, the points at micro-batch 64 only, 8 steps.
@@ -49,8 +53,14 @@ calibration_summary "$out/calibrate.log" "^fit|^host|^loader|^occupancy|^sync|^p
 sets=(--set "cluster.platform=$platform" "${train_sets[@]}")
 # Every point's p10-p90 interval over the calibration's measured spans (calibrate's rounds), which the table
 # holds each run against (issue 26: intervals that contain the measured times at their stated rate).
+runs=()
+for dir in ${RUNS_FROM:-}; do
+  for v in "$dir"/validation-*.json; do [ -e "$v" ] && runs+=("$v"); done
+done
+if [ -n "${RUNS_FROM:-}" ] && [ ${#runs[@]} = 0 ]; then echo "RUNS_FROM=$RUNS_FROM: no validation-*.json there" >&2; exit 2; fi
+[ ${#runs[@]} -gt 0 ] && echo "# interval: the calibration's spans and ${#runs[@]} earlier validated runs (predict --runs) from $RUNS_FROM"
 "$vitsim" predict "$scenario" --calibration "$out/calib.json" "${sets[@]}" --interval -q --format json \
-  --out "$out/interval.json"
+  --out "$out/interval.json" ${runs[@]+--runs "${runs[@]}"}
 ranks=$(sed -n 's/.*param="cluster.gpus_per_node" values="\([^"]*\)".*/\1/p' "$scenario")
 for r in $(seq 1 "$reps"); do
   for n in ${ranks//,/ }; do

@@ -38,7 +38,7 @@ if os.path.exists(interval):
     pts = json.load(open(interval))["points"]
     by_key = {(int(p["gpus"]), int(p["micro_batch"])): p for p in pts}
     inside = total = 0
-    print("\nthe prediction's interval (predict --interval: the calibration's spans) against each run:")
+    print("\nthe prediction's interval (predict --interval: the calibration's spans, and earlier runs with --runs) against each run:")
     for (n, mb), row in sorted(rows.items()):
         p = by_key.get((n, mb))
         if not p or "interval" not in p:
@@ -50,5 +50,10 @@ if os.path.exists(interval):
         print(f"  ranks {n} mb {mb}: p{100*iv['p_low']:.0f}-p{100*iv['p_high']:.0f} {1e3*lo:.2f} .. {1e3*hi:.2f} ms "
               f"({iv['figures']} figures); runs inside: {sum(ins)} of {len(ins)}")
         rate = iv["p_high"] - iv["p_low"]
+    runs = next((p["interval"]["runs"] for p in pts if "interval" in p and "runs" in p["interval"]), None)
+    if runs:
+        print(f"  (with {runs['count']} earlier runs, predict --runs: x{runs['ratio_low']:.3f} .. x{runs['ratio_high']:.3f} of the "
+              f"central value, the ratios at ranks {runs['k_low']} and {runs['k_high']}: a new run between at least "
+              f"{100*runs['level']:.0f}% of the time)")
     if total:
         print(f"runs inside their point's interval: {inside} of {total} ({100*inside/total:.0f}%; the interval's stated rate {100*rate:.0f}%)")
