@@ -90,23 +90,25 @@ TEST_CASE("runs: split-conformal ends by their closed form", "[interval][runs]")
 
 TEST_CASE("runs: the interval's runs round-trip through a report, and bad ones are refused",
           "[interval][runs][negative]") {
-  Report r;
-  r.scenario = "t";
-  r.source = "simulated";
-  ReportPoint p;
-  p.nodes = p.gpus = p.micro_batch = p.grad_accum = 1;
-  p.global_batch = 1;
-  p.steps_per_epoch = 10;
-  p.step_time_s.mean = p.step_time_s.p50 = p.step_time_s.p95 = 0.1;
-  p.epoch_time_s = 1;
-  p.interval = {16, 26, 0.1, 0.9, 0, 0.9, 1.1, 0.09, 0.11, {12, 1, 12, 0.9, 1.1, 11.0 / 13}};
-  r.points.push_back(p);
-  const std::string text = report_to_json(r);
+  vt::TempDir d;
+  std::vector<std::pair<double, double>> times;
+  for (int i = 0; i < 12; ++i) times.push_back({0.05, 0.05 * (0.9 + 0.02 * i)});
+  const std::string out = d / "r.json";
+  auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
+                      " --set training.micro_batch=64 --set cluster.gpus_per_node=2 --calibration " + kCalib +
+                      " -q --format json --out " + out + " --runs " + validation(d, "v.json", times));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const std::string text = vt::run("cat " + out).out;
   const Report back = report_from_json(text, "r.json");
-  CHECK(back.points.at(0).interval.runs.count == 12);
-  CHECK(back.points[0].interval.runs.k_high == 12);
-  CHECK(back.points[0].interval.runs.ratio_low == 0.9);
-  CHECK(back.points[0].interval.runs.level == Approx(11.0 / 13).epsilon(1e-12));
+  const RunsSpread& s = back.points.at(0).interval.runs;
+  CHECK(s.count == 12);
+  CHECK(s.k_low == 1);
+  CHECK(s.k_high == 12);
+  CHECK(s.ratio_low == Approx(0.9).epsilon(1e-12));
+  CHECK(s.ratio_high == Approx(1.12).epsilon(1e-12));
+  CHECK(s.level == Approx(11.0 / 13).epsilon(1e-12));
+  CHECK(report_from_json(report_to_json(back), "again.json").points[0].interval.runs.k_high == 12);
   auto error_of = [&](const std::string& key, const json& value) {
     json j = json::parse(text);
     j["points"][0]["interval"]["runs"][key] = value;
@@ -224,9 +226,9 @@ TEST_CASE("runs: bad runs are refused before any simulation, naming the file and
   v["points"][0]["metrics"][0]["measured"] = -1;
   CHECK_THAT(err(d.file("neg.json", v.dump())),
              Contains("neg.json: /points/0/metrics/0/measured: not a positive step time"));
-  // A CSV row that leaves the scenario's sweep open (the micro-batch is swept there).
-  CHECK_THAT(err(d.file("open.csv", "cluster.gpus_per_node,step_time_s\n2,0.02\n")),
-             Contains("open.csv:2") && Contains("add a column for it"));
+  // A CSV's column that is no scenario key (fit's reader: docs/fit.md "Measured times").
+  CHECK_THAT(err(d.file("key.csv", "cluster.gpus_per_node,micro_batch,step_time_s\n2,64,0.02\n")),
+             Contains("key.csv:1") && Contains("did you mean 'training.micro_batch'"));
   CHECK_THAT(err(d.file("bad.csv", "cluster.gpus_per_node,training.micro_batch,step_time_s\n2,64,-1\n")),
              Contains("bad.csv:2"));
   // A predicted report is no measurement.
