@@ -20,6 +20,7 @@ case "$name" in
   fuzz) args=() want='^fuzz_scenario: compiles|^fuzz.sh smoke: no clang' ;;
   train_vs_ddp) args=("$build") want='^ +2 +16 +[0-9.]+ ' ;;
   validate_local | validate_hetero) args=("$build") want='^step-time MAPE: [0-9.]+%' ;;
+  validate_local_chain) args=("$build") want='^chain: [0-9]+ of [0-9]+ runs inside their interval' ;;
   validate_netns) args=("$build") want='^step-time MAPE: [0-9.]+%|^validate_netns: skipped' ;;
   validate_shapes) args=("$build") want='^step time: mean \|error\| [0-9.]+%' ;;
   *)
