@@ -40,7 +40,16 @@ run_header
 smoke_note "1 run, calibrated at $calib_mbs (3 iterations, no op model), micro-batch 64, 8 steps"
 echo "# scenario $scenario, calibrated at micro-batches $calib_mbs on 2 ranks, $reps training runs per point; files in $out"
 platform="$(cd "$out" && pwd)/calibrated.xml"
-run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" --force \
+# CALIB_FROM=DIR (default none): start from an earlier OUT's calib.json and calibrate `--append` onto it (the
+# same device measured again: its compute span takes in how the earlier figures differ, calibrations repeated
+# over time, docs/calibrate-validate.md "Measured spans").
+append=(--force)
+if [ -n "${CALIB_FROM:-}" ]; then
+  cp "$CALIB_FROM/calib.json" "$out/calib.json"
+  append=(--append --force)
+  echo "# calibrate --append onto $CALIB_FROM/calib.json"
+fi
+run mpirun $mpirun_flags -np 2 "$vitsim" calibrate --scenario "$scenario" --out "$out/calib.json" "${append[@]}" \
   --micro-batches "$calib_mbs" "${calib_flags[@]}" --details "$out/calib-details.json" --emit-platform "$platform" \
   >"$out/calibrate.log"
 # CALIBRATIONS=N (default 1): N - 1 more calibrations, each `--append` (the same device measured again: the

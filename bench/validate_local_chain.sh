@@ -6,9 +6,12 @@
 # the runs inside their interval over the chain against the stated rate. Every link calibrates afresh: the
 # earlier runs' ratios are each against its own calibration's prediction, the procedure's error.
 # usage: bench/validate_local_chain.sh [BUILD_DIR] [LINKS] [REPS]
-# OUT: the folder (default a new temporary one): link-1, link-2, ..., each a bench/validate_local.sh OUT.
+# OUT: the folder (default a new temporary one): link-1, link-2, ..., each a bench/validate_local.sh OUT, and
+#   link-N.log, its output.
 # RUNS_FROM="DIR...": earlier bench/validate_local.sh folders the first link already takes in; without it the
 #   first link has no earlier runs (the calibration's spans alone) and is left out of the count.
+# APPEND=1: each link after the first calibrates `--append` onto the previous link's calib.json (validate_local.sh
+#   CALIB_FROM), so its compute span takes in how the machine's speed moved between the calibrations.
 # VITSIM_BENCH_SMOKE=1: 2 links of validate_local.sh's smoke mode (bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +29,11 @@ inside=0 total=0 per_link=()
 for i in $(seq 1 "$links"); do
   dir="$out/link-$i"
   echo "# link $i of $links: $dir; earlier runs from: ${earlier:-none}"
-  log=$(RUNS_FROM="$earlier" OUT="$dir" bash bench/validate_local.sh "$build" "$reps" | tee /dev/stderr)
-  line=$(grep -E "^runs inside their point's interval: [0-9]+ of [0-9]+" <<<"$log" || true)
+  from=""
+  [ "${APPEND:-0}" = 1 ] && [ "$i" -gt 1 ] && from="$out/link-$((i - 1))"
+  RUNS_FROM="$earlier" CALIB_FROM="$from" OUT="$dir" bash bench/validate_local.sh "$build" "$reps" >"$out/link-$i.log"
+  cat "$out/link-$i.log"
+  line=$(grep -E "^runs inside their point's interval: [0-9]+ of [0-9]+" "$out/link-$i.log" || true)
   if [ -n "$earlier" ] && [ -n "$line" ]; then
     read -r a b < <(sed -E 's/^runs inside their point.s interval: ([0-9]+) of ([0-9]+).*/\1 \2/' <<<"$line")
     inside=$((inside + a)) total=$((total + b)) per_link+=("$a/$b")
