@@ -240,3 +240,34 @@ TEST_CASE("runs: bad runs are refused before any simulation, naming the file and
   CHECK(m.status == 2);
   CHECK_THAT(m.out, Contains("--runs: an interval is simulated for the ranked plan's top candidates"));
 }
+
+TEST_CASE("runs: plan --runs gives the top candidates the runs' ends, and says they do not reorder them",
+          "[interval][runs][plan]") {
+  vt::TempDir d;
+  // Twelve validated ratios 0.90 .. 1.12: ends x0.90 and x1.12 (n = 12: the smallest and the largest).
+  std::vector<std::pair<double, double>> times;
+  for (int i = 0; i < 12; ++i) times.push_back({0.05, 0.05 * (0.90 + 0.02 * i)});
+  const std::string v = validation(d, "v.json", times), out = d / "plan.json";
+  const std::string plan = "plan " + vt::source("scenarios/local/validate-homog.xml") + " --calibration " + kCalib +
+                           " -q --runs " + v;
+  auto r = vt::vitsim(plan + " --format json --out " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(vt::run("cat " + out).out);
+  int with = 0;
+  for (const auto& p : j["points"]) {
+    if (!p["result"].contains("interval")) continue;
+    ++with;
+    const json& iv = p["result"]["interval"];
+    const double epoch = p["result"]["epoch_time_s"].get<double>();
+    CHECK(iv["runs"]["count"] == 12);
+    CHECK(iv["epoch_low_s"].get<double>() == Approx(epoch * 0.90).epsilon(1e-12));
+    CHECK(iv["epoch_high_s"].get<double>() == Approx(epoch * 1.12).epsilon(1e-12));
+  }
+  CHECK(with == 3);  // the top 3 (--interval-top's default)
+  auto t = vt::vitsim(plan);
+  INFO(t.out);
+  REQUIRE(t.status == 0);
+  CHECK_THAT(t.out, Contains("the widest part is the measured runs' spread") &&
+                        Contains("which a run of either meets alike: it does not reorder them"));
+}
