@@ -1,7 +1,7 @@
 #pragma once
-// --interval and its flags (--samples, --interval-seed, --p-low, --p-high, --runs) of `vitsim predict` and `vitsim
-// plan` (sim/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so that the
-// flags read and refuse alike.
+// --interval and its flags (--samples, --interval-seed, --p-low, --p-high, --runs) of `vitsim predict` and
+// `vitsim plan` (sim/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so
+// that the flags read and refuse alike.
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -33,11 +33,13 @@ inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOpt
   const units::Range open_unit{0, 1, true, true};
   c->add_option("--p-low", o.p_low, "the interval's low quantile (default 0.1)")->check(number(open_unit));
   c->add_option("--p-high", o.p_high, "the interval's high quantile (default 0.9)")->check(number(open_unit));
-  c->add_option("--runs", o.runs,
-                "measured runs (vitsim train reports, or a CSV of scenario keys and step_time_s or "
-                "epoch_time_s as vitsim fit reads) held against the model: the interval also takes in the "
-                "central value times their measured/predicted ratios' split-conformal ends, which hold a new "
-                "run like them at the stated rate from 9 runs on (implies --interval; docs/predict.md)")
+  c->add_option(
+       "--runs", o.runs,
+       "measured runs held against the model: validations (vitsim validate --format json: the ratio "
+       "as validated), vitsim train reports or a CSV of scenario keys and step_time_s or "
+       "epoch_time_s as vitsim fit reads (the ratio to the model now); the interval also takes in the "
+       "central value times the ratios' split-conformal ends, which hold a new run like them at the "
+       "stated rate from 9 runs on (implies --interval; docs/predict.md)")
       ->expected(1, -1);
 }
 

@@ -338,7 +338,8 @@ std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calib
     of[i] = it->second;
   }
   const std::vector<ReportPoint> predicted =
-      unique.empty() ? std::vector<ReportPoint>{} : simulate_points(unique, calib, opt, who + " (the measured runs)");
+      unique.empty() ? std::vector<ReportPoint>{}
+                     : simulate_points(unique, calib, opt, who + " (the measured runs)");
   std::vector<double> ratios;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (runs[i].predicted > 0) {
@@ -361,11 +362,13 @@ FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<Measur
   std::set<std::string> files;
   for (const MeasuredRun& r : runs) files.insert(r.where.substr(0, r.where.find_first_of(":")));
   e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", *files.begin());
-  if (files.size() > 1) e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
+  if (files.size() > 1)
+    e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
   e.range = fmt::format("x{:.3f}..x{:.3f}", spread.ratio_low, spread.ratio_high);
   e.why = fmt::format(
       "measured: each run's measured / predicted time (a validation's point: as predicted when validated; "
-      "another run: its configuration simulated with this platform and calibration); the ratios at ranks {} and {} of the {} in order (split conformal): a new run like them "
+      "another run: its configuration simulated with this platform and calibration); the ratios at ranks {} "
+      "and {} of the {} in order (split conformal): a new run like them "
       "falls between at least {:.0f}% of the time. What no figure of the model holds: the machine's "
       "run-to-run spread and drift, and the model's own error",
       spread.k_low, spread.k_high, spread.count, 100 * spread.level);

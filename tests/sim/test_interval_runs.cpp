@@ -1,11 +1,11 @@
 // Measured runs in the interval (issue 26 item 3 and item 5's "intervals that contain the measured times at
 // their stated rate"; predict and plan --runs, sim/interval.hpp MeasuredRun, core conformal_spread): each
 // run's measured / predicted ratio, the ratios' split-conformal ends (Vovk, Gammerman and Shafer 2005; Lei et
-// al. 2018: sorted r_1..r_n, k_low = floor((n+1) p_low), k_high = ceil((n+1) p_high), a new exchangeable ratio
-// between them with probability (k_high - k_low) / (n+1)), and the point's interval taking in its central
-// value times those ends. Each number below follows from that formula and from the times the test writes:
-// the simulator is deterministic, so runs written as the model's own time times a factor have that factor as
-// their ratio.
+// al. 2018: sorted r_1..r_n, k_low = floor((n+1) p_low), k_high = ceil((n+1) p_high), a new exchangeable
+// ratio between them with probability (k_high - k_low) / (n+1)), and the point's interval taking in its
+// central value times those ends. Each number below follows from that formula and from the times the test
+// writes: the simulator is deterministic, so runs written as the model's own time times a factor have that
+// factor as their ratio.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -35,7 +35,8 @@ std::string validation(const vt::TempDir& d, const std::string& name,
   for (const auto& [p, m] : times)
     v["points"].push_back(
         {{"params", {{"gpus", "2"}}},
-         {"metrics", {{{"metric", "step_time"}, {"predicted", p}, {"measured", m}, {"rel_error", p / m - 1}}}}});
+         {"metrics",
+          {{{"metric", "step_time"}, {"predicted", p}, {"measured", m}, {"rel_error", p / m - 1}}}}});
   return d.file(name, v.dump(1));
 }
 
@@ -53,8 +54,8 @@ std::string csv_number(double x) {
 }  // namespace
 
 TEST_CASE("runs: split-conformal ends by their closed form", "[interval][runs]") {
-  // n = 12 at p10-p90: k_low = floor(13 x 0.1) = 1, k_high = ceil(13 x 0.9) = 12: the smallest and the largest,
-  // level 11/13. Given out of order: the ends are order statistics.
+  // n = 12 at p10-p90: k_low = floor(13 x 0.1) = 1, k_high = ceil(13 x 0.9) = 12: the smallest and the
+  // largest, level 11/13. Given out of order: the ends are order statistics.
   std::vector<double> r = {1.05, 0.97, 1.01, 0.92, 1.10, 0.99, 1.00, 1.03, 0.95, 1.02, 0.98, 1.04};
   RunsSpread s = conformal_spread(r, 0.1, 0.9);
   CHECK(s.count == 12);
@@ -151,7 +152,8 @@ TEST_CASE("runs: validations widen the interval to the central value times their
   REQUIRE(p["sensitivity"].size() == 1);
   CHECK(p["sensitivity"][0]["figure"] == "measured runs");
   CHECK(p["sensitivity"][0]["epoch_at_high_s"].get<double>() == Approx(epoch * 1.12).epsilon(1e-12));
-  CHECK_THAT(p["sensitivity"][0]["where"].get<std::string>(), Contains("12 runs of") && Contains("1 more file"));
+  CHECK_THAT(p["sensitivity"][0]["where"].get<std::string>(),
+             Contains("12 runs of") && Contains("1 more file"));
 
   // Four runs cannot state 80%: the ends are the smallest and largest, level (4 - 1) / 5, and the table says
   // how many runs would (runs_for_level: 9).
@@ -164,8 +166,9 @@ TEST_CASE("runs: validations widen the interval to the central value times their
                       " --runs " + few + " -q");
   INFO(t.out);
   REQUIRE(t.status == 0);
-  CHECK_THAT(t.out, Contains("and 4 measured runs: x0.950 .. x1.040 of the model, a new run like them between "
-                             "at least 60% of the time, under the stated 80%: 5 more runs state it"));
+  CHECK_THAT(t.out,
+             Contains("and 4 measured runs: x0.950 .. x1.040 of the model, a new run like them between "
+                      "at least 60% of the time, under the stated 80%: 5 more runs state it"));
 }
 
 TEST_CASE("runs: measured times are held against the model now, each configuration as it ran",
@@ -177,7 +180,8 @@ TEST_CASE("runs: measured times are held against the model now, each configurati
   // model's step times x factors 0.93 .. 1.11: their ratios are the factors, n = 10: the ends are the
   // smallest and largest factor (k 1 and 10), level 9/11.
   const std::vector<double> f = {1.00, 0.93, 1.05, 0.97, 1.11, 1.02, 0.99, 1.03, 0.96, 1.01};
-  std::string csv = "# ten runs of one configuration\ncluster.gpus_per_node,training.micro_batch,step_time_s\n";
+  std::string csv =
+      "# ten runs of one configuration\ncluster.gpus_per_node,training.micro_batch,step_time_s\n";
   for (double x : f) csv += "2,64," + csv_number(step * x) + "\n";
   const std::string runs = d.file("runs.csv", csv);
   const json p = point(d, "--runs " + runs);
@@ -195,9 +199,9 @@ TEST_CASE("runs: measured times are held against the model now, each configurati
   CHECK(e["interval"]["epoch_low_s"].get<double>() == Approx(epoch * 0.93).epsilon(1e-9));
 
   // A what-if on the prediction: the runs were measured on the machine as it is, so they are simulated
-  // without it. The link 400x slower moves the 2-rank step (its all-reduce); the runs' ratios stay the factors
-  // and the ends are the what-if's central value times them (simulated with the what-if, the ratios would be
-  // step x f / the what-if's step).
+  // without it. The link 400x slower moves the 2-rank step (its all-reduce); the runs' ratios stay the
+  // factors and the ends are the what-if's central value times them (simulated with the what-if, the ratios
+  // would be step x f / the what-if's step).
   const std::string slow = "--what-if link:vm.backbone:bandwidth=10MBps";
   const json w = point(d, slow + " --runs " + runs);
   const double wstep = w["step_time_s"]["mean"].get<double>();
@@ -210,8 +214,8 @@ TEST_CASE("runs: bad runs are refused before any simulation, naming the file and
           "[interval][runs][negative]") {
   vt::TempDir d;
   const std::string base = "predict " + vt::source("scenarios/local/validate-homog.xml") +
-                           " --set training.micro_batch=64 --set cluster.gpus_per_node=2 --calibration " + kCalib +
-                           " -q --runs ";
+                           " --set training.micro_batch=64 --set cluster.gpus_per_node=2 --calibration " +
+                           kCalib + " -q --runs ";
   auto err = [&](const std::string& runs) {
     auto r = vt::vitsim(base + runs);
     CHECK(r.status != 0);
@@ -221,7 +225,8 @@ TEST_CASE("runs: bad runs are refused before any simulation, naming the file and
   // A validation's point without a step time.
   json v = json::parse(vt::run("cat " + validation(d, "v.json", {{1, 1}})).out);
   v["points"][0]["metrics"][0]["metric"] = "epoch_time";
-  CHECK_THAT(err(d.file("nostep.json", v.dump())), Contains("nostep.json: /points/0/metrics: no step_time metric"));
+  CHECK_THAT(err(d.file("nostep.json", v.dump())),
+             Contains("nostep.json: /points/0/metrics: no step_time metric"));
   v["points"][0]["metrics"][0]["metric"] = "step_time";
   v["points"][0]["metrics"][0]["measured"] = -1;
   CHECK_THAT(err(d.file("neg.json", v.dump())),
@@ -248,8 +253,8 @@ TEST_CASE("runs: plan --runs gives the top candidates the runs' ends, and says t
   std::vector<std::pair<double, double>> times;
   for (int i = 0; i < 12; ++i) times.push_back({0.05, 0.05 * (0.90 + 0.02 * i)});
   const std::string v = validation(d, "v.json", times), out = d / "plan.json";
-  const std::string plan = "plan " + vt::source("scenarios/local/validate-homog.xml") + " --calibration " + kCalib +
-                           " -q --runs " + v;
+  const std::string plan = "plan " + vt::source("scenarios/local/validate-homog.xml") + " --calibration " +
+                           kCalib + " -q --runs " + v;
   auto r = vt::vitsim(plan + " --format json --out " + out);
   INFO(r.out);
   REQUIRE(r.status == 0);

@@ -7,8 +7,8 @@
 #include <map>
 #include <string_view>
 
-#include "vitsim/core/base/io.hpp"
 #include "base/json_reader.hpp"
+#include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -253,7 +253,8 @@ std::vector<ValidatedTime> read_validated_times(const std::string& path, const s
     ValidatedTime v;
     v.where = at;
     const nlohmann::json& metric = *it;
-    for (const auto& [key, into] : {std::pair{"predicted", &v.predicted}, std::pair{"measured", &v.measured}}) {
+    for (const auto& [key, into] :
+         {std::pair{"predicted", &v.predicted}, std::pair{"measured", &v.measured}}) {
       const double t = metric.contains(key) && metric[key].is_number() ? static_cast<double>(metric[key]) : 0;
       if (!(t > 0)) throw Error(fmt::format("{}/{}: not a positive step time in seconds", mat, key));
       *into = t;

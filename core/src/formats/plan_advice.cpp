@@ -229,21 +229,23 @@ void explain_intervals(const PlanResult& plan, const PlanPoint& top, std::vector
                               [](const FigureSensitivity& e) { return e.figure != "measured runs"; });
   std::string runs;
   if (f != sens.begin())
-    runs = fmt::format("; the widest part is the measured runs' spread ({}, {}), which a run of either meets "
-                       "alike: it does not reorder them",
-                       sens.front().where, sens.front().range);
+    runs = fmt::format(
+        "; the widest part is the measured runs' spread ({}, {}), which a run of either meets "
+        "alike: it does not reorder them",
+        sens.front().where, sens.front().range);
   if (f == sens.end()) {
-    out.push_back(fmt::format("The pick and the runner-up overlap within their intervals ({}){}; the platform "
-                              "states no ranged figure, so the two tie on its stated values.",
-                              both, runs));
+    out.push_back(
+        fmt::format("The pick and the runner-up overlap within their intervals ({}){}; the platform "
+                    "states no ranged figure, so the two tie on its stated values.",
+                    both, runs));
     return;
   }
-  out.push_back(
-      fmt::format("The pick and the runner-up overlap within their intervals ({}){}: measure {} first ({}, {}: "
-                  "it moves the "
-                  "pick's epoch by {}; {}).",
-                  both, runs, f->figure, f->where, f->range, t(f->swing_s()),
-                  f->measure.empty() ? "no command measures it" : "measure: " + f->measure));
+  out.push_back(fmt::format(
+      "The pick and the runner-up overlap within their intervals ({}){}: measure {} first ({}, {}: "
+      "it moves the "
+      "pick's epoch by {}; {}).",
+      both, runs, f->figure, f->where, f->range, t(f->swing_s()),
+      f->measure.empty() ? "no command measures it" : "measure: " + f->measure));
 }
 
 }  // namespace vitsim

@@ -26,7 +26,8 @@ std::string runs_text(const PointInterval& v) {
   const RunsSpread& r = v.runs;
   if (r.count == 0) return "";
   std::string out = fmt::format(
-      "; and {} measured run{}: x{:.3f} .. x{:.3f} of the model, a new run like them between at least {:.0f}% "
+      "; and {} measured run{}: x{:.3f} .. x{:.3f} of the model, a new run like them between at least "
+      "{:.0f}% "
       "of the time",
       r.count, r.count == 1 ? "" : "s", r.ratio_low, r.ratio_high, 100 * r.level);
   if (r.level + 1e-9 < v.p_high - v.p_low)
@@ -38,8 +39,12 @@ std::string runs_text(const PointInterval& v) {
 
 namespace {
 // (n + 1) p's floor and ceiling, a rounding of the product aside ((9 + 1) x 0.9 is 9, not 9.000000000000002).
-int floor_of(int n, double p) { return static_cast<int>(std::floor((n + 1) * p + 1e-9)); }
-int ceil_of(int n, double p) { return static_cast<int>(std::ceil((n + 1) * p - 1e-9)); }
+int floor_of(int n, double p) {
+  return static_cast<int>(std::floor((n + 1) * p + 1e-9));
+}
+int ceil_of(int n, double p) {
+  return static_cast<int>(std::ceil((n + 1) * p - 1e-9));
+}
 }  // namespace
 
 RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high) {

@@ -19,7 +19,8 @@ struct IntervalOptions {
   int samples = 0;
   std::uint64_t seed = 26;  // any fixed value: the design is reproducible, not tuned
   double p_low = 0.1, p_high = 0.9;
-  // --runs FILE...: measured runs (sim/interval.hpp MeasuredRun) whose ratios to the model widen the interval.
+  // --runs FILE...: measured runs (sim/interval.hpp MeasuredRun) whose ratios to the model widen the
+  // interval.
   std::vector<std::string> runs;
 };
 

@@ -51,17 +51,17 @@ struct RankReport {
 // the interval's ends take in the central value times the runs' split-conformal ends as well: a new run like
 // those falls between them at least `level` of the time.
 struct RunsSpread {
-  int count = 0;                            // runs held against the model (0: none given)
-  int k_low = 0, k_high = 0;                // the order statistics taken, 1-based among `count`
-  double ratio_low = 1, ratio_high = 1;     // measured / predicted at k_low and k_high
-  double level = 0;                         // (k_high - k_low) / (count + 1)
+  int count = 0;                         // runs held against the model (0: none given)
+  int k_low = 0, k_high = 0;             // the order statistics taken, 1-based among `count`
+  double ratio_low = 1, ratio_high = 1;  // measured / predicted at k_low and k_high
+  double level = 0;                      // (k_high - k_low) / (count + 1)
 };
 // Split conformal ends (Vovk, Gammerman and Shafer, "Algorithmic Learning in a Random World", 2005; Lei et
 // al., "Distribution-free predictive inference for regression", JASA 2018) of measured / predicted ratios:
 // sorted r_1 <= .. <= r_n, k_low = floor((n + 1) p_low) and k_high = ceil((n + 1) p_high), clamped to 1..n; a
-// new ratio exchangeable with them falls below r_(k_low) with probability k_low / (n + 1) and above r_(k_high)
-// with (n + 1 - k_high) / (n + 1), so between them with `level` = (k_high - k_low) / (n + 1). ratios not
-// empty, each > 0.
+// new ratio exchangeable with them falls below r_(k_low) with probability k_low / (n + 1) and above
+// r_(k_high) with (n + 1 - k_high) / (n + 1), so between them with `level` = (k_high - k_low) / (n + 1).
+// ratios not empty, each > 0.
 RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high);
 // The fewest runs whose conformal ends hold p_high - p_low (9 for p10-p90).
 int runs_for_level(double p_low, double p_high);
