@@ -193,6 +193,7 @@ void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
 // The scenario's space planned (and, with --baseline, planned again without the what-ifs and compared).
 PlanResult plan_scenario(PlanArgs& a) {
   PlanResult result;
+  check_runs_took_scenario("plan", a.scenario, a.opt.interval);
   require_scenario("plan", a.scenario, " (or --merge SHARD.json..., or --gpu GPU --model M --dataset D)");
   ScenarioFile f = read_scenario_file(a.scenario);
   apply_sets(f, a.sets);

@@ -56,6 +56,7 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
   c->callback([&action, args, c] {
     action = [args, c] {
+      check_runs_took_scenario("predict", args->scenario, args->opt.interval);
       require_scenario("predict", args->scenario);
       check_trace_ranks(c, args->opt.trace_ranks, args->opt.trace_path);
       ScenarioFile f = read_scenario_file(args->scenario);

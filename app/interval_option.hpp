@@ -39,8 +39,21 @@ inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOpt
        "as validated), vitsim train reports or a CSV of scenario keys and step_time_s or "
        "epoch_time_s as vitsim fit reads (the ratio to the model now); the interval also takes in the "
        "central value times the ratios' split-conformal ends, which hold a new run like them at the "
-       "stated rate from 9 runs on (implies --interval; docs/predict.md)")
+       "stated rate from 9 runs on for p10-p90 (implies --interval; docs/predict.md)")
       ->expected(1, -1);
+}
+
+// `--runs a.json s.xml`: a list option takes every value after it, the scenario too; say so where the
+// scenario is then missing (before require_scenario's plainer message).
+inline void check_runs_took_scenario(const std::string& command, const std::string& scenario,
+                                     const sim::IntervalOptions& o) {
+  if (!scenario.empty()) return;
+  for (const std::string& run : o.runs)
+    if (run.size() > 4 && run.compare(run.size() - 4, 4, ".xml") == 0)
+      throw UsageError(
+          fmt::format("{}: --runs took '{}' as a measured run, and there is no scenario: give the "
+                      "scenario before --runs (vitsim {} SCENARIO.xml --runs FILE...)",
+                      command, run, command));
 }
 
 // The flags as given: o.samples set when an interval is asked for (--interval or --samples); UsageError when

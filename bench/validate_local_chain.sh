@@ -31,8 +31,11 @@ for i in $(seq 1 "$links"); do
   echo "# link $i of $links: $dir; earlier runs from: ${earlier:-none}"
   from=""
   [ "${APPEND:-0}" = 1 ] && [ "$i" -gt 1 ] && from="$out/link-$((i - 1))"
-  RUNS_FROM="$earlier" CALIB_FROM="$from" OUT="$dir" bash bench/validate_local.sh "$build" "$reps" >"$out/link-$i.log"
+  status=0
+  RUNS_FROM="$earlier" CALIB_FROM="$from" OUT="$dir" bash bench/validate_local.sh "$build" "$reps" >"$out/link-$i.log" 2>&1 ||
+    status=$?
   cat "$out/link-$i.log"
+  [ "$status" = 0 ] || { echo "validate_local_chain: link $i failed (exit $status); its output is above" >&2; exit 1; }
   line=$(grep -E "^runs inside their point's interval: [0-9]+ of [0-9]+" "$out/link-$i.log" || true)
   if [ -n "$earlier" ] && [ -n "$line" ]; then
     read -r a b < <(sed -E 's/^runs inside their point.s interval: ([0-9]+) of ([0-9]+).*/\1 \2/' <<<"$line")

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/process_pool.hpp"
 #include "vitsim/sim/simulate.hpp"
 
 namespace vitsim::sim {
@@ -301,22 +303,34 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
 
 std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files) {
   std::vector<MeasuredRun> out;
+  std::vector<std::string> seen;  // the files read, to refuse one given twice (its runs would count twice)
+  PlatformCache platforms;
   for (const std::string& path : files) {
+    for (const std::string& earlier : seen) {
+      std::error_code ec;
+      if (earlier == path || std::filesystem::equivalent(earlier, path, ec))
+        throw Error(
+            fmt::format("--runs: '{}' is the same file as '{}': its runs would count twice and the "
+                        "interval's level would claim more than they hold; give each file once",
+                        path, earlier));
+    }
+    seen.push_back(path);
     if (const std::string text = read_input_file(path, "measured runs (--runs)"); is_validation(text)) {
       for (const ValidatedTime& v : read_validated_times(path, text))
-        out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, v.predicted});
+        out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, path, v.predicted});
       continue;
     }
     const MeasuredTimes m = read_measured_times(path);
     std::vector<Scenario> scenarios = measured_scenarios(f, m, true);
     for (size_t i = 0; i < scenarios.size(); ++i) {
-      try {
+      scenarios[i].what_ifs.clear();
+      try {  // what the simulation of the run would refuse, refused now, naming the row
         check_epoch(scenarios[i]);
+        check_point(scenarios[i], platforms.of(scenarios[i]));
       } catch (const Error& e) {
         throw Error(fmt::format("{}: {}", m.rows[i].where, e.what()));
       }
-      scenarios[i].what_ifs.clear();
-      out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, 0});
+      out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, path, 0});
     }
   }
   return out;
@@ -342,14 +356,19 @@ std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calib
                      : simulate_points(unique, calib, opt, who + " (the measured runs)");
   std::vector<double> ratios;
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].predicted > 0) {
-      ratios.push_back(runs[i].seconds / runs[i].predicted);
-      continue;
+    double model = runs[i].predicted;
+    if (!(model > 0)) {
+      const ReportPoint& p = predicted[of[i]];
+      model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
     }
-    const ReportPoint& p = predicted[of[i]];
-    const double model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
-    if (!(model > 0)) throw Error(fmt::format("{}: the model predicts no time for this run", runs[i].where));
-    ratios.push_back(runs[i].seconds / model);
+    const double ratio = runs[i].seconds / model;
+    // The report reader's range for a ratio (core/src/formats/report_json.cpp): what is written reads back.
+    if (!(std::isfinite(ratio) && ratio >= 1e-12 && ratio <= 1e12))
+      throw Error(
+          fmt::format("{}: measured {:g} s against {:g} s predicted: a ratio of {:g}, outside 1e-12 .. "
+                      "1e12 (not a time of this configuration)",
+                      runs[i].where, runs[i].seconds, model, ratio));
+    ratios.push_back(ratio);
   }
   return ratios;
 }
@@ -359,9 +378,10 @@ FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<Measur
                               const ReportPoint& p) {
   FigureSensitivity e;
   e.figure = "measured runs";
-  std::set<std::string> files;
-  for (const MeasuredRun& r : runs) files.insert(r.where.substr(0, r.where.find_first_of(":")));
-  e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", *files.begin());
+  std::vector<std::string> files;  // in the order given
+  for (const MeasuredRun& r : runs)
+    if (std::find(files.begin(), files.end(), r.file) == files.end()) files.push_back(r.file);
+  e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", files.front());
   if (files.size() > 1)
     e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
   e.range = fmt::format("x{:.3f}..x{:.3f}", spread.ratio_low, spread.ratio_high);

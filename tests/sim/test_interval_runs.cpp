@@ -73,6 +73,9 @@ TEST_CASE("runs: split-conformal ends by their closed form", "[interval][runs]")
   CHECK(s.level == Approx(7.0 / 9).epsilon(1e-15));
   CHECK(runs_for_level(0.1, 0.9) == 9);
   CHECK(runs_for_level(0.05, 0.95) == 19);  // floor(20 x 0.05) = 1, ceil(20 x 0.95) = 19
+  // A narrow stated rate (5%) that 2 runs already hold, clamped: k 1 and 2 of 3 ranks, level 1/3.
+  CHECK(runs_for_level(0.3, 0.35) == 2);
+  CHECK(conformal_spread({1, 2}, 0.3, 0.35).level == Approx(1.0 / 3).epsilon(1e-15));
   // n = 60 (the local set's five validations): k_low = floor(6.1) = 6, k_high = ceil(54.9) = 55, level 49/61.
   std::vector<double> sixty;
   for (int i = 60; i >= 1; --i) sixty.push_back(i);
@@ -236,6 +239,23 @@ TEST_CASE("runs: bad runs are refused before any simulation, naming the file and
              Contains("key.csv:1") && Contains("did you mean 'training.micro_batch'"));
   CHECK_THAT(err(d.file("bad.csv", "cluster.gpus_per_node,training.micro_batch,step_time_s\n2,64,-1\n")),
              Contains("bad.csv:2"));
+  // A run whose configuration its platform cannot run: refused naming the row (as its simulation would).
+  CHECK_THAT(err(d.file("gpus.csv",
+                        "cluster.gpus_per_node,training.micro_batch,step_time_s\n2,64,0.02\n"
+                        "64,64,0.02\n")),
+             Contains("gpus.csv:3") && Contains("64 GPUs per node"));
+  // The same file twice would count its runs twice (and claim a level they do not hold).
+  const std::string once = validation(d, "once.json", {{1, 1}, {1, 1.02}});
+  CHECK_THAT(err(once + " " + once), Contains("is the same file as") && Contains("once.json"));
+  // A ratio the report could not hold (measured 1e300 s against 1e-300 s).
+  CHECK_THAT(err(validation(d, "huge.json", {{1e-300, 1e300}})),
+             Contains("huge.json: /points/0: measured") && Contains("outside 1e-12 .. 1e12"));
+  // --runs takes every value after it: a scenario given after it is taken as a run, and said so.
+  auto swallowed =
+      vt::vitsim("predict --runs " + once + " " + vt::source("scenarios/local/validate-homog.xml"));
+  CHECK(swallowed.status == 2);
+  CHECK_THAT(swallowed.out, Contains("--runs took '") && Contains("validate-homog.xml' as a measured run") &&
+                                Contains("give the scenario before --runs"));
   // A predicted report is no measurement.
   const std::string predicted = d / "predicted.json";
   REQUIRE(vt::vitsim(base.substr(0, base.size() - 8) + " --format json --out " + predicted).status == 0);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string_view>
 
@@ -256,7 +257,8 @@ std::vector<ValidatedTime> read_validated_times(const std::string& path, const s
     for (const auto& [key, into] :
          {std::pair{"predicted", &v.predicted}, std::pair{"measured", &v.measured}}) {
       const double t = metric.contains(key) && metric[key].is_number() ? static_cast<double>(metric[key]) : 0;
-      if (!(t > 0)) throw Error(fmt::format("{}/{}: not a positive step time in seconds", mat, key));
+      if (!(t > 0 && std::isfinite(t)))
+        throw Error(fmt::format("{}/{}: not a positive step time in seconds", mat, key));
       *into = t;
     }
     out.push_back(v);

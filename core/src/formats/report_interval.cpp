@@ -61,8 +61,13 @@ RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_h
 }
 
 int runs_for_level(double p_low, double p_high) {
+  // The level of n runs, their ends clamped as conformal_spread clamps them.
+  auto level = [&](int n) {
+    const int lo = std::clamp(floor_of(n, p_low), 1, n), hi = std::clamp(ceil_of(n, p_high), lo, n);
+    return static_cast<double>(hi - lo) / (n + 1);
+  };
   int n = 1;
-  while (n < (1 << 20) && (floor_of(n, p_low) < 1 || ceil_of(n, p_high) > n)) ++n;
+  while (n < (1 << 20) && level(n) + 1e-9 < p_high - p_low) ++n;
   return n;
 }
 

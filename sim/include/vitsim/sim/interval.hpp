@@ -71,6 +71,7 @@ struct MeasuredRun {
   double seconds = 0;
   MeasuredMetric metric = MeasuredMetric::StepTime;
   std::string where;  // "runs.csv:4", "measured-1.json: /points/2"
+  std::string file;   // the file as given
   // > 0: a validation's point (`vitsim validate --format json`): the step time its prediction stated when it
   // was validated; the ratio is taken against it (the whole procedure's error: calibrate, predict, run) and
   // nothing is simulated. 0: the run is held against the model as it is now (its configuration simulated).
@@ -78,7 +79,8 @@ struct MeasuredRun {
 };
 // The runs of `files`: validations (core read_validated_times), or measured reports and CSVs as `vitsim fit`
 // reads them (core/formats/measured_times.hpp) as configurations of `f`, a configuration measured more than
-// once kept once per run. Throws Error naming the file and row.
+// once kept once per run, each checked against its platform as its simulation would be. Throws Error naming
+// the file and row, or a file given twice.
 std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files);
 
 // Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
