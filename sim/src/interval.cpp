@@ -315,12 +315,13 @@ std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<
                         path, earlier));
     }
     seen.push_back(path);
-    if (const std::string text = read_input_file(path, "measured runs (--runs)"); is_validation(text)) {
+    const std::string text = read_input_file(path, "measured runs (--runs)");
+    if (is_validation(text)) {
       for (const ValidatedTime& v : read_validated_times(path, text))
         out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, path, v.predicted});
       continue;
     }
-    const MeasuredTimes m = read_measured_times(path);
+    const MeasuredTimes m = read_measured_times(path, text);
     std::vector<Scenario> scenarios = measured_scenarios(f, m, true);
     for (size_t i = 0; i < scenarios.size(); ++i) {
       scenarios[i].what_ifs.clear();

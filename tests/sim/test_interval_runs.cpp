@@ -75,6 +75,8 @@ TEST_CASE("runs: split-conformal ends by their closed form", "[interval][runs]")
   CHECK(runs_for_level(0.05, 0.95) == 19);  // floor(20 x 0.05) = 1, ceil(20 x 0.95) = 19
   // A narrow stated rate (5%) that 2 runs already hold, clamped: k 1 and 2 of 3 ranks, level 1/3.
   CHECK(runs_for_level(0.3, 0.35) == 2);
+  // From 10 on (the text's "more runs" counts from one above the runs given): n = 10 holds 9/11 >= 80%.
+  CHECK(runs_for_level(0.1, 0.9, 10) == 10);
   CHECK(conformal_spread({1, 2}, 0.3, 0.35).level == Approx(1.0 / 3).epsilon(1e-15));
   // n = 60 (the local set's five validations): k_low = floor(6.1) = 6, k_high = ceil(54.9) = 55, level 49/61.
   std::vector<double> sixty;

@@ -166,7 +166,10 @@ const char* measured_metric_column(MeasuredMetric m) {
 }
 
 MeasuredTimes read_measured_times(const std::string& path) {
-  const std::string text = read_input_file(path, "measured times");
+  return read_measured_times(path, read_input_file(path, "measured times"));
+}
+
+MeasuredTimes read_measured_times(const std::string& path, const std::string& text) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return read_report(path, text);
   return read_csv(path, text);

@@ -32,42 +32,35 @@ std::string runs_text(const PointInterval& v) {
       r.count, r.count == 1 ? "" : "s", r.ratio_low, r.ratio_high, 100 * r.level);
   if (r.level + 1e-9 < v.p_high - v.p_low)
     out += fmt::format(", under the stated {:.0f}%: {} more runs state it", 100 * (v.p_high - v.p_low),
-                       runs_for_level(v.p_low, v.p_high) - r.count);
+                       runs_for_level(v.p_low, v.p_high, r.count + 1) - r.count);
   return out;
 }
-}  // namespace
 
-namespace {
-// (n + 1) p's floor and ceiling, a rounding of the product aside ((9 + 1) x 0.9 is 9, not 9.000000000000002).
-int floor_of(int n, double p) {
-  return static_cast<int>(std::floor((n + 1) * p + 1e-9));
-}
-int ceil_of(int n, double p) {
-  return static_cast<int>(std::ceil((n + 1) * p - 1e-9));
+// The ranks of n ratios' conformal ends and the level they hold: k_low = floor((n + 1) p_low), k_high =
+// ceil((n + 1) p_high), clamped to 1..n (a rounding of the product aside: (9 + 1) x 0.9 is 9, not
+// 9.000000000000002).
+RunsSpread conformal_ranks(int n, double p_low, double p_high) {
+  RunsSpread r;
+  r.count = n;
+  r.k_low = std::clamp(static_cast<int>(std::floor((n + 1) * p_low + 1e-9)), 1, n);
+  r.k_high = std::clamp(static_cast<int>(std::ceil((n + 1) * p_high - 1e-9)), r.k_low, n);
+  r.level = static_cast<double>(r.k_high - r.k_low) / (n + 1);
+  return r;
 }
 }  // namespace
 
 RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high) {
   if (ratios.empty()) throw Error("no measured run to take an interval's ends from");
   std::sort(ratios.begin(), ratios.end());
-  RunsSpread r;
-  r.count = static_cast<int>(ratios.size());
-  r.k_low = std::clamp(floor_of(r.count, p_low), 1, r.count);
-  r.k_high = std::clamp(ceil_of(r.count, p_high), r.k_low, r.count);
+  RunsSpread r = conformal_ranks(static_cast<int>(ratios.size()), p_low, p_high);
   r.ratio_low = ratios[static_cast<size_t>(r.k_low - 1)];
   r.ratio_high = ratios[static_cast<size_t>(r.k_high - 1)];
-  r.level = static_cast<double>(r.k_high - r.k_low) / (r.count + 1);
   return r;
 }
 
-int runs_for_level(double p_low, double p_high) {
-  // The level of n runs, their ends clamped as conformal_spread clamps them.
-  auto level = [&](int n) {
-    const int lo = std::clamp(floor_of(n, p_low), 1, n), hi = std::clamp(ceil_of(n, p_high), lo, n);
-    return static_cast<double>(hi - lo) / (n + 1);
-  };
-  int n = 1;
-  while (n < (1 << 20) && level(n) + 1e-9 < p_high - p_low) ++n;
+int runs_for_level(double p_low, double p_high, int at_least) {
+  int n = std::max(at_least, 1);
+  while (n < (1 << 20) && conformal_ranks(n, p_low, p_high).level + 1e-9 < p_high - p_low) ++n;
   return n;
 }
 

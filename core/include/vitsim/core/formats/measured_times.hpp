@@ -49,6 +49,8 @@ struct MeasuredTimes {
 // a time that is not a positive number of seconds, a row repeating an earlier configuration) and with
 // FILE: /json/pointer for a report (the report reader's messages; a predicted report is refused).
 MeasuredTimes read_measured_times(const std::string& path);
+// The same of `text`, the file's content read already.
+MeasuredTimes read_measured_times(const std::string& path, const std::string& text);
 
 // The scenario points the measurements are of, in their order. A CSV row: the row's keys applied to a copy
 // of `f` as --set applies them; the result must be one point (a sweep of the file left open by the row is an

@@ -63,8 +63,8 @@ struct RunsSpread {
 // r_(k_high) with (n + 1 - k_high) / (n + 1), so between them with `level` = (k_high - k_low) / (n + 1).
 // ratios not empty, each > 0.
 RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high);
-// The fewest runs whose conformal ends hold p_high - p_low (9 for p10-p90).
-int runs_for_level(double p_low, double p_high);
+// The fewest runs, `at_least` or more, whose conformal ends hold p_high - p_low (9 for p10-p90).
+int runs_for_level(double p_low, double p_high, int at_least = 1);
 struct PointInterval {
   int samples = 0;
   long long seed = 0;
