@@ -11,10 +11,10 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/nccl_table.hpp"
+#include "vitsim/core/results/nccl_table.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/collective_bench.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/predict/collective_bench.hpp"
 
 namespace vitsim::app {
 

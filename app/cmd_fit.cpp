@@ -7,10 +7,10 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/measured_times.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
-#include "vitsim/sim/fit.hpp"
+#include "vitsim/sim/fit/fit.hpp"
 
 namespace vitsim::app {
 

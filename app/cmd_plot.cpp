@@ -6,8 +6,8 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/plan.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
 

@@ -13,7 +13,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 #include "vitsim/validate/validate.hpp"
 
 namespace vitsim::app {

@@ -1,11 +1,11 @@
 #pragma once
 // --interval and its flags (--samples, --interval-seed, --p-low, --p-high, --runs) of `vitsim predict` and
-// `vitsim plan` (sim/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so
+// `vitsim plan` (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so
 // that the flags read and refuse alike.
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 namespace vitsim::app {
 

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   try {
     // Ctrl-C, SIGTERM, SIGHUP: children ended, temporary folders removed, one line, exit 128 + signal.
     // `train` too (mpirun passes Ctrl-C on to its ranks as SIGTERM): its line says at which step the run
-    // stopped and what was saved (real/src/trainer.cpp).
+    // stopped and what was saved (real/src/trainer/trainer.cpp).
     vitsim::install_interrupt_cleanup("vitsim");
     // The action's status: 0, 4 validate over its tolerance, 5 plan with no feasible point, 6 some points of
     // a sweep failed and the rest were written (docs/errors.md).

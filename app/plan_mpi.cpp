@@ -25,7 +25,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/mpi_check.hpp"
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
 

@@ -1,10 +1,10 @@
 #pragma once
-// --trace-ranks LIST of `vitsim predict` and `vitsim train` (core/formats/trace.hpp): one check for both, so
+// --trace-ranks LIST of `vitsim predict` and `vitsim train` (core/results/trace.hpp): one check for both, so
 // that a bad list is the same command-line error (exit 2) from either.
 #include <string>
 
 #include "commands.hpp"
-#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/results/trace.hpp"
 
 namespace vitsim::app {
 

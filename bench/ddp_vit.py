@@ -3,7 +3,7 @@
 
 Run by bench/train_vs_ddp.sh through torch.distributed.run; prints one JSON line on rank 0:
 {"ranks", "micro_batch", "steps", "step_p50_s", "step_mean_s", "img_s"} (img_s from the median step).
-The model mirrors real/src/model.cpp layer for layer: conv patch embedding, class token, position
+The model mirrors real/src/model/model.cpp layer for layer: conv patch embedding, class token, position
 embedding [T, 1, d], pre-norm blocks with nn.MultiheadAttention on [T, B, d] (the layout LibTorch 1.13
 uses), GELU MLP, final LayerNorm, linear head on the class token.
 """

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.hpp"
-#include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
 
 namespace {
 

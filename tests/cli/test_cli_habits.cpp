@@ -9,11 +9,11 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/suggest.hpp"
-#include "vitsim/core/formats/plan.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
-#include "vitsim/sim/process_pool.hpp"
+#include "vitsim/sim/engine/process_pool.hpp"
 
 namespace {
 

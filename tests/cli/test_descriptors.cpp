@@ -23,8 +23,8 @@
 #include "vitsim/core/model/dataset.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/compute_model.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/compute/compute_model.hpp"
 
 namespace {
 

@@ -10,15 +10,15 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
-#include "vitsim/core/formats/plan.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/framework.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/model/vit.hpp"
-#include "vitsim/sim/compute_model.hpp"
-#include "vitsim/sim/plan.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/compute/compute_model.hpp"
+#include "vitsim/sim/predict/plan.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 using units::Kind;

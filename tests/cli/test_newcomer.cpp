@@ -8,7 +8,7 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/plot/plot.hpp"
 
 using namespace vitsim;

@@ -8,7 +8,7 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/model/dataset.hpp"
-#include "vitsim/sim/collective.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Hostile numbers, sizes and platform files (issue 12), each with the one line it must get; the same table
 // renders docs/robustness.md (VITSIM_UPDATE_DOCS=1 rewrites it). Plus the steady-state rule of the
-// simulated window against closed forms (sim/src/steady_state.cpp).
+// simulated window against closed forms (sim/src/point/steady_state.cpp).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 #include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using json = nlohmann::json;
 

@@ -10,7 +10,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/identity.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 
 using json = nlohmann::json;

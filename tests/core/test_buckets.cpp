@@ -10,7 +10,7 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/buckets.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 using namespace vitsim;
 

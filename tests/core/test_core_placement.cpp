@@ -5,7 +5,7 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/placement.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 

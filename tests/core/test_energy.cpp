@@ -10,8 +10,8 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
-#include "vitsim/core/formats/plan.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"

@@ -1,4 +1,4 @@
-// predict's CSV (core/formats/report.hpp, report_to_csv): the whole run's columns beside the per-epoch ones,
+// predict's CSV (core/results/report.hpp, report_to_csv): the whole run's columns beside the per-epoch ones,
 // and a row for each failed point in its place with its reason (issue 28 item 1's CSV half; issue 27's
 // failed points: nothing lost when the output is CSV).
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using namespace vitsim;
 

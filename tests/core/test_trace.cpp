@@ -1,4 +1,4 @@
-// Issue 15 item 3: one trace format for predicted and measured runs (core/formats/trace.hpp), written by
+// Issue 15 item 3: one trace format for predicted and measured runs (core/results/trace.hpp), written by
 // `vitsim predict --trace` here; tests/real/test_real_trace.cpp compares it with `vitsim train --trace`.
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/trace.hpp"
+#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/model/vit.hpp"
 
 using namespace vitsim;

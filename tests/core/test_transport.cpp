@@ -7,9 +7,9 @@
 #include "test_util.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/transport.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/platform_build.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/fabric/platform_build.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 namespace sg4 = simgrid::s4u;
 using namespace vitsim;

@@ -263,7 +263,7 @@ TEST_CASE("Without a usable GPU the NCCL communicator fails naming rank, host, c
     const std::string what = e.what();
     CHECK_THAT(what, Catch::StartsWith("rank 0 on " + world.host() +
                                        ": CUDA call cudaSetDevice(device_) failed: error "));
-    CHECK_THAT(what, Catch::Contains("real/src/comm_nccl.cpp:"));
+    CHECK_THAT(what, Catch::Contains("real/src/comm/comm_nccl.cpp:"));
   }
 }
 

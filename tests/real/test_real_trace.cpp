@@ -1,5 +1,5 @@
 // Issue 15 item 3: `vitsim train --trace` writes the format of `vitsim predict --trace`
-// (core/formats/trace.hpp): the same processes, tracks and event names for the same scenario, so the two load
+// (core/results/trace.hpp): the same processes, tracks and event names for the same scenario, so the two load
 // side by side in Perfetto and a program can diff them. Runs the trainer on 2 CPU ranks under mpirun, a few
 // steps.
 #include <catch2/catch.hpp>

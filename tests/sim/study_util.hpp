@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/vit.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 namespace study {
 

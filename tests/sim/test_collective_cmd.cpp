@@ -13,8 +13,8 @@
 
 #include "test_util.hpp"
 #include "vitsim/calibrate/imports.hpp"
-#include "vitsim/core/formats/nccl_table.hpp"
-#include "vitsim/sim/collective.hpp"
+#include "vitsim/core/results/nccl_table.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// `vitsim fit` (issue 26 item 4; sim/fit.hpp, docs/fit.md): the bounded least squares on closed forms; the
+// `vitsim fit` (issue 26 item 4; sim/fit/fit.hpp, docs/fit.md): the bounded least squares on closed forms; the
 // fit recovers known figures from times the simulator itself produced, noise added from a fixed seed,
 // within its stated uncertainty; it refuses figures the measurements cannot pin down (no effect, collinear,
 // more figures than measurements) naming them; the CSV reader's errors carry FILE:LINE; the file it writes
@@ -12,12 +12,12 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/measured_times.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/fit.hpp"
-#include "vitsim/sim/least_squares.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/fit/fit.hpp"
+#include "vitsim/sim/fit/least_squares.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 

@@ -1,4 +1,4 @@
-// The fluid model of a collective's transfers (sim/include/vitsim/sim/fluid.hpp; issue 25 item 4): its
+// The fluid model of a collective's transfers (sim/include/vitsim/sim/fluid/fluid.hpp; issue 25 item 4): its
 // max-min shares against closed forms, every algorithm's schedule against the same algorithm run as SimGrid
 // flows, and the `auto` collective computed without flows against its flows in whole predictions.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/fluid.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/fluid/fluid.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 namespace sg4 = simgrid::s4u;
 using namespace vitsim::sim;

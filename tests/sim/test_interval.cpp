@@ -1,4 +1,4 @@
-// Intervals and sensitivity of a prediction (issue 26 item 3; sim/interval.hpp): a point whose every range
+// Intervals and sensitivity of a prediction (issue 26 item 3; sim/predict/interval.hpp): a point whose every range
 // is zero has the point as its interval; a figure built to dominate tops the sensitivity list by its closed
 // form; the Latin hypercube puts one sample in each stratum; --interval adds to the outputs and nothing
 // changes without it.
@@ -12,8 +12,8 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
-#include "vitsim/sim/interval.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/interval.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 

@@ -1,4 +1,4 @@
-// Intervals of calibrated predictions (issue 26 items 2 and 3; sim/interval.hpp): a calibration's measured
+// Intervals of calibrated predictions (issue 26 items 2 and 3; sim/predict/interval.hpp): a calibration's measured
 // spans (core/formats/calibration.hpp MeasuredSpan: calibrate's rounds, as factors on the compute and the
 // sync figures it kept) round-trip through the file and are refused when wrong; predict --interval samples
 // them beside the platform's ranges. Each sampled figure against its closed form: a compute factor f scales

@@ -1,5 +1,5 @@
 // Measured runs in the interval (issue 26 item 3 and item 5's "intervals that contain the measured times at
-// their stated rate"; predict and plan --runs, sim/interval.hpp MeasuredRun, core conformal_spread): each
+// their stated rate"; predict and plan --runs, sim/predict/interval.hpp MeasuredRun, core conformal_spread): each
 // run's measured / predicted ratio, the ratios' split-conformal ends (Vovk, Gammerman and Shafer 2005; Lei et
 // al. 2018: sorted r_1..r_n, k_low = floor((n+1) p_low), k_high = ceil((n+1) p_high), a new exchangeable
 // ratio between them with probability (k_high - k_low) / (n+1)), and the point's interval taking in its
@@ -16,7 +16,7 @@
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

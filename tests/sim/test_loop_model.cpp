@@ -11,7 +11,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
-#include "vitsim/sim/compute_model.hpp"
+#include "vitsim/sim/compute/compute_model.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

@@ -8,7 +8,7 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/memory.hpp"

@@ -1,5 +1,5 @@
 // Platforms that scale (issue 14, item 3): the flat-star layout (core/platform/platform_flat.hpp) built in
-// code (sim/platform_build.hpp). Building is linear (counts of what is created, not time); a pair of GPUs in
+// code (sim/fabric/platform_build.hpp). Building is linear (counts of what is created, not time); a pair of GPUs in
 // one node bypasses the NIC; a cross-node route crosses both NICs; rails; pods; every route holds the links
 // the cluster-per-node layout gives the same spec; the study platforms predict the same in either layout.
 #include <catch2/catch.hpp>
@@ -23,9 +23,9 @@
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_flat.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/platform_build.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/fabric/platform_build.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 using namespace vitsim;
 namespace sg4 = simgrid::s4u;

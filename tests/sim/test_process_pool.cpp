@@ -1,6 +1,6 @@
 // Zygotes (issue 14, "a 1,000-point plan of Vector"): predict's and plan's points of one platform file fork
-// from one process that loaded the platform once (sim/process_pool.hpp run_forked_groups, gather_forked with
-// ForkedPoints::group_of; sim/simulate.hpp prepare_engine + simulate_prepared). The pool with made-up tasks
+// from one process that loaded the platform once (sim/engine/process_pool.hpp run_forked_groups, gather_forked with
+// ForkedPoints::group_of; sim/point/simulate.hpp prepare_engine + simulate_prepared). The pool with made-up tasks
 // (groups, failures per task, the job limit, a zygote that dies), then real points of several platforms
 // (one flat-star) against simulate_point, a platform that fails to load, and the CLI with two platform
 // files and with a what-if swept over two edits (two edited copies).
@@ -20,8 +20,8 @@
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_flat.hpp"
-#include "vitsim/sim/process_pool.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/engine/process_pool.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

@@ -5,8 +5,8 @@
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
-#include "vitsim/sim/collective.hpp"
-#include "vitsim/sim/simulate.hpp"
+#include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 namespace sg4 = simgrid::s4u;
 using namespace vitsim::sim;
@@ -63,7 +63,7 @@ auto on_engine(const std::string& platform, F&& f) {
 }
 
 // Every rank i first has leads[i] seconds of its own work, then one collective. Slept: the rank sleeps them
-// and calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collective.hpp) and owes d.lead +
+// and calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collectives/collective.hpp) and owes d.lead +
 // d.tail after it. Returns each rank's end (the instant its clock reaches after all it owes). With `lone`,
 // the group is a lone ring (Group::set_lone_ring: no flows) when lone_ring_bandwidths allows it, and the
 // result is empty when it does not.
@@ -105,7 +105,7 @@ std::vector<double> rank_ends(const std::string& platform, const std::string& al
 TEST_CASE("a collective carrying its ranks' pending time ends where sleeping it first would",
           "[collective][deferred]") {
   // The compute stream runs an inline collective with its unslept compute time as the lead and takes the
-  // ring's trailing latencies back as time it owes (sim/src/rank_actors.cpp): the same instants, fewer
+  // ring's trailing latencies back as time it owes (sim/src/point/rank_actors.cpp): the same instants, fewer
   // SimGrid events.
   const double B = 10e9, a = 2e-6, S = 100e6;
   vt::TempDir d;

@@ -7,10 +7,10 @@
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
-#include "vitsim/sim/compute_model.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/compute/compute_model.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 
@@ -180,7 +180,7 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
 }
 
 TEST_CASE("a CPU device copies no batch to itself: no host-to-device time, no h2d event", "[model][trace]") {
-  // The trainer on a CPU device wraps the loader's batch in place (real/src/trainer.cpp micro_batch: no copy,
+  // The trainer on a CPU device wraps the loader's batch in place (real/src/trainer/trainer.cpp micro_batch: no copy,
   // no h2d event); on a GPU it copies it over the host link.
   vt::TempDir d;
   for (const auto& [scenario, cpu] :

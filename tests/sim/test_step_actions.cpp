@@ -1,4 +1,4 @@
-// step_actions (sim/step_actions.hpp): one rank's step as the list of actions the simulator's compute actor
+// step_actions (sim/compute/step_actions.hpp): one rank's step as the list of actions the simulator's compute actor
 // executes, checked without SimGrid over every combination of overlap, ZeRO stage, accumulation, patch
 // parallelism and group size.
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
-#include "vitsim/sim/simulate.hpp"
-#include "vitsim/sim/step_actions.hpp"
+#include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/compute/step_actions.hpp"
 
 using namespace vitsim::sim;
 using Kind = StepAction::Kind;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "study_util.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/platform/platform.hpp"
 
 using study::at;

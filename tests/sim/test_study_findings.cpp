@@ -21,7 +21,7 @@
 #include <string>
 
 #include "study_util.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using study::at;
 using study::compute;

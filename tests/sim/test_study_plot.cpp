@@ -13,10 +13,10 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/plot/plot.hpp"
-#include "vitsim/sim/predict.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 namespace {
 namespace fs = std::filesystem;

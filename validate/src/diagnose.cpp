@@ -19,7 +19,7 @@ namespace {
 const char* const kPhases[] = {"data", "h2d", "compute_fwd", "compute_bwd", "optimizer", "comm_exposed"};
 
 // Device types whose compute came from the platform file's figures: the simulator's note
-// "compute on D: op-level model (platform figures), ..." (sim/src/rank_setup.cpp, compute_model.cpp).
+// "compute on D: op-level model (platform figures), ..." (sim/src/point/rank_setup.cpp, compute_model.cpp).
 std::set<std::string> uncalibrated_devices(const Report& predicted) {
   std::set<std::string> out;
   const std::string head = "compute on ", tail = ": op-level model (platform figures)";

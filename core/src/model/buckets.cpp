@@ -73,7 +73,7 @@ std::vector<GradBucket> bucket_layout(const std::vector<double>& tensors, double
 
 std::vector<double> gradient_ready_tensors(const ViTConfig& m) {
   std::vector<double> t = parameter_tensors(m);
-  // The trainer's registration order (real/src/model.cpp; LibTorch's parameters() yields a module's own
+  // The trainer's registration order (real/src/model/model.cpp; LibTorch's parameters() yields a module's own
   // parameters before its children's): class token, position embedding, then the patch convolution's
   // weight and bias - parameter_tensors() lists the convolution first. All four belong to patch_embed.
   std::rotate(t.begin(), t.begin() + 2, t.begin() + 4);

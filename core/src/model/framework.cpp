@@ -88,7 +88,7 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
   StepBuilder s;
   switch (in.framework) {
     case Framework::Vitsim:
-      // real/src/trainer.cpp + optim.cpp: gradients live in one flat fp32 buffer (no copies); it is
+      // real/src/trainer/trainer.cpp + optim.cpp: gradients live in one flat fp32 buffer (no copies); it is
       // divided by the ranks after the all-reduce, stepped once, then zeroed.
       if (n > 1) s.mem("grad_average", P * (4 + 4));
       // Clipping over the flat buffer: one norm reduction (reads it) and one scale (reads and writes it).

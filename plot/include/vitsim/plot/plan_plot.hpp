@@ -1,5 +1,5 @@
 #pragma once
-// Plots of a capacity plan ("vitsim.plan/1", core/formats/plan.hpp), drawn by gnuplot like report plots:
+// Plots of a capacity plan ("vitsim.plan/1", core/results/plan.hpp), drawn by gnuplot like report plots:
 // - nodes:  time to train against the node count, one curve per micro-batch (the best feasible point at
 //           each node count and micro-batch, over the other swept settings);
 // - pareto: every feasible point's time to train against its cost, the Pareto front as a line;
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/formats/plan.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/plot/plot.hpp"
 
 namespace vitsim::plot {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim::plot {
 

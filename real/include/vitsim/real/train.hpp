@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::real {
@@ -31,7 +31,7 @@ ThreadPlan plan_threads(int requested, int local_size);
 
 struct TrainOptions {
   std::string report_path;  // report JSON, written by rank 0 (temp file + rename); "" = none
-  std::string trace_path;   // Chrome trace JSON (core/formats/trace.hpp; rank 0 writes it); "" = none
+  std::string trace_path;   // Chrome trace JSON (core/results/trace.hpp; rank 0 writes it); "" = none
   std::string trace_ranks;  // --trace-ranks LIST (core's parse_rank_list); "" = the first 64 ranks
   bool resume = false;      // continue from run.checkpoint_dir's checkpoint
   // Each rank writes its final parameters as raw little-endian fp32 in parameter order to

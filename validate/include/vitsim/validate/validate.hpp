@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/formats/report.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::validate {

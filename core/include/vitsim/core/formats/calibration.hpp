@@ -41,7 +41,7 @@ struct SyncCalibration {
 
 // The span a measured figure took over calibrate's rounds (issue 26: a measured figure's spread from its
 // repeats), as factors on the figure kept: low <= 1 <= high, low > 0, and why ("measured: ..."). The
-// interval sampler (sim/interval.hpp) draws a factor in [low, high] per device type and applies it to
+// interval sampler (sim/predict/interval.hpp) draws a factor in [low, high] per device type and applies it to
 // every rank of that type. JSON: {"low": .., "high": .., "why": ".."}.
 struct MeasuredSpan {
   double low = 1, high = 1;
@@ -122,7 +122,7 @@ struct Calibration {
 void widen_by_earlier(DeviceCalibration& fresh, const DeviceCalibration& earlier);
 
 // `c` with device `device`'s measured forward and backward times (whole and per layer) times `compute`
-// and its sync figures times `sync`: one sample of the interval (sim/interval.hpp).
+// and its sync figures times `sync`: one sample of the interval (sim/predict/interval.hpp).
 Calibration with_span_factors(const Calibration& c, size_t device, double compute, double sync);
 
 // The calibration's figures predict and plan do not use, in one line for the points' notes ("" when none):

@@ -72,7 +72,7 @@ struct ParallelSpec {
 
 // NCCL's tuner (core/model/nccl_tuning.hpp, docs/model.md "NCCL's tuner"): the version whose tables model
 // NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Read by
-// the collective "auto" (parallelism.collective=auto, the default; sim/src/collective_nccl.cpp).
+// the collective "auto" (parallelism.collective=auto, the default; sim/src/collectives/collective_nccl.cpp).
 struct NcclSpec {
   std::string version;  // a name of nccl_versions(), "2.23"; resolved to the newest when not given
   std::string algo;     // NCCL_ALGO, "" = NCCL's default
@@ -102,7 +102,7 @@ struct SimulationSpec {
   long long max_routes = kDefaultMaxRoutes;
   long long max_points = kDefaultMaxPoints;
   // auto: a fused ring whose transfers share no link with any other transfer is computed without SimGrid
-  // flows (exact for its model: sim/collective.hpp Group::set_lone_ring); always: every transfer is a flow.
+  // flows (exact for its model: sim/collectives/collective.hpp Group::set_lone_ring); always: every transfer is a flow.
   std::string flows = "auto";
 };
 

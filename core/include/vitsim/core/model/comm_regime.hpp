@@ -2,17 +2,17 @@
 // The gradient reduction's regime at one point (issue 25 item 6; docs/plan.md "Communication advice"): per
 // optimizer step, the calls that reduce the gradient buckets, each a latency and a transfer by the formulas
 // the simulation uses, and the bucket size at which a call's latency falls under a stated share of its
-// transfer. sim fills it after a point's run (sim/src/comm_regime.cpp); the plan's explanation reads it
-// (core/src/formats/plan_advice.cpp).
+// transfer. sim fills it after a point's run (sim/src/point/comm_regime.cpp); the plan's explanation reads it
+// (core/src/results/plan_advice.cpp).
 //
 // A call of S bytes over n ranks:
 //   ring (`ring`, `ring_msg`; and every reduce-scatter of a named collective, which runs as the fused ring):
 //     latency = steps x a, steps = 2(n-1) for an all-reduce, n-1 for a reduce-scatter, a the largest route
-//     latency between ring neighbours (Group::ring_max_latency, sim/src/transfers.cpp);
+//     latency between ring neighbours (Group::ring_max_latency, sim/src/collectives/transfers.cpp);
 //     transfer = steps x (S/n) / B, B the ring's slowest edge: the narrowest link on its route, shared
 //     max-min with the ring's other edges that cross it (the rate SimGrid gives the ring's slowest flow).
 //   `auto`: latency = NCCL's latency for the algorithm and protocol it picks at S (NcclChoice::latency_us,
-//     core/model/nccl_tuning.hpp: what sim/src/collective_nccl.cpp adds per call); transfer = the ring's term
+//     core/model/nccl_tuning.hpp: what sim/src/collectives/collective_nccl.cpp adds per call); transfer = the ring's term
 //     above on S / payload fraction of the protocol (the bytes NCCL's protocol puts on the wire).
 #include <string>
 

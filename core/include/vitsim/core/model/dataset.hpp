@@ -2,7 +2,7 @@
 // The datasets vitsim knows, one row each: the published facts the scenario resolver fills in, the
 // per-channel normalisation, which reader of the trainer opens the files and where they lie. The scenario
 // (dataset.name's valid names), the memory and epoch models and real/'s readers all read this table;
-// adding a dataset is adding a row here (and, for a new file format, its reader in real/src/data.cpp).
+// adding a dataset is adding a row here (and, for a new file format, its reader in real/src/data/data.cpp).
 // Sources of every figure: docs/sources.md "Datasets".
 #include <optional>
 #include <string>

@@ -7,7 +7,7 @@
 // catalogue's TDP as the busy power and the catalogue's gpu_idle_power_fraction of it as the idle power
 // (data/catalogue.json, docs/sources.md). A platform without them gets no energy figures.
 //
-// What counts as busy (gpu_busy_s in core/formats/report.hpp, from a rank's breakdown): forward, backward,
+// What counts as busy (gpu_busy_s in core/results/report.hpp, from a rank's breakdown): forward, backward,
 // the optimizer step, and communication the rank waits for (exposed). Communication hidden behind backward
 // overlaps kernels already counted. Collectives count as busy because NCCL's kernels hold SMs for the
 // whole collective, spinning on their peers while they wait: the GPU does not fall to its idle clocks. Idle:

@@ -43,7 +43,7 @@ struct MemoryInputs {
 MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in);
 // The activations each layer's forward keeps for backward, for the whole micro-batch (layer name -> bytes):
 // memory_per_gpu's activations are their sum (plus, under activation checkpointing, the one block backward
-// rebuilds at a time). The trace's memory counter (core/formats/trace.hpp TraceMemory).
+// rebuilds at a time). The trace's memory counter (core/results/trace.hpp TraceMemory).
 std::map<std::string, double> saved_bytes_per_layer(const Workload& w, const MemoryInputs& in);
 
 // Optimizer state bytes per parameter, fp32 master included: adamw/adam 8 (+4), sgd 4 (momentum) (+4).

@@ -1,7 +1,7 @@
 #pragma once
 // Link transports: what a link's written (line-rate) bandwidth and latency become once the protocol
 // that carries NCCL's bytes over it is accounted for. Pure functions, no SimGrid; the simulator applies
-// the result to its links (sim/src/link_transports.cpp, apply_link_transports). docs/platforms.md and
+// the result to its links (sim/src/fabric/link_transports.cpp, apply_link_transports). docs/platforms.md and
 // docs/sources.md give the sources of every default below.
 //
 //   tcp        NCCL's socket transport over TCP/IP on Ethernet. Goodput =

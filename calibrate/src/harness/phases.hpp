@@ -1,0 +1,135 @@
+#pragma once
+// The phases of one `vitsim calibrate` run (calibrate.cpp run), one file each, and what they share: the job,
+// this rank's device, the scenario's model, the details document and the terminal (RunContext). No Torch: the
+// phases time through the LibTorch benchmarks of measure.hpp and the communicator of real/comm.hpp.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/harness.hpp"
+#include "harness/measure.hpp"
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/real/comm.hpp"
+
+namespace vitsim::calibrate {
+
+using json = nlohmann::json;
+
+// Stage 1 of the op-model fit weights each op sample by its measured time (docs/calibrate-validate.md).
+constexpr bool kWeightByTime = false;
+// Passes over the op list (measure_ops): an op's time is the median of its rounds' means.
+constexpr int kOpRounds = 3;
+// Rounds of the compute phase over the micro-batches: a micro-batch's figure is its median round's.
+constexpr int kComputeRounds = 3;
+// Rounds of the step phase over the micro-batches: a micro-batch's sync rest is its median round's.
+constexpr int kStepRounds = 3;
+// All-reduce timing: warm-up runs thrown away, then at least this many timed runs per size.
+constexpr int kAllreduceWarmup = 5, kAllreduceMinIters = 10;
+
+// What every phase of one run shares.
+struct RunContext {
+  RunContext(const Scenario& scenario, const Options& options, real::World& w)
+      : s(scenario), o(options), world(w) {}
+  const Scenario& s;
+  const Options& o;
+  real::World& world;
+  int rank = 0, nranks = 1;
+  bool root = true;
+  std::vector<std::string> devices;     // the device type of each rank
+  std::vector<std::string> type_order;  // the distinct device types, in rank order
+  DeviceInfo dev;
+  Environment env;
+  Workload workload;
+  std::vector<int> mbs;  // calibration micro-batches, ascending
+  json details;
+
+  // `--warmup` and `--iters`: the repeats of compute and copies.
+  Repeats repeats() const { return {o.warmup, o.iters}; }
+  void say(const std::string& text) const;                  // on rank 0 unless quiet
+  std::vector<int> members(const std::string& type) const;  // the ranks of one device type
+};
+
+// The environment of this process (harness.cpp).
+Environment record_environment();
+// A spread as the details file writes it.
+json spread_json(const Spread& s);
+std::string pct(double x);  // "12.3%"
+double median_of(std::vector<double> v);
+
+// ---- compute (phase_compute.cpp) ----
+struct ComputePhase {
+  std::map<std::string, DeviceCalibration> by_type;  // one entry per device type, its points by micro-batch
+  std::vector<double> rank_rates;                    // achieved FLOP/s per rank at the largest micro-batch
+  std::vector<double> rank_peaks;                    // best GEMM FLOP/s per rank (measure_gemm_rate)
+  double worst_rel_iqr = 0, worst_rank_gap = 0;
+};
+// The compute phase's span of each device type (DeviceCalibration::compute_span, set in by_type): its
+// rounds' forward + backward means over the kept round's, lowest and highest over its ranks and
+// micro-batches; none with one round. The files take the step phase's and the occupancy's in
+// (outputs.cpp settle_compute_span).
+ComputePhase compute_phase(RunContext& x);
+
+// ---- op model (phase_op_model.cpp) ----
+std::vector<OpModelCalibration> op_model_phase(RunContext& x, const ComputePhase& compute);
+
+// ---- occupancy (phase_occupancy.cpp) ----
+double occupancy_phase(RunContext& x, const ComputePhase& compute);
+
+// ---- host-to-device copies (phase_copy.cpp) ----
+struct CopyRates {  // one rank's copy bandwidths (bytes/s)
+  double pinned = 0, pageable = 0;
+};
+struct HostToDevice {
+  CopyRates median;  // over the ranks
+  bool on_cpu = true;
+};
+HostToDevice copy_phase(RunContext& x);
+
+// ---- loader (phase_loader.cpp) ----
+LoaderCalibration loader_phase(RunContext& x);
+
+// ---- all-reduce (phase_allreduce.cpp) ----
+struct AllreducePhase {
+  std::vector<LinkCalibration> links;  // none with one rank
+  RingFit fit;
+};
+AllreducePhase allreduce_phase(RunContext& x);
+
+// ---- the trainer's own steps (phase_step.cpp) ----
+// What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit` and the wait for a
+// slower device type that `compute` gives the simulator, measured with the trainer at every calibration
+// micro-batch (none with one rank or --no-step).
+// `span`: the rounds' rest over the kept round's, lowest and highest over the micro-batches whose kept rest
+// is above zero (the sync figures' span; empty when none is).
+// trainer_low..trainer_high: the trainer's own forward + backward in every round over the ranks' calibrated
+// figure at that micro-batch (trainer_rounds of them; the compute span takes them in: what the calibrated
+// compute misses of the trainer's).
+struct StepPhase {
+  SyncCalibration sync;
+  MeasuredSpan span;
+  double trainer_low = 1, trainer_high = 1;
+  int trainer_rounds = 0;
+};
+StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
+
+// ---- the files (outputs.cpp) ----
+// Everything one run measured and fitted.
+struct Measured {
+  ComputePhase compute;
+  std::vector<OpModelCalibration> op_models;
+  double alone_ratio = 1;
+  HostToDevice h2d;
+  LoaderCalibration loader;
+  AllreducePhase allreduce;
+  StepPhase step;
+};
+// The calibration of this run: `c` (empty, or the file appended to) with this run's entries merged in
+// and its provenance.
+void complete_calibration(Calibration& c, const RunContext& x, const Measured& m,
+                          const std::vector<std::string>& hosts);
+// Rank 0 writes the calibration, the details and the platform file.
+void write_outputs(RunContext& x, const Calibration& c, const Measured& m,
+                   const std::vector<std::string>& hosts);
+
+}  // namespace vitsim::calibrate

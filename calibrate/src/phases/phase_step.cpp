@@ -1,0 +1,204 @@
+// Step phase of `vitsim calibrate`: the trainer's own data-parallel steps (real::train_point_on) at every
+// calibration micro-batch on all ranks at once, and what a step costs at its gradient sync beyond the
+// all-reduce the fitted links give: the wait for the slowest rank and the first collective's wake-up after
+// the compute (calibration.hpp SyncCalibration). Measured, not modelled: on this machine the trainer's
+// exposed all-reduce of a 543 KiB gradient took 0.6-0.9 ms where the all-reduce alone, after a barrier, takes
+// 0.15 ms (docs/benchmarks.md "Validation on this machine").
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "harness/phases.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/real/train.hpp"
+
+namespace vitsim::calibrate {
+
+namespace {
+
+// One micro-batch's step, as the trainer measured it on every rank (the means over its timed steps).
+struct StepRow {
+  int micro_batch = 0;
+  double compute = 0;    // forward + backward, mean over the ranks
+  double exposed = 0;    // exposed gradient sync, mean over the ranks
+  double allreduce = 0;  // the step's bucket all-reduces on the fitted ring edge, back to back
+  double imbalance =
+      0;  // the slowest type's calibrated compute - the ranks' mean of it (the simulator has it)
+  double optimizer = 0, data = 0;
+  double calibrated = 0;  // the ranks' calibrated forward + backward at this micro-batch, their mean
+  double extra() const { return exposed - allreduce - imbalance; }
+};
+
+StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& fit, int mb, int steps) {
+  Scenario s = x.s;
+  s.training.micro_batch = mb;
+  s.training.grad_accum = 1;
+  s.training.epochs = 1;
+  s.simulation.warmup = x.o.warmup;
+  s.run.max_steps = x.o.warmup + steps;
+  s.run.checkpoint_dir.clear();
+  s.run.checkpoint_every = 0;
+  s.run.check_every = 0;
+  s.run.eval_samples = 64;  // the epoch's evaluation: not what is measured, kept short
+  real::TrainOptions opt;
+  opt.verbose = false;
+  const ReportPoint p = real::train_point_on(x.world, s, opt);
+  StepRow row;
+  row.micro_batch = mb;
+  const double n = static_cast<double>(p.per_rank.size());
+  for (const RankReport& r : p.per_rank) {
+    const Breakdown& b = r.breakdown_s;
+    row.compute += (b.compute_fwd + b.compute_bwd) / n;
+    row.exposed += b.comm_exposed / n;
+    row.optimizer += b.optimizer / n;
+    row.data += b.data / n;
+  }
+  // What the simulator makes of the ranks' compute: each rank its device type's calibrated forward +
+  // backward, so the ranks of a faster type wait for the slowest type's (a slow device type) by that much.
+  // The rest is what the simulated sync lacks beside it; ranks of one type that differ in a run (jitter, one
+  // core busier) are part of the rest.
+  auto calibrated = [&](int r) {
+    for (const ComputePoint& cp : compute.by_type.at(x.devices[static_cast<size_t>(r)]).points)
+      if (cp.micro_batch == mb) return cp.fwd_s + cp.bwd_s;
+    return 0.0;
+  };
+  double slowest = 0, mean = 0;
+  for (int r = 0; r < x.nranks; ++r) {
+    slowest = std::max(slowest, calibrated(r));
+    mean += calibrated(r) / x.nranks;
+  }
+  row.imbalance = slowest - mean;
+  row.calibrated = mean;
+  for (const GradBucket& b : gradient_buckets(s))
+    row.allreduce += ring_allreduce_time(fit, b.bytes, x.nranks);
+  return row;
+}
+
+// extra = fixed + per_compute x compute, least squares over the micro-batches, both terms >= 0; one
+// micro-batch: proportional (as calibrate scales a single compute point).
+SyncCalibration fit_sync(const std::vector<StepRow>& rows, int ranks) {
+  SyncCalibration sc;
+  sc.ranks = ranks;
+  const double n = static_cast<double>(rows.size());
+  double sc_ = 0, sx = 0, scc = 0, scx = 0;
+  for (const StepRow& r : rows) {
+    const double e = std::max(0.0, r.extra());
+    sc_ += r.compute;
+    sx += e;
+    scc += r.compute * r.compute;
+    scx += r.compute * e;
+  }
+  const double det = n * scc - sc_ * sc_;
+  if (rows.size() >= 2 && det > 0) {
+    sc.per_compute = (n * scx - sc_ * sx) / det;
+    sc.fixed_s = (sx - sc.per_compute * sc_) / n;
+  }
+  if (rows.size() < 2 || det <= 0 || sc.fixed_s < 0) {  // through the origin
+    sc.fixed_s = 0;
+    sc.per_compute = scc > 0 ? scx / scc : 0;
+  } else if (sc.per_compute < 0) {  // a constant
+    sc.per_compute = 0;
+    sc.fixed_s = sx / n;
+  }
+  sc.per_compute = std::clamp(sc.per_compute, 0.0, 1.0);
+  sc.fixed_s = std::clamp(sc.fixed_s, 0.0, 0.999);
+  return sc;
+}
+
+}  // namespace
+
+StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit) {
+  if (x.nranks < 2 || !x.o.step_phase) return {};
+  // The rest is a difference of noisy means whose steps have a long tail (a step's exposed sync: median 0.53
+  // ms, mean 0.76 ms here): rounds, as the compute phase's, each of at least 10 timed steps.
+  const int steps = std::max(10, x.o.iters / kStepRounds);
+  x.say(
+      fmt::format("step: the trainer's own steps, {} rounds of {} warm-up + {} timed at each micro-batch on "
+                  "all {} ranks, "
+                  "the median round by its rest kept: forward + backward, the exposed gradient sync, the "
+                  "all-reduce of its "
+                  "buckets on the fitted edge, the slowest device type's lead in compute (simulated), and "
+                  "the rest: waiting for "
+                  "the slowest rank's jitter and the first collective's wake-up (ms, means over the ranks)\n"
+                  "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                  kStepRounds, x.o.warmup, steps, x.nranks, "micro", "fwd+bwd", "exposed", "allreduce",
+                  "imbalance", "rest", "optimizer", "data"));
+  std::map<int, std::vector<StepRow>> by_mb;
+  for (int round = 0; round < kStepRounds; ++round)
+    for (int mb : x.mbs) {
+      x.world.barrier("calibrate step barrier");
+      by_mb[mb].push_back(measure_step(x, compute, fit, mb, steps));
+    }
+  std::vector<StepRow> rows;
+  json jrows = json::array();
+  MeasuredSpan span;
+  int spanned = 0;
+  StepPhase out;
+  for (const auto& [mb, rounds] : by_mb)
+    for (const StepRow& o : rounds)
+      if (o.calibrated > 0 && o.compute > 0) {
+        out.trainer_low = std::min(out.trainer_low, o.compute / o.calibrated);
+        out.trainer_high = std::max(out.trainer_high, o.compute / o.calibrated);
+        out.trainer_rounds++;
+      }
+  for (int mb : x.mbs) {
+    std::vector<StepRow>& rounds = by_mb[mb];
+    std::sort(rounds.begin(), rounds.end(),
+              [](const StepRow& a, const StepRow& b) { return a.extra() < b.extra(); });
+    const StepRow r = rounds[(rounds.size() - 1) / 2];
+    rows.push_back(r);
+    // The rounds' rest over the kept one's; a rest below zero counts as none (fit_sync clamps it so).
+    if (r.extra() > 0 && rounds.size() > 1) {
+      ++spanned;
+      for (const StepRow& o : rounds) {
+        const double f = std::max(0.0, o.extra()) / r.extra();
+        span.low = std::min(span.low, f);
+        span.high = std::max(span.high, f);
+      }
+    }
+    x.say(fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", mb,
+                      1e3 * r.compute, 1e3 * r.exposed, 1e3 * r.allreduce, 1e3 * r.imbalance, 1e3 * r.extra(),
+                      1e3 * r.optimizer, 1e3 * r.data));
+    jrows.push_back({{"micro_batch", mb},
+                     {"compute_s", r.compute},
+                     {"exposed_s", r.exposed},
+                     {"allreduce_s", r.allreduce},
+                     {"imbalance_s", r.imbalance},
+                     {"rest_s", r.extra()},
+                     {"optimizer_s", r.optimizer},
+                     {"data_s", r.data}});
+  }
+  out.sync = fit_sync(rows, x.nranks);
+  const SyncCalibration& sc = out.sync;
+  if (spanned > 0) {
+    // A factor in (0, 1] as calibration.hpp requires: a round with no rest at all floors at 1%.
+    span.low = std::clamp(span.low, 0.01, 1.0);
+    span.high = std::clamp(span.high, 1.0, 100.0);
+    span.why = fmt::format(
+        "measured: vitsim calibrate's {} step rounds, each round's rest (the exposed sync beyond the fitted "
+        "all-reduce and the compute difference) over the kept (median) round's, lowest and highest over {} "
+        "micro-batch(es) with a rest above zero; floored at x0.01, capped at x100",
+        kStepRounds, spanned);
+    out.span = span;
+    x.say(fmt::format("sync span: the rounds' rest at x{:.2f}..x{:.2f} of the kept round's\n", span.low,
+                      span.high));
+  }
+  if (out.trainer_rounds > 0)
+    x.say(
+        fmt::format("the trainer's forward + backward in these rounds: x{:.3f}..x{:.3f} of the calibrated "
+                    "figures (the compute span takes them in)\n",
+                    out.trainer_low, out.trainer_high));
+  x.say(fmt::format(
+      "sync fit: rest = {} + {:.2f}% of the step's forward + backward (least squares over the micro-batches, "
+      "both >= 0): predict adds it at each gradient sync on {} ranks\n",
+      units::format_time(sc.fixed_s), 100 * sc.per_compute, x.nranks));
+  x.details["step"] = {
+      {"rows", jrows},
+      {"sync", {{"ranks", sc.ranks}, {"fixed_s", sc.fixed_s}, {"per_compute", sc.per_compute}}}};
+  return out;
+}
+
+}  // namespace vitsim::calibrate

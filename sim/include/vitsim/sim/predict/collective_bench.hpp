@@ -1,0 +1,35 @@
+#pragma once
+// `vitsim collective`: what nccl-tests' *_perf binaries would print on a platform, predicted. Every size of
+// the sweep runs one collective over the placed ranks as SimGrid transfers over the platform's links (the
+// registry's algorithm for all_reduce, reduce_scatter and all_gather: collective.hpp), one size after the
+// other in one engine; its time is from the instant every rank is there to the last rank's end. The table
+// and its arithmetic (counts, algbw, busbw) are core's (core/results/nccl_table.hpp).
+#include <string>
+#include <vector>
+
+#include "vitsim/core/results/nccl_table.hpp"
+
+namespace vitsim::sim {
+
+struct CollectiveBench {
+  std::string platform;            // SimGrid platform file
+  int nodes = 0;                   // nodes used; 0: every node of the platform (or of `hosts`)
+  int gpus_per_node = 0;           // GPUs used on each node; 0: every GPU of the first node used
+  std::vector<std::string> hosts;  // node names in the order ranks fill them; empty: the platform's order
+  NcclTest func = NcclTest::AllReduce;
+  std::string type = "float";      // nccl-tests' -d name
+  std::string redop = "sum";       // nccl-tests' -o name (no effect on the time)
+  int root = 0;                    // broadcast's root rank
+  std::string algorithm = "auto";  // a collective of the registry (collective_names())
+  std::string nccl_version;        // "auto": NCCL's tuner tables (nccl_versions()); "" = the newest
+  std::string nccl_algo;           // "auto": NCCL_ALGO's syntax; "" = NCCL's default
+  std::string nccl_proto;          // "auto": NCCL_PROTO's syntax
+  NcclSweep sweep;
+  bool progress = true;  // a progress line on stderr for runs longer than a second
+};
+
+// Checks the bench against its platform (nodes, GPUs per node, hosts, root, algorithm, sizes) and simulates
+// it. Throws Error; messages name the flags of `vitsim collective` (--nodes, -g, --hosts, -r, --collective).
+NcclTable run_collective_bench(const CollectiveBench& b);
+
+}  // namespace vitsim::sim

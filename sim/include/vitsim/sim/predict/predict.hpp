@@ -1,0 +1,54 @@
+#pragma once
+// `vitsim predict`: every point of a scenario simulated in its own process (SimGrid allows one engine
+// per process), up to `jobs` at once, gathered into one Report.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vitsim/core/results/report.hpp"
+#include "vitsim/core/formats/scenario.hpp"
+
+namespace vitsim {
+struct Calibration;
+}
+
+namespace vitsim::sim {
+
+// `--interval`: an interval and a sensitivity ranking per point (sim/predict/interval.hpp); samples 0 = none.
+struct IntervalOptions {
+  int samples = 0;
+  std::uint64_t seed = 26;  // any fixed value: the design is reproducible, not tuned
+  double p_low = 0.1, p_high = 0.9;
+  // --runs FILE...: measured runs (sim/predict/interval.hpp MeasuredRun) whose ratios to the model widen the
+  // interval.
+  std::vector<std::string> runs;
+};
+
+struct PredictOptions {
+  std::string calibration;  // path, "" = none
+  int jobs = 0;             // 0 = the machine's cores
+  std::string trace_path;   // "" = no trace; else a Chrome trace JSON of every point (core/results/trace.hpp)
+  std::string
+      trace_ranks;       // --trace-ranks LIST (core's parse_rank_list); "" = the first 64 ranks of each point
+  bool progress = true;  // a progress line on stderr for runs longer than a second
+  double price_per_kwh = -1;  // >= 0: the energy price, over the platforms' price_per_kwh (docs/model.md
+                              // "Energy and cost per epoch")
+  long long epochs = 0;       // > 0: the whole run's epochs (predict --epochs), over training.epochs
+  IntervalOptions interval;
+};
+
+Report predict(const ScenarioFile& file, const PredictOptions& opt);
+
+// Resolved points (what-ifs already applied) simulated as predict simulates them, without a trace: their
+// report points in order. `who` names the progress line. `engine_of` (empty, or one path per point): the
+// platform file whose loaded engine point i runs on, when the point's own file differs from it only in
+// figures SimGrid never sees (a GPU's or a node's <prop>s: the compute, loader and copy figures vitsim reads
+// from its facts); the point's facts are read from its own file. One zygote then serves every such copy.
+// `calib_of` (empty, or one per point): the calibration point i runs with instead of `calib` (the interval's
+// sampled copies).
+std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
+                                         const PredictOptions& opt, const std::string& who,
+                                         const std::vector<std::string>& engine_of = {},
+                                         const std::vector<const Calibration*>& calib_of = {});
+
+}  // namespace vitsim::sim

@@ -1,0 +1,537 @@
+// "auto" (the default collective): what NCCL would run (issue 25). Per group (a communicator), an
+// NcclPlatform from the platform's facts and the group's placement, NCCL's topology and tuning for the
+// scenario's nccl.version, nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call,
+// nccl_choose() for the call's function and size, and the closest simulated algorithm runs it with the
+// protocol's wire bytes:
+//   Ring -> the fused ring (collective_ring.cpp);  Tree -> the node-aware double binary tree ("tree");
+//   NVLS (one node, NVSwitch multicast) and PAT -> the ring: NVLS's reduction in the switch halves the
+//     bytes each GPU sends; the ring over the NVSwitch is the nearest transfer pattern vitsim has;
+//   NVLSTree, CollNetDirect, CollNetChain (in-switch or in-network reduction across nodes) -> "rail" (a ring
+//     inside each node and one ring per rail across them; "rail" itself falls back as it does).
+// The protocol: a transfer of S data bytes under LL, LL128 or Simple moves S / nccl_payload_fraction(proto)
+// on the wire (LL: 2 S, LL128: 16/15 S, Simple: S).
+// Latency: a call costs NCCL's own latency term for the chosen algorithm and protocol (base latency plus
+// per-step hardware latencies, NcclChoice::latency_us: NCCL's figures, not the platform's link latencies,
+// which stand for the routes of the named algorithms), and its transfers then run over a shadow of the group
+// whose routes have no latency (LatencyModel::none), so the bytes cost what the links and the other
+// transfers make them and no latency is counted twice.
+// ReduceScatter and AllGather are NCCL's ReduceScatter and AllGather on the whole buffer (nccl-tests' size).
+// A group with a CPU device (device_kind cpu: vitsim's trainer runs them over MPI, not NCCL) runs the fused
+// ring with its routes' latencies, as `ring` does.
+// Without flows: where the group's calls are the simulation's only traffic (Group::only_traffic) and every
+// stand-in NCCL may pick has a schedule the fluid model runs (Collective::schedule, FluidNet::admits) whose
+// calls cannot overlap another's transfers on a link (cross_call_safe), every call is one meeting of the
+// members: each hands over when it posts and puts, the last to arrive computes every member's exit from the
+// schedule (FluidNet::run: the instants the flows would give) and each owes its exit as carried time.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "collectives/nccl_comm.hpp"
+#include "collectives/transfers.hpp"
+#include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
+#include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/sim/fluid/fluid.hpp"
+#include "vitsim/sim/fabric/latency_model.hpp"
+#include "vitsim/sim/fluid/lone_ring.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace vitsim::sim {
+namespace {
+
+// NCCL's compute capability x 10 of a catalogue architecture (AMD's have none: RCCL is not modelled, they
+// are rated as Ampere).
+int sm_of_arch(const std::string& arch) {
+  static const std::map<std::string, int> sm{
+      {"pascal", 60},     {"volta", 70},  {"turing", 75},      {"ampere_dc", 80}, {"ampere_geforce", 86},
+      {"ampere_pro", 86}, {"ada_dc", 89}, {"ada_geforce", 89}, {"hopper", 90},    {"blackwell", 100}};
+  auto it = sm.find(arch);
+  return it == sm.end() ? 80 : it->second;
+}
+
+// NCCL's rating of a PCIe link from its generation and width (src/graph/xml.cc: width x GT/s-class / 80,
+// GB/s): "pcie4_x16" -> 24, "pcie5_x16" -> 48; anything else Gen4 x16's 24.
+double pcie_bw_of(const std::string& link) {
+  int gen = 0, width = 0;
+  if (std::sscanf(link.c_str(), "pcie%d_x%d", &gen, &width) != 2) return 24;
+  static const std::map<int, double> per_lane{{3, 60}, {4, 120}, {5, 240}, {6, 480}};
+  auto it = per_lane.find(gen);
+  return it == per_lane.end() ? 24 : width * it->second / 80;
+}
+
+// What the platform says that every group's NcclPlatform shares: per GPU host its NCCL figures (from its
+// gpu_model's catalogue entry), and the node's GPU-GPU fabric and NICs (from the links that state a
+// transport).
+struct PlatformNccl {
+  struct Gpu {
+    int sm = 80;
+    bool cpu = false;  // device_kind cpu: the rank runs on the host and communicates over MPI
+    NcclIntra fabric = NcclIntra::Pcie;  // the catalogue's GPU link: NVSwitch, an NVLink bridge, none
+    int nvlinks = 0;
+    double pcie_bw = 24;
+  };
+  std::map<std::string, Gpu> gpu;  // SimGrid host name -> figures
+  bool intra_pcie = false;         // a GPU-GPU link inside a node states a PCIe transport
+  bool intra_host = false;         // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
+  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+};
+
+// A node's NICs as NCCL sees them: vitsim's platforms write a node's NICs as one link of their sum, so the
+// count is taken as the sum over 400 Gb/s ports (NDR, 50 GB/s), rounded up, at most one per GPU, each at
+// sum / count; no NIC stated: one at 25 GB/s (HDR).
+void set_nics(NcclPlatform& np, double node_nic_gbs) {
+  if (node_nic_gbs <= 0) {
+    np.nics_per_node = 1;
+    np.nic_bw = 25;
+    return;
+  }
+  np.nics_per_node = std::clamp(static_cast<int>(std::ceil(node_nic_gbs / 50 - 1e-9)), 1, np.gpus_per_node);
+  np.nic_bw = node_nic_gbs / np.nics_per_node;
+}
+
+// One GPU model's figures from its catalogue entry; a GPU outside the catalogue: an Ampere GPU on PCIe.
+PlatformNccl::Gpu gpu_nccl(const std::string& model) {
+  PlatformNccl::Gpu g;
+  try {
+    const CatalogueGpu& c = builtin_catalogue().gpu(model);
+    g.sm = sm_of_arch(c.arch);
+    g.pcie_bw = pcie_bw_of(c.host_link);
+    if (!c.gpu_link.empty()) {
+      // NVLink through NVSwitch chips (SXM boards); a bridge, or another vendor's fabric, links GPUs without
+      // a switch.
+      const bool switched =
+          c.gpu_link.find("nvlink") != std::string::npos && c.gpu_link.find("bridge") == std::string::npos;
+      g.fabric = switched ? NcclIntra::NvSwitch : NcclIntra::NvLink;
+      // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
+      g.nvlinks = std::max(
+          1, static_cast<int>(std::lround(units::parse(c.gpu_link_bw, units::Kind::Bandwidth) / 25e9)));
+    }
+  } catch (const Error&) {
+  }
+  return g;
+}
+
+PlatformNccl platform_nccl(const PlatformFacts& facts) {
+  PlatformNccl p;
+  std::map<std::string, PlatformNccl::Gpu> by_model;
+  for (const auto& [host, gf] : facts.gpu) {
+    auto it = by_model.find(gf.model);
+    if (it == by_model.end()) it = by_model.emplace(gf.model, gpu_nccl(gf.model)).first;
+    p.gpu[host] = it->second;
+    p.gpu[host].cpu = !gf.async;
+  }
+  double nic_total = 0;  // bytes/s of every NIC link
+  for (const LinkFacts& l : facts.links) {
+    if (l.what == "NIC")
+      nic_total += l.bandwidth;
+    else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
+      p.intra_pcie = true;
+    if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
+  }
+  p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  return p;
+}
+
+// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
+// figures, the fabric (PCIe when a GPU-GPU link states a PCIe transport or the GPU has no NVLink; NVLS where
+// Hopper or newer GPUs sit on NVSwitch).
+NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
+  std::map<int, int> per_node;
+  NcclPlatform np;
+  np.sm = 1000;
+  np.pcie_bw = 1e9;
+  bool all_nvswitch = true, all_nvlink = true;
+  int nvlinks = 1 << 20;
+  for (int i = 0; i < g.size(); ++i) {
+    ++per_node[g.node_of(i)];
+    auto it = p.gpu.find(g.host(i)->get_name());
+    const PlatformNccl::Gpu gpu = it == p.gpu.end() ? PlatformNccl::Gpu{} : it->second;
+    np.sm = std::min(np.sm, gpu.sm);
+    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
+    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
+    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
+    nvlinks = std::min(nvlinks, gpu.nvlinks);
+  }
+  np.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, n] : per_node) np.gpus_per_node = std::max(np.gpus_per_node, n);
+  np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
+             : all_nvswitch              ? NcclIntra::NvSwitch
+                                         : NcclIntra::NvLink;
+  np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
+  if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
+  np.nvls = np.intra == NcclIntra::NvSwitch && np.sm >= 90 && np.gpus_per_node > 1;
+  set_nics(np, p.node_nic_gbs);
+  return np;
+}
+
+// The simulated algorithm that stands for NCCL's (the file's head comment).
+enum class Runs { Ring, Tree, Rail };
+Runs runs_for(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Tree:
+      return Runs::Tree;
+    case NcclAlgo::NvlsTree:
+    case NcclAlgo::CollNetDirect:
+    case NcclAlgo::CollNetChain:
+      return Runs::Rail;
+    default:
+      return Runs::Ring;
+  }
+}
+const char* runs_text(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Ring:
+      return "";
+    case NcclAlgo::Tree:
+      return ", simulated as the node-aware double binary tree";
+    case NcclAlgo::Nvls:
+      return ", simulated as a ring over the NVSwitch (no in-switch reduction)";
+    case NcclAlgo::Pat:
+      return ", simulated as a ring";
+    default:
+      return ", simulated as rings inside nodes and per rail (no in-network reduction)";
+  }
+}
+
+const char* op_text(CollOp op) {
+  return op == CollOp::ReduceScatter ? "reduce-scatter"
+         : op == CollOp::AllGather   ? "all-gather"
+                                     : "all-reduce";
+}
+
+std::string size_text(double bytes) {
+  static const std::pair<double, const char*> prefixes[] = {
+      {1ULL << 30, "GiB"}, {1ULL << 20, "MiB"}, {1 << 10, "KiB"}};
+  for (const auto& [size, name] : prefixes)
+    if (bytes >= size) {
+      const double x = bytes / size;
+      return x == std::floor(x) ? fmt::format("{:.0f} {}", x, name) : fmt::format("{:.2f} {}", x, name);
+    }
+  return fmt::format("{:.0f} B", bytes);
+}
+
+class Nccl : public Collective {
+ public:
+  std::string name() const override { return "auto"; }
+
+  void configure(const CollectiveContext& c) override {
+    version_ = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
+    overrides_ = {c.nccl_algo, c.nccl_proto};
+    (void)nccl_enable(overrides_, *version_);  // an unknown name is an Error now, not at the first call
+    if (c.facts) platform_ = platform_nccl(*c.facts);
+  }
+
+  void run(const Group& g, int me, double bytes, CollOp op) const override {
+    Deferred d;
+    run_deferred(g, me, bytes, op, d);
+    if (const double owed = d.lead + d.tail; owed > 0) sg4::this_actor::sleep_for(owed);
+  }
+
+  // The member's lead and NCCL's latency ride into the ring as its lead (the fused ring's Deferred); the
+  // other algorithms sleep them first.
+  void run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const override {
+    if (g.size() < 2) return;
+    Comm& c = comm(g);
+    if (c.mpi) {
+      ring_collective(g, me, bytes, op, true, &d);
+      return;
+    }
+    Call& call = call_of(c, g, op, bytes);
+    const Group& shadow = *c.shadow;
+    const double entry = sg4::Engine::get_clock() + d.lead;
+    const double wire = bytes / nccl_payload_fraction(call.choice.proto);
+    const double latency = call.choice.latency_us * 1e-6;
+    const Runs runs = runs_for(call.choice.algo);
+    if (c.fluid) {
+      // The ring posts its receive before its lead (fused_ring_steps); the others sleep lead and latency
+      // first.
+      const double now = sg4::Engine::get_clock();
+      const double start = now + std::exchange(d.lead, 0.0) + latency;
+      const double exit = c.fluid->meet(*c.shadow, me, {static_cast<int>(op), wire, static_cast<int>(runs)},
+                                        runs == Runs::Ring ? now : start, start, [&] {
+                                          FluidSchedule s;
+                                          schedule_of(c, runs, op, wire, s);
+                                          return s;
+                                        });
+      d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
+      record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+      return;
+    }
+    if (runs == Runs::Ring) {
+      d.lead += latency;
+      ring_collective(shadow, me, wire, op, true, &d);
+    } else {
+      if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0)
+        sg4::this_actor::sleep_for(wait);
+      (runs == Runs::Tree ? tree_ : rail_)->run(shadow, me, wire, op);
+    }
+    record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
+  }
+
+  // Every call over g is NCCL's ring (nccl.algo leaves it nothing else, or the topology): the fused ring's
+  // transfers, one per member and edge, may then run as a lone ring (Group::set_lone_ring), on the shadow.
+  bool fused_ring(const Group& g) const override {
+    if (g.size() < 2) return false;
+    if (comm(g).mpi) return true;
+    const NcclTuning& t = comm(g).tuning;
+    for (NcclFunc f : {NcclFunc::AllReduce, NcclFunc::ReduceScatter, NcclFunc::AllGather})
+      for (int a = 0; a < kNcclAlgos; ++a)
+        for (int p = 0; p < kNcclProtos; ++p)
+          if (a != static_cast<int>(NcclAlgo::Ring) && t.bandwidth[static_cast<int>(f)][a][p] > 0)
+            return false;
+    return true;
+  }
+
+  // One line per distinct call (function, size, ranks) and NCCL's choice for it, groups of the same shape
+  // merged, by function and size.
+  std::vector<std::string> run_notes() const override {
+    struct Seen {
+      const NcclChoice* choice = nullptr;
+      long runs = 0;
+      double sim_s = 0;
+    };
+    std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int>, Seen> seen;
+    for (const auto& [name, comm] : comms_)
+      for (const auto& [key, call] : comm.calls) {
+        if (call.runs == 0) continue;
+        const NcclChoice& c = call.choice;
+        Seen& s = seen[{key.first, key.second, call.ranks, c.algo, c.proto, c.n_channels}];
+        s.choice = &c;
+        s.runs += call.runs;
+        s.sim_s += call.sim_s;
+      }
+    std::vector<std::string> out;
+    for (const auto& [name, c] : comms_)
+      if (c.fluid) {
+        out.push_back(
+            "auto: nothing but its calls sends, so each call's transfers (NCCL's algorithm as its stand-in "
+            "runs "
+            "it) are computed without SimGrid flows: max-min shares over the links, re-solved whenever a "
+            "transfer starts or ends (the flows' instants; simulation.flows=always makes them flows)");
+        break;
+      }
+    for (const auto& [name, c] : comms_)
+      if (c.mpi) {
+        out.push_back(
+            "CPU ranks (device_kind cpu) communicate over MPI, not NCCL: the collective auto runs the fused "
+            "ring there, with the routes' latencies");
+        break;
+      }
+    for (const auto& [k, s] : seen) {
+      const NcclChoice& c = *s.choice;
+      out.push_back(fmt::format(
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {} (latency {}), simulated {}{}",
+          size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
+          nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
+          runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
+          units::format_time(s.sim_s / s.runs),
+          s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
+    }
+    return out;
+  }
+
+ private:
+  struct Open {
+    double entry = 0, exit = 0;
+    int seen = 0;
+  };
+  struct Call {
+    NcclChoice choice;
+    int ranks = 0;
+    long runs = 0;     // calls every member finished
+    double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
+  };
+  struct Comm {
+    NcclTopo topo;
+    NcclTuning tuning;
+    bool mpi = false;                   // a member is a CPU device (MPI, not NCCL): the fused ring, as `ring`
+    std::unique_ptr<Group> shadow;      // the group's members over routes without latency
+    std::vector<long> started;          // per member: the calls it started
+    std::unique_ptr<FluidCalls> fluid;  // set where its calls are computed without flows (the head comment)
+    std::map<std::pair<CollOp, double>, Call> calls;  // by operation and bytes
+    std::map<long, Open> open;                        // calls some member has not finished, by sequence
+  };
+  // The group's communicator (by group name), made on first use; the last one looked up is kept at hand.
+  Comm& comm(const Group& g) const {
+    if (&g == last_group_) return *last_comm_;
+    last_group_ = &g;
+    auto it = comms_.find(g.name());
+    if (it != comms_.end()) return *(last_comm_ = &it->second);
+    Comm& c = *(last_comm_ = &comms_[g.name()]);
+    for (int i = 0; i < g.size() && !c.mpi; ++i) {
+      auto cpu = platform_.gpu.find(g.host(i)->get_name());
+      c.mpi = cpu != platform_.gpu.end() && cpu->second.cpu;
+    }
+    if (c.mpi) return c;
+    c.topo = nccl_topo(group_platform(g, platform_), *version_);
+    c.tuning = nccl_tune(c.topo, *version_, overrides_);
+    std::vector<sg4::Host*> hosts;
+    std::vector<int> nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      hosts.push_back(g.host(i));
+      nodes.push_back(g.node_of(i));
+    }
+    c.shadow = std::make_unique<Group>(g.name() + "/auto", hosts, nodes, LatencyModel::none());
+    if (g.lone_ring()) c.shadow->set_lone_ring(lone_ring_bandwidths(hosts));
+    c.started.assign(static_cast<size_t>(g.size()), 0);
+    if (g.only_traffic() && !g.lone_ring()) set_fluid(c, hosts);
+    return c;
+  }
+
+  // The schedule a stand-in runs for one call over the shadow; false where it has none.
+  bool schedule_of(const Comm& c, Runs runs, CollOp op, double wire, FluidSchedule& out) const {
+    if (runs == Runs::Ring) {
+      out = ring_schedule(*c.shadow, wire, op);
+      return true;
+    }
+    return (runs == Runs::Tree ? tree_ : rail_)->schedule(*c.shadow, wire, op, out);
+  }
+
+  // The fluid model for c where every stand-in its tuning may pick (an algorithm with a bandwidth for some
+  // function and protocol) has an admitted schedule and no call can overlap the next on a link.
+  void set_fluid(Comm& c, const std::vector<sg4::Host*>& hosts) const {
+    auto calls = std::make_unique<FluidCalls>(hosts);
+    std::vector<FluidSchedule> candidates;
+    for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather}) {
+      std::set<Runs> runs;
+      for (int a = 0; a < kNcclAlgos; ++a)
+        for (int p = 0; p < kNcclProtos; ++p)
+          if (c.tuning.bandwidth[static_cast<int>(nccl_func_of(op))][a][p] > 0)
+            runs.insert(runs_for(static_cast<NcclAlgo>(a)));
+      for (Runs r : runs) {
+        FluidSchedule s;
+        if (!schedule_of(c, r, op, 1 << 20, s) || !calls->net().admits(s)) return;
+        candidates.push_back(std::move(s));
+      }
+    }
+    if (!fluid_cross_call_safe(calls->net(), candidates)) return;
+    c.fluid = std::move(calls);
+  }
+
+  Call& call_of(Comm& c, const Group& g, CollOp op, double bytes) const {
+    auto it = c.calls.find({op, bytes});
+    if (it != c.calls.end()) return it->second;
+    Call& call = c.calls[{op, bytes}];
+    call.choice =
+        nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), c.tuning, c.topo, *version_);
+    call.ranks = g.size();
+    return call;
+  }
+
+  // Every member's start and end of one call (the members call in the same order: SPMD); the call's time is
+  // the last end after the last start, as `vitsim collective` times a size.
+  void record(Comm& c, int me, Call& call, double entry, double exit) const {
+    const long seq = c.started[static_cast<size_t>(me)]++;
+    Open& o = c.open[seq];
+    o.entry = std::max(o.entry, entry);
+    o.exit = std::max(o.exit, exit);
+    if (++o.seen < call.ranks) return;
+    ++call.runs;
+    call.sim_s += o.exit - o.entry;
+    c.open.erase(seq);
+  }
+
+  const NcclVersion* version_ = &nccl_newest_version();
+  NcclOverrides overrides_;
+  PlatformNccl platform_;
+  std::unique_ptr<Collective> tree_ = make_collective("tree"), rail_ = make_collective("rail");
+  mutable std::map<std::string, Comm> comms_;
+  mutable const Group* last_group_ = nullptr;
+  mutable Comm* last_comm_ = nullptr;
+};
+
+// NCCL's algorithm that a named collective is (ring, tree), else none.
+bool nccl_algo_of(const std::string& name, NcclAlgo& out) {
+  if (name == "ring" || name == "ring_msg")
+    out = NcclAlgo::Ring;
+  else if (name == "tree")
+    out = NcclAlgo::Tree;
+  else
+    return false;
+  return true;
+}
+
+}  // namespace
+
+NcclFunc nccl_func_of(CollOp op) {
+  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+         : op == CollOp::AllGather   ? NcclFunc::AllGather
+                                     : NcclFunc::AllReduce;
+}
+
+NcclChoice NcclComm::choose(NcclFunc f, double bytes) const {
+  return nccl_choose(f, static_cast<std::uint64_t>(bytes), tuning, topo, *version);
+}
+
+std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c) {
+  if (g.size() < 2 || !c.facts) return std::nullopt;
+  const PlatformNccl platform = platform_nccl(*c.facts);
+  for (int i = 0; i < g.size(); ++i) {
+    auto it = platform.gpu.find(g.host(i)->get_name());
+    if (it != platform.gpu.end() && it->second.cpu) return std::nullopt;
+  }
+  NcclComm comm;
+  comm.version = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
+  comm.topo = nccl_topo(group_platform(g, platform), *comm.version);
+  comm.tuning = nccl_tune(comm.topo, *comm.version, {c.nccl_algo, c.nccl_proto});
+  return comm;
+}
+
+std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext& c, const std::string& forced,
+                                        const std::set<std::pair<CollOp, double>>& calls) {
+  std::vector<std::string> out;
+  if (g.size() < 2 || !c.facts || calls.empty()) return out;
+  std::optional<NcclComm> comm;
+  try {
+    comm = nccl_comm(g, c);
+  } catch (const Error& e) {
+    return {fmt::format("what NCCL would run here is not known: {}", e.what())};
+  }
+  if (!comm) return out;
+  const NcclVersion& v = *comm->version;
+  NcclAlgo same{};
+  const bool has_same = nccl_algo_of(forced, same);
+  for (const auto& [op, bytes] : calls) {
+    NcclChoice n;
+    try {
+      n = comm->choose(nccl_func_of(op), bytes);
+    } catch (const Error& e) {
+      out.push_back(fmt::format("{} {} on {} ranks: what NCCL would run is not known: {}", size_text(bytes),
+                                op_text(op), g.size(), e.what()));
+      continue;
+    }
+    std::string line = fmt::format("{} {} on {} ranks: the collective '{}' is named; NCCL {} would run {}/{}",
+                                   size_text(bytes), op_text(op), g.size(), forced, v.name,
+                                   nccl_algo_name(n.algo), nccl_proto_name(n.proto));
+    const NcclCost* best = nullptr;  // NCCL's fastest protocol for the named algorithm
+    for (const NcclCost& k : n.table)
+      if (has_same && k.algo == same && k.time_us >= 0 && (!best || k.time_us < best->time_us)) best = &k;
+    if (has_same && n.algo == same)
+      line += " too";
+    else if (best)
+      line +=
+          fmt::format(", its estimate {} against {} for {}/{} (x{:.2f})",
+                      units::format_time(n.time_us * 1e-6), units::format_time(best->time_us * 1e-6),
+                      nccl_algo_name(best->algo), nccl_proto_name(best->proto), best->time_us / n.time_us);
+    else
+      line += fmt::format(", its estimate {}", units::format_time(n.time_us * 1e-6));
+    out.push_back(line + " (parallelism.collective=auto runs NCCL's choice)");
+  }
+  return out;
+}
+
+VITSIM_REGISTER_COLLECTIVE("auto", Nccl);
+}  // namespace vitsim::sim

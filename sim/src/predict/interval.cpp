@@ -1,0 +1,480 @@
+// Intervals and sensitivity of a prediction (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity").
+#include "vitsim/sim/predict/interval.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <pugixml.hpp>
+#include <set>
+#include <sstream>
+
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/sim/predict/predict.hpp"
+#include "vitsim/sim/engine/process_pool.hpp"
+#include "vitsim/sim/point/simulate.hpp"
+
+namespace vitsim::sim {
+
+namespace {
+
+// splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): the
+// same stream on every compiler and library, which std::uniform_real_distribution does not promise.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
+};
+
+// What one simulation of the interval is: point `point`, sample `sample` (or figure `figure` at an end).
+// Figures 0..k-1 are the platform's ranged figures, k.. the calibration's measured spans.
+struct Run {
+  size_t point = 0;
+  int sample = -1;  // >= 0: a sample of the design
+  int figure = -1;  // >= 0 with sample < 0: figure at its low (end 0) or high (end 1)
+  int end = 0;
+};
+
+// A measured span of the calibration (core/formats/calibration.hpp) that a platform's points may use: a
+// device type the platform has; its compute or sync figures (MeasuredSpan, a factor), or its occupancy
+// factor (the alone factor drawn between the measured one and 1: the occupancy phase timed the largest
+// calibration micro-batch only, how much of it holds at another is not measured).
+struct SpanFigure {
+  enum Kind { Compute, Sync, Occupancy };
+  size_t device = 0;
+  Kind kind = Compute;
+  double low = 1, high = 1;
+  std::string why, device_type;
+};
+
+// One platform file of the points: its figures, the calibration's spans, and the design over both.
+struct PlatformPlan {
+  std::vector<RangedFigure> figures;
+  std::vector<SpanFigure> spans;
+  std::string text;
+  std::vector<std::unique_ptr<Calibration>> calibs;  // the sampled and one-at-a-time calibrations
+};
+
+// Where one simulation of the interval runs: a platform file (the points' own, or a sampled copy) and
+// the calibration (the one given, or a sampled copy).
+struct Slot {
+  std::string file;
+  const Calibration* calib = nullptr;
+};
+
+std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
+  std::vector<SpanFigure> out;
+  if (!calib) return out;
+  std::set<std::string> models;
+  for (const auto& [host, g] : facts.gpu) models.insert(g.model);
+  for (size_t d = 0; d < calib->devices.size(); ++d) {
+    const DeviceCalibration& dc = calib->devices[d];
+    if (!models.count(dc.device_type)) continue;
+    for (const auto& [kind, span] :
+         {std::pair{SpanFigure::Compute, &dc.compute_span}, std::pair{SpanFigure::Sync, &dc.sync_span}})
+      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type});
+    if (dc.occupancy_busy_ranks > 0 && dc.occupancy_alone_factor != 1)
+      out.push_back(
+          {d, SpanFigure::Occupancy, std::min(1.0, dc.occupancy_alone_factor),
+           std::max(1.0, dc.occupancy_alone_factor),
+           fmt::format("measured: vitsim calibrate's occupancy phase, one rank alone x{:.3f} of {} busy "
+                       "at its largest micro-batch; how much of it holds at another micro-batch is "
+                       "not measured (a point with {} or more busy ranks per host: no effect)",
+                       dc.occupancy_alone_factor, dc.occupancy_busy_ranks, dc.occupancy_busy_ranks),
+           dc.device_type});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RangedFigure::where() const {
+  if (elements.size() <= 1) return elements.empty() ? "" : elements.front();
+  return fmt::format("{} and {} more", elements.front(), elements.size() - 1);
+}
+
+std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
+  std::vector<RangedFigure> out;
+  std::map<std::string, size_t> index;
+  for (const FigureRange& r : facts.ranges) {
+    auto [it, added] = index.emplace(r.identity(), out.size());
+    if (added) {
+      RangedFigure f;
+      f.prop = &platform_prop(r.key);
+      f.key = r.key;
+      f.raw = r.raw;
+      f.text = r.text;
+      f.why = r.why;
+      f.low = r.low;
+      f.high = r.high;
+      f.value = r.value;
+      out.push_back(std::move(f));
+    }
+    out[it->second].elements.push_back(r.element);
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t seed) {
+  SplitMix64 rng{seed};
+  std::vector<std::vector<double>> rows(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(k)));
+  std::vector<size_t> strata(static_cast<size_t>(n));
+  for (int j = 0; j < k; ++j) {
+    std::iota(strata.begin(), strata.end(), size_t{0});
+    for (size_t i = strata.size(); i > 1; --i)
+      std::swap(strata[i - 1], strata[rng.below(i)]);  // Fisher-Yates
+    for (int s = 0; s < n; ++s) rows[s][j] = (static_cast<double>(strata[s]) + rng.unit()) / n;
+  }
+  return rows;
+}
+
+double quantile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double h = (static_cast<double>(v.size()) - 1) * p;
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+std::string platform_with_texts(const std::string& text, const std::string& path,
+                                const std::vector<RangedFigure>& figures,
+                                const std::vector<std::pair<std::string, std::string>>& texts) {
+  pugi::xml_document doc;
+  if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
+    throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
+  std::map<std::string, size_t> index;
+  for (size_t j = 0; j < figures.size(); ++j) index[figures[j].key + "=" + figures[j].raw] = j;
+  for (pugi::xpath_node hit : doc.select_nodes("//prop")) {
+    pugi::xml_node range = hit.node();
+    const std::string id = range.attribute("id").value();
+    const std::string_view base = range_base_key(id);
+    if (base.empty()) continue;
+    auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
+    if (it == index.end() || texts[it->second].first.empty()) continue;
+    pugi::xml_node owner = range.parent();
+    pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
+    if (!value) {
+      value = owner.insert_child_before("prop", range);
+      value.append_attribute("id") = std::string(base).c_str();
+      value.append_attribute("value");
+    }
+    value.attribute("value").set_value(texts[it->second].first.c_str());
+    if (!texts[it->second].second.empty())
+      range.attribute("value").set_value(texts[it->second].second.c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+std::string platform_with_values(const std::string& text, const std::string& path,
+                                 const std::vector<RangedFigure>& figures,
+                                 const std::vector<double>& values) {
+  std::vector<std::pair<std::string, std::string>> texts(figures.size());
+  for (size_t j = 0; j < figures.size(); ++j)
+    if (!std::isnan(values[j])) texts[j].first = exact_prop_value(*figures[j].prop, values[j]);
+  return platform_with_texts(text, path, figures, texts);
+}
+
+bool needs_own_engine(const std::vector<RangedFigure>& figures) {
+  return std::any_of(figures.begin(), figures.end(), [](const RangedFigure& g) {
+    return g.prop->owner == PropOwner::Link || g.key.rfind("vitsim_", 0) == 0;
+  });
+}
+
+namespace {
+
+// The sampled and one-at-a-time platform files and calibrations of every platform of the points, and the
+// runs over them.
+struct IntervalRuns {
+  std::vector<Scenario> scenarios;
+  std::vector<std::string> engine_of;      // per scenario: the platform whose engine it runs on
+  std::vector<const Calibration*> calibs;  // per scenario: the calibration it runs with
+  std::vector<Run> runs;
+  std::map<std::string, PlatformPlan> plans;  // by the points' platform path
+};
+
+// `c` with span figure `f` at `v`.
+Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
+  if (f.kind == SpanFigure::Occupancy) {
+    Calibration out = c;
+    out.devices.at(f.device).occupancy_alone_factor = v;
+    return out;
+  }
+  return with_span_factors(c, f.device, f.kind == SpanFigure::Compute ? v : 1.0,
+                           f.kind == SpanFigure::Sync ? v : 1.0);
+}
+
+// The slots of one platform: the design's samples, then each figure at its low and high end (platform
+// figures first, then the calibration's spans), the others at their values.
+std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t index,
+                             const Calibration* calib, const IntervalOptions& io, const TempDir& dir) {
+  const size_t k = pp.figures.size(), ks = pp.spans.size();
+  std::vector<Slot> slots;
+  auto slot = [&](const std::vector<double>& values) {
+    Slot sl{path, calib};
+    const bool platform_varies = std::any_of(values.begin(), values.begin() + static_cast<long>(k),
+                                             [](double v) { return !std::isnan(v); });
+    if (platform_varies) {
+      sl.file = fmt::format("{}/p{}-{}.xml", dir.path(), index, slots.size());
+      write_file_atomic(sl.file,
+                        platform_with_values(pp.text, path, pp.figures,
+                                             std::vector<double>(values.begin(), values.begin() + k)));
+    }
+    if (std::any_of(values.begin() + static_cast<long>(k), values.end(),
+                    [](double v) { return !std::isnan(v); })) {
+      auto c = std::make_unique<Calibration>(*calib);
+      for (size_t j = 0; j < ks; ++j)
+        if (!std::isnan(values[k + j])) *c = sampled(*c, pp.spans[j], values[k + j]);
+      sl.calib = c.get();
+      pp.calibs.push_back(std::move(c));
+    }
+    slots.push_back(sl);
+  };
+  auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].low; };
+  auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].high; };
+  // The platform's columns come first, so that a calibration without spans leaves its design as it was.
+  for (const auto& row : latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed)) {
+    std::vector<double> v(k + ks);
+    for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + row[j] * (high(j) - low(j));
+    slot(v);
+  }
+  for (size_t j = 0; j < k + ks; ++j)
+    for (double end : {low(j), high(j)}) {
+      std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
+      v[j] = end;
+      slot(v);
+    }
+  return slots;
+}
+
+IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
+                       const IntervalOptions& io, const TempDir& dir) {
+  IntervalRuns r;
+  std::map<std::string, std::vector<Slot>> slots;  // platform -> samples..., then low/high per figure
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string& path = points[i].cluster.platform;
+    if (!r.plans.count(path)) {
+      PlatformPlan pp;
+      pp.text = read_file(path);
+      const PlatformFacts facts = read_platform_text(path, pp.text);
+      pp.figures = ranged_figures(facts);
+      pp.spans = span_figures(calib, facts);
+      slots[path] = plan_slots(pp, path, r.plans.size(), calib, io, dir);
+      r.plans[path] = std::move(pp);
+    }
+    const PlatformPlan& pp = r.plans[path];
+    const std::vector<Slot>& f = slots[path];
+    const bool own_engine = needs_own_engine(pp.figures);
+    auto add = [&](const Slot& slot, Run run) {
+      Scenario s = points[i];
+      s.cluster.platform = slot.file;
+      s.what_ifs.clear();  // applied already: the file is the edited copy
+      r.engine_of.push_back(own_engine ? slot.file : path);
+      r.calibs.push_back(slot.calib);
+      r.scenarios.push_back(std::move(s));
+      r.runs.push_back(run);
+    };
+    const size_t figures = pp.figures.size() + pp.spans.size();
+    const size_t samples = figures == 0 ? 0 : static_cast<size_t>(io.samples);
+    for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
+    for (size_t j = 0; j < figures; ++j)
+      for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files) {
+  std::vector<MeasuredRun> out;
+  std::vector<std::string> seen;  // the files read, to refuse one given twice (its runs would count twice)
+  PlatformCache platforms;
+  for (const std::string& path : files) {
+    for (const std::string& earlier : seen) {
+      std::error_code ec;
+      if (earlier == path || std::filesystem::equivalent(earlier, path, ec))
+        throw Error(
+            fmt::format("--runs: '{}' is the same file as '{}': its runs would count twice and the "
+                        "interval's level would claim more than they hold; give each file once",
+                        path, earlier));
+    }
+    seen.push_back(path);
+    const std::string text = read_input_file(path, "measured runs (--runs)");
+    if (is_validation(text)) {
+      for (const ValidatedTime& v : read_validated_times(path, text))
+        out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, path, v.predicted});
+      continue;
+    }
+    const MeasuredTimes m = read_measured_times(path, text);
+    std::vector<Scenario> scenarios = measured_scenarios(f, m, true);
+    for (size_t i = 0; i < scenarios.size(); ++i) {
+      scenarios[i].what_ifs.clear();
+      try {  // what the simulation of the run would refuse, refused now, naming the row
+        check_epoch(scenarios[i]);
+        check_point(scenarios[i], platforms.of(scenarios[i]));
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", m.rows[i].where, e.what()));
+      }
+      out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, path, 0});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The runs' measured / predicted ratios: each configuration (identity and platform file) simulated once.
+std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calibration* calib,
+                               const PredictOptions& opt, const std::string& who) {
+  std::map<std::string, size_t> index;  // configuration -> its simulation
+  std::vector<Scenario> unique;
+  std::vector<size_t> of(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].predicted > 0) continue;  // a validation's: its ratio is the validated one
+    const std::string key = scenario_id(runs[i].scenario) + " " + runs[i].scenario.cluster.platform;
+    auto [it, fresh] = index.emplace(key, unique.size());
+    if (fresh) unique.push_back(runs[i].scenario);
+    of[i] = it->second;
+  }
+  const std::vector<ReportPoint> predicted =
+      unique.empty() ? std::vector<ReportPoint>{}
+                     : simulate_points(unique, calib, opt, who + " (the measured runs)");
+  std::vector<double> ratios;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    double model = runs[i].predicted;
+    if (!(model > 0)) {
+      const ReportPoint& p = predicted[of[i]];
+      model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
+    }
+    const double ratio = runs[i].seconds / model;
+    // The report reader's range for a ratio (core/src/results/report_json.cpp): what is written reads back.
+    if (!(std::isfinite(ratio) && ratio >= 1e-12 && ratio <= 1e12))
+      throw Error(
+          fmt::format("{}: measured {:g} s against {:g} s predicted: a ratio of {:g}, outside 1e-12 .. "
+                      "1e12 (not a time of this configuration)",
+                      runs[i].where, runs[i].seconds, model, ratio));
+    ratios.push_back(ratio);
+  }
+  return ratios;
+}
+
+// The measured runs as the sensitivity's last figure: the point's central epoch times the conformal ends.
+FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<MeasuredRun>& runs,
+                              const ReportPoint& p) {
+  FigureSensitivity e;
+  e.figure = "measured runs";
+  std::vector<std::string> files;  // in the order given
+  for (const MeasuredRun& r : runs)
+    if (std::find(files.begin(), files.end(), r.file) == files.end()) files.push_back(r.file);
+  e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", files.front());
+  if (files.size() > 1)
+    e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
+  e.range = fmt::format("x{:.3f}..x{:.3f}", spread.ratio_low, spread.ratio_high);
+  e.why = fmt::format(
+      "measured: each run's measured / predicted time (a validation's point: as predicted when validated; "
+      "another run: its configuration simulated with this platform and calibration); the ratios at ranks {} "
+      "and {} of the {} in order (split conformal): a new run like them "
+      "falls between at least {:.0f}% of the time. What no figure of the model holds: the machine's "
+      "run-to-run spread and drift, and the model's own error",
+      spread.k_low, spread.k_high, spread.count, 100 * spread.level);
+  e.measure =
+      "more measured runs (vitsim train, or a CSV of your training logs) move the ends inward; a quieter "
+      "machine narrows the spread";
+  e.epoch_at_low_s = p.epoch_time_s * spread.ratio_low;
+  e.epoch_at_high_s = p.epoch_time_s * spread.ratio_high;
+  return e;
+}
+
+}  // namespace
+
+void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs) {
+  const IntervalOptions& io = opt.interval;
+  TempDir dir("vitsim-interval-");
+  const IntervalRuns r = plan_runs(points, calib, io, dir);
+  const std::vector<ReportPoint> results =
+      simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
+  RunsSpread spread;
+  if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
+  for (size_t i = 0; i < points.size(); ++i) {
+    ReportPoint& p = report.points[i];
+    const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
+    std::vector<double> epochs, steps;
+    std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
+    for (size_t n = 0; n < r.runs.size(); ++n) {
+      const Run& run = r.runs[n];
+      if (run.point != i) continue;
+      if (run.sample >= 0) {
+        epochs.push_back(results[n].epoch_time_s);
+        steps.push_back(results[n].step_time_s.mean);
+      } else {
+        (run.end == 0 ? sens[run.figure].epoch_at_low_s : sens[run.figure].epoch_at_high_s) =
+            results[n].epoch_time_s;
+      }
+    }
+    // No ranged figure: nothing varies, the interval is the point.
+    if (epochs.empty()) epochs.push_back(p.epoch_time_s), steps.push_back(p.step_time_s.mean);
+    p.interval.samples = io.samples;
+    p.interval.seed = static_cast<long long>(io.seed);
+    p.interval.p_low = io.p_low;
+    p.interval.p_high = io.p_high;
+    p.interval.figures = static_cast<int>(sens.size());
+    p.interval.epoch_low_s = quantile(epochs, io.p_low);
+    p.interval.epoch_high_s = quantile(epochs, io.p_high);
+    p.interval.step_low_s = quantile(steps, io.p_low);
+    p.interval.step_high_s = quantile(steps, io.p_high);
+    for (size_t j = 0; j < pp.figures.size(); ++j) {
+      const RangedFigure& f = pp.figures[j];
+      sens[j].figure = f.key;
+      sens[j].where = f.where();
+      sens[j].range = f.text;
+      sens[j].why = f.why;
+      sens[j].measure = std::string(f.prop->measure);
+    }
+    for (size_t j = 0; j < pp.spans.size(); ++j) {
+      const SpanFigure& f = pp.spans[j];
+      FigureSensitivity& e = sens[pp.figures.size() + j];
+      static constexpr const char* kNames[] = {"calibration compute", "calibration sync",
+                                               "calibration occupancy"};
+      static constexpr const char* kMeasure[] = {
+          "vitsim calibrate (its step phase's trainer rounds, or its compute rounds; more --iters, a quieter "
+          "machine narrow it)",
+          "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)",
+          "vitsim calibrate with the busy ranks per host you predict"};
+      e.figure = kNames[f.kind];
+      e.where = fmt::format("device {} of {}", f.device_type, calib->path);
+      e.range = fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
+      e.why = f.why;
+      e.measure = kMeasure[f.kind];
+    }
+    if (spread.count > 0) {
+      p.interval.runs = spread;
+      p.interval.epoch_low_s = std::min(p.interval.epoch_low_s, p.epoch_time_s * spread.ratio_low);
+      p.interval.epoch_high_s = std::max(p.interval.epoch_high_s, p.epoch_time_s * spread.ratio_high);
+      p.interval.step_low_s = std::min(p.interval.step_low_s, p.step_time_s.mean * spread.ratio_low);
+      p.interval.step_high_s = std::max(p.interval.step_high_s, p.step_time_s.mean * spread.ratio_high);
+      sens.push_back(runs_figure(spread, runs, p));
+    }
+    std::stable_sort(sens.begin(), sens.end(),
+                     [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });
+    p.sensitivity = std::move(sens);
+  }
+}
+
+}  // namespace vitsim::sim

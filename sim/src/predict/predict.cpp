@@ -1,0 +1,259 @@
+#include "vitsim/sim/predict/predict.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/results/trace.hpp"
+#include "vitsim/core/formats/whatif.hpp"
+#include "vitsim/core/platform/platform.hpp"
+#include "vitsim/sim/predict/interval.hpp"
+#include "vitsim/sim/engine/process_pool.hpp"
+#include "vitsim/sim/point/simulate.hpp"
+
+namespace vitsim::sim {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// A child's trace events for its parent, in full precision: [rank, track, name, start_s, dur_s, args].
+json trace_to_json(const std::vector<TraceEvent>& events) {
+  json out = json::array();
+  for (const auto& e : events)
+    out.push_back({e.rank, static_cast<int>(e.track), e.name, e.start_s, e.dur_s, e.args});
+  return out;
+}
+std::vector<TraceEvent> trace_from_json(const json& j) {
+  std::vector<TraceEvent> out;
+  out.reserve(j.size());
+  for (const auto& e : j)
+    out.push_back({e[0].get<int>(), static_cast<TraceTrack>(e[1].get<int>()), e[2].get<std::string>(),
+                   e[3].get<double>(), e[4].get<double>(), e[5].get<TraceArgs>()});
+  return out;
+}
+
+// What a child process hands back: the point as a one-point report, and its trace when asked.
+json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s,
+                  const PlatformFacts& facts, const Calibration* calib, bool trace,
+                  const std::vector<int>& trace_ranks) {
+  SimResult r = simulate_prepared(engine, setup, s, facts, calib, trace, trace_ranks);
+  Report one;
+  one.points.push_back(r.point);
+  json j;
+  j["report"] = report_to_json(one);
+  if (trace) {
+    j["trace"] = trace_to_json(r.trace);
+    j["trace_truncated"] = r.trace_truncated;
+  }
+  return j;
+}
+
+// Which ranks each point traces: --trace-ranks (core/results/trace.hpp), else the first 64 of each point.
+struct TraceSelection {
+  std::unique_ptr<RankList> list;       // --trace-ranks, when given
+  int most_ranks = 0;                   // of the points
+  std::vector<std::vector<int>> ranks;  // per point (empty without --trace)
+};
+
+TraceSelection select_traced(const std::vector<Scenario>& points, const PredictOptions& opt) {
+  TraceSelection t;
+  for (const auto& s : points) t.most_ranks = std::max(t.most_ranks, s.ranks());
+  if (!opt.trace_ranks.empty()) {
+    t.list = std::make_unique<RankList>(parse_rank_list(opt.trace_ranks));
+    if (t.list->max() >= t.most_ranks)
+      throw Error(fmt::format("--trace-ranks '{}': rank {} is beyond the scenario's {} ranks (0-{})",
+                              opt.trace_ranks, t.list->max(), t.most_ranks, t.most_ranks - 1));
+  }
+  t.ranks.resize(points.size());
+  if (!opt.trace_path.empty())
+    for (size_t i = 0; i < points.size(); ++i) t.ranks[i] = traced_ranks(t.list.get(), points[i].ranks());
+  return t;
+}
+
+// The scenario file, the platforms as simulated (what-ifs applied) by content, the calibration, the what-ifs.
+void add_provenance(Report& report, const ScenarioFile& file, const std::vector<Scenario>& points,
+                    const PlatformCache& platforms, const PredictOptions& opt) {
+  report.provenance["scenario_file"] = file.path;
+  report.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
+  std::string shas;
+  for (const auto& [path, facts] : platforms.all())
+    shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
+  report.provenance["platform_sha256"] = shas;
+  if (!opt.calibration.empty()) report.provenance["calibration"] = opt.calibration;
+  if (!points.empty() && !points.front().what_ifs.empty()) {
+    std::string w;
+    for (const auto& e : points.front().what_ifs) w += (w.empty() ? "" : "; ") + e;
+    report.provenance["what_ifs"] = w;
+  }
+}
+
+// Point i's share of the trace file, from what its child handed back.
+TracePoint trace_point(const json& result, size_t i, const std::vector<Scenario>& points,
+                       const TraceSelection& sel, const RankPlacement& place, const ReportPoint& reported,
+                       std::vector<std::string>& notes) {
+  const Scenario& s = points[i];
+  TracePoint tp;
+  if (points.size() > 1) tp.label = fmt::format("point {} {}", i + 1, json(s.params).dump());
+  tp.ranks = sel.ranks[i];
+  tp.hosts = place.hosts;
+  tp.events = trace_from_json(result["trace"]);
+  // The memory counter: the point's resident memory (its largest GPU's, as reported) and the activations
+  // each layer keeps, from the same memory model (core/model/memory.hpp).
+  tp.memory.resident_bytes = reported.memory.total() - reported.memory.activations;
+  tp.memory.saved_bytes = saved_bytes_per_layer(build_workload(s.model), memory_inputs(s, 0));
+  // A ring's all-reduces go from each rank to the next over the data-parallel group, ranks in order.
+  if (s.parallel.collective == "ring") tp.ring_size = s.ranks();
+  if (result.value("trace_truncated", false))
+    notes.push_back(
+        fmt::format("point {}: some ranks reached {} events; their later events are not in the trace", i + 1,
+                    kTraceEventsPerRank));
+  return tp;
+}
+
+// How a set of points forks: from one zygote per platform file that loaded it (process_pool.hpp), into
+// `engine` in the zygote and its children; `on(i)` is the scenario point i's engine loads.
+template <typename On>
+ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, PlatformCache& platforms,
+                           std::unique_ptr<PreparedEngine>& engine, On on) {
+  ForkedPoints how;
+  how.who = who;
+  how.progress = opt.progress;
+  how.jobs = opt.jobs;
+  how.group_of = [on](size_t i) { return on(i).cluster.platform; };
+  how.prepare = [on, &platforms, &engine](size_t i) { engine = prepare_engine(on(i), platforms.of(on(i))); };
+  return how;
+}
+
+}  // namespace
+
+std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
+                                         const PredictOptions& opt, const std::string& who,
+                                         const std::vector<std::string>& engine_of,
+                                         const std::vector<const Calibration*>& calib_of) {
+  PlatformCache platforms;
+  // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
+  // facts, read without the load check (its engine's file had it).
+  std::map<std::string, PlatformFacts> copies;
+  auto on_engine = [&](size_t i) {
+    Scenario e = points[i];
+    if (!engine_of.empty()) e.cluster.platform = engine_of[i];
+    return e;
+  };
+  auto facts_of = [&](size_t i) -> const PlatformFacts& {
+    const std::string& path = points[i].cluster.platform;
+    if (engine_of.empty() || engine_of[i] == path) return platforms.of(points[i]);
+    auto it = copies.find(path);
+    if (it == copies.end()) {
+      const PlatformFacts& engine = platforms.of(on_engine(i));
+      PlatformFacts f = read_platform_text(path, read_input_file(path, "platform file"));
+      f.path = engine.path;
+      f.flat = engine.flat;
+      it = copies.emplace(path, std::move(f)).first;
+    }
+    return it->second;
+  };
+  std::vector<Scenario> runs;
+  std::vector<PointSetup> setups;
+  for (size_t i = 0; i < points.size(); ++i) {
+    runs.push_back(on_engine(i));
+    setups.push_back(check_point(runs.back(), facts_of(i)));
+  }
+  std::unique_ptr<PreparedEngine> engine;
+  ForkedPoints how =
+      zygote_points(who, opt, platforms, engine, [&runs](size_t i) -> const Scenario& { return runs[i]; });
+  how.what = "simulations";
+  const std::vector<json> results = gather_forked(
+      points.size(), how,
+      [&](size_t i) {
+        return point_result(*engine, setups[i], runs[i], facts_of(i), calib_of.empty() ? calib : calib_of[i],
+                            false, {});
+      },
+      [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });
+  std::vector<ReportPoint> out;
+  for (size_t i = 0; i < points.size(); ++i)
+    out.push_back(
+        report_from_json(results[i]["report"].get<std::string>(), fmt::format("simulation {}", i + 1))
+            .points.at(0));
+  return out;
+}
+
+Report predict(const ScenarioFile& file, const PredictOptions& opt) {
+  std::vector<Scenario> points = expand(file);
+  EditedPlatforms edited;  // what-ifs: each point simulates an edited copy of its platform
+  edited.apply(points);
+  PlatformCache platforms;
+  std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child
+  std::vector<double> prices;      // per GPU-hour, read before any work: a bad price fails at once
+  for (const auto& s : points) {
+    check_epoch(s);
+    setups.push_back(check_point(s, platforms.of(s)));
+    prices.push_back(parse_price_per_gpu_hour(platforms.of(s).props, platforms.of(s).path));
+  }
+  std::unique_ptr<Calibration> calib;
+  if (!opt.calibration.empty()) calib = std::make_unique<Calibration>(read_calibration(opt.calibration));
+  // --runs: read and resolved before any simulation, so that a bad file fails at once.
+  const std::vector<MeasuredRun> runs =
+      opt.interval.samples > 0 ? measured_runs(file, opt.interval.runs) : std::vector<MeasuredRun>{};
+  const bool trace = !opt.trace_path.empty();
+  const TraceSelection sel = select_traced(points, opt);
+  std::unique_ptr<PreparedEngine> engine;
+  const ForkedPoints how = zygote_points("vitsim predict", opt, platforms, engine,
+                                         [&points](size_t i) -> const Scenario& { return points[i]; });
+  auto name_of = [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); };
+  const std::vector<ForkedResult> results = gather_forked_each(points.size(), how, [&](size_t i) {
+    return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
+                        sel.ranks[i]);
+  });
+  // One point that fails (its simulation threw, its process was killed) is listed with its reason and the
+  // others are kept; when every point failed there is nothing to report: the first failure is the error.
+  if (std::none_of(results.begin(), results.end(), [](const ForkedResult& r) { return r.ok(); }))
+    throw Error(forked_error(results.front(), name_of(0)));
+
+  Report report;
+  report.scenario = file.name;
+  report.source = "simulated";
+  add_provenance(report, file, points, platforms, opt);
+  std::vector<TracePoint> trace_points;
+  std::vector<std::string> trace_notes;
+  if (const std::string note = trace_ranks_note(sel.list.get(), sel.most_ranks); trace && !note.empty()) {
+    trace_notes.push_back(note);
+    if (opt.progress) fmt::print(stderr, "vitsim: note: {}\n", note);
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!results[i].ok()) {
+      report.failed.push_back({static_cast<int>(i) + 1, points[i].params, results[i].error});
+      if (trace) trace_notes.push_back(fmt::format("point {} failed: {}", i + 1, results[i].error));
+      continue;
+    }
+    const json& result = results[i].result;
+    report.points.push_back(
+        report_from_json(result["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
+    ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
+    p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
+    p.price_per_gpu_hour = prices[i];
+    if (trace) trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, p, trace_notes));
+  }
+  if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
+    for (auto& p : report.points) p.notes.push_back(note);
+  fill_scaling_efficiency(report);
+  if (opt.interval.samples > 0 && report.failed.empty())
+    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs);
+  else if (opt.interval.samples > 0)
+    for (auto& p : report.points)
+      p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",
+                                    report.failed.size()));
+  if (opt.price_per_kwh >= 0)
+    for (auto& p : report.points) p.energy.price_per_kwh = opt.price_per_kwh;
+  if (trace) write_file_atomic(opt.trace_path, write_trace(trace_points, "predicted", trace_notes));
+  return report;
+}
+
+}  // namespace vitsim::sim
