@@ -11,8 +11,8 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/nccl_table.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
+#include "vitsim/core/results/nccl_table.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/predict/collective_bench.hpp"
 

@@ -7,9 +7,9 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/sim/fit/fit.hpp"
 
 namespace vitsim::app {

@@ -18,9 +18,9 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/sim/predict/plan.hpp"
 
 namespace vitsim::app {

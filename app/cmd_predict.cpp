@@ -11,9 +11,9 @@
 #include "interval_option.hpp"
 #include "trace_option.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
 namespace vitsim::app {

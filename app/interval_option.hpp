@@ -1,7 +1,7 @@
 #pragma once
 // --interval and its flags (--samples, --interval-seed, --p-low, --p-high, --runs) of `vitsim predict` and
-// `vitsim plan` (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for both, so
-// that the flags read and refuse alike.
+// `vitsim plan` (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for
+// both, so that the flags read and refuse alike.
 #include <fmt/format.h>
 
 #include "commands.hpp"

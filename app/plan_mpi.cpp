@@ -25,9 +25,9 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/mpi_check.hpp"
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/plan.hpp"
 
 extern char** environ;
 

@@ -15,10 +15,10 @@
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
-#include "vitsim/core/results/plan.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 #if VITSIM_FUZZ_TARGET >= 7
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // `vitsim calibrate --emit-platform` writes through core's one platform writer (issue 14 item 1,
-// calibrate/src/emit/emit_platform.cpp): the machines a calibration measured, as calibrate describes them, become
-// a PlatformSpec; the file loads, carries the measured figures, and predicts. No Torch, no MPI.
+// calibrate/src/emit/emit_platform.cpp): the machines a calibration measured, as calibrate describes them,
+// become a PlatformSpec; the file loads, carries the measured figures, and predicts. No Torch, no MPI.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>

@@ -159,8 +159,8 @@ TEST_CASE("calibrate ops: the copy sweep reaches 4x the last-level cache", "[cal
 
 TEST_CASE("calibrate ops: a permuted-gather sweep op carries its shape in its own fields", "[calib][ops]") {
   // calibrate's kernel for a "strided" sweep op gathers [batch, m, n] into [n, batch, m], the shape read
-  // from the op (calibrate/src/bench/kernel_maker.cpp), not from its name: every such op, at both precisions, has a
-  // whole positive shape whose product is its elements, and the name (for the reader) says the same.
+  // from the op (calibrate/src/bench/kernel_maker.cpp), not from its name: every such op, at both precisions,
+  // has a whole positive shape whose product is its elements, and the name (for the reader) says the same.
   const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
   for (Precision p : {Precision::FP32, Precision::BF16}) {
     int gathers = 0;

@@ -10,8 +10,8 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/identity.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using json = nlohmann::json;
 

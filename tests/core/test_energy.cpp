@@ -10,11 +10,11 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
-#include "vitsim/core/results/plan.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

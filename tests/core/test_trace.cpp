@@ -10,8 +10,8 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/results/trace.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
 namespace study {

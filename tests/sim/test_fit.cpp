@@ -1,5 +1,5 @@
-// `vitsim fit` (issue 26 item 4; sim/fit/fit.hpp, docs/fit.md): the bounded least squares on closed forms; the
-// fit recovers known figures from times the simulator itself produced, noise added from a fixed seed,
+// `vitsim fit` (issue 26 item 4; sim/fit/fit.hpp, docs/fit.md): the bounded least squares on closed forms;
+// the fit recovers known figures from times the simulator itself produced, noise added from a fixed seed,
 // within its stated uncertainty; it refuses figures the measurements cannot pin down (no effect, collinear,
 // more figures than measurements) naming them; the CSV reader's errors carry FILE:LINE; the file it writes
 // is a platform predict reads.
@@ -12,9 +12,9 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/sim/fit/fit.hpp"
 #include "vitsim/sim/fit/least_squares.hpp"
 #include "vitsim/sim/predict/predict.hpp"

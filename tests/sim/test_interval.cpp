@@ -1,7 +1,7 @@
-// Intervals and sensitivity of a prediction (issue 26 item 3; sim/predict/interval.hpp): a point whose every range
-// is zero has the point as its interval; a figure built to dominate tops the sensitivity list by its closed
-// form; the Latin hypercube puts one sample in each stratum; --interval adds to the outputs and nothing
-// changes without it.
+// Intervals and sensitivity of a prediction (issue 26 item 3; sim/predict/interval.hpp): a point whose every
+// range is zero has the point as its interval; a figure built to dominate tops the sensitivity list by its
+// closed form; the Latin hypercube puts one sample in each stratum; --interval adds to the outputs and
+// nothing changes without it.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>

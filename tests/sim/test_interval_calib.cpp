@@ -1,9 +1,9 @@
-// Intervals of calibrated predictions (issue 26 items 2 and 3; sim/predict/interval.hpp): a calibration's measured
-// spans (core/formats/calibration.hpp MeasuredSpan: calibrate's rounds, as factors on the compute and the
-// sync figures it kept) round-trip through the file and are refused when wrong; predict --interval samples
-// them beside the platform's ranges. Each sampled figure against its closed form: a compute factor f scales
-// the step's forward + backward (and, on 2 ranks, the sync wait's share of it); a sync factor scales the
-// wait at the gradient sync (tests/sim/test_loop_model.cpp: fixed_s + per_compute x forward + backward).
+// Intervals of calibrated predictions (issue 26 items 2 and 3; sim/predict/interval.hpp): a calibration's
+// measured spans (core/formats/calibration.hpp MeasuredSpan: calibrate's rounds, as factors on the compute
+// and the sync figures it kept) round-trip through the file and are refused when wrong; predict --interval
+// samples them beside the platform's ranges. Each sampled figure against its closed form: a compute factor f
+// scales the step's forward + backward (and, on 2 ranks, the sync wait's share of it); a sync factor scales
+// the wait at the gradient sync (tests/sim/test_loop_model.cpp: fixed_s + per_compute x forward + backward).
 #include <catch2/catch.hpp>
 
 #include <cmath>

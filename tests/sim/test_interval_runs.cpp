@@ -1,11 +1,11 @@
 // Measured runs in the interval (issue 26 item 3 and item 5's "intervals that contain the measured times at
-// their stated rate"; predict and plan --runs, sim/predict/interval.hpp MeasuredRun, core conformal_spread): each
-// run's measured / predicted ratio, the ratios' split-conformal ends (Vovk, Gammerman and Shafer 2005; Lei et
-// al. 2018: sorted r_1..r_n, k_low = floor((n+1) p_low), k_high = ceil((n+1) p_high), a new exchangeable
-// ratio between them with probability (k_high - k_low) / (n+1)), and the point's interval taking in its
-// central value times those ends. Each number below follows from that formula and from the times the test
-// writes: the simulator is deterministic, so runs written as the model's own time times a factor have that
-// factor as their ratio.
+// their stated rate"; predict and plan --runs, sim/predict/interval.hpp MeasuredRun, core conformal_spread):
+// each run's measured / predicted ratio, the ratios' split-conformal ends (Vovk, Gammerman and Shafer 2005;
+// Lei et al. 2018: sorted r_1..r_n, k_low = floor((n+1) p_low), k_high = ceil((n+1) p_high), a new
+// exchangeable ratio between them with probability (k_high - k_low) / (n+1)), and the point's interval taking
+// in its central value times those ends. Each number below follows from that formula and from the times the
+// test writes: the simulator is deterministic, so runs written as the model's own time times a factor have
+// that factor as their ratio.
 #include <catch2/catch.hpp>
 
 #include <cmath>

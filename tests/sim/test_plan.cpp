@@ -8,11 +8,11 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 
 using namespace vitsim;

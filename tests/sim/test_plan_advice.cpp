@@ -1,8 +1,8 @@
 // The plan's advice from the numbers (issue 25 item 6; core/model/comm_regime.hpp, core/src/formats/
-// plan_advice.cpp) and its intervals (issue 26 item 3's plan half; sim/predict/plan.hpp --interval): the recommended
-// bucket against the ring's closed form on a homogeneous platform, the regime's figures against the simulated
-// communication, no collective advice where exposed communication is small, the latency-bound regime named
-// with the point's figures, and plan --interval's intervals and its overlap sentence.
+// plan_advice.cpp) and its intervals (issue 26 item 3's plan half; sim/predict/plan.hpp --interval): the
+// recommended bucket against the ring's closed form on a homogeneous platform, the regime's figures against
+// the simulated communication, no collective advice where exposed communication is small, the latency-bound
+// regime named with the point's figures, and plan --interval's intervals and its overlap sentence.
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -12,10 +12,10 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/comm_regime.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/sim/predict/plan.hpp"
 
 using namespace vitsim;

@@ -11,16 +11,16 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
 #include "vitsim/core/platform/transport.hpp"
+#include "vitsim/core/results/plan.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 #include "vitsim/sim/predict/plan.hpp"
 #include "vitsim/sim/predict/predict.hpp"
-#include "vitsim/sim/point/simulate.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

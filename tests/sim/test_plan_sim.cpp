@@ -8,11 +8,11 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/results/report.hpp"
-#include "vitsim/core/formats/scenario.hpp"
-#include "vitsim/sim/predict/predict.hpp"
 #include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;

@@ -1,7 +1,8 @@
 // Platforms that scale (issue 14, item 3): the flat-star layout (core/platform/platform_flat.hpp) built in
-// code (sim/fabric/platform_build.hpp). Building is linear (counts of what is created, not time); a pair of GPUs in
-// one node bypasses the NIC; a cross-node route crosses both NICs; rails; pods; every route holds the links
-// the cluster-per-node layout gives the same spec; the study platforms predict the same in either layout.
+// code (sim/fabric/platform_build.hpp). Building is linear (counts of what is created, not time); a pair of
+// GPUs in one node bypasses the NIC; a cross-node route crosses both NICs; rails; pods; every route holds the
+// links the cluster-per-node layout gives the same spec; the study platforms predict the same in either
+// layout.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>

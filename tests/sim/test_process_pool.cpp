@@ -1,9 +1,9 @@
 // Zygotes (issue 14, "a 1,000-point plan of Vector"): predict's and plan's points of one platform file fork
-// from one process that loaded the platform once (sim/engine/process_pool.hpp run_forked_groups, gather_forked with
-// ForkedPoints::group_of; sim/point/simulate.hpp prepare_engine + simulate_prepared). The pool with made-up tasks
-// (groups, failures per task, the job limit, a zygote that dies), then real points of several platforms
-// (one flat-star) against simulate_point, a platform that fails to load, and the CLI with two platform
-// files and with a what-if swept over two edits (two edited copies).
+// from one process that loaded the platform once (sim/engine/process_pool.hpp run_forked_groups,
+// gather_forked with ForkedPoints::group_of; sim/point/simulate.hpp prepare_engine + simulate_prepared). The
+// pool with made-up tasks (groups, failures per task, the job limit, a zygote that dies), then real points of
+// several platforms (one flat-star) against simulate_point, a platform that fails to load, and the CLI with
+// two platform files and with a what-if swept over two edits (two edited copies).
 #include <sys/mman.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -63,10 +63,10 @@ auto on_engine(const std::string& platform, F&& f) {
 }
 
 // Every rank i first has leads[i] seconds of its own work, then one collective. Slept: the rank sleeps them
-// and calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collectives/collective.hpp) and owes d.lead +
-// d.tail after it. Returns each rank's end (the instant its clock reaches after all it owes). With `lone`,
-// the group is a lone ring (Group::set_lone_ring: no flows) when lone_ring_bandwidths allows it, and the
-// result is empty when it does not.
+// and calls run(); deferred: it hands them to run_deferred() (Deferred, sim/collectives/collective.hpp) and
+// owes d.lead + d.tail after it. Returns each rank's end (the instant its clock reaches after all it owes).
+// With `lone`, the group is a lone ring (Group::set_lone_ring: no flows) when lone_ring_bandwidths allows it,
+// and the result is empty when it does not.
 std::vector<double> rank_ends(const std::string& platform, const std::string& algo, double bytes, CollOp op,
                               const std::vector<double>& leads, bool deferred, bool lone = false) {
   return vt::in_child_vector([&] {

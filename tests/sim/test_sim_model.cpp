@@ -7,8 +7,8 @@
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
@@ -180,8 +180,8 @@ TEST_CASE("simulation.flows: a lone ring without flows predicts what its flows d
 }
 
 TEST_CASE("a CPU device copies no batch to itself: no host-to-device time, no h2d event", "[model][trace]") {
-  // The trainer on a CPU device wraps the loader's batch in place (real/src/trainer/trainer.cpp micro_batch: no copy,
-  // no h2d event); on a GPU it copies it over the host link.
+  // The trainer on a CPU device wraps the loader's batch in place (real/src/trainer/trainer.cpp micro_batch:
+  // no copy, no h2d event); on a GPU it copies it over the host link.
   vt::TempDir d;
   for (const auto& [scenario, cpu] :
        {std::pair<std::string, bool>{"scenarios/local/validate-homog.xml", true},

@@ -1,18 +1,18 @@
-// The "auto" collective (the default) (sim/src/collectives/collective_nccl.cpp): NCCL's choice per call (core's
-// nccl_choose), run as the closest simulated algorithm with the protocol's wire bytes; each simulation in its
-// own process.
+// The "auto" collective (the default) (sim/src/collectives/collective_nccl.cpp): NCCL's choice per call
+// (core's nccl_choose), run as the closest simulated algorithm with the protocol's wire bytes; each
+// simulation in its own process.
 #include <catch2/catch.hpp>
 
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
-#include "vitsim/sim/predict/predict.hpp"
 #include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 namespace sg4 = simgrid::s4u;
 using namespace vitsim;

@@ -1,5 +1,5 @@
-// step_actions (sim/compute/step_actions.hpp): one rank's step as the list of actions the simulator's compute actor
-// executes, checked without SimGrid over every combination of overlap, ZeRO stage, accumulation, patch
+// step_actions (sim/compute/step_actions.hpp): one rank's step as the list of actions the simulator's compute
+// actor executes, checked without SimGrid over every combination of overlap, ZeRO stage, accumulation, patch
 // parallelism and group size.
 #include <catch2/catch.hpp>
 
@@ -7,8 +7,8 @@
 #include <numeric>
 #include <string>
 
-#include "vitsim/sim/point/simulate.hpp"
 #include "vitsim/sim/compute/step_actions.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 
 using namespace vitsim::sim;
 using Kind = StepAction::Kind;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "study_util.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/report.hpp"
 
 using study::at;
 using study::platform_bw;

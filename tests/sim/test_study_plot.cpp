@@ -13,8 +13,8 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/plot/plot.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 

@@ -66,9 +66,9 @@ void time_whole_model(ModelBench& mb, const torch::Device& dev, const Repeats& r
     auto b = mark(dev);
     loss.backward();
     auto c = mark(dev);
-    // As the trainer's update (real/src/trainer/point_loop.cpp): the mean gradient, its finite check and the loss
-    // read back (each a sync with the device), the step, the zeroed gradient. The loss's mean over the ranks
-    // (an all-reduce) is the step phase's.
+    // As the trainer's update (real/src/trainer/point_loop.cpp): the mean gradient, its finite check and the
+    // loss read back (each a sync with the device), the step, the zeroed gradient. The loss's mean over the
+    // ranks (an all-reduce) is the step phase's.
     if (ranks > 1) mb.flat_grad.div_(ranks);
     const bool finite = mb.flat_grad.isfinite().all().item<bool>();
     const double loss_value = loss.detach().to(torch::kFloat64).item<double>();

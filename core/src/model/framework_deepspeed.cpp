@@ -3,8 +3,8 @@
 // v0.14.4 (commit d254d75e) runs them with its defaults: contiguous_gradients, reduce_scatter and
 // use_multi_rank_bucket_allreduce true, overlap_comm as the scenario says, PyTorch >= 1.13 (so
 // all_gather_into_tensor). The kernels and host syncs are here; the collectives they issue are the
-// simulator's (sim/src/point/step_shape.cpp). Each function named is in docs/sources.md "Kernels, framework steps
-// and the op model"; docs/model.md "Framework step" tells the step per configuration.
+// simulator's (sim/src/point/step_shape.cpp). Each function named is in docs/sources.md "Kernels, framework
+// steps and the op model"; docs/model.md "Framework step" tells the step per configuration.
 #include <algorithm>
 #include <cmath>
 #include <numeric>

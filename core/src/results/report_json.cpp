@@ -11,8 +11,8 @@
 #include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/identity.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/model/epoch.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
 using json = nlohmann::json;

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "vitsim/core/formats/scenario.hpp"
-#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/model/buckets.hpp"
+#include "vitsim/core/results/trace.hpp"
 #include "vitsim/real/comm.hpp"
 
 namespace vitsim::real {

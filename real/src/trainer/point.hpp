@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/results/trace.hpp"
 #include "vitsim/real/comm.hpp"
 #include "vitsim/real/train.hpp"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "model/checkpoint.hpp"
 #include "comm/grad_sync.hpp"
+#include "model/checkpoint.hpp"
 #include "trainer/point.hpp"
 #include "trainer/point_measure.hpp"
 #include "trainer/trace_recorder.hpp"

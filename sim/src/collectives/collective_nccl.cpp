@@ -43,8 +43,8 @@
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
-#include "vitsim/sim/fluid/fluid.hpp"
 #include "vitsim/sim/fabric/latency_model.hpp"
+#include "vitsim/sim/fluid/fluid.hpp"
 #include "vitsim/sim/fluid/lone_ring.hpp"
 
 namespace sg4 = simgrid::s4u;

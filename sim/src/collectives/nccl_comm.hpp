@@ -1,7 +1,7 @@
 #pragma once
-// NCCL's model of a communicator as the `auto` collective builds it (sim/src/collectives/collective_nccl.cpp), for
-// whoever weighs NCCL's choices outside a run: nccl_would_run's notes, the gradient reduction's regime
-// (sim/src/point/comm_regime.cpp).
+// NCCL's model of a communicator as the `auto` collective builds it
+// (sim/src/collectives/collective_nccl.cpp), for whoever weighs NCCL's choices outside a run:
+// nccl_would_run's notes, the gradient reduction's regime (sim/src/point/comm_regime.cpp).
 #include <optional>
 
 #include "vitsim/core/model/nccl_tuning.hpp"

@@ -1,5 +1,5 @@
-// Zygotes (run_forked_groups, sim/engine/process_pool.hpp). The parent keeps the control: it decides which task
-// runs when (at most `jobs` at once over all groups), counts the ends for the progress line and keeps
+// Zygotes (run_forked_groups, sim/engine/process_pool.hpp). The parent keeps the control: it decides which
+// task runs when (at most `jobs` at once over all groups), counts the ends for the progress line and keeps
 // each task's failure. A zygote only forks and reaps: over one SOCK_SEQPACKET socket pair per zygote
 // (one message per send, no partial reads; MSG_NOSIGNAL: a peer gone is an error, not SIGPIPE) the parent
 // sends "run task i" (ZygoteRun) and the zygote answers "task i ended with wait status S" (ZygoteEnded)

@@ -10,10 +10,10 @@
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/system.hpp"
 #include "vitsim/core/base/units.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim::sim {
 

@@ -14,8 +14,9 @@ namespace vitsim::sim {
 namespace {
 
 // Runs a collective on a rank's stream. With `d` (the compute stream running it inline), the stream's pending
-// time rides into the collective (Deferred, sim/collectives/collective.hpp) and what the rank still owes after it comes
-// back in d->lead + d->tail; the collective's span is from the end of the lead to the end of the tail.
+// time rides into the collective (Deferred, sim/collectives/collective.hpp) and what the rank still owes
+// after it comes back in d->lead + d->tail; the collective's span is from the end of the lead to the end of
+// the tail.
 void run_job(PointRun& run, RankState& r, const StepJob& job, Deferred* d = nullptr) {
   const double t0 = sg4::Engine::get_clock() + (d ? d->lead : 0.0);
   if (run.record_calls && r.rank == 0) run.calls.emplace(job.op, job.bytes);
@@ -55,8 +56,8 @@ class CommActor {
   RankState& r_;
 };
 
-// The compute stream of a rank: its device's step actions (sim/compute/step_actions.hpp), step after step, until the
-// set steps (and any the steady-state search adds) are done.
+// The compute stream of a rank: its device's step actions (sim/compute/step_actions.hpp), step after step,
+// until the set steps (and any the steady-state search adds) are done.
 class ComputeActor {
  public:
   ComputeActor(PointRun& run, RankState& r) : run_(run), r_(r) {}

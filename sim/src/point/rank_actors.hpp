@@ -1,10 +1,11 @@
 #pragma once
 // The rank actors (as SimGrid's app-masterworkers: small classes with an operator()). Per rank, two actors on
 // the rank's GPU host: the compute stream (data wait, host->device copy, forward, backward, optimizer: its
-// device's step actions, sim/compute/step_actions.hpp) and the communication stream (collectives, one at a time, in
-// submission order, like an NCCL stream). Backward fills gradient buckets (core's gradient_buckets(): the
-// trainer's own layout) in gradient-ready order; each bucket goes to the communication stream after the layer
-// holding its last tensor at once when overlap is on, after backward when it is off.
+// device's step actions, sim/compute/step_actions.hpp) and the communication stream (collectives, one at a
+// time, in submission order, like an NCCL stream). Backward fills gradient buckets (core's
+// gradient_buckets(): the trainer's own layout) in gradient-ready order; each bucket goes to the
+// communication stream after the layer holding its last tensor at once when overlap is on, after backward
+// when it is off.
 #include "point/rank_state.hpp"
 
 namespace vitsim::sim {

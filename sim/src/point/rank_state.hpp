@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
-#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/results/report.hpp"
+#include "vitsim/core/results/trace.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
 #include "vitsim/sim/compute/step_actions.hpp"

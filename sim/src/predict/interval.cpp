@@ -1,4 +1,5 @@
-// Intervals and sensitivity of a prediction (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity").
+// Intervals and sensitivity of a prediction (sim/predict/interval.hpp; docs/predict.md "Intervals and
+// sensitivity").
 #include "vitsim/sim/predict/interval.hpp"
 
 #include <fmt/format.h>
@@ -19,9 +20,9 @@
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
-#include "vitsim/sim/predict/predict.hpp"
 #include "vitsim/sim/engine/process_pool.hpp"
 #include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/predict/predict.hpp"
 
 namespace vitsim::sim {
 

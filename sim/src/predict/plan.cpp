@@ -14,14 +14,14 @@
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/predict/interval.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/engine/process_pool.hpp"
 #include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/predict/interval.hpp"
 
 namespace vitsim::sim {
 namespace fs = std::filesystem;
@@ -365,8 +365,8 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
 }
 
 // plan --interval: the top `interval_top` ranked points get their interval and sensitivity as predict's
-// (sim/predict/interval.hpp: their scenarios as simulated, what-ifs applied), then the plan is ranked again (the
-// same ranking: by central values) so that its explanation holds the pick against the runner-up.
+// (sim/predict/interval.hpp: their scenarios as simulated, what-ifs applied), then the plan is ranked again
+// (the same ranking: by central values) so that its explanation holds the pick against the runner-up.
 void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work, const Calibration* calib,
                         const PlanOptions& opt, const std::vector<MeasuredRun>& runs) {
   std::map<int, const Scenario*> scenario_of;

@@ -11,12 +11,12 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
-#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/predict/interval.hpp"
+#include "vitsim/core/results/trace.hpp"
 #include "vitsim/sim/engine/process_pool.hpp"
 #include "vitsim/sim/point/simulate.hpp"
+#include "vitsim/sim/predict/interval.hpp"
 
 namespace vitsim::sim {
 namespace fs = std::filesystem;

@@ -187,10 +187,10 @@ struct PlatformText {
   double nic_bw = 0, nic_lat = 0;  // inter-node edge, when nodes > 1
   std::string provenance;          // written into the header comment, one figure per line
 };
-// The machines as a PlatformSpec (calibrate/src/emit/emit_platform.cpp: one <cluster> per node and device type,
-// private links carrying the fitted ring edge, NIC links between clusters), and that spec written by core's
-// one writer of the platform format (core/platform/platform_writer.hpp): what `calibrate --emit-platform`
-// writes.
+// The machines as a PlatformSpec (calibrate/src/emit/emit_platform.cpp: one <cluster> per node and device
+// type, private links carrying the fitted ring edge, NIC links between clusters), and that spec written by
+// core's one writer of the platform format (core/platform/platform_writer.hpp): what `calibrate
+// --emit-platform` writes.
 PlatformSpec calibrated_platform_spec(const PlatformText& p);
 std::string calibrated_platform_xml(const PlatformText& p);
 

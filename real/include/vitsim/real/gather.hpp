@@ -1,7 +1,8 @@
 #pragma once
 // Every rank's records through the job's allgather of doubles (World::allgather): a record is a struct of
 // doubles only and crosses as its bytes, so no reader picks a figure out of a row of numbers by position.
-// Used by the trainer (real/src/trainer/trainer.cpp: run agreement, replica checksums, the report's measurements).
+// Used by the trainer (real/src/trainer/trainer.cpp: run agreement, replica checksums, the report's
+// measurements).
 #include <cstring>
 #include <type_traits>
 #include <vector>

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim::real {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim::validate {
 

@@ -1,10 +1,11 @@
 #pragma once
-// Which platform GPU each data-parallel rank runs on. One rule, used by the simulator (sim/src/point/simulate.cpp
-// builds its process group on these hosts; predict's trace names them) and by the real trainer
-// (real/src/trainer/trainer.cpp: MFU over the dense peak of these GPUs), so that a measured point's MFU is over the
-// GPUs its prediction ran on. Ranks are node-major: rank r runs on GPU r % gpus_per_node (the node's GPUs
-// in radical order) of node r / gpus_per_node, nodes taken in cluster.hosts' order, or in the platform
-// file's order when the scenario lists none. Every node used must hold cluster.gpus_per_node GPUs.
+// Which platform GPU each data-parallel rank runs on. One rule, used by the simulator
+// (sim/src/point/simulate.cpp builds its process group on these hosts; predict's trace names them) and by the
+// real trainer (real/src/trainer/trainer.cpp: MFU over the dense peak of these GPUs), so that a measured
+// point's MFU is over the GPUs its prediction ran on. Ranks are node-major: rank r runs on GPU r %
+// gpus_per_node (the node's GPUs in radical order) of node r / gpus_per_node, nodes taken in cluster.hosts'
+// order, or in the platform file's order when the scenario lists none. Every node used must hold
+// cluster.gpus_per_node GPUs.
 #include <string>
 #include <vector>
 

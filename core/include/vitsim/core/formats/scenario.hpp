@@ -102,7 +102,8 @@ struct SimulationSpec {
   long long max_routes = kDefaultMaxRoutes;
   long long max_points = kDefaultMaxPoints;
   // auto: a fused ring whose transfers share no link with any other transfer is computed without SimGrid
-  // flows (exact for its model: sim/collectives/collective.hpp Group::set_lone_ring); always: every transfer is a flow.
+  // flows (exact for its model: sim/collectives/collective.hpp Group::set_lone_ring); always: every transfer
+  // is a flow.
   std::string flows = "auto";
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // Gradient buckets: which parameter tensors' gradients are reduced together, in what order. One layout,
-// used by the simulator (sim/src/point/simulate.cpp) and by the real trainer (real/src/trainer/trainer.cpp), so that
-// `vitsim validate` compares the same buckets. The rules are the frameworks' own (docs/sources.md):
+// used by the simulator (sim/src/point/simulate.cpp) and by the real trainer (real/src/trainer/trainer.cpp),
+// so that `vitsim validate` compares the same buckets. The rules are the frameworks' own (docs/sources.md):
 //   DDP (PyTorch 1.13, torch/csrc/distributed/c10d/reducer.cpp compute_bucket_assignment_by_size, as
 //   rebuilt after the first iteration in gradient-ready order): add the tensor, then close the bucket
 //   once its bytes reach the cap (>=); the first bucket's cap is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB).

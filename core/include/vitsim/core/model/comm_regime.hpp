@@ -12,8 +12,8 @@
 //     transfer = steps x (S/n) / B, B the ring's slowest edge: the narrowest link on its route, shared
 //     max-min with the ring's other edges that cross it (the rate SimGrid gives the ring's slowest flow).
 //   `auto`: latency = NCCL's latency for the algorithm and protocol it picks at S (NcclChoice::latency_us,
-//     core/model/nccl_tuning.hpp: what sim/src/collectives/collective_nccl.cpp adds per call); transfer = the ring's term
-//     above on S / payload fraction of the protocol (the bytes NCCL's protocol puts on the wire).
+//     core/model/nccl_tuning.hpp: what sim/src/collectives/collective_nccl.cpp adds per call); transfer = the
+//     ring's term above on S / payload fraction of the protocol (the bytes NCCL's protocol puts on the wire).
 #include <string>
 
 namespace vitsim {

@@ -1,7 +1,7 @@
 #pragma once
 // The shape of one training epoch: how many optimizer steps, and how the last one is filled. One rule
-// for the simulator (sim/src/point/simulate.cpp) and the real trainer (real/src/trainer/trainer.cpp), so that a
-// prediction and a measurement of the same scenario count the same steps.
+// for the simulator (sim/src/point/simulate.cpp) and the real trainer (real/src/trainer/trainer.cpp), so that
+// a prediction and a measurement of the same scenario count the same steps.
 //
 // The rule is PyTorch's and DeepSpeed's default:
 //   - torch.utils.data.DistributedSampler(drop_last=False) pads the epoch to a multiple of the replicas

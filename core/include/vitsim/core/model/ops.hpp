@@ -56,8 +56,8 @@ OpKind parse_op_kind(const std::string& name);  // throws Error listing the vali
 bool is_conv(OpKind k);                         // Conv, ConvWgrad: matmul-shaped kinds
 
 // What an op is, whatever its layer and its printed name: `vitsim calibrate` rebuilds each op's LibTorch
-// kernel from it (calibrate/src/bench/kernel_maker.hpp), so renaming an op cannot break calibration. The ops of a
-// linear layer (its weight cast, GEMMs, bias and weight gradients) also say which layer (LinearId).
+// kernel from it (calibrate/src/bench/kernel_maker.hpp), so renaming an op cannot break calibration. The ops
+// of a linear layer (its weight cast, GEMMs, bias and weight gradients) also say which layer (LinearId).
 enum class OpId {
   Other,  // built outside the layer table: the step's optimizer and framework ops (core/model/framework.cpp),
           // tests'

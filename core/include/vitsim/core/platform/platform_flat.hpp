@@ -1,6 +1,7 @@
 #pragma once
 // The flat-star platform layout (platform_writer.hpp: Layout::FlatStar), read as a description vitsim builds
-// in code (sim/fabric/platform_build.hpp) instead of handing the file to SimGrid's parser. Pure: no SimGrid here.
+// in code (sim/fabric/platform_build.hpp) instead of handing the file to SimGrid's parser. Pure: no SimGrid
+// here.
 //
 // The file is SimGrid-style XML whose first <zone> has routing="None" and the prop vitsim_layout=flat-star.
 // Its children are <cluster>s (one per node: hosts prefix+radical+suffix, a lane per GPU (bw, lat), a FATPIPE

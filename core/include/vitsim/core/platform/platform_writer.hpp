@@ -156,8 +156,8 @@ struct TopologySpec {
 // ClusterPerNode: one <cluster> per node and one <zoneRoute> per pair of nodes (SimGrid loads it; quadratic
 // in nodes). FlatStar: the same <cluster>s and NIC links with no routes, in a routing="None" zone marked with
 // the prop vitsim_layout=flat-star; vitsim builds one star zone in code (core/platform/platform_flat.hpp,
-// sim/fabric/platform_build.hpp): linear in GPUs. A fat-tree's pods are nested zones; rail-optimised NICs are one
-// link per NIC ("<node>-nic<r>").
+// sim/fabric/platform_build.hpp): linear in GPUs. A fat-tree's pods are nested zones; rail-optimised NICs are
+// one link per NIC ("<node>-nic<r>").
 enum class Layout { ClusterPerNode, FlatStar };
 inline constexpr const char* kFlatStarProp = "vitsim_layout";
 inline constexpr const char* kFlatStarValue = "flat-star";

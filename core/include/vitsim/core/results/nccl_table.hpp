@@ -3,8 +3,9 @@
 // collective, read at 2.19.6) as data and arithmetic, without SimGrid: the collectives its *_perf binaries
 // time, its -d type names, its sweep of sizes (-b, -e, -f, -i), how each collective turns a size into element
 // counts, algbw = size / time and busbw = algbw x the collective's factor (its doc/PERFORMANCE.md), and the
-// table it prints. `vitsim collective` (sim/predict/collective_bench.hpp) fills an NcclTable with simulated times and
-// prints it here, so that calibrate's nccl-tests reader (calibrate/imports.hpp) reads it as a measured log.
+// table it prints. `vitsim collective` (sim/predict/collective_bench.hpp) fills an NcclTable with simulated
+// times and prints it here, so that calibrate's nccl-tests reader (calibrate/imports.hpp) reads it as a
+// measured log.
 #include <string>
 #include <vector>
 

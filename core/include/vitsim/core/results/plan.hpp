@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/model/comm_regime.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
 

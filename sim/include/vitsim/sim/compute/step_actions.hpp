@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "vitsim/core/model/vit.hpp"
-#include "vitsim/sim/fluid/coll_op.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
+#include "vitsim/sim/fluid/coll_op.hpp"
 
 namespace vitsim::sim {
 

@@ -35,9 +35,9 @@ std::shared_ptr<const FlatPlatform> check_platform_loads(const std::string& path
 Origin platform_origin(const Scenario& s, const PlatformFacts& facts);
 
 // A SimGrid engine with the platform loaded (configure_engine, load_platform, apply_link_transports:
-// sim/fabric/platform_build.hpp), made once in a zygote, each point simulated on it in a child forked from the
-// zygote (simulate_prepared), which inherits the loaded platform instead of parsing and building it again. An
-// engine runs one point (SimGrid runs an engine once): each child has its own copy.
+// sim/fabric/platform_build.hpp), made once in a zygote, each point simulated on it in a child forked from
+// the zygote (simulate_prepared), which inherits the loaded platform instead of parsing and building it
+// again. An engine runs one point (SimGrid runs an engine once): each child has its own copy.
 struct PreparedEngine {
   PreparedEngine();
   ~PreparedEngine();

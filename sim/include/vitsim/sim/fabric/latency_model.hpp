@@ -3,8 +3,9 @@
 // latency (TCP round-trip unfairness), so flows with different latencies would split a link, even a
 // FATPIPE one, unequally. vitsim models NCCL-style transfers with the alpha-beta rule instead: a
 // transfer costs its route latency, then its bytes at a max-min fair share. LatencyModel records every
-// link's latency (with any transport's stack latency, see apply_link_transports in sim/fabric/platform_build.hpp),
-// sets it to zero in SimGrid, and the collectives add route latencies themselves.
+// link's latency (with any transport's stack latency, see apply_link_transports in
+// sim/fabric/platform_build.hpp), sets it to zero in SimGrid, and the collectives add route latencies
+// themselves.
 #include <simgrid/s4u.hpp>
 
 #include <unordered_map>

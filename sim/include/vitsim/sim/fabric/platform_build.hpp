@@ -40,10 +40,10 @@ BuildCounts load_platform(simgrid::s4u::Engine& e, const std::string& path, cons
 const std::vector<simgrid::s4u::Link*>* flat_link_pieces(const std::string& name);
 
 // Applies the platform's link transports (core/platform/transport.hpp) to the loaded SimGrid links
-// (sim/src/fabric/link_transports.cpp): each link that states one gets its effective bandwidth, and its latency
-// grows by the transport's per-message stack latency (which LatencyModel then records with the rest). Call
-// after load_platform_file, before LatencyModel. Returns one note per class of links (what transport model
-// gave which bandwidth). Throws Error naming the platform file when SimGrid has no link of a stated id.
+// (sim/src/fabric/link_transports.cpp): each link that states one gets its effective bandwidth, and its
+// latency grows by the transport's per-message stack latency (which LatencyModel then records with the rest).
+// Call after load_platform_file, before LatencyModel. Returns one note per class of links (what transport
+// model gave which bandwidth). Throws Error naming the platform file when SimGrid has no link of a stated id.
 std::vector<std::string> apply_link_transports(simgrid::s4u::Engine& e, const PlatformFacts& facts);
 
 }  // namespace vitsim::sim

@@ -1,15 +1,15 @@
 #pragma once
 // `vitsim fit` (issue 26 item 4; docs/fit.md): the platform's ranged figures fitted to measured end-to-end
 // times of a few configurations, by simulation-based least squares on log time within the figures' ranges.
-// The figures are those `predict --interval` samples (sim/predict/interval.hpp: ranged_figures), applied to a point
-// the same way (platform_with_values: a copy of the platform with the figure's value), the copies simulated
-// as predict simulates points (simulate_points: forked from a zygote).
+// The figures are those `predict --interval` samples (sim/predict/interval.hpp: ranged_figures), applied to a
+// point the same way (platform_with_values: a copy of the platform with the figure's value), the copies
+// simulated as predict simulates points (simulate_points: forked from a zygote).
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/sim/predict/interval.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
@@ -25,10 +25,10 @@ inline constexpr double kDefaultFreeLogSwing = 1e-2;
 // this (each figure's uncertainty inflated by the others more than 1/sqrt(1e-4) = 100 times).
 inline constexpr double kCollinearEigen = 1e-4;
 // Starts of the fit beside the stated values: points of a Latin hypercube over the free figures' ranges
-// (sim/predict/interval.hpp, seed kFitSeed), stepped with it in the same batches; the lowest cost wins. A step time
-// is a max() of host and device work, so the error has kinks and local minima that one start can stop in.
-// ASSUMPTION: 4 catch the cases of the tests and docs/fit.md's example at 5x the simulations of one start and
-// the same rounds.
+// (sim/predict/interval.hpp, seed kFitSeed), stepped with it in the same batches; the lowest cost wins. A
+// step time is a max() of host and device work, so the error has kinks and local minima that one start can
+// stop in. ASSUMPTION: 4 catch the cases of the tests and docs/fit.md's example at 5x the simulations of one
+// start and the same rounds.
 inline constexpr int kFitStarts = 4;
 // Once a start has converged, a start whose squared error is still above this many times its own stops: it
 // would have to fall below a minimum it is far from. ASSUMPTION: 2 (the rms 1.4 times) keeps the starts

@@ -1,6 +1,6 @@
 #pragma once
-// The collective operations a step submits (no SimGrid: sim/compute/step_actions.hpp lists them, sim/collectives/collective.hpp
-// runs them).
+// The collective operations a step submits (no SimGrid: sim/compute/step_actions.hpp lists them,
+// sim/collectives/collective.hpp runs them).
 namespace vitsim::sim {
 
 enum class CollOp { AllReduce, ReduceScatter, AllGather };

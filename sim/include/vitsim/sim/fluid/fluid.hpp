@@ -126,9 +126,9 @@ class FluidCalls {
 };
 
 // `inner` (a named collective) computed by the fluid model over g for the operations `ops` (the point's: a
-// call of another throws), as FluidCalls meets `auto`'s calls (sim/src/collectives/collective_fluid.cpp); null where it
-// cannot be: g under 2 members or not the only traffic, `auto` (it meets its calls itself), a schedule
-// missing or not admitted, calls that could overlap on a link (fluid_cross_call_safe).
+// call of another throws), as FluidCalls meets `auto`'s calls (sim/src/collectives/collective_fluid.cpp);
+// null where it cannot be: g under 2 members or not the only traffic, `auto` (it meets its calls itself), a
+// schedule missing or not admitted, calls that could overlap on a link (fluid_cross_call_safe).
 std::unique_ptr<Collective> fluid_collective(const Collective& inner, const Group& g,
                                              const std::vector<CollOp>& ops);
 

@@ -3,8 +3,8 @@
 // crosses (the caller checks it: lone_ring_bandwidths, and that nothing else makes flows). A transfer alone
 // on its links runs at its route's narrowest bandwidth from the instant both ends are there (SimGrid's
 // max-min share of one flow, link latencies being zero: LatencyModel), whatever the others do, so the fused
-// ring computes its end instead of making flows (fused_ring_steps, sim/src/collectives/transfers.cpp). A Group carries
-// one (Group::set_lone_ring).
+// ring computes its end instead of making flows (fused_ring_steps, sim/src/collectives/transfers.cpp). A
+// Group carries one (Group::set_lone_ring).
 #include <simgrid/s4u.hpp>
 
 #include <vector>

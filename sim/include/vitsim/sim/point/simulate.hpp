@@ -13,14 +13,14 @@
 
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/placement.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
-#include "vitsim/core/results/trace.hpp"
 #include "vitsim/core/model/comm_regime.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/sim/engine/engine.hpp"
+#include "vitsim/core/results/report.hpp"
+#include "vitsim/core/results/trace.hpp"
 #include "vitsim/sim/compute/step_actions.hpp"
+#include "vitsim/sim/engine/engine.hpp"
 
 namespace vitsim::sim {
 

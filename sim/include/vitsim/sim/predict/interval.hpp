@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "vitsim/core/results/measured_times.hpp"
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/measured_times.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
 struct Calibration;

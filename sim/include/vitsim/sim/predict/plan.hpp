@@ -4,8 +4,8 @@
 // memory) in its own process, up to `jobs` at once, and ranks the result (core/results/plan.hpp).
 #include <string>
 
-#include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/plan.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
 namespace vitsim::sim {
@@ -22,8 +22,8 @@ struct PlanOptions {
   // returns them unranked; merge_plans() ranks the union (docs/plan.md).
   int shard_index = 0, shard_count = 1;
   // plan --interval (docs/plan.md "Intervals"): after ranking, the top `interval_top` feasible points by the
-  // objective's central value get predict's interval and sensitivity (sim/predict/interval.hpp), and the explanation
-  // says whether the pick's interval overlaps the runner-up's. samples 0: none. Not with shards.
+  // objective's central value get predict's interval and sensitivity (sim/predict/interval.hpp), and the
+  // explanation says whether the pick's interval overlaps the runner-up's. samples 0: none. Not with shards.
   IntervalOptions interval;
   int interval_top = 3;
 };

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "vitsim/core/results/report.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
 struct Calibration;
