@@ -261,14 +261,20 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
 // A catalogue entry (a GPU, a link) by its name or an alias as users type them (normalise_name); an unknown
 // name is an error that lists the known ones and the nearest.
 template <typename Entry>
-const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
-                        const char* list_flag) {
+const Entry* match_entry(const std::vector<Entry>& entries, const std::string& name) {
   const std::string n = normalise_name(name);
   for (const auto& e : entries) {
-    if (normalise_name(e.name) == n) return e;
+    if (normalise_name(e.name) == n) return &e;
     for (const auto& a : e.aliases)
-      if (normalise_name(a) == n) return e;
+      if (normalise_name(a) == n) return &e;
   }
+  return nullptr;
+}
+
+template <typename Entry>
+const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
+                        const char* list_flag) {
+  if (const Entry* e = match_entry(entries, name)) return *e;
   std::vector<std::pair<std::string, std::vector<std::string>>> names;
   std::vector<std::string> known;
   for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
@@ -285,13 +291,7 @@ const CatalogueGpu& Catalogue::gpu(const std::string& name) const {
 }
 
 const CatalogueGpu* Catalogue::find_gpu(const std::string& name) const {
-  const std::string n = normalise_name(name);
-  for (const auto& g : gpus) {
-    if (normalise_name(g.name) == n) return &g;
-    for (const auto& a : g.aliases)
-      if (normalise_name(a) == n) return &g;
-  }
-  return nullptr;
+  return match_entry(gpus, name);
 }
 
 std::string catalogue_gpu_link_kind(const CatalogueGpu& g) {
