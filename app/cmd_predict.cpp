@@ -14,6 +14,7 @@
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
 #include "vitsim/core/results/report.hpp"
+#include "vitsim/sim/compute/registries.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
 namespace vitsim::app {
@@ -28,6 +29,7 @@ struct PredictArgs {
   sim::PredictOptions opt;
   bool quiet = false;
   IntervalFlags interval;
+  std::string list;  // --list: a registry's name, "" for the lists themselves
 };
 }  // namespace
 
@@ -54,8 +56,22 @@ void add_predict(CLI::App& cli, Action& action) {
       ->check(integer(1, 1 << 20));
   add_interval_options(c, args->interval, args->opt.interval, "per point,");
   c->add_flag("--quiet,-q", args->quiet, "no progress line on stderr");
-  c->callback([&action, args, c] {
-    action = [args, c] {
+  CLI::Option* list = c->add_option("--list", args->list,
+                                    "print a registry instead of predicting (no scenario): collectives, "
+                                    "compute-models, frameworks; no value: the lists")
+                          ->expected(0, 1);
+  c->callback([&action, args, c, list] {
+    action = [args, c, list] {
+      if (list->count() > 0) {  // a registry, not a prediction: no scenario
+        std::string text;
+        try {
+          text = sim::registry_listing(args->list, args->format == "json");
+        } catch (const Error& e) {
+          throw UsageError(std::string("--list: ") + e.what());
+        }
+        write_output(args->out, text);
+        return 0;
+      }
       check_runs_took_scenario("predict", args->scenario, args->opt.interval);
       require_scenario("predict", args->scenario);
       check_trace_ranks(c, args->opt.trace_ranks, args->opt.trace_path);

@@ -131,14 +131,20 @@ inline double in_child(const std::function<double()>& fn) {
   return v.size() == 1 ? v[0] : std::numeric_limits<double>::quiet_NaN();
 }
 
+// NCCL's view of a test GPU (outside the catalogue, so the file states it): an Ampere data-centre GPU (SM 80)
+// on PCIe Gen4 x16 (NCCL rates it 24 GB/s) without NVLink.
+inline constexpr const char* kTestGpuNcclProps =
+    "<prop id=\"gpu_arch\" value=\"ampere_dc\"/><prop id=\"gpu_link\" value=\"none\"/>"
+    "<prop id=\"gpu_host_link\" value=\"pcie4_x16\"/>";
+
 // A GPU's <prop> lines for test platforms: a compute-bound device (huge memory bandwidth, no launch cost).
 inline std::string gpu_props(const std::string& model, const std::string& flops,
                              const std::string& extra = "") {
   return fmt::format(
       "<prop id=\"gpu_model\" value=\"{}\"/><prop id=\"gpu_flops_fp32\" value=\"{}\"/>"
       "<prop id=\"gpu_mem_bw\" value=\"1000TBps\"/><prop id=\"gpu_mem\" value=\"80GiB\"/>"
-      "<prop id=\"gpu_efficiency\" value=\"1\"/>{}",
-      model, flops, extra);
+      "<prop id=\"gpu_efficiency\" value=\"1\"/>{}{}",
+      model, flops, kTestGpuNcclProps, extra);
 }
 
 // Nodes of `gpus` GPUs each (one <cluster> per node), joined by NICs in a Full zone, in the layout

@@ -15,16 +15,20 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/dataset.hpp"
+#include "vitsim/core/model/framework.hpp"
 #include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/plot/plot.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
+#include "vitsim/sim/compute/registries.hpp"
 
 namespace {
 
@@ -33,9 +37,11 @@ std::string doc(const std::string& rel) {
   return vitsim::read_file(vt::source(rel));
 }
 const std::string kScenarioDoc = "docs/scenarios.md";  // the scenario-key table (generated)
-const std::string kModelDoc = "docs/model.md";         // "Collectives", the compute-models list (generated)
-const std::string kPlanDoc = "docs/plan.md";           // "What-ifs", `vitsim plot PLAN.json`
-const std::string kStudyDoc = "docs/study.md";         // `vitsim plot REPORT.json`
+const std::string kModelDoc =
+    "docs/model.md";  // the collectives, compute models, frameworks lists (generated)
+const std::string kCollectiveDoc = "docs/collective.md";  // the collectives' table (generated)
+const std::string kPlanDoc = "docs/plan.md";              // "What-ifs", `vitsim plot PLAN.json`
+const std::string kStudyDoc = "docs/study.md";            // `vitsim plot REPORT.json`
 
 std::vector<std::string> split(const std::string& s, const std::string& sep) {
   std::vector<std::string> out;
@@ -88,6 +94,30 @@ std::string key_table_markdown() {
   return md;
 }
 
+// The default of a scenario key, as its row of the key table gives it.
+std::string key_default(const std::string& key) {
+  for (const auto& k : vitsim::scenario_key_table())
+    if (k.key == key) return k.default_value;
+  FAIL("no scenario key " << key);
+  return "";
+}
+
+// A registry as docs/model.md lists it (generated; VITSIM_UPDATE_DOCS=1 rewrites it): one item per entry,
+// "  - `NAME` (default; STANDS FOR): DESCRIPTION.", the default the scenario key's.
+std::string registry_list_markdown(const std::string& registry, const std::string& key) {
+  const std::string def = key_default(key);
+  for (const auto& r : vitsim::sim::registries()) {
+    if (r.name != registry) continue;
+    std::string md;
+    for (const auto& e : r.entries)
+      md += "  - `" + e.name + "` (" + (e.name == def ? "default; " : "") + e.stands_for +
+            "): " + e.description + ".\n";
+    return md;
+  }
+  FAIL("no registry " << registry);
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("collectives: the manual, the messages and the tests list the registry",
@@ -95,14 +125,80 @@ TEST_CASE("collectives: the manual, the messages and the tests list the registry
   const std::vector<std::string> names = vitsim::sim::collective_names();
   REQUIRE(names.size() >= 2);  // at least ring and auto: a registry filled by the collective_*.cpp files
   CHECK(as_set(doc_key_values("parallelism.collective")) == as_set(names));
-  const std::string text = doc(kModelDoc);
-  for (const auto& n : names) {
-    INFO(n);
-    CHECK(text.find("`" + n + "` (") != std::string::npos);  // docs/model.md "Collectives" describes each one
+  // Every entry describes itself: what it stands for in NCCL's terms and how it runs.
+  for (const auto& c : vitsim::sim::collectives()) {
+    INFO(c.name);
+    CHECK(!c.stands_for.empty());
+    CHECK(!c.description.empty());
   }
+  // docs/model.md's list and docs/collective.md's table are generated from the registry.
+  const std::string md = registry_list_markdown("collectives", "parallelism.collective");
+  CHECK(vt::doc_section(vt::source(kModelDoc), "collectives", md) == md);
+  const std::string def = key_default("parallelism.collective");
+  std::string table = "| collective | NCCL's algorithm and protocol | how it runs |\n| --- | --- | --- |\n";
+  for (const auto& c : vitsim::sim::collectives())
+    table += "| `" + c.name + "`" + (c.name == def ? " (default)" : "") + " | " + cell(c.stands_for) + " | " +
+             cell(c.description) + " |\n";
+  CHECK(vt::doc_section(vt::source(kCollectiveDoc), "collectives", table) == table);
   CHECK_THROWS_WITH(vitsim::sim::make_collective("butterfly"),
                     "unknown collective 'butterfly'; valid: " + vt::join(names));
+  CHECK_THROWS_WITH(vitsim::sim::collective_info("butterfly"),
+                    "unknown collective 'butterfly'; valid: " + vt::join(names));
   for (const auto& n : names) CHECK(vitsim::sim::make_collective(n) != nullptr);
+  // The one mapping to NCCL's algorithms: the ring's forms are Ring, the tree is Tree, auto is none.
+  CHECK(vitsim::sim::collective_info("ring").nccl_algo == vitsim::NcclAlgo::Ring);
+  CHECK(vitsim::sim::collective_info("ring_msg").nccl_algo == vitsim::NcclAlgo::Ring);
+  CHECK(vitsim::sim::collective_info("tree").nccl_algo == vitsim::NcclAlgo::Tree);
+  CHECK(!vitsim::sim::collective_info("auto").nccl_algo);
+}
+
+TEST_CASE("frameworks: the manual, the key and the messages read the registry", "[descriptors][framework]") {
+  std::vector<std::string> names;
+  for (const auto& f : vitsim::frameworks()) {
+    INFO(f.name);
+    names.push_back(f.name);
+    CHECK(std::string(f.stands_for).size() > 0);
+    CHECK(std::string(f.description).size() > 0);
+    CHECK(vitsim::parse_framework(f.name) == f.value);
+    CHECK(vitsim::framework_name(f.value) == std::string(f.name));
+  }
+  CHECK(as_set(doc_key_values("training.framework")) == as_set(names));
+  const std::string md = registry_list_markdown("frameworks", "training.framework");
+  CHECK(vt::doc_section(vt::source(kModelDoc), "frameworks", md) == md);
+  CHECK_THROWS_WITH(vitsim::parse_framework("jax"), "unknown framework 'jax'; valid: " + vt::join(names));
+}
+
+TEST_CASE("predict --list prints a registry, without a scenario", "[descriptors][list]") {
+  namespace sim = vitsim::sim;
+  for (const auto& r : sim::registries()) {
+    INFO(r.name);
+    std::string lines;
+    for (const auto& e : r.entries) lines += e.name + "\t" + e.stands_for + "\t" + e.description + "\n";
+    const auto text = vt::vitsim("predict --list " + r.name);
+    CHECK(text.status == 0);
+    CHECK(text.out == lines);
+    const auto json = vt::vitsim("predict --list " + r.name + " --format json");
+    CHECK(json.status == 0);
+    const auto j = nlohmann::json::parse(json.out);
+    REQUIRE(j.size() == r.entries.size());
+    for (size_t i = 0; i < r.entries.size(); ++i) {
+      CHECK(j[i]["name"] == r.entries[i].name);
+      CHECK(j[i]["stands_for"] == r.entries[i].stands_for);
+      CHECK(j[i]["description"] == r.entries[i].description);
+    }
+  }
+  // No value: the lists; an unknown one: a bad command line naming them.
+  std::string lists;
+  for (const auto& r : sim::registries()) lists += r.name + "\t" + r.about + "\n";
+  const auto all = vt::vitsim("predict --list");
+  CHECK(all.status == 0);
+  CHECK(all.out == lists);
+  CHECK(vt::join(sim::registry_names()) == "collectives, compute-models, frameworks");
+  const auto bad = vt::vitsim("predict --list butterflies");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.out,
+             Catch::Contains("--list: unknown list 'butterflies'; valid: collectives, compute-models, "
+                             "frameworks"));
 }
 
 TEST_CASE("datasets: one table gives the names, the facts and the reader", "[descriptors][dataset]") {
@@ -278,9 +374,8 @@ TEST_CASE("compute models: the manual, the messages and the key read the registr
   const auto& models = sim::compute_models();
   REQUIRE(models.size() >= 2);
   CHECK(models.front().name == "auto");  // the default: today's choice per device
-  std::string md;
-  for (const auto& m : models)
-    md += "  - `" + m.name + "`" + (m.name == "auto" ? " (default)" : "") + ": " + m.description + ".\n";
+  CHECK(key_default("compute.model") == "auto");
+  const std::string md = registry_list_markdown("compute-models", "compute.model");
   CHECK(vt::doc_section(vt::source(kModelDoc), "compute-models", md) == md);
   CHECK(as_set(doc_key_values("compute.model")) == as_set(sim::compute_model_names()));
   CHECK_THROWS_WITH(sim::check_compute_model("cas01"),

@@ -170,5 +170,5 @@ TEST_CASE("platform properties: the reader and a prop what-if apply the same ran
             }) == "");
     }
   }
-  CHECK(checked == 19);  // GPU and node rows: 12 with a unit, 5 plain numbers, 2 whole numbers
+  CHECK(checked == 20);  // GPU and node rows: 13 with a unit, 5 plain numbers, 2 whole numbers
 }

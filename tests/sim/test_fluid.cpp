@@ -10,6 +10,7 @@
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/fluid/fluid.hpp"
 #include "vitsim/sim/point/simulate.hpp"
@@ -56,6 +57,8 @@ std::vector<double> rank_ends(const std::string& platform, const std::string& al
                        LatencyModel lat(e);
                        Group g("g", hosts, node, lat);
                        auto coll = make_collective(algo);
+                       const vitsim::PlatformFacts facts = vitsim::read_platform_facts(platform);
+                       coll->configure({&facts});  // auto reads each GPU's NCCL figures from the platform
                        if (fluid) {
                          FluidSchedule s;
                          FluidNet net(hosts);

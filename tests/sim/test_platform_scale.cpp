@@ -417,6 +417,8 @@ double collective_time(const std::string& platform, const std::string& algo, dou
     sim::LatencyModel lat(e);
     sim::Group g("g", hosts, node, lat);
     auto coll = sim::make_collective(algo);
+    const vitsim::PlatformFacts facts = vitsim::read_platform_facts(platform);
+    coll->configure({&facts});  // auto reads each GPU's NCCL figures from the platform
     double end = 0;
     for (int i = 0; i < g.size(); ++i)
       sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {

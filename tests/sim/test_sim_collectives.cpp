@@ -5,6 +5,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/point/simulate.hpp"
 
@@ -36,6 +37,8 @@ double simulate_collective(const std::string& platform, const std::string& algo,
     LatencyModel lat(e);
     Group g("g", hosts, node, lat);
     auto coll = make_collective(algo);
+    const vitsim::PlatformFacts facts = vitsim::read_platform_facts(platform);
+    coll->configure({&facts});  // auto reads each GPU's NCCL figures from the platform
     double end = 0;
     for (int i = 0; i < g.size(); ++i)
       sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {
@@ -80,6 +83,8 @@ std::vector<double> rank_ends(const std::string& platform, const std::string& al
         g.set_lone_ring(std::move(bw));
       }
       auto coll = make_collective(algo);
+      const vitsim::PlatformFacts facts = vitsim::read_platform_facts(platform);
+      coll->configure({&facts});  // auto reads each GPU's NCCL figures from the platform
       std::vector<double> end(hosts.size(), 0.0);
       for (int i = 0; i < g.size(); ++i)
         sg4::Actor::create("r" + std::to_string(i), hosts[i], [&, i] {

@@ -9,6 +9,7 @@
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
 #include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 #include "vitsim/sim/point/simulate.hpp"
@@ -30,6 +31,9 @@ std::string h100_node(int gpus, int nodes = 1) {
   const std::string from = "value=\"G1Tf\"";
   for (size_t at = x.find(from); at != std::string::npos; at = x.find(from))
     x.replace(at, from.size(), "value=\"H100-SXM\"");
+  // NCCL's view from the catalogue's entry, not the test GPU's stated one.
+  const std::string stated = vt::kTestGpuNcclProps;
+  for (size_t at = x.find(stated); at != std::string::npos; at = x.find(stated)) x.erase(at, stated.size());
   return x;
 }
 
@@ -221,7 +225,8 @@ TEST_CASE(
   NcclPlatform np;
   np.nodes = 2;
   np.gpus_per_node = 1;
-  np.intra = NcclIntra::Pcie;  // test GPUs outside the catalogue: Ampere on PCIe (collective_nccl.cpp)
+  np.intra =
+      NcclIntra::Pcie;  // the test GPUs as they state it: Ampere (SM 80) on PCIe (vt::kTestGpuNcclProps)
   np.nics_per_node = 1;
   np.nic_bw = 10;
   const NcclVersion& v = nccl_newest_version();
@@ -258,4 +263,108 @@ TEST_CASE(
   for (const auto& n : unread.points[0].notes)
     told += n.find("read by parallelism.collective=auto only") != std::string::npos;
   CHECK(told == 1);
+}
+
+namespace {
+// h100_node's platform with every gpu_model renamed and `props` (NCCL's view, as the file states it) added.
+std::string renamed_node(int gpus, const std::string& model, const std::string& props) {
+  std::string x = h100_node(gpus);
+  const std::string from = "value=\"H100-SXM\"/>";
+  for (size_t at = x.find(from); at != std::string::npos; at = x.find(from, at + 1))
+    x.replace(at, from.size(), "value=\"" + model + "\"/>" + props);
+  return x;
+}
+
+// The architectures the tuner knows, as its messages list them: the catalogue's with an SM version.
+std::string tuner_archs() {
+  std::vector<std::string> out;
+  for (const auto& [name, a] : builtin_catalogue().archs)
+    if (a.nccl_sm > 0) out.push_back(name);
+  return vt::join(out);
+}
+
+// make_collective("auto")->configure over every GPU of `platform`: the Error's message, "" when none.
+std::string configure_auto(const std::string& platform) {
+  const PlatformFacts facts = read_platform_facts(platform);
+  std::vector<std::string> hosts;
+  for (const auto& [host, g] : facts.gpu) hosts.push_back(host);
+  auto coll = make_collective("auto");
+  return vt::error_of([&] { coll->configure({&facts, "", "", "", hosts}); });
+}
+}  // namespace
+
+TEST_CASE("auto reads NCCL's view of a GPU from the platform file and refuses a GPU it cannot rate",
+          "[collective][nccl]") {
+  vt::TempDir d;
+  // Stated in the file, the catalogue's H100-SXM figures (data/catalogue.json: hopper, nvlink4 450 GB/s
+  // behind NVSwitch, pcie5_x16) give the catalogue GPU's time to the bit, under another model name.
+  const std::string stated =
+      R"(<prop id="gpu_arch" value="hopper"/><prop id="gpu_link" value="nvswitch"/>)"
+      R"(<prop id="gpu_link_bw" value="450GBps"/><prop id="gpu_host_link" value="pcie5_x16"/>)";
+  const std::string h100 = d.file("h100.xml", h100_node(8)),
+                    x100 = d.file("x100.xml", renamed_node(8, "X100", stated));
+  for (double S : {4096.0, 64.0 * 1024 * 1024}) {
+    const std::vector<double> a = run_nccl(h100, {nullptr, "2.27", "", ""}, S, CollOp::AllReduce, "");
+    const std::vector<double> b = run_nccl(x100, {nullptr, "2.27", "", ""}, S, CollOp::AllReduce, "");
+    REQUIRE(a.size() == 2);
+    REQUIRE(b.size() == 2);
+    CHECK(a[0] == b[0]);
+  }
+  // The same GPU stating an older architecture (ampere_dc: SM 80, no NVLS) is tuned as that, not as Hopper.
+  std::string ampere = stated;
+  ampere.replace(ampere.find("hopper"), 6, "ampere_dc");
+  const std::string a100 = d.file("a100.xml", renamed_node(8, "X100", ampere));
+  const std::vector<double> hopper_time =
+      run_nccl(x100, {nullptr, "2.27", "", ""}, 64 << 20, CollOp::AllReduce, "");
+  const std::vector<double> ampere_time =
+      run_nccl(a100, {nullptr, "2.27", "", ""}, 64 << 20, CollOp::AllReduce, "");
+  REQUIRE(hopper_time.size() == 2);
+  REQUIRE(ampere_time.size() == 2);
+  CHECK(hopper_time[0] != ampere_time[0]);
+
+  // A GPU outside the catalogue stating nothing: refused with what to state, never rated as another GPU.
+  const std::string unknown = d.file("unknown.xml", renamed_node(2, "X100", ""));
+  CHECK(
+      configure_auto(unknown) ==
+      "GPU host 'n0-gpu0' (gpu_model 'X100'): NCCL's tuner needs its architecture: state gpu_arch (known: " +
+          tuner_archs() +
+          "), gpu_link and gpu_host_link, or name a catalogue GPU as gpu_model (vitsim "
+          "platform --list-gpus)");
+  // An architecture the catalogue gives no SM version (AMD's: RCCL is not modelled), by name or by model.
+  const std::string cdna =
+      d.file("cdna.xml", renamed_node(2, "X100", R"(<prop id="gpu_arch" value="cdna3"/>)"));
+  CHECK(configure_auto(cdna) ==
+        "GPU host 'n0-gpu0' (gpu_model 'X100'): architecture 'cdna3' has no NCCL SM "
+        "version in the catalogue (RCCL is not modelled); known: " +
+            tuner_archs());
+  const std::string mi300 = d.file("mi300.xml", renamed_node(2, "MI300X", ""));
+  CHECK_THAT(configure_auto(mi300), Catch::Contains("architecture 'cdna3' has no NCCL SM version"));
+  // Half a view: the fabric and the host link are needed too.
+  const std::string half =
+      d.file("half.xml", renamed_node(2, "X100", R"(<prop id="gpu_arch" value="hopper"/>)"));
+  CHECK(configure_auto(half) ==
+        "GPU host 'n0-gpu0' (gpu_model 'X100'): NCCL's tuner needs its GPU-to-GPU "
+        "fabric: state gpu_link (none, nvlink, nvswitch)");
+  // An architecture the catalogue does not have is the reader's error, with the catalogue's list.
+  const std::string bad =
+      d.file("bad.xml", renamed_node(2, "X100", R"(<prop id="gpu_arch" value="ampere"/>)"));
+  std::vector<std::string> all;
+  for (const auto& [name, a] : builtin_catalogue().archs) all.push_back(name);
+  CHECK_THAT(vt::error_of([&] { read_platform_facts(bad); }),
+             Catch::Contains("property gpu_arch: unknown architecture 'ampere'; known: " + vt::join(all)));
+  // NCCL is not used by one rank, nor by CPU devices (MPI): nothing to refuse there.
+  const PlatformFacts facts = read_platform_facts(unknown);
+  auto coll = make_collective("auto");
+  CHECK_NOTHROW(coll->configure({&facts, "", "", "", {"n0-gpu0"}}));
+  // A whole prediction: refused before any simulation, exit 1, naming the scenario's collective.
+  const std::string s = d.file("s.xml", R"(<scenario>
+  <cluster platform="unknown.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="64"/>
+</scenario>
+)");
+  const auto r = vt::vitsim("predict '" + s + "' -q");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Catch::Contains("parallelism.collective: GPU host 'n0-gpu0' (gpu_model 'X100'): NCCL's "
+                                    "tuner needs its architecture"));
 }

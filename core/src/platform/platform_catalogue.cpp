@@ -2,6 +2,7 @@
 // as platform properties and GPU types, and the tables of `vitsim platform --list-gpus` / `--list-links`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -88,7 +89,8 @@ void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
 void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
-    js.keys(it.value(), where, {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "source"});
+    js.keys(it.value(), where,
+            {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "nccl", "source"});
     CatalogueArch a;
     a.name = it.key();
     a.source = require_source(js, it.value(), where);
@@ -114,6 +116,14 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
     a.mem_efficiency = js.field(it.value(), where).at("mem_efficiency").number();
     if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
       js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+    if (it.value().contains("nccl")) {
+      const ojson& n = it.value().at("nccl");
+      js.keys(n, where + ".nccl", {"sm", "nvls", "source"});
+      a.nccl_sm = js.integer(n.at("sm"), where + ".nccl.sm", 10, 1000);
+      if (!n.at("nvls").is_boolean()) js.fail(where + ".nccl.nvls", "expected true or false");
+      a.nvls = n.at("nvls").get<bool>();
+      a.nccl_source = require_source(js, n, where + ".nccl");
+    }
     cat.archs[a.name] = a;
   }
 }
@@ -251,14 +261,20 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
 // A catalogue entry (a GPU, a link) by its name or an alias as users type them (normalise_name); an unknown
 // name is an error that lists the known ones and the nearest.
 template <typename Entry>
-const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
-                        const char* list_flag) {
+const Entry* match_entry(const std::vector<Entry>& entries, const std::string& name) {
   const std::string n = normalise_name(name);
   for (const auto& e : entries) {
-    if (normalise_name(e.name) == n) return e;
+    if (normalise_name(e.name) == n) return &e;
     for (const auto& a : e.aliases)
-      if (normalise_name(a) == n) return e;
+      if (normalise_name(a) == n) return &e;
   }
+  return nullptr;
+}
+
+template <typename Entry>
+const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
+                        const char* list_flag) {
+  if (const Entry* e = match_entry(entries, name)) return *e;
   std::vector<std::pair<std::string, std::vector<std::string>>> names;
   std::vector<std::string> known;
   for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
@@ -272,6 +288,17 @@ const Entry& find_entry(const std::vector<Entry>& entries, const std::string& na
 
 const CatalogueGpu& Catalogue::gpu(const std::string& name) const {
   return find_entry(gpus, name, "GPU", "--list-gpus");
+}
+
+const CatalogueGpu* Catalogue::find_gpu(const std::string& name) const {
+  return match_entry(gpus, name);
+}
+
+std::string catalogue_gpu_link_kind(const CatalogueGpu& g) {
+  if (g.gpu_link.empty()) return "none";
+  const bool switched =
+      g.gpu_link.find("nvlink") != std::string::npos && g.gpu_link.find("bridge") == std::string::npos;
+  return switched ? "nvswitch" : "nvlink";
 }
 
 const CatalogueLink& Catalogue::link(const std::string& name) const {
@@ -333,6 +360,8 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
       {"gpu_mem_bw", g.mem_bw},
       {"gpu_mem", g.memory},
       {"gpu_sm_count", std::to_string(g.sm_count)},
+      {"gpu_arch", g.arch},
+      {"gpu_link", catalogue_gpu_link_kind(g)},
       {"gpu_gemm_tile", cat.default_value("gpu_gemm_tile")},
       {"gpu_gemm_efficiency", fmt::format("{:.2f}", a.gemm_efficiency.at(used))},
       {"gpu_mem_efficiency", fmt::format("{:.2f}", a.mem_efficiency)},
@@ -342,6 +371,11 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
       {"gpu_reserved", cat.default_value("gpu_reserved")},
       {"gpu_power_busy", catalogue_power(cat, g, "gpu_busy_power_fraction")},
       {"gpu_power_idle", catalogue_power(cat, g, "gpu_idle_power_fraction")}};
+  // NCCL's view of the GPU (the tuner, sim/src/collectives/nccl_platform.cpp): its fabric's bandwidth and its
+  // host link, after gpu_arch and gpu_link above.
+  auto at = std::find_if(props.begin(), props.end(), [](const auto& p) { return p.first == "gpu_link"; }) + 1;
+  if (!g.gpu_link.empty()) at = props.insert(at, {"gpu_link_bw", g.gpu_link_bw}) + 1;
+  props.insert(at, {"gpu_host_link", g.host_link});
   // Ranges (core/platform/figure_range.hpp): the public runs' spread of the architecture's efficiency, and
   // the assumptions' plausible spans; each beside its value and checked against it.
   const std::string eff = fmt::format("{:.2f}", a.gemm_efficiency.at(used));
@@ -390,6 +424,10 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gp
       used == precision ? "" : ", no " + precision + " figure", a.mem_efficiency, a.source));
   t.notes.push_back(
       fmt::format("PCIe: {} at {} ({} line): {}", host.name, host.effective, host.line_rate, host.source));
+  if (a.nccl_sm > 0)
+    t.notes.push_back(fmt::format("NCCL: gpu_arch {} (SM {}, NVLS {}), gpu_link {}: {}", a.name, a.nccl_sm,
+                                  a.nvls ? "behind NVSwitch" : "no", catalogue_gpu_link_kind(*g),
+                                  a.nccl_source));
   return t;
 }
 

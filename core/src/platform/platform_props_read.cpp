@@ -8,6 +8,7 @@
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
 
 namespace vitsim::platform_read {
 
@@ -125,6 +126,63 @@ void read_power(const PropReader& r, GpuFacts& g) {
         fmt::format("property gpu_power_idle: {} is above gpu_power_busy {}", echo(*idle), echo(*busy)));
 }
 
+// "pcie<gen>_x<lanes>" (the catalogue's host links: "pcie4_x16"): a generation 1 to 6 (NCCL rates each:
+// src/graph/xml.cc kvDictPciGen) and a width of 1 to 32 lanes, a power of two; false otherwise.
+bool parse_pcie_link(const std::string& text, int& gen, int& lanes) {
+  const auto x = text.find("_x");
+  if (text.rfind("pcie", 0) != 0 || x == std::string::npos) return false;
+  try {
+    gen = static_cast<int>(units::parse_integer(text.substr(4, x - 4), 1, 6));
+    lanes = static_cast<int>(units::parse_integer(text.substr(x + 2), 1, 32));
+  } catch (const Error&) {
+    return false;
+  }
+  return (lanes & (lanes - 1)) == 0;
+}
+
+// NCCL's view of the GPU (GpuFacts::arch, link, link_bw, pcie_*): each stated property checked, each
+// unstated one taken from gpu_model's catalogue entry where the catalogue has the GPU.
+void read_nccl_view(const PropReader& r, GpuFacts& g) {
+  const Catalogue& cat = builtin_catalogue();
+  const CatalogueGpu* c = cat.find_gpu(g.model);
+  if (const auto* arch = r.get("gpu_arch")) {
+    if (!cat.archs.count(*arch)) {
+      std::string known;
+      for (const auto& [name, a] : cat.archs) known += (known.empty() ? "" : ", ") + name;
+      throw Error(r.origin("gpu_arch"),
+                  fmt::format("property gpu_arch: unknown architecture '{}'; known: {}", echo(*arch), known));
+    }
+    g.arch = *arch;
+  } else if (c) {
+    g.arch = c->arch;
+  }
+  if (const auto* link = r.get("gpu_link")) {
+    if (*link != "none" && *link != "nvlink" && *link != "nvswitch")
+      throw Error(r.origin("gpu_link"), fmt::format("property gpu_link: '{}' is not one of: {}", echo(*link),
+                                                    prop("gpu_link").choices));
+    g.link = *link;
+  } else if (c) {
+    g.link = catalogue_gpu_link_kind(*c);
+  }
+  if (r.get("gpu_link_bw"))
+    g.link_bw = r.quantity(prop("gpu_link_bw"));
+  else if (c && !c->gpu_link_bw.empty())
+    g.link_bw = units::parse(c->gpu_link_bw, units::Kind::Bandwidth);
+  if (!g.link.empty() && g.link != "none" && !(g.link_bw > 0))
+    throw Error(
+        r.origin("gpu_link"),
+        fmt::format("property gpu_link {} needs gpu_link_bw, the GPU's NVLink bandwidth per direction",
+                    g.link));
+  const auto* host = r.get("gpu_host_link");
+  const std::string host_link = host ? *host : c ? c->host_link : "";
+  if (!host_link.empty() && !parse_pcie_link(host_link, g.pcie_gen, g.pcie_lanes))
+    throw Error(
+        r.origin("gpu_host_link"),
+        fmt::format("property gpu_host_link: '{}' is not pcie<generation>_x<lanes> (generation 1 to 6, "
+                    "lanes a power of two up to 32), e.g. pcie4_x16",
+                    echo(host_link)));
+}
+
 }  // namespace
 
 GpuFacts gpu_facts(const Props& p, const Origin& where) {
@@ -168,6 +226,7 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
       throw Error(r.origin("device_kind"), fmt::format("property device_kind: '{}' is not one of: {}",
                                                        echo(*kind), prop("device_kind").choices));
   }
+  read_nccl_view(r, g);
   return g;
 }
 

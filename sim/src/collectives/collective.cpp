@@ -16,9 +16,23 @@ constexpr EnumNames<CollOp, 3> kCollOps{{{CollOp::AllReduce, "allreduce"},
                                          {CollOp::ReduceScatter, "reduce_scatter"},
                                          {CollOp::AllGather, "allgather"}}};
 
-std::map<std::string, CollectiveFactory>& registry() {
-  static std::map<std::string, CollectiveFactory> r;
+struct Registered {
+  CollectiveInfo info;
+  CollectiveFactory make;
+};
+std::map<std::string, Registered>& registry() {
+  static std::map<std::string, Registered> r;
   return r;
+}
+
+const Registered& registered(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string valid;
+    for (const auto& n : collective_names()) valid += (valid.empty() ? "" : ", ") + n;
+    throw Error(fmt::format("unknown collective '{}'; valid: {}", name, valid));
+  }
+  return it->second;
 }
 }  // namespace
 
@@ -26,8 +40,9 @@ const char* coll_op_name(CollOp op) {
   return name_of(kCollOps, op);
 }
 
-bool register_collective(const std::string& name, CollectiveFactory f) {
-  registry()[name] = std::move(f);
+bool register_collective(CollectiveInfo info, CollectiveFactory f) {
+  const std::string name = info.name;
+  registry()[name] = {std::move(info), std::move(f)};
   return true;
 }
 
@@ -37,14 +52,18 @@ std::vector<std::string> collective_names() {
   return out;
 }
 
+std::vector<CollectiveInfo> collectives() {
+  std::vector<CollectiveInfo> out;
+  for (const auto& [k, v] : registry()) out.push_back(v.info);
+  return out;
+}
+
+const CollectiveInfo& collective_info(const std::string& name) {
+  return registered(name).info;
+}
+
 std::unique_ptr<Collective> make_collective(const std::string& name) {
-  auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::string valid;
-    for (const auto& n : collective_names()) valid += (valid.empty() ? "" : ", ") + n;
-    throw Error(fmt::format("unknown collective '{}'; valid: {}", name, valid));
-  }
-  return it->second();
+  return registered(name).make();
 }
 
 void Collective::run_deferred(const Group& g, int me, double bytes, CollOp op, Deferred& d) const {

@@ -379,7 +379,20 @@ class ByTopology : public Collective {
 };
 
 }  // namespace
-VITSIM_REGISTER_COLLECTIVE("hierarchical", Hierarchical);
-VITSIM_REGISTER_COLLECTIVE("topology", ByTopology);
-VITSIM_REGISTER_COLLECTIVE("rail", Rail);
+VITSIM_REGISTER_COLLECTIVE("hierarchical", Hierarchical, std::nullopt,
+                           "no NCCL algorithm: a leader per node, Simple protocol",
+                           "intra-node reduce to a leader, a ring all-reduce between the node leaders, "
+                           "intra-node broadcast; reduce-scatter and all-gather as the ring");
+VITSIM_REGISTER_COLLECTIVE(
+    "topology", ByTopology, std::nullopt, "no NCCL algorithm: rail, hierarchical or ring by topology alone",
+    "`rail` when every node holds the same number G > 1 of the group's GPUs and the "
+    "NICs are rails (a node's first and last GPU reach another node's without sharing "
+    "a link); else `hierarchical` across multi-GPU nodes; else `ring`: vitsim's default "
+    "before NCCL's tuner was modelled");
+VITSIM_REGISTER_COLLECTIVE(
+    "rail", Rail, std::nullopt,
+    "NCCL's ring per rail on rail-optimised clusters, Simple protocol (auto's stand-in "
+    "for NVLSTree and CollNet, without their in-network reduction)",
+    "intra-node ring reduce-scatter, a ring per rail across nodes on 1/G of the data, "
+    "intra-node ring all-gather; `hierarchical` where nodes hold different GPU counts");
 }  // namespace vitsim::sim

@@ -1,5 +1,6 @@
 // "auto" (the default collective): what NCCL would run (issue 25). Per group (a communicator), an
-// NcclPlatform from the platform's facts and the group's placement, NCCL's topology and tuning for the
+// NcclPlatform from the platform's facts and the group's placement (nccl_platform.cpp; a GPU it cannot rate
+// is refused at configure()), NCCL's topology and tuning for the
 // scenario's nccl.version, nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call,
 // nccl_choose() for the call's function and size, and the closest simulated algorithm runs it with the
 // protocol's wire bytes:
@@ -28,7 +29,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -42,7 +42,6 @@
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
-#include "vitsim/core/platform/platform_writer.hpp"
 #include "vitsim/sim/fabric/latency_model.hpp"
 #include "vitsim/sim/fluid/fluid.hpp"
 #include "vitsim/sim/fluid/lone_ring.hpp"
@@ -51,131 +50,6 @@ namespace sg4 = simgrid::s4u;
 
 namespace vitsim::sim {
 namespace {
-
-// NCCL's compute capability x 10 of a catalogue architecture (AMD's have none: RCCL is not modelled, they
-// are rated as Ampere).
-int sm_of_arch(const std::string& arch) {
-  static const std::map<std::string, int> sm{
-      {"pascal", 60},     {"volta", 70},  {"turing", 75},      {"ampere_dc", 80}, {"ampere_geforce", 86},
-      {"ampere_pro", 86}, {"ada_dc", 89}, {"ada_geforce", 89}, {"hopper", 90},    {"blackwell", 100}};
-  auto it = sm.find(arch);
-  return it == sm.end() ? 80 : it->second;
-}
-
-// NCCL's rating of a PCIe link from its generation and width (src/graph/xml.cc: width x GT/s-class / 80,
-// GB/s): "pcie4_x16" -> 24, "pcie5_x16" -> 48; anything else Gen4 x16's 24.
-double pcie_bw_of(const std::string& link) {
-  int gen = 0, width = 0;
-  if (std::sscanf(link.c_str(), "pcie%d_x%d", &gen, &width) != 2) return 24;
-  static const std::map<int, double> per_lane{{3, 60}, {4, 120}, {5, 240}, {6, 480}};
-  auto it = per_lane.find(gen);
-  return it == per_lane.end() ? 24 : width * it->second / 80;
-}
-
-// What the platform says that every group's NcclPlatform shares: per GPU host its NCCL figures (from its
-// gpu_model's catalogue entry), and the node's GPU-GPU fabric and NICs (from the links that state a
-// transport).
-struct PlatformNccl {
-  struct Gpu {
-    int sm = 80;
-    bool cpu = false;  // device_kind cpu: the rank runs on the host and communicates over MPI
-    NcclIntra fabric = NcclIntra::Pcie;  // the catalogue's GPU link: NVSwitch, an NVLink bridge, none
-    int nvlinks = 0;
-    double pcie_bw = 24;
-  };
-  std::map<std::string, Gpu> gpu;  // SimGrid host name -> figures
-  bool intra_pcie = false;         // a GPU-GPU link inside a node states a PCIe transport
-  bool intra_host = false;         // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
-  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
-};
-
-// A node's NICs as NCCL sees them: vitsim's platforms write a node's NICs as one link of their sum, so the
-// count is taken as the sum over 400 Gb/s ports (NDR, 50 GB/s), rounded up, at most one per GPU, each at
-// sum / count; no NIC stated: one at 25 GB/s (HDR).
-void set_nics(NcclPlatform& np, double node_nic_gbs) {
-  if (node_nic_gbs <= 0) {
-    np.nics_per_node = 1;
-    np.nic_bw = 25;
-    return;
-  }
-  np.nics_per_node = std::clamp(static_cast<int>(std::ceil(node_nic_gbs / 50 - 1e-9)), 1, np.gpus_per_node);
-  np.nic_bw = node_nic_gbs / np.nics_per_node;
-}
-
-// One GPU model's figures from its catalogue entry; a GPU outside the catalogue: an Ampere GPU on PCIe.
-PlatformNccl::Gpu gpu_nccl(const std::string& model) {
-  PlatformNccl::Gpu g;
-  try {
-    const CatalogueGpu& c = builtin_catalogue().gpu(model);
-    g.sm = sm_of_arch(c.arch);
-    g.pcie_bw = pcie_bw_of(c.host_link);
-    if (!c.gpu_link.empty()) {
-      // NVLink through NVSwitch chips (SXM boards); a bridge, or another vendor's fabric, links GPUs without
-      // a switch.
-      const bool switched =
-          c.gpu_link.find("nvlink") != std::string::npos && c.gpu_link.find("bridge") == std::string::npos;
-      g.fabric = switched ? NcclIntra::NvSwitch : NcclIntra::NvLink;
-      // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
-      g.nvlinks = std::max(
-          1, static_cast<int>(std::lround(units::parse(c.gpu_link_bw, units::Kind::Bandwidth) / 25e9)));
-    }
-  } catch (const Error&) {
-  }
-  return g;
-}
-
-PlatformNccl platform_nccl(const PlatformFacts& facts) {
-  PlatformNccl p;
-  std::map<std::string, PlatformNccl::Gpu> by_model;
-  for (const auto& [host, gf] : facts.gpu) {
-    auto it = by_model.find(gf.model);
-    if (it == by_model.end()) it = by_model.emplace(gf.model, gpu_nccl(gf.model)).first;
-    p.gpu[host] = it->second;
-    p.gpu[host].cpu = !gf.async;
-  }
-  double nic_total = 0;  // bytes/s of every NIC link
-  for (const LinkFacts& l : facts.links) {
-    if (l.what == "NIC")
-      nic_total += l.bandwidth;
-    else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
-      p.intra_pcie = true;
-    if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
-  }
-  p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
-  return p;
-}
-
-// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
-// figures, the fabric (PCIe when a GPU-GPU link states a PCIe transport or the GPU has no NVLink; NVLS where
-// Hopper or newer GPUs sit on NVSwitch).
-NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
-  std::map<int, int> per_node;
-  NcclPlatform np;
-  np.sm = 1000;
-  np.pcie_bw = 1e9;
-  bool all_nvswitch = true, all_nvlink = true;
-  int nvlinks = 1 << 20;
-  for (int i = 0; i < g.size(); ++i) {
-    ++per_node[g.node_of(i)];
-    auto it = p.gpu.find(g.host(i)->get_name());
-    const PlatformNccl::Gpu gpu = it == p.gpu.end() ? PlatformNccl::Gpu{} : it->second;
-    np.sm = std::min(np.sm, gpu.sm);
-    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
-    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
-    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
-    nvlinks = std::min(nvlinks, gpu.nvlinks);
-  }
-  np.nodes = static_cast<int>(per_node.size());
-  for (const auto& [node, n] : per_node) np.gpus_per_node = std::max(np.gpus_per_node, n);
-  np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
-             : all_nvswitch              ? NcclIntra::NvSwitch
-                                         : NcclIntra::NvLink;
-  np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
-  if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
-  np.nvls = np.intra == NcclIntra::NvSwitch && np.sm >= 90 && np.gpus_per_node > 1;
-  set_nics(np, p.node_nic_gbs);
-  return np;
-}
 
 // The simulated algorithm that stands for NCCL's (the file's head comment).
 enum class Runs { Ring, Tree, Rail };
@@ -206,23 +80,6 @@ const char* runs_text(NcclAlgo a) {
   }
 }
 
-const char* op_text(CollOp op) {
-  return op == CollOp::ReduceScatter ? "reduce-scatter"
-         : op == CollOp::AllGather   ? "all-gather"
-                                     : "all-reduce";
-}
-
-std::string size_text(double bytes) {
-  static const std::pair<double, const char*> prefixes[] = {
-      {1ULL << 30, "GiB"}, {1ULL << 20, "MiB"}, {1 << 10, "KiB"}};
-  for (const auto& [size, name] : prefixes)
-    if (bytes >= size) {
-      const double x = bytes / size;
-      return x == std::floor(x) ? fmt::format("{:.0f} {}", x, name) : fmt::format("{:.2f} {}", x, name);
-    }
-  return fmt::format("{:.0f} B", bytes);
-}
-
 class Nccl : public Collective {
  public:
   std::string name() const override { return "auto"; }
@@ -231,7 +88,10 @@ class Nccl : public Collective {
     version_ = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
     overrides_ = {c.nccl_algo, c.nccl_proto};
     (void)nccl_enable(overrides_, *version_);  // an unknown name is an Error now, not at the first call
-    if (c.facts) platform_ = platform_nccl(*c.facts);
+    if (c.facts) {
+      platform_ = platform_nccl(*c.facts);
+      check_nccl_rated(platform_, c.hosts);  // a GPU the tuner cannot rate: refused before any run
+    }
   }
 
   void run(const Group& g, int me, double bytes, CollOp op) const override {
@@ -453,85 +313,12 @@ class Nccl : public Collective {
   mutable Comm* last_comm_ = nullptr;
 };
 
-// NCCL's algorithm that a named collective is (ring, tree), else none.
-bool nccl_algo_of(const std::string& name, NcclAlgo& out) {
-  if (name == "ring" || name == "ring_msg")
-    out = NcclAlgo::Ring;
-  else if (name == "tree")
-    out = NcclAlgo::Tree;
-  else
-    return false;
-  return true;
-}
-
 }  // namespace
 
-NcclFunc nccl_func_of(CollOp op) {
-  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
-         : op == CollOp::AllGather   ? NcclFunc::AllGather
-                                     : NcclFunc::AllReduce;
-}
-
-NcclChoice NcclComm::choose(NcclFunc f, double bytes) const {
-  return nccl_choose(f, static_cast<std::uint64_t>(bytes), tuning, topo, *version);
-}
-
-std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c) {
-  if (g.size() < 2 || !c.facts) return std::nullopt;
-  const PlatformNccl platform = platform_nccl(*c.facts);
-  for (int i = 0; i < g.size(); ++i) {
-    auto it = platform.gpu.find(g.host(i)->get_name());
-    if (it != platform.gpu.end() && it->second.cpu) return std::nullopt;
-  }
-  NcclComm comm;
-  comm.version = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
-  comm.topo = nccl_topo(group_platform(g, platform), *comm.version);
-  comm.tuning = nccl_tune(comm.topo, *comm.version, {c.nccl_algo, c.nccl_proto});
-  return comm;
-}
-
-std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext& c, const std::string& forced,
-                                        const std::set<std::pair<CollOp, double>>& calls) {
-  std::vector<std::string> out;
-  if (g.size() < 2 || !c.facts || calls.empty()) return out;
-  std::optional<NcclComm> comm;
-  try {
-    comm = nccl_comm(g, c);
-  } catch (const Error& e) {
-    return {fmt::format("what NCCL would run here is not known: {}", e.what())};
-  }
-  if (!comm) return out;
-  const NcclVersion& v = *comm->version;
-  NcclAlgo same{};
-  const bool has_same = nccl_algo_of(forced, same);
-  for (const auto& [op, bytes] : calls) {
-    NcclChoice n;
-    try {
-      n = comm->choose(nccl_func_of(op), bytes);
-    } catch (const Error& e) {
-      out.push_back(fmt::format("{} {} on {} ranks: what NCCL would run is not known: {}", size_text(bytes),
-                                op_text(op), g.size(), e.what()));
-      continue;
-    }
-    std::string line = fmt::format("{} {} on {} ranks: the collective '{}' is named; NCCL {} would run {}/{}",
-                                   size_text(bytes), op_text(op), g.size(), forced, v.name,
-                                   nccl_algo_name(n.algo), nccl_proto_name(n.proto));
-    const NcclCost* best = nullptr;  // NCCL's fastest protocol for the named algorithm
-    for (const NcclCost& k : n.table)
-      if (has_same && k.algo == same && k.time_us >= 0 && (!best || k.time_us < best->time_us)) best = &k;
-    if (has_same && n.algo == same)
-      line += " too";
-    else if (best)
-      line +=
-          fmt::format(", its estimate {} against {} for {}/{} (x{:.2f})",
-                      units::format_time(n.time_us * 1e-6), units::format_time(best->time_us * 1e-6),
-                      nccl_algo_name(best->algo), nccl_proto_name(best->proto), best->time_us / n.time_us);
-    else
-      line += fmt::format(", its estimate {}", units::format_time(n.time_us * 1e-6));
-    out.push_back(line + " (parallelism.collective=auto runs NCCL's choice)");
-  }
-  return out;
-}
-
-VITSIM_REGISTER_COLLECTIVE("auto", Nccl);
+VITSIM_REGISTER_COLLECTIVE(
+    "auto", Nccl, std::nullopt,
+    "NCCL's tuner picks per call: algorithm, protocol and channels (nccl.version, nccl.algo, nccl.proto)",
+    "per call NCCL's choice, run by the closest simulated algorithm with the protocol's wire "
+    "bytes and NCCL's own latency (Ring: `ring`; Tree: `tree`; NVLS, PAT: a ring; NVLSTree, CollNet: "
+    "`rail`)");
 }  // namespace vitsim::sim

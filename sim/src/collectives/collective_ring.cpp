@@ -31,6 +31,13 @@ class RingMessages : public Collective {
 };
 
 }  // namespace
-VITSIM_REGISTER_COLLECTIVE("ring", RingFused);
-VITSIM_REGISTER_COLLECTIVE("ring_msg", RingMessages);
+VITSIM_REGISTER_COLLECTIVE(
+    "ring", RingFused, NcclAlgo::Ring, "NCCL Ring, Simple protocol",
+    "one fused flow per rank standing for the 2(n-1) lock-step steps, then a ring-wide "
+    "meeting, so the ring advances at its slowest edge; O(n) flows; 2(n-1) a + 2(n-1)/n "
+    "S/B on identical links");
+VITSIM_REGISTER_COLLECTIVE(
+    "ring_msg", RingMessages, NcclAlgo::Ring, "NCCL Ring, Simple protocol, step by step",
+    "every one of the ring's 2(n-1) steps its own transfer; O(n^2) messages, for checking "
+    "`ring`");
 }  // namespace vitsim::sim

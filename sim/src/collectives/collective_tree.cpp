@@ -151,5 +151,12 @@ class DoubleBinaryTree : public Collective {
 };
 
 }  // namespace
-VITSIM_REGISTER_COLLECTIVE("tree", DoubleBinaryTree);
+VITSIM_REGISTER_COLLECTIVE(
+    "tree", DoubleBinaryTree, NcclAlgo::Tree,
+    "NCCL Tree, Simple protocol (all-reduce; reduce-scatter and all-gather: NCCL Ring)",
+    "double binary tree, node-aware: a chain of the GPUs inside each node, the chains' heads in a binary "
+    "tree "
+    "over the nodes, the second tree the first mirrored; pipelined, per phase the flows' time plus the "
+    "deepest "
+    "leaf-to-root latency: on N >= 3 nodes of G GPUs 2 [(G-1) a_node + depth(N) a_net] + 2 S/B_net");
 }  // namespace vitsim::sim

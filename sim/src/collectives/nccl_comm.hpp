@@ -1,13 +1,49 @@
 #pragma once
 // NCCL's model of a communicator as the `auto` collective builds it
 // (sim/src/collectives/collective_nccl.cpp), for whoever weighs NCCL's choices outside a run:
-// nccl_would_run's notes, the gradient reduction's regime (sim/src/point/comm_regime.cpp).
+// nccl_would_run's notes (nccl_notes.cpp), the gradient reduction's regime (sim/src/point/comm_regime.cpp).
+// The platform's side (nccl_platform.cpp): each GPU's figures as the platform file gives them (GpuFacts:
+// gpu_arch, gpu_link, gpu_link_bw, gpu_host_link, or the catalogue's for gpu_model), the SM version and NVLS
+// capability from the catalogue's architecture.
+#include <map>
 #include <optional>
+#include <string>
 
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 
+namespace vitsim {
+struct PlatformFacts;  // vitsim/core/platform/platform.hpp
+}
+
 namespace vitsim::sim {
+
+// What the platform says that every group's NcclPlatform shares: per GPU host its NCCL figures, and the
+// node's GPU-GPU fabric and NICs (from the links that state a transport).
+struct PlatformNccl {
+  struct Gpu {
+    int sm = 0;         // NCCL's compute capability x 10 (the catalogue architecture's nccl.sm)
+    bool nvls = false;  // the architecture runs NVLS behind NVSwitch (the catalogue's nccl.nvls)
+    bool cpu = false;   // device_kind cpu: the rank runs on the host and communicates over MPI
+    NcclIntra fabric = NcclIntra::Pcie;  // gpu_link: NVSwitch, NVLink (a bridge, a mesh), none
+    int nvlinks = 0;
+    double pcie_bw = 0;  // GB/s, NCCL's rating of gpu_host_link
+  };
+  std::map<std::string, Gpu> gpu;              // SimGrid host name -> figures
+  std::map<std::string, std::string> unrated;  // a GPU host the tuner cannot rate -> why (one line)
+  bool intra_pcie = false;                     // a GPU-GPU link inside a node states a PCIe transport
+  bool intra_host = false;  // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
+  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+};
+
+// Every GPU host's figures; a host the tuner cannot rate goes to `unrated` (refused where a group holds it).
+PlatformNccl platform_nccl(const PlatformFacts& facts);
+// Throws Error, the first of `hosts` that holds a GPU the tuner cannot rate and why; nothing where any of
+// them is a CPU device (MPI, not NCCL) or fewer than 2 are given.
+void check_nccl_rated(const PlatformNccl& p, const std::vector<std::string>& hosts);
+// The group as an NCCL communicator (its nodes, GPUs per node, slowest GPU, fabric, NICs); Error where a
+// member is unrated.
+NcclPlatform group_platform(const Group& g, const PlatformNccl& p);
 
 struct NcclComm {
   NcclTopo topo;
@@ -16,9 +52,14 @@ struct NcclComm {
   NcclChoice choose(NcclFunc f, double bytes) const;
 };
 // Over g's members with c's version and overrides; none where g has fewer than 2 members, a CPU device (MPI,
-// not NCCL) or c no platform facts. Throws Error where NCCL's topology or tuning refuses it.
+// not NCCL) or c no platform facts. Throws Error where NCCL's topology or tuning refuses it, or a member's
+// GPU is unrated.
 std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c);
 // The NCCL function a collective operation is.
 NcclFunc nccl_func_of(CollOp op);
+
+// For notes: "64 MiB", "all-reduce".
+std::string size_text(double bytes);
+const char* op_text(CollOp op);
 
 }  // namespace vitsim::sim

@@ -295,23 +295,22 @@ std::unique_ptr<ComputeModel> make_op_platform(const Candidates& c) {
 // above and a row here.
 const std::vector<Registered>& registry() {
   static const std::vector<Registered> r{
-      {{"auto",
+      {{"auto", "the best source each device has: measured times, else the op model",
         "per device, the first that applies: this device measured on this shape (calibrated model), the op "
-        "model "
-        "with this device's fitted figures, another device's measured times scaled by the op model, the op "
-        "model "
-        "with the platform file's figures"},
+        "model with this device's fitted figures, another device's measured times scaled by the op model, "
+        "the "
+        "op model with the platform file's figures"},
        make_auto},
-      {{"measured",
+      {{"measured", "measured per-layer times (vitsim calibrate)",
         "measured times of this shape (vitsim calibrate): this device's, else another device's scaled by the "
-        "op "
-        "model; an error without them"},
+        "op model; an error without them"},
        make_measured},
-      {{"op",
+      {{"op", "the operator-level model with fitted efficiencies",
         "the operator-level model with this device's fitted figures when the calibration has them, else the "
         "platform file's"},
        make_op},
-      {{"op_platform", "the operator-level model with the platform file's figures, the calibration ignored"},
+      {{"op_platform", "the operator-level model with the platform file's (datasheet) figures",
+        "the operator-level model with the platform file's figures, the calibration ignored"},
        make_op_platform},
   };
   return r;

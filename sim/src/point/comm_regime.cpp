@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "collectives/nccl_comm.hpp"
@@ -115,14 +116,13 @@ void ring_figures(CommRegime& c, const Group& g, const std::vector<BackwardBucke
 }
 
 // NCCL's algorithm of a named collective for this operation: a reduce-scatter runs as the fused ring under
-// every named collective; an all-reduce is Ring under ring and ring_msg, Tree under tree; else none.
+// every named collective; an all-reduce is the registry's (CollectiveInfo::nccl_algo: Ring under ring and
+// ring_msg, Tree under tree); else none.
 bool named_algo(const std::string& collective, bool all_reduce, NcclAlgo& out) {
-  if (!all_reduce || collective == "ring" || collective == "ring_msg")
-    out = NcclAlgo::Ring;
-  else if (collective == "tree")
-    out = NcclAlgo::Tree;
-  else
-    return false;
+  const std::optional<NcclAlgo> a =
+      all_reduce ? collective_info(collective).nccl_algo : std::optional<NcclAlgo>(NcclAlgo::Ring);
+  if (!a) return false;
+  out = *a;
   return true;
 }
 

@@ -194,7 +194,7 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   const Scenario s = bench_cluster(b, facts);
   const RankPlacement place = place_ranks(s, facts);
   try {
-    chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto});
+    chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts});
   } catch (const Error& e) {
     throw Error(fmt::format("--collective {}: {}", b.algorithm, e.what()));
   }

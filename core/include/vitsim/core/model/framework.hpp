@@ -14,6 +14,17 @@ enum class Framework { Vitsim, DeepSpeed, Ddp };
 const char* framework_name(Framework f);             // "vitsim", "deepspeed", "ddp"
 Framework parse_framework(const std::string& name);  // throws Error listing the valid names
 
+// The registry of training.framework (as SimGrid registers a model with a description): each framework's
+// name, whose code and version it stands for, and one line on its step. `vitsim predict --list frameworks`
+// prints them; docs/model.md's list is generated from them (tests/cli/test_descriptors.cpp).
+struct FrameworkInfo {
+  Framework value;
+  const char* name;
+  const char* stands_for;
+  const char* description;
+};
+const std::vector<FrameworkInfo>& frameworks();  // in the enum's order
+
 // Element counts of the model's parameter tensors, in registration order (torchvision's ViT: conv
 // weight and bias, class token, position embedding, 12 per block, final LayerNorm, head): 12 depth + 8.
 std::vector<double> parameter_tensors(const ViTConfig& m);

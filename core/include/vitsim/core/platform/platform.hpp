@@ -56,6 +56,13 @@ struct GpuFacts {
   double power_idle_w =
       0;              // gpu_power_idle: drawn otherwise; stated together with gpu_power_busy, not above it
   bool async = true;  // device_kind: "gpu" (ops queued asynchronously) or "cpu" (false: ops run on the host)
+  // What NCCL's tuner reads (sim/src/collectives/nccl_platform.cpp), each as the file states it or, where it
+  // does not, from gpu_model's catalogue entry (data/catalogue.json); empty or 0 where neither says.
+  std::string arch;    // gpu_arch: a name of the catalogue's architectures ("hopper")
+  std::string link;    // gpu_link: "none", "nvlink" or "nvswitch"
+  double link_bw = 0;  // gpu_link_bw (bytes/s per direction); with link nvlink or nvswitch
+  int pcie_gen = 0;    // gpu_host_link "pcie<gen>_x<lanes>": PCIe generation
+  int pcie_lanes = 0;  //   ... and lanes
   double peak_flops(Precision p) const;
 };
 

@@ -49,6 +49,12 @@ struct CatalogueArch {
   std::map<std::string, std::pair<double, double>> gemm_efficiency_range;
   double mem_efficiency = 0;
   std::string source;
+  // What NCCL's tuner reads of the architecture (sim/src/collectives/nccl_platform.cpp): its SM version
+  // (compute capability x 10) and whether NVLS (NVLink SHARP) can run on it behind NVSwitch; 0 where the
+  // catalogue gives none (AMD: RCCL is not modelled), which the tuner refuses.
+  int nccl_sm = 0;
+  bool nvls = false;
+  std::string nccl_source;
 };
 
 struct CatalogueLink {
@@ -74,6 +80,7 @@ struct Catalogue {
   // Case-insensitive, '-', '_' and ' ' ignored, aliases included. Unknown: Error "unknown GPU 'x' (did you
   // mean 'y'?); known: ..." in one line.
   const CatalogueGpu& gpu(const std::string& name) const;
+  const CatalogueGpu* find_gpu(const std::string& name) const;  // the same; nullptr when unknown
   const CatalogueLink& link(const std::string& name) const;
   const CatalogueArch& arch_of(const CatalogueGpu& g) const;
   const std::string& default_value(const std::string& name) const;
@@ -87,6 +94,10 @@ Catalogue parse_catalogue(const std::string& json_text, const std::string& origi
 const Catalogue& builtin_catalogue();
 // The catalogue's text as compiled in.
 const std::string& builtin_catalogue_text();
+// A catalogue GPU's GPU-to-GPU fabric as NCCL sees it (the `gpu_link` property): "nvswitch" for NVLink
+// through NVSwitch chips (SXM boards: an NVLink name without "bridge"), "nvlink" for a bridge or another
+// vendor's fabric (GPUs linked without a switch), "none" without one.
+std::string catalogue_gpu_link_kind(const CatalogueGpu& g);
 // Names compared as users type them: lower case, without '-', '_', ' ', '.'.
 std::string normalise_name(const std::string& name);
 

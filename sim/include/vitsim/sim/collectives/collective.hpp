@@ -5,11 +5,13 @@
 // sim/src/collectives/transfers.hpp; who takes part: group.hpp).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/sim/fluid/coll_op.hpp"
 #include "vitsim/sim/fluid/group.hpp"
 
@@ -26,9 +28,10 @@ struct FluidSchedule;  // vitsim/sim/fluid/fluid.hpp
 // needs) and the scenario's nccl.* keys (the "auto" collective, collective_nccl.cpp).
 struct CollectiveContext {
   const PlatformFacts* facts = nullptr;
-  std::string nccl_version;  // nccl.version: a name of nccl_versions(); "" = the newest
-  std::string nccl_algo;     // nccl.algo: NCCL_ALGO's syntax; "" = NCCL's default
-  std::string nccl_proto;    // nccl.proto: NCCL_PROTO's syntax
+  std::string nccl_version;        // nccl.version: a name of nccl_versions(); "" = the newest
+  std::string nccl_algo;           // nccl.algo: NCCL_ALGO's syntax; "" = NCCL's default
+  std::string nccl_proto;          // nccl.proto: NCCL_PROTO's syntax
+  std::vector<std::string> hosts;  // the ranks' hosts where known before the run: configure() checks them
 };
 
 // A member's own time carried across a collective without sleeping it (the compute stream's pending time,
@@ -81,13 +84,34 @@ std::vector<std::string> nccl_would_run(const Group& g, const CollectiveContext&
                                         const std::set<std::pair<CollOp, double>>& calls);
 
 using CollectiveFactory = std::function<std::unique_ptr<Collective>()>;
+
+// What a registered collective is, as its file registers it (SimGrid's SIMGRID_REGISTER_NETWORK_MODEL: name,
+// description): what it stands for in NCCL's terms and one line on how it runs. `vitsim predict --list
+// collectives` prints them; docs/model.md's and docs/collective.md's lists are generated from them
+// (tests/cli/test_descriptors.cpp).
+struct CollectiveInfo {
+  std::string name;
+  // NCCL's algorithm an all-reduce under this collective is (ring and ring_msg: Ring; tree: Tree); none where
+  // it is no one NCCL algorithm (auto picks per call; rail, hierarchical and topology are other shapes).
+  // The one mapping from vitsim's collectives to NCCL's algorithms: nccl_would_run's notes and the gradient
+  // reduction's regime (sim/src/point/comm_regime.cpp) read it.
+  std::optional<NcclAlgo> nccl_algo;
+  std::string stands_for;   // in NCCL's terms: "NCCL Ring, Simple protocol"
+  std::string description;  // one line: how it runs
+};
+
 // Registry: a collective by name; an unknown name throws Error listing the valid ones.
 std::unique_ptr<Collective> make_collective(const std::string& name);
-std::vector<std::string> collective_names();
-bool register_collective(const std::string& name, CollectiveFactory f);
+std::vector<std::string> collective_names();                     // by name
+std::vector<CollectiveInfo> collectives();                       // by name
+const CollectiveInfo& collective_info(const std::string& name);  // Error listing the valid names
+bool register_collective(CollectiveInfo info, CollectiveFactory f);
 
-#define VITSIM_REGISTER_COLLECTIVE(NAME, CLASS) \
-  static const bool vitsim_registered_##CLASS = \
-      ::vitsim::sim::register_collective(NAME, [] { return std::make_unique<CLASS>(); })
+// Registers CLASS under NAME with what it stands for: NCCL_ALGO (a NcclAlgo, or std::nullopt), STANDS_FOR
+// and DESCRIPTION (CollectiveInfo).
+#define VITSIM_REGISTER_COLLECTIVE(NAME, CLASS, NCCL_ALGO, STANDS_FOR, DESCRIPTION) \
+  static const bool vitsim_registered_##CLASS = ::vitsim::sim::register_collective( \
+      ::vitsim::sim::CollectiveInfo{NAME, NCCL_ALGO, STANDS_FOR, DESCRIPTION},      \
+      [] { return std::make_unique<CLASS>(); })
 
 }  // namespace vitsim::sim

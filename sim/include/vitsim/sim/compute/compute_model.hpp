@@ -92,9 +92,11 @@ struct StepFlops {
 };
 StepFlops step_flops(const Workload& w, int micro_batch, int grad_accum, const ComputeInputs& in);
 
-// The registry of compute.model: name and one line, in docs/model.md's order.
+// The registry of compute.model, in docs/model.md's order: name, where its times come from (as SimGrid's
+// --cfg=cpu/model names a CPU model), one line (`vitsim predict --list compute-models` prints them).
 struct ComputeModelInfo {
   std::string name;
+  std::string stands_for;  // where a device's times come from: "measured per-layer times", ...
   std::string description;
 };
 std::vector<ComputeModelInfo> compute_models();

@@ -1,0 +1,188 @@
+// The platform's side of NCCL's communicator (nccl_comm.hpp): each GPU host's figures as NCCL's topology
+// search would find them, read from the platform file (GpuFacts: gpu_arch, gpu_link, gpu_link_bw,
+// gpu_host_link, which the reader takes from gpu_model's catalogue entry where the file does not state them)
+// and the catalogue's architectures (NCCL's SM version and NVLS capability: data/catalogue.json,
+// docs/sources.md "Catalogue"). A GPU the tuner cannot rate (no architecture, an architecture without an SM
+// version, no fabric or host link) is refused where a communicator holds it, with what to state; never rated
+// as another.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "collectives/nccl_comm.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/platform/platform_writer.hpp"
+
+namespace vitsim::sim {
+namespace {
+
+// The architectures the tuner knows: those with an SM version in the catalogue.
+std::string known_archs() {
+  std::string out;
+  for (const auto& [name, a] : builtin_catalogue().archs)
+    if (a.nccl_sm > 0) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// NCCL's rating of a PCIe link from its generation and width (src/graph/xml.cc kvDictPciGen, GT/s class
+// per lane: 2.5 -> 15, 5 -> 30, 8 -> 60, 16 -> 120, 32 -> 240, 64 -> 480; width x class / 80, GB/s):
+// pcie4_x16 -> 24, pcie5_x16 -> 48.
+double pcie_bw_of(int gen, int lanes) {
+  static const std::map<int, double> per_lane{{1, 15}, {2, 30}, {3, 60}, {4, 120}, {5, 240}, {6, 480}};
+  return lanes * per_lane.at(gen) / 80;
+}
+
+// One GPU host's figures, or why the tuner cannot rate it (`why`, one line).
+PlatformNccl::Gpu gpu_nccl(const std::string& host, const GpuFacts& f, std::string& why) {
+  PlatformNccl::Gpu g;
+  g.cpu = !f.async;
+  if (g.cpu) return g;
+  const std::string who = fmt::format("GPU host '{}' (gpu_model '{}')", host, f.model);
+  if (f.arch.empty()) {
+    why = fmt::format(
+        "{}: NCCL's tuner needs its architecture: state gpu_arch (known: {}), gpu_link and gpu_host_link, or "
+        "name a catalogue GPU as gpu_model (vitsim platform --list-gpus)",
+        who, known_archs());
+    return g;
+  }
+  const CatalogueArch& a = builtin_catalogue().archs.at(f.arch);  // the reader checked the name
+  if (a.nccl_sm <= 0) {
+    why = fmt::format(
+        "{}: architecture '{}' has no NCCL SM version in the catalogue (RCCL is not modelled); "
+        "known: {}",
+        who, f.arch, known_archs());
+    return g;
+  }
+  if (f.link.empty()) {
+    why = fmt::format("{}: NCCL's tuner needs its GPU-to-GPU fabric: state gpu_link (none, nvlink, nvswitch)",
+                      who);
+    return g;
+  }
+  if (f.pcie_gen <= 0) {
+    why = fmt::format("{}: NCCL's tuner needs its PCIe link: state gpu_host_link (pcie4_x16, ...)", who);
+    return g;
+  }
+  g.sm = a.nccl_sm;
+  g.nvls = a.nvls;
+  g.pcie_bw = pcie_bw_of(f.pcie_gen, f.pcie_lanes);
+  if (f.link != "none") {
+    g.fabric = f.link == "nvswitch" ? NcclIntra::NvSwitch : NcclIntra::NvLink;
+    // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
+    g.nvlinks = std::max(1, static_cast<int>(std::lround(f.link_bw / 25e9)));
+  }
+  return g;
+}
+
+// A node's NICs as NCCL sees them: vitsim's platforms write a node's NICs as one link of their sum, so the
+// count is taken as the sum over 400 Gb/s ports (NDR, 50 GB/s), rounded up, at most one per GPU, each at
+// sum / count; no NIC stated: one at 25 GB/s (HDR).
+void set_nics(NcclPlatform& np, double node_nic_gbs) {
+  if (node_nic_gbs <= 0) {
+    np.nics_per_node = 1;
+    np.nic_bw = 25;
+    return;
+  }
+  np.nics_per_node = std::clamp(static_cast<int>(std::ceil(node_nic_gbs / 50 - 1e-9)), 1, np.gpus_per_node);
+  np.nic_bw = node_nic_gbs / np.nics_per_node;
+}
+
+}  // namespace
+
+PlatformNccl platform_nccl(const PlatformFacts& facts) {
+  PlatformNccl p;
+  for (const auto& [host, gf] : facts.gpu) {
+    std::string why;
+    p.gpu[host] = gpu_nccl(host, gf, why);
+    if (!why.empty()) p.unrated[host] = why;
+  }
+  double nic_total = 0;  // bytes/s of every NIC link
+  for (const LinkFacts& l : facts.links) {
+    if (l.what == "NIC")
+      nic_total += l.bandwidth;
+    else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
+      p.intra_pcie = true;
+    if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
+  }
+  p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  return p;
+}
+
+void check_nccl_rated(const PlatformNccl& p, const std::vector<std::string>& hosts) {
+  if (hosts.size() < 2) return;
+  for (const auto& h : hosts)
+    if (auto it = p.gpu.find(h); it != p.gpu.end() && it->second.cpu) return;
+  for (const auto& h : hosts)
+    if (auto it = p.unrated.find(h); it != p.unrated.end()) throw Error(it->second);
+}
+
+// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
+// figures, the fabric (PCIe when a GPU-GPU link states a PCIe transport or the GPU has no NVLink; NVLS where
+// every GPU's architecture runs it and they sit on NVSwitch).
+NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
+  std::map<int, int> per_node;
+  NcclPlatform np;
+  np.sm = 1000;
+  np.pcie_bw = 1e9;
+  bool all_nvswitch = true, all_nvlink = true, all_nvls = true;
+  int nvlinks = 1 << 20;
+  for (int i = 0; i < g.size(); ++i) {
+    ++per_node[g.node_of(i)];
+    const std::string& host = g.host(i)->get_name();
+    if (auto bad = p.unrated.find(host); bad != p.unrated.end()) throw Error(bad->second);
+    auto it = p.gpu.find(host);
+    if (it == p.gpu.end())
+      throw Error(
+          fmt::format("internal error: no NCCL figures for host '{}' (the collective auto needs the "
+                      "platform's facts: Collective::configure)",
+                      host));
+    const PlatformNccl::Gpu& gpu = it->second;
+    np.sm = std::min(np.sm, gpu.sm);
+    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
+    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
+    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
+    all_nvls = all_nvls && gpu.nvls;
+    nvlinks = std::min(nvlinks, gpu.nvlinks);
+  }
+  np.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, n] : per_node) np.gpus_per_node = std::max(np.gpus_per_node, n);
+  np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
+             : all_nvswitch              ? NcclIntra::NvSwitch
+                                         : NcclIntra::NvLink;
+  np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
+  if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
+  np.nvls = np.intra == NcclIntra::NvSwitch && all_nvls && np.gpus_per_node > 1;
+  set_nics(np, p.node_nic_gbs);
+  return np;
+}
+
+NcclFunc nccl_func_of(CollOp op) {
+  return op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+         : op == CollOp::AllGather   ? NcclFunc::AllGather
+                                     : NcclFunc::AllReduce;
+}
+
+NcclChoice NcclComm::choose(NcclFunc f, double bytes) const {
+  return nccl_choose(f, static_cast<std::uint64_t>(bytes), tuning, topo, *version);
+}
+
+std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c) {
+  if (g.size() < 2 || !c.facts) return std::nullopt;
+  const PlatformNccl platform = platform_nccl(*c.facts);
+  for (int i = 0; i < g.size(); ++i) {
+    auto it = platform.gpu.find(g.host(i)->get_name());
+    if (it != platform.gpu.end() && it->second.cpu) return std::nullopt;
+  }
+  NcclComm comm;
+  comm.version = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
+  comm.topo = nccl_topo(group_platform(g, platform), *comm.version);
+  comm.tuning = nccl_tune(comm.topo, *comm.version, {c.nccl_algo, c.nccl_proto});
+  return comm;
+}
+
+}  // namespace vitsim::sim
