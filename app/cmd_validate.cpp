@@ -51,6 +51,12 @@ void check_can_run() {
       "with a build that has it (`mpirun -np N vitsim train SCENARIO --out measured.json`) and pass "
       "--measured measured.json, or rebuild with {}",
       kRebuildWithTorch));
+#else
+  // Each rank's `vitsim train` runs in vitsim-torch (app/torch/exec.cpp): missing, every rank would fail.
+  std::string why;
+  if (torch_executable(&why).empty())
+    throw UsageError(fmt::format("validate --run trains with {}, which is missing: rebuild with {}", why,
+                                 kRebuildWithTorch));
 #endif
   if (!on_path("mpirun"))
     throw UsageError(

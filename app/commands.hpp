@@ -75,6 +75,11 @@ inline constexpr const char* kRebuildWithTorch =
     "cmake -S . -B build -DVITSIM_WITH_TORCH=ON -DTorch_DIR=/path/to/libtorch/share/cmake/Torch "
     "&& cmake --build build --target vitsim";
 
+// The executable that runs `train` and a measuring `calibrate` for the full build's `vitsim`
+// (app/torch/exec.cpp): $VITSIM_TORCH_EXE when set (tests put a stand-in there), else `vitsim-torch` in the
+// folder of /proc/self/exe. Empty when that is not an executable file; `why` then names what was looked for.
+std::string torch_executable(std::string* why = nullptr);
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
@@ -82,7 +87,8 @@ void add_plan(CLI::App& cli, Action& action);
 void add_platform(CLI::App& cli, Action& action);
 void add_collective(CLI::App& cli, Action& action);
 void add_fit(CLI::App& cli, Action& action);
-// `train` and `calibrate`: the real ones where LibTorch was found, else stand-ins that say how to rebuild.
+// `train` and `calibrate`: where LibTorch was found their flags (cmd_train.cpp, cmd_calibrate.cpp; the work
+// in vitsim-torch, torch/train_command.hpp), else stand-ins that say how to rebuild (cmd_no_torch.cpp).
 void add_train(CLI::App& cli, Action& action);
 void add_calibrate(CLI::App& cli, Action& action);
 

@@ -150,9 +150,14 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version",
                        fmt::format("vitsim {}", vitsim::vitsim_version()));  // CMake's project(VERSION)
   vitsim::app::Action action;
-#ifdef VITSIM_TRAINER_ONLY
+#if defined(VITSIM_TRAINER_ONLY)
   // The trainer-only build (cmake -DVITSIM_TRAINER_ONLY=ON): no simulator, no calibration.
   vitsim::app::add_train(cli, action);
+#elif defined(VITSIM_TORCH_HELPER)
+  // vitsim-torch: what the full build's vitsim becomes for these two, by execv() with its own arguments
+  // (app/torch/exec.cpp); the same flags, parsed again here.
+  vitsim::app::add_train(cli, action);
+  vitsim::app::add_calibrate(cli, action);
 #else
   vitsim::app::add_predict(cli, action);
   vitsim::app::add_validate(cli, action);
@@ -161,7 +166,8 @@ int main(int argc, char** argv) {
   vitsim::app::add_platform(cli, action);
   vitsim::app::add_collective(cli, action);
   vitsim::app::add_fit(cli, action);
-  // Without LibTorch these two say how to rebuild (app/cmd_no_torch.cpp).
+  // With LibTorch these two run in vitsim-torch (app/torch/exec.cpp); without it they say how to rebuild
+  // (app/cmd_no_torch.cpp).
   vitsim::app::add_train(cli, action);
   vitsim::app::add_calibrate(cli, action);
 #endif

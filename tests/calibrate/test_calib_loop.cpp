@@ -1,9 +1,11 @@
 // The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks (with its step phase), emit the
 // platform, then train a micro-batch the calibration did not measure (`mpirun vitsim train`, what
-// `validate --run` launches) and `vitsim validate --measured` it, and require the predicted step time within
-// a tolerance set from the errors measured here (docs/benchmarks.md "Validation on this machine", "In the
-// test suite"). About 2.5 minutes on 2 shared cores (the op-model benchmarks are most of it; this is the test
-// that runs them).
+// `validate --run` launches) beside one it measured, back to back in one run, and `vitsim validate
+// --measured` both. What it judges is what a loaded machine leaves judgeable (issue 35 item 8): the held-out
+// point's step relative to the calibrated one, both measured under the same load, against the same ratio
+// predicted; the absolute accuracy of a calibration on a quiet machine is the benches'
+// (bench/validate_local.sh, docs/benchmarks.md "Validation on this machine"). About 2.5 minutes on 2 shared
+// cores (the op-model benchmarks are most of it; this is the test that runs them).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -31,7 +33,7 @@ std::string scenario(const std::string& platform) {
 }
 }  // namespace
 
-TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][mpirun]") {
+TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][mpirun][timed]") {
   vt::TempDir d;
   // Calibration at micro-batch 48 and 96 only; the point validated is 64, interpolated between them.
   const std::string cal_sc = d.file("cal.xml", scenario(vt::source("platforms/local/this-machine.xml")));
@@ -47,46 +49,68 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   REQUIRE(cal.status == 0);
 
   const std::string val_sc = d.file("val.xml", scenario("platform.xml"));
-  // A run on a busy machine says so itself: its noise (p95 over the median of its steps, as validate prints
-  // it). Up to three runs; the first quiet one (noise <= 10%) is judged, and when none is quiet the least
-  // noisy. Each run is `mpirun vitsim train` (what `validate --run` launches) and `validate --measured` on
-  // its report, so that the median step is at hand: a busy machine's few slow steps move the mean that
-  // validate compares, not the median (CI, 2026-12-02: three runs with p95 >= 2x the median).
+  // Micro-batch 48 (calibrated) and 64 (held out) as one sweep: one `mpirun vitsim train` runs them one after
+  // the other, seconds apart, so that whatever else the machine runs slows both alike. The test failed when
+  // it compared one run against a calibration made under another load (a calibration beside other tests,
+  // 0.124 s predicted against 0.074 s measured, issue 35): that compares two moments of the machine, not the
+  // model with the machine.
+  const std::string sweep = "--set training.micro_batch=48,64";
+  // A run on a busy machine says so itself: its noise (p95 over the median of its steps, the largest of its
+  // points, as validate prints it). Up to three runs; the first quiet one (noise <= 10%) is judged, and when
+  // none is quiet the least noisy. Each run is judged on its points' median steps, which a minority of slow
+  // steps does not move (CI, 2026-12-02: three runs with p95 >= 2x the median).
+  struct Point {
+    double predicted = 0, measured = 0, median = 0;
+  };
   struct Run {
-    double err = 0, noise = 0, predicted = 0, measured = 0, median = 0;
+    double noise = 0;
+    Point calibrated, held_out;  // micro-batch 48, 64
   };
   std::optional<Run> best;
   for (int attempt = 0; attempt < 3 && !(best && best->noise <= 0.10); ++attempt) {
     auto train = vt::run(vt::prioritised(
-        fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} train {} --out {} -q", VITSIM_BINARY,
-                    val_sc, d / "measured.json")));
+        fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} train {} {} --out {} -q",
+                    VITSIM_BINARY, val_sc, sweep, d / "measured.json")));
     INFO(train.out);
     REQUIRE(train.status == 0);
-    auto val = vt::run(vt::prioritised(
-        fmt::format("{} validate {} --calibration {} --measured {} --format json --out {} -q --tolerance 1",
-                    VITSIM_BINARY, val_sc, d / "calib.json", d / "measured.json", d / "validation.json")));
+    auto val = vt::run(vt::prioritised(fmt::format(
+        "{} validate {} {} --calibration {} --measured {} --format json --out {} -q --tolerance 1",
+        VITSIM_BINARY, val_sc, sweep, d / "calib.json", d / "measured.json", d / "validation.json")));
     INFO(val.out);
     REQUIRE(val.status == 0);
     auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
     auto m = nlohmann::json::parse(std::ifstream(d / "measured.json"));
-    REQUIRE(v["points"].size() == 1);
-    REQUIRE(m["points"].size() == 1);
+    REQUIRE(v["points"].size() == 2);
+    REQUIRE(m["points"].size() == 2);
     Run r;
     r.noise = v["noise"].get<double>();
-    r.median = m["points"][0]["step_time_s"]["p50"].get<double>();
-    for (const auto& e : v["points"][0]["metrics"])
-      if (e["metric"] == "step_time") {
-        r.err = e["rel_error"].get<double>();
-        r.predicted = e["predicted"].get<double>();
-        r.measured = e["measured"].get<double>();
-      }
+    for (const auto& vp : v["points"]) {
+      const std::string mb = vp["params"]["training.micro_batch"].get<std::string>();
+      REQUIRE((mb == "48" || mb == "64"));
+      Point& p = mb == "48" ? r.calibrated : r.held_out;
+      for (const auto& e : vp["metrics"])
+        if (e["metric"] == "step_time") {
+          p.predicted = e["predicted"].get<double>();
+          p.measured = e["measured"].get<double>();
+        }
+      for (const auto& mp : m["points"])
+        if (mp["params"]["training.micro_batch"] == mb) p.median = mp["step_time_s"]["p50"].get<double>();
+    }
     if (!best || r.noise < best->noise) best = r;
   }
   REQUIRE(best);
-  INFO("predicted " << best->predicted << " s, measured " << best->measured << " s (median " << best->median
-                    << " s), error " << best->err << ", the run's noise " << best->noise);
-  CHECK(best->measured > 0);
-  CHECK(best->median > 0);
+  const Point &at48 = best->calibrated, &at64 = best->held_out;
+  INFO("micro-batch 48 (calibrated): predicted " << at48.predicted << " s, measured " << at48.measured
+                                                 << " s (median " << at48.median << " s)");
+  INFO("micro-batch 64 (held out): predicted " << at64.predicted << " s, measured " << at64.measured
+                                               << " s (median " << at64.median << " s)");
+  INFO("the run's noise " << best->noise);
+  REQUIRE(at48.predicted > 0);
+  REQUIRE(at64.predicted > 0);
+  REQUIRE(at48.median > 0);
+  REQUIRE(at64.median > 0);
+  CHECK(at48.measured > 0);
+  CHECK(at64.measured > 0);
   // The calibration has the step phase's sync figures (what a step waits at its gradient sync beyond the
   // all-reduce), which the prediction of 2 ranks uses.
   auto c = nlohmann::json::parse(std::ifstream(d / "calib.json"));
@@ -104,15 +128,28 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
     CHECK(c["devices"][0]["spans"][span]["low"].get<double>() <= 1);
     CHECK(c["devices"][0]["spans"][span]["high"].get<double>() >= 1);
   }
-  // Measured here, 2026-12-02, with this test's commands (7 runs, load 0.3-10 on the 2 shared cores): quiet
-  // runs (noise <= 10%) -0.8% .. +9.4% of error, the other runs up to -27.0% (noise 19.5%) and +11.6%
-  // (11.1%); the local validation's single runs (bench/validate_local.sh, 24 runs) within -5.3% .. +10.8%. A
-  // model error (wrong units, a phase left out, a broken interpolation) moves the step by 2x or more.
-  // A quiet run is judged on validate's own error (the mean step); a noisy one on the median step, which a
-  // minority of slow steps does not move, with the wider tolerance.
-  if (best->noise <= 0.10) {
-    CHECK(std::abs(best->err) <= 0.20);
-  } else {
-    CHECK(std::abs(best->predicted / best->median - 1) <= 0.35);
+  // The held-out step over the calibrated one, predicted against measured (medians of the same run). A load
+  // that slows both points alike cancels; what is left is the model's: the compute interpolated between the
+  // calibrated micro-batches, and the parts of a step that do not grow with the micro-batch (the all-reduce,
+  // the sync rest) against those that do. Compute alone at 64 over 48 is 4/3, the parts that do not grow
+  // bring it down (1.28 measured here, 2026-12-03); the held-out point given 48's figure (no interpolation)
+  // makes the predicted ratio 1 (-22%), given 96's about 1.83 (+44%: 1.28 = 1 + x/3 puts the compute at
+  // x = 0.83 of the step at 48, so 96 is 1 + x).
+  // The limit is the one the absolute error had on a quiet run, 20% (measured here 2026-12-02, with this
+  // test's commands: quiet runs -0.8% .. +9.4% of error, the local validation's single runs -5.3% .. +10.8%,
+  // docs/benchmarks.md "In the test suite"): each side's error lies within it, and the two sides' common part
+  // (the machine's speed at that moment, the calibration's drift) now cancels instead of adding up.
+  const double ratio_error = (at64.predicted / at48.predicted) / (at64.median / at48.median) - 1;
+  INFO("predicted ratio " << at64.predicted / at48.predicted << ", measured " << at64.median / at48.median
+                          << ": error " << ratio_error);
+  CHECK(std::abs(ratio_error) <= 0.20);
+  // The ratio cancels an error of scale too (a unit, a per-sample cost counted per step): those move the
+  // step 64x to 1000x, a load the run and the calibration did not share at most 5x (test_util.hpp,
+  // `prioritised`: single runs 2-5x slower beside other sessions' builds). Within 10x either way; the
+  // absolute error on a quiet machine is bench/validate_local.sh's (docs/benchmarks.md "Validation on this
+  // machine").
+  for (const Point* p : {&at48, &at64}) {
+    CHECK(p->predicted / p->median > 0.1);
+    CHECK(p->predicted / p->median < 10);
   }
 }

@@ -6,7 +6,8 @@
 // reference figures are read from the platform files at run time.
 #include <catch2/catch.hpp>
 
-#include <chrono>
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -67,17 +68,40 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("study scenarios: every shipped one predicts in a few seconds", "[study]") {
+namespace {
+// CPU seconds (user + system) of this process and of its children that have ended and been waited for: a
+// prediction's forked points end inside predict(), their own children's time counted by the zygote that
+// waited for them (getrusage(2)).
+double cpu_seconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  auto s = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+}  // namespace
+
+// Timed: runs alone under ctest (the [timed] tag, tests/CMakeLists.txt), and judges the CPU time a
+// prediction takes, not its wall clock: a machine loaded by other work stretches the wall clock by however
+// much it runs beside us (issue 35 item 8), while the CPU time is the prediction's own. One job at a time, so
+// that the CPU time is at least the wall time the prediction would take alone (at --jobs N the wall clock is
+// shorter still): the limit keeps its meaning. The wall time on a quiet machine is bench/predict_scale.sh's.
+TEST_CASE("study scenarios: every shipped one predicts in a few seconds", "[study][timed]") {
   for (const char* name : {"vector-strong-b64.xml", "vector-strong-b16.xml", "vector-weak-b64.xml",
                            "vector-internode-b64.xml", "vector-intranode-cifar100-b64.xml",
                            "nebula-batch.xml", "tesla-strong-b16.xml", "tesla-weak-b16.xml"}) {
     INFO(name);
-    const auto t0 = std::chrono::steady_clock::now();
-    const vitsim::Report r = predict(name);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    vitsim::ScenarioFile f = vitsim::read_scenario_file(src(std::string("scenarios/study/") + name));
+    vitsim::sim::PredictOptions opt;
+    opt.progress = false;
+    opt.jobs = 1;
+    const double self0 = cpu_seconds(RUSAGE_SELF), children0 = cpu_seconds(RUSAGE_CHILDREN);
+    const vitsim::Report r = vitsim::sim::predict(f, opt);
+    const double self = cpu_seconds(RUSAGE_SELF) - self0, children = cpu_seconds(RUSAGE_CHILDREN) - children0;
+    INFO("CPU: " << self << " s here, " << children << " s in the forked points");
     CHECK(!r.points.empty());
+    CHECK(children > 0);  // the points' own time is counted (they simulate in forked children)
     // Each point simulates 20 steps of at most 32 ranks; a few seconds is the issue's requirement.
-    CHECK(wall < 5.0);
+    CHECK(self + children < 5.0);
   }
 }
 
