@@ -1,7 +1,6 @@
-// vitsim calibrate SCENARIO.xml (or --scenario S) --out calib.json [--force] [--append] [--emit-platform
-// FILE] [--details FILE]
-//                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
-// Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
+// `vitsim calibrate`: its flags are the CLI11 definitions below; their table in docs/calibrate-validate.md is
+// generated from them. Started by mpirun (one rank per device) for the all-reduce part; one process measures
+// compute alone.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -79,11 +78,16 @@ void add_calibrate(CLI::App& cli, Action& action) {
               "merge into an existing --out, replacing the entries measured again");
   c->add_option("--emit-platform", a->opt.emit_platform,
                 "also write a SimGrid platform file for the machines measured");
-  c->add_option("--details", a->opt.details, "write every measurement with its spread (JSON)");
-  c->add_option("--micro-batches", a->opt.micro_batches,
-                "micro-batch sizes for compute (default: scenario's /2, x1, x2)")
+  c->add_option("--details", a->opt.details,
+                "write every measurement with its mean, median, quartiles, min and max (JSON)");
+  c->add_option(
+       "--micro-batches", a->opt.micro_batches,
+       "micro-batch sizes for compute (default: the scenario's micro-batch halved, as is and doubled)")
       ->delimiter(',');
-  c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")
+  c->add_option(
+       "--sizes", a->sizes,
+       "all-reduce message sizes with units (default: 4KiB to 64MiB by 4x, plus the scenario's bucket and "
+       "whole gradient)")
       ->delimiter(',');
   c->add_option(
       "--fit-max", a->fit_max,
@@ -92,11 +96,14 @@ void add_calibrate(CLI::App& cli, Action& action) {
                 "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
       ->delimiter(',');
   c->add_option("--link-class", a->opt.link_class,
-                "name of the fitted link class (default intra_node / inter_node)");
-  c->add_option("--peak-flops", a->peak_flops,
-                "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
-  c->add_option("--mem-bw", a->mem_bw,
-                "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
+                "name of the fitted link class (default: intra_node on one host, inter_node across hosts)");
+  c->add_option(
+      "--peak-flops", a->peak_flops,
+      "the device's stated peak (e.g. 8.1Tf), so that its measurements predict another device type by the "
+      "roofline ratio");
+  c->add_option(
+      "--mem-bw", a->mem_bw,
+      "the device's stated memory bandwidth (e.g. 320GBps), for the roofline ratio as --peak-flops");
   c->add_option("--platform-devices", a->opt.platform_devices,
                 "devices per host in the emitted platform (default: the cores)")
       ->check(integer(1, 1 << 20));
@@ -107,8 +114,8 @@ void add_calibrate(CLI::App& cli, Action& action) {
   c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
       ->check(integer(1, 1 << 24));
   c->add_flag("--no-op-model", a->no_op_model,
-              "skip the op benchmarks (most of calibrate's time): compute points only, no op model for "
-              "other ViT shapes");
+              "skip the op benchmarks (most of calibrate's time): the file then carries the measured compute "
+              "points only, which predict the calibrated ViT shape but not another");
   c->add_flag(
       "--no-step", a->no_step,
       "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "

@@ -1,4 +1,5 @@
-// `vitsim train`: runs a scenario for real, one process per device, started by mpirun (or srun).
+// `vitsim train`: runs a scenario for real, one process per device, started by mpirun (or srun). Its flags
+// are the CLI11 definitions below; their table in docs/trainer.md is generated from them.
 #include <fmt/format.h>
 
 #include <string>

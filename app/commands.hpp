@@ -75,6 +75,13 @@ inline constexpr const char* kRebuildWithTorch =
     "cmake -S . -B build -DVITSIM_WITH_TORCH=ON -DTorch_DIR=/path/to/libtorch/share/cmake/Torch "
     "&& cmake --build build --target vitsim";
 
+// The hidden top-level flag `--usage-json`: prints every subcommand's options as CLI11 holds them (names,
+// value type, default, description) as JSON on standard output and exits 0. The one source of the flags
+// tables of docs/ (tests/cli/test_usage_docs.cpp renders them); called by every executable that defines
+// subcommands, after adding them. A subcommand that takes any arguments unread (prefix_command: a stand-in
+// or a command run by another executable) is listed with "flags_here": false and no options.
+void add_usage_json(CLI::App& cli);
+
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);
 void add_plot(CLI::App& cli, Action& action);
