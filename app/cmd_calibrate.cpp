@@ -63,6 +63,64 @@ std::string command_line() {
   while (!out.empty() && out.back() == ' ') out.pop_back();
   return out.empty() ? "vitsim calibrate" : out;
 }
+// The options of `vitsim calibrate`, bound to `a`.
+void add_calibrate_options(CLI::App* c, CalibrateArgs& a) {
+  add_scenario(c, a.scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
+  c->add_option("--set", a.sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
+  c->add_option("--out", a.opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
+  c->add_flag("--force", a.opt.force, "overwrite existing output files");
+  c->add_flag("--append", a.opt.append, "merge into an existing --out, replacing the entries measured again");
+  c->add_option("--emit-platform", a.opt.emit_platform,
+                "also write a SimGrid platform file for the machines measured");
+  c->add_option("--details", a.opt.details,
+                "write every measurement with its mean, median, quartiles, min and max (JSON)");
+  c->add_option(
+       "--micro-batches", a.opt.micro_batches,
+       "micro-batch sizes for compute (default: the scenario's micro-batch halved, as is and doubled)")
+      ->delimiter(',');
+  c->add_option(
+       "--sizes", a.sizes,
+       "all-reduce message sizes with units (default: 4KiB to 64MiB by 4x, plus the scenario's bucket and "
+       "whole gradient)")
+      ->delimiter(',');
+  c->add_option(
+      "--fit-max", a.fit_max,
+      "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
+  c->add_option("--device-type", a.device_types,
+                "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
+      ->delimiter(',');
+  c->add_option("--link-class", a.opt.link_class,
+                "name of the fitted link class (default: intra_node on one host, inter_node across hosts)");
+  c->add_option(
+      "--peak-flops", a.peak_flops,
+      "the device's stated peak (e.g. 8.1Tf), so that its measurements predict another device type by the "
+      "roofline ratio");
+  c->add_option(
+      "--mem-bw", a.mem_bw,
+      "the device's stated memory bandwidth (e.g. 320GBps), for the roofline ratio as --peak-flops");
+  c->add_option("--platform-devices", a.opt.platform_devices,
+                "devices per host in the emitted platform (default: the cores)")
+      ->check(integer(1, 1 << 20));
+  c->add_option("--warmup", a.opt.warmup, "warm-up iterations per measurement (default 3)")
+      ->check(integer(0, 1 << 20));
+  c->add_option("--iters", a.opt.iters, "timed iterations per measurement (default 10)")
+      ->check(integer(3, 100000));
+  c->add_option("--loader-batches", a.opt.loader_batches, "batches per loader pass (default: ~2048 images)")
+      ->check(integer(1, 1 << 24));
+  c->add_flag("--no-op-model", a.no_op_model,
+              "skip the op benchmarks (most of calibrate's time): the file then carries the measured compute "
+              "points only, which predict the calibrated ViT shape but not another");
+  c->add_flag(
+      "--no-step", a.no_step,
+      "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "
+      "adds nothing at the gradient sync beyond the all-reduce");
+  c->add_flag("--quiet,-q", a.quiet, "print nothing but errors");
+  c->add_option("--from-nccl-tests", a.from_nccl_tests,
+                "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
+  c->add_option(
+      "--from-torch-profile", a.from_torch_profile,
+      "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+}
 }  // namespace
 
 void add_calibrate(CLI::App& cli, Action& action) {
@@ -70,62 +128,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
   auto* c = cli.add_subcommand("calibrate",
                                "measure compute, all-reduce, copies and loading on this job's ranks: mpirun "
                                "-np N vitsim calibrate ...");
-  add_scenario(c, a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
-  c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
-  c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
-  c->add_flag("--force", a->opt.force, "overwrite existing output files");
-  c->add_flag("--append", a->opt.append,
-              "merge into an existing --out, replacing the entries measured again");
-  c->add_option("--emit-platform", a->opt.emit_platform,
-                "also write a SimGrid platform file for the machines measured");
-  c->add_option("--details", a->opt.details,
-                "write every measurement with its mean, median, quartiles, min and max (JSON)");
-  c->add_option(
-       "--micro-batches", a->opt.micro_batches,
-       "micro-batch sizes for compute (default: the scenario's micro-batch halved, as is and doubled)")
-      ->delimiter(',');
-  c->add_option(
-       "--sizes", a->sizes,
-       "all-reduce message sizes with units (default: 4KiB to 64MiB by 4x, plus the scenario's bucket and "
-       "whole gradient)")
-      ->delimiter(',');
-  c->add_option(
-      "--fit-max", a->fit_max,
-      "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
-  c->add_option("--device-type", a->device_types,
-                "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
-      ->delimiter(',');
-  c->add_option("--link-class", a->opt.link_class,
-                "name of the fitted link class (default: intra_node on one host, inter_node across hosts)");
-  c->add_option(
-      "--peak-flops", a->peak_flops,
-      "the device's stated peak (e.g. 8.1Tf), so that its measurements predict another device type by the "
-      "roofline ratio");
-  c->add_option(
-      "--mem-bw", a->mem_bw,
-      "the device's stated memory bandwidth (e.g. 320GBps), for the roofline ratio as --peak-flops");
-  c->add_option("--platform-devices", a->opt.platform_devices,
-                "devices per host in the emitted platform (default: the cores)")
-      ->check(integer(1, 1 << 20));
-  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")
-      ->check(integer(0, 1 << 20));
-  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")
-      ->check(integer(3, 100000));
-  c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
-      ->check(integer(1, 1 << 24));
-  c->add_flag("--no-op-model", a->no_op_model,
-              "skip the op benchmarks (most of calibrate's time): the file then carries the measured compute "
-              "points only, which predict the calibrated ViT shape but not another");
-  c->add_flag(
-      "--no-step", a->no_step,
-      "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "
-      "adds nothing at the gradient sync beyond the all-reduce");
-  c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
-  c->add_option("--from-nccl-tests", a->from_nccl_tests,
-                "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
-  c->add_option(
-      "--from-torch-profile", a->from_torch_profile,
-      "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+  add_calibrate_options(c, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
       if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) {

@@ -54,7 +54,7 @@ inline std::set<std::string> anchors(const std::string& md) {
 
 // What a text may name as a section of a page (docs/X.md "Heading"), as anchors: each heading, also
 // without a closing parenthesis ("Catalogue" for "## Catalogue (data/catalogue.json, ...)"), and each
-// paragraph or list item's bold lead, the manual's named paragraphs ("Link transports" for
+// paragraph or list item's bold lead (indented too), the manual's named paragraphs ("Link transports" for
 // "- **Link transports.** A link's ...").
 inline std::set<std::string> sections(const std::string& md) {
   std::set<std::string> out = anchors(md);
@@ -65,8 +65,10 @@ inline std::set<std::string> sections(const std::string& md) {
       if (paren != std::string::npos && line.back() == ')')
         out.insert(anchor_of(line.substr(text + 1, paren - text - 1)));
     }
-    const std::string lead = line.rfind("- **", 0) == 0 ? line.substr(4)
-                             : line.rfind("**", 0) == 0 ? line.substr(2)
+    const auto indent = line.find_first_not_of(' ');
+    const std::string from = indent == std::string::npos ? "" : line.substr(indent);
+    const std::string lead = from.rfind("- **", 0) == 0 ? from.substr(4)
+                             : from.rfind("**", 0) == 0 ? from.substr(2)
                                                         : "";
     const auto close = lead.find("**");
     if (close != std::string::npos && close > 0) {
