@@ -1,8 +1,6 @@
-// vitsim calibrate SCENARIO.xml (or --scenario S) --out calib.json [--force] [--append] [--emit-platform
-// FILE] [--details FILE]
-//                  [--micro-batches 2,4,8] [--sizes 4KiB,1MiB,...] [--device-type NAME[,NAME...]] ...
-// Started by mpirun (one rank per device) for the all-reduce part; one process measures compute alone.
-// Its flags and its imports (no Torch: --from-nccl-tests, --from-torch-profile run in any executable that
+// `vitsim calibrate`: its flags are the CLI11 definitions below (their table in docs/calibrate-validate.md is
+// generated from them). Started by mpirun (one rank per device) for the all-reduce part; one process measures
+// compute alone. Its imports need no Torch (--from-nccl-tests, --from-torch-profile run in any executable that
 // has them); a measurement runs in torch/run_calibrate.cpp (torch/calibrate_command.hpp).
 #include <fmt/format.h>
 
@@ -66,6 +64,65 @@ int run_import(const CalibrateArgs& a, const CLI::App* c) {
   calibrate::import_measurements(expand(f).front(), io);
   return 0;
 }
+
+// The options of `vitsim calibrate`, bound to `a`.
+void add_calibrate_options(CLI::App* c, CalibrateArgs& a) {
+  add_scenario(c, a.scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
+  c->add_option("--set", a.sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
+  c->add_option("--out", a.opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
+  c->add_flag("--force", a.opt.force, "overwrite existing output files");
+  c->add_flag("--append", a.opt.append, "merge into an existing --out, replacing the entries measured again");
+  c->add_option("--emit-platform", a.opt.emit_platform,
+                "also write a SimGrid platform file for the machines measured");
+  c->add_option("--details", a.opt.details,
+                "write every measurement with its mean, median, quartiles, min and max (JSON)");
+  c->add_option(
+       "--micro-batches", a.opt.micro_batches,
+       "micro-batch sizes for compute (default: the scenario's micro-batch halved, as is and doubled)")
+      ->delimiter(',');
+  c->add_option(
+       "--sizes", a.sizes,
+       "all-reduce message sizes with units (default: 4KiB to 64MiB by 4x, plus the scenario's bucket and "
+       "whole gradient)")
+      ->delimiter(',');
+  c->add_option(
+      "--fit-max", a.fit_max,
+      "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
+  c->add_option("--device-type", a.device_types,
+                "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
+      ->delimiter(',');
+  c->add_option("--link-class", a.opt.link_class,
+                "name of the fitted link class (default: intra_node on one host, inter_node across hosts)");
+  c->add_option(
+      "--peak-flops", a.peak_flops,
+      "the device's stated peak (e.g. 8.1Tf), so that its measurements predict another device type by the "
+      "roofline ratio");
+  c->add_option(
+      "--mem-bw", a.mem_bw,
+      "the device's stated memory bandwidth (e.g. 320GBps), for the roofline ratio as --peak-flops");
+  c->add_option("--platform-devices", a.opt.platform_devices,
+                "devices per host in the emitted platform (default: the cores)")
+      ->check(integer(1, 1 << 20));
+  c->add_option("--warmup", a.opt.warmup, "warm-up iterations per measurement (default 3)")
+      ->check(integer(0, 1 << 20));
+  c->add_option("--iters", a.opt.iters, "timed iterations per measurement (default 10)")
+      ->check(integer(3, 100000));
+  c->add_option("--loader-batches", a.opt.loader_batches, "batches per loader pass (default: ~2048 images)")
+      ->check(integer(1, 1 << 24));
+  c->add_flag("--no-op-model", a.no_op_model,
+              "skip the op benchmarks (most of calibrate's time): the file then carries the measured compute "
+              "points only, which predict the calibrated ViT shape but not another");
+  c->add_flag(
+      "--no-step", a.no_step,
+      "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "
+      "adds nothing at the gradient sync beyond the all-reduce");
+  c->add_flag("--quiet,-q", a.quiet, "print nothing but errors");
+  c->add_option("--from-nccl-tests", a.from_nccl_tests,
+                "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
+  c->add_option(
+      "--from-torch-profile", a.from_torch_profile,
+      "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+}
 }  // namespace
 
 void add_calibrate(CLI::App& cli, Action& action) {
@@ -73,54 +130,7 @@ void add_calibrate(CLI::App& cli, Action& action) {
   auto* c = cli.add_subcommand("calibrate",
                                "measure compute, all-reduce, copies and loading on this job's ranks: mpirun "
                                "-np N vitsim calibrate ...");
-  add_scenario(c, a->scenario, "scenario XML: the ViT, dataset, precision and run settings to measure");
-  c->add_option("--set", a->sets, "override a scenario attribute: KEY=VALUE (e.g. run.threads=1)");
-  c->add_option("--out", a->opt.out, "calibration JSON to write (vitsim.calibration/2)")->required();
-  c->add_flag("--force", a->opt.force, "overwrite existing output files");
-  c->add_flag("--append", a->opt.append,
-              "merge into an existing --out, replacing the entries measured again");
-  c->add_option("--emit-platform", a->opt.emit_platform,
-                "also write a SimGrid platform file for the machines measured");
-  c->add_option("--details", a->opt.details, "write every measurement with its spread (JSON)");
-  c->add_option("--micro-batches", a->opt.micro_batches,
-                "micro-batch sizes for compute (default: scenario's /2, x1, x2)")
-      ->delimiter(',');
-  c->add_option("--sizes", a->sizes, "all-reduce message sizes with units (default 4KiB,16KiB,...,64MiB)")
-      ->delimiter(',');
-  c->add_option(
-      "--fit-max", a->fit_max,
-      "largest all-reduce size the latency/bandwidth fit uses (default: the scenario's whole gradient)");
-  c->add_option("--device-type", a->device_types,
-                "device name (a platform's gpu_model): one for all ranks, or one per rank (default cpu)")
-      ->delimiter(',');
-  c->add_option("--link-class", a->opt.link_class,
-                "name of the fitted link class (default intra_node / inter_node)");
-  c->add_option("--peak-flops", a->peak_flops,
-                "the device's stated peak, for cross-device scaling (e.g. 8.1Tf)");
-  c->add_option("--mem-bw", a->mem_bw,
-                "the device's stated memory bandwidth, for cross-device scaling (e.g. 320GBps)");
-  c->add_option("--platform-devices", a->opt.platform_devices,
-                "devices per host in the emitted platform (default: the cores)")
-      ->check(integer(1, 1 << 20));
-  c->add_option("--warmup", a->opt.warmup, "warm-up iterations per measurement (default 3)")
-      ->check(integer(0, 1 << 20));
-  c->add_option("--iters", a->opt.iters, "timed iterations per measurement (default 10)")
-      ->check(integer(3, 100000));
-  c->add_option("--loader-batches", a->opt.loader_batches, "batches per loader pass (default: ~2048 images)")
-      ->check(integer(1, 1 << 24));
-  c->add_flag("--no-op-model", a->no_op_model,
-              "skip the op benchmarks (most of calibrate's time): compute points only, no op model for "
-              "other ViT shapes");
-  c->add_flag(
-      "--no-step", a->no_step,
-      "skip the step phase (the trainer's own steps at each micro-batch): no sync figures, so predict "
-      "adds nothing at the gradient sync beyond the all-reduce");
-  c->add_flag("--quiet,-q", a->quiet, "print nothing but errors");
-  c->add_option("--from-nccl-tests", a->from_nccl_tests,
-                "import an all_reduce_perf log (nccl-tests) as the all-reduce fit, instead of measuring");
-  c->add_option(
-      "--from-torch-profile", a->from_torch_profile,
-      "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+  add_calibrate_options(c, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
       if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) return run_import(*a, c);

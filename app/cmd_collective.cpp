@@ -1,8 +1,7 @@
-// vitsim collective PLATFORM.xml [-b SIZE] [-e SIZE] [-f N | -i SIZE] [-g N] [--nodes N | --hosts A,B]
-//                                [-d TYPE] [-o OP] [-r ROOT] [--func NAME] [--collective NAME]
-//                                [--format table|json] [--out FILE] [-q]
-// nccl-tests' flags where it has them (-b -e -f -i -g -d -o -r, same names and meaning); --func names the
-// collective (nccl-tests picks it by binary: all_reduce_perf), because -o/--op is the reduction op there.
+// `vitsim collective`: its flags are the CLI11 definitions below; their table in docs/collective.md is
+// generated from them. nccl-tests' flags where it has them (-b -e -f -i -g -d -o -r, same names and meaning);
+// --func names the collective (nccl-tests picks it by binary: all_reduce_perf), because -o/--op is the
+// reduction op there.
 #include <fmt/format.h>
 
 #include <memory>
@@ -59,15 +58,21 @@ std::vector<std::string> nccl_version_names() {
 }
 
 void add_flags(CLI::App* c, CollectiveArgs& a) {
-  c->add_option("platform", a.bench.platform, "SimGrid platform file")->required();
+  c->add_option("platform", a.bench.platform,
+                "SimGrid platform file (docs/platforms.md); unlike the other commands, no scenario")
+      ->required();
   const auto size = checked_by([](const std::string& t) { (void)parse_nccl_size(t); }, "SIZE");
-  c->add_option("-b,--minbytes", a.min_bytes, "smallest size, B with K, M or G (binary) (default: 8)")
+  c->add_option(
+       "-b,--minbytes", a.min_bytes,
+       "smallest size, bytes with K, M or G (binary, 8G = 8 x 2^30) (default: 8; nccl-tests' own: 32M)")
       ->check(size);
   c->add_option("-e,--maxbytes", a.max_bytes, "largest size (default: 8G; nccl-tests' own: 32M)")
       ->check(size);
-  c->add_option("-f,--stepfactor", a.step_factor, "multiply the size by this between rows (default: 2)")
+  c->add_option("-f,--stepfactor", a.step_factor,
+                "multiply the size by this between rows (default: 2; nccl-tests' own: 1)")
       ->check(integer(1, 1 << 20));
-  c->add_option("-i,--stepbytes", a.step_bytes, "add this to the size between rows (with -f 1, or alone)")
+  c->add_option("-i,--stepbytes", a.step_bytes,
+                "add this to the size between rows: alone it means -f 1, with -f 2 or more it is an error")
       ->check(size);
   CLI::Option* nodes =
       c->add_option("--nodes", a.bench.nodes, "nodes used, in the platform's order (default: all)")
@@ -76,18 +81,20 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
       ->delimiter(',')
       ->excludes(nodes);
   c->add_option("-g,--ngpus,--gpus-per-node", a.bench.gpus_per_node,
-                "GPUs used on each node (default: every GPU of the first node)")
+                "GPUs used on each node (default: every GPU of the first node; nccl-tests: per process)")
       ->check(integer(1, 1 << 20));
   c->add_option("-d,--datatype", a.bench.type,
                 "nccl-tests' type: " + joined(nccl_type_names()) + " (default: float)")
       ->check(checked_by([](const std::string& t) { (void)nccl_type_bytes(t); }, "TYPE"));
-  c->add_option("-o,--op", a.bench.redop,
-                "reduction op, as nccl-tests' -o: sum, prod, max, min, avg, mulsum (no effect on the time)")
+  c->add_option(
+       "-o,--op", a.bench.redop,
+       "reduction op, as nccl-tests' -o: sum, prod, max, min, avg, mulsum (printed; no effect on the time) "
+       "(default: sum)")
       ->check(checked_by([](const std::string& t) { check_nccl_redop(t); }, "OP"));
   c->add_option("-r,--root", a.bench.root, "broadcast's root rank (default: 0)")->check(integer(0, 1 << 24));
   c->add_option("--func", a.func,
                 "the collective: all_reduce, reduce_scatter, all_gather, alltoall, broadcast (nccl-tests' "
-                "binary; not -o, the reduction op)")
+                "binary; not -o, the reduction op) (default: all_reduce)")
       ->check(checked_by([](const std::string& t) { (void)nccl_test(t); }, "NAME"));
   c->add_option("--collective", a.bench.algorithm,
                 "the algorithm, as the scenario key parallelism.collective: " +
@@ -97,10 +104,14 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
                 "with --collective auto: NCCL's tuner of this version, as the scenario key nccl.version: " +
                     joined(nccl_version_names()) + " (default: the newest)")
       ->check(checked_by([](const std::string& t) { (void)nccl_version(t); }, "VERSION"));
-  c->add_option("--nccl-algo", a.bench.nccl_algo,
-                "with --collective auto: NCCL_ALGO in NCCL's syntax (\"ring\", \"^tree\"), as nccl.algo");
-  c->add_option("--nccl-proto", a.bench.nccl_proto,
-                "with --collective auto: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto");
+  c->add_option(
+      "--nccl-algo", a.bench.nccl_algo,
+      "with --collective auto: NCCL_ALGO in NCCL's syntax (\"ring\", \"^tree\"), as nccl.algo (default: "
+      "NCCL's)");
+  c->add_option(
+      "--nccl-proto", a.bench.nccl_proto,
+      "with --collective auto: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto (default: "
+      "NCCL's)");
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");

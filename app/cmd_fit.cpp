@@ -1,5 +1,4 @@
-// vitsim fit SCENARIO.xml --measured FILE [--free KEY,...] [--out FILE] [--calibration FILE]
-//                         [--set KEY=VALUE]... [--what-if EDIT]... [--format table|json] [--jobs N] [--quiet]
+// `vitsim fit`: its flags are the CLI11 definitions below; their table in docs/fit.md is generated from them.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -49,8 +48,11 @@ void add_fit(CLI::App& cli, Action& action) {
   c->add_option("--calibration", a->opt.predict.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--set", a->sets,
                 "override an attribute: KEY=VALUE (applied before each measured row's keys)");
-  c->add_option("--what-if", a->what_ifs, "a platform edit applied before simulating (repeatable)");
-  c->add_option("--format", a->format, "summary format")->check(CLI::IsMember({"table", "json"}));
+  c->add_option(
+      "--what-if", a->what_ifs,
+      "a platform edit applied before simulating, KIND:TARGET=VALUE (docs/plan.md \"What-ifs\"; repeatable)");
+  c->add_option("--format", a->format, "summary format (default: table)")
+      ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--jobs,-j", a->opt.predict.jobs, "simulations at once (default: the cores)")
       ->check(integer(1, 4096));
   c->add_flag("--quiet,-q", a->quiet, "no progress on stderr");

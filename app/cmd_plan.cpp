@@ -1,10 +1,5 @@
-// vitsim plan SCENARIO.xml [--set KEY=V1,V2,...]... [--what-if EDIT]... [--global-batch N] [--deadline T]
-//                          [--budget X] [--epochs N] [--objective time|cost|throughput|energy] [--format
-//                          table|json|csv]
-//                          [--top K] [--out FILE] [--emit-ds-config FILE] [--jobs N] [--shard I/K] [--quiet]
-//                          [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
-//                          [--interval-top N] [--runs FILE...]
-// vitsim plan --merge SHARD.json... [--format ...] [--out FILE]
+// `vitsim plan`: its flags are the CLI11 definitions below; their table in docs/plan.md is generated from
+// them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -67,7 +62,8 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   add_scenario(c, a.scenario, "scenario XML file whose sweeps (and --set lists) open the space");
   c->add_option("--set", a.sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep it");
   c->add_option("--what-if", a.what_ifs,
-                "a platform edit, e.g. link:tesla3-nic:bandwidth=1.25GBps (repeatable)");
+                "a platform edit, KIND:TARGET=VALUE, e.g. link:tesla3-nic:bandwidth=1.25GBps (docs/plan.md "
+                "\"What-ifs\"; repeatable)");
   c->add_option("--calibration", a.opt.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--global-batch", a.global_batch, "images per optimizer step, fixed (accumulation follows)")
       ->check(integer(1, 1LL << 40));
@@ -82,12 +78,16 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
   c->add_flag("--baseline", a.baseline, "also plan without the what-ifs and compare the top picks");
   c->add_option("--epochs", a.opt.epochs, "epochs to train (default: the scenario's training.epochs)")
       ->check(integer(1, 1 << 20));
-  c->add_option("--objective", a.opt.objective, "what ranks first (energy: kWh of the epochs)")
+  c->add_option("--objective", a.opt.objective,
+                "what ranks first: time, cost, throughput or energy (kWh of the epochs) (default: time)")
       ->check(CLI::IsMember({"time", "cost", "throughput", "energy"}));
-  c->add_option("--price-per-kwh", a.opt.price_per_kwh, "energy price (over the platform's price_per_kwh)")
+  c->add_option("--price-per-kwh", a.opt.price_per_kwh,
+                "price of one kWh for the energy cost (instead of the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
-  c->add_option("--format", a.format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
-  c->add_option("--top", a.top, "feasible rows in the table (0 = all; Pareto points always shown)")
+  c->add_option("--format", a.format, "output format (default: table)")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+  c->add_option("--top", a.top,
+                "feasible rows in the table (default: 20; 0 = all; Pareto points always shown)")
       ->check(integer(0, 1 << 30));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");
   c->add_option("--emit-ds-config", a.emit_ds_config,

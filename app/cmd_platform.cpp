@@ -1,5 +1,5 @@
-// vitsim platform [SPEC.json] [--nodes N --gpus-per-node G --gpu NAME ...] [--out FILE] | --list-gpus |
-// --list-links
+// `vitsim platform`: its flags are the CLI11 definitions below; their table in docs/platforms.md is generated
+// from them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -257,7 +257,9 @@ void add_platform_options(CLI::App* c, const std::shared_ptr<PlatformArgs>& a) {
   c->add_option("--nic-transport", a->nic_transport,
                 "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
   c->add_option("--nic-lat", a->nic_lat, "NIC + cable + switch latency per end (default 5us)");
-  c->add_flag("--rail-optimised", a->rail_optimised, "the NICs are rails (recorded; see README)");
+  c->add_flag(
+      "--rail-optimised", a->rail_optimised,
+      "each NIC a rail of its own: one link per NIC, GPU k of G on NIC k x N / G (the flat-star layout)");
   c->add_option("--topology", a->topology, "star (non-blocking, default), fat-tree, torus or dragonfly");
   c->add_option("--oversubscription", a->oversubscription,
                 "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
@@ -282,11 +284,12 @@ void add_platform_options(CLI::App* c, const std::shared_ptr<PlatformArgs>& a) {
   c->add_option("--price-per-gpu-hour", a->price, "price of one GPU-hour (vitsim plan --objective cost)");
   c->add_option("--price-per-kwh", a->price_kwh,
                 "price of one kWh of energy (energy cost per epoch in reports and plans)");
-  c->add_option("--layout", a->layout,
-                "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node "
-                "(routes listed; "
-                "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; README "
-                "'Platform files')");
+  c->add_option(
+      "--layout", a->layout,
+      "auto (default: flat-star above 64 nodes or with rail-optimised NICs), cluster-per-node "
+      "(routes listed; "
+      "SimGrid loads it alone), flat-star (routes computed by vitsim: linear in GPUs; docs/platforms.md "
+      "\"Layouts\")");
   c->add_flag("--list-gpus", a->list_gpus, "print the GPU catalogue and exit");
   c->add_flag("--list-links", a->list_links, "print the interconnect catalogue and exit");
 }
@@ -377,7 +380,7 @@ void add_platform(CLI::App& cli, Action& action) {
   CLI::App* c = cli.add_subcommand("platform",
                                    "write a SimGrid platform file for a GPU cluster, from flags or a JSON "
                                    "spec, with GPUs and links from the "
-                                   "built-in catalogue (README 'Platform files')");
+                                   "built-in catalogue (docs/platforms.md)");
   c->footer(
       "Examples:\n"
       "  vitsim platform --list-gpus\n"

@@ -1,5 +1,5 @@
-// vitsim plot REPORT.json [REPORT.json...] --out FILE.svg|.png|.pdf [--kind auto|scaling|batch]
-//             [--measured MEASURED.json] [--gnuplot PROGRAM]
+// `vitsim plot`: its flags are the CLI11 definitions below; their table in docs/study.md is generated from
+// them.
 #include <fmt/format.h>
 
 #include <memory>
@@ -39,7 +39,7 @@ void add_plot(CLI::App& cli, Action& action) {
   c->add_option(
        "--kind", args->kind,
        "scaling, batch, or auto (x axis: whichever of micro-batch and GPU count has more values); for a plan "
-       "from `vitsim plan --format json`: nodes, pareto, memory, or auto")
+       "from `vitsim plan --format json`: nodes, pareto, memory, or auto (default: auto)")
       ->check(CLI::IsMember(plot::plot_kind_names()));
   c->add_option("--gnuplot", args->gnuplot, "the gnuplot program (default: gnuplot on PATH)");
   c->add_option("--measured", args->measured,

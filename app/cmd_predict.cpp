@@ -1,7 +1,5 @@
-// vitsim predict SCENARIO.xml [--calibration FILE] [--set KEY=VALUE]... [--format table|json|csv]
-//                             [--out FILE] [--trace FILE [--trace-ranks LIST]] [--jobs N] [--epochs N]
-//                             [--interval] [--samples N] [--interval-seed N] [--p-low P] [--p-high P]
-//                             [--runs FILE...]
+// `vitsim predict`: its flags are the CLI11 definitions below; their table in docs/predict.md is generated
+// from them.
 #include <fmt/format.h>
 
 #include <memory>
@@ -39,9 +37,11 @@ void add_predict(CLI::App& cli, Action& action) {
   add_scenario(c, args->scenario);
   c->add_option("--calibration", args->opt.calibration, "calibration JSON from `vitsim calibrate`");
   c->add_option("--set", args->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
-  c->add_option("--what-if", args->what_ifs,
-                "a platform edit applied before simulating (README, What-ifs; repeatable)");
-  c->add_option("--format", args->format, "output format")->check(CLI::IsMember({"table", "json", "csv"}));
+  c->add_option(
+      "--what-if", args->what_ifs,
+      "a platform edit applied before simulating, KIND:TARGET=VALUE (docs/plan.md \"What-ifs\"; repeatable)");
+  c->add_option("--format", args->format, "output format (default: table)")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
   c->add_option("--out", args->out, "write the output to this file instead of stdout");
   c->add_option("--trace", args->opt.trace_path,
                 "write a Chrome trace (Perfetto, chrome://tracing) to this file");
@@ -49,7 +49,7 @@ void add_predict(CLI::App& cli, Action& action) {
   c->add_option("--jobs,-j", args->opt.jobs, "points simulated at once (default: the cores)")
       ->check(integer(1, 4096));
   c->add_option("--price-per-kwh", args->opt.price_per_kwh,
-                "energy price (over the platform's price_per_kwh)")
+                "price of one kWh for the energy cost (instead of the platform's price_per_kwh)")
       ->check(number(units::non_negative()));
   c->add_option("--epochs", args->opt.epochs,
                 "epochs of the closing summary's whole run (default: the scenario's training.epochs)")

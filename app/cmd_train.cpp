@@ -1,6 +1,6 @@
-// `vitsim train`: runs a scenario for real, one process per device, started by mpirun (or srun). Its flags;
-// what runs is run_train (torch/train_command.hpp: torch/run_train.cpp, or torch/exec.cpp in the full build's
-// vitsim).
+// `vitsim train`: runs a scenario for real, one process per device, started by mpirun (or srun). Its flags
+// are the CLI11 definitions below (their table in docs/trainer.md is generated from them); what runs is
+// run_train (torch/train_command.hpp: torch/run_train.cpp, or torch/exec.cpp in the full build's vitsim).
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
-// vitsim validate SCENARIO.xml [--calibration FILE] (--measured REPORT.json | --run) [--set K=V]...
-//                              [--format table|json] [--out FILE] [--tolerance X] [--mpirun-arg A]...
+// `vitsim validate`: its flags are the CLI11 definitions below; their table in docs/calibrate-validate.md is
+// generated from them.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -82,7 +82,8 @@ void add_validate(CLI::App& cli, Action& action) {
   auto* r = c->add_flag("--run", a->run, "run `mpirun ... vitsim train` on every point now");
   m->excludes(r);
   c->add_option("--set", a->sets, "override an attribute: KEY=VALUE, or KEY=V1,V2,... to sweep");
-  c->add_option("--format", a->format, "output format")->check(CLI::IsMember({"table", "json"}));
+  c->add_option("--format", a->format, "output format (default: table)")
+      ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a->out, "write the comparison to this file instead of stdout");
   c->add_option("--tolerance", a->tolerance,
                 "step-time MAPE allowed (default: the scenario's validation.tolerance)")

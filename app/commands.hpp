@@ -79,6 +79,12 @@ inline constexpr const char* kRebuildWithTorch =
 // (app/torch/exec.cpp): $VITSIM_TORCH_EXE when set (tests put a stand-in there), else `vitsim-torch` in the
 // folder of /proc/self/exe. Empty when that is not an executable file; `why` then names what was looked for.
 std::string torch_executable(std::string* why = nullptr);
+// The hidden top-level flag `--usage-json`: prints every subcommand's options as CLI11 holds them (names,
+// value type, default, description) as JSON on standard output and exits 0. The one source of the flags
+// tables of docs/ (tests/cli/test_usage_docs.cpp renders them); called by every executable that defines
+// subcommands, after adding them. A subcommand that takes any arguments unread (prefix_command: a stand-in
+// or a command run by another executable) is listed with "flags_here": false and no options.
+void add_usage_json(CLI::App& cli);
 
 void add_predict(CLI::App& cli, Action& action);
 void add_validate(CLI::App& cli, Action& action);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "vitsim/core/base/suggest.hpp"
@@ -108,6 +109,53 @@ void write_output(const std::string& out, const std::string& text) {
     print_stdout(text);
   else
     write_file_atomic(out, text);
+}
+
+namespace {
+nlohmann::json option_json(const CLI::Option* o) {
+  nlohmann::json j;
+  const bool positional = !o->nonpositional();
+  std::vector<std::string> names;
+  if (positional) names.push_back(o->get_name(true, false));
+  for (const auto& n : o->get_lnames()) names.push_back("--" + n);
+  for (const auto& n : o->get_snames()) names.push_back("-" + n);
+  j["names"] = names;
+  j["positional"] = positional;
+  // A flag takes no value; an option its CLI11 type name ("TEXT", "INT", with its checks' names).
+  j["value"] = o->get_type_size() == 0 ? "" : o->get_type_name();
+  j["repeatable"] = o->get_expected_max() >= CLI::detail::expected_max_vector_size;
+  j["required"] = o->get_required();
+  j["default"] = o->get_default_str();
+  j["description"] = o->get_description();
+  return j;
+}
+
+nlohmann::json usage_json(const CLI::App& cli) {
+  nlohmann::json commands = nlohmann::json::array();
+  for (const CLI::App* sub : cli.get_subcommands([](const CLI::App*) { return true; })) {
+    nlohmann::json c;
+    c["name"] = sub->get_name();
+    c["description"] = sub->get_description();
+    c["flags_here"] = !sub->get_prefix_command();
+    c["options"] = nlohmann::json::array();
+    if (!sub->get_prefix_command())
+      for (const CLI::Option* o : sub->get_options())
+        if (o != sub->get_help_ptr()) c["options"].push_back(option_json(o));
+    commands.push_back(c);
+  }
+  return nlohmann::json{{"commands", commands}};
+}
+}  // namespace
+
+void add_usage_json(CLI::App& cli) {
+  cli.add_flag_callback(
+         "--usage-json",
+         [&cli] {
+           print_stdout(usage_json(cli).dump(1) + "\n");
+           throw CLI::Success();
+         },
+         "every command's options as JSON (the flags tables of docs/)")
+      ->group("");  // hidden from --help
 }
 
 int some_points_failed(const std::string& command, size_t failed, size_t total, const std::string& first,

@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
   cli.set_version_flag("--version",
                        fmt::format("vitsim {}", vitsim::vitsim_version()));  // CMake's project(VERSION)
+  vitsim::app::add_usage_json(cli);  // hidden: the flags tables of docs/ (app/commands.hpp)
   vitsim::app::Action action;
 #if defined(VITSIM_TRAINER_ONLY)
   // The trainer-only build (cmake -DVITSIM_TRAINER_ONLY=ON): no simulator, no calibration.

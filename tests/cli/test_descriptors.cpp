@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "markdown.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -408,42 +409,8 @@ std::vector<std::string> pages() {
   return out;
 }
 
-// The lines of a Markdown page outside fenced code blocks.
-std::vector<std::string> prose_lines(const std::string& md) {
-  std::vector<std::string> out;
-  std::istringstream in(md);
-  bool code = false;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("```", 0) == 0) {
-      code = !code;
-      continue;
-    }
-    if (!code) out.push_back(line);
-  }
-  return out;
-}
-
-// GitHub's anchor of a heading: lower case, punctuation dropped, each space a '-'.
-std::string anchor_of(const std::string& heading) {
-  std::string out;
-  for (unsigned char c : heading) {
-    if (std::isalnum(c) || c == '-' || c == '_')
-      out += static_cast<char>(std::tolower(c));
-    else if (c == ' ')
-      out += '-';
-  }
-  return out;
-}
-
-std::set<std::string> anchors(const std::string& md) {
-  std::set<std::string> out;
-  for (const auto& line : prose_lines(md)) {
-    const auto text = line.find_first_not_of('#');
-    if (text == 0 || text == std::string::npos || text > 6 || line[text] != ' ') continue;
-    out.insert(anchor_of(line.substr(text + 1)));
-  }
-  return out;
-}
+using vt::md::anchors;
+using vt::md::prose_lines;
 
 }  // namespace
 

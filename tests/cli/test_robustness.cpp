@@ -487,8 +487,8 @@ std::vector<BadInput> cases() {
          "speed=\"1Gf\"/></zone></platform>"},
         {"s.xml", scenario()}},
        S + " --set cluster.platform=q.xml",
-       "vitsim: error: q.xml:1: no GPU hosts: give hosts or clusters a gpu_model property (README, Platform "
-       "files)"},
+       "vitsim: error: q.xml:1: no GPU hosts: give hosts or clusters a gpu_model property "
+       "(docs/platform-properties.md \"GPU properties\")"},
       {"platform",
        "a GPU figure without its unit",
        {{"q.xml",

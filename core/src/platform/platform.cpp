@@ -241,7 +241,8 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
                              .empty();
   if (facts.nodes.empty())
     throw Error(c.at(root),
-                "no GPU hosts: give hosts or clusters a gpu_model property (README, Platform files)");
+                "no GPU hosts: give hosts or clusters a gpu_model property (docs/platform-properties.md "
+                "\"GPU properties\")");
   return facts;
 }
 

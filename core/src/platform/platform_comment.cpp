@@ -97,7 +97,7 @@ std::string network_bullets(const PlatformSpec& spec, Layout layout) {
               "rails)"));
     if (!first.nic.transport.empty())
       c += bullet(fmt::format(
-          "transport {}: README 'Platform files' (link transports) and docs/sources.md give each setting's "
+          "transport {}: docs/platforms.md \"Link transports\" and docs/sources.md give each setting's "
           "source",
           normalise_name(first.nic.transport) == "roce" ? "roce (written as ib: RoCE v2 runs NCCL's verbs)"
                                                         : first.nic.transport));

@@ -102,10 +102,11 @@ void rank_plan(PlanResult& plan) {
     p.energy_kwh = p.result.energy.known() ? p.result.energy.epoch_kwh * plan.epochs : 0;
     p.energy_cost = p.energy_kwh * plan.price_per_kwh;
     if (plan.objective == "energy" && !p.result.energy.known())
-      throw Error(fmt::format(
-          "plan --objective energy: point {} ({}) has no energy figures: its platform states no "
-          "gpu_power_busy/gpu_power_idle (vitsim platform writes them; README \"Energy and cost per epoch\")",
-          p.index, settings_text(p)));
+      throw Error(
+          fmt::format("plan --objective energy: point {} ({}) has no energy figures: its platform states no "
+                      "gpu_power_busy/gpu_power_idle (vitsim platform writes them; docs/model.md \"Energy "
+                      "and cost per epoch\")",
+                      p.index, settings_text(p)));
     if (c.must_fit && !p.result.fits_in_memory)
       p.excluded =
           fmt::format("memory: needs {} per GPU", units::format_bytes(p.result.memory_per_gpu_bytes));

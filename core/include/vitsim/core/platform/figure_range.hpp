@@ -11,7 +11,7 @@
 // integer), its value `LOW..HIGH; WHY`: both ends in the row's unit and within the row's range, LOW <= HIGH,
 // the figure in effect where the range is stated (its own prop, an enclosing one, or the row's constant
 // default) within [LOW, HIGH], and WHY not empty (a datasheet, a public spread, "ASSUMPTION: ...", a
-// measurement's repeats). docs/platform-properties.md "Ranges" is the user's page.
+// measurement's repeats). docs/platform-properties.md "Ranges of the figures" is the user's page.
 #include <string>
 #include <string_view>
 #include <utility>

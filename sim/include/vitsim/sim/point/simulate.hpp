@@ -73,7 +73,8 @@ SteadyState steady_state(const std::vector<double>& step_s, int period, double l
 // What simulating `s` is estimated to need in memory (bytes), before the engine starts: the actors'
 // stacks and state per rank, the platform's hosts, the loader's and the statistics' records per step.
 // simulate_point refuses a point above simulation.max_memory (default: half the machine's memory).
-// Measured (peak RSS of vitsim predict, docs/benchmarks.md "flat-star platforms"): see the constants.
+// Measured (peak RSS of vitsim predict, docs/benchmarks.md "vitsim predict on flat-star platforms: cost
+// against GPU count up to 131,072 GPUs"): see the constants.
 inline constexpr double kSimBytesPerRank =
     48 * 1024.0;  // actors' touched stacks, mailboxes, rank state, report
 inline constexpr double kSimBytesPerHost = 6 * 1024.0;  // a platform host: its links and routes
