@@ -42,7 +42,8 @@ std::string doc(const std::string& rel) {
 }
 
 // The executables that define commands: vitsim, and beside it vitsim-torch where the build has one (the
-// commands that need LibTorch, started by vitsim). Each answers --usage-json with its own commands.
+// commands that need LibTorch, which vitsim parses and then execs it for). Each answers --usage-json with its
+// own commands.
 std::vector<std::string> executables() {
   std::vector<std::string> out{VITSIM_BINARY};
   const fs::path torch = fs::path(VITSIM_BINARY).parent_path() / "vitsim-torch";
@@ -67,8 +68,10 @@ const Commands& commands() {
         const std::string name = cmd.at("name");
         if (exe == VITSIM_BINARY) c.listed.insert(name);
         if (!cmd.at("flags_here").get<bool>()) continue;
-        INFO(name);
-        CHECK(c.defined.count(name) == 0);  // one executable defines a command's flags
+        INFO(name << " in " << exe);
+        // vitsim parses train's and calibrate's flags and execs vitsim-torch, which parses them again from
+        // the same CLI11 definitions (app/cmd_train.cpp, cmd_calibrate.cpp): both must list the same options.
+        if (c.defined.count(name)) CHECK(c.defined[name] == cmd.at("options"));
         c.defined[name] = cmd.at("options");
       }
     }
