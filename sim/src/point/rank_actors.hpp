@@ -7,12 +7,9 @@
 // communication stream after the layer holding its last tensor at once when overlap is on, after backward
 // when it is off.
 #include "point/rank_state.hpp"
+#include "vitsim/sim/engine/engine.hpp"
 
 namespace vitsim::sim {
-
-// Each actor's stack (SimGrid contexts/stack-size, KiB). Measured: every shipped scenario runs in 8 KiB
-// stacks with a guard page (where an overflow faults); 128 KiB leaves a margin of 16.
-inline constexpr int kActorStackKiB = 128;
 
 // One actor per rank for its compute stream, one more for its communication stream when it has one.
 // Their stacks come from mmap (allocate_actor_stacks_lazily): only the pages an actor touches are resident.
