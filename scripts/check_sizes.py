@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Room sizes (issue 24): no production source file over MAX_FILE lines, no function over MAX_FUNC lines.
+"""Room sizes (issue 24): no production source file over MAX_FILE lines, no function over MAX_FUNC lines; a
+warning (issue 35) for a file over WARN_FILE lines, near the cap: split it by concern before a feature must.
 
 Production sources: the C++ files of core/, sim/, real/, calibrate/, validate/, plot/ and app/ (tests, fuzz
 harnesses and benchmarks are not counted). A function is a brace block opened at namespace or class scope
 after a parameter list `)` (qualifiers such as const, noexcept, override, or a trailing return type may follow);
 its length is from the line of its opening brace to the line of its closing brace. Lambdas and blocks inside a
-function count toward that function. Prints each offender as FILE:LINE; exit 1 if any.
-  python3 scripts/check_sizes.py [--max-file N] [--max-func N] [--top K]
+function count toward that function. Prints each offender as FILE:LINE; exit 1 if any. Prints each file over
+WARN_FILE lines as "FILE: N lines (warning: ...)"; warnings alone exit 0.
+  python3 scripts/check_sizes.py [--max-file N] [--warn-file N] [--max-func N] [--top K]
 """
 import argparse
 import os
@@ -98,6 +100,7 @@ def functions(code):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-file", type=int, default=600)
+    ap.add_argument("--warn-file", type=int, default=500)
     ap.add_argument("--max-func", type=int, default=120)
     ap.add_argument("--top", type=int, default=0, help="also list the K largest files and functions")
     a = ap.parse_args()
@@ -119,6 +122,8 @@ def main():
         if n > a.max_file:
             print(f"{rel}: {n} lines (limit {a.max_file})")
             bad += 1
+        elif n > a.warn_file:
+            print(f"{rel}: {n} lines (warning: over {a.warn_file}; the limit is {a.max_file}: split it by concern)")
     for n, where in sorted(funcs, reverse=True):
         if n > a.max_func:
             print(f"{where}: a function of {n} lines (limit {a.max_func})")

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -22,7 +21,6 @@ extern char** environ;
 
 namespace vitsim::validate {
 namespace fs = std::filesystem;
-using json = nlohmann::json;
 
 namespace {
 
@@ -142,26 +140,7 @@ std::string to_table(const Validation& v) {
 }
 
 std::string to_json(const Validation& v) {
-  json j = json_file_head("vitsim.validation/2", "validation");
-  j["scenario"] = v.scenario;
-  j["scenario_id"] = v.scenario_id;
-  j["tolerance"] = v.tolerance;
-  j["pass"] = v.pass;
-  j["mape"] = v.mape;
-  j["noise"] = v.noise;
-  j["diagnosis"] = json::array();
-  for (const auto& c : v.causes) j["diagnosis"].push_back({{"kind", c.kind}, {"text", c.text}});
-  j["points"] = json::array();
-  for (const auto& p : v.points) {
-    json pj{{"params", p.params}, {"metrics", json::array()}};
-    for (const auto& e : p.metrics)
-      pj["metrics"].push_back({{"metric", e.metric},
-                               {"predicted", e.predicted},
-                               {"measured", e.measured},
-                               {"rel_error", e.scored ? json(e.rel_error) : json(nullptr)}});
-    j["points"].push_back(pj);
-  }
-  return j.dump(2) + "\n";
+  return validation_to_json(v);
 }
 
 Report run_measured(const ScenarioFile& file, const std::vector<Scenario>& points, const RunOptions& opt) {

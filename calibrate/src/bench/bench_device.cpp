@@ -10,6 +10,7 @@
 #include "harness/torch_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/system.hpp"
+#include "vitsim/real/device.hpp"
 #include "vitsim/real/train.hpp"
 
 namespace vitsim::calibrate {
@@ -20,31 +21,21 @@ std::string torch_version() {
 
 DeviceInfo open_device(const Scenario& s, int local_rank, int local_size) {
   DeviceInfo info;
-  std::string name = s.run.device;
-  if (name == "auto") name = torch::cuda::is_available() ? "cuda" : "cpu";
-  if (name == "cuda" && !torch::cuda::is_available())
-    throw Error(
-        "run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via "
-        "Torch_DIR)");
-  if (s.training.precision == Precision::FP16 && name != "cuda")
-    throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
-  info.device = name == "cuda" ? fmt::format("cuda:{}", local_rank % torch::cuda::device_count()) : "cpu";
+  const real::RankDevice device = real::choose_device(s, local_rank);
+  info.device = device.name();
   info.name = "cpu";
   // Threads as the trainer sets them: ranks x threads never exceeds the cores
   // (docs/sources.md "Software and machine facts", threads per rank).
   const real::ThreadPlan plan = real::plan_threads(s.run.threads, local_size);
   info.threads = plan.threads;
   if (!plan.warning.empty()) fmt::print(stderr, "vitsim calibrate: warning: {}\n", plan.warning);
-  torch::set_num_threads(info.threads);
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(info.threads);
-  if (name == "cuda") {
+  real::set_threads(info.threads);
+  if (device.cuda) {
     // The multiprocessor count (cudaDevAttrMultiProcessorCount = 16) from the CUDA runtime LibTorch loaded.
     using AttrFn = int (*)(int*, int, int);
     if (auto fn = reinterpret_cast<AttrFn>(dlsym(RTLD_DEFAULT, "cudaDeviceGetAttribute"))) {
       int v = 0;
-      if (fn(&v, 16, local_rank % static_cast<int>(torch::cuda::device_count())) == 0 && v > 0)
-        info.sm_count = v;
+      if (fn(&v, 16, device.index) == 0 && v > 0) info.sm_count = v;
     }
   }
   return info;

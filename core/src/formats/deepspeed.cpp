@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "base/json_reader.hpp"
 #include "formats/deepspeed_check.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/units.hpp"
 
 namespace vitsim {

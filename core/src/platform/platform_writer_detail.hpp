@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
@@ -101,9 +101,9 @@ inline std::string gbps_text(double bytes_per_s) {
   return fmt::format("{:g}GBps", bytes_per_s / 1e9);
 }
 
-// The JSON of the catalogue and of spec files, read through core's one field reader (base/json_reader.hpp):
-// one-line errors naming the file and the dotted path ("spec.json: nodes[0].gpus: expected an integer, found
-// a string ("8")").
+// The JSON of the catalogue and of spec files, read through core's one field reader
+// (vitsim/core/base/json_reader.hpp): one-line errors naming the file and the dotted path ("spec.json:
+// nodes[0].gpus: expected an integer, found a string ("8")").
 using OField = detail::BasicJsonField<ojson>;
 struct Json {
   const std::string& file;

@@ -8,8 +8,8 @@
 #include <map>
 #include <string_view>
 
-#include "base/json_reader.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -236,37 +236,6 @@ bool is_validation(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   return !j.is_discarded() && j.is_object() && j.contains("schema") && j["schema"].is_string() &&
          j["schema"].get<std::string>().rfind("vitsim.validation/", 0) == 0;
-}
-
-std::vector<ValidatedTime> read_validated_times(const std::string& path, const std::string& text) {
-  const nlohmann::json j = detail::parse_json<nlohmann::json>(text, path);
-  if (!j.contains("points") || !j["points"].is_array() || j["points"].empty())
-    throw Error(fmt::format("{}: /points: the validation has no points", path));
-  std::vector<ValidatedTime> out;
-  for (size_t i = 0; i < j["points"].size(); ++i) {
-    const auto& p = j["points"][i];
-    const std::string at = fmt::format("{}: /points/{}", path, i);
-    if (!p.is_object() || !p.contains("metrics") || !p["metrics"].is_array())
-      throw Error(at + ": no metrics (a validation's point lists them)");
-    const auto& ms = p["metrics"];
-    const auto it = std::find_if(ms.begin(), ms.end(), [](const auto& m) {
-      return m.is_object() && m.contains("metric") && m["metric"] == "step_time";
-    });
-    if (it == ms.end()) throw Error(at + "/metrics: no step_time metric");
-    const std::string mat = fmt::format("{}/metrics/{}", at, it - ms.begin());
-    ValidatedTime v;
-    v.where = at;
-    const nlohmann::json& metric = *it;
-    for (const auto& [key, into] :
-         {std::pair{"predicted", &v.predicted}, std::pair{"measured", &v.measured}}) {
-      const double t = metric.contains(key) && metric[key].is_number() ? static_cast<double>(metric[key]) : 0;
-      if (!(t > 0 && std::isfinite(t)))
-        throw Error(fmt::format("{}/{}: not a positive step time in seconds", mat, key));
-      *into = t;
-    }
-    out.push_back(v);
-  }
-  return out;
 }
 
 }  // namespace vitsim

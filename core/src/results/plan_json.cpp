@@ -1,5 +1,6 @@
-// The plan's JSON ("vitsim.plan/2"): one mapping per struct (core/src/base/json_reader.hpp) that plan_to_json
-// writes and plan_from_json reads back, with the checks of a plan fed back in (plan --merge, plot).
+// The plan's JSON ("vitsim.plan/2"): one mapping per struct (vitsim/core/base/json_reader.hpp) that
+// plan_to_json writes and plan_from_json reads back, with the checks of a plan fed back in (plan --merge,
+// plot).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/results/plan.hpp"
 

@@ -1,4 +1,4 @@
-// The report's JSON ("vitsim.report/2"): one mapping per struct (core/src/base/json_reader.hpp) that
+// The report's JSON ("vitsim.report/2"): one mapping per struct (vitsim/core/base/json_reader.hpp) that
 // report_to_json writes and report_from_json reads back, with the checks of a report fed back in
 // (docs/reports.md).
 #include <fmt/format.h>
@@ -8,8 +8,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "base/json_reader.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/model/epoch.hpp"
 #include "vitsim/core/results/report.hpp"
@@ -21,7 +21,7 @@ namespace {
 using detail::JsonField, detail::JsonIn, detail::JsonOut, detail::MappedAs, detail::non_negative,
     detail::within;
 
-// The JSON mapping of each struct of a report (core/src/base/json_reader.hpp): its writer and its reader.
+// The JSON mapping of each struct of a report (vitsim/core/base/json_reader.hpp): its writer and its reader.
 
 // A step's statistics: finite, a step takes time, the median is not above the 95th percentile.
 const auto kStatsFields = [](auto& io, auto& s) {

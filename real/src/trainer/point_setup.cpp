@@ -10,22 +10,31 @@
 
 #include "trainer/point_trainer.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/real/device.hpp"
 #include "vitsim/real/gather.hpp"
 
 namespace vitsim::real {
 
-namespace {
+RankDevice choose_device(const Scenario& s, int local_rank) {
+  std::string name = s.run.device;
+  if (name == "auto") name = torch::cuda::is_available() ? "cuda" : "cpu";
+  if (name == "cuda" && !torch::cuda::is_available())
+    throw Error(
+        "run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via "
+        "Torch_DIR)");
+  if (s.training.precision == Precision::FP16 && name != "cuda")
+    throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
+  if (name != "cuda") return {};
+  return {true, static_cast<int>(local_rank % torch::cuda::device_count())};
+}
 
-// ---- threads ----
-
-// torch's intra-op threads times OpenBLAS's own threads must not exceed the cores
-// (docs/sources.md "Software and machine facts", threads per rank).
-// OpenBLAS is reached through Debian's alternatives, so its setter is looked up, not linked.
 void set_threads(int threads) {
   torch::set_num_threads(threads);
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
 }
+
+namespace {
 
 void set_flat_params(const std::vector<torch::Tensor>& params, const std::vector<float>& v) {
   torch::NoGradGuard ng;
@@ -39,22 +48,9 @@ void set_flat_params(const std::vector<torch::Tensor>& params, const std::vector
 
 // ---- set-up checks ----
 
-// run.device resolved ("auto": CUDA when this LibTorch has a device); rank r takes local GPU r mod count.
-torch::Device choose_device(const Scenario& s, const World& world) {
-  std::string name = s.run.device;
-  if (name == "auto") name = torch::cuda::is_available() ? "cuda" : "cpu";
-  if (name == "cuda" && !torch::cuda::is_available())
-    throw Error(
-        "run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA LibTorch via "
-        "Torch_DIR)");
-  if (name == "cuda") return torch::Device(torch::kCUDA, world.local_rank() % torch::cuda::device_count());
-  return torch::Device(torch::kCPU);
-}
-
-// What the real trainer implements: data parallelism, ZeRO stage 0, fp32 gradient all-reduce, fp16 on CUDA.
-void check_supported(const Scenario& s, const torch::Device& device) {
-  if (s.training.precision == Precision::FP16 && !device.is_cuda())
-    throw Error("training.precision fp16 needs run.device cuda (LibTorch's CPU autocast runs bf16 only)");
+// What the real trainer implements: data parallelism, ZeRO stage 0, fp32 gradient all-reduce (and fp16 on
+// CUDA only: choose_device).
+void check_supported(const Scenario& s) {
   if (s.parallel.zero != 0)
     throw Error(
         fmt::format("parallelism.zero {}: the real trainer implements stage 0 (replicated optimizer state, "
@@ -131,8 +127,9 @@ PointTrainer::PointTrainer(const Scenario& s, World& world, const TrainOptions& 
 
 // Device, the supported configuration, threads and the collectives' timeout.
 void PointTrainer::set_up_device() {
-  device_ = choose_device(s_, world_);
-  check_supported(s_, device_);
+  const RankDevice d = choose_device(s_, world_.local_rank());
+  device_ = d.cuda ? torch::Device(torch::kCUDA, d.index) : torch::Device(torch::kCPU);
+  check_supported(s_);
   thread_plan_ = plan_threads(s_.run.threads, world_.local_size());
   set_threads(thread_plan_.threads);
   if (!thread_plan_.warning.empty() && world_.local_rank() == 0)

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "fit/fit_detail.hpp"
+#include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/system.hpp"
 #include "vitsim/core/base/units.hpp"
@@ -181,52 +183,76 @@ std::string fit_to_table(const FitResult& r) {
   return out;
 }
 
+namespace {
+using detail::JsonOut, detail::non_negative, detail::finite;
+
+// The JSON mapping of each struct of a fit (vitsim/core/base/json_reader.hpp), written by fit_to_json (no
+// vitsim command reads a fit back). A figure that is not known (NaN, or < 0 where it means none) is null;
+// a swing is written as a factor less one (expm1 of the log-time swing).
+const auto kFittedFigureFields = [](auto& io, auto& f) {
+  io.string("figure", f.figure.key);
+  io.put("where", f.figure.where());
+  io.string("range", f.figure.text);
+  io.number("stated", f.stated, finite());
+  io.number("value", f.value, finite());
+  if (io.non_null("sigma_low", !std::isnan(f.sigma_low))) io.number("sigma_low", f.sigma_low, finite());
+  if (io.non_null("sigma_high", !std::isnan(f.sigma_high))) io.number("sigma_high", f.sigma_high, finite());
+  io.number("range_low", f.range_low, finite());
+  io.number("range_high", f.range_high, finite());
+  io.string("at_bound", f.at_bound);
+  io.put("swing", std::expm1(f.swing));
+};
+
+const auto kFitPointFields = [](auto& io, auto& p) {
+  io.string("where", p.where);
+  io.string_map("params", p.params);
+  io.number("measured_s", p.measured_s, non_negative("a time"));
+  io.number("stated_s", p.stated_s, non_negative("a time"));
+  io.number("fitted_s", p.fitted_s, non_negative("a time"));
+  io.put("residual", p.residual());
+  if (io.non_null("left_out_s", p.left_out_s >= 0))
+    io.number("left_out_s", p.left_out_s, non_negative("a time"));
+  if (io.non_null("left_out_error", p.left_out_s >= 0)) io.put("left_out_error", p.left_out_error());
+};
+
+// A ranged figure left at its value, with its swing (< 0: none).
+struct LeftAtValue {
+  const RangedFigure* figure = nullptr;
+  double swing = -1;
+};
+const auto kLeftAtValueFields = [](auto& io, auto& l) {
+  io.put("figure", l.figure->key);
+  io.put("where", l.figure->where());
+  if (io.non_null("swing", !(l.swing < 0))) io.put("swing", std::expm1(l.swing));
+};
+
+const auto kFitFields = [](auto& io, auto& r) {
+  io.string("scenario", r.scenario);
+  io.string("platform", r.platform);
+  io.string("measured", r.measured);
+  io.string("metric", r.metric);
+  io.string("written", r.written);
+  io.list("figures", r.figures, kFittedFigureFields);
+  io.list("points", r.points, kFitPointFields);
+  std::vector<LeftAtValue> left;
+  for (size_t q = 0; q < r.not_free.size(); ++q) left.push_back({&r.not_free[q], r.not_free_swing[q]});
+  io.list("left_at_values", left, kLeftAtValueFields);
+  io.number("rms_stated", r.rms_stated, finite());
+  io.number("rms_fitted", r.rms_fitted, finite());
+  if (io.non_null("rms_left_out", !(r.rms_left_out < 0))) io.number("rms_left_out", r.rms_left_out, finite());
+  if (io.non_null("sigma_log", !(r.sigma_log < 0))) io.number("sigma_log", r.sigma_log, finite());
+  io.integer("iterations", r.iterations, 0, 1 << 30);
+  io.boolean("converged", r.converged);
+  io.integer("simulations", r.simulations, 0, std::numeric_limits<long long>::max());
+  io.number("wall_s", r.wall_s, non_negative("a time"));
+  io.strings("notes", r.notes);
+};
+}  // namespace
+
 std::string fit_to_json(const FitResult& r) {
   json j = json_file_head("vitsim.fit/1", "fit");
-  j["scenario"] = r.scenario;
-  j["platform"] = r.platform;
-  j["measured"] = r.measured;
-  j["metric"] = r.metric;
-  j["written"] = r.written;
-  auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-  j["figures"] = json::array();
-  for (const FittedFigure& f : r.figures)
-    j["figures"].push_back({{"figure", f.figure.key},
-                            {"where", f.figure.where()},
-                            {"range", f.figure.text},
-                            {"stated", f.stated},
-                            {"value", f.value},
-                            {"sigma_low", num(f.sigma_low)},
-                            {"sigma_high", num(f.sigma_high)},
-                            {"range_low", f.range_low},
-                            {"range_high", f.range_high},
-                            {"at_bound", f.at_bound},
-                            {"swing", std::expm1(f.swing)}});
-  j["points"] = json::array();
-  for (const FitPoint& p : r.points)
-    j["points"].push_back({{"where", p.where},
-                           {"params", p.params},
-                           {"measured_s", p.measured_s},
-                           {"stated_s", p.stated_s},
-                           {"fitted_s", p.fitted_s},
-                           {"residual", p.residual()},
-                           {"left_out_s", p.left_out_s < 0 ? json(nullptr) : json(p.left_out_s)},
-                           {"left_out_error", p.left_out_s < 0 ? json(nullptr) : json(p.left_out_error())}});
-  j["left_at_values"] = json::array();
-  for (size_t q = 0; q < r.not_free.size(); ++q)
-    j["left_at_values"].push_back(
-        {{"figure", r.not_free[q].key},
-         {"where", r.not_free[q].where()},
-         {"swing", r.not_free_swing[q] < 0 ? json(nullptr) : json(std::expm1(r.not_free_swing[q]))}});
-  j["rms_stated"] = r.rms_stated;
-  j["rms_fitted"] = r.rms_fitted;
-  j["rms_left_out"] = r.rms_left_out < 0 ? json(nullptr) : json(r.rms_left_out);
-  j["sigma_log"] = r.sigma_log < 0 ? json(nullptr) : json(r.sigma_log);
-  j["iterations"] = r.iterations;
-  j["converged"] = r.converged;
-  j["simulations"] = r.simulations;
-  j["wall_s"] = r.wall_s;
-  j["notes"] = r.notes;
+  JsonOut out(j);
+  kFitFields(out, r);
   return j.dump(2) + "\n";
 }
 

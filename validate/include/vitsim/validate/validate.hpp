@@ -6,41 +6,16 @@
 
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/results/report.hpp"
+#include "vitsim/core/results/validation.hpp"
 
 namespace vitsim::validate {
 
-struct MetricError {
-  std::string metric;  // "step_time", "epoch_time", "compute_fwd", ...
-  double predicted = 0;
-  double measured = 0;
-  double rel_error = 0;  // (predicted - measured) / measured
-  bool scored = false;   // false when the measured term is too small for a relative error to mean much
-};
-
-struct PointComparison {
-  std::map<std::string, std::string> params;
-  std::vector<MetricError> metrics;
-};
-
-// A likely cause of a failed validation (diagnose), most likely first.
-struct Cause {
-  std::string kind;  // "uncalibrated", "phase", "noise"
-  std::string text;  // one paragraph for a person
-};
-
-struct Validation {
-  std::string scenario;
-  std::string scenario_id;  // the predicted report's identity (report_scenario_id)
-  double tolerance = 0;     // step-time MAPE above which validation fails
-  std::vector<PointComparison> points;
-  std::map<std::string, double> mape;  // per metric, over the points where it was scored
-  bool pass = false;
-  // The run's own noise: over the measured points, the largest spread of the step times within the run
-  // (p95 / median - 1 of the point's step statistics: the slowest rank's), and the point where it was seen.
-  double noise = 0;
-  std::string noise_point;
-  std::vector<Cause> causes;  // diagnose's, on a failed validation
-};
+// The validation and its parts: core's (vitsim/core/results/validation.hpp), which also writes and reads
+// its JSON.
+using MetricError = ValidationMetric;
+using PointComparison = ValidationPoint;
+using Cause = ValidationCause;
+using Validation = vitsim::Validation;
 
 // Matches points by the parameters both reports carry (nodes, gpus, micro_batch, grad_accum and every
 // swept or overridden key); a measured point with no predicted twin, a twin of another scenario identity
@@ -66,7 +41,7 @@ struct DiagnoseContext {
 std::vector<Cause> diagnose(const Validation& v, const Report& predicted, const DiagnoseContext& ctx);
 
 std::string to_table(const Validation& v);
-std::string to_json(const Validation& v);
+std::string to_json(const Validation& v);  // validation_to_json
 
 // Runs the real trainer on every point, one `mpirun -np RANKS VITSIM train SCENARIO --set ...` each,
 // and gathers the measured points into one report. `mpirun_args` is inserted after `mpirun`.

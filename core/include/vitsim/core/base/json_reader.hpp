@@ -2,13 +2,14 @@
 // The one JSON field reader of core: a JSON value and where it sits (the file and the path to it), with typed
 // accessors whose errors are one line, in one wording for every file: "FILE: PATH: expected a number, found a
 // string ("12")", "FILE: PATH: missing". The path is written as a JSON pointer (/points/3/epoch_time_s) in
-// the files vitsim writes and reads back (reports, plans: the other messages about them use pointers too), or
-// dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and platform spec
-// files. Also the one JSON mapping per struct that both its writer and its reader use (JsonOut, JsonIn
-// below), used by the report and plan formats; the calibration (formats) and the platform spec and catalogue
+// the files vitsim writes and reads back (reports, plans, validations: the other messages about them use
+// pointers too), or dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and
+// platform spec files. Also the one JSON mapping per struct that both its writer and its reader use (JsonOut,
+// JsonIn below): the report, plan, calibration, validation and fit formats; the platform spec and catalogue
 // (platform) read their fields through BasicJsonField.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -21,6 +22,7 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/json_depth.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim::detail {
 
@@ -196,13 +198,19 @@ struct JsonNumber {
   double lo = 0, hi = 0;
   const char* what = "";
   bool range = false;  // false: any number >= 0
-  double read(const JsonField& f) const { return range ? f.number(lo, hi, what) : f.non_negative(what); }
+  bool any = false;    // any finite number (the format checks its range itself, in its own words)
+  double read(const JsonField& f) const {
+    return any ? f.number() : range ? f.number(lo, hi, what) : f.non_negative(what);
+  }
 };
 inline JsonNumber non_negative(const char* what) {
   return {0, 0, what, false};
 }
 inline JsonNumber within(double lo, double hi, const char* what) {
   return {lo, hi, what, true};
+}
+inline JsonNumber finite() {
+  return {0, 0, "", false, true};
 }
 
 // One JSON mapping per struct: a function template `fields(io, value)` lists the struct's keys once, each
@@ -256,6 +264,18 @@ class JsonOut {
   void put(const char* key, const V& v) {
     (*j_)[key] = v;
   }
+  // An object whose keys are exactly its mapping's (read: another key is refused, listing the valid ones).
+  template <class T, class Fields>
+  void closed_object(const char* key, const T& v, Fields fields) {
+    object(key, v, fields);
+  }
+  // A value of its own shape: written as `write(v)` gives it, read by `read(parent, key, v)`.
+  template <class V, class Write, class Read>
+  void custom(const char* key, const V& v, Write write, Read) {
+    (*j_)[key] = write(v);
+  }
+  // Read: the paths of the keys after this are the object's followed by the note (BasicJsonField::named).
+  void named(const std::string&) {}
 
   template <class T, class Fields>
   static nlohmann::json write(const T& v, Fields fields) {
@@ -267,6 +287,46 @@ class JsonOut {
 
  private:
   nlohmann::json* j_;
+};
+
+// The keys a mapping lists (every optional part included), in its order: what a closed object accepts.
+class JsonKeys {
+ public:
+  static constexpr bool writing = true;  // takes the writer's branches; assigns nothing
+  std::vector<std::string> keys;
+
+  template <class... A>
+  void number(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void integer(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void boolean(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void string(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void object(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void closed_object(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  template <class... A>
+  void custom(const char* key, A&&...) {
+    keys.push_back(key);
+  }
+  bool present(bool, std::initializer_list<const char*>) const { return true; }
+  template <class Check>
+  void check(Check&&) const {}
+  void named(const std::string&) {}
 };
 
 class JsonIn {
@@ -322,6 +382,31 @@ class JsonIn {
   }
   template <class V>
   void put(const char*, const V&) const {}
+  template <class T, class Fields>
+  void closed_object(const char* key, T& v, Fields fields) const {
+    JsonIn in(f_.at(key));
+    in.closed<T>(fields);
+    fields(in, v);
+  }
+  // Refuses a key of this object that `fields` does not list: "unknown key 'x'; valid: a, b".
+  template <class T, class Fields>
+  void closed(Fields fields) const {
+    if (!f_.raw().is_object()) f_.mismatch("an object");
+    JsonKeys listed;
+    const T blank{};
+    fields(listed, blank);
+    for (auto it = f_.raw().begin(); it != f_.raw().end(); ++it) {
+      if (std::find(listed.keys.begin(), listed.keys.end(), it.key()) != listed.keys.end()) continue;
+      std::string valid;
+      for (const auto& k : listed.keys) valid += (valid.empty() ? "" : ", ") + k;
+      f_.fail(fmt::format("unknown key '{}'; valid: {}", echo(it.key()), valid));
+    }
+  }
+  template <class V, class Write, class Read>
+  void custom(const char* key, V& v, Write, Read read) const {
+    read(f_, key, v);
+  }
+  void named(const std::string& note) { f_ = f_.named(note); }
 
  private:
   JsonField f_;
