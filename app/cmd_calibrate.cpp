@@ -1,7 +1,7 @@
 // `vitsim calibrate`: its flags are the CLI11 definitions below (their table in docs/calibrate-validate.md is
 // generated from them). Started by mpirun (one rank per device) for the all-reduce part; one process measures
-// compute alone. Its imports need no Torch (--from-nccl-tests, --from-torch-profile run in any executable that
-// has them); a measurement runs in torch/run_calibrate.cpp (torch/calibrate_command.hpp).
+// compute alone. Its imports need no Torch (--from-nccl-tests, --from-torch-profile run in any executable
+// that has them); a measurement runs in torch/run_calibrate.cpp (torch/calibrate_command.hpp).
 #include <fmt/format.h>
 
 #include <fstream>
