@@ -103,7 +103,10 @@ TEST_CASE("calibrate: the emitted platform reads back with the measured figures"
   vt::TempDir d;
   PlatformText pt;
   pt.name = "calibrated";
+  // Device "cpu" is a CPU rank, as calibrate writes it (outputs.cpp: cpu when the device is "cpu"):
+  // device_kind cpu, so the collective needs no GPU architecture.
   PlatformDevice cpu{"cpu", 12.5e9, 6e9, 8.0 * 1024 * 1024 * 1024};
+  cpu.cpu = true;
   pt.nodes.push_back(node("host", {cpu, cpu}));
   pt.provenance = "  - test figures\n";
   const std::string path = d.file("p.xml", calibrated_platform_xml(pt));
@@ -131,6 +134,16 @@ TEST_CASE("calibrate: the emitted platform reads back with the measured figures"
   auto r = vt::vitsim("predict " + sc + " -q --format json --jobs 1");
   INFO(r.out);
   CHECK(r.status == 0);
+
+  // The same devices as GPUs of a model outside the catalogue, with no gpu_arch stated: NCCL's tuner cannot
+  // rate them and refuses them by name (issue 35 item 3), never as another GPU.
+  cpu.cpu = false;
+  pt.nodes.clear();
+  pt.nodes.push_back(node("host", {cpu, cpu}));
+  d.file("p.xml", calibrated_platform_xml(pt));
+  r = vt::vitsim("predict " + sc + " -q --format json --jobs 1");
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Catch::Contains("gpu_arch") && Catch::Contains("known: "));
 }
 
 TEST_CASE("calibrate: devices of different types become clusters joined by links", "[calib]") {
