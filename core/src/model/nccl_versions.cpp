@@ -173,6 +173,13 @@ double NcclVersion::nvlink_bw(int sm) const {
   return nvlink_bw_sm80;
 }
 
+double nvlink_line_per_link(int sm) {
+  if (sm >= 100) return 50.0;    // NVLink 5: 18 links, 1.8 TB/s both ways (HGX B200 datasheet)
+  if (sm == 86) return 14.0625;  // GA102 bridge: 4 links, 112.5 GB/s both ways (RTX A4500/A40 datasheets)
+  if (sm >= 70) return 25.0;     // NVLink 2/3/4: 6, 12, 18 links; 300, 600, 900 GB/s both ways
+  return 20.0;                   // NVLink 1: 4 links, 160 GB/s both ways (Tesla P100 datasheet)
+}
+
 const std::vector<NcclVersion>& nccl_versions() {
   static const std::vector<NcclVersion> versions = {v2_18(), v2_23(), v2_27()};
   return versions;

@@ -118,7 +118,8 @@ LinkEffect link_effect(const LinkFacts& l) {
   return e;
 }
 
-std::vector<std::string> transport_notes(const std::vector<LinkFacts>& links) {
+std::vector<std::string> transport_notes(const std::vector<LinkFacts>& links,
+                                         const std::vector<LinkEffect>* effects) {
   // Group links whose line figures and result are the same; keep file order of first appearance.
   struct Group {
     std::string what, how;
@@ -126,8 +127,9 @@ std::vector<std::string> transport_notes(const std::vector<LinkFacts>& links) {
     std::vector<std::string> ids;
   };
   std::vector<Group> groups;
-  for (const auto& l : links) {
-    const LinkEffect e = link_effect(l);
+  for (size_t i = 0; i < links.size(); ++i) {
+    const LinkFacts& l = links[i];
+    const LinkEffect e = effects ? effects->at(i) : link_effect(l);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
       return g.what == l.what && g.how == e.how && g.line == l.bandwidth && g.eff == e.bandwidth;
     });

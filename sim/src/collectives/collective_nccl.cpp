@@ -4,13 +4,24 @@
 // scenario's nccl.version, nccl.algo and nccl.proto (core/model/nccl_tuning.hpp), once; per call,
 // nccl_choose() for the call's function and size, and the closest simulated algorithm runs it with the
 // protocol's wire bytes:
-//   Ring -> the fused ring (collective_ring.cpp);  Tree -> the node-aware double binary tree ("tree");
-//   NVLS (one node, NVSwitch multicast) and PAT -> the ring: NVLS's reduction in the switch halves the
-//     bytes each GPU sends; the ring over the NVSwitch is the nearest transfer pattern vitsim has;
-//   NVLSTree, CollNetDirect, CollNetChain (in-switch or in-network reduction across nodes) -> "rail" (a ring
-//     inside each node and one ring per rail across them; "rail" itself falls back as it does).
+//   Ring and PAT -> the fused ring (collective_ring.cpp);  Tree -> the node-aware double binary tree
+//   ("tree"); NVLS (one node, NVSwitch multicast): the NVSwitch reduces, so each GPU sends and receives about
+//   S of an
+//     all-reduce of S (its share out for the switch's load-reduce, the reduced share back by multicast
+//     store), not the ring's 2(n-1)/n S: the ring over the NVSwitch with n / (2(n-1)) of the bytes (a
+//     reduce-scatter or all-gather moves the ring's bytes one way: as the ring);
+//   NVLSTree, CollNetDirect, CollNetChain (reduction in the NVSwitch or the network's switches across nodes):
+//     the node-aware tree: every GPU, and every node's NICs, move about S each way, as those do; the phases
+//     overlap as NCCL pipelines them (the tree's chunks flow through), not one after another.
 // The protocol: a transfer of S data bytes under LL, LL128 or Simple moves S / nccl_payload_fraction(proto)
 // on the wire (LL: 2 S, LL128: 16/15 S, Simple: S).
+// NCCL's rating bounds what the links do not carry (nccl_rated): under LL and LL128 the GPU's threads poll a
+// flag per line, and NCCL rates each channel's rate (llMaxBw, perChMax{Ring,Tree}LL128Bw, the LL128 x .92
+// and Tree x .92 factors); with NVLS, NVLSTree and CollNet the switches' reduction runs at the rate NCCL
+// rates (NVLS channels x their bandwidth, x 5/6; CollNet's factors). There a member ends no earlier than its
+// entry plus NCCL's own estimate of the call (NcclChoice::time_us); the links and the other traffic may
+// make it later. Ring and Tree under Simple are what the links make them (NVLink at NCCL's rating of a
+// link: sim/src/fabric/link_transports.cpp).
 // Latency: a call costs NCCL's own latency term for the chosen algorithm and protocol (base latency plus
 // per-step hardware latencies, NcclChoice::latency_us: NCCL's figures, not the platform's link latencies,
 // which stand for the routes of the named algorithms), and its transfers then run over a shadow of the group
@@ -52,15 +63,14 @@ namespace vitsim::sim {
 namespace {
 
 // The simulated algorithm that stands for NCCL's (the file's head comment).
-enum class Runs { Ring, Tree, Rail };
+enum class Runs { Ring, Tree };
 Runs runs_for(NcclAlgo a) {
   switch (a) {
     case NcclAlgo::Tree:
-      return Runs::Tree;
     case NcclAlgo::NvlsTree:
     case NcclAlgo::CollNetDirect:
     case NcclAlgo::CollNetChain:
-      return Runs::Rail;
+      return Runs::Tree;
     default:
       return Runs::Ring;
   }
@@ -72,12 +82,28 @@ const char* runs_text(NcclAlgo a) {
     case NcclAlgo::Tree:
       return ", simulated as the node-aware double binary tree";
     case NcclAlgo::Nvls:
-      return ", simulated as a ring over the NVSwitch (no in-switch reduction)";
+      return ", simulated as the NVSwitch reducing (S through each GPU's NVLink each way)";
     case NcclAlgo::Pat:
       return ", simulated as a ring";
+    case NcclAlgo::NvlsTree:
+      return ", simulated as the NVSwitch reducing in nodes and a tree across them (the node-aware tree's "
+             "bytes)";
     default:
-      return ", simulated as rings inside nodes and per rail (no in-network reduction)";
+      return ", simulated as the network's switches reducing (the node-aware tree's bytes)";
   }
+}
+
+// Whether NCCL's rating bounds the call (the head comment): LL, LL128, and the in-switch algorithms.
+bool nccl_rated(const NcclChoice& c) {
+  return c.proto != NcclProto::Simple || c.algo == NcclAlgo::Nvls || c.algo == NcclAlgo::NvlsTree ||
+         c.algo == NcclAlgo::CollNetDirect || c.algo == NcclAlgo::CollNetChain;
+}
+
+// The bytes the stand-in moves for `wire` bytes on the wire: NVLS's all-reduce n / (2(n-1)) of the ring's
+// (each GPU about S each way).
+double stand_in_bytes(NcclAlgo a, CollOp op, double wire, int n) {
+  if (a == NcclAlgo::Nvls && op == CollOp::AllReduce && n > 1) return wire * n / (2.0 * (n - 1));
+  return wire;
 }
 
 class Nccl : public Collective {
@@ -112,7 +138,8 @@ class Nccl : public Collective {
     Call& call = call_of(c, g, op, bytes);
     const Group& shadow = *c.shadow;
     const double entry = sg4::Engine::get_clock() + d.lead;
-    const double wire = bytes / nccl_payload_fraction(call.choice.proto);
+    const double wire =
+        stand_in_bytes(call.choice.algo, op, bytes / nccl_payload_fraction(call.choice.proto), g.size());
     const double latency = call.choice.latency_us * 1e-6;
     const Runs runs = runs_for(call.choice.algo);
     if (c.fluid) {
@@ -127,6 +154,7 @@ class Nccl : public Collective {
                                           return s;
                                         });
       d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
+      bound(call, entry, d);
       record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
       return;
     }
@@ -136,8 +164,9 @@ class Nccl : public Collective {
     } else {
       if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0)
         sg4::this_actor::sleep_for(wait);
-      (runs == Runs::Tree ? tree_ : rail_)->run(shadow, me, wire, op);
+      tree_->run(shadow, me, wire, op);
     }
+    bound(call, entry, d);
     record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
   }
 
@@ -162,6 +191,7 @@ class Nccl : public Collective {
       const NcclChoice* choice = nullptr;
       long runs = 0;
       double sim_s = 0;
+      bool bound = false;
     };
     std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int>, Seen> seen;
     for (const auto& [name, comm] : comms_)
@@ -172,6 +202,7 @@ class Nccl : public Collective {
         s.choice = &c;
         s.runs += call.runs;
         s.sim_s += call.sim_s;
+        s.bound = s.bound || call.bound > 0;
       }
     std::vector<std::string> out;
     for (const auto& [name, c] : comms_)
@@ -193,12 +224,16 @@ class Nccl : public Collective {
     for (const auto& [k, s] : seen) {
       const NcclChoice& c = *s.choice;
       out.push_back(fmt::format(
-          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {} (latency {}), simulated {}{}",
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {} (latency {}), simulated "
+          "{}{}{}",
           size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
           nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
           runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
-          units::format_time(s.sim_s / s.runs),
-          s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : ""));
+          units::format_time(s.sim_s / s.runs), s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : "",
+          s.bound
+              ? fmt::format(", bound by NCCL's rated {} bandwidth",
+                            c.proto == NcclProto::Simple ? nccl_algo_name(c.algo) : nccl_proto_name(c.proto))
+              : ""));
     }
     return out;
   }
@@ -213,6 +248,7 @@ class Nccl : public Collective {
     int ranks = 0;
     long runs = 0;     // calls every member finished
     double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
+    long bound = 0;    // member calls NCCL's rating made later than the links (nccl_rated)
   };
   struct Comm {
     NcclTopo topo;
@@ -257,7 +293,7 @@ class Nccl : public Collective {
       out = ring_schedule(*c.shadow, wire, op);
       return true;
     }
-    return (runs == Runs::Tree ? tree_ : rail_)->schedule(*c.shadow, wire, op, out);
+    return tree_->schedule(*c.shadow, wire, op, out);
   }
 
   // The fluid model for c where every stand-in its tuning may pick (an algorithm with a bandwidth for some
@@ -291,6 +327,17 @@ class Nccl : public Collective {
     return call;
   }
 
+  // NCCL's rating bounds the call (nccl_rated): the member ends no earlier than its entry plus NCCL's
+  // estimate.
+  static void bound(Call& call, double entry, Deferred& d) {
+    if (!nccl_rated(call.choice)) return;
+    const double floor = entry + call.choice.time_us * 1e-6;
+    const double end = sg4::Engine::get_clock() + d.lead + d.tail;
+    if (floor <= end) return;
+    d.tail += floor - end;
+    ++call.bound;
+  }
+
   // Every member's start and end of one call (the members call in the same order: SPMD); the call's time is
   // the last end after the last start, as `vitsim collective` times a size.
   void record(Comm& c, int me, Call& call, double entry, double exit) const {
@@ -307,7 +354,7 @@ class Nccl : public Collective {
   const NcclVersion* version_ = &nccl_newest_version();
   NcclOverrides overrides_;
   PlatformNccl platform_;
-  std::unique_ptr<Collective> tree_ = make_collective("tree"), rail_ = make_collective("rail");
+  std::unique_ptr<Collective> tree_ = make_collective("tree");
   mutable std::map<std::string, Comm> comms_;
   mutable const Group* last_group_ = nullptr;
   mutable Comm* last_comm_ = nullptr;
@@ -319,6 +366,7 @@ VITSIM_REGISTER_COLLECTIVE(
     "auto", Nccl, std::nullopt,
     "NCCL's tuner picks per call: algorithm, protocol and channels (nccl.version, nccl.algo, nccl.proto)",
     "per call NCCL's choice, run by the closest simulated algorithm with the protocol's wire "
-    "bytes and NCCL's own latency (Ring: `ring`; Tree: `tree`; NVLS, PAT: a ring; NVLSTree, CollNet: "
-    "`rail`)");
+    "bytes and NCCL's own latency (Ring, PAT: `ring`; Tree: `tree`; NVLS: the switch reducing, S per GPU "
+    "each way; NVLSTree, CollNet: `tree`'s bytes), no faster than NCCL rates LL, LL128 and in-switch "
+    "reduction");
 }  // namespace vitsim::sim

@@ -59,6 +59,7 @@ PlatformNccl::Gpu gpu_nccl(const std::string& host, const GpuFacts& f, std::stri
         who, f.arch, known_archs());
     return g;
   }
+  g.sm = a.nccl_sm;
   if (f.link.empty()) {
     why = fmt::format("{}: NCCL's tuner needs its GPU-to-GPU fabric: state gpu_link (none, nvlink, nvswitch)",
                       who);
@@ -68,13 +69,13 @@ PlatformNccl::Gpu gpu_nccl(const std::string& host, const GpuFacts& f, std::stri
     why = fmt::format("{}: NCCL's tuner needs its PCIe link: state gpu_host_link (pcie4_x16, ...)", who);
     return g;
   }
-  g.sm = a.nccl_sm;
   g.nvls = a.nvls;
   g.pcie_bw = pcie_bw_of(f.pcie_gen, f.pcie_lanes);
   if (f.link != "none") {
     g.fabric = f.link == "nvswitch" ? NcclIntra::NvSwitch : NcclIntra::NvLink;
-    // NVLink 2 to 4 carry 25 GB/s per link and direction: 150, 300, 450 GB/s are 6, 12, 18 links.
-    g.nvlinks = std::max(1, static_cast<int>(std::lround(f.link_bw / 25e9)));
+    // The per-direction bandwidth over one link's datasheet rate: NVLink 2 to 4 carry 25 GB/s per link
+    // (150, 300, 450 GB/s are 6, 12, 18 links), NVLink 5 50 (900 GB/s: 18), GA102's bridge 14.0625 (4).
+    g.nvlinks = std::max(1, static_cast<int>(std::lround(f.link_bw / (nvlink_line_per_link(g.sm) * 1e9))));
   }
   return g;
 }

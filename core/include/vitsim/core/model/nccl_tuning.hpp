@@ -103,6 +103,13 @@ struct NcclVersion {
   double nvlink_bw(int sm) const;
 };
 
+// The datasheet rate of one NVLink per direction (GB/s) on a GPU of SM version `sm`: the line rate that
+// NCCL's per-link rating (NcclVersion::nvlink_bw, what its channels are searched at) is a fraction of. NVLink
+// 1 (sm60, P100): 20; NVLink 2, 3, 4 (sm70 V100, sm80 A100, sm90 H100): 25; GA102's NVLink 3 bridge (sm86):
+// 14.0625 (112.5 GB/s both ways over 4 links); NVLink 5 (sm100, B200): 50 (docs/sources.md "NVLink as NCCL
+// runs it"). A GPU's NVLinks are its per-direction bandwidth over this.
+double nvlink_line_per_link(int sm);
+
 // The tables, newest last; nccl_version("2.18") or a full tag ("2.18.3"); an unknown name is an Error
 // listing the valid ones. The newest is the default of the scenario key nccl.version.
 const std::vector<NcclVersion>& nccl_versions();

@@ -83,6 +83,9 @@ double tcp_framing(int mtu);  // (mtu - 52) / (mtu + 38)
 double ib_framing(int mtu);   // mtu / (mtu + 26)
 LinkEffect link_effect(const LinkFacts& l);
 // One note per class of links with the same transport and figures: "NIC tcp ...: 1.25 GB/s line -> ...".
-std::vector<std::string> transport_notes(const std::vector<LinkFacts>& links);
+// `effects`, where given, are the links' effects as the simulator applied them (one per link, in order;
+// default: link_effect of each).
+std::vector<std::string> transport_notes(const std::vector<LinkFacts>& links,
+                                         const std::vector<LinkEffect>* effects = nullptr);
 
 }  // namespace vitsim
