@@ -334,6 +334,8 @@ def report(results, detail):
             print_detail(r)
     print("\nOver the corpus, per band: median over tables of their median |error|, of their signed medians (tables)")
     cb = corpus_bands(results)
+    print("| band | median abs., signed (tables) |")
+    print("| --- | ---: |")
     for label, _, _ in BANDS:
         print(f"| {label} | {fmt_corpus(cb[label])} |")
     large = [r for r in ok if r["bands"][LARGE]]
@@ -479,7 +481,8 @@ def main():
                      if isinstance(tables[n][1], list) and int(tables[n][0].get("ranks", "0")) <= SMOKE_RANKS]
             print(f"# smoke mode (VITSIM_BENCH_SMOKE=1): the {len(names)} tables of at most {SMOKE_RANKS} ranks")
         version = subprocess.run([vitsim, "--version"], capture_output=True, text=True).stdout.strip()
-        print(f"nccl-tests corpus: {len(names)} tables from {os.path.relpath(a.data, ROOT)}; binary: {vitsim} ({version})\n")
+        print(f"nccl-tests corpus: {len(names)} tables from {os.path.relpath(a.data, ROOT)}; "
+              f"binary: {vitsim} ({version})\n")
 
         def all_tables(fit=None):
             out = []
