@@ -36,8 +36,8 @@ or was refused, 1 when any failed another way (a crash, a size missing from the 
 their median |error| (sizes of --fit-band) is picked, and the held-out table's error with it is reported.
 --self-test: checks this script's arithmetic and its whole path on a known answer (a table vitsim predicted
 itself has 0% error) and exits.
---smoke (or VITSIM_BENCH_SMOKE=1): only the tables with at most SMOKE_RANKS ranks and no refusal expected
-from their metadata, in seconds (ctest: tests/bench/smoke.sh via bench/nccl_tests_public.sh).
+--smoke (or VITSIM_BENCH_SMOKE=1): only the tables of at most SMOKE_RANKS ranks (one node), in seconds (ctest:
+tests/bench/smoke.sh via bench/nccl_tests_public.sh).
 """
 
 import argparse
