@@ -308,3 +308,37 @@ TEST_CASE("collective: every size of a sweep takes the time of its collective ru
           Approx(2 * (s / 1e9 + 2e-6 + 4e-6)).epsilon(1e-6));
   }
 }
+
+TEST_CASE(
+    "collective: NVLink runs at NCCL's rating of a link (topo.h), an NVSwitch node's ring busbw is links x "
+    "rating",
+    "[collective][nvlink]") {
+  // NcclVersion::nvlink_bw of the newest table per link (SM80 20, SM90 20.6 GB/s) times the GPU's links
+  // (datasheet per-direction bandwidth over 25 GB/s a link: A100 300 -> 12, H100 450 -> 18). At 4 GiB the
+  // ring's latencies (2(n-1) = 14 hops of about 7 us: lane, backbone and lane) are 0.3% of the time.
+  vt::TempDir d;
+  const struct {
+    const char* gpu;
+    double busbw;  // GB/s
+    const char* note;
+  } cases[] = {{"a100-sxm-80gb", 12 * 20.0, "20 of 25 GB/s per link (SM 80"},
+               {"h100-sxm", 18 * 20.6, "20.6 of 25 GB/s per link (SM 90"}};
+  for (const auto& c : cases) {
+    INFO(c.gpu);
+    const std::string p = d / (std::string(c.gpu) + ".xml"), out = d / (std::string(c.gpu) + ".json");
+    REQUIRE(
+        vt::vitsim(fmt::format("platform --nodes 1 --gpus-per-node 8 --gpu {} --out {}", c.gpu, p)).status ==
+        0);
+    const auto r = vt::vitsim(
+        fmt::format("collective {} --collective ring -b 4G -e 4G -q --format json --out {}", p, out));
+    REQUIRE(r.status == 0);
+    std::ifstream in(out);
+    const auto j = nlohmann::json::parse(in);
+    const double t = j["results"][0]["out_of_place"]["time"].get<double>() * 1e-6;  // nccl-tests' us
+    const double busbw = 4.0 * (1u << 30) / t * 2.0 * 7 / 8 / 1e9;
+    CHECK(busbw == Approx(c.busbw).epsilon(0.005));
+    bool named = false;
+    for (const auto& n : j["notes"]) named = named || n.get<std::string>().find(c.note) != std::string::npos;
+    CHECK(named);
+  }
+}

@@ -3,6 +3,8 @@
 // simulation in its own process.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <simgrid/s4u.hpp>
 
 #include "test_util.hpp"
@@ -25,8 +27,8 @@ namespace {
 // node with 18 NVLinks per GPU and NVLS) on the test platform's links: a private link of B = 10 GB/s and 1 us
 // per GPU, a backbone that never limits; a route between two GPUs is a = 2 us.
 // With several nodes, each node's NIC link is 50 GB/s (NCCL: one 400 Gb/s NIC per node).
-std::string h100_node(int gpus, int nodes = 1) {
-  std::string x = vt::platform_xml(nodes, gpus, "10GBps", "1us", std::vector<std::string>(nodes, "50GBps"),
+std::string h100_node(int gpus, int nodes = 1, const std::string& link = "10GBps") {
+  std::string x = vt::platform_xml(nodes, gpus, link, "1us", std::vector<std::string>(nodes, "50GBps"),
                                    std::vector<std::string>(nodes, "1Tf"));
   const std::string from = "value=\"G1Tf\"";
   for (size_t at = x.find(from); at != std::string::npos; at = x.find(from))
@@ -94,13 +96,22 @@ std::vector<double> run_nccl(const std::string& platform, CollectiveContext ctx,
 // The closed form of the simulated algorithm that stands for NCCL's choice, on one node of n GPUs with
 // private links B: NCCL's latency term L (c.latency_us: the routes' own latencies are not counted), then the
 // transfers of the protocol's wire bytes W = S / payload fraction:
-//   ring (Ring, NVLS, PAT), all-reduce: L + 2(n-1)/n W/B; reduce-scatter, all-gather: L + (n-1)/n W/B;
-//   tree (one node: a chain per tree, two trees each with half of W): L + 2 W/B (n >= 3).
+//   ring (Ring, PAT), all-reduce: L + 2(n-1)/n W/B; reduce-scatter, all-gather: L + (n-1)/n W/B;
+//   NVLS all-reduce (the switch reduces: each GPU moves W each way): L + W/B; its gathers as the ring's;
+//   tree (one node: a chain per tree, two trees each with half of W): L + 2 W/B (n >= 3);
+// and under LL, LL128 or NVLS no less than NCCL's own estimate c.time_us (NCCL's rating bounds them,
+// collective_nccl.cpp's head comment).
 double closed_form(const NcclChoice& c, int n, double S, CollOp op, double B) {
   const double W = S / nccl_payload_fraction(c.proto), L = c.latency_us * 1e-6;
-  if (c.algo == NcclAlgo::Tree) return L + 2 * W / B;
-  const double ring = 2.0 * (n - 1) / n * W / B;
-  return L + (op == CollOp::AllReduce ? ring : ring / 2);
+  double t = 0;
+  if (c.algo == NcclAlgo::Tree)
+    t = L + 2 * W / B;
+  else if (c.algo == NcclAlgo::Nvls && op == CollOp::AllReduce)
+    t = L + W / B;
+  else
+    t = L + (op == CollOp::AllReduce ? 1.0 : 0.5) * 2.0 * (n - 1) / n * W / B;
+  const bool rated = c.proto != NcclProto::Simple || c.algo == NcclAlgo::Nvls;
+  return rated ? std::max(t, c.time_us * 1e-6) : t;
 }
 
 std::string choice_text(const NcclChoice& c) {
@@ -113,25 +124,37 @@ std::string choice_text(const NcclChoice& c) {
 TEST_CASE(
     "auto runs NCCL's choice as its closest algorithm with the protocol's wire bytes and NCCL's latency",
     "[collective][nccl]") {
-  const double B = 10e9;
   const int n = 8;
   vt::TempDir d;
-  const std::string p = d.file("h100.xml", h100_node(n));
-  for (const char* version : {"2.18", "2.27"})
-    for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
-      for (double S : {4096.0, 256.0 * 1024, 64.0 * 1024 * 1024}) {
-        const NcclVersion& v = nccl_version(version);
-        const NcclFunc f = op == CollOp::AllReduce       ? NcclFunc::AllReduce
-                           : op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
-                                                         : NcclFunc::AllGather;
-        const NcclChoice c =
-            nccl_choose(f, static_cast<std::uint64_t>(S), nccl_topo(h100_nccl_platform(n), v), v);
-        INFO("NCCL " << version << " " << coll_op_name(op) << " " << S << " B: " << c.why());
-        const std::vector<double> r = run_nccl(p, {nullptr, version, "", ""}, S, op, choice_text(c));
-        REQUIRE(r.size() == 2);
-        CHECK(r[0] == Approx(closed_form(c, n, S, op, B)).epsilon(1e-6));
-        CHECK(r[1] == 1.0);
-      }
+  // 10 GB/s links: the transfers decide; 500 GB/s (the backbone, 1000 GB/s, still never limits): NCCL's
+  // rating decides where it bounds (LL, LL128, NVLS) and is slower than the links.
+  for (double B : {10e9, 500e9}) {
+    const std::string p = d.file("h100.xml", h100_node(n, 1, B > 1e11 ? "500GBps" : "10GBps"));
+    for (const char* version : {"2.18", "2.27"})
+      for (CollOp op : {CollOp::AllReduce, CollOp::ReduceScatter, CollOp::AllGather})
+        for (double S : {4096.0, 256.0 * 1024, 64.0 * 1024 * 1024}) {
+          const NcclVersion& v = nccl_version(version);
+          const NcclFunc f = op == CollOp::AllReduce       ? NcclFunc::AllReduce
+                             : op == CollOp::ReduceScatter ? NcclFunc::ReduceScatter
+                                                           : NcclFunc::AllGather;
+          const NcclChoice c =
+              nccl_choose(f, static_cast<std::uint64_t>(S), nccl_topo(h100_nccl_platform(n), v), v);
+          const double t = closed_form(c, n, S, op, B);
+          INFO("B " << B << ", NCCL " << version << " " << coll_op_name(op) << " " << S << " B: " << c.why());
+          const std::vector<double> r = run_nccl(p, {nullptr, version, "", ""}, S, op, choice_text(c));
+          REQUIRE(r.size() == 2);
+          CHECK(r[0] == Approx(t).epsilon(1e-6));
+          CHECK(r[1] == 1.0);
+          if (B > 1e11 && (c.proto != NcclProto::Simple || c.algo == NcclAlgo::Nvls) &&
+              c.time_us * 1e-6 > t * (1 - 1e-9)) {
+            // NCCL's rating, not the links, decided, and the note says so.
+            CHECK(r[0] == Approx(c.time_us * 1e-6).epsilon(1e-6));
+            const std::vector<double> named =
+                run_nccl(p, {nullptr, version, "", ""}, S, op, "bound by NCCL's rated");
+            CHECK(named[1] == 1.0);
+          }
+        }
+  }
 }
 
 TEST_CASE("auto with nccl.algo=ring and nccl.proto=simple is the ring's transfers after NCCL's latency",
