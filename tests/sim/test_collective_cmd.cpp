@@ -213,6 +213,9 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
       {"-g 3", 1, "-g 3: node 'n0' of " + p + " has 2 GPU(s)"},
       {"-g 1", 1, "1 rank: a collective over one GPU moves nothing"},
       {"--func broadcast -r 2", 1, "-r 2: the root is a rank, 0 to 1"},
+      // A flag that would change nothing (issue 36): NCCL_ALGO / NCCL_PROTO steer only NCCL's tuner.
+      {"--collective ring --nccl-algo tree", 1, "--nccl-algo applies to NCCL's tuner (--collective auto)"},
+      {"--collective tree --nccl-proto ll", 1, "--nccl-proto applies to NCCL's tuner (--collective auto)"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -227,6 +230,14 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
   CHECK(missing.out.find("none.xml") != std::string::npos);
   const auto no_platform = vt::vitsim("collective -q");
   CHECK(no_platform.status == 2);
+  // NVLS forced on GPUs that cannot run it (an A100 has no NVLink SHARP): NCCL's own refusal, one line,
+  // before any rank runs (it was an exception inside a simulated rank).
+  const std::string a100 = d / "a100.xml";
+  REQUIRE(vt::vitsim("platform --nodes 1 --gpus-per-node 8 --gpu a100-sxm-80gb --out " + a100).status == 0);
+  const auto nvls = vt::vitsim(fmt::format("collective {} --nccl-algo nvls -b 1M -e 1M -q", a100));
+  CHECK(nvls.status == 1);
+  CHECK(nvls.out.rfind("vitsim: error: NCCL 2.27: no algorithm/protocol available for AllReduce", 0) == 0);
+  CHECK(std::count(nvls.out.begin(), nvls.out.end(), '\n') == 1);
 }
 
 TEST_CASE("collective: docs/collective.md's sample is what the command prints", "[collective][docs]") {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 
+#include "collectives/nccl_comm.hpp"
 #include "collectives/transfers.hpp"
 #include "point/point_setup.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -189,6 +190,13 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   } catch (const Error& e) {
     throw Error(fmt::format("--collective: {}", e.what()));
   }
+  // NCCL_ALGO / NCCL_PROTO steer NCCL's tuner, which only `auto` runs: with a named algorithm they would
+  // change nothing (issue 36, bad input).
+  if (b.algorithm != "auto" && (!b.nccl_algo.empty() || !b.nccl_proto.empty()))
+    throw Error(fmt::format(
+        "{} applies to NCCL's tuner (--collective auto); --collective {} runs its own algorithm for every "
+        "size, so it would change nothing: drop one",
+        !b.nccl_algo.empty() ? "--nccl-algo" : "--nccl-proto", b.algorithm));
   const std::vector<double> sizes = nccl_sizes(b.sweep);
   const PlatformFacts facts = read_platform_facts(b.platform);
   const Scenario s = bench_cluster(b, facts);
@@ -223,6 +231,11 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   pe->used = true;
   const LatencyModel latency(*pe->engine);  // after the transports, before the actors
   const Group g("collective", rank_hosts(*pe->engine, place, facts), place.node, latency);
+  // NCCL's choice for every size before any rank runs: where the overrides or the topology leave none (NVLS
+  // on GPUs without it), the refusal is one line, not an exception inside a simulated rank.
+  if (b.algorithm == "auto" && b.func != NcclTest::AllToAll && b.func != NcclTest::Broadcast)
+    if (const auto comm = nccl_comm(g, {&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts}))
+      for (double x : bytes) (void)comm->choose(nccl_func_of(coll_op(b.func)), x);
   const std::vector<double> time = simulate_sizes(*pe->engine, b, g, *chosen, bytes);
   for (size_t k = 0; k < t.rows.size(); ++k) t.rows[k].time_s = t.rows[k].in_place_time_s = time[k];
   t.notes = bench_notes(b, pe->notes, *chosen);
