@@ -123,6 +123,58 @@ TEST_CASE("threads x sockets raise a per-socket-limited link up to the framing l
   CHECK(link_effect(tcp_link(line, 4, 8, per)).bandwidth == Approx(wire));
 }
 
+TEST_CASE("NCCL's sockets: threads x sockets per connection, one connection per channel",
+          "[transport][tcp]") {
+  // net_socket.cc (v2.27.7-1:311-316): AWS ENA 2 threads x 8 sockets, GCP gVNIC 4 x 1, else 0 helper threads
+  // (the control socket carries the data: 1). 100 GbE: 12.5 GB/s line, 11.77 GB/s after framing.
+  const double line = 12.5e9, wire = line * 1448 / 1538;
+  LinkFacts l = tcp_link(line);
+  CHECK(sockets_per_connection(l) == 1);
+  for (int connections : {1, 2, 4}) {  // a socket of 2 GB/s per connection, `connections` channels at once
+    l.connections = connections;
+    CHECK(link_effect(l).bandwidth == Approx(std::min(wire, 2e9 * connections)));
+    CHECK_THAT(link_effect(l).how, Catch::Contains(fmt::format("x {} connection(s)", connections)));
+  }
+  LinkFacts gcp = tcp_link(line, 4, 1);  // 4 sockets per connection x 2 channels = 8 x 2 GB/s > 11.77
+  gcp.connections = 2;
+  CHECK(link_effect(gcp).bandwidth == Approx(wire));
+  CHECK_THAT(link_effect(gcp).how, Catch::Contains("framing-limited"));
+  // 10 GbE stays line-bound whatever the connections: 1.25 x 1448/1538 = 1.177 GB/s < one socket's 2 GB/s.
+  LinkFacts ten = tcp_link(1.25e9);
+  for (int connections : {1, 2, 8}) {
+    ten.connections = connections;
+    CHECK(link_effect(ten).bandwidth == Approx(1.25e9 * 1448 / 1538));
+  }
+}
+
+TEST_CASE("efa, tcpx and tcpxo: line x framing at their MTU; efa's plugin latency; tcpx's stacks",
+          "[transport][cloud]") {
+  for (const auto& [name, t] : {std::pair{"efa", Transport::Efa}, std::pair{"tcpx", Transport::Tcpx},
+                                std::pair{"tcpxo", Transport::Tcpxo}}) {
+    CHECK(transport_by_name(name) == t);
+    CHECK(std::string(transport_name(t)) == name);
+    CHECK(is_cloud_transport(t));
+  }
+  CHECK(transport_by_name("aws-efa") == Transport::Efa);
+  CHECK(transport_by_name("GPUDirect-TCPXO") == Transport::Tcpxo);
+  LinkFacts efa;
+  efa.transport = Transport::Efa;
+  efa.bandwidth = 50e9;  // p4d: 4 x 100 Gb/s
+  efa.net_latency = 75e-6;
+  // EC2 jumbo frames: 9001-byte MTU, (9001 - 52) / (9001 + 38).
+  CHECK(link_effect(efa).bandwidth == Approx(50e9 * 8949 / 9039));
+  CHECK(link_effect(efa).extra_latency == Approx(transport_defaults::ib_stack_latency));
+  CHECK_THAT(link_effect(efa).how, Catch::Contains("plugin's 75.00 us per network step"));
+  LinkFacts tcpx;
+  tcpx.transport = Transport::Tcpxo;
+  tcpx.bandwidth = 200e9;                                             // a3-mega: 8 x 200 Gb/s
+  CHECK(link_effect(tcpx).bandwidth == Approx(200e9 * 8192 / 8282));  // MTU 8244
+  CHECK(link_effect(tcpx).extra_latency == Approx(transport_defaults::tcpx_stack_latency));
+  // No socket cap: a tcpx link with the socket figures of a tcp one is still line-bound.
+  tcpx.socket_bw = 1e9;
+  CHECK(link_effect(tcpx).bandwidth == Approx(200e9 * 8192 / 8282));
+}
+
 TEST_CASE("ib is line rate x MTU / (MTU + 26) and pcie_host the staging figure whatever the lane",
           "[transport]") {
   LinkFacts ib;
@@ -217,7 +269,7 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
   const std::string p = d.file("p.xml", two_nodes("10Gbps", "1us", "<prop id=\"transport\" value=\"udp\"/>"));
   CHECK_THAT(error_of(p),
              Catch::Matches(".*p\\.xml:[0-9]+: property transport: unknown transport 'udp'; valid: "
-                            "tcp, ib, nvlink, pcie_host, pcie_p2p"));
+                            "tcp, ib, nvlink, pcie_host, pcie_p2p, efa, tcpx, tcpxo"));
   std::string x = vt::platform_xml(1, 2, "12GBps", "1us", {}, {"1Tf"});
   x.replace(x.find("</cluster>"), 0, "<prop id=\"intranode_transport\" value=\"tcp\"/>");
   CHECK_THAT(error_of(d.file("c.xml", x)),
@@ -239,7 +291,9 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
                               p));
   const auto r = vt::vitsim("predict " + scen + " --quiet");
   CHECK(r.status != 0);
-  CHECK_THAT(r.out, Catch::Contains("unknown transport 'udp'; valid: tcp, ib, nvlink, pcie_host, pcie_p2p"));
+  CHECK_THAT(r.out,
+             Catch::Contains("unknown transport 'udp'; valid: tcp, ib, nvlink, pcie_host, pcie_p2p, efa, "
+                             "tcpx, tcpxo"));
 }
 
 TEST_CASE("GPU properties of the per-op compute model: defaults and fallbacks and errors",

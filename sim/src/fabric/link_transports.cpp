@@ -13,8 +13,11 @@ namespace sg4 = simgrid::s4u;
 
 namespace vitsim::sim {
 
-std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts) {
-  for (const LinkFacts& l : facts.links) {
+std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts,
+                                               const std::vector<int>& connections) {
+  std::vector<LinkFacts> links = facts.links;
+  for (size_t i = 0; i < links.size() && i < connections.size(); ++i) links[i].connections = connections[i];
+  for (const LinkFacts& l : links) {
     const LinkEffect eff = link_effect(l);
     std::vector<sg4::Link*> sg;
     if (l.split_duplex) {
@@ -33,7 +36,7 @@ std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFac
       if (eff.extra_latency > 0) x->set_latency(x->get_latency() + eff.extra_latency);
     }
   }
-  return transport_notes(facts.links);
+  return transport_notes(links);
 }
 
 }  // namespace vitsim::sim
