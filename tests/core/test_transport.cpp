@@ -392,3 +392,28 @@ TEST_CASE("the study platforms carry their transports: Tesla's NCCL sockets, Vec
   CHECK(link_effect(*bb).bandwidth == Approx(bb->staging_bw));
   CHECK(link_effect(*bb).bandwidth == Approx(bb->bandwidth));
 }
+
+// Issue 36, end to end through `vitsim collective`: the socket transport's connections are NCCL's channels
+// over the NIC, and EFA's plugin latency is in the call NCCL chose.
+TEST_CASE("vitsim collective: sockets per NCCL channel, EFA's plugin latency in the call",
+          "[transport][cloud]") {
+  vt::TempDir d;
+  // 2 nodes x 4 L40S (PCIe Gen4, NCCL rates it 24 GB/s) on 100 GbE: NCCL's inter-node search starts at 12
+  // GB/s (<= min(12.5, 24)): 1 channel (one NIC of 12.5 carries one at 12), no duplication below 25; the
+  // communicator doubles it: 2 channels, 2 connections of one 2 GB/s socket = 4 GB/s < 11.77 after framing.
+  REQUIRE(
+      vt::vitsim("platform --nodes 2 --gpus-per-node 4 --gpu l40s --nic-speed 100gbe --out " + (d / "s.xml"))
+          .status == 0);
+  const vt::CmdResult s = vt::vitsim("collective " + (d / "s.xml") + " -b 1M -e 1M -q");
+  CHECK(s.status == 0);
+  CHECK_THAT(s.out,
+             Catch::Contains("x 1 socket(s) per connection x 2 connection(s) = 4 GB/s) -> socket-limited"));
+  // 2 x 8 H100 with 4 EFA interfaces a node, NCCL 2.23 at 8 B: Tree/LL, latency 6.8 + 2 (7 x .6 + 1 x (5.0 +
+  // 75)) = 175.2 us (test_nccl_tuning "the net plugin's latency").
+  REQUIRE(vt::vitsim("platform --nodes 2 --gpus-per-node 8 --gpu h100-sxm --nics 4 --nic-speed efa --out " +
+                     (d / "e.xml"))
+              .status == 0);
+  const vt::CmdResult e = vt::vitsim("collective " + (d / "e.xml") + " -b 8 -e 8 -q --nccl-version 2.23");
+  CHECK(e.status == 0);
+  CHECK_THAT(e.out, Catch::Contains("Tree/LL") && Catch::Contains("latency 175.20 us"));
+}
