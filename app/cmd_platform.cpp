@@ -14,6 +14,7 @@
 #include "vitsim/core/model/energy.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
+#include "vitsim/core/platform/transport.hpp"
 
 namespace vitsim::app {
 
@@ -34,6 +35,7 @@ struct PlatformArgs {
   std::string nic_transport;
   std::string nic_lat = "5us";
   bool rail_optimised = false;
+  bool sharp = false;
   std::string layout = "auto";  // --layout
   std::string topology = "star";
   double oversubscription = 1;
@@ -86,7 +88,12 @@ void check_counts(const PlatformArgs& a) {
   if (a.nodes < 1) throw Error(fmt::format("--nodes {}: a platform needs at least 1 node", a.nodes));
   if (a.gpus_per_node < 1)
     throw Error(fmt::format("--gpus-per-node {}: a node needs at least 1 GPU", a.gpus_per_node));
-  if (a.nics < 1 || a.nics > 64) throw Error(fmt::format("--nics {}: between 1 and 64 NICs a node", a.nics));
+  // A node's NICs: at most one per GPU (an NVL72 rack written as one node of 72 GPUs has 72), and at least
+  // 64 where a node has fewer GPUs (a NIC link of their sum).
+  const int max_nics = std::max(64, a.gpus_per_node);
+  if (a.nics < 1 || a.nics > max_nics)
+    throw Error(
+        fmt::format("--nics {}: between 1 and {} NICs a node (64, or one per GPU)", a.nics, max_nics));
   if (a.precision != "fp32" && a.precision != "fp16" && a.precision != "bf16")
     throw Error(fmt::format("--precision {}: valid: fp32, fp16, bf16", a.precision));
 }
@@ -148,13 +155,25 @@ NicSpec nic_from_flags(const PlatformArgs& a, const Catalogue& cat) {
   nic.lat = a.nic_lat;
   if (!a.nic_speed.empty()) nic_speed_from_flag(a.nic_speed, cat, nic);
   if (!a.nic_transport.empty()) {
-    nic_transport_props(a.nic_transport);  // checks the name
+    try {
+      nic_transport_props(a.nic_transport);  // checks the name
+    } catch (const Error& e) {
+      throw Error(fmt::format("--nic-transport {}: {}", a.nic_transport, e.what()));
+    }
     nic.transport = a.nic_transport;
   }
   if (a.nodes > 1 && nic.speed.empty())
     throw Error(
         "--nic-speed is required with more than one node (a rate such as 400Gbps, or ndr, hdr, edr, 100gbe, "
         "...)");
+  const bool roce = normalise_name(nic.transport).rfind("roce", 0) == 0;
+  if (a.sharp && (a.nodes < 2 || roce || transport_by_name(nic.transport) != Transport::Ib))
+    throw Error(fmt::format(
+        "--sharp: SHARP reduces in InfiniBand switches between nodes; it needs --nodes 2 or more and an ib "
+        "transport (--nic-speed ndr, hdr, ... or --nic-transport ib), not {}",
+        a.nodes < 2             ? "one node"
+        : nic.transport.empty() ? std::string("no NIC transport")
+                                : nic.transport));
   return nic;
 }
 
@@ -210,6 +229,7 @@ PlatformSpec spec_from_flags(const PlatformArgs& a, const std::string& command_l
   const GpuTypeSpec t = gpu_type_from_catalogue(cat, g, a.precision);
   const FabricSpec fabric = fabric_from_flags(a, g);
   const NicSpec nic = nic_from_flags(a, cat);
+  if (a.sharp) spec.zone_props.emplace_back("ib_sharp", "yes");
   spec.topology = topology_from_flags(a);
   const Props node_props = node_props_from_flags(a);
   spec.gpu_types[t.name] = t;
@@ -250,16 +270,21 @@ void add_platform_options(CLI::App* c, const std::shared_ptr<PlatformArgs>& a) {
   c->add_option("--intranode-bw", a->intranode_bw,
                 "per-GPU bandwidth of that path per direction (default: the catalogue's)");
   c->add_option("--staging-bw", a->staging_bw, "pcie_host: the staging rate (default 4GBps)");
-  c->add_option("--nics", a->nics, "NICs per node (default 1); they form one link of NICs x speed")
+  c->add_option("--nics", a->nics,
+                "NICs per node (default 1, at most 64 or one per GPU); they form one link of NICs x speed")
       ->check(integer(0, 1 << 16));
   c->add_option("--nic-speed", a->nic_speed,
                 "one NIC's line rate (400Gbps) or a catalogue NIC: 1gbe ... 400gbe, edr, hdr, ndr, xdr");
   c->add_option("--nic-transport", a->nic_transport,
-                "tcp (NCCL sockets), roce, ib (default: the catalogue NIC's; tcp for a rate)");
+                "tcp (NCCL sockets), roce, ib, efa (AWS, aws-ofi-nccl), tcpx (GCP A3 High), tcpxo (GCP A3 "
+                "Mega) (default: the catalogue NIC's; tcp for a rate)");
   c->add_option("--nic-lat", a->nic_lat, "NIC + cable + switch latency per end (default 5us)");
   c->add_flag(
       "--rail-optimised", a->rail_optimised,
       "each NIC a rail of its own: one link per NIC, GPU k of G on NIC k x N / G (the flat-star layout)");
+  c->add_flag("--sharp", a->sharp,
+              "the InfiniBand fabric reduces in its switches (SHARP through NCCL's CollNet plugin, "
+              "NCCL_COLLNET_ENABLE=1): NCCL's tuner may pick CollNetDirect and CollNetChain");
   c->add_option("--topology", a->topology, "star (non-blocking, default), fat-tree, torus or dragonfly");
   c->add_option("--oversubscription", a->oversubscription,
                 "fat-tree: a pod's NIC capacity over its up-link (4 = 4:1)")
@@ -310,6 +335,7 @@ PlatformSpec platform_spec(const std::shared_ptr<PlatformArgs>& a, CLI::App* c) 
                              "--nic-transport",
                              "--nic-lat",
                              "--rail-optimised",
+                             "--sharp",
                              "--topology",
                              "--oversubscription",
                              "--pod-nodes",

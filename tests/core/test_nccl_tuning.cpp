@@ -595,3 +595,91 @@ TEST_CASE("nccl tuner: the scenario's nccl keys are stored, checked and default 
                         d.file("e.xml", base + "<nccl algo=\"PAT\" version=\"2.18\"/>\n</scenario>\n"))),
                     Catch::Contains("NCCL_ALGO='PAT': unknown name 'PAT'"));
 }
+
+TEST_CASE("nccl tuner: the net plugin's latency enters the choice, an unseen cost only the call", "[nccl]") {
+  const auto& v23 = nccl_version("2.23");
+  // aws-ofi-nccl states 75 us (platform-aws.cpp, p4d/p5): search.cc sets every graph's latencyInter to it and
+  // tuning.cc adds it to each network step's latency (twice for Simple: the flush). 2 x 8 H100, 1 KiB:
+  // Tree/LL 6.8 + 2 (7 x .6 + 1 x (5.0 + 75)) = 175.2; Ring/LL 6.6 + 28 x 1.0 + 2 x (2.7 + 75) = 190.0 (the
+  // figures of "network latencies" above, each network step raised by 75).
+  NcclTopo efa = h100(2);
+  for (NcclGraph* g : {&efa.ring, &efa.tree, &efa.nvls}) g->latency_inter_us = 75;
+  const NcclChoice e = nccl_choose(F::AllReduce, KiB, efa, v23);
+  check_cost(e, A::Tree, P::LL, 175.2, 19.5 * .9);
+  check_cost(e, A::Ring, P::LL, 190.0, 20.8);
+  CHECK(e.unseen_us == 0);
+  // A cost the plugin does not state (GPUDirect-TCPX states 0): NCCL weighs the same table and picks the
+  // same Tree/LL at 25.2 us; the call then pays it on each of the tree's 2 x log2(2 nodes) = 2 network
+  // steps: 25.2 + 2 x 40 = 105.2.
+  NcclTopo tcpx = h100(2);
+  for (NcclGraph* g : {&tcpx.ring, &tcpx.tree, &tcpx.nvls}) g->latency_unseen_us = 40;
+  const NcclChoice u = nccl_choose(F::AllReduce, KiB, tcpx, v23);
+  check_cost(u, A::Ring, P::LL, 40.0, 20.8);  // the table is NCCL's
+  CHECK(u.algo == A::Tree);
+  CHECK(u.proto == P::LL);
+  CHECK(u.unseen_us == Approx(80.0));
+  CHECK(u.latency_us == Approx(105.2));
+  CHECK_THAT(u.why(), Catch::Contains("of which 80.0 us the net plugin does not state"));
+  // A ring all-reduce at 1 GiB crosses the network 2 (nodes - 1) = 2 times: + 80 as well.
+  const NcclChoice ring = nccl_choose(F::AllReduce, GiB, tcpx, v23, {"ring", "simple"});
+  CHECK(ring.unseen_us == Approx(80.0));
+  // From a platform: nccl_topo carries the plugin's latency and the unseen cost to every graph, on several
+  // nodes only.
+  NcclPlatform p;
+  p.nodes = 2;
+  p.gpus_per_node = 8;
+  p.sm = 80;
+  p.nvlinks_per_gpu = 12;
+  p.nics_per_node = 4;
+  p.nic_bw = 25;
+  p.net_latency_us = 75;
+  p.net_unseen_latency_us = 40;
+  const NcclTopo t = nccl_topo(p, v23);
+  for (const NcclGraph* g : {&t.ring, &t.tree}) {
+    CHECK(g->latency_inter_us == 75);
+    CHECK(g->latency_unseen_us == 40);
+  }
+  p.nodes = 1;
+  CHECK(nccl_topo(p, v23).ring.latency_inter_us == 0);
+}
+
+TEST_CASE("nccl tuner: CollNet graphs from a platform with SHARP", "[nccl]") {
+  // 2 x 8 A100 (12 NVLinks x 20 = 240 GB/s, PCIe Gen4 24), 4 HDR NICs (25 GB/s) a node, 2.23. Ring: the
+  // first speed <= min(NIC 25, PCIe 24) is 24: min(240 / 24 = 10, 4 NICs x 1) = 4 channels = 96; slower
+  // speeds to 12 (8 channels, 96: not more), then 11 / 24 <= .49 stops: 4 x 24, not duplicated (< 25).
+  NcclPlatform p;
+  p.nodes = 2;
+  p.gpus_per_node = 8;
+  p.sm = 80;
+  p.nvlinks_per_gpu = 12;
+  p.nics_per_node = 4;
+  p.nic_bw = 25;
+  const auto& v23 = nccl_version("2.23");
+  NcclTopo t = nccl_topo(p, v23);
+  CHECK_FALSE(t.collnet);
+  CHECK(t.collnet_direct.n_channels == 0);
+  p.collnet = true;
+  t = nccl_topo(p, v23);
+  CHECK(t.collnet);
+  CHECK(t.ring.n_channels == 4);
+  // CollNetChain: the tree pattern held to the ring's 4 channels (init.cc 23:913-914).
+  CHECK(t.collnet_chain.n_channels == 4);
+  CHECK(t.collnet_chain.bw_intra == Approx(24.0));
+  // CollNetDirect: a head per NIC with a GPU beside it, 4 (search.cc 23:974-975): 4 channels at 24.
+  CHECK(t.collnet_heads == 4);
+  CHECK(t.collnet_direct.n_channels == 4);
+  CHECK(t.collnet_direct.bw_intra == Approx(24.0));
+  // One node: no CollNet (NCCL_COLLNET_NODE_THRESHOLD = 2).
+  p.nodes = 1;
+  CHECK_FALSE(nccl_topo(p, v23).collnet);
+  // The tuner then weighs CollNet: 4 x 8 A100 with 8 NICs at 256 MiB, 2.27: CollNetChain/Simple where
+  // NCCL without SHARP runs the ring or the tree.
+  p.nodes = 4;
+  p.nics_per_node = 8;
+  const auto& v27 = nccl_version("2.27");
+  const NcclChoice with = nccl_choose(F::AllReduce, 256 * MiB, nccl_topo(p, v27), v27);
+  CHECK((with.algo == A::CollNetChain || with.algo == A::CollNetDirect));
+  p.collnet = false;
+  const NcclChoice without = nccl_choose(F::AllReduce, 256 * MiB, nccl_topo(p, v27), v27);
+  CHECK((without.algo == A::Ring || without.algo == A::Tree));
+}

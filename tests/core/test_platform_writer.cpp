@@ -236,13 +236,20 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"zero GPUs a node", "--gpu h100-sxm --gpus-per-node 0",
        "--gpus-per-node 0: a node needs at least 1 GPU"},
       {"too many NICs", "--gpu h100-sxm --nics 65", "--nics 65: between 1 and 64"},
+      {"more NICs than GPUs above 64", "--gpu b200 --gpus-per-node 72 --nics 73",
+       "--nics 73: between 1 and 72 NICs a node"},
       {"several nodes, no NIC", "--gpu h100-sxm --nodes 2", "--nic-speed is required"},
       {"NIC speed without unit", "--gpu h100-sxm --nodes 2 --nic-speed 400",
        "--nic-speed 400: neither a rate with its unit"},
       {"NIC speed zero", "--gpu h100-sxm --nodes 2 --nic-speed 0Gbps", "--nic-speed 0Gbps: must be positive"},
       {"a fabric as NIC", "--gpu h100-sxm --nodes 2 --nic-speed nvlink4", "not a NIC"},
       {"unknown NIC transport", "--gpu h100-sxm --nodes 2 --nic-speed ndr --nic-transport udp",
-       "unknown NIC transport 'udp'"},
+       "--nic-transport udp: unknown NIC transport 'udp'; valid: tcp (NCCL sockets), roce, ib, efa"},
+      {"SHARP over Ethernet", "--gpu h100-sxm --nodes 2 --nic-speed 400gbe --sharp",
+       "--sharp: SHARP reduces in InfiniBand switches"},
+      {"SHARP over RoCE", "--gpu h100-sxm --nodes 2 --nic-speed 400gbe --nic-transport roce --sharp",
+       "an ib transport (--nic-speed ndr, hdr, ... or --nic-transport ib), not roce"},
+      {"SHARP on one node", "--gpu h100-sxm --sharp", "needs --nodes 2 or more"},
       {"NVSwitch on a PCIe card", "--gpu t4 --gpus-per-node 8 --intranode nvswitch", "has no NVLink"},
       {"bridges for 4 GPUs", "--gpu a40 --gpus-per-node 4 --intranode nvlink_bridge", "two by two"},
       {"unknown fabric", "--gpu t4 --intranode pcie", "--intranode pcie: valid: pcie_host"},
@@ -517,4 +524,84 @@ TEST_CASE(
   for (const auto& g : cat.gpus) CHECK_THAT(section, Catch::Contains("| " + g.name + " |"));
   for (const auto& [name, a] : cat.archs) CHECK_THAT(section, Catch::Contains("| " + name + " |"));
   for (const auto& l : cat.links) CHECK_THAT(section, Catch::Contains("| " + l.name + " |"));
+}
+
+// Issue 36: EFA, GPUDirect-TCPX/TCPXO and SHARP as `vitsim platform` writes them and the reader reads them;
+// a GB200 NVL72 rack as one node of 72 GPUs and 72 rail NICs; nothing written on a refusal.
+TEST_CASE("vitsim platform: efa, tcpx, tcpxo, --sharp and 72 NICs a node, written and read back",
+          "[platform][cli]") {
+  vt::TempDir d;
+  auto facts_of = [&](const std::string& args) {
+    const std::string out = d / "p.xml";
+    const vt::CmdResult r = vt::vitsim("platform " + args + " --out " + out);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    return read_platform_facts(out);
+  };
+  // p4d: 4 EFA interfaces of 100 Gb/s (the catalogue's efa) make one 400 Gb/s NIC link a node.
+  PlatformFacts efa = facts_of("--nodes 2 --gpus-per-node 8 --gpu a100-sxm-40gb --nics 4 --nic-speed efa");
+  REQUIRE(efa.links.size() >= 2);
+  const LinkFacts* nic = nullptr;
+  for (const auto& l : efa.links)
+    if (l.what == "NIC") nic = &l;
+  REQUIRE(nic);
+  CHECK(nic->transport == Transport::Efa);
+  CHECK(nic->bandwidth == Approx(50e9));
+  CHECK(nic->mtu == 9001);
+  CHECK(nic->net_latency == Approx(75e-6));  // aws-ofi-nccl's p4d figure (docs/sources.md)
+  CHECK(efa.props.count("ib_sharp") == 0);
+  // a3-mega: 8 x 200 Gb/s GPU NICs under TCPXO; the transport named by --nic-transport over a rate alike.
+  for (const std::string& args : {std::string("--nics 8 --nic-speed tcpxo"),
+                                  std::string("--nics 8 --nic-speed 200Gbps --nic-transport tcpxo")}) {
+    const PlatformFacts t = facts_of("--nodes 2 --gpus-per-node 8 --gpu h100-sxm " + args);
+    for (const auto& l : t.links)
+      if (l.what == "NIC") {
+        CHECK(l.transport == Transport::Tcpxo);
+        CHECK(l.bandwidth == Approx(200e9));  // 8 x 200 Gb/s = 200 GB/s
+        CHECK(l.mtu == 8244);
+        CHECK(l.net_latency == 0);
+      }
+  }
+  const PlatformFacts sharp =
+      facts_of("--nodes 2 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr --sharp");
+  CHECK(sharp.props.at("ib_sharp") == "yes");
+  // 72 GPUs a node with 72 rail NICs (an NVL72 rack as NCCL sees it, one NVLink domain): written in the
+  // flat-star layout with one NIC link per GPU.
+  const PlatformFacts rack = facts_of(
+      "--nodes 2 --gpus-per-node 72 --gpu b200 --nics 72 --nic-speed 400Gbps --nic-transport ib "
+      "--rail-optimised");
+  CHECK(rack.nodes.size() == 2);
+  CHECK(rack.nodes[0].gpus.size() == 72);
+  int nics = 0;
+  for (const auto& l : rack.links) nics += l.what == "NIC";
+  CHECK(nics == 2 * 72);
+  // Rails with an oversubscribed tier between pods: written and read.
+  const PlatformFacts tier = facts_of(
+      "--nodes 4 --gpus-per-node 72 --gpu b200 --nics 72 --nic-speed 400Gbps --nic-transport ib "
+      "--rail-optimised --topology fat-tree --pod-nodes 2 --oversubscription 4");
+  CHECK(tier.flat_layout);
+  // A refusal writes nothing.
+  const std::string none = d / "none.xml";
+  const vt::CmdResult r = vt::vitsim(
+      "platform --nodes 2 --gpus-per-node 8 --gpu h100-sxm --nic-speed 400gbe --sharp --out " + none);
+  CHECK(r.status == 1);
+  CHECK_FALSE(fs::exists(none));
+}
+
+TEST_CASE("ib_sharp in a platform file: yes or no, yes only over InfiniBand NICs", "[platform]") {
+  vt::TempDir d;
+  const vt::CmdResult w = vt::vitsim(
+      "platform --nodes 2 --gpus-per-node 2 --gpu h100-sxm --nic-speed 400gbe --out " + d / "e.xml");
+  REQUIRE(w.status == 0);
+  std::ifstream in(d / "e.xml");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const size_t zone = text.find("routing=\"Full\">");
+  REQUIRE(zone != std::string::npos);
+  std::string yes = text, maybe = text;
+  yes.insert(zone + 15, "\n    <prop id=\"ib_sharp\" value=\"yes\"/>");
+  maybe.insert(zone + 15, "\n    <prop id=\"ib_sharp\" value=\"maybe\"/>");
+  CHECK_THROWS_WITH(read_platform_text("e.xml", yes),
+                    Catch::Contains("property ib_sharp: yes needs InfiniBand NICs"));
+  CHECK_THROWS_WITH(read_platform_text("e.xml", maybe),
+                    Catch::Contains("property ib_sharp: 'maybe' is not one of: yes, no"));
 }

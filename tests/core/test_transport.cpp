@@ -123,6 +123,58 @@ TEST_CASE("threads x sockets raise a per-socket-limited link up to the framing l
   CHECK(link_effect(tcp_link(line, 4, 8, per)).bandwidth == Approx(wire));
 }
 
+TEST_CASE("NCCL's sockets: threads x sockets per connection, one connection per channel",
+          "[transport][tcp]") {
+  // net_socket.cc (v2.27.7-1:311-316): AWS ENA 2 threads x 8 sockets, GCP gVNIC 4 x 1, else 0 helper threads
+  // (the control socket carries the data: 1). 100 GbE: 12.5 GB/s line, 11.77 GB/s after framing.
+  const double line = 12.5e9, wire = line * 1448 / 1538;
+  LinkFacts l = tcp_link(line);
+  CHECK(sockets_per_connection(l) == 1);
+  for (int connections : {1, 2, 4}) {  // a socket of 2 GB/s per connection, `connections` channels at once
+    l.connections = connections;
+    CHECK(link_effect(l).bandwidth == Approx(std::min(wire, 2e9 * connections)));
+    CHECK_THAT(link_effect(l).how, Catch::Contains(fmt::format("x {} connection(s)", connections)));
+  }
+  LinkFacts gcp = tcp_link(line, 4, 1);  // 4 sockets per connection x 2 channels = 8 x 2 GB/s > 11.77
+  gcp.connections = 2;
+  CHECK(link_effect(gcp).bandwidth == Approx(wire));
+  CHECK_THAT(link_effect(gcp).how, Catch::Contains("framing-limited"));
+  // 10 GbE stays line-bound whatever the connections: 1.25 x 1448/1538 = 1.177 GB/s < one socket's 2 GB/s.
+  LinkFacts ten = tcp_link(1.25e9);
+  for (int connections : {1, 2, 8}) {
+    ten.connections = connections;
+    CHECK(link_effect(ten).bandwidth == Approx(1.25e9 * 1448 / 1538));
+  }
+}
+
+TEST_CASE("efa, tcpx and tcpxo: line x framing at their MTU; efa's plugin latency; tcpx's stacks",
+          "[transport][cloud]") {
+  for (const auto& [name, t] : {std::pair{"efa", Transport::Efa}, std::pair{"tcpx", Transport::Tcpx},
+                                std::pair{"tcpxo", Transport::Tcpxo}}) {
+    CHECK(transport_by_name(name) == t);
+    CHECK(std::string(transport_name(t)) == name);
+    CHECK(is_cloud_transport(t));
+  }
+  CHECK(transport_by_name("aws-efa") == Transport::Efa);
+  CHECK(transport_by_name("GPUDirect-TCPXO") == Transport::Tcpxo);
+  LinkFacts efa;
+  efa.transport = Transport::Efa;
+  efa.bandwidth = 50e9;  // p4d: 4 x 100 Gb/s
+  efa.net_latency = 75e-6;
+  // EC2 jumbo frames: 9001-byte MTU, (9001 - 52) / (9001 + 38).
+  CHECK(link_effect(efa).bandwidth == Approx(50e9 * 8949 / 9039));
+  CHECK(link_effect(efa).extra_latency == Approx(transport_defaults::ib_stack_latency));
+  CHECK_THAT(link_effect(efa).how, Catch::Contains("plugin's 75.00 us per network step"));
+  LinkFacts tcpx;
+  tcpx.transport = Transport::Tcpxo;
+  tcpx.bandwidth = 200e9;                                             // a3-mega: 8 x 200 Gb/s
+  CHECK(link_effect(tcpx).bandwidth == Approx(200e9 * 8192 / 8282));  // MTU 8244
+  CHECK(link_effect(tcpx).extra_latency == Approx(transport_defaults::tcpx_stack_latency));
+  // No socket cap: a tcpx link with the socket figures of a tcp one is still line-bound.
+  tcpx.socket_bw = 1e9;
+  CHECK(link_effect(tcpx).bandwidth == Approx(200e9 * 8192 / 8282));
+}
+
 TEST_CASE("ib is line rate x MTU / (MTU + 26) and pcie_host the staging figure whatever the lane",
           "[transport]") {
   LinkFacts ib;
@@ -217,7 +269,7 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
   const std::string p = d.file("p.xml", two_nodes("10Gbps", "1us", "<prop id=\"transport\" value=\"udp\"/>"));
   CHECK_THAT(error_of(p),
              Catch::Matches(".*p\\.xml:[0-9]+: property transport: unknown transport 'udp'; valid: "
-                            "tcp, ib, nvlink, pcie_host, pcie_p2p"));
+                            "tcp, ib, nvlink, pcie_host, pcie_p2p, efa, tcpx, tcpxo"));
   std::string x = vt::platform_xml(1, 2, "12GBps", "1us", {}, {"1Tf"});
   x.replace(x.find("</cluster>"), 0, "<prop id=\"intranode_transport\" value=\"tcp\"/>");
   CHECK_THAT(error_of(d.file("c.xml", x)),
@@ -239,7 +291,9 @@ TEST_CASE("bad transports give one line with file:line and the valid names", "[t
                               p));
   const auto r = vt::vitsim("predict " + scen + " --quiet");
   CHECK(r.status != 0);
-  CHECK_THAT(r.out, Catch::Contains("unknown transport 'udp'; valid: tcp, ib, nvlink, pcie_host, pcie_p2p"));
+  CHECK_THAT(r.out,
+             Catch::Contains("unknown transport 'udp'; valid: tcp, ib, nvlink, pcie_host, pcie_p2p, efa, "
+                             "tcpx, tcpxo"));
 }
 
 TEST_CASE("GPU properties of the per-op compute model: defaults and fallbacks and errors",
@@ -337,4 +391,29 @@ TEST_CASE("the study platforms carry their transports: Tesla's NCCL sockets, Vec
   CHECK(bb->transport == Transport::PcieHost);
   CHECK(link_effect(*bb).bandwidth == Approx(bb->staging_bw));
   CHECK(link_effect(*bb).bandwidth == Approx(bb->bandwidth));
+}
+
+// Issue 36, end to end through `vitsim collective`: the socket transport's connections are NCCL's channels
+// over the NIC, and EFA's plugin latency is in the call NCCL chose.
+TEST_CASE("vitsim collective: sockets per NCCL channel, EFA's plugin latency in the call",
+          "[transport][cloud]") {
+  vt::TempDir d;
+  // 2 nodes x 4 L40S (PCIe Gen4, NCCL rates it 24 GB/s) on 100 GbE: NCCL's inter-node search starts at 12
+  // GB/s (<= min(12.5, 24)): 1 channel (one NIC of 12.5 carries one at 12), no duplication below 25; the
+  // communicator doubles it: 2 channels, 2 connections of one 2 GB/s socket = 4 GB/s < 11.77 after framing.
+  REQUIRE(
+      vt::vitsim("platform --nodes 2 --gpus-per-node 4 --gpu l40s --nic-speed 100gbe --out " + (d / "s.xml"))
+          .status == 0);
+  const vt::CmdResult s = vt::vitsim("collective " + (d / "s.xml") + " -b 1M -e 1M -q");
+  CHECK(s.status == 0);
+  CHECK_THAT(s.out,
+             Catch::Contains("x 1 socket(s) per connection x 2 connection(s) = 4 GB/s) -> socket-limited"));
+  // 2 x 8 H100 with 4 EFA interfaces a node, NCCL 2.23 at 8 B: Tree/LL, latency 6.8 + 2 (7 x .6 + 1 x (5.0 +
+  // 75)) = 175.2 us (test_nccl_tuning "the net plugin's latency").
+  REQUIRE(vt::vitsim("platform --nodes 2 --gpus-per-node 8 --gpu h100-sxm --nics 4 --nic-speed efa --out " +
+                     (d / "e.xml"))
+              .status == 0);
+  const vt::CmdResult e = vt::vitsim("collective " + (d / "e.xml") + " -b 8 -e 8 -q --nccl-version 2.23");
+  CHECK(e.status == 0);
+  CHECK_THAT(e.out, Catch::Contains("Tree/LL") && Catch::Contains("latency 175.20 us"));
 }

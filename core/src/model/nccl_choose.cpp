@@ -138,9 +138,11 @@ std::string NcclChoice::why() const {
           fmt::format(" (next {}/{} {:.1f} us)", nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.time_us);
     }
   }
-  return fmt::format("{}: {}/{}{} {:.1f} us = {:.1f} us + {} / {:.1f} GB/s{}, {} channels x {} threads", what,
-                     nccl_algo_name(algo), nccl_proto_name(proto), backup ? " (ring backup)" : "", time_us,
-                     latency_us, bytes_text(bytes), bandwidth, next, n_channels, n_threads);
+  const std::string unseen =
+      unseen_us > 0 ? fmt::format(" (of which {:.1f} us the net plugin does not state)", unseen_us) : "";
+  return fmt::format("{}: {}/{}{} {:.1f} us = {:.1f} us{} + {} / {:.1f} GB/s{}, {} channels x {} threads",
+                     what, nccl_algo_name(algo), nccl_proto_name(proto), backup ? " (ring backup)" : "",
+                     time_us, latency_us, unseen, bytes_text(bytes), bandwidth, next, n_channels, n_threads);
 }
 
 NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu, const NcclTopo& t,
@@ -189,6 +191,10 @@ NcclChoice nccl_choose(NcclFunc func, std::uint64_t bytes, const NcclTuning& tu,
   out.latency_us = best->latency_us;
   out.bandwidth = best->bandwidth;
   out.backup = best->backup;
+  // What the network costs beyond what its plugin told NCCL: not in the choice, in the call's time.
+  out.unseen_us = tu.unseen_us[static_cast<int>(func)][idx(out.algo)][idx(out.proto)];
+  out.latency_us += out.unseen_us;
+  out.time_us += out.unseen_us;
   channels_threads(out, tu, t, v);
   return out;
 }

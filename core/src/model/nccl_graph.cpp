@@ -154,10 +154,20 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
     if (p.sm >= 100 && v.nvls_channels_sm100 > 0)
       t.nvls_channels = p.nodes > 1 ? v.nvls_channels_sm100 : v.nvls_channels_sm100_nvl;
   }
+  // CollNet (collNetSupport, init.cc): a CollNet plugin (SHARP) with NCCL_COLLNET_ENABLE=1, on at least
+  // NCCL_COLLNET_NODE_THRESHOLD = 2 nodes (init.cc 18:540 and 18:1016, 27:656 and 27:1029-1032).
   t.collnet = p.collnet && p.nodes > 1;
   if (t.collnet) {
-    t.collnet_direct = t.collnet_chain = t.ring;
-    t.collnet_heads = std::max(1, std::min(p.nics_per_node, p.gpus_per_node));
+    // CollNetChain: the TREE pattern held to the ring's channels (init.cc 23:913-914, 27:867-868), so the
+    // ring's graph. CollNetDirect: one channel per head, a NIC with a GPU beside it (search.cc
+    // ncclTopoSearchRecNet, 27:670-690), at most one per GPU (23:974-975) and from 2.27 at most
+    // NCCL_MAX_DIRECT_ARITY + 1 = 8 (search.cc 27:1015, device.h 27:192); searched as NVLS is (the tree
+    // scaling of totalBw).
+    t.collnet_chain = t.ring;
+    int heads = std::max(1, std::min(p.nics_per_node, p.gpus_per_node));
+    if (v.rules == NcclRules::V2_27) heads = std::min(heads, 8);
+    t.collnet_direct = graph(search(p, v, 1, heads, p.gpus_per_node > 1), intra, inter);
+    t.collnet_heads = heads;
   }
   // comm->nChannels (connect.cc ncclTopoPostset): twice the ring/tree channels, CollNet's half more, and
   // Hopper across nodes twice again when the ring runs above 45 GB/s per channel.
@@ -168,8 +178,10 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   const bool hopper = v.rules == NcclRules::V2_27 ? p.sm >= 90 : p.sm == 90;
   if (hopper && p.nodes > 1 && t.ring.bw_intra > 45.0 && (v18 ? 2 * nc <= max_channels : nc < 16)) nc *= 2;
   t.comm_channels = nc;
-  for (NcclGraph* g : {&t.ring, &t.tree, &t.nvls, &t.collnet_direct, &t.collnet_chain})
+  for (NcclGraph* g : {&t.ring, &t.tree, &t.nvls, &t.collnet_direct, &t.collnet_chain}) {
     g->latency_inter_us = p.nodes > 1 ? p.net_latency_us : 0;
+    g->latency_unseen_us = p.nodes > 1 ? p.net_unseen_latency_us : 0;
+  }
   return t;
 }
 

@@ -425,6 +425,29 @@ NcclEnable nccl_enable(const NcclOverrides& o, const NcclVersion& v) {
   return e;
 }
 
+// The network cost the plugin does not state, over each algorithm's network steps as NCCL counts them
+// (algo_latency with every graph's latencyInter raised by it, LL's count: no Simple flush, which is a read
+// on the GPU, not a message). Zero where no graph carries one.
+void unseen_latency(NcclTuning& out, const Ctx& c) {
+  NcclTopo raised = c.t;
+  bool any = false;
+  for (NcclGraph* g :
+       {&raised.ring, &raised.tree, &raised.nvls, &raised.collnet_direct, &raised.collnet_chain}) {
+    g->latency_inter_us += g->latency_unseen_us;
+    any = any || g->latency_unseen_us > 0;
+  }
+  if (!any) return;
+  const Ctx r = make_ctx(raised, c.v);
+  for (int f = 0; f < kNcclTunedFuncs; f++)
+    for (int a = 0; a < kNcclAlgos; a++) {
+      const F func = static_cast<F>(f);
+      const A algo = static_cast<A>(a);
+      const double extra = algo_latency(r, func, algo, P::LL) - algo_latency(c, func, algo, P::LL);
+      for (int p = 0; p < kNcclProtos; p++)
+        if (out.bandwidth[f][a][p] > 0) out.unseen_us[f][a][p] = extra;
+    }
+}
+
 NcclTuning nccl_tune(const NcclTopo& t, const NcclVersion& v, const NcclOverrides& o) {
   if (t.nranks < 1 || t.nnodes < 1 || t.nranks % t.nnodes != 0)
     throw Error(
@@ -455,6 +478,7 @@ NcclTuning nccl_tune(const NcclTopo& t, const NcclVersion& v, const NcclOverride
         out.latency_us[f][a][p] = algo_latency(c, func, algo, proto);
         if (algo == A::Ring) out.ring_backup_bw[f][p] = out.bandwidth[f][a][p];
       }
+  unseen_latency(out, c);
   apply_enables(out, c, enable);
   return out;
 }

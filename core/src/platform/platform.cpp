@@ -13,6 +13,7 @@
 #include "platform/platform_read.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 
 namespace vitsim {
 
@@ -204,6 +205,23 @@ struct Walker {
   }
 };
 
+// ib_sharp (the top zone's): yes or no; yes only where a NIC link runs InfiniBand (SHARP reduces in IB
+// switches; NCCL's CollNet runs over the verbs transport).
+void check_sharp(const Props& zone_props, const PlatformFacts& facts) {
+  const auto it = zone_props.find("ib_sharp");
+  if (it == zone_props.end()) return;
+  const auto& [value, where] = it->second;
+  if (value != "yes" && value != "no")
+    throw Error(where, fmt::format("property ib_sharp: '{}' is not one of: {}", echo(value),
+                                   platform_prop("ib_sharp").choices));
+  if (value == "no") return;
+  for (const LinkFacts& l : facts.links)
+    if (l.what == "NIC" && l.transport == Transport::Ib) return;
+  throw Error(where,
+              "property ib_sharp: yes needs InfiniBand NICs (a NIC link with transport ib): SHARP reduces "
+              "in InfiniBand switches");
+}
+
 }  // namespace
 
 PlatformFacts read_platform_facts(const std::string& path) {
@@ -232,6 +250,7 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
     facts.props.clear();
     for (const auto& [k, v] : own_props(c, zone)) facts.props[k] = v.first;
     w.walk_zone(zone, {});
+    check_sharp(own_props(c, zone), facts);
   }
   // Links whose figures change during a run (SimGrid profiles): a transfer's time is then the profile's.
   facts.link_profiles = !root.select_nodes(

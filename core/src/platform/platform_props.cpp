@@ -16,6 +16,7 @@ std::vector<PlatformProp> gpu_efficiency_rows();
 std::vector<PlatformProp> gpu_cost_rows();
 std::vector<PlatformProp> node_rows();
 std::vector<PlatformProp> link_rows();
+std::vector<PlatformProp> cloud_link_rows();
 std::vector<PlatformProp> zone_rows();
 }  // namespace platform_props_table
 
@@ -27,7 +28,8 @@ const std::vector<PlatformProp>& rows() {
     std::vector<PlatformProp> all;
     for (auto group : {platform_props_table::gpu_rows, platform_props_table::gpu_efficiency_rows,
                        platform_props_table::gpu_cost_rows, platform_props_table::node_rows,
-                       platform_props_table::link_rows, platform_props_table::zone_rows}) {
+                       platform_props_table::link_rows, platform_props_table::cloud_link_rows,
+                       platform_props_table::zone_rows}) {
       auto g = group();
       all.insert(all.end(), g.begin(), g.end());
     }

@@ -245,6 +245,9 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
   // switches the transport picks the matching ones.
   if (t == Transport::Tcp) l.mtu = r.integer(prop("tcp_mtu"));
   if (t == Transport::Ib) l.mtu = r.integer(prop("ib_mtu"));
+  if (t == Transport::Efa) l.mtu = r.integer(prop("efa_mtu"));
+  if (t == Transport::Tcpx || t == Transport::Tcpxo) l.mtu = r.integer(prop("tcpx_mtu"));
+  if (t == Transport::Efa) l.net_latency = r.quantity(prop("efa_net_latency"));
   l.socket_nthreads = r.integer(prop("nccl_socket_nthreads"));
   l.nsocks_perthread = r.integer(prop("nccl_nsocks_perthread"));
   if (l.socket_nthreads * l.nsocks_perthread > 64)
@@ -254,8 +257,11 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
                     l.socket_nthreads, l.nsocks_perthread));
   l.socket_bw = r.quantity(prop("socket_bw"));
   l.staging_bw = r.quantity(prop("staging_bw"));
-  const PlatformProp& lat_prop = prop(t == Transport::Ib ? "ib_stack_latency" : "tcp_stack_latency");
-  if ((t == Transport::Tcp || t == Transport::Ib) && r.get(lat_prop)) l.stack_latency = r.quantity(lat_prop);
+  const PlatformProp& lat_prop = prop(t == Transport::Ib || t == Transport::Efa ? "ib_stack_latency"
+                                      : t == Transport::Tcp                     ? "tcp_stack_latency"
+                                                                                : "tcpx_stack_latency");
+  if ((t == Transport::Tcp || t == Transport::Ib || is_cloud_transport(t)) && r.get(lat_prop))
+    l.stack_latency = r.quantity(lat_prop);
   if (!(line > 0))
     throw Error(where, fmt::format("link '{}' with a transport needs a positive bandwidth", l.id));
   return l;

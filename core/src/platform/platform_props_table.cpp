@@ -320,7 +320,7 @@ std::vector<PlatformProp> link_rows() {
        .owner = O::Link,
        .type = T::Choice,
        .default_text = "none (as written)",
-       .choices = "tcp, ib, nvlink, pcie_host, pcie_p2p",
+       .choices = "tcp, ib, nvlink, pcie_host, pcie_p2p, efa, tcpx, tcpxo",
        .spec = "nic.transport",
        .source = "docs/sources.md \"Links and transports\"",
        .doc = "what carries NCCL's bytes over the link (core/platform/transport.hpp)"},
@@ -397,7 +397,7 @@ std::vector<PlatformProp> link_rows() {
        .range = units::non_negative(),
        .default_value = transport_defaults::ib_stack_latency,
        .default_text = "1us",
-       .transports = "ib",
+       .transports = "ib, efa",
        .spec = "nic.props",
        .source = "ASSUMPTION (docs/sources.md \"Links and transports\")",
        .doc = "verbs latency per end per message",
@@ -415,6 +415,60 @@ std::vector<PlatformProp> link_rows() {
        .source = "public measurement (docs/sources.md \"Links and transports\")",
        .doc = "pcie_host: the rate of staging through host memory",
        .measure = "all_reduce_perf -b 8 -e 1G -f 2 -g 2 on one node (nccl-tests), then vitsim calibrate "
+                  "--from-nccl-tests LOG"}};
+}
+
+// The cloud network plugins' settings (efa, tcpx, tcpxo; core/platform/transport.hpp), after the others.
+std::vector<PlatformProp> cloud_link_rows() {
+  return {
+      {.key = "efa_mtu",
+       .owner = O::Link,
+       .type = T::Integer,
+       .range = units::closed(1500, 9001),
+       .default_value = transport_defaults::efa_mtu,
+       .default_text = "9001",
+       .transports = "efa",
+       .spec = "nic.props",
+       .source = "datasheet: EC2 jumbo frames (docs/sources.md \"Links and transports\")",
+       .doc = "bytes per packet; framing (MTU-52)/(MTU+38) (ASSUMPTION: SRD's headers as IP + TCP's)"},
+      {.key = "efa_net_latency",
+       .owner = O::Link,
+       .type = T::Quantity,
+       .unit = K::Time,
+       .range = units::non_negative(),
+       .default_value = transport_defaults::efa_net_latency,
+       .default_text = "75us",
+       .transports = "efa",
+       .spec = "nic.props",
+       .source = "aws-ofi-nccl's latency property for p4d, p4de, p5, p5e; 35us on p5en, p6 (docs/sources.md "
+                 "\"Links and transports\")",
+       .doc = "the plugin's latency property: NCCL's tuner adds it to every inter-node step (and once more "
+              "for Simple's flush)",
+       .measure = "all_reduce_perf -b 8 -e 1G -f 2 -g 1 across two nodes (nccl-tests), NCCL_DEBUG=INFO "
+                  "prints the plugin's \"Internode latency set at\""},
+      {.key = "tcpx_mtu",
+       .owner = O::Link,
+       .type = T::Integer,
+       .range = units::closed(576, 65535),
+       .default_value = transport_defaults::tcpx_mtu,
+       .default_text = "8244",
+       .transports = "tcpx, tcpxo",
+       .spec = "nic.props",
+       .source = "GCP's A3 GPU networks (docs/sources.md \"Links and transports\")",
+       .doc = "bytes per IP packet; framing (MTU-52)/(MTU+38)"},
+      {.key = "tcpx_stack_latency",
+       .owner = O::Link,
+       .type = T::Quantity,
+       .unit = K::Time,
+       .range = units::non_negative(),
+       .default_value = transport_defaults::tcpx_stack_latency,
+       .default_text = "20us",
+       .transports = "tcpx, tcpxo",
+       .spec = "nic.props",
+       .source = "ASSUMPTION: tcp_stack_latency's public measurement (docs/sources.md \"Links and "
+                 "transports\")",
+       .doc = "kernel TCP stack per end per message; NCCL's tuner does not see it (the plugin states 0)",
+       .measure = "all_reduce_perf -b 8 -e 1G -f 2 -g 1 across two nodes (nccl-tests), then vitsim calibrate "
                   "--from-nccl-tests LOG"}};
 }
 
@@ -436,6 +490,15 @@ std::vector<PlatformProp> zone_rows() {
            .spec = "price_per_kwh",
            .source = "as given",
            .doc = "price of one kWh, in the currency of the report"},
+          {.key = "ib_sharp",
+           .owner = O::Zone,
+           .type = T::Choice,
+           .default_text = "no",
+           .choices = "yes, no",
+           .spec = "ib_sharp (`vitsim platform --sharp`)",
+           .source = "as given (docs/sources.md \"Links and transports\")",
+           .doc = "the InfiniBand fabric reduces in its switches (SHARP through NCCL's CollNet plugin, "
+                  "NCCL_COLLNET_ENABLE=1): NCCL's tuner may pick CollNetDirect and CollNetChain"},
           {.key = "vitsim_layout",
            .owner = O::Zone,
            .type = T::Choice,

@@ -28,9 +28,9 @@ Props nic_transport_props(const std::string& transport) {
   };
   // One table of names with the platform reader (transport_by_name): what one accepts, the other does.
   const std::optional<Transport> tr = transport_by_name(t);
-  if (tr == Transport::Tcp) return with_settings("tcp");
-  if (tr == Transport::Ib) return with_settings("ib");
-  throw Error(fmt::format("unknown NIC transport '{}'; valid: tcp (NCCL sockets), roce, ib", transport));
+  if (tr == Transport::Tcp || tr == Transport::Ib || (tr && is_cloud_transport(*tr)))
+    return with_settings(transport_name(*tr));
+  throw Error(fmt::format("unknown NIC transport '{}'; valid: {}", transport, kNicTransportNames));
 }
 
 std::string parse_topology_kind(const std::string& name) {

@@ -13,8 +13,8 @@
 namespace vitsim {
 
 namespace {
-constexpr Transport kAll[] = {Transport::Tcp, Transport::Ib, Transport::NvLink, Transport::PcieHost,
-                              Transport::PcieP2p};
+constexpr Transport kAll[] = {Transport::Tcp,     Transport::Ib,  Transport::NvLink, Transport::PcieHost,
+                              Transport::PcieP2p, Transport::Efa, Transport::Tcpx,   Transport::Tcpxo};
 }
 
 const char* transport_name(Transport t) {
@@ -31,8 +31,22 @@ const char* transport_name(Transport t) {
       return "pcie_host";
     case Transport::PcieP2p:
       return "pcie_p2p";
+    case Transport::Efa:
+      return "efa";
+    case Transport::Tcpx:
+      return "tcpx";
+    case Transport::Tcpxo:
+      return "tcpxo";
   }
   return "?";
+}
+
+bool is_cloud_transport(Transport t) {
+  return t == Transport::Efa || t == Transport::Tcpx || t == Transport::Tcpxo;
+}
+
+int sockets_per_connection(const LinkFacts& l) {
+  return std::max(1, l.socket_nthreads * l.nsocks_perthread);
 }
 
 std::optional<Transport> transport_by_name(const std::string& name) {
@@ -43,11 +57,10 @@ std::optional<Transport> transport_by_name(const std::string& name) {
     if (n == transport_name(t)) return t;
   // The names `vitsim platform --nic-transport` and spec files take for the same two (issue 28): NCCL's
   // socket transport, and the verbs transport that RoCE v2 and InfiniBand both run.
-  static const std::map<std::string, Transport> aliases{{"sockets", Transport::Tcp},
-                                                        {"socket", Transport::Tcp},
-                                                        {"roce", Transport::Ib},
-                                                        {"rocev2", Transport::Ib},
-                                                        {"infiniband", Transport::Ib}};
+  static const std::map<std::string, Transport> aliases{
+      {"sockets", Transport::Tcp},        {"socket", Transport::Tcp},          {"roce", Transport::Ib},
+      {"rocev2", Transport::Ib},          {"infiniband", Transport::Ib},       {"awsefa", Transport::Efa},
+      {"gpudirecttcpx", Transport::Tcpx}, {"gpudirecttcpxo", Transport::Tcpxo}};
   if (auto it = aliases.find(n); it != aliases.end()) return it->second;
   return std::nullopt;
 }
@@ -93,16 +106,34 @@ LinkEffect link_effect(const LinkFacts& l) {
     case Transport::Tcp: {
       const int mtu = l.mtu > 0 ? l.mtu : transport_defaults::tcp_mtu;
       const double framing = tcp_framing(mtu);
-      const int sockets = l.socket_nthreads * l.nsocks_perthread;
-      const double wire = l.bandwidth * framing, socks = l.socket_bw * sockets;
+      const int sockets = sockets_per_connection(l);
+      const int connections = std::max(1, l.connections);
+      const double wire = l.bandwidth * framing, socks = l.socket_bw * sockets * connections;
       e.bandwidth = std::min(wire, socks);
       e.extra_latency = l.stack_latency >= 0 ? l.stack_latency : transport_defaults::tcp_stack_latency;
       e.how = fmt::format(
-          "tcp: min(line x framing {:.1f}% at MTU {} = {}, {} per socket x {} thread(s) x {} socket(s) "
-          "= {}) -> {}-limited; +{} stack latency per end",
-          100 * framing, mtu, units::format_bandwidth(wire), units::format_bandwidth(l.socket_bw),
-          l.socket_nthreads, l.nsocks_perthread, units::format_bandwidth(socks),
-          wire <= socks ? "framing" : "socket", units::format_time(e.extra_latency));
+          "tcp: min(line x framing {:.1f}% at MTU {} = {}, {} per socket x {} socket(s) per connection x {} "
+          "connection(s) = {}) -> {}-limited; +{} stack latency per end",
+          100 * framing, mtu, units::format_bandwidth(wire), units::format_bandwidth(l.socket_bw), sockets,
+          connections, units::format_bandwidth(socks), wire <= socks ? "framing" : "socket",
+          units::format_time(e.extra_latency));
+      break;
+    }
+    case Transport::Efa:
+    case Transport::Tcpx:
+    case Transport::Tcpxo: {
+      const bool efa = l.transport == Transport::Efa;
+      const int mtu = l.mtu > 0 ? l.mtu : efa ? transport_defaults::efa_mtu : transport_defaults::tcpx_mtu;
+      const double framing = tcp_framing(mtu);
+      e.bandwidth = l.bandwidth * framing;
+      e.extra_latency = l.stack_latency >= 0 ? l.stack_latency
+                        : efa                ? transport_defaults::ib_stack_latency
+                                             : transport_defaults::tcpx_stack_latency;
+      e.how = fmt::format("{}: line x framing {:.2f}% at MTU {}; +{} per end{}", transport_name(l.transport),
+                          100 * framing, mtu, units::format_time(e.extra_latency),
+                          efa ? fmt::format("; NCCL's tuner adds the plugin's {} per network step",
+                                            units::format_time(l.net_latency))
+                              : "; a cost per network step NCCL's tuner does not see");
       break;
     }
     case Transport::Ib: {

@@ -32,8 +32,11 @@ struct PlatformNccl {
   std::map<std::string, Gpu> gpu;              // SimGrid host name -> figures
   std::map<std::string, std::string> unrated;  // a GPU host the tuner cannot rate -> why (one line)
   bool intra_pcie = false;                     // a GPU-GPU link inside a node states a PCIe transport
-  bool intra_host = false;  // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
-  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+  bool intra_host = false;    // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
+  double node_nic_gbs = 0;    // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+  double net_latency_us = 0;  // the net plugin's latency property (efa: efa_net_latency)
+  double net_unseen_latency_us = 0;  // per network step, not stated to NCCL (tcpx, tcpxo: both ends' stacks)
+  bool collnet = false;              // ib_sharp: SHARP through NCCL's CollNet plugin
 };
 
 // Every GPU host's figures; a host the tuner cannot rate goes to `unrated` (refused where a group holds it).
@@ -44,6 +47,12 @@ void check_nccl_rated(const PlatformNccl& p, const std::vector<std::string>& hos
 // The group as an NCCL communicator (its nodes, GPUs per node, slowest GPU, fabric, NICs); Error where a
 // member is unrated.
 NcclPlatform group_platform(const Group& g, const PlatformNccl& p);
+// The NCCL connections each link of facts.links carries at once (LinkFacts::connections, same order), for
+// the socket transport's sockets: on a tcp NIC link, the channels of one communicator over the whole platform
+// (nccl_topo's comm_channels for `version`, "" the newest) shared by the node's NIC links in proportion to
+// their rates, at least 1; 1 on every other link, and where the platform has one node, a GPU the tuner
+// cannot rate or a CPU device.
+std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version);
 
 struct NcclComm {
   NcclTopo topo;

@@ -104,13 +104,18 @@ PlatformNccl platform_nccl(const PlatformFacts& facts) {
   }
   double nic_total = 0;  // bytes/s of every NIC link
   for (const LinkFacts& l : facts.links) {
-    if (l.what == "NIC")
+    if (l.what == "NIC") {
       nic_total += l.bandwidth;
-    else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
+      // A plugin's per-step cost, the largest any NIC states (every node runs the same plugin).
+      p.net_latency_us = std::max(p.net_latency_us, l.net_latency * 1e6);
+      if (l.transport == Transport::Tcpx || l.transport == Transport::Tcpxo)
+        p.net_unseen_latency_us = std::max(p.net_unseen_latency_us, 2 * link_effect(l).extra_latency * 1e6);
+    } else if (l.transport == Transport::PcieHost || l.transport == Transport::PcieP2p)
       p.intra_pcie = true;
     if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
   }
   p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  if (auto it = facts.props.find("ib_sharp"); it != facts.props.end()) p.collnet = it->second == "yes";
   return p;
 }
 
@@ -122,16 +127,49 @@ void check_nccl_rated(const PlatformNccl& p, const std::vector<std::string>& hos
     if (auto it = p.unrated.find(h); it != p.unrated.end()) throw Error(it->second);
 }
 
-// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
-// figures, the fabric (PCIe when a GPU-GPU link states a PCIe transport or the GPU has no NVLink; NVLS where
-// every GPU's architecture runs it and they sit on NVSwitch).
-NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
-  std::map<int, int> per_node;
+namespace {
+
+// The slowest GPU's figures over a communicator's members, and the fabric they share.
+struct GpuFold {
   NcclPlatform np;
-  np.sm = 1000;
-  np.pcie_bw = 1e9;
   bool all_nvswitch = true, all_nvlink = true, all_nvls = true;
   int nvlinks = 1 << 20;
+  GpuFold() {
+    np.sm = 1000;
+    np.pcie_bw = 1e9;
+  }
+  void add(const PlatformNccl::Gpu& gpu) {
+    np.sm = std::min(np.sm, gpu.sm);
+    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
+    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
+    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
+    all_nvls = all_nvls && gpu.nvls;
+    nvlinks = std::min(nvlinks, gpu.nvlinks);
+  }
+  // np.nodes and np.gpus_per_node set: the fabric (PCIe when a GPU-GPU link states a PCIe transport or a GPU
+  // has no NVLink; NVLS where every GPU's architecture runs it and they sit on NVSwitch), NICs, plugin.
+  NcclPlatform finish(const PlatformNccl& p) {
+    np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
+               : all_nvswitch              ? NcclIntra::NvSwitch
+                                           : NcclIntra::NvLink;
+    np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
+    if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
+    np.nvls = np.intra == NcclIntra::NvSwitch && all_nvls && np.gpus_per_node > 1;
+    set_nics(np, p.node_nic_gbs);
+    np.net_latency_us = p.net_latency_us;
+    np.net_unseen_latency_us = p.net_unseen_latency_us;
+    np.collnet = p.collnet;
+    return np;
+  }
+};
+
+}  // namespace
+
+// The group as an NCCL communicator: its nodes and GPUs per node (the most on any node), the slowest GPU's
+// figures, the fabric, the NICs and their plugin.
+NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
+  std::map<int, int> per_node;
+  GpuFold fold;
   for (int i = 0; i < g.size(); ++i) {
     ++per_node[g.node_of(i)];
     const std::string& host = g.host(i)->get_name();
@@ -142,24 +180,40 @@ NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
           fmt::format("internal error: no NCCL figures for host '{}' (the collective auto needs the "
                       "platform's facts: Collective::configure)",
                       host));
-    const PlatformNccl::Gpu& gpu = it->second;
-    np.sm = std::min(np.sm, gpu.sm);
-    np.pcie_bw = std::min(np.pcie_bw, gpu.pcie_bw);
-    all_nvswitch = all_nvswitch && gpu.fabric == NcclIntra::NvSwitch;
-    all_nvlink = all_nvlink && gpu.fabric != NcclIntra::Pcie;
-    all_nvls = all_nvls && gpu.nvls;
-    nvlinks = std::min(nvlinks, gpu.nvlinks);
+    fold.add(it->second);
   }
-  np.nodes = static_cast<int>(per_node.size());
-  for (const auto& [node, n] : per_node) np.gpus_per_node = std::max(np.gpus_per_node, n);
-  np.intra = p.intra_pcie || !all_nvlink ? NcclIntra::Pcie
-             : all_nvswitch              ? NcclIntra::NvSwitch
-                                         : NcclIntra::NvLink;
-  np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
-  if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
-  np.nvls = np.intra == NcclIntra::NvSwitch && all_nvls && np.gpus_per_node > 1;
-  set_nics(np, p.node_nic_gbs);
-  return np;
+  fold.np.nodes = static_cast<int>(per_node.size());
+  for (const auto& [node, n] : per_node) fold.np.gpus_per_node = std::max(fold.np.gpus_per_node, n);
+  return fold.finish(p);
+}
+
+std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version) {
+  std::vector<int> out(facts.links.size(), 1);
+  bool sockets = false;
+  for (const LinkFacts& l : facts.links)
+    sockets = sockets || (l.what == "NIC" && l.transport == Transport::Tcp);
+  if (facts.nodes.size() < 2 || !sockets) return out;
+  const PlatformNccl p = platform_nccl(facts);
+  if (!p.unrated.empty()) return out;
+  GpuFold fold;
+  for (const auto& [host, gpu] : p.gpu) {
+    if (gpu.cpu) return out;
+    fold.add(gpu);
+  }
+  fold.np.nodes = static_cast<int>(facts.nodes.size());
+  for (const NodeFacts& n : facts.nodes)
+    fold.np.gpus_per_node = std::max(fold.np.gpus_per_node, static_cast<int>(n.gpus.size()));
+  const NcclVersion& v = version.empty() ? nccl_newest_version() : nccl_version(version);
+  const int channels = nccl_topo(fold.finish(p), v).comm_channels;
+  // The node's NIC links share its channels in proportion to their rates (NCCL spreads channels over the
+  // NICs: search.cc ncclTopoSearchRecNet takes nets[(nChannels + i) % netCount]).
+  for (size_t i = 0; i < facts.links.size(); ++i) {
+    const LinkFacts& l = facts.links[i];
+    if (l.what != "NIC" || l.transport != Transport::Tcp) continue;
+    const double share = p.node_nic_gbs > 0 ? std::min(1.0, l.bandwidth / 1e9 / p.node_nic_gbs) : 1;
+    out[i] = std::max(1, static_cast<int>(std::lround(channels * share)));
+  }
+  return out;
 }
 
 NcclFunc nccl_func_of(CollOp op) {

@@ -16,8 +16,10 @@
 #include <set>
 #include <sstream>
 
+#include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/sim/fabric/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -166,7 +168,9 @@ std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const Platform
     pe->engine = std::make_unique<sg4::Engine>(&argc, pe->argv.data());
     configure_engine(*pe->engine);
     load_platform(*pe->engine, s.cluster.platform, facts, flat.get());  // flat-star files built in code
-    pe->notes = apply_link_transports(*pe->engine, facts);              // before LatencyModel
+    // The socket transport's connections: the channels NCCL runs over each NIC (nccl_platform.cpp).
+    const std::vector<int> connections = nccl_net_connections(facts, s.nccl.version);
+    pe->notes = apply_link_transports(*pe->engine, facts, connections);  // before LatencyModel
   } catch (...) {
     pe->error = std::current_exception();
   }

@@ -53,11 +53,14 @@ const std::string kBackbone = "_backbone";
 
 }  // namespace
 
-std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts) {
+std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFacts& facts,
+                                               const std::vector<int>& connections) {
+  std::vector<LinkFacts> links = facts.links;
+  for (size_t i = 0; i < links.size() && i < connections.size(); ++i) links[i].connections = connections[i];
   std::map<std::string, const NodeFacts*> nodes;
   for (const NodeFacts& n : facts.nodes) nodes[n.name] = &n;
   std::vector<LinkEffect> effects;
-  for (const LinkFacts& l : facts.links) {
+  for (const LinkFacts& l : links) {
     LinkEffect& eff = effects.emplace_back(link_effect(l));
     if (l.transport == Transport::NvLink && l.id.size() > kBackbone.size() &&
         l.id.compare(l.id.size() - kBackbone.size(), kBackbone.size(), kBackbone) == 0) {
@@ -90,7 +93,7 @@ std::vector<std::string> apply_link_transports(sg4::Engine& e, const PlatformFac
       if (eff.extra_latency > 0) x->set_latency(x->get_latency() + eff.extra_latency);
     }
   }
-  return transport_notes(facts.links, &effects);
+  return transport_notes(links, &effects);
 }
 
 }  // namespace vitsim::sim

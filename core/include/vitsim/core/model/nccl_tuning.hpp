@@ -54,9 +54,12 @@ struct NcclGraph {
   double bw_inter = 0;  // GB/s per channel between nodes
   NcclPath type_intra = NcclPath::Nvl;
   NcclPath type_inter = NcclPath::Pix;
-  double latency_inter_us = 0;  // the net plugin's latency property
-  bool same_channels = true;    // every channel the same GPU order (Broadcast/Reduce latency)
-  bool tree_pattern = false;    // NCCL_TOPO_PATTERN_TREE rather than BALANCED_TREE: Tree bandwidth x .85
+  double latency_inter_us = 0;  // the net plugin's latency property (search.cc: graph->latencyInter)
+  // A cost per network step the net plugin does not state (GPUDirect-TCPX's kernel TCP stacks): not in
+  // NCCL's tables or choice; added to the chosen call's latency (NcclTuning::unseen_us).
+  double latency_unseen_us = 0;
+  bool same_channels = true;  // every channel the same GPU order (Broadcast/Reduce latency)
+  bool tree_pattern = false;  // NCCL_TOPO_PATTERN_TREE rather than BALANCED_TREE: Tree bandwidth x .85
 };
 
 // What the tuner reads from one communicator.
@@ -139,6 +142,7 @@ std::string nccl_algo_names(const NcclVersion& v);
 struct NcclTuning {
   using Table = std::array<std::array<std::array<double, kNcclProtos>, kNcclAlgos>, kNcclTunedFuncs>;
   Table latency_us{}, bandwidth{};
+  Table unseen_us{};  // the graphs' latency_unseen_us over each algorithm's network steps (not weighed)
   std::array<std::array<double, kNcclProtos>, kNcclTunedFuncs> ring_backup_bw{};
   std::array<std::array<int, kNcclProtos>, kNcclAlgos> max_threads{}, thread_threshold{};
 };
@@ -164,6 +168,7 @@ struct NcclChoice {
   int n_threads = 0;   // threads per block
   // NCCL's estimate: time_us = latency_us + bytes / (1000 bandwidth), bandwidth in GB/s.
   double time_us = 0, latency_us = 0, bandwidth = 0;
+  double unseen_us = 0;  // of latency_us: the network's cost NCCL's tuner did not see (NcclTuning::unseen_us)
   bool backup = false;
   std::vector<NcclCost> table;  // every (algorithm, protocol) of the function, NCCL's order
   // "AllReduce 1 MiB: Ring/LL 28.0 us = 15.0 us + 1 MiB / 80.6 GB/s (next NVLS/Simple 28.9 us), 24
@@ -213,6 +218,9 @@ struct NcclPlatform {
   // `latency` property (ncclNetProperties_t; NCCL's IB and socket plugins state 0): every graph's
   // latency_inter_us. vitsim's `auto` leaves it 0, as NCCL's own plugins do.
   double net_latency_us = 0;
+  // A cost per network step that the plugin does not state (its latency property is 0) but the transport
+  // pays (GPUDirect-TCPX/TCPXO: the kernel TCP stacks of both ends): every graph's latency_unseen_us.
+  double net_unseen_latency_us = 0;
 };
 NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v);
 

@@ -206,9 +206,11 @@ PlatformSpec parse_platform_spec(const std::string& json_text, const std::string
 void check_platform_spec(const PlatformSpec& spec);
 std::string write_platform_xml(const PlatformSpec& spec, Layout layout = Layout::ClusterPerNode);
 
-// The NIC transport settings written for a transport name (tcp, ib, roce): every setting with its default,
-// so a reader sees each figure. Throws Error listing the valid names.
+// The NIC transport settings written for a transport name (tcp, ib, roce, efa, tcpx, tcpxo): every setting
+// with its default, so a reader sees each figure. Throws Error listing the valid names.
 Props nic_transport_props(const std::string& transport);
+inline constexpr const char* kNicTransportNames =
+    "tcp (NCCL sockets), roce, ib, efa (AWS, aws-ofi-nccl), tcpx (GCP A3 High), tcpxo (GCP A3 Mega)";
 // A topology name as users type it: star, fat-tree (fattree, fat_tree), torus, dragonfly. Others: Error
 // naming the valid ones.
 std::string parse_topology_kind(const std::string& name);

@@ -44,6 +44,9 @@ const std::vector<simgrid::s4u::Link*>* flat_link_pieces(const std::string& name
 // latency grows by the transport's per-message stack latency (which LatencyModel then records with the rest).
 // Call after load_platform_file, before LatencyModel. Returns one note per class of links (what transport
 // model gave which bandwidth). Throws Error naming the platform file when SimGrid has no link of a stated id.
-std::vector<std::string> apply_link_transports(simgrid::s4u::Engine& e, const PlatformFacts& facts);
+// `connections`: per link of facts.links (same order), the NCCL connections it carries at once (LinkFacts::
+// connections; the engine takes them from NCCL's model); empty: each link's own.
+std::vector<std::string> apply_link_transports(simgrid::s4u::Engine& e, const PlatformFacts& facts,
+                                               const std::vector<int>& connections = {});
 
 }  // namespace vitsim::sim
