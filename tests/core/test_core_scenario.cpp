@@ -2,6 +2,7 @@
 
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/dataset.hpp"
 
@@ -83,6 +84,109 @@ TEST_CASE("scenario: DeepSpeed config import", "[scenario][deepspeed]") {
                     d / "s.xml" +
                         ":7: train_batch_size 256 != micro_batch 32 x gradient_accumulation_steps 4 "
                         "x ranks 4 = 512 (DeepSpeed requires equality)");
+}
+
+TEST_CASE("DeepSpeed config writer: DeepSpeed's order, and read back to the same settings",
+          "[scenario][deepspeed]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  for (const char* set :
+       {"training.precision=fp16", "training.loss_scale=1024", "parallelism.comm_dtype=fp16",
+        "parallelism.zero=1", "parallelism.overlap=true", "parallelism.allgather_bucket_size=10MB",
+        "training.optimizer=adam", "training.lr=0.001", "training.weight_decay=0.05",
+        "training.gradient_clipping=1", "training.activation_checkpointing=true"})
+    apply_override(f, set);
+  const Scenario s = expand(f).at(0);
+  // kBase: micro-batch 32 x accumulation 1 x 2 ranks = 64; the buckets in 2-byte fp16 elements: 25 MB / 2 =
+  // 12.5e6, 10 MB / 2 = 5e6. Keys in the order of DeepSpeed's documentation (config-json), written whole.
+  const std::string text = deepspeed_config_for(s);
+  CHECK(text == R"({
+  "train_batch_size": 64,
+  "train_micro_batch_size_per_gpu": 32,
+  "gradient_accumulation_steps": 1,
+  "zero_optimization": {
+    "stage": 1,
+    "overlap_comm": true,
+    "reduce_bucket_size": 12500000,
+    "allgather_bucket_size": 5000000
+  },
+  "fp16": {
+    "enabled": true,
+    "loss_scale": 1024.0
+  },
+  "bf16": {
+    "enabled": false
+  },
+  "communication_data_type": "fp16",
+  "optimizer": {
+    "type": "Adam",
+    "params": {
+      "lr": 0.001,
+      "weight_decay": 0.05
+    }
+  },
+  "gradient_clipping": 1.0,
+  "activation_checkpointing": {
+    "partition_activations": false,
+    "cpu_checkpointing": false
+  }
+}
+)");
+  // Read back through the same mapping: every setting as written, nothing unmodelled or ignored.
+  const DeepSpeedConfig c = read_deepspeed_config(d.file("ds.json", text));
+  CHECK(c.train_batch_size == 64);
+  CHECK(c.micro_batch == 32);
+  CHECK(c.grad_accum == 1);
+  CHECK(c.zero_stage == 1);
+  CHECK(c.overlap_comm == true);
+  CHECK(c.reduce_bucket_elements == 12.5e6);
+  CHECK(c.allgather_bucket_elements == 5e6);
+  CHECK(c.precision == std::string("fp16"));
+  CHECK(c.loss_scale == 1024.0);
+  CHECK(c.comm_dtype == std::string("fp16"));
+  CHECK(c.optimizer == std::string("adam"));
+  CHECK(c.lr == 0.001);
+  CHECK(c.weight_decay == 0.05);
+  CHECK(c.gradient_clipping == 1.0);
+  CHECK(c.activation_checkpointing == true);
+  CHECK(unmodelled_warning(c).empty());
+  // fp32 with no clipping, no checkpointing and the dtype unset: neither precision enabled, the optional
+  // keys left out, read back unset.
+  auto plain = read_scenario_file(d.file("s2.xml", kBase));
+  apply_override(plain, "training.optimizer=sgd");
+  const DeepSpeedConfig p =
+      read_deepspeed_config(d.file("ds2.json", deepspeed_config_for(expand(plain).at(0))));
+  CHECK(!p.precision);
+  CHECK(!p.loss_scale);
+  CHECK(!p.comm_dtype);
+  CHECK(!p.gradient_clipping);
+  CHECK(!p.activation_checkpointing);
+  CHECK(p.optimizer == std::string("sgd"));
+  CHECK(p.reduce_bucket_elements == 25e6 / 4);  // 25 MB in 4-byte fp32 elements
+}
+
+TEST_CASE("DeepSpeed config reader: the faults its checks leave to the mapping, first one first",
+          "[scenario][deepspeed][negative]") {
+  vt::TempDir d;
+  const std::vector<std::pair<std::string, std::string>> rows{
+      {R"({"communication_data_type": "int8"})",
+       "communication_data_type \"int8\" is not one of fp32, fp16, bf16"},
+      {R"({"optimizer": {"params": {"lr": 0.1}}})",
+       "DeepSpeed key 'optimizer' must be an object with a string 'type'"},
+      {R"({"fp32_allreduce": 1})", "DeepSpeed key 'fp32_allreduce' must be true or false, got 1"},
+      // fp32_allreduce alone is read first (before the stage); beside communication_data_type, with it.
+      {R"({"zero_optimization": {"stage": 7}, "fp32_allreduce": 1})",
+       "DeepSpeed key 'fp32_allreduce' must be true or false, got 1"},
+      {R"({"zero_optimization": {"stage": 7}, "fp32_allreduce": 1, "communication_data_type": "fp16"})",
+       "zero_optimization.stage must be 0..3, got 7"},
+      {R"({"communication_data_type": "int8", "fp32_allreduce": "x"})",
+       "communication_data_type \"int8\" is not one of fp32, fp16, bf16"},
+      {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}, "optimizer": {}})",
+       "fp16 and bf16 are both enabled; DeepSpeed allows one"}};
+  for (const auto& [text, message] : rows) {
+    INFO(text);
+    CHECK_THROWS_WITH(read_deepspeed_config(d.file("ds.json", text)), d / "ds.json" + ": " + message);
+  }
 }
 
 TEST_CASE("scenario: framework and attention path", "[scenario]") {

@@ -1,13 +1,14 @@
 #pragma once
 // The checks of a DeepSpeed config (internal to core/, deepspeed_check.cpp), in the order
 // read_deepspeed_config applies them: each throws Error(o, ...) with the dotted key, the bad value and
-// what DeepSpeed takes.
+// what DeepSpeed takes; then the reading of the values it models (deepspeed_json.cpp).
 #include <nlohmann/json_fwd.hpp>
 
 #include <string>
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/deepspeed.hpp"
 
 namespace vitsim::deepspeed {
 
@@ -32,5 +33,11 @@ void refuse_unmodelled(const nlohmann::json& j, const Origin& o);
 
 // Keys present that vitsim neither reads nor needs (see DeepSpeedConfig::unmodelled), dotted.
 std::vector<std::string> unmodelled_keys(const nlohmann::json& j);
+
+// Last, the values vitsim models taken into `c` through the config's one mapping, which
+// deepspeed_config_for writes through too (deepspeed_json.cpp); throws Error(o, ...) on what the checks above
+// leave to it: zero_optimization.stage out of 0..3, fp16 and bf16 both enabled, an unknown
+// communication_data_type or one fp32_allreduce contradicts, an optimizer without a string type.
+void read_deepspeed_fields(const nlohmann::json& j, const Origin& o, DeepSpeedConfig& c);
 
 }  // namespace vitsim::deepspeed

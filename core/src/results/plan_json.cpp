@@ -12,6 +12,7 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/results/json_file.hpp"
 #include "vitsim/core/results/plan.hpp"
 
 namespace vitsim {
@@ -296,10 +297,7 @@ void plan_fields(Io& io, P& plan) {
 }  // namespace
 
 std::string plan_to_json(const PlanResult& plan) {
-  json j = json_file_head("vitsim.plan/2", "plan");
-  JsonOut out(j);
-  plan_fields(out, plan);
-  return j.dump(2) + "\n";
+  return json_file_text("vitsim.plan/2", "plan", plan, [](auto& io, auto& v) { plan_fields(io, v); });
 }
 
 std::string comm_regime_to_json(const CommRegime& c) {

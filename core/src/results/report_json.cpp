@@ -12,6 +12,7 @@
 #include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/model/epoch.hpp"
+#include "vitsim/core/results/json_file.hpp"
 #include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
@@ -419,10 +420,7 @@ json json_file_head(const std::string& schema, const std::string& kind) {
 }
 
 std::string report_to_json(const Report& r) {
-  json j = json_file_head("vitsim.report/2", r.kind());
-  JsonOut out(j);
-  report_fields(out, r);
-  return j.dump(2) + "\n";
+  return json_file_text("vitsim.report/2", r.kind(), r, [](auto& io, auto& v) { report_fields(io, v); });
 }
 
 json report_point_to_json(const ReportPoint& p) {

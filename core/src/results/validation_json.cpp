@@ -10,6 +10,7 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/json_reader.hpp"
+#include "vitsim/core/results/json_file.hpp"
 #include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/results/report.hpp"
 #include "vitsim/core/results/validation.hpp"
@@ -18,7 +19,7 @@ namespace vitsim {
 using json = nlohmann::json;
 
 namespace {
-using detail::finite, detail::JsonField, detail::JsonIn, detail::JsonOut, detail::MappedAs;
+using detail::finite, detail::JsonField, detail::JsonIn, detail::MappedAs;
 
 // A metric: its relative error is null where it was not scored.
 const auto kMetricFields = [](auto& io, auto& m) {
@@ -67,10 +68,8 @@ void validation_fields(Io& io, V& v) {
 }  // namespace
 
 std::string validation_to_json(const Validation& v) {
-  json j = json_file_head("vitsim.validation/2", "validation");
-  JsonOut out(j);
-  validation_fields(out, v);
-  return j.dump(2) + "\n";
+  return json_file_text("vitsim.validation/2", "validation", v,
+                        [](auto& io, auto& w) { validation_fields(io, w); });
 }
 
 namespace {

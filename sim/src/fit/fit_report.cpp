@@ -15,6 +15,7 @@
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/results/json_file.hpp"
 #include "vitsim/core/results/report.hpp"
 
 namespace vitsim::sim {
@@ -184,7 +185,7 @@ std::string fit_to_table(const FitResult& r) {
 }
 
 namespace {
-using detail::JsonOut, detail::non_negative, detail::finite;
+using detail::non_negative, detail::finite;
 
 // The JSON mapping of each struct of a fit (vitsim/core/base/json_reader.hpp), written by fit_to_json (no
 // vitsim command reads a fit back). A figure that is not known (NaN, or < 0 where it means none) is null;
@@ -250,10 +251,7 @@ const auto kFitFields = [](auto& io, auto& r) {
 }  // namespace
 
 std::string fit_to_json(const FitResult& r) {
-  json j = json_file_head("vitsim.fit/1", "fit");
-  JsonOut out(j);
-  kFitFields(out, r);
-  return j.dump(2) + "\n";
+  return json_file_text("vitsim.fit/1", "fit", r, kFitFields);
 }
 
 }  // namespace vitsim::sim

@@ -123,10 +123,10 @@ std::vector<std::string> bench_notes(const CollectiveBench& b, const std::vector
                                     nccl_test_name(b.func)));
         for (auto& line : chosen.run_notes()) notes.push_back(std::move(line));
       } else {
-        notes.push_back(
-            fmt::format("{}: collective '{}' for every size (sim/collectives/collective.hpp's registry{})",
-                        nccl_test_name(b.func), b.algorithm,
-                        b.algorithm == "topology" ? "; topology picks by the placement, not by size" : ""));
+        notes.push_back(fmt::format(
+            "{}: collective '{}' for every size (listed by `vitsim predict --list collectives`{})",
+            nccl_test_name(b.func), b.algorithm,
+            b.algorithm == "topology" ? "; topology picks by the placement, not by size" : ""));
       }
   }
   notes.push_back(

@@ -5,8 +5,9 @@
 // the files vitsim writes and reads back (reports, plans, validations: the other messages about them use
 // pointers too), or dotted (devices[0] ('T4').points[1].fwd_s, gpu_types.X.catalogue) in the calibration and
 // platform spec files. Also the one JSON mapping per struct that both its writer and its reader use (JsonOut,
-// JsonIn below): the report, plan, calibration, validation and fit formats; the platform spec and catalogue
-// (platform) read their fields through BasicJsonField.
+// JsonIn below): the report, plan, calibration, validation and fit formats, and DeepSpeed's config (written
+// by OrderedJsonOut, read in DeepSpeed's words by its own reader: core/src/formats/deepspeed_json.cpp); the
+// platform spec and catalogue (platform) read their fields through BasicJsonField.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -217,12 +218,15 @@ inline JsonNumber finite() {
 // with its member and how it is read back (type, range, the noun of the message), and is called with a
 // JsonOut to write the struct or a JsonIn to read it. Reading follows the listed order, so the first fault
 // a file has is the first one listed; cross-field checks (io.check) run only when reading, where they are
-// listed; io.put writes a derived figure the reader does not read back. JSON objects keep their keys sorted:
-// the order of the list does not change what is written.
-class JsonOut {
+// listed; io.put writes a derived figure the reader does not read back. JsonOut writes into nlohmann::json,
+// whose objects keep their keys sorted (the order of the list does not change what is written);
+// OrderedJsonOut into nlohmann::ordered_json, whose objects keep the list's order (a file of another
+// program's format, as DeepSpeed's config, written in the order its documentation gives).
+template <class J>
+class BasicJsonOut {
  public:
   static constexpr bool writing = true;
-  explicit JsonOut(nlohmann::json& j) : j_(&j) {}
+  explicit BasicJsonOut(J& j) : j_(&j) {}
 
   void number(const char* key, double v, JsonNumber) { (*j_)[key] = v; }
   template <class T>
@@ -241,13 +245,16 @@ class JsonOut {
   void optional_number(const char* key, const std::optional<double>& v, JsonNumber) {
     if (v) (*j_)[key] = *v;
   }
+  void optional_boolean(const char* key, const std::optional<bool>& v) {
+    if (v) (*j_)[key] = *v;
+  }
   template <class T, class Fields>
   void object(const char* key, const T& v, Fields fields) {
     (*j_)[key] = write(v, fields);
   }
   template <class T, class Fields>
   void list(const char* key, const std::vector<T>& v, Fields fields) {
-    nlohmann::json a = nlohmann::json::array();
+    J a = J::array();
     for (const T& x : v) a.push_back(write(x, fields));
     (*j_)[key] = std::move(a);
   }
@@ -278,16 +285,18 @@ class JsonOut {
   void named(const std::string&) {}
 
   template <class T, class Fields>
-  static nlohmann::json write(const T& v, Fields fields) {
-    nlohmann::json o = nlohmann::json::object();
-    JsonOut out(o);
+  static J write(const T& v, Fields fields) {
+    J o = J::object();
+    BasicJsonOut out(o);
     fields(out, v);
     return o;
   }
 
  private:
-  nlohmann::json* j_;
+  J* j_;
 };
+using JsonOut = BasicJsonOut<nlohmann::json>;
+using OrderedJsonOut = BasicJsonOut<nlohmann::ordered_json>;
 
 // The keys a mapping lists (every optional part included), in its order: what a closed object accepts.
 class JsonKeys {

@@ -195,9 +195,6 @@ void fill_scaling_efficiency(Report& r);
 std::string bound_of(const Breakdown& b);
 
 std::string report_to_json(const Report& r);  // deterministic: sorted keys, fixed number format
-// The keys every JSON file vitsim writes (report, plan, validation) begins with: "schema", "kind" and
-// "vitsim_version" (this vitsim's).
-nlohmann::json json_file_head(const std::string& schema, const std::string& kind);
 // The one reader of reports (validate, plan, plot, predict's children): parses schema 1 or 2 and checks
 // every field's type and range and the figures' consistency (docs/reports.md). Throws Error, one
 // line: "ORIGIN: /json/pointer: what is wrong".
