@@ -353,3 +353,92 @@ TEST_CASE(
     CHECK(named);
   }
 }
+
+namespace {
+
+// `vitsim collective` over two nodes of `gpus` A100s with `nics` HDR NICs each, written as one link per NIC
+// (rail-optimised) or as one link of their sum, at one size: the out-of-place time (s) and the notes.
+struct RailsRun {
+  double time_s = 0;
+  std::string notes;
+};
+RailsRun rails_run(const vt::TempDir& d, int gpus, int nics, bool rails, const std::string& flags) {
+  const std::string p = d / fmt::format("a100_{}x{}_{}.xml", gpus, nics, rails ? "rails" : "one");
+  const auto w = vt::vitsim(
+      fmt::format("platform --nodes 2 --gpus-per-node {} --gpu a100-sxm-80gb --nics {} --nic-speed hdr {} "
+                  "--out {}",
+                  gpus, nics, rails ? "--rail-optimised" : "", p));
+  INFO(w.out);
+  REQUIRE(w.status == 0);
+  const auto r = vt::vitsim(fmt::format("collective {} {} --format json -q", p, flags));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  RailsRun out;
+  out.time_s = j["results"][0]["out_of_place"]["time"].get<double>() * 1e-6;  // nccl-tests' us
+  for (const auto& n : j["notes"]) out.notes += n.get<std::string>() + "\n";
+  return out;
+}
+
+// The number a note prints after `lead` ("latency 184.24 us" -> 184.24).
+double number_after(const std::string& notes, const std::string& lead) {
+  const size_t at = notes.find(lead);
+  REQUIRE(at != std::string::npos);
+  return std::stod(notes.substr(at + lead.size()));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "collective: auto on rail-optimised nodes runs NCCL's channels as a ring per rail: busbw = the rails' "
+    "sum, "
+    "as one aggregate NIC link gives",
+    "[collective][rails]") {
+  // Two nodes of G A100s (NVSwitch: 300 GB/s lanes, NCCL's rating of 240 GB/s inside the node) and R HDR NICs
+  // each: 200 Gb/s = 25 GB/s a NIC, InfiniBand at MTU 4096 carrying x 4096/4122 of it (ib_framing, docs/
+  // platforms.md "Link transports"): B = 25e9 x 4096/4122. NCCL's Ring/Simple on C channels runs as
+  // k = min(C, R) rings (rails.hpp), ring r crossing each node through rail r, so each NIC carries one ring's
+  // crossing, 2(n-1)/n S / k each way: t = L + 2(n-1)/n S / (k B), busbw = k B, on n = 2G ranks, with NCCL's
+  // latency term L (the note's; the transfers run over routes without latency). Written as one link of R B,
+  // the nodes give the one ring 2(n-1)/n S at R B: the same time where k = R (C >= R: NCCL 2.27's tables give
+  // these nodes 2R channels). The lanes never limit: a GPU's crossing transfer shares its lane with at most
+  // its share inside the node, k B <= 200 GB/s of 300.
+  vt::TempDir d;
+  const double S = 1 << 30, B = 25e9 * 4096 / 4122;
+  const std::string ring = "--nccl-algo ring --nccl-proto simple -b 1G -e 1G";
+  for (const auto& [G, R] : {std::pair{8, 8}, {8, 4}, {4, 2}, {2, 2}}) {
+    INFO("G " << G << ", R " << R);
+    const RailsRun rails = rails_run(d, G, R, true, ring), one = rails_run(d, G, R, false, ring);
+    INFO(rails.notes << one.notes);
+    const int n = 2 * G;
+    const int channels = static_cast<int>(number_after(rails.notes, "Ring/Simple, "));
+    const int k = std::min(channels, R);
+    CHECK(k == R);
+    CHECK(rails.notes.find(fmt::format("over {} NIC rails (a ring per rail)", R)) != std::string::npos);
+    const double L = number_after(rails.notes, "(latency ") * 1e-6;  // printed to 0.01 us: 1e-6 of t
+    CHECK(rails.time_s == Approx(L + 2.0 * (n - 1) / n * S / (k * B)).epsilon(1e-5));
+    CHECK(2.0 * (n - 1) / n * S / (rails.time_s - L) == Approx(R * B).epsilon(1e-5));  // busbw = R B
+    CHECK(rails.time_s == Approx(one.time_s).epsilon(1e-9));
+    CHECK(one.notes.find("NIC rails") == std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "collective: 2 x 8 A100 with 8 HDR rails, NCCL's own choice: within a few % of the same NICs as one link",
+    "[collective][rails]") {
+  // issue 36's case: one ring crossing each node through one rail predicted 81 ms at 1 GiB (busbw 24.8 GB/s,
+  // one NIC's); the same nodes with their NICs as one link 10.3 ms, and nccl-tests measured 11.06 ms on them
+  // (bench/data/nccl_tests/azure_ndm_a100_v4_2x8_hdr.txt). At the sizes where the tuner picks Tree/LL128
+  // (4 MiB), Ring/LL128 (16 MiB) and Ring/Simple (1 GiB), all on 16 channels: its channels over the 8 rails.
+  vt::TempDir d;
+  for (const char* size : {"1G", "16M", "4M"}) {
+    INFO(size);
+    const std::string flags = fmt::format("-b {} -e {}", size, size);
+    const RailsRun rails = rails_run(d, 8, 8, true, flags), one = rails_run(d, 8, 8, false, flags);
+    INFO(rails.notes << one.notes);
+    CHECK(rails.time_s == Approx(one.time_s).epsilon(0.05));
+  }
+  const RailsRun big = rails_run(d, 8, 8, true, "-b 1G -e 1G");
+  CHECK(big.time_s < 11.06e-3 * 1.10);  // not one rail's 81 ms: within 10% of the measured 11.06 ms
+  CHECK(big.notes.find("Ring/Simple, 16 channels, over 8 NIC rails") != std::string::npos);
+}

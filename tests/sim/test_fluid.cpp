@@ -191,8 +191,8 @@ TEST_CASE("fluid model: `auto` and the named collectives computed without flows 
   // (simulation.flows=auto) and as SimGrid flows (always): every figure within 1e-9, and the note says which
   // ran. H100 nodes with NVSwitch and per-GPU NDR NICs (issue 25's realistic node), where NCCL runs NVLSTree
   // (the rail stand-in), Tree and Ring by size; each forced too (nccl.algo); ZeRO-1 (reduce-scatter and
-  // all-gather) and the communication stream (overlap on, buckets); the shipped study scenarios (Tesla's
-  // mixed GPUs arrive apart).
+  // all-gather) and the communication stream (overlap on, buckets); the same nodes rail-optimised; the
+  // shipped study scenarios (Tesla's mixed GPUs arrive apart).
   const std::string note = ": nothing but its calls sends";
   vt::TempDir d;
   const auto w = vt::vitsim(
@@ -201,6 +201,14 @@ TEST_CASE("fluid model: `auto` and the named collectives computed without flows 
       (d / "h100.xml"));
   INFO(w.out);
   REQUIRE(w.status == 0);
+  // The same nodes rail-optimised (a link per NIC): `auto` runs its channels as a ring (a pair of trees) per
+  // rail (rails.hpp), whose transfers share the GPUs' lanes.
+  const auto wr = vt::vitsim(
+      "platform --nodes 3 --gpus-per-node 4 --gpu h100-sxm --nics 4 --nic-speed ndr --rail-optimised --out " +
+      (d / "h100r.xml"));
+  INFO(wr.out);
+  REQUIRE(wr.status == 0);
+  const std::string rails = " --set cluster.platform=" + (d / "h100r.xml");
   const std::string sc = d.file("s.xml",
                                 R"(<scenario name="fluid">
   <cluster platform="h100.xml" nodes="3" gpus_per_node="4"/>
@@ -216,6 +224,11 @@ TEST_CASE("fluid model: `auto` and the named collectives computed without flows 
       sc + " --set nccl.algo=nvlstree",
       sc + " --set nccl.algo=ring --set parallelism.overlap=true --set parallelism.bucket_size=8MB",
       sc + " --set parallelism.zero=1 --set parallelism.overlap=true --set parallelism.bucket_size=2MB",
+      sc + rails,
+      sc + rails + " --set nccl.algo=tree",
+      sc + rails +
+          " --set nccl.algo=ring --set parallelism.zero=1 --set parallelism.overlap=true "
+          "--set parallelism.bucket_size=2MB",
       sc + " --set parallelism.collective=tree",
       sc + " --set parallelism.collective=rail --set parallelism.zero=1 --set parallelism.overlap=true",
       sc + " --set parallelism.collective=hierarchical",

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "collectives/nccl_comm.hpp"
-#include "collectives/transfers.hpp"
+#include "collectives/rails.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -91,6 +91,13 @@ const char* runs_text(NcclAlgo a) {
     default:
       return ", simulated as the network's switches reducing (the node-aware tree's bytes)";
   }
+}
+
+// The channels spread over the nodes' NIC rails (rails.hpp), where they are.
+std::string rails_text(int rings, Runs runs, CollOp op) {
+  if (rings < 2) return "";
+  return fmt::format(", over {} NIC rails ({} per rail)", rings,
+                     runs == Runs::Tree && op == CollOp::AllReduce ? "a pair of trees" : "a ring");
 }
 
 // Whether NCCL's rating bounds the call (the head comment): LL, LL128, and the in-switch algorithms.
@@ -142,17 +149,19 @@ class Nccl : public Collective {
         stand_in_bytes(call.choice.algo, op, bytes / nccl_payload_fraction(call.choice.proto), g.size());
     const double latency = call.choice.latency_us * 1e-6;
     const Runs runs = runs_for(call.choice.algo);
+    const int rings = call.rings;  // NCCL's channels over the nodes' rails (rails.hpp)
     if (c.fluid) {
       // The ring posts its receive before its lead (fused_ring_steps); the others sleep lead and latency
       // first.
       const double now = sg4::Engine::get_clock();
       const double start = now + std::exchange(d.lead, 0.0) + latency;
-      const double exit = c.fluid->meet(*c.shadow, me, {static_cast<int>(op), wire, static_cast<int>(runs)},
-                                        runs == Runs::Ring ? now : start, start, [&] {
-                                          FluidSchedule s;
-                                          schedule_of(c, runs, op, wire, s);
-                                          return s;
-                                        });
+      const double exit =
+          c.fluid->meet(*c.shadow, me, {static_cast<int>(op), wire, static_cast<int>(runs) + 2 * (rings - 1)},
+                        runs == Runs::Ring ? now : start, start, [&] {
+                          FluidSchedule s;
+                          schedule_of(c, runs, op, wire, rings, s);
+                          return s;
+                        });
       d.tail += std::max(0.0, exit - sg4::Engine::get_clock());
       bound(call, entry, d);
       record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
@@ -160,21 +169,31 @@ class Nccl : public Collective {
     }
     if (runs == Runs::Ring) {
       d.lead += latency;
-      ring_collective(shadow, me, wire, op, true, &d);
+      if (rings > 1)
+        rail_rings_run(shadow, me, wire, op, c.rails, rings, &d);
+      else
+        ring_collective(shadow, me, wire, op, true, &d);
     } else {
       if (const double wait = std::exchange(d.lead, 0.0) + latency; wait > 0)
         sg4::this_actor::sleep_for(wait);
-      tree_->run(shadow, me, wire, op);
+      if (rings > 1 && op == CollOp::AllReduce)
+        tree_all_reduce(shadow, me, wire, rail_trees(c, rings));
+      else if (rings > 1)
+        rail_rings_run(shadow, me, wire, op, c.rails, rings, nullptr);
+      else
+        tree_->run(shadow, me, wire, op);
     }
     bound(call, entry, d);
     record(c, me, call, entry, sg4::Engine::get_clock() + d.lead + d.tail);
   }
 
-  // Every call over g is NCCL's ring (nccl.algo leaves it nothing else, or the topology): the fused ring's
-  // transfers, one per member and edge, may then run as a lone ring (Group::set_lone_ring), on the shadow.
+  // Every call over g is NCCL's ring (nccl.algo leaves it nothing else, or the topology) and the nodes have
+  // no rails (one ring, not one per rail): the fused ring's transfers, one per member and edge, may then run
+  // as a lone ring (Group::set_lone_ring), on the shadow.
   bool fused_ring(const Group& g) const override {
     if (g.size() < 2) return false;
     if (comm(g).mpi) return true;
+    if (comm(g).rails.count > 1) return false;
     const NcclTuning& t = comm(g).tuning;
     for (NcclFunc f : {NcclFunc::AllReduce, NcclFunc::ReduceScatter, NcclFunc::AllGather})
       for (int a = 0; a < kNcclAlgos; ++a)
@@ -193,12 +212,12 @@ class Nccl : public Collective {
       double sim_s = 0;
       bool bound = false;
     };
-    std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int>, Seen> seen;
+    std::map<std::tuple<CollOp, double, int, NcclAlgo, NcclProto, int, int>, Seen> seen;
     for (const auto& [name, comm] : comms_)
       for (const auto& [key, call] : comm.calls) {
         if (call.runs == 0) continue;
         const NcclChoice& c = call.choice;
-        Seen& s = seen[{key.first, key.second, call.ranks, c.algo, c.proto, c.n_channels}];
+        Seen& s = seen[{key.first, key.second, call.ranks, c.algo, c.proto, c.n_channels, call.rings}];
         s.choice = &c;
         s.runs += call.runs;
         s.sim_s += call.sim_s;
@@ -224,11 +243,12 @@ class Nccl : public Collective {
     for (const auto& [k, s] : seen) {
       const NcclChoice& c = *s.choice;
       out.push_back(fmt::format(
-          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}; NCCL's estimate {} (latency {}), simulated "
+          "{} {} on {} ranks: NCCL {} {}/{}, {} channel{}{}{}; NCCL's estimate {} (latency {}), simulated "
           "{}{}{}",
           size_text(std::get<1>(k)), op_text(std::get<0>(k)), std::get<2>(k), version_->name,
           nccl_algo_name(c.algo), nccl_proto_name(c.proto), c.n_channels, c.n_channels == 1 ? "" : "s",
-          runs_text(c.algo), units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
+          runs_text(c.algo), rails_text(std::get<6>(k), runs_for(c.algo), std::get<0>(k)),
+          units::format_time(c.time_us * 1e-6), units::format_time(c.latency_us * 1e-6),
           units::format_time(s.sim_s / s.runs), s.runs > 1 ? fmt::format(" (mean of {} calls)", s.runs) : "",
           s.bound
               ? fmt::format(", bound by NCCL's rated {} bandwidth",
@@ -249,6 +269,7 @@ class Nccl : public Collective {
     long runs = 0;     // calls every member finished
     double sim_s = 0;  // their simulated times summed (the last member's end after the last member's start)
     long bound = 0;    // member calls NCCL's rating made later than the links (nccl_rated)
+    int rings = 1;     // its channels over the nodes' rails: min(channels, rails) rings or tree pairs
   };
   struct Comm {
     NcclTopo topo;
@@ -257,6 +278,8 @@ class Nccl : public Collective {
     std::unique_ptr<Group> shadow;      // the group's members over routes without latency
     std::vector<long> started;          // per member: the calls it started
     std::unique_ptr<FluidCalls> fluid;  // set where its calls are computed without flows (the head comment)
+    Rails rails;                        // the nodes' rails over the shadow (rails.hpp)
+    std::map<int, TreeLayout> trees;    // by rings: the node-aware trees, a pair per rail
     std::map<std::pair<CollOp, double>, Call> calls;  // by operation and bytes
     std::map<long, Open> open;                        // calls some member has not finished, by sequence
   };
@@ -281,14 +304,31 @@ class Nccl : public Collective {
       nodes.push_back(g.node_of(i));
     }
     c.shadow = std::make_unique<Group>(g.name() + "/auto", hosts, nodes, LatencyModel::none());
+    c.rails = group_rails(*c.shadow);
     if (g.lone_ring()) c.shadow->set_lone_ring(lone_ring_bandwidths(hosts));
     c.started.assign(static_cast<size_t>(g.size()), 0);
     if (g.only_traffic() && !g.lone_ring()) set_fluid(c, hosts);
     return c;
   }
 
-  // The schedule a stand-in runs for one call over the shadow; false where it has none.
-  bool schedule_of(const Comm& c, Runs runs, CollOp op, double wire, FluidSchedule& out) const {
+  // The node-aware trees over the rails' rings 0 .. rings-1 (a pair per rail: each pair's heads leave a node
+  // through its rail), made once per count.
+  static const TreeLayout& rail_trees(Comm& c, int rings) {
+    auto it = c.trees.find(rings);
+    if (it != c.trees.end()) return it->second;
+    const std::vector<std::vector<int>> orders(c.rails.order.begin(), c.rails.order.begin() + rings);
+    return c.trees.emplace(rings, tree_layout(*c.shadow, orders)).first->second;
+  }
+
+  // The schedule a stand-in runs for one call over the shadow, as `rings` rings or tree pairs; false where it
+  // has none.
+  bool schedule_of(Comm& c, Runs runs, CollOp op, double wire, int rings, FluidSchedule& out) const {
+    if (rings > 1) {
+      out = runs == Runs::Tree && op == CollOp::AllReduce
+                ? tree_all_reduce_schedule(*c.shadow, wire, rail_trees(c, rings))
+                : rail_rings_schedule(*c.shadow, wire, op, c.rails, rings);
+      return true;
+    }
     if (runs == Runs::Ring) {
       out = ring_schedule(*c.shadow, wire, op);
       return true;
@@ -307,11 +347,14 @@ class Nccl : public Collective {
         for (int p = 0; p < kNcclProtos; ++p)
           if (c.tuning.bandwidth[static_cast<int>(nccl_func_of(op))][a][p] > 0)
             runs.insert(runs_for(static_cast<NcclAlgo>(a)));
-      for (Runs r : runs) {
-        FluidSchedule s;
-        if (!schedule_of(c, r, op, 1 << 20, s) || !calls->net().admits(s)) return;
-        candidates.push_back(std::move(s));
-      }
+      // With rails, one ring or pair of trees (a call of one channel) and one per rail: ring q's transfers
+      // are the same whatever the count, so the most rings hold every route of fewer.
+      for (Runs r : runs)
+        for (int rings : std::set<int>{1, c.rails.count}) {
+          FluidSchedule s;
+          if (!schedule_of(c, r, op, 1 << 20, rings, s) || !calls->net().admits(s)) return;
+          candidates.push_back(std::move(s));
+        }
     }
     if (!fluid_cross_call_safe(calls->net(), candidates)) return;
     c.fluid = std::move(calls);
@@ -324,6 +367,7 @@ class Nccl : public Collective {
     call.choice =
         nccl_choose(nccl_func_of(op), static_cast<std::uint64_t>(bytes), c.tuning, c.topo, *version_);
     call.ranks = g.size();
+    call.rings = rail_rings(c.rails, call.choice.n_channels);
     return call;
   }
 

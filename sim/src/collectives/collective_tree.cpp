@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/transfers.hpp"
+#include "collectives/rails.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -26,16 +26,10 @@ namespace {
 
 int token = 0;
 
-// One tree over the group's members: each member's parent (-1 at the root) and children.
-struct Tree {
-  std::vector<int> parent;
-  std::vector<std::vector<int>> children;
-};
-
 // The node-aware tree over `order` (members in node-major order, nodes in the order given): a chain per node
 // (its first member is the node's head), and the heads in a heap-ordered binary tree over node positions.
-Tree node_aware_tree(const Group& g, const std::vector<int>& order) {
-  Tree t;
+NodeTree node_aware_tree(const Group& g, const std::vector<int>& order) {
+  NodeTree t;
   t.parent.assign(g.size(), -1);
   t.children.assign(g.size(), {});
   std::vector<std::vector<int>> runs;  // members of each node, in order
@@ -63,30 +57,7 @@ class DoubleBinaryTree : public Collective {
       ring_collective(g, me, bytes, op, true);
       return;
     }
-    const Layout& L = layout(g);
-    const double half = bytes / 2;
-    for (int phase = 0; phase < 2; ++phase) {  // 0: reduce up, 1: broadcast down
-      std::vector<int> from, to;
-      for (const Tree& t : L.trees) {
-        const int parent = t.parent[me];
-        const std::vector<int>& children = t.children[me];
-        if (phase == 0) {
-          from.insert(from.end(), children.begin(), children.end());
-          if (parent >= 0) to.push_back(parent);
-        } else {
-          if (parent >= 0) from.push_back(parent);
-          to.insert(to.end(), children.begin(), children.end());
-        }
-      }
-      std::vector<void*> sink(from.size(), nullptr);
-      std::vector<sg4::CommPtr> comms;
-      for (size_t k = 0; k < from.size(); ++k) comms.push_back(g.mailbox(from[k], me)->get_async(&sink[k]));
-      for (int dst : to) comms.push_back(g.mailbox(me, dst)->put_async(&token, static_cast<uint64_t>(half)));
-      for (auto& c : comms) c->wait();
-      // Every edge's flow is done; the pipeline's fill is the deepest path's latency.
-      g.barrier()->wait();
-      if (L.fill_s > 0) sg4::this_actor::sleep_for(L.fill_s);
-    }
+    tree_all_reduce(g, me, bytes, layout(g));
   }
 
   // run()'s two phases as stages: every edge of both trees up (its half), a barrier and the fill, then down.
@@ -96,28 +67,14 @@ class DoubleBinaryTree : public Collective {
       out = ring_schedule(g, bytes, op);
       return true;
     }
-    const Layout& L = layout(g);
-    const double half = static_cast<double>(static_cast<uint64_t>(bytes / 2));  // the bytes run() puts
-    out.stages = {one_set_stage(n, L.fill_s), one_set_stage(n, L.fill_s)};
-    for (const Tree& t : L.trees)
-      for (int m = 0; m < n; ++m)
-        if (const int parent = t.parent[m]; parent >= 0) {
-          out.stages[0].edges.push_back({m, parent, half, 0.0});
-          out.stages[1].edges.push_back({parent, m, half, 0.0});
-        }
+    out = tree_all_reduce_schedule(g, bytes, layout(g));
     return true;
   }
 
  private:
-  struct Layout {
-    Tree trees[2];
-    double fill_s = 0;  // largest sum of route latencies from a leaf to the root, over both trees
-  };
-
-  const Layout& layout(const Group& g) const {
+  const TreeLayout& layout(const Group& g) const {
     auto it = cache_.find(g.name());
     if (it != cache_.end()) return *it->second;
-    auto L = std::make_unique<Layout>();
     // Node-major order: nodes in the order their first member appears, members in group order.
     std::map<int, std::vector<int>> members;
     std::vector<int> nodes;
@@ -127,30 +84,82 @@ class DoubleBinaryTree : public Collective {
     }
     std::vector<int> order;
     for (int node : nodes) order.insert(order.end(), members[node].begin(), members[node].end());
-    L->trees[0] = node_aware_tree(g, order);
-    L->trees[1] = node_aware_tree(g, std::vector<int>(order.rbegin(), order.rend()));
-    for (const Tree& t : L->trees) {
-      std::vector<double> to_root(g.size(), -1);
-      for (int m = 0; m < g.size(); ++m) {
-        // Climb to the first member whose latency to the root is known, then fill the path back down.
-        std::vector<int> path;
-        int x = m;
-        while (x >= 0 && to_root[x] < 0) path.push_back(x), x = t.parent[x];
-        double acc = x >= 0 ? to_root[x] : 0;
-        for (auto p = path.rbegin(); p != path.rend(); ++p) {
-          if (t.parent[*p] >= 0) acc += g.latency(*p, t.parent[*p]);
-          to_root[*p] = acc;
-        }
-        L->fill_s = std::max(L->fill_s, to_root[m]);
-      }
-    }
-    return *(cache_[g.name()] = std::move(L));
+    return *(cache_[g.name()] = std::make_unique<TreeLayout>(tree_layout(g, {order})));
   }
 
-  mutable std::map<std::string, std::unique_ptr<Layout>> cache_;
+  mutable std::map<std::string, std::unique_ptr<TreeLayout>> cache_;
 };
 
 }  // namespace
+
+TreeLayout tree_layout(const Group& g, const std::vector<std::vector<int>>& orders) {
+  TreeLayout L;
+  for (const std::vector<int>& order : orders) {
+    L.trees.push_back(node_aware_tree(g, order));
+    L.trees.push_back(node_aware_tree(g, std::vector<int>(order.rbegin(), order.rend())));
+  }
+  for (const NodeTree& t : L.trees) {
+    std::vector<double> to_root(g.size(), -1);
+    for (int m = 0; m < g.size(); ++m) {
+      // Climb to the first member whose latency to the root is known, then fill the path back down.
+      std::vector<int> path;
+      int x = m;
+      while (x >= 0 && to_root[x] < 0) path.push_back(x), x = t.parent[x];
+      double acc = x >= 0 ? to_root[x] : 0;
+      for (auto p = path.rbegin(); p != path.rend(); ++p) {
+        if (t.parent[*p] >= 0) acc += g.latency(*p, t.parent[*p]);
+        to_root[*p] = acc;
+      }
+      L.fill_s = std::max(L.fill_s, to_root[m]);
+    }
+  }
+  return L;
+}
+
+// Pipelined: in each phase (reduce up, broadcast down) every edge of every tree carries its share at once;
+// the phase then waits for the pipeline's fill.
+void tree_all_reduce(const Group& g, int me, double bytes, const TreeLayout& L) {
+  const double share = bytes / static_cast<double>(L.trees.size());
+  for (int phase = 0; phase < 2; ++phase) {  // 0: reduce up, 1: broadcast down
+    std::vector<int> from, to;
+    for (const NodeTree& t : L.trees) {
+      const int parent = t.parent[me];
+      const std::vector<int>& children = t.children[me];
+      if (phase == 0) {
+        from.insert(from.end(), children.begin(), children.end());
+        if (parent >= 0) to.push_back(parent);
+      } else {
+        if (parent >= 0) from.push_back(parent);
+        to.insert(to.end(), children.begin(), children.end());
+      }
+    }
+    std::vector<void*> sink(from.size(), nullptr);
+    std::vector<sg4::CommPtr> comms;
+    for (size_t k = 0; k < from.size(); ++k) comms.push_back(g.mailbox(from[k], me)->get_async(&sink[k]));
+    for (int dst : to) comms.push_back(g.mailbox(me, dst)->put_async(&token, static_cast<uint64_t>(share)));
+    for (auto& c : comms) c->wait();
+    // Every edge's flow is done; the pipeline's fill is the deepest path's latency.
+    g.barrier()->wait();
+    if (L.fill_s > 0) sg4::this_actor::sleep_for(L.fill_s);
+  }
+}
+
+FluidSchedule tree_all_reduce_schedule(const Group& g, double bytes, const TreeLayout& L) {
+  const int n = g.size();
+  // the bytes tree_all_reduce puts
+  const double share =
+      static_cast<double>(static_cast<uint64_t>(bytes / static_cast<double>(L.trees.size())));
+  FluidSchedule out;
+  out.stages = {one_set_stage(n, L.fill_s), one_set_stage(n, L.fill_s)};
+  for (const NodeTree& t : L.trees)
+    for (int m = 0; m < n; ++m)
+      if (const int parent = t.parent[m]; parent >= 0) {
+        out.stages[0].edges.push_back({m, parent, share, 0.0});
+        out.stages[1].edges.push_back({parent, m, share, 0.0});
+      }
+  return out;
+}
+
 VITSIM_REGISTER_COLLECTIVE(
     "tree", DoubleBinaryTree, NcclAlgo::Tree,
     "NCCL Tree, Simple protocol (all-reduce; reduce-scatter and all-gather: NCCL Ring)",
