@@ -147,7 +147,7 @@ TEST_CASE("NCCL's sockets: threads x sockets per connection, one connection per 
   }
 }
 
-TEST_CASE("efa, tcpx and tcpxo: line x framing at their MTU; efa's plugin latency; tcpx's stacks",
+TEST_CASE("efa, tcpx and tcpxo: line x framing at their MTU, efa's plugin latency, tcpx's stacks",
           "[transport][cloud]") {
   for (const auto& [name, t] : {std::pair{"efa", Transport::Efa}, std::pair{"tcpx", Transport::Tcpx},
                                 std::pair{"tcpxo", Transport::Tcpxo}}) {

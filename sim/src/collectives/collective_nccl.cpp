@@ -100,12 +100,6 @@ std::string rails_text(int rings, Runs runs, CollOp op) {
                      runs == Runs::Tree && op == CollOp::AllReduce ? "a pair of trees" : "a ring");
 }
 
-// Whether NCCL's rating bounds the call (the head comment): LL, LL128, and the in-switch algorithms.
-bool nccl_rated(const NcclChoice& c) {
-  return c.proto != NcclProto::Simple || c.algo == NcclAlgo::Nvls || c.algo == NcclAlgo::NvlsTree ||
-         c.algo == NcclAlgo::CollNetDirect || c.algo == NcclAlgo::CollNetChain;
-}
-
 // The bytes the stand-in moves for `wire` bytes on the wire: NVLS's all-reduce n / (2(n-1)) of the ring's
 // (each GPU about S each way).
 double stand_in_bytes(NcclAlgo a, CollOp op, double wire, int n) {

@@ -66,6 +66,10 @@ struct NcclComm {
 std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c);
 // The NCCL function a collective operation is.
 NcclFunc nccl_func_of(CollOp op);
+// Whether NCCL's rating bounds a call of choice c (collective_nccl.cpp's head comment): LL and LL128 (the
+// GPU's threads polling flags), NVLS, NVLSTree and CollNet (the switches reducing): there a call takes no
+// less than NCCL's own estimate, c.time_us.
+bool nccl_rated(const NcclChoice& c);
 
 // For notes: "64 MiB", "all-reduce".
 std::string size_text(double bytes);

@@ -222,6 +222,11 @@ NcclFunc nccl_func_of(CollOp op) {
                                      : NcclFunc::AllReduce;
 }
 
+bool nccl_rated(const NcclChoice& c) {
+  return c.proto != NcclProto::Simple || c.algo == NcclAlgo::Nvls || c.algo == NcclAlgo::NvlsTree ||
+         c.algo == NcclAlgo::CollNetDirect || c.algo == NcclAlgo::CollNetChain;
+}
+
 NcclChoice NcclComm::choose(NcclFunc f, double bytes) const {
   return nccl_choose(f, static_cast<std::uint64_t>(bytes), tuning, topo, *version);
 }

@@ -87,8 +87,9 @@ void nccl_figures(CommRegime& c, const NcclComm& comm, NcclFunc f, const std::ve
   for (const BackwardBucket& b : buckets) {
     const NcclChoice ch = comm.choose(f, b.bytes);
     const double latency = ch.latency_us * 1e-6;
-    const double transfer =
+    double transfer =
         ring_transfer_s(c.ranks, b.bytes / nccl_payload_fraction(ch.proto), c.bottleneck_bw, all_reduce);
+    if (nccl_rated(ch)) transfer = std::max(transfer, (ch.time_us - ch.latency_us) * 1e-6);  // NCCL's rating
     c.latency_s += latency;
     c.transfer_s += transfer;
     if (b.bytes == c.bucket_bytes && c.nccl_choice.empty()) {
