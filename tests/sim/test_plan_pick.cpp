@@ -166,16 +166,18 @@ TEST_CASE("plan --emit-ds-config writes the top pick as a config DeepSpeed and v
 }
 
 TEST_CASE("what-ifs: a faster NIC behind NCCL sockets says it stays socket-limited", "[plan][whatif][noop]") {
-  // 25 Gb/s = 3.125 GB/s x TCP framing (1500 - 52) / (1500 + 38) = 2.94 GB/s on the wire, above one NCCL
-  // socket's 2 GB/s (transport_defaults::socket_bw): socket-limited at 2 GB/s. At 100 Gb/s still 2 GB/s.
+  // 100 Gb/s = 12.5 GB/s x TCP framing (1500 - 52) / (1500 + 38) = 11.77 GB/s on the wire, above NCCL's
+  // sockets: 2 GB/s a socket (transport_defaults::socket_bw), one socket a connection, one connection per
+  // NCCL channel over the NIC (nccl_net_connections: NCCL runs 2 channels between these two GPUs): 4 GB/s,
+  // socket-limited; at 400 Gb/s still 4 GB/s. (Core's EditedPlatforms alone weighs one connection: 2 GB/s.)
   vt::TempDir d;
-  std::string x = vt::platform_xml(2, 1, "10GBps", "0us", {"25Gbps", "25Gbps"}, {"10Tf", "10Tf"});
+  std::string x = vt::platform_xml(2, 1, "10GBps", "0us", {"100Gbps", "100Gbps"}, {"100Tf", "100Tf"});
   x.replace(x.find("<cluster"), 0, "<prop id=\"transport\" value=\"tcp\"/>\n");
   d.file("p.xml", x);
   Scenario s;
   s.file = d / "s.xml";
   s.cluster.platform = d / "p.xml";
-  s.what_ifs = {"link:n0-nic:bandwidth=100Gbps"};
+  s.what_ifs = {"link:n0-nic:bandwidth=400Gbps"};
   std::vector<Scenario> points{s};
   EditedPlatforms edited;
   edited.apply(points);
@@ -195,13 +197,13 @@ TEST_CASE("what-ifs: a faster NIC behind NCCL sockets says it stays socket-limit
 </scenario>
 )");
   const PlanResult without = plan_of(d / "s.xml");
-  const PlanResult with = plan_of(d / "s.xml", {"whatif.edits=link:n*-nic:bandwidth=100Gbps"});
+  const PlanResult with = plan_of(d / "s.xml", {"whatif.edits=link:n*-nic:bandwidth=400Gbps"});
   CHECK(top_of(with).time_to_train_s == top_of(without).time_to_train_s);
   CHECK_THAT(lines(compare_plans(without, with)),
              Catch::Contains("why nothing changed:") &&
-                 Catch::Contains("n1-nic: effective bandwidth unchanged") &&
+                 Catch::Contains("n1-nic: effective bandwidth unchanged at 4 GB/s") &&
                  Catch::Contains("the top pick is communication-bound"));
-  // Where the edit does move the link (10 Gb/s: framing-limited at 1.18 GB/s, below the socket), no note.
+  // Where the edit does move the link (10 Gb/s: framing-limited at 1.18 GB/s, below the sockets), no note.
   s.what_ifs = {"link:n0-nic:bandwidth=10Gbps"};
   std::vector<Scenario> slower{s};
   EditedPlatforms edited2;

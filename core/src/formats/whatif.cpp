@@ -255,8 +255,13 @@ namespace {
 // An edit of a link's bandwidth or transport that leaves its effective bandwidth where it was (a faster
 // NIC behind NCCL sockets stays socket-limited: transport.hpp): a note naming what still limits the link
 // and which edit would move it, so that "+0% time" is not left unexplained (issue 28).
-void note_unchanged_links(const PlatformFacts& before, const PlatformFacts& after,
-                          std::vector<WhatIfEffect>& eff) {
+void note_unchanged_links(PlatformFacts before, PlatformFacts after, std::vector<WhatIfEffect>& eff,
+                          const EditedPlatforms::LinkConnections& connections, const Scenario& s) {
+  if (connections)  // the connections the simulation will weigh each link with
+    for (PlatformFacts* f : {&before, &after}) {
+      const std::vector<int> c = connections(*f, s);
+      for (size_t i = 0; i < f->links.size() && i < c.size(); ++i) f->links[i].connections = c[i];
+    }
   for (const auto& a : after.links) {
     const auto it = std::find_if(before.links.begin(), before.links.end(),
                                  [&](const LinkFacts& l) { return l.id == a.id; });
@@ -299,7 +304,7 @@ void EditedPlatforms::apply(std::vector<Scenario>& points) {
         // holds the what-ifs and the platform they edit, never the temporary copy.
         const PlatformFacts after =
             read_platform_text(s.cluster.platform + " (as edited by the what-ifs)", text);
-        note_unchanged_links(read_platform_facts(s.cluster.platform), after, eff);
+        note_unchanged_links(read_platform_facts(s.cluster.platform), after, eff, connections_, s);
       } catch (const Error& e) {
         // A line of the in-memory copy would mislead (the copy is re-indented): name the platform alone.
         std::string what = e.what();

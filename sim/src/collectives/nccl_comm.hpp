@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 
@@ -53,6 +54,9 @@ NcclPlatform group_platform(const Group& g, const PlatformNccl& p);
 // their rates, at least 1; 1 on every other link, and where the platform has one node, a GPU the tuner
 // cannot rate or a CPU device.
 std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version);
+// nccl_net_connections at the scenario's NCCL version, for EditedPlatforms::set_link_connections (a what-if's
+// note on an edited link weighs it as the simulation will).
+EditedPlatforms::LinkConnections nccl_link_connections();
 
 struct NcclComm {
   NcclTopo topo;

@@ -16,6 +16,7 @@
 
 #include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
 
@@ -214,6 +215,12 @@ std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::str
     out[i] = std::max(1, static_cast<int>(std::lround(channels * share)));
   }
   return out;
+}
+
+EditedPlatforms::LinkConnections nccl_link_connections() {
+  return [](const PlatformFacts& facts, const Scenario& s) {
+    return nccl_net_connections(facts, s.nccl.version);
+  };
 }
 
 NcclFunc nccl_func_of(CollOp op) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 
+#include "collectives/nccl_comm.hpp"
 #include "fit/fit_detail.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/suggest.hpp"
@@ -197,6 +198,7 @@ void refuse_no_effect(const std::vector<RangedFigure>& figures, const std::vecto
 FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const FitOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   EditedPlatforms edited;
+  edited.set_link_connections(nccl_link_connections());
   const Resolved res = resolve_points(file, measured, edited);
   std::unique_ptr<Calibration> calib;
   if (!opt.predict.calibration.empty())

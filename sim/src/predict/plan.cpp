@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
@@ -407,6 +408,7 @@ PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
   if (std::none_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.scenario.has_value(); }))
     throw Error(cands.front().invalid);
   EditedPlatforms edited;
+  edited.set_link_connections(nccl_link_connections());
   apply_what_ifs(cands, edited, result);
   identify(cands, opt, result);
 

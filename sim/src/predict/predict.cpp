@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -188,6 +189,7 @@ std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, co
 Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   std::vector<Scenario> points = expand(file);
   EditedPlatforms edited;  // what-ifs: each point simulates an edited copy of its platform
+  edited.set_link_connections(nccl_link_connections());
   edited.apply(points);
   PlatformCache platforms;
   std::vector<PointSetup> setups;  // each point's placement and collective, inherited by its child

@@ -14,6 +14,7 @@
 //   node), with routes nodes:count=N                                     add copies of the last node, or
 //   remove the last nodes, to N loader:workers=N                                  a scenario edit
 //   (loader.workers), applied by resolve()
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,11 @@ class EditedPlatforms {
   EditedPlatforms& operator=(const EditedPlatforms&) = delete;
   ~EditedPlatforms();
   void apply(std::vector<Scenario>& points);
+  // The NCCL connections each link of a platform carries (one per link of facts.links, in order; the
+  // simulator's nccl_net_connections, which needs NCCL's topology): where set, an edited link's effect is
+  // weighed with them, as the simulation will (a socket link's goodput counts its connections).
+  using LinkConnections = std::function<std::vector<int>(const PlatformFacts&, const Scenario&)>;
+  void set_link_connections(LinkConnections f) { connections_ = std::move(f); }
   // Every effect, per edited copy, in creation order.
   const std::vector<WhatIfEffect>& effects() const { return effects_; }
 
@@ -75,6 +81,7 @@ class EditedPlatforms {
   std::unique_ptr<TempDir> dir_;
   std::map<std::string, std::string> cache_;  // platform + edits -> edited path
   std::vector<WhatIfEffect> effects_;
+  LinkConnections connections_;
 };
 
 }  // namespace vitsim
