@@ -588,6 +588,59 @@ TEST_CASE("vitsim platform: efa, tcpx, tcpxo, --sharp and 72 NICs a node, writte
   CHECK_FALSE(fs::exists(none));
 }
 
+// Issue 36: the NICs NCCL sees, stated by the writer as nic_count on every NIC link it writes (--nics on the
+// one link of a node's NICs, 1 on each rail) and read back into LinkFacts::nic_count; none without a
+// transport; a what-if or a hand edit may state another count; a count out of its range is refused.
+TEST_CASE("vitsim platform states nic_count, the NICs NCCL sees, and the reader reads it back",
+          "[platform][cli]") {
+  vt::TempDir d;
+  auto write = [&](const std::string& args) {
+    const std::string out = d / "p.xml";
+    const vt::CmdResult r = vt::vitsim("platform " + args + " --out " + out);
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    std::ifstream in(out);
+    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  };
+  auto nics = [](const PlatformFacts& f) {
+    std::vector<std::pair<int, double>> out;  // (nic_count, bandwidth) of each NIC link
+    for (const auto& l : f.links)
+      if (l.what == "NIC") out.emplace_back(l.nic_count, l.bandwidth);
+    return out;
+  };
+  // p4de: 4 EFA of 100 Gb/s (aws-ofi-nccl presents each as a net device): one 50 GB/s link a node standing
+  // for 4 NICs, on the star's zone with the transport.
+  const std::string p4de = write(
+      "--nodes 2 --gpus-per-node 8 --gpu a100-sxm-80gb --nics 4 --nic-speed 100Gbps --nic-transport efa");
+  const PlatformFacts f = read_platform_text("p4de", p4de);
+  CHECK(nics(f) == std::vector<std::pair<int, double>>{{4, 50e9}, {4, 50e9}});
+  // The same in the flat-star layout and in a fat-tree (the props on each NIC link).
+  CHECK(
+      nics(read_platform_text("flat", write("--nodes 2 --gpus-per-node 8 --gpu a100-sxm-80gb --nics 4 "
+                                            "--nic-speed 100Gbps --nic-transport efa --layout flat-star"))) ==
+      std::vector<std::pair<int, double>>{{4, 50e9}, {4, 50e9}});
+  // Rails: one link per NIC, each one NIC (8 x HDR, 25 GB/s each).
+  const auto rails = nics(read_platform_text(
+      "rails", write("--nodes 2 --gpus-per-node 8 --gpu a100-sxm-80gb --nics 8 --nic-speed hdr --layout "
+                     "flat-star --rail-optimised --topology fat-tree --pod-nodes 1")));
+  CHECK(rails == std::vector<std::pair<int, double>>(16, {1, 25e9}));
+  // One NIC a node: stated 1, whatever its rate (800 Gb/s would infer 2 without it).
+  CHECK(nics(read_platform_text("one", write("--nodes 2 --gpus-per-node 8 --gpu b200 --nics 1 --nic-speed "
+                                             "800Gbps --nic-transport ib"))) ==
+        std::vector<std::pair<int, double>>{{1, 100e9}, {1, 100e9}});
+  // Without the property (an older or hand-written file): 0, NCCL's model infers the count.
+  std::string old = p4de;
+  const std::string prop = "<prop id=\"nic_count\" value=\"4\"/>";
+  REQUIRE(old.find(prop) != std::string::npos);
+  old.erase(old.find(prop), prop.size());
+  CHECK(nics(read_platform_text("old", old)) == std::vector<std::pair<int, double>>{{0, 50e9}, {0, 50e9}});
+  // A count out of its range: the reader's error, naming it.
+  std::string zero = p4de;
+  zero.replace(zero.find(prop), prop.size(), "<prop id=\"nic_count\" value=\"0\"/>");
+  CHECK_THAT(vt::error_of([&] { read_platform_text("zero", zero); }),
+             Catch::Contains("property nic_count: '0' is not an integer in 1 .. 1048576"));
+}
+
 TEST_CASE("ib_sharp in a platform file: yes or no, yes only over InfiniBand NICs", "[platform]") {
   vt::TempDir d;
   const vt::CmdResult w = vt::vitsim(

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include <simgrid/s4u.hpp>
 
@@ -85,7 +87,9 @@ std::vector<double> run_nccl(const std::string& platform, CollectiveContext ctx,
         end = std::max(end, sg4::Engine::get_clock());
       });
     e.run();
-    const std::vector<std::string> notes = coll->run_notes();
+    std::vector<std::string> notes;  // the calls' notes, without the line on the NICs NCCL's model saw
+    for (const auto& n : coll->run_notes())
+      if (n.rfind("NCCL's model sees", 0) != 0) notes.push_back(n);
     const bool named = notes.size() == 1 && notes[0].find(expect) != std::string::npos;
     if (!named)
       for (const auto& n : notes) UNSCOPED_INFO("note: " << n);
@@ -390,4 +394,53 @@ TEST_CASE("auto reads NCCL's view of a GPU from the platform file and refuses a 
   CHECK(r.status == 1);
   CHECK_THAT(r.out, Catch::Contains("parallelism.collective: GPU host 'n0-gpu0' (gpu_model 'X100'): NCCL's "
                                     "tuner needs its architecture"));
+}
+
+// Issue 36: the NICs NCCL's model sees are those the platform states (nic_count), each at the node's NIC
+// rate / count; a file without nic_count keeps the old inference (the rate over 400 Gb/s ports, at most one
+// per GPU). AWS p4de: 4 EFA of 100 Gb/s a node (aws-ofi-nccl presents each as a net device: docs/platforms.md
+// "NICs as NCCL sees them"), 8 A100-SXM-80GB (the catalogue: SM 80, NVLink 3 at 300 GB/s = 12 links behind
+// NVSwitch, PCIe Gen4 x16 rated 24 GB/s by NCCL), aws-ofi-nccl's 75 us latency property.
+TEST_CASE("auto: NCCL's model sees the NICs the platform states, and infers them where it states none",
+          "[collective][nccl]") {
+  vt::TempDir d;
+  const std::string p = d / "p4de.xml";
+  REQUIRE(vt::vitsim("platform --nodes 2 --gpus-per-node 8 --gpu a100-sxm-80gb --nics 4 --nic-speed 100Gbps "
+                     "--nic-transport efa --out " +
+                     p)
+              .status == 0);
+  std::ifstream in(p);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string prop = "<prop id=\"nic_count\" value=\"4\"/>";
+  REQUIRE(text.find(prop) != std::string::npos);
+  const std::string old = d.file("old.xml", text.erase(text.find(prop), prop.size()));
+  NcclPlatform np;
+  np.nodes = 2;
+  np.gpus_per_node = 8;
+  np.sm = 80;
+  np.intra = NcclIntra::NvSwitch;
+  np.nvlinks_per_gpu = 12;
+  np.pcie_bw = 24;
+  np.net_latency_us = 75;
+  const NcclVersion& v = nccl_version("2.27");
+  auto choice = [&](int nics, double nic_bw) {
+    NcclPlatform q = np;
+    q.nics_per_node = nics;
+    q.nic_bw = nic_bw;
+    return choice_text(nccl_choose(NcclFunc::AllReduce, 64u << 20, nccl_topo(q, v), v));
+  };
+  // Stated: 4 NICs of 50 / 4 = 12.5 GB/s. Inferred: 50 GB/s is one 400 Gb/s port.
+  const std::string stated = choice(4, 12.5), inferred = choice(1, 50);
+  CHECK(stated != inferred);  // the count decides NCCL's channels here
+  const vt::CmdResult a = vt::vitsim("collective " + p + " -b 64M -e 64M --nccl-version 2.27");
+  REQUIRE(a.status == 0);
+  CHECK_THAT(a.out, Catch::Contains("NCCL's model sees 4 NICs a node at 12.5 GB/s each (nic_count as the "
+                                    "platform states it)"));
+  CHECK_THAT(a.out, Catch::Contains("64 MiB all-reduce on 16 ranks: NCCL 2.27 " + stated));
+  const vt::CmdResult b = vt::vitsim("collective " + old + " -b 64M -e 64M --nccl-version 2.27");
+  REQUIRE(b.status == 0);
+  CHECK_THAT(b.out,
+             Catch::Contains("NCCL's model sees 1 NIC a node at 50 GB/s each (inferred from the node's 50 "
+                             "GB/s of NICs as 400 Gb/s ports: the platform states no nic_count"));
+  CHECK_THAT(b.out, Catch::Contains("64 MiB all-reduce on 16 ranks: NCCL 2.27 " + inferred));
 }

@@ -88,8 +88,11 @@ std::string network_bullets(const PlatformSpec& spec, Layout layout) {
     c += bullet(fmt::format(
         "NICs: {} x {} line rate, {} per end (NIC, cable and switch: ASSUMPTION; ping replaces it); the "
         "node's "
-        "NICs are one link of {} (NCCL spreads its channels over every NIC){}",
+        "NICs are one link of {} (NCCL spreads its channels over every NIC){}{}",
         first.nic.count, first.nic.speed, first.nic.lat, nic_bw(first.nic),
+        first.nic.transport.empty()
+            ? ""
+            : "; nic_count states the NICs NCCL sees (docs/platforms.md \"NICs as NCCL sees them\")",
         !first.nic.rail_optimised ? ""
         : layout == Layout::FlatStar
             ? "; rail-optimised: each NIC is a rail, its own link, GPU k of G on rail k x NICs / G"

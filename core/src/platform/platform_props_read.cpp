@@ -248,6 +248,7 @@ LinkFacts link_facts(const Props& p, const Origin& where, std::string id, std::s
   if (t == Transport::Efa) l.mtu = r.integer(prop("efa_mtu"));
   if (t == Transport::Tcpx || t == Transport::Tcpxo) l.mtu = r.integer(prop("tcpx_mtu"));
   if (t == Transport::Efa) l.net_latency = r.quantity(prop("efa_net_latency"));
+  if (l.what == "NIC" && r.get(prop("nic_count"))) l.nic_count = r.integer(prop("nic_count"));
   l.socket_nthreads = r.integer(prop("nccl_socket_nthreads"));
   l.nsocks_perthread = r.integer(prop("nccl_nsocks_perthread"));
   if (l.socket_nthreads * l.nsocks_perthread > 64)

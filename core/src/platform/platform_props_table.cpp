@@ -324,6 +324,20 @@ std::vector<PlatformProp> link_rows() {
        .spec = "nic.transport",
        .source = "docs/sources.md \"Links and transports\"",
        .doc = "what carries NCCL's bytes over the link (core/platform/transport.hpp)"},
+      {.key = "nic_count",
+       .owner = O::Link,
+       .type = T::Integer,
+       .range = units::closed(1, kMaxCount),
+       .default_text = "(inferred: the node's NIC rate over 400 Gb/s ports, rounded up)",
+       .transports = "tcp, ib, efa, tcpx, tcpxo",
+       .spec = "nic.count (`vitsim platform --nics`)",
+       .source = "as given: the net devices NCCL sees (NCCL_DEBUG=INFO lists them); a cloud plugin may group "
+                 "ports (docs/platforms.md \"NICs as NCCL sees them\")",
+       .doc = "the NICs this link stands for as NCCL's topology search sees them, each at the link's rate / "
+              "nic_count (NCCL's channels and per-channel bandwidth across nodes)",
+       .measure =
+           "all_reduce_perf -b 8 -e 1G -f 2 -g 1 across two nodes (nccl-tests) with NCCL_DEBUG=INFO: the "
+           "\"NET/...\" lines list the devices"},
       {.key = "tcp_mtu",
        .owner = O::Link,
        .type = T::Integer,

@@ -18,11 +18,12 @@ using namespace platform_detail;
 
 Props nic_transport_props(const std::string& transport) {
   const std::string t = normalise_name(transport);
-  // The transport, then every setting that transport reads with its default, in the property table's order.
+  // The transport, then every setting that transport reads with its default, in the property table's order
+  // (a default that is no constant, "(inferred: ...)", is not written: nic_count is the writer's own).
   auto with_settings = [](const char* name) {
     Props out{{"transport", name}};
     for (const auto& p : platform_props())
-      if (p.owner == PropOwner::Link && prop_applies_to(p, name))
+      if (p.owner == PropOwner::Link && prop_applies_to(p, name) && p.default_text.front() != '(')
         out.emplace_back(std::string(p.key), std::string(p.default_text));
     return out;
   };

@@ -113,7 +113,7 @@ class PlatformXml {
     Props zone_props = spec_.zone_props;
     if (multi_ && !link_transport_ && !zone_transport_.empty()) {
       Props t = nic_transport_props(zone_transport_);
-      for (const auto& [k, v] : spec_.nodes.front().nic.props) set_prop(t, k, v);
+      for (const auto& [k, v] : nic_props(spec_.nodes.front())) set_prop(t, k, v);
       Props merged;
       if (const std::string* p = find_prop(zone_props, "price_per_gpu_hour"))
         merged.emplace_back("price_per_gpu_hour", *p);
@@ -170,13 +170,11 @@ class PlatformXml {
     if (!n.nic.transport.empty() &&
         (link_transport_ || normalise_name(n.nic.transport) != normalise_name(zone_transport_)))
       lp = nic_transport_props(n.nic.transport);
-    for (const auto& [k, v] : n.nic.props)
-      if (link_transport_ || !lp.empty() || n.nic.props != spec_.nodes.front().nic.props ||
-          zone_transport_.empty())
+    const Props own = nic_props(n);
+    for (const auto& [k, v] : own)
+      if (link_transport_ || !lp.empty() || own != nic_props(spec_.nodes.front()) || zone_transport_.empty())
         set_prop(lp, k, v);
-    // Flat layout, rail-optimised: one link per NIC ("<node>-nic<r>", a rail); GPU k of G uses rail k x R /
-    // G.
-    const bool rails = flat_ && n.nic.rail_optimised && n.nic.count > 1;
+    const bool rails = rails_of(n);
     std::string o;
     for (int r = 0; r < (rails ? n.nic.count : 1); ++r) {
       const std::string head = indent +
@@ -186,6 +184,21 @@ class PlatformXml {
       o += lp.empty() ? head + "/>\n" : head + ">\n" + props_xml(lp, indent + "  ") + indent + "</link>\n";
     }
     return o;
+  }
+
+  // Flat layout, rail-optimised: one link per NIC ("<node>-nic<r>", a rail); GPU k of G uses rail k x R /
+  // G.
+  bool rails_of(const NodeSpec& n) const { return flat_ && n.nic.rail_optimised && n.nic.count > 1; }
+
+  // A node's NIC props: with a transport, first the NICs NCCL sees on each of its links (nic_count: the
+  // count on the one link of several NICs, 1 on a rail), then the spec's own (which may state nic_count where
+  // a net plugin groups ports: docs/platforms.md "NICs as NCCL sees them").
+  Props nic_props(const NodeSpec& n) const {
+    Props out;
+    if (!n.nic.transport.empty())
+      out.emplace_back("nic_count", std::to_string(rails_of(n) ? 1 : n.nic.count));
+    for (const auto& [k, v] : n.nic.props) set_prop(out, k, v);
+    return out;
   }
 
   // A pod's up-link carries what its nodes' NICs can send, divided by the oversubscription.

@@ -234,6 +234,10 @@ class Nccl : public Collective {
             "ring there, with the routes' latencies");
         break;
       }
+    std::set<std::string> nics;  // one line per distinct view of the NICs, of the communicators that ran
+    for (const auto& [name, c] : comms_)
+      for (const auto& [key, call] : c.calls)
+        if (call.runs > 0 && !c.nics.empty() && nics.insert(c.nics).second) out.push_back(c.nics);
     for (const auto& [k, s] : seen) {
       const NcclChoice& c = *s.choice;
       out.push_back(fmt::format(
@@ -273,6 +277,7 @@ class Nccl : public Collective {
     std::vector<long> started;          // per member: the calls it started
     std::unique_ptr<FluidCalls> fluid;  // set where its calls are computed without flows (the head comment)
     Rails rails;                        // the nodes' rails over the shadow (rails.hpp)
+    std::string nics;                   // the NICs NCCL's model saw (nccl_nics_note), "" on one node
     std::map<int, TreeLayout> trees;    // by rings: the node-aware trees, a pair per rail
     std::map<std::pair<CollOp, double>, Call> calls;  // by operation and bytes
     std::map<long, Open> open;                        // calls some member has not finished, by sequence
@@ -289,7 +294,9 @@ class Nccl : public Collective {
       c.mpi = cpu != platform_.gpu.end() && cpu->second.cpu;
     }
     if (c.mpi) return c;
-    c.topo = nccl_topo(group_platform(g, platform_), *version_);
+    const NcclPlatform np = group_platform(g, platform_);
+    c.topo = nccl_topo(np, *version_);
+    c.nics = nccl_nics_note(np, platform_);
     c.tuning = nccl_tune(c.topo, *version_, overrides_);
     std::vector<sg4::Host*> hosts;
     std::vector<int> nodes;

@@ -33,9 +33,14 @@ struct PlatformNccl {
   std::map<std::string, Gpu> gpu;              // SimGrid host name -> figures
   std::map<std::string, std::string> unrated;  // a GPU host the tuner cannot rate -> why (one line)
   bool intra_pcie = false;                     // a GPU-GPU link inside a node states a PCIe transport
-  bool intra_host = false;    // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
-  double node_nic_gbs = 0;    // GB/s of one node's NICs together (a vitsim platform writes them as one link)
-  double net_latency_us = 0;  // the net plugin's latency property (efa: efa_net_latency)
+  bool intra_host = false;  // ... staged through host memory (pcie_host): NCCL finds no P2P, PHB
+  double node_nic_gbs = 0;  // GB/s of one node's NICs together (a vitsim platform writes them as one link)
+  // Of those, the NICs the links state NCCL sees (nic_count), and the GB/s of links that state none (an older
+  // or hand-written file: their NICs are inferred), per node; the most GPUs on a node.
+  double node_nics_stated = 0;
+  double node_unstated_nic_gbs = 0;
+  int node_gpus = 0;
+  double net_latency_us = 0;         // the net plugin's latency property (efa: efa_net_latency)
   double net_unseen_latency_us = 0;  // per network step, not stated to NCCL (tcpx, tcpxo: both ends' stacks)
   bool collnet = false;              // ib_sharp: SHARP through NCCL's CollNet plugin
 };
@@ -68,6 +73,9 @@ struct NcclComm {
 // not NCCL) or c no platform facts. Throws Error where NCCL's topology or tuning refuses it, or a member's
 // GPU is unrated.
 std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c);
+// The group's NICs as NCCL's model took them, for the notes: "NCCL sees 4 NICs a node at 12.5 GB/s each
+// (nic_count as the platform states it)", or how they were inferred; "" for a group on one node.
+std::string nccl_nics_note(const NcclPlatform& np, const PlatformNccl& p);
 // The NCCL function a collective operation is.
 NcclFunc nccl_func_of(CollOp op);
 // Whether NCCL's rating bounds a call of choice c (collective_nccl.cpp's head comment): LL and LL128 (the

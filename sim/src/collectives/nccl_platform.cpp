@@ -81,17 +81,37 @@ PlatformNccl::Gpu gpu_nccl(const std::string& host, const GpuFacts& f, std::stri
   return g;
 }
 
-// A node's NICs as NCCL sees them: vitsim's platforms write a node's NICs as one link of their sum, so the
-// count is taken as the sum over 400 Gb/s ports (NDR, 50 GB/s), rounded up, at most one per GPU, each at
-// sum / count; no NIC stated: one at 25 GB/s (HDR).
-void set_nics(NcclPlatform& np, double node_nic_gbs) {
-  if (node_nic_gbs <= 0) {
+// NCCL's guess of a NIC count from a rate alone, for links that state no nic_count (an older or hand-written
+// file, where a node's NICs were one link of their sum): the rate over 400 Gb/s ports (NDR, 50 GB/s), rounded
+// up, at least 1. ASSUMPTION, right for 8 x NDR; nic_count replaces it.
+int inferred_nics(double gbs) {
+  return std::max(1, static_cast<int>(std::ceil(gbs / 50 - 1e-9)));
+}
+
+// A node's NICs as NCCL sees them. Stated (nic_count on every NIC link, as `vitsim platform` writes it): that
+// count, each at the node's NIC rate / count. NCCL's search takes every net device it finds and each
+// channel's bandwidth from one (search.cc ncclTopoSearchRecNet: nets[(nChannels + i) % netCount], net.bw -=
+// the channel's), with no bound at one per GPU; a communicator of g of the node's G GPUs reaches the NICs
+// beside its GPUs: count x g / G, rounded up (ASSUMPTION: NICs spread evenly over the node's PCIe switches,
+// as on DGX, HGX and AWS p4d/p5). Not stated: the old fold, the node's rate over 400 Gb/s ports, rounded up,
+// at most one per GPU of the communicator. No NIC stated: one at 25 GB/s (HDR).
+void set_nics(NcclPlatform& np, const PlatformNccl& p) {
+  if (p.node_nic_gbs <= 0) {
     np.nics_per_node = 1;
     np.nic_bw = 25;
     return;
   }
-  np.nics_per_node = std::clamp(static_cast<int>(std::ceil(node_nic_gbs / 50 - 1e-9)), 1, np.gpus_per_node);
-  np.nic_bw = node_nic_gbs / np.nics_per_node;
+  if (p.node_nics_stated <= 0) {
+    np.nics_per_node = std::min(inferred_nics(p.node_nic_gbs), np.gpus_per_node);
+    np.nic_bw = p.node_nic_gbs / np.nics_per_node;
+    return;
+  }
+  const double count =
+      p.node_nics_stated + (p.node_unstated_nic_gbs > 0 ? inferred_nics(p.node_unstated_nic_gbs) : 0);
+  const double share =
+      p.node_gpus > 0 ? std::min(1.0, np.gpus_per_node / static_cast<double>(p.node_gpus)) : 1;
+  np.nics_per_node = std::max(1, static_cast<int>(std::ceil(count * share - 1e-9)));
+  np.nic_bw = p.node_nic_gbs / count;
 }
 
 }  // namespace
@@ -103,10 +123,15 @@ PlatformNccl platform_nccl(const PlatformFacts& facts) {
     p.gpu[host] = gpu_nccl(host, gf, why);
     if (!why.empty()) p.unrated[host] = why;
   }
-  double nic_total = 0;  // bytes/s of every NIC link
+  double nic_total = 0, unstated = 0;  // bytes/s of every NIC link, of those that state no nic_count
+  double stated = 0;                   // their nic_count
   for (const LinkFacts& l : facts.links) {
     if (l.what == "NIC") {
       nic_total += l.bandwidth;
+      if (l.nic_count > 0)
+        stated += l.nic_count;
+      else
+        unstated += l.bandwidth;
       // A plugin's per-step cost, the largest any NIC states (every node runs the same plugin).
       p.net_latency_us = std::max(p.net_latency_us, l.net_latency * 1e6);
       if (l.transport == Transport::Tcpx || l.transport == Transport::Tcpxo)
@@ -115,7 +140,11 @@ PlatformNccl platform_nccl(const PlatformFacts& facts) {
       p.intra_pcie = true;
     if (l.what != "NIC" && l.transport == Transport::PcieHost) p.intra_host = true;
   }
-  p.node_nic_gbs = nic_total / 1e9 / std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  const double nodes = std::max<double>(1, static_cast<double>(facts.nodes.size()));
+  p.node_nic_gbs = nic_total / 1e9 / nodes;
+  p.node_nics_stated = stated / nodes;
+  p.node_unstated_nic_gbs = unstated / 1e9 / nodes;
+  for (const NodeFacts& n : facts.nodes) p.node_gpus = std::max(p.node_gpus, static_cast<int>(n.gpus.size()));
   if (auto it = facts.props.find("ib_sharp"); it != facts.props.end()) p.collnet = it->second == "yes";
   return p;
 }
@@ -156,7 +185,7 @@ struct GpuFold {
     np.nvlinks_per_gpu = np.intra == NcclIntra::Pcie ? 0 : nvlinks;
     if (np.intra == NcclIntra::Pcie && p.intra_host) np.pcie_path = NcclPath::Phb;
     np.nvls = np.intra == NcclIntra::NvSwitch && all_nvls && np.gpus_per_node > 1;
-    set_nics(np, p.node_nic_gbs);
+    set_nics(np, p);
     np.net_latency_us = p.net_latency_us;
     np.net_unseen_latency_us = p.net_unseen_latency_us;
     np.collnet = p.collnet;
@@ -186,6 +215,21 @@ NcclPlatform group_platform(const Group& g, const PlatformNccl& p) {
   fold.np.nodes = static_cast<int>(per_node.size());
   for (const auto& [node, n] : per_node) fold.np.gpus_per_node = std::max(fold.np.gpus_per_node, n);
   return fold.finish(p);
+}
+
+std::string nccl_nics_note(const NcclPlatform& np, const PlatformNccl& p) {
+  if (np.nodes < 2) return "";
+  const std::string seen = fmt::format("NCCL's model sees {} NIC{} a node at {:.4g} GB/s each",
+                                       np.nics_per_node, np.nics_per_node == 1 ? "" : "s", np.nic_bw);
+  if (p.node_nic_gbs <= 0) return seen + " (no NIC link states a transport: NCCL's rating of one HDR port)";
+  if (p.node_nics_stated <= 0)
+    return seen + fmt::format(
+                      " (inferred from the node's {:.4g} GB/s of NICs as 400 Gb/s ports: the platform states "
+                      "no nic_count; docs/platforms.md \"NICs as NCCL sees them\")",
+                      p.node_nic_gbs);
+  return seen + (p.node_unstated_nic_gbs > 0
+                     ? " (nic_count as stated, and inferred where a NIC link states none)"
+                     : " (nic_count as the platform states it)");
 }
 
 std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version) {

@@ -91,6 +91,9 @@ struct LinkFacts {
   // communicator that cross this NIC; 1 until the simulator sets it from NCCL's model.
   int connections = 1;
   double net_latency = 0;  // s, the net plugin's latency property (efa: efa_net_latency; others 0)
+  // A NIC link: the NICs it stands for as NCCL sees them (nic_count), each at bandwidth / nic_count; 0 = not
+  // stated (NCCL's model infers them from the node's rate: sim/src/collectives/nccl_platform.cpp).
+  int nic_count = 0;
   Origin origin;
 };
 
