@@ -36,6 +36,8 @@ struct PlatformArgs {
   std::string nic_lat = "5us";
   bool rail_optimised = false;
   bool sharp = false;
+  int socket_nthreads = 0;      // NCCL_SOCKET_NTHREADS (0: not stated)
+  int nsocks_perthread = 0;     // NCCL_NSOCKS_PERTHREAD (0: not stated)
   std::string layout = "auto";  // --layout
   std::string topology = "star";
   double oversubscription = 1;
@@ -166,6 +168,19 @@ NicSpec nic_from_flags(const PlatformArgs& a, const Catalogue& cat) {
     throw Error(
         "--nic-speed is required with more than one node (a rate such as 400Gbps, or ndr, hdr, edr, 100gbe, "
         "...)");
+  // NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD as the run set them: the socket transport's properties.
+  if (a.socket_nthreads > 0 || a.nsocks_perthread > 0) {
+    const auto t = transport_by_name(nic.transport.empty() ? std::string("tcp") : nic.transport);
+    if (t != Transport::Tcp)
+      throw Error(fmt::format(
+          "--nccl-socket-nthreads and --nccl-nsocks-perthread set NCCL's socket transport; the NICs run {} "
+          "(--nic-transport tcp, or a rate such as 200Gbps, runs sockets)",
+          nic.transport));
+    if (a.socket_nthreads > 0)
+      nic.props.emplace_back("nccl_socket_nthreads", std::to_string(a.socket_nthreads));
+    if (a.nsocks_perthread > 0)
+      nic.props.emplace_back("nccl_nsocks_perthread", std::to_string(a.nsocks_perthread));
+  }
   const bool roce = normalise_name(nic.transport).rfind("roce", 0) == 0;
   if (a.sharp && (a.nodes < 2 || roce || transport_by_name(nic.transport) != Transport::Ib))
     throw Error(fmt::format(
@@ -282,6 +297,15 @@ void add_platform_options(CLI::App* c, const std::shared_ptr<PlatformArgs>& a) {
   c->add_flag(
       "--rail-optimised", a->rail_optimised,
       "each NIC a rail of its own: one link per NIC, GPU k of G on NIC k x N / G (the flat-star layout)");
+  c->add_option(
+       "--nccl-socket-nthreads", a->socket_nthreads,
+       "NCCL_SOCKET_NTHREADS over tcp NICs, as the run sets it (default 1; NCCL auto-detects 2 on AWS, "
+       "4 on GCP gVNIC)")
+      ->check(integer(1, 16));
+  c->add_option(
+       "--nccl-nsocks-perthread", a->nsocks_perthread,
+       "NCCL_NSOCKS_PERTHREAD over tcp NICs (default 1; auto: 8 on AWS); threads x sockets at most 64")
+      ->check(integer(1, 64));
   c->add_flag("--sharp", a->sharp,
               "the InfiniBand fabric reduces in its switches (SHARP through NCCL's CollNet plugin, "
               "NCCL_COLLNET_ENABLE=1): NCCL's tuner may pick CollNetDirect and CollNetChain");
@@ -336,6 +360,8 @@ PlatformSpec platform_spec(const std::shared_ptr<PlatformArgs>& a, CLI::App* c) 
                              "--nic-lat",
                              "--rail-optimised",
                              "--sharp",
+                             "--nccl-socket-nthreads",
+                             "--nccl-nsocks-perthread",
                              "--topology",
                              "--oversubscription",
                              "--pod-nodes",

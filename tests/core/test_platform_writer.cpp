@@ -250,6 +250,8 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"SHARP over RoCE", "--gpu h100-sxm --nodes 2 --nic-speed 400gbe --nic-transport roce --sharp",
        "an ib transport (--nic-speed ndr, hdr, ... or --nic-transport ib), not roce"},
       {"SHARP on one node", "--gpu h100-sxm --sharp", "needs --nodes 2 or more"},
+      {"socket threads over InfiniBand", "--gpu h100-sxm --nodes 2 --nic-speed ndr --nccl-socket-nthreads 4",
+       "--nccl-socket-nthreads and --nccl-nsocks-perthread set NCCL's socket transport; the NICs run ib"},
       {"NVSwitch on a PCIe card", "--gpu t4 --gpus-per-node 8 --intranode nvswitch", "has no NVLink"},
       {"bridges for 4 GPUs", "--gpu a40 --gpus-per-node 4 --intranode nvlink_bridge", "two by two"},
       {"unknown fabric", "--gpu t4 --intranode pcie", "--intranode pcie: valid: pcie_host"},
@@ -562,6 +564,16 @@ TEST_CASE("vitsim platform: efa, tcpx, tcpxo, --sharp and 72 NICs a node, writte
         CHECK(l.net_latency == 0);
       }
   }
+  // NCCL_NSOCKS_PERTHREAD / NCCL_SOCKET_NTHREADS as a run set them: the socket link's properties.
+  const PlatformFacts socks = facts_of(
+      "--nodes 2 --gpus-per-node 8 --gpu h100-sxm --nic-speed 200Gbps --nccl-socket-nthreads 2 "
+      "--nccl-nsocks-perthread 4");
+  for (const auto& l : socks.links)
+    if (l.what == "NIC") {
+      CHECK(l.transport == Transport::Tcp);
+      CHECK(l.socket_nthreads == 2);
+      CHECK(l.nsocks_perthread == 4);
+    }
   const PlatformFacts sharp =
       facts_of("--nodes 2 --gpus-per-node 8 --gpu h100-sxm --nics 8 --nic-speed ndr --sharp");
   CHECK(sharp.props.at("ib_sharp") == "yes");
