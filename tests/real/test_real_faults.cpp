@@ -259,8 +259,13 @@ TEST_CASE(
     WARN("not root: cannot create network namespaces; the link-cut fault is not exercised");
     return;
   }
-  // Its own network (prefix vitsimf, 10.78.0.0/24), so a running validation's is left alone.
-  const std::string env = "NETNS_PREFIX=vitsimf NETNS_SUBNET=10.78.0 RATE=10gbit ";
+  // A network of its own, named and addressed from the process id (prefix vf<pid>, 10.<200 +
+  // ...>.<...>.0/24), so that a running validation's, or a second copy of the suite's, is left alone (issue
+  // 35 item 8).
+  const int pid = static_cast<int>(getpid());
+  const std::string prefix = fmt::format("vf{}", pid % 100000);
+  const std::string subnet = fmt::format("10.{}.{}", 200 + pid / 256 % 50, pid % 256);
+  const std::string env = fmt::format("NETNS_PREFIX={} NETNS_SUBNET={} RATE=10gbit ", prefix, subnet);
   auto up = vt::run(env + vt::source("scripts/netns_local.sh") + " up");
   INFO(up.out);
   REQUIRE(up.status == 0);
@@ -272,12 +277,13 @@ TEST_CASE(
   // One rank per namespace, MPI over TCP only; mpirun's PMIx server listens on the bridge.
   const std::string flags = mpirun_flags() +
                             " -x PMIX_MCA_ptl_tcp_remote_connections=1 --bind-to none --mca btl tcp,self"
-                            " --mca btl_tcp_if_include 10.78.0.0/24 --mca oob_tcp_if_include 10.78.0.0/24";
+                            " --mca btl_tcp_if_include " +
+                            subnet + ".0/24 --mca oob_tcp_if_include " + subnet + ".0/24";
   auto placed = [&](const std::string& args) {
     return fmt::format(
-        "PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=10.78.0.0/24 mpirun {} "
-        "-np 1 ip netns exec vitsimf-a {} train {} : -np 1 ip netns exec vitsimf-b {} train {}",
-        flags, VITSIM_BINARY, args, VITSIM_BINARY, args);
+        "PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include={}.0/24 mpirun {} "
+        "-np 1 ip netns exec {}-a {} train {} : -np 1 ip netns exec {}-b {} train {}",
+        subnet, flags, prefix, VITSIM_BINARY, args, prefix, VITSIM_BINARY, args);
   };
   vt::TempDir dir;
   const auto ref = reference(dir);
@@ -285,7 +291,7 @@ TEST_CASE(
   Job job(placed(args), dir / "job.log");
   REQUIRE(wait_for_checkpoint(job, ck));
   const auto t0 = clock_type::now();
-  auto cut = vt::run("ip link set vitsimf-b-br down");
+  auto cut = vt::run("ip link set " + prefix + "-b-br down");
   REQUIRE(cut.status == 0);
   auto status = job.wait(kTimeout + kSlack);
   INFO("the faulted run printed:\n" << job.output());
@@ -299,12 +305,13 @@ TEST_CASE(
   // The link restored, the run resumes across the namespaces to the uninterrupted run's parameters.
   // Neighbour entries that failed during the cut would make the first connections fail at once
   // (EHOSTUNREACH): flush them once both ends of the link have their carrier back.
-  REQUIRE(vt::run("ip link set vitsimf-b-br up").status == 0);
+  REQUIRE(vt::run("ip link set " + prefix + "-b-br up").status == 0);
   for (int i = 0;
-       i < 100 && vt::run("ip -n vitsimf-b link show vitsimf-b-ns").out.find("LOWER_UP") == std::string::npos;
+       i < 100 && vt::run(fmt::format("ip -n {0}-b link show {0}-b-ns", prefix)).out.find("LOWER_UP") ==
+                      std::string::npos;
        ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  for (const char* ns : {"vitsimf-a", "vitsimf-b"}) vt::run(fmt::format("ip -n {} neigh flush all", ns));
+  for (const char* n : {"a", "b"}) vt::run(fmt::format("ip -n {}-{} neigh flush all", prefix, n));
   check_resume(placed, args, dir / "resumed", ref);
 }
 
