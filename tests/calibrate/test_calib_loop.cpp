@@ -1,15 +1,16 @@
 // The loop closed on this machine, small: calibrate a tiny ViT on 2 MPI ranks (with its step phase), emit the
 // platform, then train a micro-batch the calibration did not measure (`mpirun vitsim train`, what
-// `validate --run` launches) beside one it measured, back to back in one run, and `vitsim validate
-// --measured` both. What it judges is what a loaded machine leaves judgeable (issue 35 item 8): the held-out
-// point's step relative to the calibrated one, both measured under the same load, against the same ratio
-// predicted; the absolute accuracy of a calibration on a quiet machine is the benches'
-// (bench/validate_local.sh, docs/benchmarks.md "Validation on this machine"). About 2.5 minutes on 2 shared
+// `validate --run` launches) beside one it measured, back to back in one run (five such runs), and `vitsim
+// validate --measured` each. What it judges is what a loaded machine leaves judgeable (issue 35 item 8): the
+// held-out point's step relative to the calibrated one, both measured under the same load, against the same
+// ratio predicted; the absolute accuracy of a calibration on a quiet machine is the benches'
+// (bench/validate_local.sh, docs/benchmarks.md "Validation on this machine"). About 3 minutes on 2 shared
 // cores (the op-model benchmarks are most of it; this is the test that runs them).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
-#include <optional>
+#include <vector>
 
 #include "test_util.hpp"
 #include "vitsim/core/model/vit.hpp"
@@ -54,20 +55,26 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // it compared one run against a calibration made under another load (a calibration beside other tests,
   // 0.124 s predicted against 0.074 s measured, issue 35): that compares two moments of the machine, not the
   // model with the machine.
-  const std::string sweep = "--set training.micro_batch=48,64";
-  // A run on a busy machine says so itself: its noise (p95 over the median of its steps, the largest of its
-  // points, as validate prints it). Up to three runs; the first quiet one (noise <= 10%) is judged, and when
-  // none is quiet the least noisy. Each run is judged on its points' median steps, which a minority of slow
-  // steps does not move (CI, 2026-12-02: three runs with p95 >= 2x the median).
+  //
+  // A load that changes between the two points of one run (seconds apart) moves that run's ratio; measured
+  // here beside five other engineers' builds (load 14, 2026-12-06), eight runs of this sweep gave 1.12
+  // .. 1.78 while the steps inside each point spread by 10% (p95 over the median): a run's own noise does not
+  // show it, and one run beside a second copy of the suite was judged at 1.59 (issue 35). So five runs, the
+  // order of the two points alternating (48 first, then 64 first: what the first point of a run pays, the
+  // second does not, cancels), and the median of their five ratios judged: two disturbed runs of five do not
+  // move it (the eight runs above: median 1.28, the quiet figure below). The prediction does not enter what
+  // is measured, so this cannot hide a model's error.
   struct Point {
     double predicted = 0, measured = 0, median = 0;
   };
   struct Run {
-    double noise = 0;
     Point calibrated, held_out;  // micro-batch 48, 64
+    double ratio() const { return held_out.median / calibrated.median; }
   };
-  std::optional<Run> best;
-  for (int attempt = 0; attempt < 3 && !(best && best->noise <= 0.10); ++attempt) {
+  std::vector<Run> runs;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    const std::string sweep =
+        attempt % 2 == 0 ? "--set training.micro_batch=48,64" : "--set training.micro_batch=64,48";
     auto train = vt::run(vt::prioritised(
         fmt::format("mpirun --allow-run-as-root --oversubscribe -np 2 {} train {} {} --out {} -q",
                     VITSIM_BINARY, val_sc, sweep, d / "measured.json")));
@@ -80,14 +87,13 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
     // 4: validate ran and wrote its table, but the absolute error exceeds --tolerance. The calibration and
     // this run are two moments of the machine: beside a second copy of the suite (issue 35's loaded machine,
     // two suites on 2 cores) they differed by more than 2x. What this test judges is the ratio below,
-    // measured within one run.
+    // measured within runs.
     REQUIRE((val.status == 0 || val.status == 4));
     auto v = nlohmann::json::parse(std::ifstream(d / "validation.json"));
     auto m = nlohmann::json::parse(std::ifstream(d / "measured.json"));
     REQUIRE(v["points"].size() == 2);
     REQUIRE(m["points"].size() == 2);
     Run r;
-    r.noise = v["noise"].get<double>();
     for (const auto& vp : v["points"]) {
       const std::string mb = vp["params"]["training.micro_batch"].get<std::string>();
       REQUIRE((mb == "48" || mb == "64"));
@@ -100,19 +106,26 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
       for (const auto& mp : m["points"])
         if (mp["params"]["training.micro_batch"] == mb) p.median = mp["step_time_s"]["p50"].get<double>();
     }
-    if (!best || r.noise < best->noise) best = r;
+    REQUIRE(r.calibrated.median > 0);
+    REQUIRE(r.held_out.median > 0);
+    runs.push_back(r);
   }
-  REQUIRE(best);
-  const Point &at48 = best->calibrated, &at64 = best->held_out;
+  // The run whose ratio is the median of the five (an odd count: one of them).
+  std::vector<const Run*> by_ratio;
+  for (const auto& r : runs) by_ratio.push_back(&r);
+  std::sort(by_ratio.begin(), by_ratio.end(),
+            [](const Run* a, const Run* b) { return a->ratio() < b->ratio(); });
+  std::string ratios;
+  for (const Run* r : by_ratio) ratios += fmt::format(" {:.3f}", r->ratio());
+  INFO("measured ratios (64 over 48, five runs, sorted):" << ratios);
+  const Run& best = *by_ratio[by_ratio.size() / 2];
+  const Point &at48 = best.calibrated, &at64 = best.held_out;
   INFO("micro-batch 48 (calibrated): predicted " << at48.predicted << " s, measured " << at48.measured
                                                  << " s (median " << at48.median << " s)");
   INFO("micro-batch 64 (held out): predicted " << at64.predicted << " s, measured " << at64.measured
                                                << " s (median " << at64.median << " s)");
-  INFO("the run's noise " << best->noise);
   REQUIRE(at48.predicted > 0);
   REQUIRE(at64.predicted > 0);
-  REQUIRE(at48.median > 0);
-  REQUIRE(at64.median > 0);
   CHECK(at48.measured > 0);
   CHECK(at64.measured > 0);
   // The calibration has the step phase's sync figures (what a step waits at its gradient sync beyond the
@@ -132,7 +145,8 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
     CHECK(c["devices"][0]["spans"][span]["low"].get<double>() <= 1);
     CHECK(c["devices"][0]["spans"][span]["high"].get<double>() >= 1);
   }
-  // The held-out step over the calibrated one, predicted against measured (medians of the same run). A load
+  // The held-out step over the calibrated one, predicted against measured (medians of the same run, the
+  // run of median ratio). A load
   // that slows both points alike cancels; what is left is the model's: the compute interpolated between the
   // calibrated micro-batches, and the parts of a step that do not grow with the micro-batch (the all-reduce,
   // the sync rest) against those that do. Compute alone at 64 over 48 is 4/3, the parts that do not grow
