@@ -331,10 +331,14 @@ def report(results, metas, detail, failed_files=0):
     pt2 = [r for r in results if r["pytorch2_optimizer"]]
     print(f"rows whose step would use PyTorch 2.x's foreach/fused optimizer: {len(pt2)}"
           + (f" ({', '.join(sorted({r['file'] for r in pt2}))})" if pt2 else
-             " (training rows run PyTorch 1.x's per-tensor loop, Megatron's or Paddle's optimizer)"))
+             " (no training row runs torch.optim under PyTorch >= 2; the 2.x rows are forward passes)"))
     for r in results:
-        if r["status"] in ("refused", "unsupported", "failed"):
+        if r["status"] in ("refused", "failed"):
             print(f"{r['status']}: {r['file']} {r['row']}: {r['why']}")
+    for name in metas:
+        rows = [r for r in results if r["file"] == name and r["status"] == "unsupported"]
+        if rows:
+            print(f"unsupported: {name}, {len(rows)} rows: {rows[0]['why']}")
     counts = {s: sum(r["status"] == s for r in results) for s in ("ok", "refused", "unsupported", "failed")}
     counts["failed"] += failed_files
     print(f"{counts['ok']} rows compared, {counts['refused']} refused, {counts['unsupported']} unsupported, "
@@ -364,7 +368,7 @@ def conformal(results):
     print(f"\nsplit-conformal p{round(100 * P_LOW)}-p{round(100 * P_HIGH)} of log(measured/predicted), "
           "leave one origin out")
     print(f"{'held-out origin':24} {'n':>3} {'band (x predicted)':>22} {'width':>8} {'inside':>8}")
-    held, widths, offsets = [], [], []
+    held, widths, offsets, holds = [], [], [], 0
     for o in origins:
         rest = [r["residual"] for r in ok if r["origin"] != o]
         mine = [r["residual"] for r in ok if r["origin"] == o]
@@ -372,6 +376,7 @@ def conformal(results):
         inside = [lo <= x <= hi for x in mine]
         width = math.exp(hi) - math.exp(lo)
         held += inside
+        holds += sum(inside) >= COVER * len(inside)
         widths.append(width)
         centre = statistics.median(rest)
         offsets += [abs(x - centre) for x in mine]
@@ -380,11 +385,13 @@ def conformal(results):
     cov = sum(held) / len(held)
     need = sorted(offsets)[max(0, math.ceil(COVER * len(offsets)) - 1)]
     print(f"held-out rows inside their band: {sum(held)}/{len(held)} ({100 * cov:.0f}%; stated {100 * (P_HIGH - P_LOW):.0f}%)"
-          f"; median width {100 * statistics.median(widths):.0f}% of the central value")
+          f"; median width {100 * statistics.median(widths):.0f}% of the central value; origins held at >= "
+          f"{100 * COVER:.0f}%: {holds} of {len(origins)}")
     print(f"to hold {100 * COVER:.0f}% of held-out rows: log half-width {need:.3f} around the other origins' median "
           f"residual, x{math.exp(-need):.3f}..x{math.exp(need):.3f}, a width of "
           f"{100 * (math.exp(need) - math.exp(-need)):.0f}% of the central value")
-    return {"coverage": cov, "median_width": statistics.median(widths), "half_width_for_cover": need}
+    return {"coverage": cov, "median_width": statistics.median(widths), "half_width_for_cover": need,
+            "origins_held": holds, "origins": len(origins)}
 
 
 def self_test(vitsim, tmp):
