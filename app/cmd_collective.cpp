@@ -112,6 +112,16 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
       "--nccl-proto", a.bench.nccl_proto,
       "with --collective auto: NCCL_PROTO in NCCL's syntax (\"LL128\", \"^LL\"), as nccl.proto (default: "
       "NCCL's)");
+  c->add_option(
+       "--nccl-min-channels", a.bench.nccl_min_channels,
+       "with --collective auto: NCCL_MIN_NCHANNELS, at least this many channels for rings and trees, as "
+       "nccl.min_channels (default: NCCL's)")
+      ->check(CLI::Range(0, 64));
+  c->add_option(
+       "--nccl-max-channels", a.bench.nccl_max_channels,
+       "with --collective auto: NCCL_MAX_NCHANNELS, at most this many channels for rings and trees, as "
+       "nccl.max_channels (default: NCCL's)")
+      ->check(CLI::Range(0, 64));
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");

@@ -561,6 +561,52 @@ TEST_CASE("nccl tuner: the search approximated from a platform", "[nccl]") {
                     Catch::Contains("2 nodes need NICs"));
 }
 
+TEST_CASE("nccl tuner: NCCL_MIN_NCHANNELS and NCCL_MAX_NCHANNELS bound the communicator's channels",
+          "[nccl]") {
+  // ncclTopoPostset (src/graph/connect.cc 18:416-417): nChannels = min(NCCL_MAX_NCHANNELS, nChannels), then
+  // copyChannels up to NCCL_MIN_NCHANNELS. The 4 T4s above: 2 channels.
+  NcclPlatform pc;
+  pc.gpus_per_node = 4;
+  pc.sm = 75;
+  pc.intra = NcclIntra::Pcie;
+  pc.pcie_bw = 12;
+  pc.pcie_path = NcclPath::Phb;
+  const NcclVersion& v = nccl_version("2.18");
+  const auto channels = [&](int min, int max) {
+    NcclTopo t = nccl_topo(pc, v);
+    nccl_limit_channels(t, v, {"", "", min, max});
+    return t.comm_channels;
+  };
+  CHECK(channels(0, 0) == 2);  // no bound: NCCL's own
+  CHECK(channels(8, 8) ==
+        8);  // the GCP runs' NCCL_MIN_NCHANNELS=NCCL_MAX_NCHANNELS=8 (bench/data/nccl_tests)
+  CHECK(channels(0, 1) == 1);
+  CHECK(channels(4, 0) == 4);
+  CHECK(channels(1, 0) == 2);  // a minimum below NCCL's own changes nothing
+  CHECK(channels(6, 1) == 6);  // "combining max, then min": the first channel, copied to 6
+  // Beyond MAXCHANNELS (2.18: 32, device.h; 2.27: 64) or negative: refused, where NCCL clamps with a warning.
+  NcclTopo t = nccl_topo(pc, v);
+  CHECK_THROWS_WITH(nccl_limit_channels(t, v, {"", "", 0, 40}),
+                    Catch::Contains("NCCL_MAX_NCHANNELS 40: NCCL 2.18 runs 1 to 32 channels (MAXCHANNELS)"));
+  CHECK_THROWS_WITH(nccl_limit_channels(t, v, {"", "", -1, 0}), Catch::Contains("NCCL_MIN_NCHANNELS -1"));
+  CHECK_NOTHROW(nccl_limit_channels(t, nccl_version("2.27"), {"", "", 0, 40}));
+  // The scenario keys, checked against the point's NCCL version.
+  vt::TempDir d;
+  const std::string base = R"(<scenario name="n">
+  <cluster platform="p.xml" nodes="1" gpus_per_node="2"/>
+  <model preset="vit_b_16"/>
+  <dataset name="cifar10" resize="224"/>
+  <training micro_batch="32"/>
+)";
+  auto pts = expand(read_scenario_file(
+      d.file("a.xml", base + "<nccl min_channels=\"8\" max_channels=\"8\"/>\n</scenario>\n")));
+  CHECK(pts[0].nccl.min_channels == 8);
+  CHECK(pts[0].nccl.max_channels == 8);
+  CHECK_THROWS_WITH(expand(read_scenario_file(d.file(
+                        "b.xml", base + "<nccl version=\"2.18\" max_channels=\"40\"/>\n</scenario>\n"))),
+                    Catch::Contains("NCCL 2.18 runs 1 to 32 channels"));
+}
+
 TEST_CASE("nccl tuner: the scenario's nccl keys are stored, checked and default to the newest", "[nccl]") {
   vt::TempDir d;
   const std::string base = R"(<scenario name="n">

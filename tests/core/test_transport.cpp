@@ -408,6 +408,21 @@ TEST_CASE("vitsim collective: sockets per NCCL channel, EFA's plugin latency in 
   CHECK(s.status == 0);
   CHECK_THAT(s.out,
              Catch::Contains("x 1 socket(s) per connection x 2 connection(s) = 4 GB/s) -> socket-limited"));
+  // NCCL_MIN_NCHANNELS=3 (connect.cc ncclTopoPostset: the first channels copied up to the minimum): 3
+  // connections, 6 GB/s, still below 11.77; NCCL_MAX_NCHANNELS=1: one, 2 GB/s. Not with a named algorithm.
+  const vt::CmdResult s3 =
+      vt::vitsim("collective " + (d / "s.xml") + " -b 1M -e 1M -q --nccl-min-channels 3");
+  CHECK(s3.status == 0);
+  CHECK_THAT(s3.out,
+             Catch::Contains("x 1 socket(s) per connection x 3 connection(s) = 6 GB/s) -> socket-limited"));
+  const vt::CmdResult s1 =
+      vt::vitsim("collective " + (d / "s.xml") + " -b 1M -e 1M -q --nccl-max-channels 1");
+  CHECK_THAT(s1.out,
+             Catch::Contains("x 1 socket(s) per connection x 1 connection(s) = 2 GB/s) -> socket-limited"));
+  const vt::CmdResult named =
+      vt::vitsim("collective " + (d / "s.xml") + " -b 1M -e 1M -q --collective ring --nccl-min-channels 3");
+  CHECK(named.status != 0);
+  CHECK_THAT(named.out, Catch::Contains("--nccl-min-channels applies to NCCL's tuner"));
   // 2 x 8 H100 with 4 EFA interfaces a node, NCCL 2.23 at 8 B: Tree/LL, latency 6.8 + 2 (7 x .6 + 1 x (5.0 +
   // 75)) = 175.2 us (test_nccl_tuning "the net plugin's latency").
   REQUIRE(vt::vitsim("platform --nodes 2 --gpus-per-node 8 --gpu h100-sxm --nics 4 --nic-speed efa --out " +

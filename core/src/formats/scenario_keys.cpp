@@ -110,6 +110,19 @@ std::string nccl_override(R& x, const std::string& key) {
   return value;
 }
 
+// nccl.min_channels or nccl.max_channels: 0 (NCCL's default) to the point's NCCL version's MAXCHANNELS.
+KeyRow nccl_channels_row(const std::string& key, int NcclSpec::*field, std::string doc) {
+  return integer_row(key, 0, 0, 64, std::move(doc), [key, field](R& x, long long v) {
+    x.s.nccl.*field = static_cast<int>(v);
+    try {
+      NcclTopo t;
+      nccl_limit_channels(t, nccl_version(x.s.nccl.version), x.s.nccl.overrides());
+    } catch (const Error& e) {
+      x.r.fail(key, e.what());
+    }
+  });
+}
+
 // The setter of one field of an element's spec: field(&Scenario::training, &TrainingSpec::micro_batch).
 template <class Spec, class T>
 auto field(Spec Scenario::*spec, T Spec::*member) {
@@ -322,6 +335,12 @@ std::vector<KeyRow> nccl_rows() {
                  "NCCL_PROTO: the protocols NCCL may pick (docs/model.md, NCCL's tuner); in `--set` a comma "
                  "list is a sweep",
                  [](R& x) { x.s.nccl.proto = nccl_override(x, "nccl.proto"); }),
+      nccl_channels_row("nccl.min_channels", &NcclSpec::min_channels,
+                        "NCCL_MIN_NCHANNELS: at least this many channels for rings and trees, the first ones "
+                        "copied (docs/model.md, NCCL's tuner); 0: NCCL's default"),
+      nccl_channels_row("nccl.max_channels", &NcclSpec::max_channels,
+                        "NCCL_MAX_NCHANNELS: at most this many channels for rings and trees (docs/model.md, "
+                        "NCCL's tuner); 0: NCCL's default"),
   };
 }
 

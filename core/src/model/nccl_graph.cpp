@@ -185,4 +185,14 @@ NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v) {
   return t;
 }
 
+void nccl_limit_channels(NcclTopo& t, const NcclVersion& v, const NcclOverrides& o) {
+  for (const auto& [name, value] :
+       {std::pair{"NCCL_MIN_NCHANNELS", o.min_channels}, std::pair{"NCCL_MAX_NCHANNELS", o.max_channels}})
+    if (value < 0 || value > v.max_channels)
+      throw Error(fmt::format("{} {}: NCCL {} runs 1 to {} channels (MAXCHANNELS); 0 leaves NCCL's default",
+                              name, value, v.name, v.max_channels));
+  if (o.max_channels > 0) t.comm_channels = std::min(t.comm_channels, o.max_channels);
+  t.comm_channels = std::max(t.comm_channels, o.min_channels);
+}
+
 }  // namespace vitsim

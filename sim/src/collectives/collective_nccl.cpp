@@ -113,8 +113,10 @@ class Nccl : public Collective {
 
   void configure(const CollectiveContext& c) override {
     version_ = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
-    overrides_ = {c.nccl_algo, c.nccl_proto};
+    overrides_ = c.nccl_overrides();
     (void)nccl_enable(overrides_, *version_);  // an unknown name is an Error now, not at the first call
+    NcclTopo bounds;
+    nccl_limit_channels(bounds, *version_, overrides_);  // so is a channel bound beyond MAXCHANNELS
     if (c.facts) {
       platform_ = platform_nccl(*c.facts);
       check_nccl_rated(platform_, c.hosts);  // a GPU the tuner cannot rate: refused before any run
@@ -296,6 +298,7 @@ class Nccl : public Collective {
     if (c.mpi) return c;
     const NcclPlatform np = group_platform(g, platform_);
     c.topo = nccl_topo(np, *version_);
+    nccl_limit_channels(c.topo, *version_, overrides_);
     c.nics = nccl_nics_note(np, platform_);
     c.tuning = nccl_tune(c.topo, *version_, overrides_);
     std::vector<sg4::Host*> hosts;

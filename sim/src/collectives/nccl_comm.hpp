@@ -55,10 +55,11 @@ void check_nccl_rated(const PlatformNccl& p, const std::vector<std::string>& hos
 NcclPlatform group_platform(const Group& g, const PlatformNccl& p);
 // The NCCL connections each link of facts.links carries at once (LinkFacts::connections, same order), for
 // the socket transport's sockets: on a tcp NIC link, the channels of one communicator over the whole platform
-// (nccl_topo's comm_channels for `version`, "" the newest) shared by the node's NIC links in proportion to
+// (nccl_topo's comm_channels for nccl.version, "" the newest, within nccl.min_channels and
+// nccl.max_channels) shared by the node's NIC links in proportion to
 // their rates, at least 1; 1 on every other link, and where the platform has one node, a GPU the tuner
 // cannot rate or a CPU device.
-std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version);
+std::vector<int> nccl_net_connections(const PlatformFacts& facts, const NcclSpec& nccl);
 // nccl_net_connections at the scenario's NCCL version, for EditedPlatforms::set_link_connections (a what-if's
 // note on an edited link weighs it as the simulation will).
 EditedPlatforms::LinkConnections nccl_link_connections();

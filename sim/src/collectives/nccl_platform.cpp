@@ -232,7 +232,7 @@ std::string nccl_nics_note(const NcclPlatform& np, const PlatformNccl& p) {
                      : " (nic_count as the platform states it)");
 }
 
-std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::string& version) {
+std::vector<int> nccl_net_connections(const PlatformFacts& facts, const NcclSpec& nccl) {
   std::vector<int> out(facts.links.size(), 1);
   bool sockets = false;
   for (const LinkFacts& l : facts.links)
@@ -248,8 +248,10 @@ std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::str
   fold.np.nodes = static_cast<int>(facts.nodes.size());
   for (const NodeFacts& n : facts.nodes)
     fold.np.gpus_per_node = std::max(fold.np.gpus_per_node, static_cast<int>(n.gpus.size()));
-  const NcclVersion& v = version.empty() ? nccl_newest_version() : nccl_version(version);
-  const int channels = nccl_topo(fold.finish(p), v).comm_channels;
+  const NcclVersion& v = nccl.version.empty() ? nccl_newest_version() : nccl_version(nccl.version);
+  NcclTopo topo = nccl_topo(fold.finish(p), v);
+  nccl_limit_channels(topo, v, nccl.overrides());
+  const int channels = topo.comm_channels;
   // The node's NIC links share its channels in proportion to their rates (NCCL spreads channels over the
   // NICs: search.cc ncclTopoSearchRecNet takes nets[(nChannels + i) % netCount]).
   for (size_t i = 0; i < facts.links.size(); ++i) {
@@ -262,9 +264,7 @@ std::vector<int> nccl_net_connections(const PlatformFacts& facts, const std::str
 }
 
 EditedPlatforms::LinkConnections nccl_link_connections() {
-  return [](const PlatformFacts& facts, const Scenario& s) {
-    return nccl_net_connections(facts, s.nccl.version);
-  };
+  return [](const PlatformFacts& facts, const Scenario& s) { return nccl_net_connections(facts, s.nccl); };
 }
 
 NcclFunc nccl_func_of(CollOp op) {
@@ -292,7 +292,8 @@ std::optional<NcclComm> nccl_comm(const Group& g, const CollectiveContext& c) {
   NcclComm comm;
   comm.version = c.nccl_version.empty() ? &nccl_newest_version() : &nccl_version(c.nccl_version);
   comm.topo = nccl_topo(group_platform(g, platform), *comm.version);
-  comm.tuning = nccl_tune(comm.topo, *comm.version, {c.nccl_algo, c.nccl_proto});
+  nccl_limit_channels(comm.topo, *comm.version, c.nccl_overrides());
+  comm.tuning = nccl_tune(comm.topo, *comm.version, c.nccl_overrides());
   return comm;
 }
 

@@ -169,7 +169,7 @@ std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const Platform
     configure_engine(*pe->engine);
     load_platform(*pe->engine, s.cluster.platform, facts, flat.get());  // flat-star files built in code
     // The socket transport's connections: the channels NCCL runs over each NIC (nccl_platform.cpp).
-    const std::vector<int> connections = nccl_net_connections(facts, s.nccl.version);
+    const std::vector<int> connections = nccl_net_connections(facts, s.nccl);
     pe->notes = apply_link_transports(*pe->engine, facts, connections);  // before LatencyModel
   } catch (...) {
     pe->error = std::current_exception();

@@ -168,7 +168,8 @@ CommRegime comm_regime(const PointRun& run, const PlatformFacts& facts) {
   c.bottleneck = b.link;
   std::optional<NcclComm> comm;
   try {
-    comm = nccl_comm(g, {&facts, s.nccl.version, s.nccl.algo, s.nccl.proto, {}});
+    comm = nccl_comm(
+        g, {&facts, s.nccl.version, s.nccl.algo, s.nccl.proto, {}, s.nccl.min_channels, s.nccl.max_channels});
   } catch (const Error&) {
   }
   const NcclFunc f = nccl_func_of(shape.grad_reduce_op);

@@ -20,7 +20,8 @@ PointSetup setup_point(const Scenario& s, const PlatformFacts& facts) {
   setup.place = place_ranks(s, facts);
   try {
     std::unique_ptr<Collective> c = make_collective(s.parallel.collective);
-    c->configure({&facts, s.nccl.version, s.nccl.algo, s.nccl.proto, setup.place.hosts});
+    c->configure({&facts, s.nccl.version, s.nccl.algo, s.nccl.proto, setup.place.hosts, s.nccl.min_channels,
+                  s.nccl.max_channels});
     setup.collective = std::move(c);
   } catch (const Error& e) {
     throw Error(s.origin_of("parallelism.collective"), fmt::format("parallelism.collective: {}", e.what()));

@@ -55,7 +55,14 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   e.run();
   for (auto& line : run.coll->run_notes()) notes.push_back(std::move(line));
   if (run.record_calls && run.group)
-    for (auto& line : nccl_would_run(*run.group, {&facts, s.nccl.version, s.nccl.algo, s.nccl.proto, {}},
+    for (auto& line : nccl_would_run(*run.group,
+                                     {&facts,
+                                      s.nccl.version,
+                                      s.nccl.algo,
+                                      s.nccl.proto,
+                                      {},
+                                      s.nccl.min_channels,
+                                      s.nccl.max_channels},
                                      run.coll->name(), run.calls))
       notes.push_back(std::move(line));
   if (s.parallel.collective != "auto" && (!s.nccl.algo.empty() || !s.nccl.proto.empty()))

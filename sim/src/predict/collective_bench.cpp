@@ -37,6 +37,8 @@ Scenario bench_cluster(const CollectiveBench& b, const PlatformFacts& facts) {
   s.file = b.platform;
   s.cluster.platform = b.platform;
   s.cluster.hosts = b.hosts;
+  // The NCCL environment the engine reads too (the sockets each NIC link opens: nccl_net_connections).
+  s.nccl = {b.nccl_version, b.nccl_algo, b.nccl_proto, b.nccl_min_channels, b.nccl_max_channels};
   std::vector<const NodeFacts*> order;
   std::set<std::string> seen;
   for (const auto& name : b.hosts) {
@@ -190,19 +192,25 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   } catch (const Error& e) {
     throw Error(fmt::format("--collective: {}", e.what()));
   }
-  // NCCL_ALGO / NCCL_PROTO steer NCCL's tuner, which only `auto` runs: with a named algorithm they would
-  // change nothing (issue 36, bad input).
-  if (b.algorithm != "auto" && (!b.nccl_algo.empty() || !b.nccl_proto.empty()))
+  // NCCL_ALGO / NCCL_PROTO / NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS steer NCCL's tuner, which only `auto`
+  // runs: with a named algorithm they would change nothing (issue 36, bad input).
+  const char* nccl_flag = !b.nccl_algo.empty()       ? "--nccl-algo"
+                          : !b.nccl_proto.empty()    ? "--nccl-proto"
+                          : b.nccl_min_channels != 0 ? "--nccl-min-channels"
+                          : b.nccl_max_channels != 0 ? "--nccl-max-channels"
+                                                     : nullptr;
+  if (b.algorithm != "auto" && nccl_flag)
     throw Error(fmt::format(
         "{} applies to NCCL's tuner (--collective auto); --collective {} runs its own algorithm for every "
         "size, so it would change nothing: drop one",
-        !b.nccl_algo.empty() ? "--nccl-algo" : "--nccl-proto", b.algorithm));
+        nccl_flag, b.algorithm));
   const std::vector<double> sizes = nccl_sizes(b.sweep);
   const PlatformFacts facts = read_platform_facts(b.platform);
   const Scenario s = bench_cluster(b, facts);
   const RankPlacement place = place_ranks(s, facts);
   try {
-    chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts});
+    chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts, b.nccl_min_channels,
+                       b.nccl_max_channels});
   } catch (const Error& e) {
     throw Error(fmt::format("--collective {}: {}", b.algorithm, e.what()));
   }
@@ -234,7 +242,8 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   // NCCL's choice for every size before any rank runs: where the overrides or the topology leave none (NVLS
   // on GPUs without it), the refusal is one line, not an exception inside a simulated rank.
   if (b.algorithm == "auto" && b.func != NcclTest::AllToAll && b.func != NcclTest::Broadcast)
-    if (const auto comm = nccl_comm(g, {&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts}))
+    if (const auto comm = nccl_comm(g, {&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts,
+                                        b.nccl_min_channels, b.nccl_max_channels}))
       for (double x : bytes) (void)comm->choose(nccl_func_of(coll_op(b.func)), x);
   const std::vector<double> time = simulate_sizes(*pe->engine, b, g, *chosen, bytes);
   for (size_t k = 0; k < t.rows.size(); ++k) t.rows[k].time_s = t.rows[k].in_place_time_s = time[k];

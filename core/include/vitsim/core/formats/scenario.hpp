@@ -14,6 +14,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/model/buckets.hpp"
 #include "vitsim/core/model/framework.hpp"
+#include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/model/vit.hpp"
 
 namespace vitsim {
@@ -74,9 +75,12 @@ struct ParallelSpec {
 // NCCL's choice of algorithm, protocol and channels, and NCCL_ALGO / NCCL_PROTO in NCCL's syntax. Read by
 // the collective "auto" (parallelism.collective=auto, the default; sim/src/collectives/collective_nccl.cpp).
 struct NcclSpec {
-  std::string version;  // a name of nccl_versions(), "2.23"; resolved to the newest when not given
-  std::string algo;     // NCCL_ALGO, "" = NCCL's default
-  std::string proto;    // NCCL_PROTO, "" = NCCL's default
+  std::string version;   // a name of nccl_versions(), "2.23"; resolved to the newest when not given
+  std::string algo;      // NCCL_ALGO, "" = NCCL's default
+  std::string proto;     // NCCL_PROTO, "" = NCCL's default
+  int min_channels = 0;  // NCCL_MIN_NCHANNELS, 0 = NCCL's default (nccl_limit_channels)
+  int max_channels = 0;  // NCCL_MAX_NCHANNELS, 0 = NCCL's default
+  NcclOverrides overrides() const { return {algo, proto, min_channels, max_channels}; }
 };
 
 struct LoaderSpec {

@@ -123,9 +123,13 @@ const NcclVersion& nccl_newest_version();
 // case) enables only those; "^" before it disables those. "" leaves NCCL's defaults. From 2.27, entries
 // separated by ';' may name the function they apply to: "ring;allreduce:tree,ring" (only the first may
 // lack one). An unknown name is an Error listing the valid ones (2.18 and 2.23 ignore it, 2.27 refuses it).
+// NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS bound comm->nChannels, the channels rings and trees run on (0:
+// NCCL's default, no bound); see nccl_limit_channels.
 struct NcclOverrides {
-  std::string algo;   // NCCL_ALGO, "ring", "^tree", "Tree,Ring"
-  std::string proto;  // NCCL_PROTO, "^LL128"
+  std::string algo;      // NCCL_ALGO, "ring", "^tree", "Tree,Ring"
+  std::string proto;     // NCCL_PROTO, "^LL128"
+  int min_channels = 0;  // NCCL_MIN_NCHANNELS
+  int max_channels = 0;  // NCCL_MAX_NCHANNELS
 };
 struct NcclEnable {  // per tuned function; before 2.27 every function alike
   std::array<std::array<int, kNcclAlgos>, kNcclTunedFuncs> algo;
@@ -223,5 +227,13 @@ struct NcclPlatform {
   double net_unseen_latency_us = 0;
 };
 NcclTopo nccl_topo(const NcclPlatform& p, const NcclVersion& v);
+
+// NCCL_MAX_NCHANNELS, then NCCL_MIN_NCHANNELS, on t.comm_channels as ncclTopoPostset applies them
+// (src/graph/connect.cc, 18:416-417, 23:486-487, 27:483-484): at most max, then at least min, the first
+// channels copied ("we permit combining max, then min, to only use the first channels, then duplicate
+// them"). NCCL's search and its own time estimate do not see them (tuning.cc rates the graph's channels);
+// NVLS keeps its own (NCCL_NVLS_NCHANNELS). Where NCCL clamps with a warning (above MAXCHANNELS, a maximum
+// below 1), this is an Error naming the variable and v's MAXCHANNELS; 0 leaves a bound off.
+void nccl_limit_channels(NcclTopo& t, const NcclVersion& v, const NcclOverrides& o);
 
 }  // namespace vitsim

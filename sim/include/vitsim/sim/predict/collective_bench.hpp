@@ -24,6 +24,8 @@ struct CollectiveBench {
   std::string nccl_version;        // "auto": NCCL's tuner tables (nccl_versions()); "" = the newest
   std::string nccl_algo;           // "auto": NCCL_ALGO's syntax; "" = NCCL's default
   std::string nccl_proto;          // "auto": NCCL_PROTO's syntax
+  int nccl_min_channels = 0;       // "auto": NCCL_MIN_NCHANNELS; 0 = NCCL's default
+  int nccl_max_channels = 0;       // "auto": NCCL_MAX_NCHANNELS
   NcclSweep sweep;
   bool progress = true;  // a progress line on stderr for runs longer than a second
 };
