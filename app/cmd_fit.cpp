@@ -64,11 +64,12 @@ void add_fit(CLI::App& cli, Action& action) {
       apply_sets(f, a->sets);
       add_what_ifs(f, a->what_ifs);
       if (a->out.empty()) a->out = default_out(f);
+      const MeasuredTimes measured = read_measured_times(a->measured);
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({a->opt.predict.calibration, "--calibration"});
       inputs.push_back({a->measured, "--measured"});
+      for (NamedPath& in : measured_inputs(f, measured)) inputs.push_back(std::move(in));  // its rows' files
       check_output_paths({{a->out, "--out"}}, inputs);  // before hours of simulating
-      const MeasuredTimes measured = read_measured_times(a->measured);
       a->opt.free = a->free;
       a->opt.measured_label = a->measured;
       a->opt.predict.progress = !a->quiet;

@@ -15,6 +15,7 @@
 #include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/results/plan.hpp"
 #include "vitsim/sim/predict/plan.hpp"
 
@@ -165,6 +166,34 @@ void set_constraints(PlanArgs& a) {
   k.must_fit = !a.allow_oom;
 }
 
+// --save-scenario DIR before anything is written (issue 39 items 3, 5): a folder (made when missing), and the
+// two files it receives none of the run's inputs (a --deepspeed DIR/scenario.xml was overwritten before the
+// run failed) nor another output. A file edited since it was saved is refused by write_one_line_scenario.
+void check_save_scenario(const PlanArgs& a) {
+  namespace fs = std::filesystem;
+  const std::string& dir = a.save_scenario;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error(
+        fmt::format("--save-scenario '{}' is a file, not a folder: give the folder (made when missing) "
+                    "that receives platform.xml and scenario.xml",
+                    dir));
+  const bool made = fs::create_directories(dir, ec);
+  if (ec) throw Error(fmt::format("--save-scenario '{}': cannot make the folder: {}", dir, ec.message()));
+  std::vector<NamedPath> inputs{{a.one_line.deepspeed, "--deepspeed"}, {a.opt.calibration, "--calibration"}};
+  for (const auto& run : a.opt.interval.runs) inputs.push_back({run, "--runs"});
+  try {
+    check_output_paths({{(fs::path(dir) / "platform.xml").string(), "--save-scenario's platform.xml"},
+                        {(fs::path(dir) / "scenario.xml").string(), "--save-scenario's scenario.xml"},
+                        {a.out, "--out"},
+                        {a.emit_ds_config, "--emit-ds-config"}},
+                       inputs);
+  } catch (const Error&) {
+    if (made) fs::remove(dir, ec);  // nothing written: not even the folder
+    throw;
+  }
+}
+
 // The one-line form: the platform and scenario written (into --save-scenario, else a temporary folder) and
 // planned as a scenario file would be.
 void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
@@ -182,7 +211,7 @@ void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
     a.made = std::make_shared<TempDir>("vitsim-plan-");
     dir = a.made->path();
   } else {
-    std::filesystem::create_directories(dir);
+    check_save_scenario(a);
   }
   a.scenario = write_one_line_scenario(a.one_line, dir);
   if (!a.save_scenario.empty())
@@ -208,7 +237,10 @@ PlanResult plan_scenario(PlanArgs& a) {
   // Before the sweep, not after it: --out writable, and not one of the inputs.
   std::vector<NamedPath> inputs = scenario_inputs(f);
   inputs.push_back({a.opt.calibration, "--calibration"});
-  for (const auto& run : a.opt.interval.runs) inputs.push_back({run, "--runs"});
+  for (const auto& run : a.opt.interval.runs) {
+    inputs.push_back({run, "--runs"});
+    for (NamedPath& in : measured_inputs(f, run)) inputs.push_back(std::move(in));  // its rows' files
+  }
   check_output_paths({{a.out, "--out"}, {a.emit_ds_config, "--emit-ds-config"}}, inputs);
   if (!a.emit_ds_config.empty() && !a.shard.empty())
     throw UsageError("plan: --emit-ds-config writes the top pick of a ranked plan: not with --shard");

@@ -11,6 +11,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/formats/scenario_inputs.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/compute/registries.hpp"
 #include "vitsim/sim/predict/predict.hpp"
@@ -81,7 +82,10 @@ void add_predict(CLI::App& cli, Action& action) {
       // Before any work: outputs writable, none of them an input or another output.
       std::vector<NamedPath> inputs = scenario_inputs(f);
       inputs.push_back({args->opt.calibration, "--calibration"});
-      for (const auto& run : args->opt.interval.runs) inputs.push_back({run, "--runs"});
+      for (const auto& run : args->opt.interval.runs) {
+        inputs.push_back({run, "--runs"});
+        for (NamedPath& in : measured_inputs(f, run)) inputs.push_back(std::move(in));  // its rows' files
+      }
       check_output_paths({{args->out, "--out"}, {args->opt.trace_path, "--trace"}}, inputs);
       args->opt.progress = !args->quiet;
       resolve_interval(args->interval, args->opt.interval);

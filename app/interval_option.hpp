@@ -4,6 +4,10 @@
 // both, so that the flags read and refuse alike.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include "commands.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
@@ -17,6 +21,9 @@ inline constexpr int kDefaultSamples = 16;
 struct IntervalFlags {
   bool on = false;
   int samples = 0;
+  // The flags that shape an interval: each given implies --interval, as --samples and --runs do (they were
+  // ignored without it, issue 39 item 9).
+  std::vector<const CLI::Option*> shaping;
 };
 
 inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOptions& o,
@@ -29,10 +36,18 @@ inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOpt
                 fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",
                             kDefaultSamples))
       ->check(integer(2, 4096));
-  c->add_option("--interval-seed", o.seed, "the design's seed (default 26)");
+  // The seed is written into the report's JSON as a signed 64-bit integer, which plot reads back: beyond
+  // 2^63-1 or negative it came out negative and plot refused the report (issue 39 item 8).
+  f.shaping.push_back(c->add_option("--interval-seed", o.seed,
+                                    "the design's seed, 0 .. 2^63-1 (implies --interval; default 26)")
+                          ->check(integer(0, std::numeric_limits<long long>::max())));
   const units::Range open_unit{0, 1, true, true};
-  c->add_option("--p-low", o.p_low, "the interval's low quantile (default 0.1)")->check(number(open_unit));
-  c->add_option("--p-high", o.p_high, "the interval's high quantile (default 0.9)")->check(number(open_unit));
+  f.shaping.push_back(
+      c->add_option("--p-low", o.p_low, "the interval's low quantile (implies --interval; default 0.1)")
+          ->check(number(open_unit)));
+  f.shaping.push_back(
+      c->add_option("--p-high", o.p_high, "the interval's high quantile (implies --interval; default 0.9)")
+          ->check(number(open_unit)));
   c->add_option(
        "--runs", o.runs,
        "measured runs held against the model: validations (vitsim validate --format json: the ratio "
@@ -56,12 +71,15 @@ inline void check_runs_took_scenario(const std::string& command, const std::stri
                       command, run, command));
 }
 
-// The flags as given: o.samples set when an interval is asked for (--interval or --samples); UsageError when
-// the quantiles are not in order.
+// The flags as given: o.samples set when an interval is asked for (--interval, or a flag that implies it);
+// UsageError when the quantiles are not in order.
 inline void resolve_interval(const IntervalFlags& f, sim::IntervalOptions& o) {
   if (!(o.p_low < o.p_high))
     throw UsageError(fmt::format("--p-low {:g} is not below --p-high {:g}", o.p_low, o.p_high));
-  if (f.on || f.samples > 0 || !o.runs.empty()) o.samples = f.samples > 0 ? f.samples : kDefaultSamples;
+  const bool shaped =
+      std::any_of(f.shaping.begin(), f.shaping.end(), [](const CLI::Option* x) { return x->count() > 0; });
+  if (f.on || shaped || f.samples > 0 || !o.runs.empty())
+    o.samples = f.samples > 0 ? f.samples : kDefaultSamples;
 }
 
 }  // namespace vitsim::app

@@ -54,7 +54,7 @@ std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir
   const auto [speed, count] = q.nic.empty() ? std::pair<std::string, int>{"", 1} : parse_nic(q.nic);
   const std::string platform = (fs::path(dir) / "platform.xml").string();
   const std::string scenario = (fs::path(dir) / "scenario.xml").string();
-  write_file_atomic(platform, platform_xml_for(q.gpu, q.nodes, q.gpus_per_node, speed, count));
+  const std::string platform_text = platform_xml_for(q.gpu, q.nodes, q.gpus_per_node, speed, count);
   std::string text = fmt::format(
       "<scenario name=\"{}\">\n"
       "  <!-- Written by vitsim plan's one-line form: edit it and plan again with vitsim plan {} -->\n"
@@ -65,7 +65,20 @@ std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir
       xml_attr(q.dataset));
   if (!q.deepspeed.empty())
     text += fmt::format("  <deepspeed config=\"{}\"/>\n", xml_attr(fs::absolute(q.deepspeed).string()));
-  write_file_atomic(scenario, text + "</scenario>\n");
+  text += "</scenario>\n";
+  // A file there already is kept unless it is what this command writes: re-running the command wiped the
+  // edits made to the saved files since (issue 39 item 5).
+  for (const auto& [path, content] : {std::pair<std::string, std::string>{platform, platform_text},
+                                      std::pair<std::string, std::string>{scenario, text}}) {
+    std::error_code ec;
+    if (fs::exists(path, ec) && read_input_file(path, "saved file (--save-scenario)") != content)
+      throw Error(
+          fmt::format("--save-scenario: {} exists and differs from what this command writes (edited "
+                      "since it was saved?): plan it with vitsim plan {}, or give another folder",
+                      path, scenario));
+  }
+  write_file_atomic(platform, platform_text);
+  write_file_atomic(scenario, text);
   return scenario;
 }
 

@@ -2,7 +2,8 @@
 # Builds the libFuzzer harnesses (fuzz/) with clang and runs each for a fixed time on a seed corpus made
 # from the shipped files. Prints, per harness: executions, executions/s, corpus size, findings.
 # Usage: bench/fuzz.sh [seconds per harness, default 600] [harness names..., default all]
-# Harnesses: scenario platform platform_structure numbers calibration deepspeed units report (core readers), report_roundtrip plan (the
+# Harnesses: scenario platform platform_structure numbers calibration deepspeed units report (core readers), measured (fit's
+# and --runs' measured times, CSV or JSON, with a round trip), report_roundtrip plan (the
 # report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
 # readers of real/src/data*.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
@@ -16,7 +17,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-600}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report report_roundtrip plan idx cifar image)
+[ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report measured report_roundtrip plan idx cifar image)
 
 if [ "$smoke" = 1 ]; then
   command -v clang++ >/dev/null || { echo "fuzz.sh smoke: no clang++ (bench/fuzz.sh installs clang-14): skipped"; exit 0; }
@@ -71,6 +72,11 @@ seed platform "$here"/platforms/nebula.xml "$here"/platforms/tesla.xml "$here"/p
 mkdir -p "$b/corpus/platform_structure"; printf '\x00\x02\x01\x02\x0a\x03\x00\x04\x09' >"$b/corpus/platform_structure/a"
 mkdir -p "$b/corpus/numbers"; printf '0.5' >"$b/corpus/numbers/a"; printf '12GBps' >"$b/corpus/numbers/b"; printf 'nan' >"$b/corpus/numbers/c"
 seed deepspeed "$here"/scenarios/*/*.json
+# Measured times: the first byte picks the name (.csv even, .json odd); docs/fit.md's example, a quoted one.
+mkdir -p "$b/corpus/measured"
+printf '\x00# runs\ncluster.nodes,training.micro_batch,step_time_s\n1,32,0.1412\n2,32,0.1438\n' >"$b/corpus/measured/a"
+printf '\x00"training.micro_batch","step_time_s"\n"4", 0.01\n"8" ,"0.02"\n' >"$b/corpus/measured/b"
+printf '\x01[]' >"$b/corpus/measured/c"
 mkdir -p "$b/corpus/units"; printf '12GBps' >"$b/corpus/units/a"; printf '5us' >"$b/corpus/units/b"; printf '16GiB' >"$b/corpus/units/c"
 mkdir -p "$b/corpus/calibration"
 sed -n '/^```json$/,/^```$/p' "$here/docs/calibrate-validate.md" | sed '1d;$d' | head -n 30 >"$b/corpus/calibration/readme-example.json"

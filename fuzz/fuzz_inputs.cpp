@@ -7,16 +7,20 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/results/report.hpp"
 #if VITSIM_FUZZ_TARGET >= 7
@@ -201,37 +205,81 @@ void fuzz_numbers(const uint8_t* data, size_t size) {
 }
 #endif
 
+#if defined(VITSIM_FUZZ_MEASURED)
+// The measured times of `vitsim fit --measured` and `predict --runs` (issue 39): a CSV (RFC 4180) or JSON,
+// told apart by the first byte of the input (bit 0: the file named .json or .csv). Beyond "no crash, no
+// hang": a CSV the reader accepts, written back cell by cell with csv_cell, reads back to the same rows; its
+// rows applied to a small scenario (measured_scenarios, measured_inputs) refuse with vitsim::Error only.
+void fuzz_measured(const uint8_t* data, size_t size) {
+  using namespace vitsim;
+  if (size < 1) return;
+  const std::string path = data[0] & 1 ? "input.json" : "input.csv";
+  const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const MeasuredTimes m = read_measured_times(path, text);
+  if (!m.report) {
+    std::string again = "";
+    for (size_t c = 0; c < m.rows.front().keys.size(); ++c)
+      again += csv_cell(m.rows.front().keys[c].first) + ",";
+    again += std::string(measured_metric_column(m.metric)) + "\n";
+    for (const MeasuredTime& row : m.rows) {
+      for (const auto& [key, value] : row.keys) again += csv_cell(value) + ",";
+      again += fmt::format("{:.17g}\n", row.seconds);
+    }
+    const MeasuredTimes back = read_measured_times("again.csv", again);
+    if (back.rows.size() != m.rows.size()) std::abort();
+    for (size_t i = 0; i < m.rows.size(); ++i)
+      if (back.rows[i].keys != m.rows[i].keys || back.rows[i].seconds != m.rows[i].seconds) std::abort();
+  }
+  static const bool written =
+      [] {
+        const std::string dir = scratch() + ".d";
+        std::filesystem::create_directories(dir);
+        std::ofstream(dir + "/s.xml")
+            << "<scenario><cluster platform=\"p.xml\" nodes=\"1\" gpus_per_node=\"1\"/>"
+               "<model preset=\"vit_cifar_tiny\"/><dataset name=\"synthetic\"/></scenario>\n";
+        return true;
+      }();
+  (void)written;
+  const ScenarioFile f = read_scenario_file(scratch() + ".d/s.xml");
+  measured_inputs(f, m);
+  if (m.rows.size() <= 16) measured_scenarios(f, m, true);
+}
+#endif
+
 void run(const uint8_t* data, size_t size) {
   using namespace vitsim;
   const std::string text(reinterpret_cast<const char*>(data), size);
 #if defined(VITSIM_FUZZ_NUMBERS)  // the platform validator and the number readers (issue 12)
   fuzz_numbers(data, size);
   (void)text;
-#elif defined(VITSIM_FUZZ_REPORTS)  // the report and plan readers (issue 12): their own targets
+#elif defined(VITSIM_FUZZ_MEASURED)  // measured times: fit --measured, --runs (issue 39)
+  fuzz_measured(data, size);
+  (void)text;
+#elif defined(VITSIM_FUZZ_REPORTS)   // the report and plan readers (issue 12): their own targets
   fuzz_reports(text);
-#elif VITSIM_FUZZ_TARGET == 1       // scenario files: parse, then resolve every point
+#elif VITSIM_FUZZ_TARGET == 1        // scenario files: parse, then resolve every point
   write(data, size);
   ScenarioFile f = read_scenario_file(scratch());
   if (f.sweeps.size() <= 3) expand(f);
-#elif VITSIM_FUZZ_TARGET == 2       // platform facts
+#elif VITSIM_FUZZ_TARGET == 2        // platform facts
   write(data, size);
   read_platform_facts(scratch());
-#elif VITSIM_FUZZ_TARGET == 3       // calibration files, with the interpolation they feed
+#elif VITSIM_FUZZ_TARGET == 3        // calibration files, with the interpolation they feed
   write(data, size);
   Calibration c = read_calibration(scratch());
   for (const auto& d : c.devices)
     for (int b : {1, 7, 64, 100000}) interpolate(d, b);
-#elif VITSIM_FUZZ_TARGET == 4       // DeepSpeed configs
+#elif VITSIM_FUZZ_TARGET == 4        // DeepSpeed configs
   write(data, size);
   read_deepspeed_config(scratch());
-#elif VITSIM_FUZZ_TARGET == 5       // quantities with units
+#elif VITSIM_FUZZ_TARGET == 5        // quantities with units
   for (auto k : {units::Kind::Time, units::Kind::Bandwidth, units::Kind::Flops, units::Kind::Bytes}) {
     try {
       units::parse(text, k);
     } catch (const Error&) {
     }
   }
-#elif VITSIM_FUZZ_TARGET == 6       // reports (what validate reads)
+#elif VITSIM_FUZZ_TARGET == 6        // reports (what validate reads)
   Report r = report_from_json(text, "input");
   fill_scaling_efficiency(r);
   report_to_table(r);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +46,17 @@ struct TempDir {
   }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
+
+// The provenance `vitsim train` writes (real/src/trainer/trainer.cpp), for a predicted report a test relabels
+// as measured: the report reader refuses a measured report that keeps predict's (its generator and platform
+// digests: a prediction relabelled by hand, issue 39 item 29).
+inline std::map<std::string, std::string> train_provenance() {
+  return {{"host", "test-host"},
+          {"date", "2026-01-01T00:00:00Z"},
+          {"libtorch", "test"},
+          {"ranks", "1"},
+          {"command", "vitsim train (a test's relabelled prediction)"}};
+}
 
 struct CmdResult {
   int status = -1;

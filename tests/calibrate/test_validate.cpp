@@ -28,6 +28,7 @@ ReportPoint point(int gpus, double step, double bwd) {
 std::string relabelled_as_measured(const std::string& path, double k) {
   nlohmann::json j = nlohmann::json::parse(vt::run("cat " + path).out);
   j["kind"] = j["source"] = "measured";
+  j["provenance"] = vt::train_provenance();
   for (auto& p : j["points"]) {
     p["simulated_steps"] = 0;
     p.erase("energy");  // the trainer measures no power (and the reader checks kWh against the epoch)

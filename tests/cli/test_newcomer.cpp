@@ -260,6 +260,7 @@ TEST_CASE("vitsim plot: a scenario file gets what to run first, --measured must 
   json m = json::parse(read_file(d / "p.json"));
   m["kind"] = "measured";
   m["source"] = "measured";
+  m["provenance"] = vt::train_provenance();
   for (auto& p : m["points"]) {
     p["simulated_steps"] = 0;
     p.erase("totals");

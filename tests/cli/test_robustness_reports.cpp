@@ -37,6 +37,7 @@ std::string scenario(const std::string& preset) {
 json as_measured(json j) {
   j["kind"] = "measured";
   j["source"] = "measured";
+  j["provenance"] = vt::train_provenance();
   for (auto& p : j["points"]) p["simulated_steps"] = 0;
   return j;
 }

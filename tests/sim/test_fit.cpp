@@ -327,6 +327,7 @@ TEST_CASE("vitsim fit reads a measured report, writes its summary as JSON and th
   o.progress = false;
   Report measured = sim::predict(tf, o);
   measured.source = "measured";
+  measured.provenance = vt::train_provenance();
   for (auto& p : measured.points) p.simulated_steps = 0;
   d.file("run.json", report_to_json(measured));
   d.file("p.xml", platform("1Tf", "10us"));

@@ -28,13 +28,15 @@ namespace {
 // figure): without runs, the interval is the point.
 const std::string kCalib = vt::source("platforms/local/calibrated.json");
 
-// A validation (`vitsim validate --format json`) with one point per (predicted, measured) pair.
+// A validation (`vitsim validate --format json`) with one point per (predicted, measured) pair, each point
+// its own (validate holds a point once, and --runs refuses a point repeated: issue 39 item 14).
 std::string validation(const vt::TempDir& d, const std::string& name,
                        const std::vector<std::pair<double, double>>& times) {
   json v = {{"schema", "vitsim.validation/2"}, {"kind", "validation"}, {"points", json::array()}};
+  int micro_batch = 1;
   for (const auto& [p, m] : times)
     v["points"].push_back(
-        {{"params", {{"gpus", "2"}}},
+        {{"params", {{"gpus", "2"}, {"training.micro_batch", std::to_string(micro_batch++)}}},
          {"metrics",
           {{{"metric", "step_time"}, {"predicted", p}, {"measured", m}, {"rel_error", p / m - 1}}}}});
   return d.file(name, v.dump(1));

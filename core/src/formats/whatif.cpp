@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pugixml.hpp>
 #include <set>
 #include <sstream>
@@ -81,14 +82,27 @@ void edit_link(PlatformEdit& e, const std::string& rest) {
                        ids.size() > 12 ? join({ids.begin(), ids.begin() + 12}) + ", ..." : join(ids)));
 }
 
+// gpu:NODES=SPEC:TYPE: the spec file and the GPU type; std::nullopt for gpu:NODES=NODE. Decided by what the
+// argument is, not by its extension: SPEC ending in .json, or SPEC an existing file (as given, or beside the
+// scenario); a spec without .json was read as a node name before (issue 39 item 26). GPU type names hold no
+// ':', so SPEC is what comes before the last one.
+std::optional<std::pair<fs::path, std::string>> gpu_spec_source(const std::string& src,
+                                                                const std::string& base_dir) {
+  const auto js = src.find(".json:");
+  const auto colon = js != std::string::npos ? js + 5 : src.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  fs::path file = src.substr(0, colon);
+  std::error_code ec;
+  if (file.is_relative() && !fs::exists(file, ec)) file = fs::path(base_dir) / file;  // beside the scenario
+  if (js == std::string::npos && !fs::is_regular_file(file, ec)) return std::nullopt;
+  return std::make_pair(file, src.substr(colon + 1));
+}
+
 // GPU properties of another node of this platform, or of a `vitsim platform` spec's GPU type.
 std::vector<std::pair<std::string, std::string>> gpu_source(const PlatformEdit& e, const std::string& src) {
   std::vector<std::pair<std::string, std::string>> props;
-  const auto js = src.find(".json:");
-  if (js != std::string::npos) {
-    fs::path file = src.substr(0, js + 5);
-    const std::string type = src.substr(js + 6);
-    if (file.is_relative() && !fs::exists(file)) file = fs::path(e.base_dir()) / file;
+  if (const auto spec_source = gpu_spec_source(src, e.base_dir())) {
+    const auto& [file, type] = *spec_source;
     // A `vitsim platform` spec (platforms/specs/*.json): the type's properties as the writer states them.
     PlatformSpec spec;
     try {
@@ -105,6 +119,12 @@ std::vector<std::pair<std::string, std::string>> gpu_source(const PlatformEdit& 
     for (const auto& [k, v] : t->second.props)
       if (k.rfind("gpu_", 0) == 0) props.push_back({k, v});
   } else {
+    const std::vector<std::string> nodes = e.cluster_names();
+    if (src.find(':') != std::string::npos && std::find(nodes.begin(), nodes.end(), src) == nodes.end())
+      e.fail(
+          fmt::format("'{}' is neither a node ({}) nor SPEC:TYPE with SPEC an existing spec file ('{}' "
+                      "is no file, as given or beside the scenario)",
+                      src, join(nodes), src.substr(0, src.rfind(':'))));
     pugi::xml_node c = e.cluster(src);
     for (auto p : c.children("prop")) {
       std::string id = p.attribute("id").value();
@@ -389,12 +409,8 @@ std::vector<std::string> what_if_files(const std::vector<std::string>& edits, co
   for (const auto& e : edits) {
     const auto eq = e.find('=');
     if (e.rfind("gpu:", 0) != 0 || eq == std::string::npos) continue;
-    const std::string src = e.substr(eq + 1);
-    const auto js = src.find(".json:");
-    if (js == std::string::npos) continue;
-    fs::path file = src.substr(0, js + 5);
-    if (file.is_relative() && !fs::exists(file)) file = fs::path(base_dir) / file;  // as gpu_source does
-    out.push_back(file.string());
+    if (const auto spec_source = whatif_detail::gpu_spec_source(e.substr(eq + 1), base_dir))  // as gpu_source
+      out.push_back(spec_source->first.string());
   }
   return out;
 }

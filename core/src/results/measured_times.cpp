@@ -5,14 +5,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
+#include <set>
 #include <string_view>
 
+#include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
+#include "vitsim/core/formats/scenario_inputs.hpp"
 #include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
@@ -25,17 +29,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::vector<std::string> split_fields(std::string_view line) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = line.find(',', start);
-    out.emplace_back(trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
-    if (comma == std::string_view::npos) return out;
-    start = comma + 1;
-  }
-}
-
 // The header: scenario keys and one time column; returns the time column's index.
 size_t read_header(const std::vector<std::string>& cols, const Origin& at, MeasuredTimes& m) {
   const std::vector<std::string> keys = scenario_keys();
@@ -46,9 +39,6 @@ size_t read_header(const std::vector<std::string>& cols, const Origin& at, Measu
   for (size_t c = 0; c < cols.size(); ++c) {
     const std::string& name = cols[c];
     if (name.empty()) throw Error(at, fmt::format("column {} has no name", c + 1));
-    if (name.find('"') != std::string::npos)
-      throw Error(at,
-                  fmt::format("column '{}': quotes are not read; write names and values bare", echo(name)));
     for (size_t d = 0; d < c; ++d)
       if (cols[d] == name)
         throw Error(at, fmt::format("column '{}' twice (columns {} and {})", name, d + 1, c + 1));
@@ -89,21 +79,26 @@ MeasuredTimes read_csv(const std::string& path, const std::string& text) {
   m.path = path;
   std::vector<std::string> header;
   size_t time_col = 0;
-  int line_no = 0, header_line = 0;
+  int header_line = 0;
   size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a spreadsheet's UTF-8 byte order mark
+  int line_no = 1;
   while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view line = trim(std::string_view(text).substr(start, end - start));
-    start = end + 1;
-    ++line_no;
-    if (line.empty() || line.front() == '#') continue;
-    const Origin at{path, line_no};
-    std::vector<std::string> fields = split_fields(line);
+    // A blank line or a comment ('#' first) is skipped; anything else is a record (RFC 4180: a quoted field
+    // may hold commas, quotes written twice and line ends).
+    const size_t eol = std::min(text.find('\n', start), text.size());
+    const std::string_view line = trim(std::string_view(text).substr(start, eol - start));
+    if (line.empty() || line.front() == '#') {
+      start = eol + 1;
+      ++line_no;
+      continue;
+    }
+    const CsvRecord record = read_csv_record(text, start, line_no, path);
+    const Origin at{path, record.line};
+    const std::vector<std::string>& fields = record.fields;
     if (header.empty()) {
       time_col = read_header(fields, at, m);
-      header = std::move(fields);
-      header_line = line_no;
+      header = fields;
+      header_line = record.line;
       continue;
     }
     if (fields.size() != header.size())
@@ -114,8 +109,6 @@ MeasuredTimes read_csv(const std::string& path, const std::string& text) {
     row.where = at.str();
     for (size_t c = 0; c < fields.size(); ++c) {
       if (fields[c].empty()) throw Error(at, fmt::format("column '{}' is empty", header[c]));
-      if (fields[c].find('"') != std::string::npos)
-        throw Error(at, fmt::format("column '{}': quotes are not read; write the value bare", header[c]));
       if (c != time_col) row.keys.emplace_back(header[c], fields[c]);
     }
     try {
@@ -169,10 +162,57 @@ MeasuredTimes read_measured_times(const std::string& path) {
   return read_measured_times(path, read_input_file(path, "measured times"));
 }
 
-MeasuredTimes read_measured_times(const std::string& path, const std::string& text) {
+bool looks_like_json(const std::string& path, const std::string& text) {
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '{') return read_report(path, text);
-  return read_csv(path, text);
+  if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) return true;
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".json" || ext == ".JSON";
+}
+
+MeasuredTimes read_measured_times(const std::string& path, const std::string& text) {
+  if (!looks_like_json(path, text)) return read_csv(path, text);
+  // A file named .json, or starting as JSON does, is read as JSON: `[]` or garbage in it was read as a CSV
+  // header before ("column '[]' is neither a scenario key ...", issue 39 item 19).
+  const nlohmann::json j = detail::parse_json(text, path);
+  if (!j.is_object())
+    throw Error(
+        fmt::format("{}: JSON holding {}, where vitsim's JSON is an object: measured times are a "
+                    "report of kind measured (vitsim train; for --runs also a validation, vitsim "
+                    "validate --format json) or a CSV (docs/fit.md)",
+                    path, j.is_array() ? "an array" : std::string("a ") + j.type_name()));
+  return read_report(path, text);
+}
+
+std::string row_message(const MeasuredTime& row, const std::string& what) {
+  // The row's values go in as --set values: name them as the CSV's columns.
+  for (const auto& [key, value] : row.keys)
+    if (what.rfind("--set " + key + ": ", 0) == 0)
+      return fmt::format("{}: column '{}': {}", row.where, key, what.substr(8 + key.size()));
+  return fmt::format("{}: {}", row.where, what);
+}
+
+std::vector<NamedPath> measured_inputs(const ScenarioFile& f, const MeasuredTimes& m) {
+  std::vector<NamedPath> out;
+  if (m.report) return out;
+  std::set<std::string> seen;
+  for (const NamedPath& own : scenario_inputs(f)) seen.insert(own.path);
+  for (const MeasuredTime& row : m.rows) {
+    ScenarioFile g = f;
+    try {
+      for (const auto& [key, value] : row.keys) apply_override(g, key + "=" + value);
+    } catch (const Error&) {
+      continue;  // measured_scenarios names the row and the column
+    }
+    for (const NamedPath& in : scenario_inputs(g))
+      if (seen.insert(in.path).second) out.push_back({in.path, fmt::format("{} of {}", in.role, row.where)});
+  }
+  return out;
+}
+
+std::vector<NamedPath> measured_inputs(const ScenarioFile& f, const std::string& path) {
+  const std::string text = read_input_file(path, "measured runs (--runs)");
+  if (looks_like_json(path, text)) return {};
+  return measured_inputs(f, read_measured_times(path, text));
 }
 
 std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTimes& m, bool repeats) {
@@ -192,12 +232,7 @@ std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTi
         }
         points = expand(g);
       } catch (const Error& e) {
-        // The row's values go in as --set values: name them as the CSV's columns.
-        std::string what = e.what();
-        for (const auto& [key, value] : row.keys)
-          if (what.rfind("--set " + key + ": ", 0) == 0)
-            what = fmt::format("column '{}': {}", key, what.substr(8 + key.size()));
-        throw Error(row.origin, what);
+        throw Error(row_message(row, e.what()));
       }
       if (points.size() != 1) {
         std::string open;
@@ -219,7 +254,9 @@ std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTi
                         row.where, describe(row.params), f.path));
       s = *it;
     }
-    const auto [first, fresh] = seen.emplace(scenario_id(s), row.where);
+    // The identity holds no platform: the same configuration on two platform files is two configurations
+    // (fit then says they are on two platforms, naming the rows; issue 39 item 20).
+    const auto [first, fresh] = seen.emplace(scenario_id(s) + "\n" + s.cluster.platform, row.where);
     if (!fresh && !repeats)
       throw Error(
           fmt::format("{}: the same configuration as {}: give one time per configuration (the mean of "
@@ -228,6 +265,16 @@ std::vector<Scenario> measured_scenarios(const ScenarioFile& f, const MeasuredTi
     out.push_back(std::move(s));
   }
   return out;
+}
+
+void check_time_ratio(const std::string& where, double measured_s, double predicted_s) {
+  static_assert(kMinTimeRatio == 1e-12 && kMaxTimeRatio == 1e12, "the message below states the bound");
+  const double ratio = measured_s / predicted_s;
+  if (!(std::isfinite(ratio) && ratio >= kMinTimeRatio && ratio <= kMaxTimeRatio))
+    throw Error(
+        fmt::format("{}: measured {:g} s against {:g} s predicted: a ratio of {:g}, outside 1e-12 .. 1e12 "
+                    "(not a time of this configuration)",
+                    where, measured_s, predicted_s, ratio));
 }
 
 bool is_validation(const std::string& text) {

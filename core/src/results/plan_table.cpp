@@ -6,6 +6,7 @@
 
 #include "results/plan_detail.hpp"
 #include "results/report_interval.hpp"
+#include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/results/plan.hpp"
@@ -116,7 +117,7 @@ std::string plan_to_table(const PlanResult& plan, int top) {
 std::string plan_to_csv(const PlanResult& plan) {
   const std::vector<std::string> keys = csv_param_keys(plan.points);
   std::string out = "rank,index,";
-  for (const auto& k : keys) out += k + ",";
+  for (const auto& k : keys) out += csv_cell(k) + ",";
   out +=
       "nodes,gpus_per_node,gpus,micro_batch,grad_accum,zero,sequence_parallel,precision,collective,overlap,"
       "global_batch,step_mean_s,epoch_time_s,time_to_train_s,throughput_img_s,scaling_efficiency,"
@@ -134,21 +135,19 @@ std::string plan_to_csv(const PlanResult& plan) {
     out += fmt::format("{},{},", p.rank > 0 ? std::to_string(p.rank) : std::string(), p.index);
     for (const auto& k : keys) {
       auto it = p.params.find(k);
-      std::string v = it == p.params.end() ? "" : it->second;
-      out += (v.find(',') != std::string::npos ? "\"" + v + "\"" : v) + ",";
+      out += csv_cell(it == p.params.end() ? "" : it->second) + ",";
     }
     const ReportPoint& r = p.result;
-    std::string excl = p.excluded;
-    std::replace(excl.begin(), excl.end(), '"', '\'');
     const bool sim = p.simulated;
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{},{},{},{},{},{},{},{},{}\n", p.nodes,
-        p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel, p.precision,
-        p.collective, p.overlap ? "true" : "false", p.global_batch, num(sim, r.step_time_s.mean),
-        num(sim, r.epoch_time_s), num(sim, p.time_to_train_s), num(sim, r.throughput_img_s),
+        p.gpus_per_node, p.gpus, p.micro_batch, p.grad_accum, p.zero, p.sequence_parallel,
+        csv_cell(p.precision), csv_cell(p.collective), p.overlap ? "true" : "false", p.global_batch,
+        num(sim, r.step_time_s.mean), num(sim, r.epoch_time_s), num(sim, p.time_to_train_s),
+        num(sim, r.throughput_img_s),
         !sim || r.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", r.scaling_efficiency),
         p.memory_per_gpu_bytes, p.gpu_memory_bytes, num(sim, p.gpu_hours), num(sim, p.cost),
-        sim ? r.bound : "", p.pareto ? "true" : "false", excl.empty() ? "" : "\"" + excl + "\"",
+        sim ? r.bound : "", p.pareto ? "true" : "false", p.excluded.empty() ? "" : csv_quoted(p.excluded),
         r.model_flops > 0 ? fmt::format("{:.6g}", r.tflops_per_gpu()) : std::string(),
         r.mfu() > 0 ? fmt::format("{:.6g}", r.mfu()) : std::string(),
         num(sim && r.energy.known(), p.energy_kwh),

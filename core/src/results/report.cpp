@@ -8,6 +8,7 @@
 #include <set>
 
 #include "results/report_interval.hpp"
+#include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/energy.hpp"
@@ -72,11 +73,6 @@ void fill_scaling_efficiency(Report& r) {
 
 namespace {
 
-// A CSV cell: quoted where it holds a comma.
-std::string csv_cell(const std::string& v) {
-  return v.find(',') != std::string::npos ? "\"" + v + "\"" : v;
-}
-
 std::string csv_params(const std::vector<std::string>& keys,
                        const std::map<std::string, std::string>& params) {
   std::string out;
@@ -140,7 +136,7 @@ std::string report_to_csv(const Report& r) {
       std::any_of(r.points.begin(), r.points.end(), [](const ReportPoint& p) { return p.total_epochs > 0; });
   const bool failed = !r.failed.empty();
   std::string out;
-  for (const auto& k : keys) out += k + ",";
+  for (const auto& k : keys) out += csv_cell(k) + ",";
   out +=
       "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
       "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"

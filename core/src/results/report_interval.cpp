@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/error.hpp"
 
 #include "vitsim/core/base/units.hpp"
@@ -96,7 +97,7 @@ std::string interval_csv_cells(const ReportPoint& p) {
   const PointInterval& v = p.interval;
   return fmt::format("{:g},{:g},{},{:.9g},{:.9g},{:.9g},{:.9g},{}", v.p_low, v.p_high, v.samples,
                      v.epoch_low_s, v.epoch_high_s, v.step_low_s, v.step_high_s,
-                     p.sensitivity.empty() ? std::string() : p.sensitivity.front().figure);
+                     p.sensitivity.empty() ? std::string() : csv_cell(p.sensitivity.front().figure));
 }
 
 std::string sensitivity_text(const Report& r) {

@@ -10,6 +10,7 @@
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/json_reader.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/model/epoch.hpp"
 #include "vitsim/core/results/json_file.hpp"
@@ -127,8 +128,8 @@ const auto kRunsFields = [](auto& io, auto& r) {
   io.integer("count", r.count, 1, 1 << 20);
   io.integer("k_low", r.k_low, 1, 1 << 20);
   io.integer("k_high", r.k_high, 1, 1 << 20);
-  io.number("ratio_low", r.ratio_low, within(1e-12, 1e12, "a ratio of times"));
-  io.number("ratio_high", r.ratio_high, within(1e-12, 1e12, "a ratio of times"));
+  io.number("ratio_low", r.ratio_low, within(kMinTimeRatio, kMaxTimeRatio, "a ratio of times"));
+  io.number("ratio_high", r.ratio_high, within(kMinTimeRatio, kMaxTimeRatio, "a ratio of times"));
   io.number("level", r.level, within(0, 1, "a level"));
   io.check([&](const JsonField& f) {
     if (r.k_low > r.k_high) f.at("k_low").fail("above k_high");
@@ -354,7 +355,28 @@ void check_point(const JsonField& f, const ReportPoint& p, bool measured) {
         fmt::format("\"{}\", but the breakdown's largest term is {}", p.bound, bound_of(p.breakdown_s)));
   if (measured && p.simulated_steps != 0)
     f.at("simulated_steps").fail(fmt::format("{} simulated steps in a measured report", p.simulated_steps));
+  if (measured && (p.interval.samples > 0 || !p.sensitivity.empty()))
+    f.at(p.interval.samples > 0 ? "interval" : "sensitivity")
+        .fail(
+            "in a measured report: only vitsim predict --interval writes one (a prediction relabelled "
+            "measured); give the report vitsim train wrote");
   check_totals(f, p);
+}
+
+// A measured report holding what only a simulation writes: a predicted report relabelled "measured" by hand
+// (source, kind and simulated_steps edited) validated as a PASS against its own prediction (issue 39 item
+// 29). vitsim train's provenance names the host, date, LibTorch, ranks and command; predict's and plan's
+// name their generator (vitsim and SimGrid) and the platforms' digests; an interval or a sensitivity comes
+// from predict --interval only. (Reports are not signed: a relabelling that also rewrites these is not
+// caught.)
+void refuse_simulation_marks(const JsonField& f, const Report& r) {
+  for (const char* key : {"generator", "platform_sha256"})
+    if (r.provenance.count(key))
+      f.at("provenance")
+          .at(key)
+          .fail(fmt::format("\"{}\" in a measured report: vitsim predict wrote this report (a simulation's "
+                            "provenance), and it was relabelled measured; give the report vitsim train wrote",
+                            echo(r.provenance.at(key))));
 }
 
 ReportPoint read_point(const JsonField& f, bool measured, int schema_version) {
@@ -388,6 +410,10 @@ void report_fields(Io& io, R& r) {
       if (r.schema_version >= 2) read_report_head(f, r);
     });
   if (io.present(true, {"provenance"})) io.string_map("provenance", r.provenance);
+  if constexpr (!Io::writing)
+    io.check([&](const JsonField& f) {
+      if (r.source == "measured") refuse_simulation_marks(f, r);
+    });
   io.list("points", r.points, [&](auto& point_io, auto& p) {
     point_fields(point_io, p, r.schema_version);
     point_io.check([&](const JsonField& f) { check_point(f, p, r.source == "measured"); });

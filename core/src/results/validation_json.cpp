@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <type_traits>
@@ -92,7 +93,16 @@ std::vector<ValidatedTime> read_validated_times(const std::string& path, const s
   const Validation v = read_validation(top);
   const JsonField points = top.at("points");
   std::vector<ValidatedTime> out;
+  std::map<std::map<std::string, std::string>, size_t> seen;  // params -> first point
   for (size_t i = 0; i < v.points.size(); ++i) {
+    // validate compares each point once (a second measurement of a point is refused there): a point
+    // repeated in the file is an edit, and would count as more runs than were measured (issue 39 item 14).
+    const auto [first, fresh] = seen.emplace(v.points[i].params, i);
+    if (!fresh)
+      points[i].at("params").fail(
+          fmt::format("the same point as /points/{}: vitsim validate holds each point once; a point "
+                      "repeated would count as more runs than were measured",
+                      first->second));
     const auto& ms = v.points[i].metrics;
     const auto it =
         std::find_if(ms.begin(), ms.end(), [](const ValidationMetric& m) { return m.metric == "step_time"; });

@@ -20,6 +20,7 @@
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/whatif.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/sim/engine/process_pool.hpp"
 #include "vitsim/sim/fit/least_squares.hpp"
 #include "vitsim/sim/point/simulate.hpp"
 
@@ -95,22 +96,21 @@ struct Resolved {
 Resolved resolve_points(const ScenarioFile& file, const MeasuredTimes& measured, EditedPlatforms& edited) {
   Resolved r;
   r.points = measured_scenarios(file, measured);
-  for (size_t i = 0; i < r.points.size(); ++i) try {
-      check_epoch(r.points[i]);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", measured.rows[i].where, e.what()));
-    }
-  std::set<std::string> originals;
-  for (const Scenario& s : r.points) originals.insert(s.cluster.platform);
-  if (originals.size() > 1) {
-    std::string list;
-    for (const auto& p : originals) list += (list.empty() ? "" : ", ") + p;
-    throw Error(
-        fmt::format("the measured configurations run on {} platform files ({}): vitsim fit fits one "
-                    "platform's figures; fit each platform's measurements on their own",
-                    originals.size(), list));
+  // One platform file: the first row's, and each row on another named beside it (issue 39 item 20).
+  for (size_t i = 1; i < r.points.size(); ++i)
+    if (r.points[i].cluster.platform != r.points.front().cluster.platform)
+      throw Error(fmt::format(
+          "{}: runs on the platform {}, {} on {}: vitsim fit fits one platform's figures; fit each "
+          "platform's measurements on their own",
+          measured.rows[i].where, r.points[i].cluster.platform, measured.rows.front().where,
+          r.points.front().cluster.platform));
+  PlatformCache platforms;  // the platform file read (a missing one named with the first row)
+  try {
+    platforms.of(r.points.front());
+  } catch (const Error& e) {
+    throw Error(row_message(measured.rows.front(), e.what()));
   }
-  r.original = *originals.begin();
+  r.original = r.points.front().cluster.platform;
   for (const auto& w : r.points.front().what_ifs) r.what_ifs += (r.what_ifs.empty() ? "" : "; ") + w;
   edited.apply(r.points);
   std::set<std::string> simulated;
@@ -119,6 +119,16 @@ Resolved resolve_points(const ScenarioFile& file, const MeasuredTimes& measured,
     throw Error(
         "the measured configurations have different what-ifs: vitsim fit fits one platform's figures");
   r.simulated = *simulated.begin();
+  // What the simulations would refuse (a batch larger than the dataset, more nodes than the platform has),
+  // refused now naming the row, as predict --runs does (issue 39 item 20).
+  for (size_t i = 0; i < r.points.size(); ++i) try {
+      check_epoch(r.points[i]);
+      Scenario s = r.points[i];
+      s.what_ifs.clear();  // applied already: the file is the edited copy
+      check_point(s, platforms.of(s));
+    } catch (const Error& e) {
+      throw Error(row_message(measured.rows[i], e.what()));
+    }
   return r;
 }
 
@@ -243,6 +253,8 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
     }
   const auto ends = runner.times(batch);
   p.stated_s = ends.front();
+  // The measured times against the model's as stated: the plausibility bound predict --runs applies.
+  for (size_t i = 0; i < n; ++i) check_time_ratio(p.where[i], p.measured_s[i], p.stated_s[i]);
   p.swing.assign(nf, 0.0);
   std::vector<std::vector<double>> secants(n, std::vector<double>(nf, 0.0));
   for (size_t c = 0; c < candidates.size(); ++c)

@@ -330,7 +330,7 @@ std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<
         check_epoch(scenarios[i]);
         check_point(scenarios[i], platforms.of(scenarios[i]));
       } catch (const Error& e) {
-        throw Error(fmt::format("{}: {}", m.rows[i].where, e.what()));
+        throw Error(row_message(m.rows[i], e.what()));
       }
       out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, path, 0});
     }
@@ -363,14 +363,9 @@ std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calib
       const ReportPoint& p = predicted[of[i]];
       model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
     }
-    const double ratio = runs[i].seconds / model;
     // The report reader's range for a ratio (core/src/results/report_json.cpp): what is written reads back.
-    if (!(std::isfinite(ratio) && ratio >= 1e-12 && ratio <= 1e12))
-      throw Error(
-          fmt::format("{}: measured {:g} s against {:g} s predicted: a ratio of {:g}, outside 1e-12 .. "
-                      "1e12 (not a time of this configuration)",
-                      runs[i].where, runs[i].seconds, model, ratio));
-    ratios.push_back(ratio);
+    check_time_ratio(runs[i].where, runs[i].seconds, model);
+    ratios.push_back(runs[i].seconds / model);
   }
   return ratios;
 }

@@ -186,6 +186,12 @@ inline constexpr double kMeasuredEpochMaxFactor = 100;
 // (the tail and warm-up steps may be counted at their own cost).
 inline constexpr double kEpochTolerance = 0.05;
 inline constexpr double kWarmupSteps = 20;
+// A ratio of times (a measured time over the model's, an interval's conformal ends): within 1e-12 .. 1e12.
+// ASSUMPTION: no model is off by twelve orders of magnitude; a time that far from the model's is another
+// unit or a typing error (1e300 s), not a measurement. One bound for the report reader, predict --runs and
+// vitsim fit (check_time_ratio, measured_times.hpp; issue 39 item 12).
+inline constexpr double kMinTimeRatio = 1e-12;
+inline constexpr double kMaxTimeRatio = 1e12;
 // Throughput is global_batch / mean step within this fraction (below: a partial last batch may count).
 inline constexpr double kThroughputTolerance = 0.01;
 
