@@ -278,7 +278,21 @@ void emit_ds_config(const PlanArgs& a, const PlanResult& result) {
   if (points.size() != 1)
     throw Error(
         fmt::format("plan: --emit-ds-config: the top pick resolved to {} points, expected 1", points.size()));
-  write_file_atomic(a.emit_ds_config, deepspeed_config_for(points.front()));
+  const Scenario& pick = points.front();
+  if (pick.deepspeed_config.empty()) {
+    write_file_atomic(a.emit_ds_config, deepspeed_config_for(pick));
+    return;
+  }
+  // The user's config with only the planned keys changed, and what changed said (stderr: the plan's
+  // table or JSON stays on stdout).
+  const DeepSpeedEdit edit = deepspeed_config_edit(pick);
+  write_file_atomic(a.emit_ds_config, edit.text);
+  std::fflush(stdout);
+  fmt::print(stderr, "vitsim: note: --emit-ds-config {}: {} {}\n", a.emit_ds_config, pick.deepspeed_config,
+             edit.changes.empty() ? std::string("as written (the top pick is its own settings)")
+                                  : fmt::format("with {} key(s) changed:", edit.changes.size()));
+  for (const auto& c : edit.changes) fmt::print(stderr, "  {}\n", c);
+  for (const auto& n : edit.notes) fmt::print(stderr, "vitsim: note: --emit-ds-config: {}\n", n);
 }
 
 // The result written (stdout or --out); 5 when nothing is feasible.

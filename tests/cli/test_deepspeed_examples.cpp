@@ -163,3 +163,89 @@ TEST_CASE("DeepSpeedExamples' and the docs' configs read as DeepSpeed reads them
                Catch::Contains("training.optimizer") && Catch::Contains("'onebitadam'"));
   }
 }
+
+TEST_CASE("DeepSpeed v0.14.4's reading: bf16 key by key, bfloat16, bfp16, offload, checkpointing's scope",
+          "[habits][deepspeed][v014]") {
+  vt::TempDir d;
+  SECTION(
+      "bf16: enabled read, the fp16 keys copied into it ignored (runtime/config.py get_bfloat16_enabled)") {
+    d.file("b.json", R"({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true, "loss_scale": 0,
+                         "hysteresis": 2, "immediate_grad_update": false}})");
+    const DeepSpeedConfig c = read_deepspeed_config(d / "b.json");
+    CHECK(c.precision == std::string("bf16"));
+    CHECK(c.ignored == std::vector<std::string>{"bf16.hysteresis", "bf16.loss_scale"});  // key order
+    CHECK(c.unmodelled == std::vector<std::string>{"bf16.immediate_grad_update"});
+    // A near miss of a key DeepSpeed reads is a typo DeepSpeed would silently drop: refused.
+    d.file("b.json", R"({"bf16": {"enabeld": true}})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "b.json"), Catch::Contains("(did you mean 'bf16.enabled'?)"));
+    // fp16 too is read key by key: an unknown key is ignored, not refused.
+    d.file("b.json", R"({"fp16": {"enabled": true, "my_scale_note": 1}})");
+    CHECK(read_deepspeed_config(d / "b.json").ignored == std::vector<std::string>{"fp16.my_scale_note"});
+  }
+  SECTION("\"bfloat16\": read as bf16 alone, ignored beside bf16 (bf16 is tried first)") {
+    d.file("b.json", R"({"bfloat16": {"enabled": true, "loss_scale": 0}})");
+    DeepSpeedConfig c = read_deepspeed_config(d / "b.json");
+    CHECK(c.precision == std::string("bf16"));
+    CHECK(c.ignored == std::vector<std::string>{"bf16.loss_scale"});
+    REQUIRE(c.notes.size() == 1);
+    CHECK_THAT(c.notes[0], Catch::Contains("read as 'bf16'"));
+    d.file("b.json", R"({"bf16": {"enabled": false}, "bfloat16": {"enabled": true}})");
+    c = read_deepspeed_config(d / "b.json");
+    CHECK(!c.precision);  // bf16.enabled false wins: DeepSpeed never reads "bfloat16" here
+    CHECK(c.ignored == std::vector<std::string>{"bfloat16"});
+  }
+  SECTION("communication_data_type: fp32, fp16, bf16 only; bfp16 (before v0.14.1) with a did-you-mean") {
+    d.file("c.json", R"({"communication_data_type": "BF16"})");
+    CHECK(read_deepspeed_config(d / "c.json").comm_dtype == std::string("bf16"));  // lower-cased first
+    d.file("c.json", R"({"communication_data_type": "bfp16"})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "c.json"),
+                      Catch::Contains("(did you mean bf16? DeepSpeed took bfp16 before v0.14.1 only)"));
+    d.file("c.json", R"({"communication_data_type": "half"})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "c.json"), Catch::Contains("(did you mean fp16?)"));
+  }
+  SECTION("offload: device cpu or nvme read, the deprecated booleans too; partial offload refused") {
+    d.file("o.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme",
+                         "nvme_path": "/local_nvme"}, "offload_param": {"device": "none"}}})");
+    DeepSpeedConfig c = read_deepspeed_config(d / "o.json");
+    CHECK(c.offload_optimizer == std::string("nvme"));
+    CHECK(!c.offload_param);
+    d.file("o.json", R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})");
+    CHECK(read_deepspeed_config(d / "o.json").offload_optimizer == std::string("cpu"));
+    d.file("o.json", R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "gpu"}}})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "o.json"), Catch::Contains("must be none, cpu or nvme"));
+    d.file("o.json", R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu",
+                         "ratio": 0.3}}})");
+    CHECK_THROWS_WITH(read_deepspeed_config(d / "o.json"),
+                      Catch::Contains("'zero_optimization.offload_optimizer.ratio' is not modelled"));
+  }
+  SECTION("offload in a scenario: DeepSpeed's only, and DeepSpeedCPUAdam's (sgd refused as DeepSpeed does)") {
+    d.file("o.json", R"({"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2,
+                         "offload_optimizer": {"device": "cpu"}}})");
+    d.file("p.xml", vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"10Tf", "10Tf"}));
+    auto resolve = [&](const std::string& training, const std::string& ds) {
+      return expand(read_scenario_file(d.file("s.xml", R"(<scenario name="o">
+  <cluster platform="p.xml" nodes="2" gpus_per_node="1"/>
+  <model preset="vit_cifar_tiny"/>
+  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
+  )" + training + "\n" + ds + R"(
+</scenario>
+)")))
+          .front();
+    };
+    CHECK(resolve("", R"(<deepspeed config="o.json"/>)").parallel.offload_optimizer == "cpu");
+    CHECK_THROWS_WITH(
+        resolve(R"(<training optimizer="sgd"/>)", R"(<deepspeed config="o.json"/>)"),
+        Catch::Contains("DeepSpeedCPUAdam") && Catch::Contains("parallelism.offload_optimizer"));
+    CHECK_THROWS_WITH(resolve("", R"(<parallelism offload_optimizer="cpu"/>)"),
+                      Catch::Contains("needs training.framework=deepspeed, not vitsim"));
+  }
+  SECTION(
+      "activation_checkpointing configures deepspeed.checkpointing: the scenario decides, a note says so") {
+    d.file("a.json",
+           R"({"train_micro_batch_size_per_gpu": 4, "activation_checkpointing": {"profile": false}})");
+    const DeepSpeedConfig c = read_deepspeed_config(d / "a.json");
+    CHECK(c.activation_checkpointing == true);
+    REQUIRE(c.notes.size() == 1);
+    CHECK_THAT(c.notes[0], Catch::Contains("training.activation_checkpointing"));
+  }
+}

@@ -10,6 +10,7 @@
 
 #include "vitsim/core/model/framework.hpp"
 #include "vitsim/core/model/memory.hpp"
+#include "vitsim/core/model/offload.hpp"
 #include "vitsim/core/model/ops.hpp"
 #include "vitsim/core/model/vit.hpp"
 
@@ -192,4 +193,66 @@ TEST_CASE("BF16_Optimizer's memory: fp32 gradients beside the bf16 ones, a parti
   CHECK(m.grads == 6 * P);
   CHECK(m.optimizer == Approx(12 * P / 8).epsilon(1e-12));
   CHECK(m.buffers == 2 * P);
+}
+
+TEST_CASE("ZeRO-Offload: the step's host work, PCIe bytes and memory, by DeepSpeed v0.14.4's copies",
+          "[deepspeed][offload]") {
+  // P = 1e9 parameters over N = 4 ranks: a partition of 2.5e8; bf16 (e = 2); A = 2 micro-batches.
+  OffloadInputs in;
+  in.optimizer_device = "cpu";
+  in.zero_stage = 2;
+  in.dp_ranks = 4;
+  in.precision = Precision::BF16;
+  in.grad_accum = 2;
+  in.params = 1e9;
+  in.pcie_bw = 25e9;
+  in.host_cores = 10;
+  const OffloadStep z2 = offload_step(in);
+  // stage_1_and_2.py: (A-1) x Pp x e up and down (the host's accumulated gradients), Pp x 4 down at the
+  // boundary (fp32) and Pp x 4 up (fp32_partition.to(device)): 2.5e8 x 2 + 2.5e8 x 4 = 1.5e9 each way.
+  CHECK(z2.d2h_bytes == Approx(1.5e9));
+  CHECK(z2.h2d_bytes == Approx(1.5e9));
+  CHECK(z2.pcie_s == Approx(3e9 / 25e9));
+  // CPU Adam: 2.5e8 / (8.1e7 a core x 10 cores) (offload.hpp kCpuAdamParamsPerCoreS).
+  CHECK(z2.cpu_adam_s == Approx(2.5e8 / (kCpuAdamParamsPerCoreS * 10)));
+  CHECK(z2.nvme_s == 0);
+  // Host: the fp32 master, Adam's two moments and the fp32 gradients, 16 bytes a partition parameter.
+  CHECK(z2.host_bytes == Approx(2.5e8 * 16));
+  // ZeRO-3 with the parameters offloaded too: A x Pp x 4 down; no bit16 copy up after the step, the
+  // partition up before each forward and backward gather: 2 x A x Pp x e = 2e9.
+  in.zero_stage = 3;
+  in.param_device = "cpu";
+  const OffloadStep z3 = offload_step(in);
+  CHECK(z3.d2h_bytes == Approx(2 * 2.5e8 * 4));
+  CHECK(z3.h2d_bytes == Approx(2 * 2 * 2.5e8 * 2));
+  CHECK(z3.host_bytes == Approx(2.5e8 * 16 + 2.5e8 * 2));
+  // NVMe: the optimizer state (12 bytes a parameter) swapped in and out each step, 8 ranks a drive.
+  in.param_device = "none";
+  in.optimizer_device = "nvme";
+  in.ranks_per_node = 8;
+  CHECK(offload_step(in).nvme_bytes == Approx(8 * 2 * 2.5e8 * 12));
+  CHECK(offload_step(in).nvme_s == Approx(8 * 2 * 2.5e8 * 12 / kNvmeBytesPerS));
+  // Where DeepSpeed uses none: ZeRO-0 (no ZeRO optimizer), offload_param below ZeRO-3.
+  in.zero_stage = 0;
+  CHECK(offload_step(in).seconds() == 0);
+  CHECK(!offloads_params("cpu", 2));
+  CHECK(offloads_optimizer("cpu", 1));
+}
+
+TEST_CASE("ZeRO-Offload moves the optimizer state (and ZeRO-3's parameters) off the GPU",
+          "[deepspeed][offload][memory]") {
+  const Workload w = build_workload(vit_preset("vit_b_16"));
+  MemoryInputs mi;
+  mi.precision = Precision::BF16;
+  mi.zero_stage = 3;
+  mi.dp_ranks = 8;
+  const MemoryBreakdown on_gpu = memory_per_gpu(w, mi);
+  mi.offload_optimizer = true;
+  mi.offload_params = true;
+  const MemoryBreakdown off = memory_per_gpu(w, mi);
+  CHECK(on_gpu.optimizer > 0);
+  CHECK(off.optimizer == 0);
+  CHECK(off.params == 0);
+  CHECK(off.grads == on_gpu.grads);
+  CHECK(off.buffers == on_gpu.buffers);  // the gathered layer stays
 }

@@ -4,11 +4,15 @@
 // a DeepSpeedConfig through the config's one mapping (deepspeed_json.cpp).
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "formats/deepspeed_check.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/json_reader.hpp"
+#include "vitsim/core/base/units.hpp"
 
 namespace vitsim {
 
@@ -25,13 +29,35 @@ json parse_config(const std::string& path, const Origin& o, std::vector<std::str
   return j;
 }
 
+// zero_optimization.offload_optimizer / offload_param (.device none, cpu or nvme; zero/offload_config.py
+// OffloadDeviceEnum), or the deprecated cpu_offload / cpu_offload_param (true: the cpu device, zero/config.py
+// new_param_fn).
+void read_offload(const json& j, const Origin& o, DeepSpeedConfig& c) {
+  if (!j.contains("zero_optimization") || !j.at("zero_optimization").is_object()) return;
+  const json& z = j.at("zero_optimization");
+  for (auto [key, old_key, out] : {std::tuple{"offload_optimizer", "cpu_offload", &c.offload_optimizer},
+                                   std::tuple{"offload_param", "cpu_offload_param", &c.offload_param}}) {
+    if (z.contains(key) && z.at(key).contains("device")) {
+      const json& d = z.at(key).at("device");
+      const std::string dev = d.is_string() ? d.get<std::string>() : "";
+      if (dev != "none" && dev != "cpu" && dev != "nvme")
+        throw Error(
+            o, fmt::format("DeepSpeed key 'zero_optimization.{}.device' must be none, cpu or nvme, got {}",
+                           key, echo(d.dump())));
+      if (dev != "none") *out = dev;
+    } else if (z.contains(old_key) && z.at(old_key).is_boolean() && z.at(old_key).get<bool>()) {
+      *out = "cpu";
+    }
+  }
+}
+
 }  // namespace
 
 std::string unmodelled_warning(const DeepSpeedConfig& c) {
   if (c.unmodelled.empty() && c.ignored.empty()) return "";
   auto join = [](const std::vector<std::string>& keys) {
     std::string names;
-    for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k;
+    for (const auto& k : keys) names += (names.empty() ? "" : ", ") + echo(k, 200);  // a 5,000-char key cut
     return names;
   };
   std::string out = c.path + ": ";
@@ -57,16 +83,31 @@ DeepSpeedConfig read_deepspeed_config(const std::string& path) {
     j.erase("allgather_size");
     j["zero_optimization"] = z;
   }
-  // DeepSpeed reads "bfloat16" as another name of "bf16" (runtime/config.py get_bfloat16_config).
+  // DeepSpeed v0.14.4 reads "bfloat16" as an old name of "bf16" (runtime/constants.py BFLOAT16_OLD;
+  // runtime/config.py get_bfloat16_enabled tries "bf16" first, then "bfloat16").
   if (j.contains("bfloat16")) {
-    if (j.contains("bf16")) throw Error(o, "both 'bf16' and 'bfloat16' are given; DeepSpeed reads one");
-    j["bf16"] = j["bfloat16"];
+    if (j.contains("bf16")) {
+      c.ignored.push_back("bfloat16");
+      c.notes.push_back("'bfloat16' is ignored: DeepSpeed reads 'bf16' first and takes no second section");
+    } else {
+      j["bf16"] = j["bfloat16"];
+      c.notes.push_back("the 'bfloat16' section is read as 'bf16', DeepSpeed's old name of it");
+    }
     j.erase("bfloat16");
   }
   deepspeed::take_autos(j, "", c.auto_keys, o);
   deepspeed::check_sections(j, o);
-  for (auto& k : deepspeed::check_activation_checkpointing(j, o)) c.ignored.push_back(std::move(k));
+  for (auto& k : deepspeed::check_key_by_key_sections(j, o)) {
+    const size_t dot = k.find('.');
+    j.at(k.substr(0, dot)).erase(k.substr(dot + 1));
+    c.ignored.push_back(std::move(k));
+  }
   deepspeed::refuse_unmodelled(j, o);
+  read_offload(j, o, c);
+  if (j.contains("activation_checkpointing"))
+    c.notes.push_back(
+        "the activation_checkpointing section configures deepspeed.checkpointing only; whether the model "
+        "checkpoints its blocks is the scenario's training.activation_checkpointing");
   c.unmodelled = deepspeed::unmodelled_keys(j);
   for (const auto& k : c.auto_keys)
     if (k == "zero_optimization.reduce_bucket_size") c.reduce_bucket_auto = true;

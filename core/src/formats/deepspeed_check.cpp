@@ -60,10 +60,11 @@ const std::set<std::string> kTopKeys{
 const std::set<std::string> kFp16Keys{"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window",
                                       "hysteresis", "consecutive_hysteresis", "min_loss_scale",
                                       "fp16_master_weights_and_grads"};
-// DeepSpeed v0.16 precision_config.py DeepSpeedBF16Config: the twin of fp16's master-weights key and the
-// bf16 optimizer's switches.
-const std::set<std::string> kBf16Keys{"enabled", "immediate_grad_update", "check_grad_overflow",
-                                      "bf16_master_weights_and_grads", "bf16_optimizer_states"};
+// DeepSpeed v0.14.4 reads two keys of the bf16 section (runtime/config.py get_bfloat16_enabled,
+// get_bfloat16_immediate_grad_update, one get_scalar_param each) and nothing else: any other key, as the fp16
+// keys DeepSpeedExamples' cifar config carries into its bf16 section, or v0.16's DeepSpeedBF16Config keys
+// (check_grad_overflow, bf16_master_weights_and_grads, bf16_optimizer_states), is ignored by DeepSpeed.
+const std::set<std::string> kBf16Keys{"enabled", "immediate_grad_update"};
 const std::set<std::string> kOptimizerKeys{"type", "params", "legacy_fusion"};
 const std::set<std::string> kOptimizerParams{
     "lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "amsgrad", "bias_correction", "momentum",
@@ -165,7 +166,7 @@ void bool_of(const json& j, const std::string& key, const std::string& name, con
 constexpr long long kMaxInt = 1LL << 53;
 
 void check_fp16(const json& j, const Origin& o) {
-  if (const json* f = section(j, "fp16", kFp16Keys, "", o)) {
+  if (const json* f = j.contains("fp16") ? &j.at("fp16") : nullptr) {
     for (const char* k : {"enabled", "auto_cast", "consecutive_hysteresis", "fp16_master_weights_and_grads"})
       if (f->contains(k)) bool_of(*f, k, std::string("fp16.") + k, o);
     if (f->contains("loss_scale")) number_in(*f, "loss_scale", "fp16.loss_scale", units::non_negative(), o);
@@ -289,32 +290,34 @@ void check_sections(const json& j, const Origin& o) {
   if (j.contains("gradient_clipping"))
     number_in(j, "gradient_clipping", "gradient_clipping", units::non_negative(), o);
   check_fp16(j, o);
-  if (const json* b = section(j, "bf16", kBf16Keys, "", o))
+  if (j.contains("bf16"))
     for (const auto& k : kBf16Keys)
-      if (b->contains(k)) bool_of(*b, k, "bf16." + k, o);
+      if (j.at("bf16").contains(k)) bool_of(j.at("bf16"), k, "bf16." + k, o);
   check_optimizer(j, o);
   check_scheduler(j, o);
   check_zero(j, o);
 }
 
-std::vector<std::string> check_activation_checkpointing(const json& j, const Origin& o) {
-  // DeepSpeed reads this section key by key (activation_checkpointing/config.py, get_scalar_param) and
-  // ignores the rest: a near miss is a typo, refused; any other key is returned, to be warned about.
+std::vector<std::string> check_key_by_key_sections(const json& j, const Origin& o) {
+  // DeepSpeed v0.14.4 reads these sections key by key (get_scalar_param: runtime/config.py for fp16 and
+  // bf16, activation_checkpointing/config.py) and ignores the rest: a near miss of a key it reads is a
+  // typo, refused; any other key is returned, to be noted as ignored.
   std::vector<std::string> ignored;
-  if (!j.contains("activation_checkpointing")) return ignored;
-  const json& a = j.at("activation_checkpointing");
-  if (!a.is_object()) {
-    section(j, "activation_checkpointing", kActivationCheckpointingKeys, "", o);  // throws: not an object
-    return ignored;
-  }
-  const std::vector<std::string> names(kActivationCheckpointingKeys.begin(),
-                                       kActivationCheckpointingKeys.end());
-  for (const auto& [key, value] : a.items())
-    if (!kActivationCheckpointingKeys.count(key)) {
-      if (!closest_name(key, names).empty())
-        check_keys(a, kActivationCheckpointingKeys, "activation_checkpointing.", o);
-      ignored.push_back("activation_checkpointing." + key);
+  for (const auto& [name, known] : {std::pair{"fp16", &kFp16Keys}, std::pair{"bf16", &kBf16Keys},
+                                    std::pair{"activation_checkpointing", &kActivationCheckpointingKeys}}) {
+    if (!j.contains(name)) continue;
+    const json& a = j.at(name);
+    if (!a.is_object()) {
+      section(j, name, *known, "", o);  // throws: not an object
+      continue;
     }
+    const std::vector<std::string> names(known->begin(), known->end());
+    for (const auto& [key, value] : a.items())
+      if (!known->count(key)) {
+        if (!closest_name(key, names).empty()) check_keys(a, *known, std::string(name) + ".", o);
+        ignored.push_back(std::string(name) + "." + key);
+      }
+  }
   return ignored;
 }
 
@@ -364,23 +367,13 @@ void refuse_unmodelled(const json& j, const Origin& o) {
     refuse("torch_autocast.enabled", "torch.autocast inside DeepSpeed's engine");
   if (j.contains("zero_optimization") && j.at("zero_optimization").is_object()) {
     const json& z = j.at("zero_optimization");
-    for (const char* k : {"offload_optimizer", "offload_param"})
-      if (z.contains(k) && z.at(k).is_object() && z.at(k).contains("device") &&
-          z.at(k).at("device").is_string()) {
-        const std::string dev = z.at(k).at("device").get<std::string>();
-        if (dev == "none") continue;
-        if (dev != "cpu" && dev != "nvme")
-          throw Error(
-              o, fmt::format("DeepSpeed key 'zero_optimization.{}.device' must be none, cpu or nvme, got {}",
-                             k, echo(z.at(k).at("device").dump())));
-        refuse(
-            fmt::format("zero_optimization.{}.device", k),
-            fmt::format("'{}': the optimizer state and step on the host and the PCIe traffic per step", dev));
-      }
-    if (enabled(z, "cpu_offload") || enabled(z, "cpu_offload_param"))
-      refuse(
-          enabled(z, "cpu_offload") ? "zero_optimization.cpu_offload" : "zero_optimization.cpu_offload_param",
-          "the optimizer state and step on the host and the PCIe traffic per step");
+    // offload_optimizer / offload_param to the CPU or NVMe are modelled (read_offload, deepspeed.cpp);
+    // ZeRO-Offload++'s partial offload (Twin-Flow, offload_optimizer.ratio < 1) is not.
+    if (z.contains("offload_optimizer") && z.at("offload_optimizer").is_object() &&
+        z.at("offload_optimizer").contains("ratio") && z.at("offload_optimizer").at("ratio").is_number() &&
+        z.at("offload_optimizer").at("ratio").get<double>() < 1)
+      refuse("zero_optimization.offload_optimizer.ratio",
+             "a ratio below 1 is ZeRO-Offload++'s partial offload (Twin-Flow): part of the step on the GPU");
     for (const char* k :
          {"zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients"})
       if (enabled(z, k)) refuse(std::string("zero_optimization.") + k, "ZeRO++ quantized communication");

@@ -24,9 +24,9 @@ void take_autos(nlohmann::json& j, const std::string& prefix, std::vector<std::s
 // either way).
 void check_sections(const nlohmann::json& j, const Origin& o);
 
-// The activation_checkpointing section's keys: a near miss refused; any other, which DeepSpeed ignores,
-// returned.
-std::vector<std::string> check_activation_checkpointing(const nlohmann::json& j, const Origin& o);
+// The keys of the sections DeepSpeed v0.14.4 reads key by key (fp16, bf16, activation_checkpointing): a
+// near miss of a key it reads refused; any other, which DeepSpeed ignores, returned dotted.
+std::vector<std::string> check_key_by_key_sections(const nlohmann::json& j, const Origin& o);
 
 // Settings that change time or memory in ways vitsim does not model: refused, never ignored.
 void refuse_unmodelled(const nlohmann::json& j, const Origin& o);
@@ -39,5 +39,9 @@ std::vector<std::string> unmodelled_keys(const nlohmann::json& j);
 // leave to it: zero_optimization.stage out of 0..3, fp16 and bf16 both enabled, an unknown
 // communication_data_type or one fp32_allreduce contradicts, an optimizer without a string type.
 void read_deepspeed_fields(const nlohmann::json& j, const Origin& o, DeepSpeedConfig& c);
+
+// A resolved point's settings as DeepSpeed takes them (deepspeed_json.cpp): what deepspeed_config_for
+// writes, and what deepspeed_config_edit changes in the user's file.
+DeepSpeedConfig settings_of(const Scenario& s);
 
 }  // namespace vitsim::deepspeed

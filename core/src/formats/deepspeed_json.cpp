@@ -137,22 +137,27 @@ void read_fp32_allreduce(const DeepSpeedIn& top, std::optional<std::string>& com
     comm_dtype = "fp32";
 }
 
-// communication_data_type, by any of the names DeepSpeed takes; written as vitsim names the dtype.
+// communication_data_type as DeepSpeed v0.14.4 reads it (runtime/config.py get_communication_data_type:
+// lower-cased, then fp32, fp16 or bf16 and nothing else: "half", "float" and "bfloat16" raise ValueError
+// there, and "bfp16", the spelling DeepSpeed itself took before v0.14.1 (commit ed8aed57, "fix comms
+// dtype"), too); written as vitsim names the dtype.
 std::string write_string(const std::optional<std::string>& v) {
   return *v;
 }
 void read_comm_dtype(const DeepSpeedIn& top, const char* key, std::optional<std::string>& comm_dtype) {
   const json& v = top.raw().at(key);
-  std::string s = v.is_string() ? lower(v.get<std::string>()) : "";
-  if (s == "fp32" || s == "float" || s == "float32")
-    s = "fp32";
-  else if (s == "fp16" || s == "half" || s == "float16")
-    s = "fp16";
-  else if (s == "bf16" || s == "bfloat16")
-    s = "bf16";
-  else
+  const std::string s = v.is_string() ? lower(v.get<std::string>()) : "";
+  if (s != "fp32" && s != "fp16" && s != "bf16") {
+    const std::string hint = s == "bfp16" ? " (did you mean bf16? DeepSpeed took bfp16 before v0.14.1 only)"
+                             : s == "bfloat16"                ? " (did you mean bf16?)"
+                             : s == "half" || s == "float16"  ? " (did you mean fp16?)"
+                             : s == "float" || s == "float32" ? " (did you mean fp32?)"
+                                                              : "";
     throw Error(top.origin(),
-                fmt::format("communication_data_type {} is not one of fp32, fp16, bf16", v.dump()));
+                fmt::format("communication_data_type {} is not one of fp32, fp16, bf16, as DeepSpeed v0.14.4 "
+                            "reads it{}",
+                            v.dump(), hint));
+  }
   // Both given: fp32_allreduce was silently dropped for communication_data_type (issue 27).
   if (top.has("fp32_allreduce") && top.boolean("fp32_allreduce") && s != "fp32")
     throw Error(top.origin(),
@@ -233,8 +238,10 @@ void deepspeed_fields(Io& io, C& c) {
               read_checkpointing);
 }
 
+}  // namespace
+
 // A resolved point's settings as DeepSpeed takes them.
-DeepSpeedConfig settings_of(const Scenario& s) {
+DeepSpeedConfig deepspeed::settings_of(const Scenario& s) {
   const TrainingSpec& t = s.training;
   DeepSpeedConfig c;
   c.train_batch_size = s.global_batch();
@@ -257,15 +264,13 @@ DeepSpeedConfig settings_of(const Scenario& s) {
   return c;
 }
 
-}  // namespace
-
 void deepspeed::read_deepspeed_fields(const json& j, const Origin& o, DeepSpeedConfig& c) {
   DeepSpeedIn in(j, o);
   deepspeed_fields(in, c);
 }
 
 std::string deepspeed_config_for(const Scenario& s) {
-  const DeepSpeedConfig c = settings_of(s);
+  const DeepSpeedConfig c = deepspeed::settings_of(s);
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   detail::OrderedJsonOut out(j);
   deepspeed_fields(out, c);

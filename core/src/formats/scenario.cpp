@@ -249,6 +249,7 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
   s.file = f.path;
   s.params = params;
   for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
+  if (ds) s.deepspeed_config = ds->path;
   Resolution x{r, f, ds, s};
   const auto& rows = key_rows();
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -64,11 +64,21 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
   if (ds.lr) put("training.lr", fmt::format("{}", *ds.lr), "optimizer.params.lr");
   if (ds.weight_decay)
     put("training.weight_decay", fmt::format("{}", *ds.weight_decay), "optimizer.params.weight_decay");
-  if (ds.activation_checkpointing)
-    put("training.activation_checkpointing", "true", "activation_checkpointing");
+  // ds.activation_checkpointing: not a model's choice to checkpoint (DeepSpeedConfig; a note says so).
+  if (ds.offload_optimizer)
+    put("parallelism.offload_optimizer", *ds.offload_optimizer, "zero_optimization.offload_optimizer");
+  if (ds.offload_param)
+    put("parallelism.offload_param", *ds.offload_param, "zero_optimization.offload_param");
   if (ds.gradient_clipping)
     put("training.gradient_clipping", fmt::format("{}", *ds.gradient_clipping), "gradient_clipping");
   if (ds.loss_scale) put("training.loss_scale", fmt::format("{}", *ds.loss_scale), "fp16.loss_scale");
+  // "auto" micro-batch: HF's Trainer fills it from per_device_train_batch_size, default 8; the scenario's or
+  // a sweep's micro-batch is that argument when given.
+  const bool micro_auto = std::find(ds.auto_keys.begin(), ds.auto_keys.end(),
+                                    "train_micro_batch_size_per_gpu") != ds.auto_keys.end();
+  if (micro_auto && !ds.micro_batch && !ds.train_batch_size && !attrs.count("training.micro_batch"))
+    put("training.micro_batch", std::to_string(kHfDefaultMicroBatch),
+        "train_micro_batch_size_per_gpu \"auto\": HF's per_device_train_batch_size default");
   // A DeepSpeed config means the step is DeepSpeed's (its optimizer wrapper and gradient handling).
   put("training.framework", "deepspeed", "its engine");
 }
@@ -88,14 +98,24 @@ std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, At
     } catch (const Error& e) {
       throw Error(r0.origin("deepspeed.config"), e.what());
     }
+    const bool micro_given = attrs.count("training.micro_batch") > 0;
     merge_deepspeed(attrs, *ds);
-    // One warning line per config file and process (a sweep resolves the same file at every point).
+    std::vector<std::string> notes = ds->notes;
+    if (!micro_given && attrs.count("training.micro_batch") && !ds->micro_batch && !ds->train_batch_size)
+      notes.push_back(fmt::format(
+          "train_micro_batch_size_per_gpu \"auto\" is {}, HF's Trainer default (TrainingArguments."
+          "per_device_train_batch_size); set training.micro_batch, or let `vitsim plan` search it",
+          kHfDefaultMicroBatch));
+    // One line per config file and process (a sweep resolves the same file at every point).
     static std::mutex warned_mutex;
     static std::set<std::string> warned;
     const std::string line = unmodelled_warning(*ds);
     std::lock_guard<std::mutex> lock(warned_mutex);
     if (!line.empty() && warned.insert(line).second)
       std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
+    for (const auto& n : notes)
+      if (const std::string note = ds->path + ": " + n; warned.insert(note).second)
+        std::fprintf(stderr, "vitsim: note: %s\n", note.c_str());
   }
   return ds;
 }

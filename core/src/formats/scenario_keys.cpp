@@ -269,6 +269,22 @@ std::vector<KeyRow> training_rows() {
   };
 }
 
+// ZeRO-Offload is DeepSpeed's; DeepSpeed v0.14.4 runs an offloaded optimizer as DeepSpeedCPUAdam only
+// (engine.py _configure_basic_optimizer builds it for Adam and AdamW; any other optimizer raises
+// ZeRORuntimeException in _configure_optimizer while zero_force_ds_cpu_optimizer is true, its default).
+void check_offload(R& x, const std::string& key, const std::string& v) {
+  if (v == "none") return;
+  if (x.s.training.framework != Framework::DeepSpeed)
+    x.r.fail(key,
+             fmt::format("{} offload is DeepSpeed's ZeRO-Offload: it needs training.framework=deepspeed, "
+                         "not {}",
+                         v, framework_name(x.s.training.framework)));
+  if (key == "parallelism.offload_optimizer" && x.s.training.optimizer == "sgd")
+    x.r.fail(key,
+             "DeepSpeed runs an offloaded optimizer as DeepSpeedCPUAdam (adam, adamw) and refuses sgd "
+             "(ZeRORuntimeException while zero_force_ds_cpu_optimizer is true); vitsim models CPU Adam only");
+}
+
 std::vector<KeyRow> parallelism_rows() {
   return {
       integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", field(&Scenario::parallel, &ParallelSpec::zero)),
@@ -308,6 +324,20 @@ std::vector<KeyRow> parallelism_rows() {
                               "{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
                               v, s.model.heads));
                   }),
+      choice_row("parallelism.offload_optimizer", "none", {"none", "cpu", "nvme"},
+                 "DeepSpeed ZeRO-Offload of the optimizer (zero_optimization.offload_optimizer.device): its "
+                 "state and step on the host at ZeRO 1-3 (docs/model.md \"ZeRO-Offload\")",
+                 [](R& x, const std::string& v) {
+                   x.s.parallel.offload_optimizer = v;
+                   check_offload(x, "parallelism.offload_optimizer", v);
+                 }),
+      choice_row("parallelism.offload_param", "none", {"none", "cpu", "nvme"},
+                 "DeepSpeed ZeRO-3 parameter offload (zero_optimization.offload_param.device): the "
+                 "parameters kept on the host, fetched each pass (docs/model.md \"ZeRO-Offload\")",
+                 [](R& x, const std::string& v) {
+                   x.s.parallel.offload_param = v;
+                   check_offload(x, "parallelism.offload_param", v);
+                 }),
   };
 }
 

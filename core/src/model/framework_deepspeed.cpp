@@ -111,15 +111,18 @@ void zero12_step(StepBuilder& s, const Sizes& z, const StepInputs& in) {
   s.mem("grad_norm", z.Pp * (z.e + 16), 2 * z.ntp + 15);
   s.mem("grad_norm_err_tensor", 4, 1, /*sync=*/true);
   // The partition's gradients flattened (torch.cat) and cast to the fp32 master's dtype.
-  s.mem("flatten_partition_grads", z.Pp * 2 * z.e, launches(z.ntp, kCatInputsPerLaunch));
-  if (z.e != 4) s.mem("partition_grads_to_fp32", z.Pp * (z.e + 4));
-  // unscale_and_clip_grads: with clipping 6 scalar kernels (the clip factor as a tensor, clamp: no
-  // sync); the mul_ by 1 / combined_scale always (1.0 without a loss scale).
-  if (in.gradient_clipping > 0) s.mem("clip_factor", 4, 6);
-  s.mem("unscale_and_clip", z.Pp * (4 + 4));
-  fused_adam(s, z.Pp, 4, 0);
-  // The bit16 partition copied from the fp32 one; all_gather_dp_groups -> all_gather_into_tensor of the
-  // whole flat bit16 group (the simulator's; allgather_bucket_size is not used on this path).
+  if (!in.offload_optimizer) {  // offloaded: flatten, unscale and Adam on the host (offload.cpp)
+    s.mem("flatten_partition_grads", z.Pp * 2 * z.e, launches(z.ntp, kCatInputsPerLaunch));
+    if (z.e != 4) s.mem("partition_grads_to_fp32", z.Pp * (z.e + 4));
+    // unscale_and_clip_grads: with clipping 6 scalar kernels (the clip factor as a tensor, clamp: no
+    // sync); the mul_ by 1 / combined_scale always (1.0 without a loss scale).
+    if (in.gradient_clipping > 0) s.mem("clip_factor", 4, 6);
+    s.mem("unscale_and_clip", z.Pp * (4 + 4));
+    fused_adam(s, z.Pp, 4, 0);
+  }
+  // The bit16 partition copied from the fp32 one (offloaded: from the fp32 partition just brought up by
+  // fp32_partition.to(device)); all_gather_dp_groups -> all_gather_into_tensor of the whole flat bit16
+  // group (the simulator's; allgather_bucket_size is not used on this path).
   s.mem("fp32_to_bit16_partition", z.Pp * (4 + z.e));
 }
 
@@ -142,7 +145,7 @@ void zero3_reductions(StepBuilder& s, const Sizes& z, const StepInputs& in) {
 }
 
 // DeepSpeedZeroOptimizer_Stage3.step (one sub-group: sub_group_size 1e9 holds a ViT).
-void zero3_step(StepBuilder& s, const Sizes& z) {
+void zero3_step(StepBuilder& s, const Sizes& z, bool offload) {
   if (z.fp16) {
     // has_overflow (partition_gradients): isinf(...).any() and isnan(...).any() over the flat partition
     // buffer with two logical_or_, clone, to(uint8), zero_; all_reduce(MAX) (the simulator's); .item().
@@ -160,6 +163,7 @@ void zero3_step(StepBuilder& s, const Sizes& z) {
   // (the clip factor is a Python float by now); _optimizer_step: FusedAdam; _reassign_or_swap_out_...:
   // the bit16 partition copied from fp32. _post_step all-gathers the persistent parameters (the
   // simulator's).
+  if (offload) return;  // flatten, unscale, Adam and the bit16 copy on the host (offload.cpp)
   s.mem("flatten_partition_grads", z.Pp * 2 * z.e, launches(z.nt, kCatInputsPerLaunch));
   if (z.e != 4) s.mem("partition_grads_to_fp32", z.Pp * (z.e + 4));
   s.mem("unscale_and_clip", z.Pp * (4 + 4));
@@ -198,7 +202,7 @@ void deepspeed_partitioned_step(StepBuilder& s, const std::vector<double>& tenso
       break;
     case DeepSpeedPath::Zero3:
       zero3_reductions(s, z, in);
-      zero3_step(s, z);
+      zero3_step(s, z, in.offload_optimizer);
       break;
     case DeepSpeedPath::Zero0:
       break;  // framework.cpp (v0.12.6)

@@ -73,6 +73,8 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
   m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) /
                 (in.zero_stage >= 1 || in.bf16_optimizer ? n : 1.0);
+  if (in.offload_optimizer) m.optimizer = 0;  // on the host (offload.hpp OffloadStep::host_bytes)
+  if (in.offload_params) m.params = 0;
   if (in.bf16_optimizer) m.grads += n_params * 4;  // the fp32 accumulation buffer beside the bf16 gradients
   const KeptActivations kept = kept_activations(w, in);
   for (const auto& [name, bytes] : kept.per_layer) m.activations += bytes;

@@ -11,6 +11,7 @@
 #include "point/rank_actors.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/buckets.hpp"
+#include "vitsim/core/model/offload.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
 
 namespace vitsim::sim {
@@ -88,6 +89,8 @@ MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes) {
   mi.activation_checkpointing = s.training.activation_checkpointing;
   mi.bf16_optimizer = s.training.framework == Framework::DeepSpeed &&
                       deepspeed_path(s.training.precision, s.parallel.zero) == DeepSpeedPath::Bf16Optimizer;
+  mi.offload_optimizer = offloads_optimizer(s.parallel.offload_optimizer, s.parallel.zero);
+  mi.offload_params = offloads_params(s.parallel.offload_param, s.parallel.zero);
   return mi;
 }
 
@@ -108,6 +111,7 @@ ComputeInputs compute_inputs(const Scenario& s) {
   in.step.grad_accum = s.training.grad_accum;
   in.step.grad_buckets = static_cast<int>(gradient_buckets(s).size());
   in.step.overlap = s.parallel.overlap;
+  in.step.offload_optimizer = offloads_optimizer(s.parallel.offload_optimizer, s.parallel.zero);
   in.token_split = s.parallel.sequence_parallel;
   in.recompute = s.training.activation_checkpointing;
   in.model = s.compute.model;  // the registry entry that picks each device's model

@@ -10,6 +10,7 @@
 
 #include "point/point_setup.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/offload.hpp"
 #include "vitsim/sim/fluid/fluid.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -19,8 +20,54 @@ namespace {
 
 // The device a GPU model's ranks share: its compute model's layer times and the step actions they make. The
 // first rank of a device type builds it (and adds its notes), the others find it.
-const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& in, const Calibration* calib,
-                        const StepShape& shape, std::vector<std::string>& notes) {
+// The bandwidth of a GPU's host link as the platform routes its batch copy (the slowest link of its
+// host -> device route; 0 where the route has no link).
+double host_link_bw(sg4::Host* host) {
+  std::vector<sg4::Link*> links;
+  double lat = 0;
+  host->route_to(host, links, &lat);
+  double bw = 0;
+  for (sg4::Link* l : links) bw = bw == 0 ? l->get_bandwidth() : std::min(bw, l->get_bandwidth());
+  return bw;
+}
+
+// DeepSpeed's ZeRO-Offload on this device (core/model/offload.hpp): its seconds added to the optimizer
+// step, its note said.
+double offload_seconds(const PointRun& run, const NodeFacts& node, sg4::Host* host,
+                       std::vector<std::string>& notes) {
+  const Scenario& s = run.s;
+  OffloadInputs oi;
+  oi.optimizer_device = s.parallel.offload_optimizer;
+  oi.param_device = s.parallel.offload_param;
+  oi.zero_stage = s.parallel.zero;
+  oi.dp_ranks = s.ranks();
+  oi.precision = s.training.precision;
+  oi.grad_accum = s.training.grad_accum;
+  oi.optimizer = s.training.optimizer;
+  oi.params = static_cast<double>(run.w.total_params());
+  oi.ranks_per_node = s.cluster.gpus_per_node;
+  oi.host_cores = static_cast<double>(std::max(1, node.cpu_cores)) / std::max(1, s.cluster.gpus_per_node);
+  const bool used = offloads_optimizer(oi.optimizer_device, oi.zero_stage) ||
+                    offloads_params(oi.param_device, oi.zero_stage);
+  if (!used) {
+    if (oi.optimizer_device != "none" || oi.param_device != "none")
+      notes.push_back(fmt::format(
+          "ZeRO-Offload not used at ZeRO-{}: DeepSpeed v0.14.4 offloads the optimizer at ZeRO 1-3 and the "
+          "parameters at ZeRO-3 only",
+          oi.zero_stage));
+    return 0;
+  }
+  oi.pcie_bw = host_link_bw(host);
+  const OffloadStep step = offload_step(oi);
+  for (const auto& line : step.notes) notes.push_back(line);
+  if (oi.param_device != "none" && oi.zero_stage < 3)
+    notes.push_back("ZeRO-Offload of the parameters not used below ZeRO-3 (DeepSpeed v0.14.4 ignores it)");
+  return step.seconds();
+}
+
+const Device& device_of(PointRun& run, const GpuFacts& g, const NodeFacts& node, sg4::Host* host,
+                        const ComputeInputs& in, const Calibration* calib, const StepShape& shape,
+                        std::vector<std::string>& notes) {
   auto [it, fresh] = run.devices.try_emplace(g.model);
   Device& d = it->second;
   if (!fresh) return d;
@@ -44,7 +91,7 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
   }
   StepShape sh = shape;
   sh.layers = d.layers;
-  sh.optimizer_s = cm->optimizer_s();
+  sh.optimizer_s = cm->optimizer_s() + offload_seconds(run, node, host, notes);
   if (const SyncCalibration* sy = calib ? calib->sync(g.model) : nullptr; sy && shape.ranks > 1) {
     double compute = 0;
     for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
@@ -176,7 +223,7 @@ MemoryVerdict setup_ranks(PointRun& run, const PlatformFacts& facts, const Calib
     rs.host = rh.hosts[r];
     const GpuFacts& g = facts.gpu.at(rh.place.hosts[r]);
     const NodeFacts& node = facts.nodes[rh.place.node[r]];
-    rs.device = &device_of(run, g, compute_in, calib, shape, notes);
+    rs.device = &device_of(run, g, node, rs.host, compute_in, calib, shape, notes);
     set_loader(run, rs, g, node, calib, image_bytes);
     if (rs.device->async) set_host_to_device(run, rs, node, calib, rh.latency);
     if (!run.inline_comm()) rs.comm = std::make_unique<CommStream>();

@@ -69,6 +69,11 @@ struct ParallelSpec {
   // Patch (sequence) parallelism in the style of DeepSpeed-Ulysses: groups of this many consecutive ranks
   // split each image's tokens; all-to-alls around attention; 1 = pure data parallelism.
   int sequence_parallel = 1;
+  // DeepSpeed's ZeRO-Offload (zero_optimization.offload_optimizer / offload_param .device): "none", "cpu" or
+  // "nvme". The optimizer's is used at ZeRO 1-3, the parameters' at ZeRO-3, as DeepSpeed v0.14.4 uses them
+  // (core/model/offload.hpp; docs/model.md "ZeRO-Offload").
+  std::string offload_optimizer = "none";
+  std::string offload_param = "none";
 };
 
 // NCCL's tuner (core/model/nccl_tuning.hpp, docs/model.md "NCCL's tuner"): the version whose tables model
@@ -163,6 +168,8 @@ struct Scenario {
   std::vector<std::string> what_ifs;
   // The DeepSpeed config's train_batch_size, when it gives one (the batch the config was tuned for).
   std::optional<long long> deepspeed_train_batch;
+  // The DeepSpeed config's path as read (deepspeed.config resolved), "" without one.
+  std::string deepspeed_config;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
   int dp_ranks() const { return ranks() / parallel.sequence_parallel; }

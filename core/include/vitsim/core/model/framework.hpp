@@ -40,6 +40,9 @@ struct StepInputs {
   int grad_accum = 1;               // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
   int grad_buckets = 1;             // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
   bool overlap = false;             // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
+  // DeepSpeed ZeRO-Offload of the optimizer in use (offload.hpp offloads_optimizer): the fp32 partition's
+  // flatten, unscale and Adam run on the host (OffloadStep), not as GPU kernels.
+  bool offload_optimizer = false;
 };
 
 // Which optimizer wrapper DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, v0.14.4): ZeRO-0

@@ -35,6 +35,11 @@ struct MemoryInputs {
   // bf16 gradients and a flat fp32 gradient buffer (4 bytes a parameter), the fp32 master and optimizer state
   // partitioned over the ranks (as ZeRO-1), and the whole buffer cast to bf16 for its one all-reduce.
   bool bf16_optimizer = false;
+  // DeepSpeed's ZeRO-Offload where it applies (offload.hpp offloads_optimizer, offloads_params): the fp32
+  // master and the optimizer's moments on the host; at ZeRO-3 the parameter partition too (the gathered
+  // layer stays in the buffers).
+  bool offload_optimizer = false;
+  bool offload_params = false;
 };
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps
