@@ -11,10 +11,11 @@
 
 namespace vitsim {
 
-// DeepSpeedCPUAdam's rate: public measurement, ZeRO-Offload (Ren et al., arXiv 2101.06840) Table 3, CPU-Adam
-// on a DGX-2's 2 x 24-core Xeon Platinum 8168: 1B parameters in 0.22 s .. 10B in 2.57 s, i.e. 6.9e7 (8B
-// row) .. 9.5e7 (1B row) parameters per second per core; 8.1e7 (the 4B and 10B rows) taken. ASSUMPTION:
-// linear in the cores it gets (OpenMP over AVX-512 lanes); a calibrated host would replace it.
+// DeepSpeedCPUAdam's rate: ASSUMPTION until checked (docs/sources.md "ZeRO-Offload"): figures recalled from
+// ZeRO-Offload (Ren et al., arXiv 2101.06840) Table 3, which could not be read here, CPU-Adam on a DGX-2's
+// 2 x 24-core Xeon Platinum 8168: 1B parameters in 0.22 s .. 10B in 2.57 s, i.e. 6.9e7 .. 9.5e7 parameters
+// per second per core; 8.1e7 taken. Also ASSUMPTION: linear in the cores it gets (OpenMP over AVX-512
+// lanes). Timing DeepSpeedCPUAdam.step on the host, or the paper's table read, replaces it.
 constexpr double kCpuAdamParamsPerCoreS = 8.1e7;
 constexpr double kCpuAdamParamsPerCoreSLow = 6.9e7, kCpuAdamParamsPerCoreSHigh = 9.5e7;
 // ASSUMPTION: one NVMe drive per node at 3.5 GB/s (PCIe 4 x4 drives' datasheet sequential rates span
