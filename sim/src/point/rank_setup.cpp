@@ -62,6 +62,20 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
                                       expected_max_normal(shape.ranks) / expected_max_normal(sy->ranks),
                                       shape.ranks, shape.ranks, sy->ranks)
                         : std::string()));
+  } else if (shape.ranks > 1 && g.step_cv > 0) {
+    // Stragglers (docs/model.md "Stragglers"): each rank's step compute varies with coefficient of variation
+    // gpu_step_cv, independently from rank to rank (an assumption: normal draws); the sync waits for the
+    // slowest of the step's ranks, E[max of N] = mu (1 + cv e_N), e_N = expected_max_normal(N).
+    double compute = 0;
+    for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
+    compute *= shape.grad_accum;
+    sh.straggler_wait_s = straggler_wait_s(g.step_cv, compute, shape.ranks);
+    notes.push_back(fmt::format(
+        "stragglers on {}: +{} a step waiting for the slowest of {} ranks (gpu_step_cv {:.3g} of the step's "
+        "forward + backward x {:.3f}, the expected maximum of {} normal draws; calibrate's step phase "
+        "measures it instead)",
+        g.model, units::format_time(sh.straggler_wait_s), shape.ranks, g.step_cv,
+        expected_max_normal(shape.ranks), shape.ranks));
   }
   d.step = step_actions(sh);
   const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;
