@@ -70,12 +70,11 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const ComputeInputs& i
     for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
     compute *= shape.grad_accum;
     sh.straggler_wait_s = straggler_wait_s(g.step_cv, compute, shape.ranks);
+    // One line for every point of a sweep (the wait itself is the table's column).
     notes.push_back(fmt::format(
-        "stragglers on {}: +{} a step waiting for the slowest of {} ranks (gpu_step_cv {:.3g} of the step's "
-        "forward + backward x {:.3f}, the expected maximum of {} normal draws; calibrate's step phase "
-        "measures it instead)",
-        g.model, units::format_time(sh.straggler_wait_s), shape.ranks, g.step_cv,
-        expected_max_normal(shape.ranks), shape.ranks));
+        "stragglers on {}: gpu_step_cv {:.3g}: each step waits cv x forward + backward x E[max of N normals] "
+        "for the slowest of its N ranks (the straggler wait; calibrate's step phase measures it instead)",
+        g.model, g.step_cv));
   }
   d.step = step_actions(sh);
   const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;
