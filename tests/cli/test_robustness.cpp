@@ -182,7 +182,8 @@ std::vector<BadInput> cases() {
        {{"s.xml", scenario("micro_batch=\"16\" epoch=\"3\"")}},
        S,
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, "
-       "epochs, precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, "
+       "epochs, precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, "
+       "activation_checkpointing, "
        "gradient_clipping, loss_scale"},
       {"scenario",
        "element given twice",

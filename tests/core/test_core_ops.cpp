@@ -284,3 +284,67 @@ TEST_CASE("ops: every op of the layer table carries its identity, and a linear's
         CHECK(of_linear == (op.linear != LinearId::None));
       }
 }
+
+// Issue 37, PyTorch 2.x DDP (docs/model.md "PyTorch versions"): torch.optim's AdamW per tensor (1.13),
+// foreach (2.x's default) and fused, on one rank of 8, vit_b_16 (152 parameter tensors, P parameters). From
+// their formulas (core/src/model/framework_torch.cpp): per tensor 9 kernels a tensor and 92 bytes a
+// parameter; foreach 8 `_foreach_*` ops of 84 bytes a parameter in all, each launching max(ceil(152 / depth's
+// tensors), ceil(chunks / 320)) kernels or more; fused one op of 28 bytes a parameter (+ the steps'
+// increment).
+TEST_CASE("framework: ddp's optimizer per tensor, foreach and fused order as their kernels and bytes",
+          "[ops][framework][torch]") {
+  const Workload w = build_workload(vit_preset("vit_b_16"));
+  const std::vector<double> t = parameter_tensors(w.model);
+  const double P = w.total_params();
+  auto optimizer = [&](const std::string& version, std::optional<OptimizerImpl> impl) {
+    StepInputs in{Framework::Ddp, Precision::FP32, "adamw", 8, 0};
+    in.torch_version = version;
+    in.optimizer_impl = impl;
+    std::pair<double, int> bytes_kernels{0, 0};
+    for (const Op& op : step_ops(w, in))
+      if (op.name.rfind("step.adamw", 0) == 0) {
+        bytes_kernels.first += op.bytes;
+        bytes_kernels.second += op.kernels;
+      }
+    return bytes_kernels;
+  };
+  const auto per_tensor = optimizer("1.13", std::nullopt);  // 1.13's default
+  CHECK(per_tensor.first == Approx(92 * P));
+  CHECK(per_tensor.second == 9 * 152);
+  const auto foreach = optimizer("2.4", std::nullopt);  // 2.x's default
+  CHECK(foreach == optimizer("2.4", OptimizerImpl::Foreach));
+  CHECK(foreach.first == Approx(84 * P));
+  // vit_b_16's 86.6 M parameters in 65,536-element chunks fill 320-block launches at least 4 times an op;
+  // depth 1 takes 110 tensors a launch, depth 3 48 (at least ceil(152 / 48) = 4 launches).
+  CHECK(multi_tensor_launches(t, 1) >= std::ceil(P / 65536 / 320));
+  CHECK(multi_tensor_launches(t, 3) >= 4);
+  CHECK(foreach.second < per_tensor.second / 10);
+  const auto fused = optimizer("2.4", OptimizerImpl::Fused);
+  CHECK(fused.first == Approx(28 * P + 4 * 152));
+  CHECK(fused.second == multi_tensor_launches(t, 4) + multi_tensor_launches(std::vector<double>(152, 1), 1));
+  // The order the issue expects: fused <= foreach <= per tensor, in bytes and in launches.
+  CHECK(fused.first < foreach.first);
+  CHECK(foreach.first < per_tensor.first);
+  CHECK(fused.second < foreach.second);
+  // 1.13 with optimizer_impl foreach: the same foreach ops, and 1.13's zero_ per tensor still.
+  CHECK(optimizer("1.13", OptimizerImpl::Foreach) == foreach);
+  StepInputs in13{Framework::Ddp, Precision::FP32, "adamw", 8, 0}, in24 = in13;
+  in24.torch_version = "2.4";
+  auto has_zero_grad = [&](const StepInputs& in) {
+    for (const Op& op : step_ops(w, in))
+      if (op.name == "step.zero_grad") return true;
+    return false;
+  };
+  CHECK(has_zero_grad(in13));
+  CHECK_FALSE(has_zero_grad(in24));  // 2.x: zero_grad(set_to_none=True)
+}
+
+TEST_CASE("framework: multi_tensor_apply's launches by hand", "[ops][framework][torch]") {
+  // Three tensors of 65,536 elements at depth 1: 3 blocks, one launch (the last chunk of the last tensor).
+  CHECK(multi_tensor_launches({65536, 65536, 65536}, 1) == 1);
+  // 111 one-element tensors at depth 1: the 110th fills a launch, the 111th is the last: 2.
+  CHECK(multi_tensor_launches(std::vector<double>(111, 1), 1) == 2);
+  // One tensor of 321 chunks: 320 blocks fill a launch, the rest carries into a second.
+  CHECK(multi_tensor_launches({321 * 65536.0}, 4) == 2);
+  CHECK_THROWS_WITH(torch_version("3.0"), Catch::Contains("unknown PyTorch version '3.0'; valid: 1.13, 2.0"));
+}

@@ -233,8 +233,16 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
       read_scenario_file(d.file("b.xml", text)),
       d / "b.xml" +
           ":5: unknown attribute 'mikro' on <training>; valid: micro_batch, grad_accum, epochs, "
-          "precision, optimizer, lr, weight_decay, seed, framework, activation_checkpointing, "
+          "precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, "
+          "activation_checkpointing, "
           "gradient_clipping, loss_scale");
+  // Issue 37: a PyTorch version the ddp framework model does not know, refused at its line with the list
+  // (core/src/model/framework_torch.cpp torch_versions()).
+  text = kBase;
+  text.replace(text.find("micro_batch"), 0, "torch_version=\"3.0\" ");
+  CHECK_THROWS_WITH(expand(read_scenario_file(d.file("v.xml", text))),
+                    Catch::StartsWith(d / "v.xml" + ":5:") &&
+                        Catch::Contains("'3.0'; valid: " + vt::join(torch_version_names())));
   auto f = read_scenario_file(d.file("c.xml", kBase));
   CHECK_THROWS_WITH(apply_override(f, "training.microbatch=3"),
                     Catch::StartsWith("--set training.microbatch: unknown key; valid: "));

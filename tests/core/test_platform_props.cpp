@@ -141,8 +141,10 @@ TEST_CASE("platform properties: the reader and a prop what-if apply the same ran
       in.push_back(p.range.lo_open ? p.range.lo + step : p.range.lo);
     }
     if (std::isfinite(p.range.hi)) {
-      out.push_back(p.type == PropType::Integer ? p.range.hi + 1 : p.range.hi + std::max(step, p.range.hi));
-      in.push_back(p.range.hi);
+      out.push_back(p.type == PropType::Integer ? p.range.hi + 1
+                    : p.range.hi_open           ? p.range.hi
+                                                : p.range.hi + std::max(step, p.range.hi));
+      in.push_back(p.range.hi_open ? p.range.hi / 2 : p.range.hi);  // gpu_step_cv: [0, 1)
     }
     for (double v : out) {
       const std::string value = with_unit(p, v);
@@ -170,5 +172,5 @@ TEST_CASE("platform properties: the reader and a prop what-if apply the same ran
             }) == "");
     }
   }
-  CHECK(checked == 20);  // GPU and node rows: 13 with a unit, 5 plain numbers, 2 whole numbers
+  CHECK(checked == 21);  // GPU and node rows: 13 with a unit, 6 plain numbers, 2 whole numbers
 }

@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
 
 using namespace vitsim;
@@ -88,7 +90,9 @@ TEST_CASE("loop model: calibration sync figures round-trip, and bad ones are ref
 TEST_CASE("loop model: the step phase's sync figures add their wait at the gradient sync", "[loop][sync]") {
   vt::TempDir d;
   const double fixed = 3e-4, pc = 0.02;
-  const std::string without = calibration(d, "without.json", 0, 0, 0);
+  // A step phase that measured no wait (not none: without one, the platform's gpu_step_cv would add its
+  // straggler wait instead, tested below).
+  const std::string without = calibration(d, "without.json", 0, 0);
   const std::string with = calibration(d, "with.json", fixed, pc);
   for (int ranks : {1, 2}) {
     const json a = predict(d, without, ranks);
@@ -167,4 +171,78 @@ TEST_CASE("loop model: a CPU device loads its batches on the rank's own cores", 
     const json p = predict(d, calib, 2, std::string("--set loader.workers=") + workers);
     CHECK(ms(p, "data") == Approx(64 / rate).epsilon(1e-6));
   }
+}
+
+// Issue 37, stragglers (docs/model.md "Stragglers"): without calibrate's step phase, each rank's step compute
+// is a normal draw of coefficient of variation gpu_step_cv and the sync waits for the slowest of N:
+// straggler_wait_s = cv x compute x E[max of N standard normals].
+TEST_CASE("stragglers: the wait for the slowest of N ranks against its closed form and a Monte-Carlo draw",
+          "[loop][straggler]") {
+  CHECK(sim::straggler_wait_s(0.02, 0.1, 1) == 0);  // one rank waits for no one
+  CHECK(sim::straggler_wait_s(0.02, 0.1, 2) == Approx(0.02 * 0.1 / std::sqrt(M_PI)).epsilon(1e-9));
+  CHECK(sim::straggler_wait_s(0.02, 0.1, 3) == Approx(0.02 * 0.1 * 1.5 / std::sqrt(M_PI)).epsilon(1e-9));
+  // It grows with N: e_N increases (2.6 at 128 ranks against 1.4 at 8).
+  CHECK(sim::straggler_wait_s(0.01, 1, 128) > sim::straggler_wait_s(0.01, 1, 8));
+  // Monte-Carlo micro-case: 128 ranks, step compute mu (1 + cv Z) each, 20,000 steps (seed fixed); the mean
+  // of the slowest rank's lag against mu x cv x e_128. The draws' own error: sd(max of 128) ~ 0.42 of a
+  // sigma, / sqrt(20000) = 0.003 sigma, 0.1% of e_128 (2.6); 1% leaves room.
+  const double mu = 0.25, cv = 0.03;
+  const int n = 128, steps = 20000;
+  std::mt19937_64 rng(37);
+  std::normal_distribution<double> z(0, 1);
+  double lag = 0;
+  for (int s = 0; s < steps; ++s) {
+    double slowest = -1e300;
+    for (int r = 0; r < n; ++r) slowest = std::max(slowest, mu * (1 + cv * z(rng)));
+    lag += (slowest - mu) / steps;
+  }
+  CHECK(lag == Approx(sim::straggler_wait_s(cv, mu, n)).epsilon(0.01));
+}
+
+// In the simulator: with no step phase in the calibration, 2 ranks wait gpu_step_cv x their forward +
+// backward x e_2 once a step (booked as straggler_wait, apart from exposed communication); the step grows by
+// exactly that against gpu_step_cv 0, and one rank never waits.
+TEST_CASE("stragglers: the platform's gpu_step_cv adds its wait before the last bucket's reduction",
+          "[loop][straggler]") {
+  vt::TempDir d;
+  const std::string nosync = calibration(d, "nosync.json", 0, 0, 0);
+  const double cv = 0.05;
+  for (int ranks : {1, 2}) {
+    const json a = predict(d, nosync, ranks, "--what-if prop:vm:gpu_step_cv=0");
+    const json b = predict(d, nosync, ranks, "--what-if prop:vm:gpu_step_cv=" + std::to_string(cv));
+    const double compute = ms(b, "compute_fwd") + ms(b, "compute_bwd");
+    const double wait = ranks == 1 ? 0 : cv * compute / std::sqrt(M_PI);
+    INFO("ranks " << ranks << ", compute " << compute);
+    CHECK(ms(b, "compute_fwd") == Approx(ms(a, "compute_fwd")));
+    CHECK(b["breakdown_s"].value("straggler_wait", 0.0) == Approx(wait).margin(1e-9));
+    CHECK(b["step_time_s"]["mean"].get<double>() - a["step_time_s"]["mean"].get<double>() ==
+          Approx(wait).margin(1e-9));
+  }
+}
+
+// predict's columns add up (issue 37): step = compute + optimizer + data+h2d + exposed + straggler wait, in
+// the JSON (breakdown_sum_s) and in the table's cells, on 2 ranks with the default gpu_step_cv.
+TEST_CASE("stragglers: the breakdown's terms add up to the step", "[loop][straggler][columns]") {
+  vt::TempDir d;
+  const std::string nosync = calibration(d, "nosync.json", 0, 0, 0);
+  const json p = predict(d, nosync, 2);
+  Breakdown b;
+  for (auto [key, field] : std::initializer_list<std::pair<const char*, double Breakdown::*>>{
+           {"data", &Breakdown::data},
+           {"h2d", &Breakdown::h2d},
+           {"compute_fwd", &Breakdown::compute_fwd},
+           {"compute_bwd", &Breakdown::compute_bwd},
+           {"optimizer", &Breakdown::optimizer},
+           {"comm_exposed", &Breakdown::comm_exposed},
+           {"straggler_wait", &Breakdown::straggler_wait}})
+    b.*field = p["breakdown_s"].value(key, 0.0);
+  CHECK(b.straggler_wait > 0);
+  CHECK(b.optimizer > 0);
+  CHECK(breakdown_sum_s(b) == Approx(p["step_time_s"]["mean"].get<double>()).epsilon(1e-6));
+  const auto r = vt::vitsim("predict " + vt::source("scenarios/local/validate-homog.xml") +
+                            " --set training.micro_batch=64 --set cluster.gpus_per_node=2 --calibration " +
+                            nosync + " -q");
+  REQUIRE(r.status == 0);
+  for (const char* head : {"optimizer", "straggler wait", "exposed"})
+    CHECK(r.out.find(head) != std::string::npos);
 }

@@ -21,7 +21,9 @@
 #include <string>
 
 #include "study_util.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/core/results/report.hpp"
+#include "vitsim/sim/compute/compute_model.hpp"
 
 using study::at;
 using study::compute;
@@ -228,11 +230,20 @@ TEST_CASE("finding 5: Vector weak scaling keeps the epoch time constant from 1 t
   }
   // "rimasti costanti": within 10%.
   CHECK(hi / lo <= 1.10);
-  // Why: only the all-reduce grows, and a ring costs at most 2 S / B per step (B the node's host-staged
-  // GPU path, read from the platform), a bound of its own under 10%.
-  const double bound = 1 + 2 * gradient_bytes(4) / platform_bw("platforms/vector.xml", "vec00", "bb_bw") /
-                               at(r, 1).step_time_s.mean;
-  CHECK(bound <= 1.10);
+  // Why: only the all-reduce and the wait for the slowest rank grow. A ring costs at most 2 S / B per step
+  // (B the node's host-staged GPU path, read from the platform); the straggler wait on 8 ranks is
+  // gpu_step_cv (vector.xml states none: the property's default) x forward + backward x E[max of 8 normals]
+  // (docs/model.md "Stragglers"). The ring's bound alone is under 10% (9.1%); with the straggler wait the
+  // bound is 10.5%, so the finding rests on the simulated times (hi / lo above), not on the bound.
+  const vitsim::Breakdown& one = at(r, 1).breakdown_s;
+  const double straggler = vitsim::sim::straggler_wait_s(vitsim::platform_prop("gpu_step_cv").default_value,
+                                                         one.compute_fwd + one.compute_bwd, 8);
+  const double bound =
+      1 + (2 * gradient_bytes(4) / platform_bw("platforms/vector.xml", "vec00", "bb_bw") + straggler) /
+              at(r, 1).step_time_s.mean;
+  CHECK(1 + 2 * gradient_bytes(4) / platform_bw("platforms/vector.xml", "vec00", "bb_bw") /
+                at(r, 1).step_time_s.mean <=
+        1.10);
   CHECK(hi / lo <= bound);
 }
 

@@ -116,6 +116,9 @@ std::string scenario_identity_text(const Scenario& s) {
   line("training.optimizer", s.training.optimizer);
   line("training.framework", framework_name(s.training.framework));
   // Issue 15's settings, written only when set so that earlier reports' identities stay valid.
+  // Issue 37's: written only when not 1.13's defaults.
+  if (s.training.torch_version != "1.13") line("training.torch_version", s.training.torch_version);
+  if (s.training.optimizer_impl != "default") line("training.optimizer_impl", s.training.optimizer_impl);
   if (s.training.activation_checkpointing) line("training.activation_checkpointing", "true");
   if (s.training.gradient_clipping > 0) num("training.gradient_clipping", s.training.gradient_clipping);
   if (s.training.loss_scale > 0) num("training.loss_scale", s.training.loss_scale);

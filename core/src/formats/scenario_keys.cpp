@@ -255,6 +255,24 @@ std::vector<KeyRow> training_rows() {
                  "whose code runs the step (its fixed per-step work; see \"The model\"); deepspeed with a "
                  "`<deepspeed>` config",
                  [](R& x, const std::string& v) { x.s.training.framework = parse_framework(v); }),
+      choice_row(
+          "training.torch_version", "1.13", torch_version_names(),
+          "framework ddp: the PyTorch version whose step is modelled (its optimizer default, zero_grad "
+          "and clip_grad_norm_; see \"The model\")",
+          field(&Scenario::training, &TrainingSpec::torch_version)),
+      choice_row("training.optimizer_impl", "default", {"default", "per-tensor", "foreach", "fused"},
+                 "framework ddp: how torch.optim runs the optimizer (default: the PyTorch version's, "
+                 "per-tensor in 1.13, foreach in 2.x)",
+                 [](R& x, const std::string& v) {
+                   x.s.training.optimizer_impl = v;
+                   if (v == "fused" && x.s.training.optimizer == "sgd")
+                     x.r.fail("training.optimizer_impl", "fused is modelled for adamw and adam, not sgd");
+                   if (v == "fused" && x.s.training.optimizer == "adamw" &&
+                       !torch_version(x.s.training.torch_version).fused_adamw)
+                     x.r.fail("training.optimizer_impl",
+                              fmt::format("PyTorch {} has no fused AdamW (AdamW(fused=True) arrived in 2.0)",
+                                          x.s.training.torch_version));
+                 }),
       boolean_row("training.activation_checkpointing", false,
                   "checkpoint every encoder block: only block inputs stay in memory, backward runs each "
                   "block's forward "

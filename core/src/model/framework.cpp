@@ -22,10 +22,10 @@ const std::vector<FrameworkInfo>& frameworks() {
        "its engine's step: host syncs, flattened gradients in one bucket (ZeRO-0), FusedAdam, the fp16 "
        "overflow checks, ZeRO's partitioned optimizer and collectives; with a `<deepspeed>` config"},
       {Framework::Ddp, "ddp",
-       "PyTorch 1.13 DistributedDataParallel (Reducer, gradient_as_bucket_view off), torch.optim.AdamW",
-       "each gradient copied into its bucket scaled by 1/world and back, the per-tensor AdamW loop (9 "
-       "kernels "
-       "a tensor), zero_ per tensor"}};
+       "PyTorch DistributedDataParallel (Reducer, gradient_as_bucket_view off), torch.optim.AdamW: 1.13, or "
+       "2.0-2.5 by training.torch_version",
+       "each gradient copied into its bucket scaled by 1/world and back; 1.13: the per-tensor AdamW loop (9 "
+       "kernels a tensor), zero_ per tensor; 2.x: foreach AdamW (or fused), gradients set to None"}};
   return r;
 }
 
@@ -58,8 +58,6 @@ DeepSpeedPath deepspeed_path(Precision p, int zero_stage) {
   return p == Precision::BF16 ? DeepSpeedPath::Bf16Optimizer : DeepSpeedPath::Zero0;
 }
 
-namespace {
-
 // The optimizer's arithmetic over `n` parameters, as separate elementwise kernels over fp32 tensors
 // (one group of kernels per tensor in `launch_groups`): torch.optim's single-tensor AdamW/Adam/SGD
 // (PyTorch 1.13) and vitsim's flat optimizer run the same kernels, vitsim's once over one flat buffer.
@@ -76,8 +74,6 @@ void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int la
   const double bytes = kind == "adamw" ? 92 : 92 - 8 + 12;
   s.mem(kind, n * bytes, 9 * launch_groups);
 }
-
-}  // namespace
 
 // A fused multi-tensor Adam (DeepSpeed FusedAdam, csrc/adam/multi_tensor_apply.cuh): one pass reading
 // p, g, m, v and writing p, m, v; a launch per chunk list (65536-element chunks, at most 320 blocks and
@@ -96,7 +92,6 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
   const int n = std::max(1, in.dp_ranks);
   const double part = in.zero_stage >= 1 ? 1.0 / n : 1.0;
   const double Pp = P * part;  // parameters this rank's optimizer updates
-  const int nt_p = std::max(1, static_cast<int>(std::ceil(nt * part)));
   StepBuilder s;
   switch (in.framework) {
     case Framework::Vitsim:
@@ -112,21 +107,9 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
       s.mem("zero_grad", P * 4);
       break;
     case Framework::Ddp:
-      // torch/csrc/distributed/c10d/reducer.cpp (1.13, gradient_as_bucket_view=False): each gradient is
-      // copied into its bucket scaled by 1/world (mark_variable_ready_dense: one mul_out per tensor) and
-      // copied back after the all-reduce (copy_bucket_to_grad); then torch.optim.AdamW's single-tensor
-      // loop (9 kernels a tensor) and zero_grad (set_to_none=False in 1.13: a zero_ per tensor).
-      if (n > 1) {
-        s.mem("bucket_copy_in", P * (4 + 4), nt);
-        s.mem("bucket_copy_out", P * (4 + 4), nt);
-      }
-      // torch.nn.utils.clip_grad_norm_ (1.13): a norm per tensor, stack + norm, a mul_ per tensor (no sync).
-      if (in.gradient_clipping > 0) {
-        s.mem("clip_grad_norm", P * 4, nt + 2);
-        s.mem("clip_grad_scale", P * (4 + 4), nt);
-      }
-      unfused_optimizer(s, in.optimizer, Pp, nt_p);
-      s.mem("zero_grad", P * 4, nt);
+      // PyTorch DDP at the scenario's training.torch_version (framework_torch.cpp): 1.13, the default, is
+      // the bucket copies, torch.optim's single-tensor loop (9 kernels a tensor) and a zero_ per tensor.
+      ddp_step(s, tensors, in);
       break;
     case Framework::DeepSpeed: {
       if (deepspeed_path(in.precision, in.zero_stage) != DeepSpeedPath::Zero0) {

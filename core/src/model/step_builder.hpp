@@ -20,6 +20,15 @@ struct StepBuilder {
 // `grad_bytes` wide (framework.cpp).
 void fused_adam(StepBuilder& s, double n, double grad_bytes, double extra_write_bytes);
 
+// The optimizer's arithmetic as separate elementwise kernels, one group per tensor in `launch_groups`
+// (framework.cpp).
+void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int launch_groups);
+
+// PyTorch DDP's step at in.torch_version (framework_torch.cpp); `tensors` is parameter_tensors(w.model).
+void ddp_step(StepBuilder& s, const std::vector<double>& tensors, const StepInputs& in);
+// The optimizer implementation a ddp step runs: the scenario's, else its PyTorch version's default.
+OptimizerImpl ddp_optimizer_impl(const StepInputs& in);
+
 // DeepSpeed's step for ZeRO-0 in bf16 (BF16_Optimizer) and ZeRO 1, 2 and 3, at v0.14.4
 // (framework_deepspeed.cpp); `tensors` is parameter_tensors(w.model).
 void deepspeed_partitioned_step(StepBuilder& s, const std::vector<double>& tensors, const StepInputs& in);

@@ -216,6 +216,7 @@ GpuFacts gpu_facts(const Props& p, const Origin& where) {
   g.sync_overhead = r.quantity(prop("gpu_sync_overhead"));
   g.host_op_overhead = r.quantity(prop("host_op_overhead"));
   g.reserved_bytes = r.quantity(prop("gpu_reserved"));
+  g.step_cv = r.number(prop("gpu_step_cv"));
   read_power(r, g);
   if (const auto* kind = r.get("device_kind")) {
     if (*kind == "gpu")

@@ -33,6 +33,10 @@ StepStats step_stats(std::vector<double> v) {
   return s;
 }
 
+double breakdown_sum_s(const Breakdown& b) {
+  return b.data + b.h2d + b.compute_fwd + b.compute_bwd + b.optimizer + b.comm_exposed + b.straggler_wait;
+}
+
 double gpu_busy_s(const Breakdown& b) {
   return b.compute_fwd + b.compute_bwd + b.optimizer + b.comm_exposed;
 }
@@ -42,7 +46,8 @@ std::string bound_of(const Breakdown& b) {
                                             {b.comm_exposed, "exposed_comm"},
                                             {b.data, "data"},
                                             {b.h2d, "h2d"},
-                                            {b.optimizer, "optimizer"}};
+                                            {b.optimizer, "optimizer"},
+                                            {b.straggler_wait, "straggler_wait"}};
   auto best = std::max_element(std::begin(terms), std::end(terms),
                                [](auto& a, auto& c) { return a.first < c.first; });
   return best->second;
@@ -96,10 +101,10 @@ std::string csv_figures(const ReportPoint& p) {
   const Breakdown& b = p.breakdown_s;
   return fmt::format(
       "{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},"
-      "{:.9g},{},{:.0f},{},{},{},{},{},{},{}",
+      "{:.9g},{:.9g},{},{:.0f},{},{},{},{},{},{},{}",
       p.nodes, p.gpus, p.micro_batch, p.grad_accum, p.global_batch, p.steps_per_epoch, p.step_time_s.mean,
       p.step_time_s.p50, p.step_time_s.p95, b.data, b.h2d, b.compute_fwd, b.compute_bwd, b.optimizer,
-      b.comm_total, b.comm_exposed, p.epoch_time_s, p.throughput_img_s,
+      b.comm_total, b.comm_exposed, b.straggler_wait, p.epoch_time_s, p.throughput_img_s,
       p.scaling_efficiency < 0 ? std::string() : fmt::format("{:.6g}", p.scaling_efficiency),
       p.memory_per_gpu_bytes, p.fits_in_memory ? "true" : "false", p.bound,
       p.model_flops > 0 ? fmt::format("{:.6g}", p.tflops_per_gpu()) : std::string(),
@@ -119,7 +124,7 @@ std::string csv_failed_row(const std::vector<std::string>& keys, const FailedPoi
     return it == f.params.end() ? std::string() : it->second;
   };
   std::string out = csv_params(keys, f.params) + param("nodes") + "," + param("gpus") + "," +
-                    param("micro_batch") + "," + param("grad_accum") + std::string(23, ',');
+                    param("micro_batch") + "," + param("grad_accum") + std::string(24, ',');
   if (totals) out += ",,,,,";
   out += std::string(interval_cells, ',');
   return out + "," + csv_cell(f.reason) + "\n";
@@ -139,7 +144,8 @@ std::string report_to_csv(const Report& r) {
   for (const auto& k : keys) out += csv_cell(k) + ",";
   out +=
       "nodes,gpus,micro_batch,grad_accum,global_batch,steps_per_epoch,step_mean_s,step_p50_s,step_p95_s,"
-      "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,epoch_time_s,"
+      "data_s,h2d_s,compute_fwd_s,compute_bwd_s,optimizer_s,comm_total_s,comm_exposed_s,straggler_wait_s,"
+      "epoch_time_s,"
       "throughput_img_s,scaling_efficiency,memory_per_gpu_bytes,fits_in_memory,bound,tflops_per_gpu,mfu,hfu,"
       "energy_kwh_per_epoch,energy_cost_per_epoch";
   if (totals) out += ",epochs,total_time_s,gpu_hours,total_cost,total_kwh";
@@ -282,8 +288,11 @@ std::string report_to_table(const Report& r) {
   const std::vector<std::string> keys = param_columns(r.points, kShownByFixedColumns, false);
   std::vector<std::vector<std::string>> rows(1);
   for (const auto& k : keys) rows[0].push_back(param_column_head(k));
-  for (const char* h : {"nodes", "gpus", "micro", "accum", "step", "compute", "data+h2d", "comm", "exposed",
-                        "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"})
+  // step = compute + optimizer + data+h2d + exposed + straggler wait (breakdown_sum_s); comm is in flight,
+  // most of it under the backward, and adds only its exposed part.
+  for (const char* h :
+       {"nodes", "gpus", "micro", "accum", "step", "compute", "optimizer", "data+h2d", "comm", "exposed",
+        "straggler wait", "epoch", "img/s", "eff", "TFLOP/s", "MFU", "mem/GPU", "fits", "bound"})
     rows[0].push_back(h);
   // --interval: its column right after the epoch's (core/src/results/report_interval.hpp).
   const auto epoch_column = std::find(rows[0].begin(), rows[0].end(), "epoch") - rows[0].begin();
@@ -294,8 +303,9 @@ std::string report_to_table(const Report& r) {
     for (std::string v :
          {std::to_string(p.nodes), std::to_string(p.gpus), std::to_string(p.micro_batch),
           std::to_string(p.grad_accum), units::format_time(p.step_time_s.mean),
-          units::format_time(b.compute_fwd + b.compute_bwd), units::format_time(b.data + b.h2d),
-          units::format_time(b.comm_total), units::format_time(b.comm_exposed),
+          units::format_time(b.compute_fwd + b.compute_bwd), units::format_time(b.optimizer),
+          units::format_time(b.data + b.h2d), units::format_time(b.comm_total),
+          units::format_time(b.comm_exposed), units::format_time(b.straggler_wait),
           units::format_time(p.epoch_time_s), fmt::format("{:.1f}", p.throughput_img_s),
           p.scaling_efficiency < 0 ? std::string("-") : fmt::format("{:.0f}%", 100 * p.scaling_efficiency),
           p.model_flops > 0 ? fmt::format("{:.1f}", p.tflops_per_gpu()) : std::string("-"),

@@ -48,6 +48,10 @@ constexpr std::pair<const char*, double Breakdown::*> kBreakdownMembers[] = {
     {"comm_exposed", &Breakdown::comm_exposed}};
 const auto kBreakdownFields = [](auto& io, auto& b) {
   for (const auto& [key, member] : kBreakdownMembers) io.number(key, b.*member, non_negative("a time"));
+  // Written where a straggler wait was modelled (issue 37); a report without it (the trainer's, older ones)
+  // has none.
+  if (io.present(b.straggler_wait > 0, {"straggler_wait"}))
+    io.number("straggler_wait", b.straggler_wait, non_negative("a time"));
 };
 
 constexpr std::pair<const char*, double MemoryBreakdown::*> kMemoryMembers[] = {
@@ -164,7 +168,7 @@ const auto kSensitivityFields = [](auto& io, auto& s) {
   io.number("epoch_at_high_s", s.epoch_at_high_s, non_negative("an epoch time"));
 };
 
-const char* const kBounds[] = {"compute", "exposed_comm", "data", "h2d", "optimizer"};
+const char* const kBounds[] = {"compute", "exposed_comm", "data", "h2d", "optimizer", "straggler_wait"};
 constexpr long long kMaxCount = 1LL << 31;  // nodes, GPUs, micro-batch, accumulation: an int
 constexpr long long kMaxLong = std::numeric_limits<long long>::max();
 
@@ -348,8 +352,9 @@ void check_point(const JsonField& f, const ReportPoint& p, bool measured) {
                             p.memory_per_gpu_bytes, sum));
   }
   if (std::find(std::begin(kBounds), std::end(kBounds), p.bound) == std::end(kBounds))
-    f.at("bound").fail(fmt::format("unknown bound '{}'; valid: compute, exposed_comm, data, h2d, optimizer",
-                                   p.bound.size() > 40 ? p.bound.substr(0, 40) + "..." : p.bound));
+    f.at("bound").fail(
+        fmt::format("unknown bound '{}'; valid: compute, exposed_comm, data, h2d, optimizer, straggler_wait",
+                    p.bound.size() > 40 ? p.bound.substr(0, 40) + "..." : p.bound));
   if (p.bound != bound_of(p.breakdown_s))
     f.at("bound").fail(
         fmt::format("\"{}\", but the breakdown's largest term is {}", p.bound, bound_of(p.breakdown_s)));

@@ -51,6 +51,10 @@ double sync_wait_s(const SyncCalibration& sync, double compute_s, int ranks) {
   return sync.fixed_s + sync.per_compute * compute_s * scale;
 }
 
+double straggler_wait_s(double cv, double compute_s, int ranks) {
+  return ranks <= 1 ? 0 : cv * compute_s * expected_max_normal(ranks);
+}
+
 std::vector<LayerTimes> op_layer_times(const Workload& w, int b, const OpOptions& o, const DeviceFigures& d) {
   const std::vector<Op> ops = pass_ops(w, b, o);
   const Timeline tl = run_ops(ops, d);

@@ -118,6 +118,12 @@ class StepBuilder {
         add({Kind::LayerEnd, Pass::Backward, layer});
       }
       if (!reduce_now) continue;
+      // The slowest rank's lag: its last bucket (and the reductions after it) start that much later.
+      if (boundary && k + 1 == s_.grad_buckets.size() && s_.straggler_wait_s > 0) {
+        StepAction a{Kind::StragglerWait};
+        a.seconds = s_.straggler_wait_s;
+        add(a);
+      }
       const StepJob job{bk.bytes, op, static_cast<int>(k), nullptr};
       if (!s_.overlap) {
         held.push_back(job);

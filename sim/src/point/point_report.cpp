@@ -43,8 +43,8 @@ Breakdown rank_breakdown(const RankState& rs, const Window& win) {
       if (static_cast<size_t>(i) < rs.step_comm.size()) b.comm_total += rs.step_comm[i];
     }
   }
-  for (double* v :
-       {&b.data, &b.h2d, &b.compute_fwd, &b.compute_bwd, &b.optimizer, &b.comm_total, &b.comm_exposed})
+  for (double* v : {&b.data, &b.h2d, &b.compute_fwd, &b.compute_bwd, &b.optimizer, &b.comm_total,
+                    &b.comm_exposed, &b.straggler_wait})
     *v /= win.counted;
   return b;
 }
@@ -69,6 +69,7 @@ void rank_reports(const PointRun& run, const Window& win, ReportPoint& p) {
     mean.optimizer += b.optimizer / n;
     mean.comm_total += b.comm_total / n;
     mean.comm_exposed += b.comm_exposed / n;
+    mean.straggler_wait += b.straggler_wait / n;
     p.per_rank.push_back(std::move(rr));
   }
   p.breakdown_s = mean;

@@ -109,6 +109,10 @@ ComputeInputs compute_inputs(const Scenario& s) {
   in.step = StepInputs{s.training.framework, s.training.precision,         s.training.optimizer, s.dp_ranks(),
                        s.parallel.zero,      s.training.gradient_clipping, s.training.loss_scale};
   in.step.grad_accum = s.training.grad_accum;
+  in.step.torch_version = s.training.torch_version;
+  if (s.training.optimizer_impl == "per-tensor") in.step.optimizer_impl = OptimizerImpl::PerTensor;
+  if (s.training.optimizer_impl == "foreach") in.step.optimizer_impl = OptimizerImpl::Foreach;
+  if (s.training.optimizer_impl == "fused") in.step.optimizer_impl = OptimizerImpl::Fused;
   in.step.grad_buckets = static_cast<int>(gradient_buckets(s).size());
   in.step.overlap = s.parallel.overlap;
   in.step.offload_optimizer = offloads_optimizer(s.parallel.offload_optimizer, s.parallel.zero);

@@ -128,6 +128,13 @@ class ComputeActor {
           span(TraceTrack::Compute, kTraceCommWait, t0, clk_.now());
           break;
         }
+        case Kind::StragglerWait: {
+          const double t0 = clk_.now();
+          clk_.advance(a.seconds);
+          b.straggler_wait += a.seconds;
+          span(TraceTrack::Compute, kTraceStragglerWait, t0, clk_.now());
+          break;
+        }
         case Kind::Submit:
           if (r_.comm) clk_.flush();
           submit(&step.jobs[static_cast<size_t>(a.job)]);

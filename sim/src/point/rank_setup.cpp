@@ -109,6 +109,19 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const NodeFacts& node,
                                       expected_max_normal(shape.ranks) / expected_max_normal(sy->ranks),
                                       shape.ranks, shape.ranks, sy->ranks)
                         : std::string()));
+  } else if (shape.ranks > 1 && g.step_cv > 0) {
+    // Stragglers (docs/model.md "Stragglers"): each rank's step compute varies with coefficient of variation
+    // gpu_step_cv, independently from rank to rank (an assumption: normal draws); the sync waits for the
+    // slowest of the step's ranks, E[max of N] = mu (1 + cv e_N), e_N = expected_max_normal(N).
+    double compute = 0;
+    for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
+    compute *= shape.grad_accum;
+    sh.straggler_wait_s = straggler_wait_s(g.step_cv, compute, shape.ranks);
+    // One line for every point of a sweep (the wait itself is the table's column).
+    notes.push_back(fmt::format(
+        "stragglers on {}: gpu_step_cv {:.3g}: each step waits cv x forward + backward x E[max of N normals] "
+        "for the slowest of its N ranks (the straggler wait; calibrate's step phase measures it instead)",
+        g.model, g.step_cv));
   }
   d.step = step_actions(sh);
   const OpModelCalibration* fitted = calib ? calib->op_model(g.model, in.precision) : nullptr;

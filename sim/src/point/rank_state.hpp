@@ -78,6 +78,7 @@ inline void add_step(Breakdown& sum, const Breakdown& step) {
   sum.compute_bwd += step.compute_bwd;
   sum.optimizer += step.optimizer;
   sum.comm_exposed += step.comm_exposed;
+  sum.straggler_wait += step.straggler_wait;
 }
 
 struct RankState {

@@ -52,6 +52,10 @@ struct TrainingSpec {
   // Whose code runs the step (its fixed per-step work, core/model/framework.hpp): a <deepspeed> config sets
   // deepspeed.
   Framework framework = Framework::Vitsim;
+  // framework ddp: the PyTorch version whose step is modelled (core/model/framework.hpp torch_versions())
+  // and how torch.optim runs the optimizer ("default": the version's; "per-tensor", "foreach", "fused").
+  std::string torch_version = "1.13";
+  std::string optimizer_impl = "default";
   // Activation checkpointing of every encoder block (torch.utils.checkpoint / deepspeed.checkpointing):
   // only each block's input is kept; backward runs the block's forward again first.
   bool activation_checkpointing = false;

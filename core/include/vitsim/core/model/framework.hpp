@@ -2,6 +2,7 @@
 // The fixed work of one optimizer step as a framework's code does it, as ops (core/model/ops.hpp): gradient
 // averaging and flattening around the all-reduce, the optimizer, overflow checks and their host syncs,
 // zeroing gradients. Which functions each cost comes from: docs/model.md, docs/sources.md.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,32 @@ struct FrameworkInfo {
 };
 const std::vector<FrameworkInfo>& frameworks();  // in the enum's order
 
+// How torch.optim runs the optimizer's arithmetic (framework ddp): one group of kernels per tensor
+// (`_single_tensor_*`, PyTorch 1.13's default), multi-tensor `_foreach_*` kernels (`_multi_tensor_*`, the
+// default from PyTorch 2.0 when every parameter is on CUDA: optimizer.py `_default_to_fused_or_foreach`), or
+// one fused kernel (`fused=True`, `_fused_adamw`). torch/optim/adamw.py; docs/model.md "PyTorch versions".
+enum class OptimizerImpl { PerTensor, Foreach, Fused };
+const char* optimizer_impl_name(OptimizerImpl i);  // "per-tensor", "foreach", "fused"
+
+// The PyTorch versions the ddp framework model knows, each with its optimizer default and its zero_grad
+// (set_to_none, the default from 2.0: no kernels); training.torch_version takes one of the names.
+struct TorchVersion {
+  const char* name;            // "1.13", "2.0", ...
+  OptimizerImpl default_impl;  // what torch.optim picks with foreach=None, fused=None on CUDA
+  bool zero_grad_set_to_none;  // Optimizer.zero_grad's default
+  bool foreach_clip;           // clip_grad_norm_ with foreach kernels (2.0 on)
+  bool fused_adamw;            // AdamW(fused=True) exists (2.0 on)
+};
+const std::vector<TorchVersion>& torch_versions();
+std::vector<std::string> torch_version_names();
+const TorchVersion& torch_version(const std::string& name);  // throws Error listing the known names
+
+// Kernel launches of one `_foreach_*` or fused op over tensors of `elements` each at list depth `depth`
+// (the lists it reads and writes), as PyTorch's multi_tensor_apply packs them
+// (aten/src/ATen/native/cuda/MultiTensorApply.cuh: chunks of 65,536 elements, at most 320 blocks and
+// depth_to_max_tensors {110, 64, 48, 36, 30} tensors a launch).
+int multi_tensor_launches(const std::vector<double>& elements, int depth);
+
 // Element counts of the model's parameter tensors, in registration order (torchvision's ViT: conv
 // weight and bias, class token, position embedding, 12 per block, final LayerNorm, head): 12 depth + 8.
 std::vector<double> parameter_tensors(const ViTConfig& m);
@@ -32,17 +59,19 @@ std::vector<double> parameter_tensors(const ViTConfig& m);
 struct StepInputs {
   Framework framework = Framework::Vitsim;
   Precision precision = Precision::FP32;
-  std::string optimizer = "adamw";  // adamw, adam, sgd
-  int dp_ranks = 1;                 // gradients are averaged over these (no averaging work at 1)
-  int zero_stage = 0;               // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
-  double gradient_clipping = 0;     // > 0: the gradients' global norm, then a scale when above it
-  double loss_scale = 0;            // fp16: 0 = dynamic, > 0 static (see step_ops)
-  int grad_accum = 1;               // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
-  int grad_buckets = 1;             // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
-  bool overlap = false;             // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
+  std::string optimizer = "adamw";     // adamw, adam, sgd
+  int dp_ranks = 1;                    // gradients are averaged over these (no averaging work at 1)
+  int zero_stage = 0;                  // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
+  double gradient_clipping = 0;        // > 0: the gradients' global norm, then a scale when above it
+  double loss_scale = 0;               // fp16: 0 = dynamic, > 0 static (see step_ops)
+  int grad_accum = 1;                  // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
+  int grad_buckets = 1;                // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
+  bool overlap = false;                // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
   // DeepSpeed ZeRO-Offload of the optimizer in use (offload.hpp offloads_optimizer): the fp32 partition's
   // flatten, unscale and Adam run on the host (OffloadStep), not as GPU kernels.
   bool offload_optimizer = false;
+  std::string torch_version = "1.13";  // framework ddp: torch_versions()
+  std::optional<OptimizerImpl> optimizer_impl;  // framework ddp: nullopt = the version's default
 };
 
 // Which optimizer wrapper DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, v0.14.4): ZeRO-0

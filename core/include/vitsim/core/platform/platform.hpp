@@ -54,7 +54,11 @@ struct GpuFacts {
   double power_busy_w =
       0;  // gpu_power_busy ("700W"): drawn while a kernel runs (core/model/energy.hpp); 0 = not stated
   double power_idle_w =
-      0;              // gpu_power_idle: drawn otherwise; stated together with gpu_power_busy, not above it
+      0;  // gpu_power_idle: drawn otherwise; stated together with gpu_power_busy, not above it
+  // gpu_step_cv [0, 1): the coefficient of variation of a rank's step compute (forward + backward) from
+  // rank to rank and step to step; the synchronous step waits for the slowest of its ranks (sim/src/point/
+  // rank_setup.cpp, docs/model.md "Stragglers"). 0 = ranks in lockstep.
+  double step_cv = 0;
   bool async = true;  // device_kind: "gpu" (ops queued asynchronously) or "cpu" (false: ops run on the host)
   // What NCCL's tuner reads (sim/src/collectives/nccl_platform.cpp), each as the file states it or, where it
   // does not, from gpu_model's catalogue entry (data/catalogue.json); empty or 0 where neither says.

@@ -29,7 +29,13 @@ struct Breakdown {
   double optimizer = 0;
   double comm_total = 0;    // time collectives were in flight
   double comm_exposed = 0;  // part of it nothing else overlapped (the rank waited)
+  // Waiting at the gradient sync for the expected slowest rank (the platform's gpu_step_cv; docs/model.md
+  // "Stragglers"); apart from comm_exposed. The step is the sum of every term but comm_total.
+  double straggler_wait = 0;
 };
+// The breakdown's terms that add up to the step: data + h2d + forward + backward + optimizer + exposed
+// communication + straggler wait.
+double breakdown_sum_s(const Breakdown& b);
 // Seconds per step one GPU is busy, from its breakdown (core/model/energy.hpp says what counts as busy):
 // forward, backward, the optimizer step and exposed communication.
 double gpu_busy_s(const Breakdown& b);

@@ -41,6 +41,7 @@ inline constexpr const char* kTraceRingFlow = "ring";                 // the flo
 inline constexpr const char* kTraceOptimizer = "optimizer";
 inline constexpr const char* kTraceDataWait = "data wait";
 inline constexpr const char* kTraceH2D = "h2d";
+inline constexpr const char* kTraceStragglerWait = "straggler wait";  // waiting for the slowest rank
 inline constexpr const char* kTraceCommWait = "comm wait";  // the compute stream waiting for collectives
 
 using TraceArgs = std::vector<std::pair<std::string, double>>;

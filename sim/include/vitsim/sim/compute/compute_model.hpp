@@ -58,6 +58,12 @@ double expected_max_normal(int n);
 // further; an assumption beyond the measured count: independent, normal jitter). 0 for one rank.
 double sync_wait_s(const SyncCalibration& sync, double compute_s, int ranks);
 
+// The expected wait of a synchronous step for its slowest rank (StepShape::straggler_wait_s): each of
+// `ranks` ranks' step compute a normal draw of mean `compute_s` and coefficient of variation `cv`, the
+// slowest expected at compute_s (1 + cv e_N), e_N = expected_max_normal(ranks): cv x compute_s x e_N.
+// 0 for one rank. docs/model.md "Stragglers".
+double straggler_wait_s(double cv, double compute_s, int ranks);
+
 // The op model's figures of a platform GPU at a precision (peak of that precision's GEMMs).
 DeviceFigures device_figures(const GpuFacts& g, Precision p);
 

@@ -53,6 +53,10 @@ struct StepShape {
   // Waiting at the step's gradient sync beyond the collective (calibrate's step phase, compute_model.hpp
   // sync_wait_s): exposed communication before the sync's collectives, once a step.
   double sync_wait_s = 0;
+  // The expected lag of the slowest rank at the step's gradient sync (the platform's gpu_step_cv, where
+  // calibrate's step phase did not measure the wait: rank_setup.cpp): the rank's last gradient bucket is
+  // ready that much later, once a step.
+  double straggler_wait_s = 0;
   int zero = 0;  // ZeRO stage
   int sp = 1;    // patch (sequence) parallelism degree
   bool overlap = false;
@@ -78,6 +82,8 @@ struct StepAction {
     WaitOne,   // flush, wait for the oldest submitted collective (breakdown: exposed communication)
     AllToAll,  // flush, a Ulysses all-to-all of `tensors` activation tensors (breakdown: exposed
                // communication)
+    StragglerWait,  // `seconds` on the compute stream before the last bucket's reduction: the slowest rank's
+                    // lag (breakdown: straggler_wait)
     CommWaitStart,  // flush, start the backward's wait for its collectives (trace: "comm wait")
     CommWaitEnd,    // wait for every submitted collective since CommWaitStart's time (breakdown: exposed)
     CommWaitNone,   // a zero-length "comm wait": every reduction was already done
