@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
 #include "vitsim/core/results/nccl_table.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
@@ -24,6 +25,7 @@ struct CollectiveArgs {
   std::string min_bytes = "8", max_bytes = "8G", step_bytes;
   long long step_factor = 2;
   std::string func = "all_reduce";
+  std::string max_memory;
   std::string format = "table";
   std::string out;
   bool quiet = false;
@@ -122,6 +124,14 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
        "with --collective auto: NCCL_MAX_NCHANNELS, at most this many channels for rings and trees, as "
        "nccl.max_channels (default: NCCL's)")
       ->check(CLI::Range(0, 64));
+  c->add_option(
+       "--max-memory", a.max_memory,
+       "the memory the simulation may take, with a unit (32GiB), as predict's simulation.max_memory: "
+       "past the estimate vitsim refuses before building anything (default: half of this machine's "
+       "memory, or 90% of ulimit -v)")
+      ->check(checked_by(
+          [](const std::string& t) { (void)units::parse(t, units::Kind::Bytes, units::positive()); },
+          "SIZE"));
   c->add_option("--format", a.format, "output format (default: table)")
       ->check(CLI::IsMember({"table", "json"}));
   c->add_option("--out", a.out, "write the output to this file instead of stdout");
@@ -164,6 +174,8 @@ void add_collective(CLI::App& cli, Action& action) {
       args->bench.sweep = sweep_of(*args, c);
       args->bench.func = nccl_test(args->func);
       args->bench.progress = !args->quiet;
+      if (!args->max_memory.empty())
+        args->bench.max_memory = units::parse(args->max_memory, units::Kind::Bytes, units::positive());
       // Before any work: the output writable and not the platform.
       check_output_paths({{args->out, "--out"}}, {{args->bench.platform, "the platform"}});
       const NcclTable t = sim::run_collective_bench(args->bench);

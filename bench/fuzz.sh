@@ -80,6 +80,17 @@ printf '\x01[]' >"$b/corpus/measured/c"
 mkdir -p "$b/corpus/units"; printf '12GBps' >"$b/corpus/units/a"; printf '5us' >"$b/corpus/units/b"; printf '16GiB' >"$b/corpus/units/c"
 mkdir -p "$b/corpus/calibration"
 sed -n '/^```json$/,/^```$/p' "$here/docs/calibrate-validate.md" | sed '1d;$d' | head -n 30 >"$b/corpus/calibration/readme-example.json"
+# Issue 39: the shipped calibrations, and one with spans and an occupancy factor at the plausible ends, so the
+# harness starts next to the bounds its invariant checks (fuzz_inputs.cpp, target 3).
+seed calibration "$here"/platforms/local/*.json
+python3 - "$here/platforms/local/calibrated.json" "$b/corpus/calibration/spans-at-bounds.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for d in c["devices"]:
+    d["spans"] = {"compute": {"low": 0.001, "high": 100, "why": "seed"}}
+    d["occupancy"] = {"busy_ranks": 2, "alone_factor": 10}
+json.dump(c, open(sys.argv[2], "w"))
+PY
 # Dataset readers: small valid IDX (plain, gzip), CIFAR-10/100, PNG and JPEG files from fuzz_seeds.
 [ -x "$b/fuzz/fuzz_seeds" ] && "$b/fuzz/fuzz_seeds" "$b/corpus"
 mkdir -p "$b/corpus/report"

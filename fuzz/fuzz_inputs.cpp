@@ -263,12 +263,30 @@ void run(const uint8_t* data, size_t size) {
   if (f.sweeps.size() <= 3) expand(f);
 #elif VITSIM_FUZZ_TARGET == 2        // platform facts
   write(data, size);
-  read_platform_facts(scratch());
+  // What the platform reader accepts is plausible, values and ranges alike (issue 39 items 13 and 23).
+  for (const auto& [host, g] : read_platform_facts(scratch()).gpu)
+    if (!units::is_plausible(g.mem_bw, units::Kind::Bandwidth) ||
+        !units::is_plausible(g.mem_bytes, units::Kind::Bytes))
+      __builtin_trap();
 #elif VITSIM_FUZZ_TARGET == 3        // calibration files, with the interpolation they feed
   write(data, size);
   Calibration c = read_calibration(scratch());
   for (const auto& d : c.devices)
     for (int b : {1, 7, 64, 100000}) interpolate(d, b);
+  // What the reader accepts is plausible (issue 39: one bound per kind, units::plausible): a figure past it
+  // is a finding.
+  for (const auto& d : c.devices) {
+    const units::Range factor = units::plausible_factor();
+    if (!units::is_plausible(d.peak_flops, units::Kind::Flops) ||
+        !units::is_plausible(d.mem_bw, units::Kind::Bandwidth) ||
+        (!d.compute_span.empty() && !(d.compute_span.low >= factor.lo && d.compute_span.high <= factor.hi)) ||
+        (d.occupancy_busy_ranks > 0 && !(d.occupancy_alone_factor >= factor.lo)))
+      __builtin_trap();
+    for (const auto& p : d.points)
+      if (!units::is_plausible(p.fwd_s, units::Kind::Time) ||
+          !units::is_plausible(p.bwd_s, units::Kind::Time))
+        __builtin_trap();
+  }
 #elif VITSIM_FUZZ_TARGET == 4        // DeepSpeed configs
   write(data, size);
   read_deepspeed_config(scratch());

@@ -75,9 +75,13 @@ PlanKind resolve_plan_kind(const PlanResult& plan, PlanKind requested) {
                                                        : PlanKind::Pareto;
   if (k == PlanKind::Memory && values_of(plan, "model.image_size").size() < 2)
     throw Error("plan plot 'memory' needs a plan that sweeps model.image_size");
-  if (k != PlanKind::Memory && feasible == 0) throw Error("the plan has no feasible point to plot");
+  // A shard first: its points are unranked (rank 0), which read as "no feasible point" (issue 39 item 28).
   if (!plan.ranked)
-    throw Error("the plan is a shard's unranked points: merge it first (vitsim plan --merge)");
+    throw Error(
+        fmt::format("{}the plan is shard {}/{}'s unranked points: merge the shards first (vitsim plan "
+                    "--merge)",
+                    plan.origin.empty() ? "" : plan.origin + ": ", plan.shard_index, plan.shard_count));
+  if (k != PlanKind::Memory && feasible == 0) throw Error("the plan has no feasible point to plot");
   return k;
 }
 

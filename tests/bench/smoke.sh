@@ -13,6 +13,7 @@ case "$name" in
   predict_scale) args=("$vitsim") want='^8 GPUs \(1 nodes\), 20 steps +median +[0-9.]+ s' ;;
   predict_flat_scale) args=("$vitsim") want='^ +512 GPUs \( +64 nodes\): wall median +[0-9.]+ s' ;;
   interval_cost) args=("$vitsim") want='^ +1 nodes: .* with --interval [0-9.]+ s' ;;
+  collective_cost) args=("$vitsim") want='^ +16 ranks: +240 flows, peak memory [0-9.]+ MB' ;;
   plan_bench) args=("$vitsim") want='^80 points, all simulated, -j 2 +wall median +[0-9.]+ s' ;;
   fit_local) args=("$vitsim") want='^  held-out step-time MAPE [0-9.]+%; [0-9] of [0-9] held-out' ;;
   fit_cost) args=("$vitsim") want='^2 +default +1 +[0-9]+ +[0-9.]+ +[0-9.]+ ' ;;

@@ -77,6 +77,15 @@ std::string calib_device(const std::string& type, const std::string& points,
          R"(", "model": {"image_size": 32, "patch": 4, "channels": 3, "width": 192, "depth": 6, "heads": 3, "mlp_ratio": 4, "classes": 10}, "points": [)" +
          points + "]}";
 }
+// One device of vit_cifar_tiny (the scenario's model: its calibration is used) with `figures` (e.g.
+// "\"peak_flops\": 1e9, ") before its model and `tail` (e.g. an occupancy) after its points.
+std::string calib_with(const std::string& type, const std::string& figures, const std::string& points,
+                       const std::string& tail = "") {
+  return R"({"schema": "vitsim.calibration/2", "devices": [{"device_type": ")" + type +
+         R"(", "precision": "fp32", )" + figures +
+         R"("model": {"image_size": 32, "patch": 4, "channels": 3, "width": 192, "depth": 6, "heads": 3, "mlp_ratio": 2, "classes": 10}, "points": [)" +
+         points + "]" + tail + "}]}";
+}
 std::string calib(const std::string& devices) {
   return R"({"schema": "vitsim.calibration/2", "devices": [)" + devices + "]}";
 }
@@ -573,6 +582,134 @@ std::vector<BadInput> cases() {
         {"s.xml", scenario()}},
        S + " --calibration c.json",
        "vitsim: error: c.json: loaders[1]: a second loader for dataset 'cifar10' at resize 32"},
+      // --- 5b. one plausibility bound per figure kind (issue 39 items 1, 7, 13, 17, 18, 23, 24, 25) ---
+      {"plausible",
+       "a calibration of another GPU with peak_flops 1e-300 (SIGABRT in the fluid model)",
+       {{"c.json", calib_with("X", R"("peak_flops": 1e-300, "mem_bw": 1e-300, )", pt("16", 0.001, 0.002))},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('X'): peak_flops: 1e-300 FLOP/s is not a plausible speed "
+       "(expected "
+       "1Gf .. 1Ef)"},
+      {"plausible",
+       "a calibration of another GPU at 1 GFLOP/s (compute 0 ns for an 8 TFLOP/s GPU)",
+       {{"c.json", calib_with("X", R"("peak_flops": 1e9, "mem_bw": 1e12, )", pt("16", 0.001, 0.002))},
+        {"s.xml", scenario("", "nodes=\"1\" gpus_per_node=\"1\"")}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('X').peak_flops: forward + backward at micro-batch 16 come to 375 "
+       "ns "
+       "(scaled to G8Tf by its peak_flops 1e+09 and mem_bw 1e+12) for 1.201e+10 FLOP: 4e+03 x faster than "
+       "the "
+       "GPU's peak, the least the peak of G8Tf (8 TFLOP/s) allows is 1.50 ms; correct the calibration"},
+      {"plausible",
+       "an occupancy alone_factor of 0.1 (inside the range documented before; an internal MFU message)",
+       {{"c.json", calib_with("G8Tf", "", pt("16", 0.001, 0.002),
+                              R"(, "occupancy": {"busy_ranks": 2, "alone_factor": 0.1})")},
+        {"s.xml", scenario("", "nodes=\"1\" gpus_per_node=\"1\"")}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').occupancy.alone_factor: forward + backward at micro-batch "
+       "16 "
+       "come to 300.00 us (x0.1 with fewer busy ranks) for 1.201e+10 FLOP: 5.01 x faster than the GPU's "
+       "peak, "
+       "the least the peak of G8Tf (8 TFLOP/s) allows is 1.50 ms; correct the calibration"},
+      {"plausible",
+       "a compute span's low of 0.1 (inside its documented range; an internal MFU message)",
+       {{"c.json", calib_with("G8Tf", "", pt("16", 0.001, 0.002),
+                              R"(, "spans": {"compute": {"low": 0.1, "high": 1.2, "why": "t"}})")},
+        {"s.xml", scenario("", "nodes=\"1\" gpus_per_node=\"1\"")}},
+       S + " --calibration c.json --interval --samples 8 -j 1",
+       "vitsim: error: c.json: devices[0] ('G8Tf').spans.compute: forward + backward at micro-batch 16 come "
+       "to "
+       "330.76 us (x0.1103 as sampled from its spans.compute (low 0.1, high 1.2)) for 1.201e+10 FLOP: 4.54 x "
+       "faster than the GPU's peak, the least the peak of G8Tf (8 TFLOP/s) allows is 1.50 ms; correct the "
+       "calibration"},
+      {"plausible",
+       "a compute span's low of 1e-9",
+       {{"c.json", calib_with("G8Tf", "", pt("16", 0.001, 0.002),
+                              R"(, "spans": {"compute": {"low": 1e-9, "high": 1.2, "why": "t"}})")},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').spans.compute: low must be a factor in [0.001, 1] on the "
+       "figure kept, got 1e-09"},
+      {"plausible",
+       "a measured forward of 1e300 s",
+       {{"c.json", calib(calib_device("G8Tf", pt("16", 1e300, 0.002)))}, {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').points[0]: fwd_s: 1e+300 s is not a plausible time "
+       "(expected "
+       "1ps .. 1d)"},
+      {"plausible",
+       "the same device twice, the second's points falling (blamed on monotonicity)",
+       {{"c.json", calib(calib_device("G8Tf", pt("16", 0.1, 0.2)) + "," +
+                         calib_device("G8Tf", pt("16", 0.2, 0.4) + "," + pt("32", 0.1, 0.1)))},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[1] ('G8Tf'): the same device, precision and model as devices[0]; give "
+       "each once"},
+      {"plausible",
+       "a NIC of 1e-300 GBps (300-digit step times)",
+       {{"q.xml", two_hosts("<link id=\"l\" bandwidth=\"1e-300GBps\" latency=\"1us\"/>\n" + kRoute)},
+        {"s.xml", two}},
+       Q,
+       "vitsim: error: q.xml:7: <link> bandwidth: 1e-291 B/s is not a plausible bandwidth (expected 1kBps .. "
+       "1PBps)"},
+      {"plausible",
+       "a link latency of 1e300 s",
+       {{"q.xml", two_hosts("<link id=\"l\" bandwidth=\"1GBps\" latency=\"1e300s\"/>\n" + kRoute)},
+        {"s.xml", two}},
+       Q,
+       "vitsim: error: q.xml:7: <link> latency: 1e+300 s is not a plausible time (expected 1ps .. 1d)"},
+      {"plausible",
+       "a GPU efficiency of 1e-300",
+       {{"q.xml", one_gpu("<prop id=\"gpu_gemm_efficiency\" value=\"1e-300\"/>")}, {"s.xml", one}},
+       Q,
+       "vitsim: error: q.xml:7: property gpu_gemm_efficiency: 1e-300 is not a plausible factor (expected "
+       "x0.001 "
+       ".. x1000)"},
+      {"plausible",
+       "a reserved memory of 1e30 B",
+       {{"q.xml", one_gpu("<prop id=\"gpu_reserved\" value=\"1e30B\"/>")}, {"s.xml", one}},
+       Q,
+       "vitsim: error: q.xml:7: property gpu_reserved: 1e+30 B is not a plausible size (expected 1B .. "
+       "16TiB)"},
+      {"plausible",
+       "a range end of 1e300 s (a 300-digit p10)",
+       {{"q.xml", one_gpu("<prop id=\"gpu_kernel_overhead\" value=\"5us\"/><prop "
+                          "id=\"gpu_kernel_overhead.range\" value=\"4us..1e300s; a guess\"/>")},
+        {"s.xml", one}},
+       Q,
+       "vitsim: error: q.xml:7: property gpu_kernel_overhead.range: '4us..1e300s': 1e+300 s is not a "
+       "plausible "
+       "time (expected 1ps .. 1d)"},
+      {"plausible",
+       "a range written with three dots",
+       {{"q.xml", one_gpu("<prop id=\"gpu_kernel_overhead\" value=\"5us\"/><prop "
+                          "id=\"gpu_kernel_overhead.range\" value=\"4us...10us; a guess\"/>")},
+        {"s.xml", one}},
+       Q,
+       "vitsim: error: q.xml:7: property gpu_kernel_overhead.range: '4us...10us' has more than one '..' (or "
+       "'...'): write LOW..HIGH with two dots, e.g. 4us..10us"},
+      {"plausible",
+       "a what-if on a property vitsim does not read (accepted silently)",
+       {{"s.xml", scenario("  <whatif edits=\"prop:n*:bogus_key=1\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: what-if 'prop:n*:bogus_key=1': 'bogus_key' is not a property vitsim reads on "
+       "a "
+       "node; valid: gpu_model, gpu_flops_fp32, gpu_flops_fp16, gpu_flops_bf16, gpu_mem_bw, gpu_mem, "
+       "gpu_sm_count, gpu_arch, gpu_link, gpu_link_bw, gpu_host_link, gpu_gemm_tile, gpu_gemm_efficiency, "
+       "gpu_efficiency, gpu_attn_efficiency, gpu_mem_efficiency, gpu_gemm_k_half, gpu_kernel_overhead, "
+       "gpu_sync_overhead, host_op_overhead, gpu_reserved, gpu_power_busy, gpu_power_idle, device_kind, "
+       "cpu_cores, loader_bw, loader_image_overhead, h2d_pageable_bw, intranode_transport, transport, "
+       "nic_count, tcp_mtu, nccl_socket_nthreads, nccl_nsocks_perthread, socket_bw, tcp_stack_latency, "
+       "ib_mtu, "
+       "ib_stack_latency, staging_bw, efa_mtu, efa_net_latency, tcpx_mtu, tcpx_stack_latency (and a figure's "
+       "KEY.range for its range; a zone's properties go by zone:KEY=VALUE)"},
+      {"plausible",
+       "a what-if NIC of 1e-300 GBps",
+       {{"s.xml", scenario("  <whatif edits=\"link:n0-nic:bandwidth=1e-300GBps\"/>\n")}},
+       S,
+       "vitsim: error: s.xml:6: what-if 'link:n0-nic:bandwidth=1e-300GBps': 1e-291 B/s is not a plausible "
+       "bandwidth (expected 1kBps .. 1PBps)"},
       // --- 6. DeepSpeed sections, checked for typos and ranges ---
       {"deepspeed",
        "a typo inside fp16",

@@ -305,6 +305,28 @@ std::vector<BadReport> cases() {
          j["points"][0]["zero"] = 3;
        },
        merge, E + "/points/0/params/parallelism.zero: \"0\" disagrees with the point's parallelism.zero (3)"},
+      // Issue 39 item 22: a shard whose ZeRO stage contradicts its own memory, and one ranked by a
+      // steps_per_epoch the report reader could not check (no epoch samples stated).
+      {"physics",
+       "a shard's ZeRO stage whose largest micro-batch says the point does not fit, its memory that it does",
+       "s0", set("/points/0/largest_micro_batch/zero0", 1), merge,
+       E + "/points/0/zero: ZeRO-0 contradicts the point's memory: at this stage micro-batch 16 does not fit",
+       true},
+      // One step an epoch, the samples and the epoch edited with it (each agrees with the others): CIFAR-10's
+      // 50,000 samples on the other points.
+      {"physics", "a shard's point edited to one step an epoch of 16 samples (ranked first)", "s0",
+       [R](json& j) {
+         json& r = j[json::json_pointer(R)];
+         r["epoch_samples"] = 16;
+         r["steps_per_epoch"] = 1;
+         r["epoch_time_s"] = r["step_time_s"]["mean"];
+       },
+       merge,
+       E + "point 0: result/epoch_samples: 16 samples an epoch on 1 replica(s), where the plan's other "
+           "points say 50000: the points of one plan train on one dataset"},
+      // Issue 39 item 28: plotting a shard said "no feasible point".
+      {"kind", "a plan shard given to plot", "s0", [](json&) {}, plot,
+       E + "the plan is shard 0/2's unranked points: merge the shards first (vitsim plan --merge)"},
       // --- missing or mistyped fields ---
       {"fields", "epoch time missing", "meas", erase("/points/0", "epoch_time_s"), kValidate,
        E + "/points/0/epoch_time_s: missing"},

@@ -22,7 +22,8 @@ using json = nlohmann::json;
 namespace {
 
 // One node of `gpus` GPUs (1 TFLOP/s each, compute-bound) with the given power props; the host link is
-// fast enough (1e18 B/s) that host-to-device copies take no time worth counting (4.8 MB in 4.8 ps).
+// fast enough (1e15 B/s, the plausible bandwidth's top: core/base/units.hpp) that host-to-device copies take
+// no time worth counting (4.8 MB in 4.8 ns).
 std::string power_platform(int gpus, const std::string& power_props,
                            const std::string& extra_node_props = "") {
   return fmt::format(
@@ -31,7 +32,7 @@ std::string power_platform(int gpus, const std::string& power_props,
       "<cluster id=\"n0\" prefix=\"n0-gpu\" suffix=\"\" radical=\"0-{}\" speed=\"1Tf\" bw=\"100GBps\" "
       "lat=\"1us\" "
       "sharing_policy=\"SPLITDUPLEX\" bb_bw=\"100GBps\" bb_lat=\"1us\" bb_sharing_policy=\"FATPIPE\" "
-      "loopback_bw=\"1000000000GBps\" loopback_lat=\"0us\" router_id=\"n0-router\">{}{}{}</cluster>\n"
+      "loopback_bw=\"1000000GBps\" loopback_lat=\"0us\" router_id=\"n0-router\">{}{}{}</cluster>\n"
       "</zone></platform>\n",
       gpus - 1, vt::gpu_props("G", "1Tf"), power_props, extra_node_props);
 }

@@ -216,6 +216,23 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
       // A flag that would change nothing (issue 36): NCCL_ALGO / NCCL_PROTO steer only NCCL's tuner.
       {"--collective ring --nccl-algo tree", 1, "--nccl-algo applies to NCCL's tuner (--collective auto)"},
       {"--collective tree --nccl-proto ll", 1, "--nccl-proto applies to NCCL's tuner (--collective auto)"},
+      // Issue 39 item 15: --nccl-version was ignored with a named algorithm, and the tuner's flags with the
+      // functions NCCL runs without it.
+      {"--collective ring --nccl-algo tree --nccl-version 2.18", 1,
+       "--nccl-algo applies to NCCL's tuner (--collective auto)"},
+      {"--collective ring --nccl-version 2.18", 1,
+       "--nccl-version applies to NCCL's tuner (--collective auto)"},
+      {"--func alltoall --nccl-algo ring", 1, "--nccl-algo with --func alltoall: NCCL runs alltoall"},
+      {"--func broadcast --nccl-version 2.18", 1, "--nccl-version with --func broadcast"},
+      // Item 16: buffers beyond the GPU's memory (tests/test_util.hpp gpu_props: 80 GiB): nccl-tests
+      // allocates a send and a receive buffer of the largest size, 2 x 64 GiB here, and stops.
+      {"-e 64G", 1,
+       "-e 64.00 GiB: nccl-tests allocates a send and a receive buffer of the largest size on every GPU"},
+      // Item 2: the estimate before anything is built, against --max-memory.
+      {"--max-memory 1KiB", 1,
+       "above the limit of 1.00 KiB; use fewer ranks (--nodes, -g) or raise the limit "
+       "with --max-memory SIZE"},
+      {"--max-memory 0", 2, "--max-memory"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -225,6 +242,19 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
     CHECK(r.out.find(c.message) != std::string::npos);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
+  // Item 2: alltoall on 4,096 ranks (512 nodes x 8 H100s) keeps 4096 x 4095 transfers in flight, about 48
+  // GiB at 3 KiB each (collective_bench.cpp kBytesPerFlow): refused before the engine is built, where it ran
+  // into std::bad_alloc (exit 134).
+  const std::string big = d / "big.xml";
+  REQUIRE(
+      vt::vitsim(
+          fmt::format("platform --nodes 512 --gpus-per-node 8 --gpu h100-sxm --nic-speed ndr --out {}", big))
+          .status == 0);
+  const auto a2a = vt::vitsim(fmt::format("collective {} --func alltoall --max-memory 8GiB -q", big));
+  CHECK(a2a.status == 1);
+  CHECK(a2a.out.find("alltoall on 4096 ranks keeps 1.68e+07 transfers in flight at once: about 48.") !=
+        std::string::npos);
+  CHECK(std::count(a2a.out.begin(), a2a.out.end(), '\n') == 1);
   const auto missing = vt::vitsim(fmt::format("collective {} -q", d / "none.xml"));
   CHECK(missing.status == 1);
   CHECK(missing.out.find("none.xml") != std::string::npos);

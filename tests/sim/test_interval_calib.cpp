@@ -75,8 +75,8 @@ TEST_CASE("interval: a calibration's measured spans round-trip, and bad ones are
     return std::string("no error");
   };
   using Catch::Contains;
-  CHECK_THAT(error_of({{"compute", span(1.1, 1.2)}}), Contains("low must be a factor in (0, 1]"));
-  CHECK_THAT(error_of({{"compute", span(0, 1.2)}}), Contains("low must be a factor in (0, 1]"));
+  CHECK_THAT(error_of({{"compute", span(1.1, 1.2)}}), Contains("low must be a factor in [0.001, 1]"));
+  CHECK_THAT(error_of({{"compute", span(0, 1.2)}}), Contains("low must be a factor in [0.001, 1]"));
   CHECK_THAT(error_of({{"compute", span(0.9, 0.95)}}), Contains("high must be a factor in [1, 100]"));
   CHECK_THAT(error_of({{"compute", {{"low", 0.9}, {"high", 1.1}, {"why", ""}}}}),
              Contains("why must say where the span comes from"));

@@ -154,7 +154,8 @@ TEST_CASE("loop model: fewer busy ranks per host than calibrated compute at the 
   };
   using Catch::Contains;
   CHECK_THAT(error_of({{"busy_ranks", 1}, {"alone_factor", 0.9}}), Contains("busy_ranks must be >= 2"));
-  CHECK_THAT(error_of({{"busy_ranks", 2}, {"alone_factor", 0}}), Contains("alone_factor must be in (0, 10]"));
+  CHECK_THAT(error_of({{"busy_ranks", 2}, {"alone_factor", 0}}),
+             Contains("alone_factor must be in [0.001, 10]"));
   CHECK_THAT(error_of({{"busy_ranks", 2}, {"alone_factor", 0.9}, {"cores", 2}}),
              Contains("unknown key 'cores'; valid: busy_ranks, alone_factor"));
 }

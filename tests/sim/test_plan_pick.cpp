@@ -129,6 +129,39 @@ TEST_CASE("plan: a global batch past the reference is flagged, with --global-bat
   CHECK_THAT(lines(plan.explanation), !Catch::Contains("Global batch:"));
 }
 
+TEST_CASE("plan: the memory line's total is the sum of the terms it prints (issue 39 item 27)",
+          "[plan][pick]") {
+  // A ranked plan of one point, built by hand, with every memory term set (GiB): 1 + 2 + 3 + 4 + 5 + 6 = 21.
+  const double GiB = 1024.0 * 1024 * 1024;
+  PlanResult plan;
+  plan.space_size = 1;
+  PlanPoint p;
+  p.simulated = true;
+  p.nodes = 1, p.gpus_per_node = 1, p.gpus = 1, p.micro_batch = 16, p.grad_accum = 1, p.global_batch = 16;
+  p.precision = "fp32", p.collective = "ring";
+  p.result.step_time_s.mean = 1;
+  p.result.epoch_time_s = 10;
+  p.result.breakdown_s.compute_fwd = 1;
+  p.result.bound = "compute";
+  p.result.throughput_img_s = 16;
+  p.result.memory = {1 * GiB, 2 * GiB, 3 * GiB, 4 * GiB, 5 * GiB, 6 * GiB};
+  p.memory_per_gpu_bytes = p.result.memory.total();
+  p.gpu_memory_bytes = 80 * GiB;
+  plan.points.push_back(p);
+  rank_plan(plan);
+  // Before: "Memory: 21.00 GiB of 80.00 GiB per GPU (activations 4.00 GiB, weights+gradients+optimizer 6.00
+  // GiB)", buffers and the runtime's reserve left out of the terms.
+  CHECK_THAT(
+      lines(plan.explanation),
+      Catch::Contains("Memory: 21.00 GiB of 80.00 GiB per GPU (activations 4.00 GiB, "
+                      "weights+gradients+optimizer 6.00 GiB, communication buffers 5.00 GiB, reserved by "
+                      "the runtime 6.00 GiB)."));
+  // The plan's own figure for the rank that needs the most, where it differs from the breakdown's sum.
+  plan.points[0].memory_per_gpu_bytes = 29.72 * GiB;
+  rank_plan(plan);
+  CHECK_THAT(lines(plan.explanation), Catch::Contains("; 29.72 GiB on the rank that needs the most."));
+}
+
 TEST_CASE("plan --emit-ds-config writes the top pick as a config DeepSpeed and vitsim accept",
           "[plan][pick]") {
   vt::TempDir d;

@@ -135,6 +135,49 @@ Range fraction() {
   return Range{0, 1, true, false};
 }
 
+Range plausible(Kind kind) {
+  switch (kind) {
+    case Kind::Time:
+      return closed(1e-12, 86400);
+    case Kind::Bandwidth:
+      return closed(1e3, 1e15);
+    case Kind::Flops:
+      return closed(1e9, 1e18);
+    case Kind::Bytes:
+      return closed(1, 16.0 * 1024 * 1024 * 1024 * 1024);
+  }
+  return Range{};
+}
+
+std::string plausible_text(Kind kind) {
+  switch (kind) {
+    case Kind::Time:
+      return "1ps .. 1d";
+    case Kind::Bandwidth:
+      return "1kBps .. 1PBps";
+    case Kind::Flops:
+      return "1Gf .. 1Ef";
+    case Kind::Bytes:
+      return "1B .. 16TiB";
+  }
+  return "";
+}
+
+Range plausible_factor() {
+  return closed(1e-3, 1e3);
+}
+
+bool is_plausible(double si, Kind kind) {
+  return si == 0 || plausible(kind).contains(si);
+}
+
+void check_plausible(double si, Kind kind) {
+  static constexpr std::array<const char*, 4> si_unit{"s", "B/s", "FLOP/s", "B"};  // by Kind
+  if (!is_plausible(si, kind))
+    throw Error(fmt::format("{:.4g} {} is not a plausible {} (expected {})", si,
+                            si_unit.at(static_cast<size_t>(kind)), kind_name(kind), plausible_text(kind)));
+}
+
 namespace {
 // The whole of `s` (spaces trimmed) as a finite decimal number; nullopt otherwise. from_chars takes no
 // leading '+', no hex without "0x"; "nan" and "inf" parse but are refused here.

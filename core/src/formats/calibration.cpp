@@ -83,6 +83,9 @@ Calibration with_span_factors(const Calibration& c, size_t device, double comput
   }
   d.sync.fixed_s *= sync;
   d.sync.per_compute *= sync;
+  if (compute != 1)
+    d.scaled_by = fmt::format("x{:.4g} as sampled from its spans.compute (low {:.4g}, high {:.4g})", compute,
+                              d.compute_span.low, d.compute_span.high);
   return out;
 }
 

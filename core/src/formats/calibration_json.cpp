@@ -23,6 +23,17 @@ namespace {
 using detail::finite, detail::fits_int, detail::precision_field, detail::JsonIn, detail::JsonOut,
     detail::MappedAs;
 
+// Each named figure against the plausible span of its kind (core/base/units.hpp units::plausible; issue 39:
+// one bound per kind for platforms, calibrations, fits and shards alike).
+void plausible(const JsonField& f, std::initializer_list<std::pair<const char*, double>> figures,
+               units::Kind kind) {
+  for (const auto& [key, v] : figures) try {
+      units::check_plausible(v, kind);
+    } catch (const Error& e) {
+      f.fail(fmt::format("{}: {}", key, e.what()));
+    }
+}
+
 template <class Io, MappedAs<ViTConfig> M>
 void model_fields(Io& io, M& m) {
   if (io.present(true, {"preset"})) io.string("preset", m.preset);
@@ -56,6 +67,7 @@ void layer_fields(Io& io, L& l, const ViTConfig& model, const std::set<std::stri
   io.number("bwd_s", l.bwd_s, finite());
   io.check([&](const JsonField& f) {
     if (!(l.fwd_s >= 0) || !(l.bwd_s >= 0)) f.fail("fwd_s and bwd_s must be >= 0");
+    plausible(f, {{"fwd_s", l.fwd_s}, {"bwd_s", l.bwd_s}}, units::Kind::Time);
     if (!layer_names.count(l.name))
       f.fail(fmt::format("'{}' is not a layer of this model (patch_embed, block0.attn .. block{}.mlp, head)",
                          echo(l.name), model.depth - 1));
@@ -82,6 +94,7 @@ void point_fields(Io& io, P& p, const ViTConfig& model, const std::set<std::stri
       if (!(v > 0)) f.fail(fmt::format("{} must be a positive time in seconds, got {}", key, v));
     if (!(p.optimizer_s >= 0))
       f.fail(fmt::format("optimizer_s must be a time >= 0 in seconds, got {}", p.optimizer_s));
+    plausible(f, {{"fwd_s", p.fwd_s}, {"bwd_s", p.bwd_s}, {"optimizer_s", p.optimizer_s}}, units::Kind::Time);
   });
   std::set<std::string> listed;
   if (io.present(!p.layers.empty(), {"layers"}))
@@ -130,8 +143,8 @@ const auto kSpanFields = [](auto& io, auto& s) {
   io.number("high", s.high, finite());
   io.string("why", s.why);
   io.check([&](const JsonField& f) {
-    if (!(s.low > 0 && s.low <= 1))
-      f.fail(fmt::format("low must be a factor in (0, 1] on the figure kept, got {}", s.low));
+    if (!(s.low >= units::plausible_factor().lo && s.low <= 1))
+      f.fail(fmt::format("low must be a factor in [0.001, 1] on the figure kept, got {}", s.low));
     if (!(s.high >= 1 && s.high <= 100))
       f.fail(fmt::format("high must be a factor in [1, 100] on the figure kept, got {}", s.high));
     if (s.why.empty()) f.fail("why must say where the span comes from");
@@ -157,8 +170,8 @@ const auto kOccupancyFields = [](auto& io, auto& d) {
     if (d.occupancy_busy_ranks < 2)
       f.fail(fmt::format("busy_ranks must be >= 2 (one rank alone against several busy), got {}",
                          d.occupancy_busy_ranks));
-    if (!(d.occupancy_alone_factor > 0 && d.occupancy_alone_factor <= 10))
-      f.fail(fmt::format("alone_factor must be in (0, 10], got {}", d.occupancy_alone_factor));
+    if (!(d.occupancy_alone_factor >= units::plausible_factor().lo && d.occupancy_alone_factor <= 10))
+      f.fail(fmt::format("alone_factor must be in [0.001, 10], got {}", d.occupancy_alone_factor));
   });
 };
 
@@ -175,8 +188,18 @@ void device_fields(Io& io, D& d, const Calibration& c) {
   std::set<std::string> layer_names;
   io.check([&](const JsonField& f) {
     if (d.peak_flops < 0 || d.mem_bw < 0) f.fail("peak_flops and mem_bw must be >= 0 (0 = unknown)");
+    plausible(f, {{"peak_flops", d.peak_flops}}, units::Kind::Flops);
+    plausible(f, {{"mem_bw", d.mem_bw}}, units::Kind::Bandwidth);
     for (const auto& l : build_workload(d.model).layers) layer_names.insert(l.name);
   });
+  // Before the points: a device given twice was blamed on its points' monotonicity (issue 39 item 25).
+  if constexpr (!Io::writing)
+    io.check([&](const JsonField& f) {
+      for (size_t k = 0; k < c.devices.size(); ++k)
+        if (c.devices[k].device_type == d.device_type && c.devices[k].precision == d.precision &&
+            same_shape(c.devices[k].model, d.model))
+          f.fail(fmt::format("the same device, precision and model as devices[{}]; give each once", k));
+    });
   if (io.present(true, {"points"}))
     io.list("points", d.points, [&](auto& pio, auto& p) { point_fields(pio, p, d.model, layer_names); });
   if constexpr (!Io::writing) io.check([&](const JsonField& f) { sort_and_check_points(d.points, f); });
@@ -185,12 +208,6 @@ void device_fields(Io& io, D& d, const Calibration& c) {
     io.closed_object("spans", d, kSpansFields);
   if (io.present(d.occupancy_busy_ranks > 0, {"occupancy"}))
     io.closed_object("occupancy", d, kOccupancyFields);
-  io.check([&](const JsonField& f) {
-    for (size_t k = 0; k < c.devices.size(); ++k)
-      if (c.devices[k].device_type == d.device_type && c.devices[k].precision == d.precision &&
-          same_shape(c.devices[k].model, d.model))
-        f.fail(fmt::format("the same device, precision and model as devices[{}]; give each once", k));
-  });
 }
 }  // namespace
 

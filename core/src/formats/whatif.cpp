@@ -4,6 +4,7 @@
 #include "vitsim/core/formats/whatif.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "platform/whatif_edit.hpp"
 #include "vitsim/core/base/io.hpp"
+#include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -177,7 +179,21 @@ void drop_range(PlatformEdit& e, pugi::xml_node owner, const std::string& key, c
 // prop:NODES:KEY=VALUE, known keys checked for their unit or range.
 void edit_prop(PlatformEdit& e, const std::string& rest) {
   PlatformEdit::Assign a = e.split_assign(rest, true);
-  if (const PlatformProp* p = find_platform_prop(a.name); p && checked_on_edit(*p)) {
+  // A key vitsim does not read changes nothing (issue 39 item 24: prop:n*:bogus_key=1 was accepted): refused
+  // with the node, GPU and link properties a node's <prop> may set (a zone's go by zone:KEY).
+  const std::string_view base = range_base_key(a.name);
+  const PlatformProp* row = find_platform_prop(base.empty() ? std::string_view(a.name) : base);
+  if (!row || row->owner == PropOwner::Zone) {
+    std::vector<std::string> keys;
+    for (const PlatformProp& q : platform_props())
+      if (q.owner != PropOwner::Zone) keys.emplace_back(q.key);
+    e.fail(fmt::format(
+        "'{}' is not a property vitsim reads on a node{}{}; valid: {} (and a figure's KEY{} for its range; a "
+        "zone's properties go by zone:KEY=VALUE)",
+        echo(a.name), did_you_mean(a.name, keys), row ? fmt::format(" ({} is the top zone's)", row->key) : "",
+        fmt::join(keys, ", "), kRangeSuffix));
+  }
+  if (const PlatformProp* p = base.empty() ? row : nullptr; p && checked_on_edit(*p)) {
     if (p->type == PropType::Quantity)
       e.check_unit(a.value, p->unit, p->range);
     else

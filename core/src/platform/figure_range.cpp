@@ -25,11 +25,15 @@ bool has_range(const PlatformProp& p) {
 }
 
 // One end of a range, read as the row reads its value.
+// One end of a range, read as the row reads its value, and plausible as its value must be (issue 39 item
+// 13: an end of 1e300s printed a 300-digit p10).
 double end_value(const PlatformProp& p, std::string_view text) {
-  if (p.type == PropType::Quantity) return units::parse(text, p.unit, p.range);
   if (p.type == PropType::Integer)
     return static_cast<double>(units::parse_integer(text, p.int_low(), p.int_high()));
-  return units::parse_number(text, p.range);
+  const double x =
+      p.type == PropType::Quantity ? units::parse(text, p.unit, p.range) : units::parse_number(text, p.range);
+  check_prop_plausible(p, x);
+  return x;
 }
 
 const char* base_unit(units::Kind k) {
@@ -82,6 +86,10 @@ FigureRange parse_figure_range(const PlatformProp& p, std::string_view text, dou
   r.text = std::string(span);
   r.why = std::string(why);
   r.origin = where;
+  // One separator, two dots: "4us...10us" read its high as ".10us" and blamed the order (issue 39 item 18).
+  if (span.find("..", dots + 2) != std::string_view::npos || span.substr(dots + 2).starts_with("."))
+    fail(fmt::format("'{}' has more than one '..' (or '...'): write LOW..HIGH with two dots, e.g. 4us..10us",
+                     echo(span)));
   const std::string_view low_text = trim(span.substr(0, dots)), high_text = trim(span.substr(dots + 2));
   try {
     r.low = end_value(p, low_text);

@@ -94,6 +94,7 @@ struct Reader {
       const double x = units::parse(v, kind);
       if (positive ? !(x > 0) : !(x >= 0))
         throw Error(fmt::format("must be {}", positive ? "positive" : "non-negative"));
+      units::check_plausible(x, kind);
       return x;
     } catch (const Error& e) {
       throw Error(at(n), fmt::format("<{}> {}=\"{}\": {}", n.name(), name, v, e.what()));
@@ -285,6 +286,7 @@ void read_topology(Reader& rd, const pugi::xml_node& zone, FlatPlatform& out) {
         const double x = units::parse(v->first, p.unit);
         if (positive ? !(x > 0) : !(x >= 0))
           throw Error(positive ? "must be positive" : "must be non-negative");
+        check_prop_plausible(p, x);
         return x;
       } catch (const Error& e) {
         throw Error(rd.at(v->second), fmt::format("{} \"{}\": {}", key, v->first, e.what()));

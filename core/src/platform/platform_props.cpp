@@ -47,7 +47,15 @@ std::string cell(std::string_view s) {
 }  // namespace
 
 units::Range plausible_bandwidth() {
-  return units::closed(1e3, 1e15);
+  return units::plausible(units::Kind::Bandwidth);
+}
+
+void check_prop_plausible(const PlatformProp& p, double value) {
+  if (p.type == PropType::Quantity) units::check_plausible(value, p.unit);
+  const bool factor = p.type == PropType::Number && p.range.lo == 0 && p.range.lo_open && p.range.hi == 1;
+  if (factor && !units::plausible_factor().contains(value))
+    throw Error(
+        fmt::format("{:.4g} is not a plausible factor (expected {})", value, units::kPlausibleFactorText));
 }
 
 const std::vector<PlatformProp>& platform_props() {

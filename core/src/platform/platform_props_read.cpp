@@ -39,7 +39,9 @@ struct PropReader {
       return def;
     }
     try {
-      return units::parse(*v, p.unit, p.range);
+      const double x = units::parse(*v, p.unit, p.range);
+      check_prop_plausible(p, x);
+      return x;
     } catch (const Error& e) {
       throw Error(origin(key), fmt::format("property {}: {}", key, e.what()));
     }
@@ -53,13 +55,20 @@ struct PropReader {
         throw Error(where, fmt::format("GPU host lacks property '{}' (a number {})", key, p.range.str()));
       return def;
     }
+    double x = 0;
     try {
-      return units::parse_number(*v, p.range);
+      x = units::parse_number(*v, p.range);
     } catch (const Error&) {
       const std::string range = p.range.str();
       throw Error(origin(key), fmt::format("property {}: '{}' is not a number {}{}", key, echo(*v),
                                            range.find("..") != std::string::npos ? "in " : "", range));
     }
+    try {
+      check_prop_plausible(p, x);
+    } catch (const Error& e) {
+      throw Error(origin(key), fmt::format("property {}: {}", key, e.what()));
+    }
+    return x;
   }
   double number(const PlatformProp& p) const { return number(p, p.default_value); }
   int integer(const PlatformProp& p) const {

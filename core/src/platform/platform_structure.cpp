@@ -75,9 +75,11 @@ class StructureCheck {
       size_t start = 0;
       do {
         const size_t comma = kind == units::Kind::Flops ? v.find(',', start) : std::string::npos;
-        units::parse(
-            std::string_view(v).substr(start, comma == std::string::npos ? std::string::npos : comma - start),
-            kind, kind == units::Kind::Time ? units::non_negative() : units::positive());
+        units::check_plausible(
+            units::parse(std::string_view(v).substr(
+                             start, comma == std::string::npos ? std::string::npos : comma - start),
+                         kind, kind == units::Kind::Time ? units::non_negative() : units::positive()),
+            kind);
         start = comma == std::string::npos ? v.size() : comma + 1;
       } while (start < v.size());
     } catch (const Error& e) {

@@ -80,7 +80,7 @@ PlatformEdit::Assign PlatformEdit::split_assign(const std::string& rest, bool wi
 
 void PlatformEdit::check_unit(const std::string& value, units::Kind kind, const units::Range& range) const {
   try {
-    units::parse(value, kind, range);
+    units::check_plausible(units::parse(value, kind, range), kind);
   } catch (const Error& e) {
     fail(e.what());
   }
@@ -95,7 +95,7 @@ void PlatformEdit::check_number(const PlatformProp& p, const std::string& value)
     if (p.type == PropType::Integer)
       units::parse_integer(value, p.int_low(), p.int_high());
     else
-      units::parse_number(value, p.range);
+      check_prop_plausible(p, units::parse_number(value, p.range));
   } catch (const Error& e) {
     fail(fmt::format("{}: {}", p.key, e.what()));
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "results/plan_detail.hpp"
@@ -133,6 +134,40 @@ void rank_plan(PlanResult& plan) {
   plan.explanation = explain_plan(plan);
 }
 
+namespace {
+// One plan, one dataset: every simulated point trains on the dataset's samples an epoch or, with
+// dataset.per_gpu_fraction, on as many per data-parallel replica (core DatasetSpec::effective_train_samples,
+// rounded to a sample). The reading most points share is the plan's; the first point outside it is named (a
+// shard edited to one step an epoch, its samples with it, was ranked first: issue 39 item 22).
+void check_one_dataset(const std::vector<PlanPoint>& points, const std::map<int, std::string>& file_of) {
+  auto dp = [](const PlanPoint& p) { return std::max(p.gpus / std::max(p.sequence_parallel, 1), 1); };
+  std::map<long long, int> whole, per_replica;
+  for (const PlanPoint& p : points)
+    if (p.simulated) {
+      ++whole[p.result.epoch_samples];
+      ++per_replica[std::llround(static_cast<double>(p.result.epoch_samples) / dp(p))];
+    }
+  auto mode = [](const std::map<long long, int>& m) {
+    return std::max_element(m.begin(), m.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  };
+  if (whole.size() <= 1) return;
+  const auto w = mode(whole), r = mode(per_replica);
+  const bool by_replica = r->second > w->second;
+  for (const PlanPoint& p : points) {
+    if (!p.simulated) continue;
+    const double per = static_cast<double>(p.result.epoch_samples) / dp(p);
+    if (by_replica ? std::fabs(per - static_cast<double>(r->first)) <= 1 : p.result.epoch_samples == w->first)
+      continue;
+    throw Error(
+        fmt::format("{}: point {}: result/epoch_samples: {} samples an epoch on {} replica(s), where the "
+                    "plan's other points "
+                    "say {}: the points of one plan train on one dataset",
+                    file_of.at(p.index), p.index, p.result.epoch_samples, dp(p),
+                    by_replica ? fmt::format("{} per replica", r->first) : fmt::format("{}", w->first)));
+  }
+}
+}  // namespace
+
 PlanResult merge_plans(const std::vector<PlanResult>& shards) {
   if (shards.empty()) throw Error("merge: no plans given");
   PlanResult out = shards.front();
@@ -186,6 +221,7 @@ PlanResult merge_plans(const std::vector<PlanResult>& shards) {
   }
   std::sort(out.points.begin(), out.points.end(),
             [](const PlanPoint& a, const PlanPoint& b) { return a.index < b.index; });
+  check_one_dataset(out.points, seen);
   out.provenance.erase("shard");
   out.origin.clear();
   rank_plan(out);
@@ -241,11 +277,19 @@ void explain_top(const PlanResult& plan, const PlanPoint& top, std::vector<std::
       "in flight), data loading {:.0f}%, host-to-device {:.0f}%, optimizer {:.0f}%.",
       r.bound, units::format_time(step), pct(compute, step), pct(b.comm_exposed, step),
       units::format_time(b.comm_total), pct(b.data, step), pct(b.h2d, step), pct(b.optimizer, step)));
-  out.push_back(fmt::format("Memory: {} of {} per GPU (activations {}, weights+gradients+optimizer {}).",
-                            units::format_bytes(top.memory_per_gpu_bytes),
-                            units::format_bytes(top.gpu_memory_bytes),
-                            units::format_bytes(r.memory.activations),
-                            units::format_bytes(r.memory.params + r.memory.grads + r.memory.optimizer)));
+  // Every term of the breakdown, so that the total is their sum (issue 39 item 27: 29.72 GiB beside terms of
+  // about 5.2 GiB, the buffers and the runtime's reserve left out).
+  const MemoryBreakdown& m = r.memory;
+  const bool same = std::fabs(m.total() - top.memory_per_gpu_bytes) <= 1e-6 * top.memory_per_gpu_bytes;
+  out.push_back(fmt::format(
+      "Memory: {} of {} per GPU (activations {}, weights+gradients+optimizer {}, communication buffers {}, "
+      "reserved by the runtime {}){}.",
+      units::format_bytes(m.total()), units::format_bytes(top.gpu_memory_bytes),
+      units::format_bytes(m.activations), units::format_bytes(m.params + m.grads + m.optimizer),
+      units::format_bytes(m.buffers), units::format_bytes(m.reserved),
+      same ? ""
+           : fmt::format("; {} on the rank that needs the most",
+                         units::format_bytes(top.memory_per_gpu_bytes))));
 }
 
 // The advice for one term of the step (`percent` of it); `lead` is "To move it" or "Also". Exposed

@@ -223,6 +223,17 @@ void check_against_point(const JsonField& pj, const PlanPoint& p) {
         .at("fits_in_memory")
         .fail(fmt::format("{}, but the point needs {:.6g} bytes per GPU on a GPU of {:.6g} bytes",
                           r.fits_in_memory ? "true" : "false", p.memory_per_gpu_bytes, p.gpu_memory_bytes));
+  // The largest micro-batch that fits at the point's own ZeRO stage says whether it fits: a stage edited
+  // without its memory (or the memory without the stage) contradicts it (issue 39 item 22).
+  if (p.largest_known && p.gpu_memory_bytes > 0 &&
+      (p.micro_batch <= p.largest_micro_batch[static_cast<size_t>(p.zero)]) !=
+          (p.memory_per_gpu_bytes <= p.gpu_memory_bytes))
+    pj.at("zero").fail(fmt::format(
+        "ZeRO-{} contradicts the point's memory: at this stage micro-batch {} {} (the largest that fits is "
+        "{}), but it needs {:.6g} bytes per GPU on a GPU of {:.6g}",
+        p.zero, p.micro_batch,
+        p.micro_batch <= p.largest_micro_batch[static_cast<size_t>(p.zero)] ? "fits" : "does not fit",
+        p.largest_micro_batch[static_cast<size_t>(p.zero)], p.memory_per_gpu_bytes, p.gpu_memory_bytes));
   for (const auto& [key, value] : r.params) {
     auto it = p.params.find(key);
     if (it != p.params.end() && it->second != value)

@@ -123,10 +123,6 @@ ComputeInputs compute_inputs(const Scenario& s) {
   return in;
 }
 
-namespace {
-
-// The memory limit of the simulation: simulation.max_memory, else half of this machine's memory (or 90% of an
-// address-space limit, under which every actor's stack counts whole: added to `need`).
 double memory_limit(const Scenario& s, double& need) {
   const double phys =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -138,8 +134,6 @@ double memory_limit(const Scenario& s, double& need) {
   }
   return limit;
 }
-
-}  // namespace
 
 StepBudget budget_steps(StepHorizon& h, const Scenario& s, const PlatformFacts& facts) {
   // A sequence-parallel group shares its micro-batch: the sampler shards over data-parallel replicas.

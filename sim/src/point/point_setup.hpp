@@ -36,6 +36,10 @@ struct StepBudget {
   EpochShape epoch;
   bool full = false;
 };
+// The memory limit of a simulation: simulation.max_memory, else half of this machine's memory (or 90% of an
+// address-space limit, under which every actor's stack counts whole: added to `need`).
+double memory_limit(const Scenario& s, double& need);
+
 StepBudget budget_steps(StepHorizon& h, const Scenario& s, const PlatformFacts& facts);
 
 // The ranks' SimGrid hosts, in rank order, with the placement they come from and the platform's latencies.

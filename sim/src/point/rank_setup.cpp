@@ -18,6 +18,45 @@ namespace sg4 = simgrid::s4u;
 namespace vitsim::sim {
 namespace {
 
+// A calibrated device's forward + backward per micro-batch (after its occupancy factor or a sampled span)
+// must not compute faster than the platform's peak for its GPU (issue 39 items 1, 7, 17: a calibration's
+// peak_flops of 1e-300, an alone_factor or a span's low of 0.1 made the point's report fail its own MFU
+// check with a message naming neither file nor field, or a zero compute abort the fluid model). Refused
+// here, naming the calibration, the device entry and what scaled it.
+void check_calibrated_compute(const PointRun& run, const GpuFacts& g, const ComputeInputs& in,
+                              const Calibration& calib, const std::vector<LayerTimes>& layers,
+                              double occupancy) {
+  const DeviceCalibration* dc = calib.find(g.model, run.w.model, in.precision);
+  if (!dc) dc = calib.find_any(run.w.model, in.precision);
+  if (!dc) return;  // the op model's own figures (core/model/ops.hpp): never above the peak
+  double compute = 0;
+  for (const LayerTimes& t : layers) compute += t.fwd_s + t.bwd_s;
+  const int micro = run.s.training.micro_batch;
+  const StepFlops fl = step_flops(run.w, micro, 1, in);
+  const double peak = g.peak_flops(in.precision);
+  const double need = (fl.model + fl.recompute) / peak;  // s: the least time the peak allows
+  const bool finite = std::isfinite(compute) && compute > 0;
+  if (finite && compute >= need * (1 - 1e-9) && compute <= units::plausible(units::Kind::Time).hi) return;
+  const size_t index = static_cast<size_t>(dc - calib.devices.data());
+  // The field that scaled the measured times, the last applied first.
+  std::string field = ".points", by;
+  if (dc->device_type != g.model) {
+    field = ".peak_flops";
+    by = fmt::format(" (scaled to {} by its peak_flops {:.4g} and mem_bw {:.4g})", g.model, dc->peak_flops,
+                     dc->mem_bw);
+  }
+  if (!dc->scaled_by.empty()) field = ".spans.compute", by = " (" + dc->scaled_by + ")";
+  if (occupancy != 1)
+    field = ".occupancy.alone_factor", by = fmt::format(" (x{:.4g} with fewer busy ranks)", occupancy);
+  throw Error(fmt::format(
+      "{}: devices[{}] ('{}'){}: forward + backward at micro-batch {} come to {}{} for {:.4g} FLOP: {}, the "
+      "least the peak of {} ({}) allows is {}; correct the calibration",
+      calib.path.empty() ? "the calibration" : calib.path, index, echo(dc->device_type), field, micro,
+      units::format_time(compute), by, fl.model + fl.recompute,
+      finite ? fmt::format("{:.3g} x faster than the GPU's peak", need / compute) : "not a plausible time",
+      g.model, units::format_flops(peak), units::format_time(need)));
+}
+
 // The device a GPU model's ranks share: its compute model's layer times and the step actions they make. The
 // first rank of a device type builds it (and adds its notes), the others find it.
 // The bandwidth of a GPU's host link as the platform routes its batch copy (the slowest link of its
@@ -89,6 +128,9 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const NodeFacts& node,
         "one rank alone x{:.3f})",
         g.model, f, run.s.cluster.gpus_per_node, dc->occupancy_busy_ranks, dc->occupancy_alone_factor));
   }
+  if (calib)
+    check_calibrated_compute(run, g, in, *calib, d.layers,
+                             dc ? dc->occupancy_factor(run.s.cluster.gpus_per_node) : 1);
   StepShape sh = shape;
   sh.layers = d.layers;
   sh.optimizer_s = cm->optimizer_s() + offload_seconds(run, node, host, notes);

@@ -7,6 +7,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -14,6 +15,8 @@
 #include "collectives/nccl_comm.hpp"
 #include "collectives/transfers.hpp"
 #include "point/point_setup.hpp"
+#include "vitsim/core/base/suggest.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/formats/placement.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
@@ -181,7 +184,49 @@ std::vector<double> simulate_sizes(sg4::Engine& e, const CollectiveBench& b, con
   return time;
 }
 
+// What one transfer in flight takes in the simulation (its SimGrid communication, network action and max-min
+// variable, its mailbox, kept over the sizes for alltoall's pairs) and its CPU: SimGrid's max-min solver
+// revisits every flow in flight at each flow's end, so one size costs about c x flows^2. Measured here
+// (docs/benchmarks.md "vitsim collective's cost": alltoall of 1 MiB on 64, 128 and 256 H100 ranks, peak
+// resident memory and user CPU time: 53.8 MB / 0.16 s, 92.3 MB / 2.07 s, 232 MB / 32.5 s): 2.9 KiB per flow
+// between 128 and 256 ranks (3 KiB here), c = 7.8e-9 s at 128 and 7.6e-9 s at 256 ranks (8e-9 here); the
+// issue's 1,024 ranks took 2.85 GB, 2.7 KiB a flow. ASSUMPTION that both hold past 256 ranks:
+// bench/collective_cost.sh on a larger machine replaces them.
+constexpr double kBytesPerFlow = 3 * 1024.0;
+constexpr double kCpuSecondsPerFlowSquared = 8e-9;
+
+// A point's checks that nccl-tests would fail on: its buffers on every GPU used (src/common.cu
+// AllocateBuffs: a send and a receive buffer of the largest size, cudaMalloc each, and with its data check,
+// -c 1 by default, a third of the receive size; beyond the GPU's memory it stops with "out of memory").
+void check_buffers(const RankPlacement& place, const PlatformFacts& facts, double largest_bytes) {
+  const double need = 2 * largest_bytes;
+  for (const std::string& host : place.hosts) {
+    const GpuFacts& g = facts.gpu.at(host);
+    if (g.mem_bytes > 0 && need > g.mem_bytes)
+      throw Error(fmt::format(
+          "-e {}: nccl-tests allocates a send and a receive buffer of the largest size on every GPU ({} + "
+          "{}, "
+          "and a third for its data check with -c 1), above the {} of {} ({}): all_reduce_perf and the "
+          "others stop there with a CUDA 'out of memory'; give -e {} or less",
+          units::format_bytes(largest_bytes), units::format_bytes(largest_bytes),
+          units::format_bytes(largest_bytes), units::format_bytes(g.mem_bytes), g.model, host,
+          units::format_bytes(std::exp2(std::floor(std::log2(g.mem_bytes / 2))))));
+  }
+}
+
 }  // namespace
+
+BenchCost estimated_bench_cost(NcclTest func, int ranks, int platform_hosts, size_t sizes) {
+  const double n = ranks;
+  BenchCost c;
+  // alltoall: every ordered pair at once (all_to_all, transfers.cpp); the algorithms of the registry keep a
+  // few flows per rank (a ring or chain one, a tree two, the hierarchical and rail forms one per level):
+  // 4 per rank bounds them.
+  c.flows = func == NcclTest::AllToAll ? n * (n - 1) : 4 * n;
+  c.memory_bytes = n * kSimBytesPerRank + platform_hosts * kSimBytesPerHost + c.flows * kBytesPerFlow;
+  c.cpu_s = static_cast<double>(sizes) * c.flows * c.flows * kCpuSecondsPerFlowSquared;
+  return c;
+}
 
 NcclTable run_collective_bench(const CollectiveBench& b) {
   const int type_bytes = nccl_type_bytes(b.type);
@@ -204,10 +249,46 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
         "{} applies to NCCL's tuner (--collective auto); --collective {} runs its own algorithm for every "
         "size, so it would change nothing: drop one",
         nccl_flag, b.algorithm));
+  // --nccl-version picks the tables of NCCL's tuner, which only `auto` runs (issue 39 item 15: ignored
+  // with a named algorithm); alltoall and broadcast run as NCCL runs them whatever the tuner says.
+  if (b.algorithm != "auto" && !b.nccl_version.empty())
+    throw Error(
+        fmt::format("--nccl-version applies to NCCL's tuner (--collective auto); --collective {} runs "
+                    "its own algorithm for every size, so it would change nothing: drop one",
+                    b.algorithm));
+  if ((b.func == NcclTest::AllToAll || b.func == NcclTest::Broadcast) &&
+      (!b.nccl_version.empty() || nccl_flag))
+    throw Error(fmt::format(
+        "{} with --func {}: NCCL runs {} without its tuner's choice, so it would change "
+        "nothing: drop it",
+        !b.nccl_version.empty() ? "--nccl-version" : nccl_flag, nccl_test_name(b.func),
+        b.func == NcclTest::AllToAll ? "alltoall as grouped sends and receives" : "broadcast over its ring"));
   const std::vector<double> sizes = nccl_sizes(b.sweep);
   const PlatformFacts facts = read_platform_facts(b.platform);
-  const Scenario s = bench_cluster(b, facts);
+  Scenario s = bench_cluster(b, facts);
   const RankPlacement place = place_ranks(s, facts);
+  check_buffers(place, facts, nccl_counts(b.func, sizes.back(), type_bytes, s.ranks()).bytes);
+  // Before anything is built: the memory and time the sizes will take (predict's simulation.max_memory).
+  {
+    s.simulation.max_memory = b.max_memory;
+    const BenchCost cost =
+        estimated_bench_cost(b.func, s.ranks(), static_cast<int>(facts.gpu.size()), sizes.size());
+    double need = cost.memory_bytes;
+    const double limit = memory_limit(s, need);
+    if (need > limit)
+      throw Error(fmt::format(
+          "{} on {} ranks keeps {:.3g} transfers in flight at once: about {} of memory (~{} B per transfer, "
+          "{} KiB per rank) and {} of CPU for {}, above the limit of {}{}; use fewer ranks (--nodes, -g) or "
+          "raise the limit with --max-memory SIZE",
+          nccl_test_name(b.func), s.ranks(), cost.flows, units::format_bytes(need), kBytesPerFlow,
+          kSimBytesPerRank / 1024, units::format_time(cost.cpu_s),
+          count_noun(static_cast<long long>(sizes.size()), "size"), units::format_bytes(limit),
+          b.max_memory > 0 ? "" : " (half of this machine's memory, or 90% of ulimit -v)"));
+    if (b.progress && cost.cpu_s > 60)
+      fmt::print(stderr,
+                 "vitsim collective: {} on {} ranks: about {} of CPU ({:.3g} transfers in flight at once)\n",
+                 nccl_test_name(b.func), s.ranks(), units::format_time(cost.cpu_s), cost.flows);
+  }
   try {
     chosen->configure({&facts, b.nccl_version, b.nccl_algo, b.nccl_proto, place.hosts, b.nccl_min_channels,
                        b.nccl_max_channels});

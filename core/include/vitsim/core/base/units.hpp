@@ -49,6 +49,30 @@ double parse(std::string_view text, Kind kind);
 // The same, then range-checked: "bad bandwidth '0GBps': out of range, expected > 0; ...".
 double parse(std::string_view text, Kind kind, const Range& r);
 
+// The plausible span of a figure of each kind: one bound per kind, applied alike to a platform's values and
+// the ends of its KEY.range, a calibration's figures, a fit's results and a merged plan shard's (issue 39;
+// issue 27 found 1e-300 bandwidths giving 1e300 s steps with exit 0). Beyond either end a figure is a wrong
+// file, a wrong unit or a wrong exponent, not hardware; a zero, where a figure may be zero (a latency, an
+// overhead), is the reader's range to judge, not this one. Each end, with why:
+// - time 1ps .. 1d: 1 ps is below one cycle of any processor's clock (5 GHz ticks every 200 ps) and the
+//   finest unit vitsim writes; no latency, overhead, kernel or training step vitsim models takes a day.
+// - bandwidth 1kBps .. 1PBps: below it one ViT-B/16 gradient (344 MB) takes four days; over 100 times the
+//   fastest memory in the catalogue (B200 HBM3e, 8 TB/s).
+// - FLOP/s 1Gf .. 1Ef: one core of a 2005 CPU (a Pentium 4 at 3 GHz with SSE2 peaks at 6 GFLOP/s); 1 EFLOP/s
+//   is over 400 times the densest peak in the catalogue (B200, 2.25 PFLOP/s fp16).
+// - bytes 1B .. 16TiB: the report reader's limit on one device's memory (core/results/report.hpp).
+// - factors x0.001 .. x1000 (a measured span, an occupancy factor, an efficiency): a figure a thousand
+//   times off the one it scales is a wrong file, not a spread.
+Range plausible(Kind kind);
+std::string plausible_text(Kind kind);  // "1kBps .. 1PBps"
+Range plausible_factor();               // [1e-3, 1e3]
+inline constexpr std::string_view kPlausibleFactorText = "x0.001 .. x1000";
+// True for 0 and for a value inside plausible(kind).
+bool is_plausible(double si, Kind kind);
+// Throws Error("<value> is not a plausible <kind> (expected <span>)"), without location, for a nonzero value
+// outside plausible(kind).
+void check_plausible(double si, Kind kind);
+
 // Human-readable SI/binary forms used in tables: "12.5 GB/s", "3.21 ms", "15.3 GiB", "8.1 TFLOP/s".
 std::string format_time(double seconds);
 std::string format_bytes(double bytes);  // binary prefixes (GiB)

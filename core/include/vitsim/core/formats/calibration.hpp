@@ -67,6 +67,9 @@ struct DeviceCalibration {
   // linear between. busy_ranks 0: not measured.
   int occupancy_busy_ranks = 0;
   double occupancy_alone_factor = 1;
+  // Not in the file: what an interval's sample scaled the figures by ("x0.1 by its spans.compute.low"), for
+  // the messages of a point that the scaled figures make impossible.
+  std::string scaled_by;
   // The factor on this device's calibrated compute with `busy` ranks per host (1 when not measured or
   // busy >= occupancy_busy_ranks).
   double occupancy_factor(int busy) const;

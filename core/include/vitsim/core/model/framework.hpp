@@ -59,18 +59,18 @@ std::vector<double> parameter_tensors(const ViTConfig& m);
 struct StepInputs {
   Framework framework = Framework::Vitsim;
   Precision precision = Precision::FP32;
-  std::string optimizer = "adamw";     // adamw, adam, sgd
-  int dp_ranks = 1;                    // gradients are averaged over these (no averaging work at 1)
-  int zero_stage = 0;                  // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
-  double gradient_clipping = 0;        // > 0: the gradients' global norm, then a scale when above it
-  double loss_scale = 0;               // fp16: 0 = dynamic, > 0 static (see step_ops)
-  int grad_accum = 1;                  // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
-  int grad_buckets = 1;                // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
-  bool overlap = false;                // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
+  std::string optimizer = "adamw";  // adamw, adam, sgd
+  int dp_ranks = 1;                 // gradients are averaged over these (no averaging work at 1)
+  int zero_stage = 0;               // ZeRO 1+: the optimizer updates 1/dp_ranks of the parameters
+  double gradient_clipping = 0;     // > 0: the gradients' global norm, then a scale when above it
+  double loss_scale = 0;            // fp16: 0 = dynamic, > 0 static (see step_ops)
+  int grad_accum = 1;               // micro-batches a step (DeepSpeed: per-micro-batch gradient work)
+  int grad_buckets = 1;             // gradient buckets a reduction (DeepSpeed ZeRO: per-bucket kernels)
+  bool overlap = false;             // DeepSpeed ZeRO overlap_comm: a device sync ends each reduction
   // DeepSpeed ZeRO-Offload of the optimizer in use (offload.hpp offloads_optimizer): the fp32 partition's
   // flatten, unscale and Adam run on the host (OffloadStep), not as GPU kernels.
   bool offload_optimizer = false;
-  std::string torch_version = "1.13";  // framework ddp: torch_versions()
+  std::string torch_version = "1.13";           // framework ddp: torch_versions()
   std::optional<OptimizerImpl> optimizer_impl;  // framework ddp: nullopt = the version's default
 };
 

@@ -60,6 +60,10 @@ struct PlatformProp {
 // refuse figures outside it.
 units::Range plausible_bandwidth();  // [1e3, 1e15] B/s
 inline constexpr std::string_view kPlausibleBandwidthText = "1kBps .. 1PBps";
+// A row's value (or an end of its KEY.range) against the plausible span of its kind (core/base/units.hpp
+// units::plausible): a quantity by its unit, a fraction (the efficiencies) as a factor. Throws Error, without
+// location, naming the value and the span.
+void check_prop_plausible(const PlatformProp& p, double value);
 
 // Every property, grouped by owner (GPU, node, link, zone), each group in the order the writer states them.
 const std::vector<PlatformProp>& platform_props();

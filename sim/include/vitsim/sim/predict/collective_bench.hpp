@@ -27,8 +27,19 @@ struct CollectiveBench {
   int nccl_min_channels = 0;       // "auto": NCCL_MIN_NCHANNELS; 0 = NCCL's default
   int nccl_max_channels = 0;       // "auto": NCCL_MAX_NCHANNELS
   NcclSweep sweep;
-  bool progress = true;  // a progress line on stderr for runs longer than a second
+  double max_memory = 0;  // bytes the simulation may take (--max-memory); 0: half of this machine's memory
+  bool progress = true;   // a progress line on stderr for runs longer than a second
 };
+
+// What the bench will take, estimated before anything is built (issue 39 item 2: alltoall on 4,096 ranks ran
+// into std::bad_alloc): the transfers one size keeps in flight at once (alltoall: every ordered pair; the
+// others a few per rank), the simulation's memory at the largest of them and its CPU time over the sizes.
+struct BenchCost {
+  double flows = 0;         // transfers in flight at once, at most
+  double memory_bytes = 0;  // the simulation's memory
+  double cpu_s = 0;         // the simulation's CPU time, all sizes (about c x flows^2 a size)
+};
+BenchCost estimated_bench_cost(NcclTest func, int ranks, int platform_hosts, size_t sizes);
 
 // Checks the bench against its platform (nodes, GPUs per node, hosts, root, algorithm, sizes) and simulates
 // it. Throws Error; messages name the flags of `vitsim collective` (--nodes, -g, --hosts, -r, --collective).
