@@ -60,7 +60,10 @@ struct TrainingSpec {
 
 struct ParallelSpec {
   int zero = 0;
-  bool overlap = false;
+  bool overlap = false;  // default: as the framework runs it (parallelism.overlap's row)
+  // overlap asked for where the framework cannot (DeepSpeed's ZeRO-0 reduces after backward): simulated off,
+  // said in the point's notes.
+  bool overlap_ignored = false;
   double bucket_bytes = 5e8 * 4;  // DeepSpeed reduce_bucket_size default: 5e8 elements (fp32)
   double allgather_bucket_bytes = 5e8 * 4;
   std::string collective = "auto";      // a name in sim's collective registry (sim::collective_names())
@@ -159,6 +162,8 @@ struct Scenario {
   std::vector<std::string> what_ifs;
   // The DeepSpeed config's train_batch_size, when it gives one (the batch the config was tuned for).
   std::optional<long long> deepspeed_train_batch;
+  // What ScenarioFile::global_batch replaced in the DeepSpeed config, in words ("" when nothing).
+  std::string deepspeed_batch_replaced;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
   int dp_ranks() const { return ranks() / parallel.sequence_parallel; }
@@ -179,6 +184,7 @@ inline std::vector<GradBucket> gradient_buckets(const Scenario& s) {
 struct Attribute {
   std::string value;
   Origin origin;
+  bool swept = false;  // a <sweep>'s value (for_each_combination): it wins over a DeepSpeed config's value
 };
 
 struct Sweep {
@@ -193,6 +199,9 @@ struct ScenarioFile {
   std::string name;
   std::map<std::string, Attribute> attrs;  // "training.micro_batch" -> "64" @ file:line
   std::vector<Sweep> sweeps;               // cartesian product, in file order
+  // plan --global-batch: wins over a DeepSpeed config's train_batch_size and gradient_accumulation_steps
+  // (read_and_merge_deepspeed); unset elsewhere.
+  std::optional<long long> global_batch;
 };
 
 ScenarioFile read_scenario_file(const std::string& path);  // throws Error with file:line
