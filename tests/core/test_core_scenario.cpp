@@ -234,8 +234,9 @@ TEST_CASE("scenario: a <sweep> over a key the DeepSpeed file sets wins, as a --s
 }
 
 TEST_CASE("scenario: parallelism.overlap defaults as the framework runs each ZeRO stage", "[scenario]") {
-  // DeepSpeed v0.14.4 zero/config.py overlap_comm_valid: unset -> stage == 3 (docs/sources.md "DeepSpeed");
-  // ZeRO-0 reduces after backward whatever overlap_comm says (engine.py allreduce_gradients).
+  // DeepSpeed v0.14.4 zero/config.py overlap_comm_valid: unset -> stage == 3 (docs/sources.md "Kernels,
+  // framework steps and the op model"); ZeRO-0 reduces after backward whatever overlap_comm says (engine.py
+  // allreduce_gradients).
   vt::TempDir d;
   d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 32})");
   std::string text = kBase;

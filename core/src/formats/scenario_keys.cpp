@@ -102,7 +102,7 @@ using R = Resolution;
 // overlap_comm = (stage == 3) when the config leaves it unset; at ZeRO-0 the engine reduces the gradients
 // after backward (engine.py backward -> allreduce_gradients -> buffered_allreduce_fallback) and only the ZeRO
 // optimizers read overlap_comm, so a true there changes nothing: simulated off, and the point says so
-// (ParallelSpec::overlap_ignored). docs/sources.md "DeepSpeed".
+// (ParallelSpec::overlap_ignored). docs/sources.md "Kernels, framework steps and the op model".
 void apply_overlap(R& x) {
   Scenario& s = x.s;
   const bool deepspeed = s.training.framework == Framework::DeepSpeed;

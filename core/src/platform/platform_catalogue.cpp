@@ -272,10 +272,11 @@ const Entry* match_entry(const std::vector<Entry>& entries, const std::string& n
 }
 
 // The entries whose name or an alias holds every part of `typed` (split at '-', '_', ' ', '.'): "a100-40gb"
-// is A100-PCIe-40GB and A100-SXM-40GB, not A10 (2 edits away); else those holding its first part, the
-// family ("a100-96gb": the four A100s); none for a first part under 3 characters.
+// is A100-PCIe-40GB and A100-SXM-40GB, not A10 (2 edits away); with `first_only`, those holding its first
+// part, the family ("a100-96gb": the four A100s); none for a first part under 3 characters.
 template <typename Entry>
-std::vector<std::string> variants_of(const std::vector<Entry>& entries, const std::string& typed) {
+std::vector<std::string> variants_of(const std::vector<Entry>& entries, const std::string& typed,
+                                     bool first_only) {
   std::vector<std::string> parts;
   std::string part;
   for (char c : typed + "-") {
@@ -301,8 +302,7 @@ std::vector<std::string> variants_of(const std::vector<Entry>& entries, const st
     }
     return out;
   };
-  std::vector<std::string> all = holding(parts.size());
-  return all.empty() && parts.size() > 1 ? holding(1) : all;
+  return holding(first_only ? 1 : parts.size());
 }
 
 template <typename Entry>
@@ -312,14 +312,16 @@ const Entry& find_entry(const std::vector<Entry>& entries, const std::string& na
   std::vector<std::pair<std::string, std::vector<std::string>>> names;
   std::vector<std::string> known;
   for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
-  const std::vector<std::string> variants = variants_of(entries, name);
+  // What the name holds, else the nearest spelling, else its family.
+  std::vector<std::string> variants = variants_of(entries, name, false);
+  if (variants.empty())
+    if (const std::string near = closest(name, names); !near.empty()) variants = {near};
+  if (variants.empty()) variants = variants_of(entries, name, true);
   std::string hint;
   if (variants.size() == 1)
     hint = fmt::format(" (did you mean '{}'?)", variants.front());
   else if (variants.size() > 1)
     hint = fmt::format(" (did you mean one of {}?)", join(variants));
-  else if (const std::string near = closest(name, names); !near.empty())
-    hint = fmt::format(" (did you mean '{}'?)", near);
   throw Error(fmt::format("unknown {} '{}'{}; known: {} (vitsim platform {})", what, name, hint, join(known),
                           list_flag));
 }
