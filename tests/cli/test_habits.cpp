@@ -183,7 +183,8 @@ TEST_CASE("habits: real DeepSpeed configs import or fail as documented", "[habit
     CHECK(s.training.loss_scale == 0);  // dynamic
     CHECK(s.training.weight_decay == 3e-7);
     // overlap_comm true at ZeRO-0: DeepSpeed's engine reduces after backward whatever it says (engine.py
-    // allreduce_gradients; docs/sources.md "Kernels, framework steps and the op model"): simulated off, noted.
+    // allreduce_gradients; docs/sources.md "Kernels, framework steps and the op model"): simulated off,
+    // noted.
     CHECK_FALSE(s.parallel.overlap);
     CHECK(s.parallel.overlap_ignored);
     CHECK(s.parallel.bucket_bytes == 5e7 * 2);  // 5e7 fp16 elements

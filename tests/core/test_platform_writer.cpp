@@ -234,6 +234,8 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"unknown GPU, near a known one", "--gpu h100-sxn",
        "unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?); known:"},
       {"unknown GPU", "--gpu quantum-9000", "unknown GPU 'quantum-9000'; known: T4, P4"},
+      {"unknown GPU holding a family's parts", "--gpu a100-40gb",
+       "unknown GPU 'a100-40gb' (did you mean one of A100-PCIe-40GB, A100-SXM-40GB?); known:"},
       {"no GPU", "--nodes 2", "--gpu is required"},
       {"dragonfly without groups", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology dragonfly",
        "a dragonfly needs nodes per group"},
