@@ -244,11 +244,13 @@ Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& 
                  const std::map<std::string, std::string>& params) {
   std::map<std::string, Attribute> attrs = given;
   std::string replaced;
+  std::vector<std::string> overrides;
   const std::optional<DeepSpeedConfig> ds =
-      read_and_merge_deepspeed(attrs, f.path, f.global_batch, &replaced);
+      read_and_merge_deepspeed(attrs, f.path, f.global_batch, &replaced, &overrides);
   Reader r(attrs, f.path);
   Scenario s;
   s.deepspeed_batch_replaced = replaced;
+  s.deepspeed_overrides = overrides;
   s.file = f.path;
   s.params = params;
   for (const auto& [k, a] : attrs) s.origins[k] = a.origin;

@@ -113,7 +113,8 @@ void replace_deepspeed_batch(DeepSpeedConfig& ds, long long global_batch, std::s
 std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, Attribute>& attrs,
                                                         const std::string& file,
                                                         std::optional<long long> global_batch,
-                                                        std::string* replaced) {
+                                                        std::string* replaced,
+                                                        std::vector<std::string>* overrides) {
   std::optional<DeepSpeedConfig> ds;
   Reader r0(attrs, file);
   if (r0.has("deepspeed.config")) {
@@ -126,17 +127,16 @@ std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, At
     if (global_batch) replace_deepspeed_batch(*ds, *global_batch, replaced);
     std::vector<std::string> wins;
     merge_deepspeed(attrs, *ds, wins);
-    // One warning line per config file and process (a sweep resolves the same file at every point), one
-    // note per --set key that replaces a config value.
+    // One warning line per config file and process (a sweep resolves the same file at every point); what a
+    // --set or <sweep> replaced goes to the point (Scenario::deepspeed_overrides: its notes, the plan's
+    // head).
     static std::mutex warned_mutex;
     static std::set<std::string> warned;
     const std::string line = unmodelled_warning(*ds);
     std::lock_guard<std::mutex> lock(warned_mutex);
     if (!line.empty() && warned.insert(line).second)
       std::fprintf(stderr, "vitsim: warning: %s\n", line.c_str());
-    for (const auto& w : wins)
-      if (warned.insert(w.substr(0, w.find(" wins over "))).second)
-        std::fprintf(stderr, "vitsim: note: %s\n", w.c_str());
+    if (overrides) *overrides = std::move(wins);
   }
   return ds;
 }

@@ -180,6 +180,7 @@ ReportPoint point_report(const PointRun& run, const PlatformFacts& facts, const 
                     "gradients after backward (engine.py allreduce_gradients; only the ZeRO optimizers read "
                     "overlap_comm): simulated without overlap",
                     s.origin_of("parallelism.overlap").str()));
+  for (const auto& o : s.deepspeed_overrides) notes.push_back("deepspeed: " + o);
   for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
   for (auto& n : what_if_unused_notes(s.what_ifs, facts, place.hosts)) notes.push_back(std::move(n));
   p.notes = std::move(notes);

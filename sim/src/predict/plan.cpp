@@ -368,6 +368,12 @@ PlanResult plan(const ScenarioFile& given, const PlanOptions& opt) {
     if (c.scenario) {
       if (!c.scenario->deepspeed_batch_replaced.empty())
         result.space_notes.push_back(c.scenario->deepspeed_batch_replaced);
+      // Which wins, once per key (a sweep's first point may equal the config's value: any point's line).
+      std::set<std::string> keys;
+      for (const auto& d : cands)
+        if (d.scenario)
+          for (const auto& o : d.scenario->deepspeed_overrides)
+            if (keys.insert(o.substr(0, o.find(" wins over "))).second) result.space_notes.push_back(o);
       break;
     }
   // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.

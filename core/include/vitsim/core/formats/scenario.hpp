@@ -164,6 +164,9 @@ struct Scenario {
   std::optional<long long> deepspeed_train_batch;
   // What ScenarioFile::global_batch replaced in the DeepSpeed config, in words ("" when nothing).
   std::string deepspeed_batch_replaced;
+  // Each --set or <sweep> that replaced a value of the DeepSpeed config, in words (issue 39 item 21: which
+  // wins is said): in the point's notes and the plan's head.
+  std::vector<std::string> deepspeed_overrides;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
   int dp_ranks() const { return ranks() / parallel.sequence_parallel; }
