@@ -18,6 +18,7 @@
 #include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/core/results/plan.hpp"
 #include "vitsim/sim/predict/plan.hpp"
+#include "vitsim/sim/predict/plan_search.hpp"
 
 namespace vitsim::app {
 
@@ -214,9 +215,21 @@ void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
     check_save_scenario(a);
   }
   a.scenario = write_one_line_scenario(a.one_line, dir);
-  if (!a.save_scenario.empty())
-    fmt::print(stderr, "vitsim: wrote {} and {}: edit them and plan again with vitsim plan {}\n", a.scenario,
-               (std::filesystem::path(dir) / "platform.xml").string(), a.scenario);
+}
+
+// The one-line form searches (sim/predict/plan_search.hpp); with --save-scenario its search is saved as the
+// scenario's sweeps, so that `vitsim plan DIR/scenario.xml` (with the global batch) plans the same space.
+void search_one_line(PlanArgs& a, ScenarioFile& f) {
+  const sim::OneLineSearch search = sim::open_one_line_search(
+      f, a.one_line.nodes, a.global_batch > 0 ? std::optional<long long>(a.global_batch) : std::nullopt);
+  a.opt.space_notes = search.lines;
+  if (search.global_batch) a.global_batch = *search.global_batch;
+  if (a.save_scenario.empty()) return;
+  save_one_line_search(f, a.scenario);
+  const std::string again =
+      a.scenario + (search.global_batch ? fmt::format(" --global-batch {}", *search.global_batch) : "");
+  fmt::print(stderr, "vitsim: wrote {} and {}: edit them and plan again with vitsim plan {}\n", a.scenario,
+             (std::filesystem::path(a.scenario).parent_path() / "platform.xml").string(), again);
 }
 
 // The scenario's space planned (and, with --baseline, planned again without the what-ifs and compared).
@@ -225,8 +238,10 @@ PlanResult plan_scenario(PlanArgs& a) {
   check_runs_took_scenario("plan", a.scenario, a.opt.interval);
   require_scenario("plan", a.scenario, " (or --merge SHARD.json..., or --gpu GPU --model M --dataset D)");
   ScenarioFile f = read_scenario_file(a.scenario);
+  if (a.made) name_one_line_origins(f);  // its temporary files are no file of the user's
   apply_sets(f, a.sets);
   add_what_ifs(f, a.what_ifs);
+  if (!a.one_line.gpu.empty()) search_one_line(a, f);
   set_constraints(a);
   if (!a.shard.empty()) parse_shard(a.shard, a.opt);
   resolve_interval(a.interval, a.opt.interval);

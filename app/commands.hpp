@@ -62,6 +62,13 @@ struct OneLinePlan {
   int nodes = 1, gpus_per_node = 1;
 };
 std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir);
+// The one-line form's scenario read from its temporary folder: each attribute's origin becomes the flag that
+// gave it (--gpu, --nodes, --model, --dataset, --deepspeed), so that a message names the user's input, not
+// a file that is gone when the command ends (issue 39 item 21).
+void name_one_line_origins(ScenarioFile& f);
+// --save-scenario: the one-line search's values (those of origin "--set KEY (the one-line search)") added to
+// the saved scenario at `path` as its elements' attributes and <sweep>s.
+void save_one_line_search(const ScenarioFile& f, const std::string& path);
 
 // Exit status 6 (docs/errors.md): the output was written, but some points have no result (their simulation
 // failed: a killed process, an error of their own). Prints one line on stderr naming how many and the first,

@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <map>
 
 #include "commands.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/formats/scenario.hpp"
 
 namespace vitsim::app {
 
@@ -80,6 +82,46 @@ std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir
   write_file_atomic(platform, platform_text);
   write_file_atomic(scenario, text);
   return scenario;
+}
+
+void save_one_line_search(const ScenarioFile& f, const std::string& path) {
+  auto searched = [](const Origin& o) { return o.file.find("(the one-line search)") != std::string::npos; };
+  std::map<std::string, std::string> elements;  // element -> its attributes, as XML writes them
+  for (const auto& [key, attr] : f.attrs) {
+    const std::string element = key.substr(0, key.find('.'));
+    if (!searched(attr.origin) || element == "cluster") continue;  // <cluster> holds the nodes already
+    elements[element] += fmt::format(" {}=\"{}\"", key.substr(element.size() + 1), xml_attr(attr.value));
+  }
+  std::string text = "  <!-- The one-line form's search (docs/plan.md \"The one-line form\"): -->\n";
+  for (const auto& [element, attrs] : elements) text += fmt::format("  <{}{}/>\n", element, attrs);
+  for (const Sweep& s : f.sweeps)
+    if (searched(s.origin)) {
+      std::string values;
+      for (const auto& v : s.values) values += (values.empty() ? "" : ",") + v;
+      text += fmt::format("  <sweep param=\"{}\" values=\"{}\"/>\n", xml_attr(s.key), xml_attr(values));
+    }
+  std::string xml = read_file(path);
+  xml.insert(xml.rfind("</scenario>"), text);
+  write_file_atomic(path, xml);
+}
+
+void name_one_line_origins(ScenarioFile& f) {
+  static const std::map<std::string, std::string> flag_of{{"cluster.platform", "--gpu"},
+                                                          {"cluster.nodes", "--nodes"},
+                                                          {"cluster.gpus_per_node", "--gpus-per-node"},
+                                                          {"model.preset", "--model"},
+                                                          {"dataset.name", "--dataset"},
+                                                          {"deepspeed.config", "--deepspeed"},
+                                                          {"scenario.name", "--model/--dataset"}};
+  for (auto& [key, attr] : f.attrs)
+    if (attr.origin.file == f.path) {
+      const auto it = flag_of.find(key);
+      // A relative path is read beside its origin's file: the platform's, written beside the scenario,
+      // becomes absolute before its origin is the flag.
+      if (key == "cluster.platform")
+        attr.value = (std::filesystem::path(f.path).parent_path() / attr.value).string();
+      attr.origin = Origin{it == flag_of.end() ? "the one-line form" : it->second, 0};
+    }
 }
 
 }  // namespace vitsim::app

@@ -218,6 +218,67 @@ TEST_CASE("scenario: a scenario value contradicting the DeepSpeed file is an err
   CHECK(expand(f).at(0).training.micro_batch == 64);
 }
 
+TEST_CASE("scenario: a <sweep> over a key the DeepSpeed file sets wins, as a --set does", "[scenario]") {
+  // The one-line plan saves its search as sweeps (docs/plan.md "The one-line form"): planned again, each
+  // swept micro-batch is the point's, not a contradiction of the config's 64.
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 64})");
+  std::string text = kBase;
+  text.replace(text.find(" micro_batch=\"32\""), 17, "");
+  text.replace(text.find("</scenario>"), 0,
+               "<deepspeed config=\"ds.json\"/>\n<sweep param=\"training.micro_batch\" values=\"16,64\"/>\n");
+  const auto pts = expand(read_scenario_file(d.file("s.xml", text)));
+  REQUIRE(pts.size() == 2);
+  CHECK(pts[0].training.micro_batch == 16);
+  CHECK(pts[1].training.micro_batch == 64);
+}
+
+TEST_CASE("scenario: parallelism.overlap defaults as the framework runs each ZeRO stage", "[scenario]") {
+  // DeepSpeed v0.14.4 zero/config.py overlap_comm_valid: unset -> stage == 3 (docs/sources.md "Kernels,
+  // framework steps and the op model"); ZeRO-0 reduces after backward whatever overlap_comm says (engine.py
+  // allreduce_gradients).
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 32})");
+  std::string text = kBase;
+  text.replace(text.find("</scenario>"), 0, "<deepspeed config=\"ds.json\"/>\n");
+  auto f = read_scenario_file(d.file("s.xml", text));
+  for (int zero = 0; zero <= 3; ++zero) {
+    auto g = f;
+    apply_override(g, "parallelism.zero=" + std::to_string(zero));
+    const Scenario s = expand(g).at(0);
+    CHECK(s.parallel.overlap == (zero == 3));
+    CHECK_FALSE(s.parallel.overlap_ignored);
+  }
+  apply_override(f, "parallelism.overlap=true");
+  apply_override(f, "parallelism.zero=0");
+  const Scenario zero0 = expand(f).at(0);
+  CHECK_FALSE(zero0.parallel.overlap);  // asked for, but DeepSpeed's ZeRO-0 cannot: simulated off, noted
+  CHECK(zero0.parallel.overlap_ignored);
+  apply_override(f, "parallelism.zero=2");
+  CHECK(expand(f).at(0).parallel.overlap);  // given: the ZeRO-1/2 optimizer overlaps
+  // vitsim's own trainer (no DeepSpeed config): off at every stage unless given.
+  auto plain = read_scenario_file(d.file("p.xml", kBase));
+  apply_override(plain, "parallelism.zero=3");
+  CHECK_FALSE(expand(plain).at(0).parallel.overlap);
+}
+
+TEST_CASE("scenario: a plan's global batch replaces the DeepSpeed config's batch", "[scenario]") {
+  // issue 38 item 2: train_batch_size 256 and gradient_accumulation_steps 1 on 2 ranks at micro-batch 32
+  // would be 32 x 1 x 2 = 64 != 256; --global-batch 256 makes DeepSpeed derive 256 // 32 // 2 = 4.
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_batch_size": 256, "gradient_accumulation_steps": 1})");
+  std::string text = kBase;
+  text.replace(text.find(" grad_accum=\"1\""), 15, "");
+  text.replace(text.find("</scenario>"), 0, "<deepspeed config=\"ds.json\"/>\n");
+  auto f = read_scenario_file(d.file("s.xml", text));
+  CHECK_THROWS_WITH(expand(f), Catch::Contains("DeepSpeed requires equality"));
+  f.global_batch = 256;
+  const Scenario s = expand(f).at(0);
+  CHECK(s.training.grad_accum == 4);
+  CHECK(s.global_batch() == 256);
+  CHECK_THAT(s.deepspeed_batch_replaced, Catch::Contains("gradient_accumulation_steps 1"));
+}
+
 TEST_CASE("scenario: unknown elements, attributes and keys are errors naming file:line",
           "[scenario][negative]") {
   vt::TempDir d;

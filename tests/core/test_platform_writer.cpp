@@ -187,6 +187,14 @@ TEST_CASE("catalogue: names resolve as users type them and unknown ones list the
     CHECK(lines(e) == 0);
   }
   CHECK_THAT(error_of("quantum-9000"), Catch::StartsWith("unknown GPU 'quantum-9000'; known: T4, P4"));
+  // A name that holds a GPU's parts names every entry holding them (issue 38 item 6: "a100-40gb" was 2 edits
+  // from "A10"); a part no entry holds leaves the family of the first part (the catalogue's A100s).
+  CHECK_THAT(
+      error_of("a100-40gb"),
+      Catch::StartsWith("unknown GPU 'a100-40gb' (did you mean one of A100-PCIe-40GB, A100-SXM-40GB?)"));
+  CHECK_THAT(error_of("a100-96gb"), Catch::StartsWith("unknown GPU 'a100-96gb' (did you mean one of "
+                                                      "A100-PCIe-40GB, A100-PCIe-80GB, A100-SXM-40GB, "
+                                                      "A100-SXM-80GB?)"));
 }
 
 TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform][cli]") {
@@ -226,6 +234,8 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"unknown GPU, near a known one", "--gpu h100-sxn",
        "unknown GPU 'h100-sxn' (did you mean 'H100-SXM'?); known:"},
       {"unknown GPU", "--gpu quantum-9000", "unknown GPU 'quantum-9000'; known: T4, P4"},
+      {"unknown GPU holding a family's parts", "--gpu a100-40gb",
+       "unknown GPU 'a100-40gb' (did you mean one of A100-PCIe-40GB, A100-SXM-40GB?); known:"},
       {"no GPU", "--nodes 2", "--gpu is required"},
       {"dragonfly without groups", "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology dragonfly",
        "a dragonfly needs nodes per group"},

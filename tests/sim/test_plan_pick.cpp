@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -375,30 +377,92 @@ TEST_CASE("platform: a spec file and the flags share their defaults", "[plan][pl
 
 TEST_CASE("plan's one-line form: platform and scenario made from flags, saved to edit", "[plan][oneline]") {
   // The common question in one command: 2 nodes x 2 H100 SXM, one NDR NIC each, ViT-tiny on CIFAR-10 under a
-  // DeepSpeed config of train_batch_size 64 (DeepSpeed's rule on 4 ranks: micro-batch 16, accumulation 1).
+  // DeepSpeed config of train_batch_size 64 at ZeRO-1. The form searches (docs/plan.md "The one-line form"):
+  // nodes 1 and 2, micro-batches 1, 2, 4, ... up to the largest that fits, ZeRO 0-3, the accumulation to
+  // meet the config's 64 images a step.
   vt::TempDir d;
   d.file("ds.json", R"({"train_batch_size": 64, "zero_optimization": {"stage": 1}})");
-  const auto r = vt::vitsim(fmt::format(
+  const std::string form =
       "plan --gpu h100-sxm --nodes 2 --gpus-per-node 2 --nic ndr:1 --model vit_cifar_tiny --dataset cifar10 "
-      "--deepspeed {} --save-scenario {} --quiet --format json --out {}",
-      d / "ds.json", d / "saved", d / "one.json"));
+      "--deepspeed " +
+      (d / "ds.json");
+  const auto r = vt::vitsim(
+      fmt::format("{} --save-scenario {} --quiet --format json --out {}", form, d / "saved", d / "one.json"));
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.out,
-             Catch::Contains("edit them and plan again with vitsim plan " + (d / "saved") + "/scenario.xml"));
+  CHECK_THAT(r.out, Catch::Contains("edit them and plan again with vitsim plan " + (d / "saved") +
+                                    "/scenario.xml --global-batch 64"));
   const PlanResult one = plan_from_json(read_file(d / "one.json"), "one.json");
+  REQUIRE(one.space_notes.size() >= 3);
+  CHECK_THAT(one.space_notes[0], Catch::StartsWith("Searched (the one-line form"));
+  CHECK_THAT(one.space_notes[2], Catch::Contains("zero_optimization.stage 1 searched over instead (pin with "
+                                                 "--set parallelism.zero=1)"));
+  // The space: 2 node counts x the micro-batches (powers of two from 1, each doubling, the largest at most
+  // what fits at 2 nodes: the search's bound, which the memory model also gives the plan's points) x 4
+  // stages.
+  std::set<long long> micro, stages;
+  for (const auto& p : one.points) {
+    micro.insert(std::stoll(p.params.at("training.micro_batch")));
+    stages.insert(std::stoll(p.params.at("parallelism.zero")));
+  }
+  CHECK(stages == std::set<long long>{0, 1, 2, 3});
+  long long expect = 1;
+  for (long long m : micro) CHECK(m == std::exchange(expect, expect * 2));
+  CHECK(one.space_size == static_cast<int>(2 * micro.size() * 4));
   const PlanPoint& top = top_of(one);
-  CHECK(top.gpus == 4);
-  CHECK(top.micro_batch == 16);  // 64 // 4
-  CHECK(top.zero == 1);
-  // The saved files plan to the same answer: they are what the one line planned.
-  const auto again = vt::vitsim(
-      fmt::format("plan {} --quiet --format json --out {}", d / "saved/scenario.xml", d / "again.json"));
+  CHECK(*micro.rbegin() <= *std::max_element(top.largest_micro_batch.begin(), top.largest_micro_batch.end()));
+  for (const auto& p : one.points)
+    if (p.rank > 0) CHECK(p.global_batch == 64);  // the config's train_batch_size, met by the accumulation
+  // The saved files plan the same space to the same answer: they are what the one line planned.
+  const auto again = vt::vitsim(fmt::format("plan {} --global-batch 64 --quiet --format json --out {}",
+                                            d / "saved/scenario.xml", d / "again.json"));
   REQUIRE(again.status == 0);
   const PlanResult two = plan_from_json(read_file(d / "again.json"), "again.json");
+  CHECK(two.space_size == one.space_size);
   CHECK(top_of(two).time_to_train_s == top.time_to_train_s);
+  // A --set pins its axis: one stage and one micro-batch leave the node counts.
+  const auto pinned = vt::vitsim(
+      fmt::format("{} --set parallelism.zero=1 --set training.micro_batch=16 --quiet --format json --out {}",
+                  form, d / "pinned.json"));
+  REQUIRE(pinned.status == 0);
+  const PlanResult three = plan_from_json(read_file(d / "pinned.json"), "pinned.json");
+  CHECK(three.space_size == 2);
+  CHECK(top_of(three).zero == 1);
+  CHECK(top_of(three).micro_batch == 16);
+  // Messages name the user's flags, not the form's temporary scenario (issue 39 item 21).
+  d.file("bad.json", R"({"train_micro_batch_size_per_gpu": "x"})");
+  const auto bad = vt::vitsim(
+      "plan --gpu h100-sxm --nodes 1 --gpus-per-node 2 --model vit_cifar_tiny --dataset cifar10 "
+      "--deepspeed " +
+      (d / "bad.json"));
+  CHECK(bad.status == 1);
+  CHECK_THAT(bad.out, Catch::StartsWith("vitsim: error: --deepspeed: " + (d / "bad.json")));
+  CHECK_THAT(bad.out, !Catch::Contains("vitsim-plan-"));
   // The flags are the one-line form's: without --gpu they are a usage error, as is a scenario beside them.
   CHECK(vt::vitsim("plan --model vit_l_16 --dataset cifar10").status == 2);
   CHECK(vt::vitsim(fmt::format("plan {} --gpu h100-sxm --model vit_l_16 --dataset cifar10",
                                d / "saved/scenario.xml"))
             .status == 2);
+}
+
+TEST_CASE("plan: --global-batch replaces a DeepSpeed config's batch, and says so", "[plan][oneline]") {
+  // issue 38 item 2: a config's gradient_accumulation_steps 1 beside --global-batch 64 excluded every point
+  // but those where micro x ranks = 64 ("DeepSpeed requires equality"); the plan's global batch wins.
+  vt::TempDir d;
+  d.file("ds.json", R"({"train_batch_size": 16, "gradient_accumulation_steps": 1})");
+  const auto r = vt::vitsim(fmt::format(
+      "plan --gpu h100-sxm --nodes 1 --gpus-per-node 2 --model vit_cifar_tiny --dataset cifar10 --deepspeed "
+      "{} "
+      "--set parallelism.zero=0 --set training.micro_batch=8,16 --global-batch 64 --quiet --format json "
+      "--out {}",
+      d / "ds.json", d / "p.json"));
+  REQUIRE(r.status == 0);
+  const PlanResult p = plan_from_json(read_file(d / "p.json"), "p.json");
+  REQUIRE(p.points.size() == 2);
+  for (const auto& pt : p.points) {
+    CHECK(pt.excluded.empty());
+    CHECK(pt.global_batch == 64);  // 8 x 4 x 2 and 16 x 2 x 2
+  }
+  CHECK_THAT(p.space_notes.back(),
+             Catch::Contains("--global-batch 64 replaces " + (d / "ds.json") +
+                             "'s train_batch_size 16 and gradient_accumulation_steps 1"));
 }

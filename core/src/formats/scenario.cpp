@@ -243,9 +243,14 @@ const std::vector<ScenarioKeyInfo>& scenario_key_table() {
 Scenario resolve(const ScenarioFile& f, const std::map<std::string, Attribute>& given,
                  const std::map<std::string, std::string>& params) {
   std::map<std::string, Attribute> attrs = given;
-  const std::optional<DeepSpeedConfig> ds = read_and_merge_deepspeed(attrs, f.path);
+  std::string replaced;
+  std::vector<std::string> overrides;
+  const std::optional<DeepSpeedConfig> ds =
+      read_and_merge_deepspeed(attrs, f.path, f.global_batch, &replaced, &overrides);
   Reader r(attrs, f.path);
   Scenario s;
+  s.deepspeed_batch_replaced = replaced;
+  s.deepspeed_overrides = overrides;
   s.file = f.path;
   s.params = params;
   for (const auto& [k, a] : attrs) s.origins[k] = a.origin;
@@ -303,7 +308,7 @@ void check_shadowed_values(const ScenarioFile& f) {
     std::map<std::string, Attribute> attrs = f.attrs;
     std::optional<DeepSpeedConfig> ds;
     try {
-      ds = read_and_merge_deepspeed(attrs, f.path);
+      ds = read_and_merge_deepspeed(attrs, f.path, f.global_batch);
     } catch (const Error&) {
     }
     Reader r(attrs, f.path);
@@ -342,7 +347,7 @@ void for_each_combination(const ScenarioFile& f,
     std::optional<Attribute> saved;
     if (auto it = attrs.find(s.key); it != attrs.end()) saved = it->second;
     for (const auto& v : s.values) {
-      attrs[s.key] = Attribute{v, s.origin};
+      attrs[s.key] = Attribute{v, s.origin, true};
       params[s.key] = v;
       rec(i + 1);
     }

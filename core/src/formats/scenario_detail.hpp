@@ -119,9 +119,16 @@ class Reader {
 const std::map<std::string, std::vector<std::string>>& schema();
 
 // deepspeed.config: read the file, merge its values into `attrs` (merge_deepspeed) and warn once per file
-// about what it sets that vitsim does not model.
+// about what it sets that vitsim does not model. With `global_batch` (plan --global-batch,
+// ScenarioFile::global_batch) the plan's batch wins: the config's train_batch_size becomes it and its
+// gradient_accumulation_steps is dropped (DeepSpeed then derives the accumulation); `replaced`, when given,
+// gets what was replaced in words ("" when nothing was); `overrides`, one line per --set or <sweep> that
+// replaced a value the config gives.
 std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, Attribute>& attrs,
-                                                        const std::string& file);
+                                                        const std::string& file,
+                                                        std::optional<long long> global_batch = std::nullopt,
+                                                        std::string* replaced = nullptr,
+                                                        std::vector<std::string>* overrides = nullptr);
 
 // What the rows see while resolve applies them: the file, its DeepSpeed config, the point so far.
 struct Resolution {

@@ -35,8 +35,12 @@ int line_of(const std::string& text, ptrdiff_t offset) {
 }
 
 // DeepSpeed values become attributes unless the scenario or --set already fixed the key; a scenario
-// file value that contradicts the DeepSpeed file is an error, a --set wins (it is the user's what-if).
-void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedConfig& ds) {
+// file value that contradicts the DeepSpeed file is an error, a --set or a <sweep> wins (it is the user's
+// what-if, or the search the user asked for: the one-line form saves its search as sweeps).
+// `wins` gets one line per --set that replaced a different value of the config (issue 39 item 21: which wins
+// is said, not left to guess).
+void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedConfig& ds,
+                     std::vector<std::string>& wins) {
   auto put = [&](const std::string& key, const std::string& value, const std::string& ds_key) {
     Origin o{ds.path + " (" + ds_key + ")", 0};
     auto it = attrs.find(key);
@@ -44,7 +48,18 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
       attrs[key] = Attribute{value, o};
       return;
     }
-    if (it->second.origin.file.rfind("--set", 0) == 0) return;
+    if (it->second.swept || it->second.origin.file.rfind("--set", 0) == 0) {
+      // The one-line form's search says what it replaced in its own lines (sim/predict/plan_search.cpp).
+      const std::string by = it->second.origin.file.rfind("--set", 0) == 0
+                                 ? it->second.origin.file
+                                 : fmt::format("the <sweep> at {}", it->second.origin.str());
+      if (it->second.value != value && by.find("(the one-line search)") == std::string::npos)
+        wins.push_back(
+            fmt::format("{} wins over {}'s {} {} (a --set or a <sweep> replaces the DeepSpeed "
+                        "config's value)",
+                        by, ds.path, ds_key, value));
+      return;
+    }
     if (it->second.value != value)
       throw Error(it->second.origin,
                   fmt::format("{}={} contradicts {} {}={}", key, it->second.value, ds.path, ds_key, value));
@@ -83,12 +98,33 @@ void merge_deepspeed(std::map<std::string, Attribute>& attrs, const DeepSpeedCon
   put("training.framework", "deepspeed", "its engine");
 }
 
+// plan --global-batch N wins over the config's batch (issue 38 item 2): train_batch_size becomes N and
+// gradient_accumulation_steps is dropped, so that DeepSpeed's own rule (derive_deepspeed_batch) derives the
+// accumulation from N, the micro-batch and the ranks, as DeepSpeed would from the config the plan emits.
+void replace_deepspeed_batch(DeepSpeedConfig& ds, long long global_batch, std::string* replaced) {
+  std::string was;
+  if (ds.train_batch_size && *ds.train_batch_size != global_batch)
+    was = fmt::format("train_batch_size {}", *ds.train_batch_size);
+  if (ds.grad_accum)
+    was += fmt::format("{}gradient_accumulation_steps {}", was.empty() ? "" : " and ", *ds.grad_accum);
+  ds.train_batch_size = global_batch;
+  ds.grad_accum.reset();
+  if (replaced && !was.empty())
+    *replaced = fmt::format(
+        "--global-batch {} replaces {}'s {} (the accumulation follows: {} / (micro-batch x replicas), as "
+        "DeepSpeed derives it from train_batch_size)",
+        global_batch, ds.path, was, global_batch);
+}
+
 }  // namespace
 
 // deepspeed.config: read the file, merge its values into `attrs` (merge_deepspeed) and warn once per file
 // about what it sets that vitsim does not model.
 std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, Attribute>& attrs,
-                                                        const std::string& file) {
+                                                        const std::string& file,
+                                                        std::optional<long long> global_batch,
+                                                        std::string* replaced,
+                                                        std::vector<std::string>* overrides) {
   std::optional<DeepSpeedConfig> ds;
   Reader r0(attrs, file);
   if (r0.has("deepspeed.config")) {
@@ -99,14 +135,18 @@ std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, At
       throw Error(r0.origin("deepspeed.config"), e.what());
     }
     const bool micro_given = attrs.count("training.micro_batch") > 0;
-    merge_deepspeed(attrs, *ds);
+    if (global_batch) replace_deepspeed_batch(*ds, *global_batch, replaced);
+    std::vector<std::string> wins;
+    merge_deepspeed(attrs, *ds, wins);
     std::vector<std::string> notes = ds->notes;
     if (!micro_given && attrs.count("training.micro_batch") && !ds->micro_batch && !ds->train_batch_size)
       notes.push_back(fmt::format(
           "train_micro_batch_size_per_gpu \"auto\" is {}, HF's Trainer default (TrainingArguments."
           "per_device_train_batch_size); set training.micro_batch, or let `vitsim plan` search it",
           kHfDefaultMicroBatch));
-    // One line per config file and process (a sweep resolves the same file at every point).
+    // One warning line per config file and process (a sweep resolves the same file at every point); what a
+    // --set or <sweep> replaced goes to the point (Scenario::deepspeed_overrides: its notes, the plan's
+    // head).
     static std::mutex warned_mutex;
     static std::set<std::string> warned;
     const std::string line = unmodelled_warning(*ds);
@@ -116,6 +156,7 @@ std::optional<DeepSpeedConfig> read_and_merge_deepspeed(std::map<std::string, At
     for (const auto& n : notes)
       if (const std::string note = ds->path + ": " + n; warned.insert(note).second)
         std::fprintf(stderr, "vitsim: note: %s\n", note.c_str());
+    if (overrides) *overrides = std::move(wins);
   }
   return ds;
 }

@@ -98,6 +98,22 @@ KeyRow shape_row(std::string key, long long min, long long max, std::string doc,
 
 using R = Resolution;
 
+// parallelism.overlap as the framework runs it. DeepSpeed v0.14.4: zero/config.py overlap_comm_valid gives
+// overlap_comm = (stage == 3) when the config leaves it unset; at ZeRO-0 the engine reduces the gradients
+// after backward (engine.py backward -> allreduce_gradients -> buffered_allreduce_fallback) and only the ZeRO
+// optimizers read overlap_comm, so a true there changes nothing: simulated off, and the point says so
+// (ParallelSpec::overlap_ignored). docs/sources.md "Kernels, framework steps and the op model".
+void apply_overlap(R& x) {
+  Scenario& s = x.s;
+  const bool deepspeed = s.training.framework == Framework::DeepSpeed;
+  bool on = x.r.boolean("parallelism.overlap", deepspeed && s.parallel.zero == 3);
+  if (deepspeed && s.parallel.zero == 0 && on) {
+    s.parallel.overlap_ignored = true;
+    on = false;
+  }
+  s.parallel.overlap = on;
+}
+
 // nccl.algo or nccl.proto as given, checked in NCCL's syntax against the point's NCCL version.
 std::string nccl_override(R& x, const std::string& key) {
   const std::string value = x.r.str(key, "");
@@ -306,9 +322,12 @@ void check_offload(R& x, const std::string& key, const std::string& v) {
 std::vector<KeyRow> parallelism_rows() {
   return {
       integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", field(&Scenario::parallel, &ParallelSpec::zero)),
-      boolean_row("parallelism.overlap", false,
-                  "reduce gradient buckets during backward (DeepSpeed overlap_comm)",
-                  field(&Scenario::parallel, &ParallelSpec::overlap)),
+      custom_row("parallelism.overlap", "boolean", "the framework's",
+                 "true, false (or on, off, yes, no, 1, 0)",
+                 "reduce gradient buckets during backward (DeepSpeed overlap_comm); default as the framework "
+                 "runs it: deepspeed as v0.14.4's zero/config.py (on at ZeRO-3, off at ZeRO 1-2; ZeRO-0 "
+                 "reduces after backward whatever it says), vitsim and ddp off",
+                 apply_overlap),
       bucket_row("parallelism.bucket_size", true,
                  "gradient bucket cap (DeepSpeed reduce_bucket_size, DDP bucket_cap_mb)",
                  field(&Scenario::parallel, &ParallelSpec::bucket_bytes)),

@@ -271,6 +271,40 @@ const Entry* match_entry(const std::vector<Entry>& entries, const std::string& n
   return nullptr;
 }
 
+// The entries whose name or an alias holds every part of `typed` (split at '-', '_', ' ', '.'): "a100-40gb"
+// is A100-PCIe-40GB and A100-SXM-40GB, not A10 (2 edits away); with `first_only`, those holding its first
+// part, the family ("a100-96gb": the four A100s); none for a first part under 3 characters.
+template <typename Entry>
+std::vector<std::string> variants_of(const std::vector<Entry>& entries, const std::string& typed,
+                                     bool first_only) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : typed + "-") {
+    if (c == '-' || c == '_' || c == ' ' || c == '.') {
+      if (!part.empty()) parts.push_back(normalise_name(part));
+      part.clear();
+    } else {
+      part += c;
+    }
+  }
+  if (parts.empty() || parts.front().size() < 3) return {};
+  auto holding = [&](size_t n) {
+    std::vector<std::string> out;
+    for (const auto& e : entries) {
+      std::vector<std::string> all = e.aliases;
+      all.push_back(e.name);
+      const bool has = std::any_of(all.begin(), all.end(), [&](const std::string& a) {
+        const std::string norm = normalise_name(a);
+        return std::all_of(parts.begin(), parts.begin() + n,
+                           [&](const std::string& p) { return norm.find(p) != std::string::npos; });
+      });
+      if (has) out.push_back(e.name);
+    }
+    return out;
+  };
+  return holding(first_only ? 1 : parts.size());
+}
+
 template <typename Entry>
 const Entry& find_entry(const std::vector<Entry>& entries, const std::string& name, const char* what,
                         const char* list_flag) {
@@ -278,9 +312,17 @@ const Entry& find_entry(const std::vector<Entry>& entries, const std::string& na
   std::vector<std::pair<std::string, std::vector<std::string>>> names;
   std::vector<std::string> known;
   for (const auto& e : entries) names.push_back({e.name, e.aliases}), known.push_back(e.name);
-  const std::string near = closest(name, names);
-  throw Error(fmt::format("unknown {} '{}'{}; known: {} (vitsim platform {})", what, name,
-                          near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), join(known),
+  // What the name holds, else the nearest spelling, else its family.
+  std::vector<std::string> variants = variants_of(entries, name, false);
+  if (variants.empty())
+    if (const std::string near = closest(name, names); !near.empty()) variants = {near};
+  if (variants.empty()) variants = variants_of(entries, name, true);
+  std::string hint;
+  if (variants.size() == 1)
+    hint = fmt::format(" (did you mean '{}'?)", variants.front());
+  else if (variants.size() > 1)
+    hint = fmt::format(" (did you mean one of {}?)", join(variants));
+  throw Error(fmt::format("unknown {} '{}'{}; known: {} (vitsim platform {})", what, name, hint, join(known),
                           list_flag));
 }
 

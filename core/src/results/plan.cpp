@@ -312,8 +312,7 @@ std::string term_advice(const std::string& name, const std::string& lead, double
         overlap
             ? "buckets well under the gradients' size (parallelism.bucket_size=25MB: a single bucket leaves "
               "nothing to overlap), "
-            : "overlap with backward (parallelism.overlap=true, with parallelism.bucket_size well under the "
-              "gradients' size, e.g. 25MB), ",
+            : overlap_advice(top, ", with parallelism.bucket_size well under the gradients' size, e.g. 25MB"),
         // A plan without the pick's figures (written before they were, or hand-made): NCCL's choice where the
         // pick names another collective; nothing where it runs NCCL's choice already.
         top.collective == "auto" || top.collective.empty()

@@ -130,7 +130,20 @@ std::string comm_term_advice(const PlanPoint& top, const std::string& lead, doub
   return fmt::format(
       "{}: exposed communication ({:.0f}%): {}a larger micro-batch or accumulation (fewer gradient "
       "reductions per image){}; the collective and its buckets: the Gradient reduction lines.",
-      lead, percent, top.overlap ? "" : "overlap with backward (parallelism.overlap=true), ", links);
+      lead, percent, overlap_advice(top, ""), links);
+}
+
+std::string overlap_advice(const PlanPoint& top, const std::string& buckets) {
+  if (top.overlap) return "";
+  const bool deepspeed = std::any_of(
+      top.result.notes.begin(), top.result.notes.end(),
+      [](const std::string& n) { return n.find("deepspeed framework step") != std::string::npos; });
+  if (deepspeed && top.zero == 0)
+    return fmt::format(
+        "ZeRO-1 or above with overlap (parallelism.zero=1 and parallelism.overlap=true{}: DeepSpeed's ZeRO-0 "
+        "reduces after backward), ",
+        buckets);
+  return fmt::format("overlap with backward (parallelism.overlap=true{}), ", buckets);
 }
 
 void explain_comm(const PlanPoint& top, std::vector<std::string>& out) {

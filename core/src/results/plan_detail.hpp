@@ -25,6 +25,10 @@ inline constexpr double kAdviceShare = 0.2;
 void explain_comm(const PlanPoint& top, std::vector<std::string>& out);
 // The advice for exposed communication with the collective and bucket settings left to explain_comm
 // ("" when the pick has no figures for it: the generic advice stands).
+// What turns overlap on for the pick when it is off: parallelism.overlap=true, or, where its framework
+// cannot overlap at its stage (DeepSpeed's ZeRO-0 reduces after backward: its point's notes name the
+// deepspeed framework step), ZeRO-1 or above with overlap. "" when overlap is on.
+std::string overlap_advice(const PlanPoint& top, const std::string& buckets);
 std::string comm_term_advice(const PlanPoint& top, const std::string& lead, double percent);
 // With plan --interval: which candidates have an interval, and whether the pick's overlaps the runner-up's
 // (then the figure to measure first, from the pick's sensitivity).

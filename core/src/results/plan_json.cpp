@@ -100,6 +100,7 @@ void header_fields(Io& io, P& plan) {
     io.string("batch_reference_source", plan.batch_reference_source);
   }
   io.integer("space_size", plan.space_size, 1, kMaxInt);
+  if (io.present(!plan.space_notes.empty(), {"space_notes"})) io.strings("space_notes", plan.space_notes);
   io.object("shard", plan, [](auto& shard, auto& p) {
     shard.integer("count", p.shard_count, 1, p.space_size);
     shard.integer("index", p.shard_index, 0, p.shard_count - 1);

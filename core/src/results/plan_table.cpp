@@ -17,6 +17,12 @@ std::string plan_to_table(const PlanResult& plan, int top) {
   std::string out =
       fmt::format("vitsim plan: {} ({}, {}, ranked by {})\n", plan.scenario,
                   count_noun(plan.space_size, "point"), count_noun(plan.epochs, "epoch"), plan.objective);
+  for (const auto& line : plan.space_notes) out += line + "\n";
+  if (plan.space_size == 1)
+    out +=
+        "One point: this plan compares nothing, every setting is fixed; open an axis with --set "
+        "KEY=V1,V2,... "
+        "or a <sweep> (docs/plan.md)\n";
   for (size_t i = 0; i < plan.what_ifs.size(); ++i)
     out += fmt::format("what-if {}: {}\n", i + 1, plan.what_ifs[i]);
   {

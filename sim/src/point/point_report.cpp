@@ -174,6 +174,14 @@ ReportPoint point_report(const PointRun& run, const PlatformFacts& facts, const 
   point_energy_of(p, facts, place, notes);
   notes.push_back(window_note(run, win, budget.full, budget.epoch.steps));
   if (!mem.fits) notes.push_back("does not fit in GPU memory: predicted time is for a run that would fail");
+  if (s.parallel.overlap_ignored)
+    notes.push_back(
+        fmt::format("overlap: parallelism.overlap=true ({}) has no effect at DeepSpeed's ZeRO-0, whose "
+                    "engine reduces the "
+                    "gradients after backward (engine.py allreduce_gradients; only the ZeRO optimizers read "
+                    "overlap_comm): simulated without overlap",
+                    s.origin_of("parallelism.overlap").str()));
+  for (const auto& o : s.deepspeed_overrides) notes.push_back("deepspeed: " + o);
   for (const auto& wi : s.what_ifs) notes.push_back("what-if: " + wi);
   for (auto& n : what_if_unused_notes(s.what_ifs, facts, place.hosts)) notes.push_back(std::move(n));
   p.notes = std::move(notes);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "collectives/nccl_comm.hpp"
+#include "predict/plan_memory.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/calibration.hpp"
@@ -73,50 +74,6 @@ json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenari
   json out{{"report", report_to_json(one)}};
   if (r.comm.known()) out["comm"] = comm_regime_to_json(r.comm);
   return out;
-}
-
-// The memory per GPU of `s` on each distinct GPU model of the placement, against that GPU's memory, by the
-// core memory model with the inputs simulate_point gives it (so that the pre-check and the simulation
-// agree): the largest need, the smallest memory, and whether every GPU holds its ranks.
-struct MemoryFit {
-  double need = 0, have = INFINITY;
-  bool fits = true;
-};
-MemoryFit memory_fit(const Scenario& s, const Workload& w, const PlatformFacts& facts,
-                     const RankPlacement& place) {
-  MemoryFit f;
-  std::set<std::string> seen;
-  for (const auto& host : place.hosts) {
-    const GpuFacts& g = facts.gpu.at(host);
-    if (!seen.insert(fmt::format("{}/{}/{}", g.model, g.mem_bytes, g.reserved_bytes)).second) continue;
-    const double need = memory_per_gpu(w, memory_inputs(s, g.reserved_bytes)).total();
-    f.need = std::max(f.need, need);
-    f.have = std::min(f.have, g.mem_bytes);
-    if (need > g.mem_bytes) f.fits = false;
-  }
-  return f;
-}
-
-// The largest micro-batch that fits at ZeRO stage `zero`, the rest as `s` (memory grows with the
-// micro-batch: doubling, then bisection); 0 when not even one image fits.
-long long largest_fitting_micro_batch(const Scenario& s, int zero, const Workload& w,
-                                      const PlatformFacts& facts, const RankPlacement& place) {
-  constexpr long long kMost = 1 << 24;  // training.micro_batch's range (scenario_keys.cpp)
-  Scenario t = s;
-  t.parallel.zero = zero;
-  auto fits = [&](long long mb) {
-    t.training.micro_batch = static_cast<int>(mb);
-    return memory_fit(t, w, facts, place).fits;
-  };
-  if (!fits(1)) return 0;
-  long long lo = 1, hi = 2;
-  while (hi <= kMost && fits(hi)) lo = hi, hi *= 2;
-  if (hi > kMost) return lo;
-  while (hi - lo > 1) {
-    const long long mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
 }
 
 // The point's memory against its GPUs (excluded when it does not fit), and the largest micro-batch that
@@ -397,13 +354,28 @@ void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work,
 
 }  // namespace
 
-PlanResult plan(const ScenarioFile& file, const PlanOptions& opt) {
+PlanResult plan(const ScenarioFile& given, const PlanOptions& opt) {
   check_options(opt);
+  ScenarioFile file = given;
+  file.global_batch = opt.constraints.global_batch;  // wins over a DeepSpeed config's batch (issue 38)
   // --runs: read and resolved before any simulation, so that a bad file fails at once.
   const std::vector<MeasuredRun> runs =
       opt.interval.samples > 0 ? measured_runs(file, opt.interval.runs) : std::vector<MeasuredRun>{};
   std::vector<Candidate> cands = enumerate(file);
   PlanResult result = plan_header(file, opt, cands.size());
+  result.space_notes = opt.space_notes;
+  for (const auto& c : cands)
+    if (c.scenario) {
+      if (!c.scenario->deepspeed_batch_replaced.empty())
+        result.space_notes.push_back(c.scenario->deepspeed_batch_replaced);
+      // Which wins, once per key (a sweep's first point may equal the config's value: any point's line).
+      std::set<std::string> keys;
+      for (const auto& d : cands)
+        if (d.scenario)
+          for (const auto& o : d.scenario->deepspeed_overrides)
+            if (keys.insert(o.substr(0, o.find(" wins over "))).second) result.space_notes.push_back(o);
+      break;
+    }
   // A genuine mistake (a misspelt value) makes every combination invalid: report it as the error it is.
   if (std::none_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.scenario.has_value(); }))
     throw Error(cands.front().invalid);

@@ -65,7 +65,10 @@ struct TrainingSpec {
 
 struct ParallelSpec {
   int zero = 0;
-  bool overlap = false;
+  bool overlap = false;  // default: as the framework runs it (parallelism.overlap's row)
+  // overlap asked for where the framework cannot (DeepSpeed's ZeRO-0 reduces after backward): simulated off,
+  // said in the point's notes.
+  bool overlap_ignored = false;
   double bucket_bytes = 5e8 * 4;  // DeepSpeed reduce_bucket_size default: 5e8 elements (fp32)
   double allgather_bucket_bytes = 5e8 * 4;
   std::string collective = "auto";      // a name in sim's collective registry (sim::collective_names())
@@ -174,6 +177,11 @@ struct Scenario {
   std::optional<long long> deepspeed_train_batch;
   // The DeepSpeed config's path as read (deepspeed.config resolved), "" without one.
   std::string deepspeed_config;
+  // What ScenarioFile::global_batch replaced in the DeepSpeed config, in words ("" when nothing).
+  std::string deepspeed_batch_replaced;
+  // Each --set or <sweep> that replaced a value of the DeepSpeed config, in words (issue 39 item 21: which
+  // wins is said): in the point's notes and the plan's head.
+  std::vector<std::string> deepspeed_overrides;
   int ranks() const { return cluster.nodes * cluster.gpus_per_node; }
   // Data-parallel replicas: a sequence-parallel group of ranks shares one micro-batch.
   int dp_ranks() const { return ranks() / parallel.sequence_parallel; }
@@ -194,6 +202,7 @@ inline std::vector<GradBucket> gradient_buckets(const Scenario& s) {
 struct Attribute {
   std::string value;
   Origin origin;
+  bool swept = false;  // a <sweep>'s value (for_each_combination): it wins over a DeepSpeed config's value
 };
 
 struct Sweep {
@@ -208,6 +217,9 @@ struct ScenarioFile {
   std::string name;
   std::map<std::string, Attribute> attrs;  // "training.micro_batch" -> "64" @ file:line
   std::vector<Sweep> sweeps;               // cartesian product, in file order
+  // plan --global-batch: wins over a DeepSpeed config's train_batch_size and gradient_accumulation_steps
+  // (read_and_merge_deepspeed); unset elsewhere.
+  std::optional<long long> global_batch;
 };
 
 ScenarioFile read_scenario_file(const std::string& path);  // throws Error with file:line

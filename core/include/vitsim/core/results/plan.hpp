@@ -74,6 +74,9 @@ struct PlanResult {
   long long batch_reference = 0;
   std::string batch_reference_source;
   int space_size = 0;  // points in the whole space (all shards)
+  // How the space was made, printed first: the one-line form's search (sim/predict/plan_search.hpp), what
+  // --global-batch replaced in a DeepSpeed config. Empty for most plans (then absent from the JSON).
+  std::vector<std::string> space_notes;
   int shard_index = 0, shard_count = 1;
   bool ranked = false;  // false for a shard's raw points
   std::vector<PlanPoint> points;

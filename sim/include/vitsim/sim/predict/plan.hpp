@@ -26,10 +26,15 @@ struct PlanOptions {
   // explanation says whether the pick's interval overlaps the runner-up's. samples 0: none. Not with shards.
   IntervalOptions interval;
   int interval_top = 3;
+  // Lines the plan prints first (PlanResult::space_notes): the one-line form's searched space
+  // (plan_search.hpp).
+  std::vector<std::string> space_notes;
 };
 
 // With a fixed global batch and no sweep over training.grad_accum, each point's accumulation is
-// derived: global_batch / (micro_batch x data-parallel replicas), when that is a whole number.
+// derived: global_batch / (micro_batch x data-parallel replicas), when that is a whole number; the global
+// batch also wins over a DeepSpeed config's train_batch_size and gradient_accumulation_steps (noted in
+// space_notes).
 PlanResult plan(const ScenarioFile& file, const PlanOptions& opt);
 
 }  // namespace vitsim::sim
