@@ -28,8 +28,9 @@ struct PlanArgs {
   std::vector<std::string> sets, what_ifs, merge;
   std::string format = "table";
   std::string out, deadline, shard, emit_ds_config;
-  ScenarioFile file;     // the scenario as planned (--set and --what-if applied), for --emit-ds-config
-  OneLinePlan one_line;  // --gpu ... --model ... --dataset ...: platform and scenario made here
+  ScenarioFile file;           // the scenario as planned (--set and --what-if applied), for --emit-ds-config
+  OneLinePlan one_line;        // --gpu ... --model ... --dataset ...: platform and scenario made here
+  std::string saved_scenario;  // --save-scenario: the scenario saved there before, "" when none
   std::string save_scenario;
   std::shared_ptr<TempDir> made;  // where the one-line form's files live without --save-scenario
   long long global_batch = 0, global_batch_min = 0, global_batch_max = 0;
@@ -214,7 +215,7 @@ void make_one_line_scenario(PlanArgs& a, const CLI::App& c) {
   } else {
     check_save_scenario(a);
   }
-  a.scenario = write_one_line_scenario(a.one_line, dir);
+  a.scenario = write_one_line_scenario(a.one_line, dir, &a.saved_scenario);
 }
 
 // The one-line form searches (sim/predict/plan_search.hpp); with --save-scenario its search is saved as the
@@ -225,7 +226,7 @@ void search_one_line(PlanArgs& a, ScenarioFile& f) {
   a.opt.space_notes = search.lines;
   if (search.global_batch) a.global_batch = *search.global_batch;
   if (a.save_scenario.empty()) return;
-  save_one_line_search(f, a.scenario);
+  save_one_line_search(f, a.scenario, a.saved_scenario);
   const std::string again =
       a.scenario + (search.global_batch ? fmt::format(" --global-batch {}", *search.global_batch) : "");
   fmt::print(stderr, "vitsim: wrote {} and {}: edit them and plan again with vitsim plan {}\n", a.scenario,

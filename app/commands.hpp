@@ -56,19 +56,21 @@ std::string platform_xml_for(const std::string& gpu, int nodes, int gpus_per_nod
 
 // `vitsim plan --gpu ... --model ... --dataset ... [--deepspeed FILE]` (plan_one_line.cpp): the platform and
 // the scenario that `vitsim platform` and a hand-written file would give, written into `dir` as platform.xml
-// and scenario.xml; returns the scenario's path.
+// and scenario.xml; returns the scenario's path. A saved scenario already there (the same command run before)
+// is kept in `saved` for save_one_line_search to compare.
 struct OneLinePlan {
   std::string gpu, nic, model, dataset, deepspeed;
   int nodes = 1, gpus_per_node = 1;
 };
-std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir);
+std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir, std::string* saved);
 // The one-line form's scenario read from its temporary folder: each attribute's origin becomes the flag that
 // gave it (--gpu, --nodes, --model, --dataset, --deepspeed), so that a message names the user's input, not
 // a file that is gone when the command ends (issue 39 item 21).
 void name_one_line_origins(ScenarioFile& f);
 // --save-scenario: the one-line search's values (those of origin "--set KEY (the one-line search)") added to
-// the saved scenario at `path` as its elements' attributes and <sweep>s.
-void save_one_line_search(const ScenarioFile& f, const std::string& path);
+// the saved scenario at `path` as its elements' attributes and <sweep>s; where `saved` (what was there before
+// this command) differs from the result, it is put back and the run refused (edited since it was saved).
+void save_one_line_search(const ScenarioFile& f, const std::string& path, const std::string& saved);
 
 // Exit status 6 (docs/errors.md): the output was written, but some points have no result (their simulation
 // failed: a killed process, an error of their own). Prints one line on stderr naming how many and the first,

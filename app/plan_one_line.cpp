@@ -43,9 +43,28 @@ std::pair<std::string, int> parse_nic(const std::string& text) {
   }
 }
 
+// The first line of the search's block in a saved scenario (save_one_line_search).
+constexpr const char* kSearchMarker =
+    "  <!-- The one-line form's search (docs/plan.md \"The one-line form\"): -->\n";
+
+// A saved scenario without the search's block: what write_one_line_scenario wrote.
+std::string without_search(std::string xml) {
+  const size_t at = xml.find(kSearchMarker);
+  const size_t end = xml.rfind("</scenario>");
+  if (at != std::string::npos && end != std::string::npos && end > at) xml.erase(at, end - at);
+  return xml;
+}
+
+Error edited_since(const std::string& path, const std::string& scenario) {
+  return Error(
+      fmt::format("--save-scenario: {} exists and differs from what this command writes (edited "
+                  "since it was saved?): plan it with vitsim plan {}, or give another folder",
+                  path, scenario));
+}
+
 }  // namespace
 
-std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir) {
+std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir, std::string* saved) {
   namespace fs = std::filesystem;
   if (q.model.empty() || q.dataset.empty())
     throw UsageError(
@@ -70,21 +89,22 @@ std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir
   text += "</scenario>\n";
   // A file there already is kept unless it is what this command writes: re-running the command wiped the
   // edits made to the saved files since (issue 39 item 5).
+  // The saved scenario holds the search too (save_one_line_search): compared without it here, and its
+  // search where the search is known (`saved` keeps the file as it was, restored there if it differs).
+  std::error_code ec;
   for (const auto& [path, content] : {std::pair<std::string, std::string>{platform, platform_text},
                                       std::pair<std::string, std::string>{scenario, text}}) {
-    std::error_code ec;
-    if (fs::exists(path, ec) && read_input_file(path, "saved file (--save-scenario)") != content)
-      throw Error(
-          fmt::format("--save-scenario: {} exists and differs from what this command writes (edited "
-                      "since it was saved?): plan it with vitsim plan {}, or give another folder",
-                      path, scenario));
+    if (!fs::exists(path, ec)) continue;
+    const std::string old = read_input_file(path, "saved file (--save-scenario)");
+    if (without_search(old) != content) throw edited_since(path, scenario);
+    if (path == scenario && saved) *saved = old;
   }
   write_file_atomic(platform, platform_text);
   write_file_atomic(scenario, text);
   return scenario;
 }
 
-void save_one_line_search(const ScenarioFile& f, const std::string& path) {
+void save_one_line_search(const ScenarioFile& f, const std::string& path, const std::string& saved) {
   auto searched = [](const Origin& o) { return o.file.find("(the one-line search)") != std::string::npos; };
   std::map<std::string, std::string> elements;  // element -> its attributes, as XML writes them
   for (const auto& [key, attr] : f.attrs) {
@@ -92,7 +112,7 @@ void save_one_line_search(const ScenarioFile& f, const std::string& path) {
     if (!searched(attr.origin) || element == "cluster") continue;  // <cluster> holds the nodes already
     elements[element] += fmt::format(" {}=\"{}\"", key.substr(element.size() + 1), xml_attr(attr.value));
   }
-  std::string text = "  <!-- The one-line form's search (docs/plan.md \"The one-line form\"): -->\n";
+  std::string text = kSearchMarker;
   for (const auto& [element, attrs] : elements) text += fmt::format("  <{}{}/>\n", element, attrs);
   for (const Sweep& s : f.sweeps)
     if (searched(s.origin)) {
@@ -102,6 +122,10 @@ void save_one_line_search(const ScenarioFile& f, const std::string& path) {
     }
   std::string xml = read_file(path);
   xml.insert(xml.rfind("</scenario>"), text);
+  if (!saved.empty() && saved != xml) {
+    write_file_atomic(path, saved);  // saved before, its search edited since: kept as it was
+    throw edited_since(path, path);
+  }
   write_file_atomic(path, xml);
 }
 
