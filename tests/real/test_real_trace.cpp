@@ -110,8 +110,13 @@ TEST_CASE("train --trace and predict --trace: the same processes, tracks and eve
   CHECK(p.processes == m.processes);
   CHECK(m.threads == std::set<std::string>{"compute", "comm", "data"});
   CHECK(p.threads == m.threads);
-  // The same events: on these CPU devices neither copies a batch (no h2d), as on a GPU both would.
-  CHECK(m.events == p.events);
+  // The same events: on these CPU devices neither copies a batch (no h2d), as on a GPU both would. But the
+  // prediction's `straggler wait` (the wait for the slowest of N ranks' jitter, docs/model.md "Stragglers"),
+  // which a measured run cannot tell from its all-reduce: the trainer's is inside its comm wait.
+  std::set<std::string> predicted = p.events;
+  CHECK(predicted.erase("straggler wait") == 1);
+  CHECK(m.events.count("straggler wait") == 0);
+  CHECK(m.events == predicted);
   CHECK(p.events.count("h2d") == 0);
   CHECK(m.events.count("fwd patch_embed"));
   CHECK(m.events.count("bwd head"));
