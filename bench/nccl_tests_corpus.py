@@ -50,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 
+from corpus_files import corpus_rows  # bench/corpus_files.py: the corpus file format, shared
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KIB, MIB = 1 << 10, 1 << 20
@@ -83,8 +85,6 @@ NOTE = re.compile(
     r"(?P<algo>\w+)/(?P<proto>\w+), (?P<ch>\d+) channels?(?:, simulated as (?P<sim>[^;]+))?; "
     r"NCCL's estimate (?P<est>[\d.]+) (?P<eu>us|ms|s) \(latency (?P<lat>[\d.]+) (?P<lu>us|ms|s)\)"
 )
-KEY = re.compile(r"^# ([a-z_]+): ?(.*)$")
-MORE = re.compile(r"^#   +(.*)$")
 
 
 class Failed(Exception):
@@ -97,25 +97,13 @@ class Refused(Exception):
 
 def read_table(path):
     """The metadata (dict of str) and rows [(size, time or None, busbw, busbw as printed)] of a corpus file."""
-    meta, rows, last = {}, [], None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("#"):
-                m, c = KEY.match(line), MORE.match(line)
-                if m:
-                    last = m.group(1)
-                    meta[last] = m.group(2).strip()
-                elif c and last:
-                    meta[last] += " " + c.group(1).strip()
-                continue
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 3:
-                raise Failed(f"{path}: row '{line}': want 'size time busbw'")
-            size, time, busbw = parts
-            rows.append((int(size), None if time == "-" else float(time), float(busbw), busbw))
+    meta, rows = {}, []
+    for lineno, line in corpus_rows(path, meta):
+        parts = line.split()
+        if len(parts) != 3:
+            raise Failed(f"{path}:{lineno}: row '{line}': want 'size time busbw'")
+        size, time, busbw = parts
+        rows.append((int(size), None if time == "-" else float(time), float(busbw), busbw))
     return meta, rows
 
 

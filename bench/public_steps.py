@@ -51,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 
+from corpus_files import corpus_rows  # bench/corpus_files.py: the corpus file format, shared
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 REQUIRED = ("source", "origin", "hardware", "software", "pytorch", "precision", "mode", "optimizer", "input",
@@ -67,8 +69,6 @@ SMOKE_FILES = ("timm_train_rtx3090_pt112", "fastertransformer_vit_t4_a100")
 STEPS, WARMUP = 4, 1  # steady state: the step repeats exactly after the warm-up (docs/model.md, Epoch time)
 COVER = 0.8
 P_LOW, P_HIGH = 0.1, 0.9
-KEY = re.compile(r"^# ([a-z_]+): ?(.*)$")
-MORE = re.compile(r"^#   +(.*)$")
 
 
 class Failed(Exception):
@@ -81,42 +81,30 @@ class Refused(Exception):
 
 def read_file(path):
     """The metadata (dict of str) and rows [dict] of a corpus file; bad input names the file and line."""
-    meta, rows, last = {}, [], None
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            where = f"{path}:{lineno}"
-            if line.startswith("#"):
-                m, c = KEY.match(line), MORE.match(line)
-                if m:
-                    last = m.group(1)
-                    meta[last] = m.group(2).strip()
-                elif c and last:
-                    meta[last] += " " + c.group(1).strip()
-                continue
-            if not line.strip():
-                continue
-            if "source" not in meta:
-                raise Failed(f"{where}: a row before the file's '# source:' (every row needs its source)")
-            parts = line.split()
-            if len(parts) < 7:
-                raise Failed(f"{where}: row '{line}': want 'name model micro_batch grad_accum nodes gpus value'")
-            try:
-                micro, accum, nodes, gpus = (int(x) for x in parts[2:6])
-                value = float(parts[6])
-            except ValueError:
-                raise Failed(f"{where}: row '{line}': micro_batch, grad_accum, nodes and gpus are integers, value a "
-                             "number") from None
-            if min(micro, accum, nodes, gpus) < 1 or not value > 0:
-                raise Failed(f"{where}: row '{line}': counts >= 1 and a value > 0")
-            keys = {}
-            for kv in parts[7:]:
-                if "=" not in kv:
-                    raise Failed(f"{where}: '{kv}': row keys are KEY=VALUE")
-                k, v = kv.split("=", 1)
-                keys[k] = v
-            rows.append({"name": parts[0], "model": parts[1], "micro": micro, "accum": accum, "nodes": nodes,
-                         "gpus": gpus, "value": value, "keys": keys, "line": lineno})
+    meta, rows = {}, []
+    for lineno, line in corpus_rows(path, meta):
+        where = f"{path}:{lineno}"
+        if "source" not in meta:
+            raise Failed(f"{where}: a row before the file's '# source:' (every row needs its source)")
+        parts = line.split()
+        if len(parts) < 7:
+            raise Failed(f"{where}: row '{line}': want 'name model micro_batch grad_accum nodes gpus value'")
+        try:
+            micro, accum, nodes, gpus = (int(x) for x in parts[2:6])
+            value = float(parts[6])
+        except ValueError:
+            raise Failed(f"{where}: row '{line}': micro_batch, grad_accum, nodes and gpus are integers, value a "
+                         "number") from None
+        if min(micro, accum, nodes, gpus) < 1 or not value > 0:
+            raise Failed(f"{where}: row '{line}': counts >= 1 and a value > 0")
+        keys = {}
+        for kv in parts[7:]:
+            if "=" not in kv:
+                raise Failed(f"{where}: '{kv}': row keys are KEY=VALUE")
+            k, v = kv.split("=", 1)
+            keys[k] = v
+        rows.append({"name": parts[0], "model": parts[1], "micro": micro, "accum": accum, "nodes": nodes,
+                     "gpus": gpus, "value": value, "keys": keys, "line": lineno})
     check_meta(path, meta)
     return meta, rows
 
