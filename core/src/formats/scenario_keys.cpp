@@ -319,6 +319,15 @@ void check_offload(R& x, const std::string& key, const std::string& v) {
              "(ZeRORuntimeException while zero_force_ds_cpu_optimizer is true); vitsim models CPU Adam only");
 }
 
+// parallelism.offload_optimizer or parallelism.offload_param: none, cpu or nvme, checked by check_offload.
+KeyRow offload_row(const std::string& key, std::string ParallelSpec::*field, std::string doc) {
+  return choice_row(key, "none", {"none", "cpu", "nvme"}, std::move(doc),
+                    [key, field](R& x, const std::string& v) {
+                      x.s.parallel.*field = v;
+                      check_offload(x, key, v);
+                    });
+}
+
 std::vector<KeyRow> parallelism_rows() {
   return {
       integer_row("parallelism.zero", 0, 0, 3, "ZeRO stage", field(&Scenario::parallel, &ParallelSpec::zero)),
@@ -361,20 +370,12 @@ std::vector<KeyRow> parallelism_rows() {
                               "{} does not divide the model's {} heads (Ulysses gives each rank whole heads)",
                               v, s.model.heads));
                   }),
-      choice_row("parallelism.offload_optimizer", "none", {"none", "cpu", "nvme"},
-                 "DeepSpeed ZeRO-Offload of the optimizer (zero_optimization.offload_optimizer.device): its "
-                 "state and step on the host at ZeRO 1-3 (docs/model.md \"ZeRO-Offload\")",
-                 [](R& x, const std::string& v) {
-                   x.s.parallel.offload_optimizer = v;
-                   check_offload(x, "parallelism.offload_optimizer", v);
-                 }),
-      choice_row("parallelism.offload_param", "none", {"none", "cpu", "nvme"},
-                 "DeepSpeed ZeRO-3 parameter offload (zero_optimization.offload_param.device): the "
-                 "parameters kept on the host, fetched each pass (docs/model.md \"ZeRO-Offload\")",
-                 [](R& x, const std::string& v) {
-                   x.s.parallel.offload_param = v;
-                   check_offload(x, "parallelism.offload_param", v);
-                 }),
+      offload_row("parallelism.offload_optimizer", &ParallelSpec::offload_optimizer,
+                  "DeepSpeed ZeRO-Offload of the optimizer (zero_optimization.offload_optimizer.device): its "
+                  "state and step on the host at ZeRO 1-3 (docs/model.md \"ZeRO-Offload\")"),
+      offload_row("parallelism.offload_param", &ParallelSpec::offload_param,
+                  "DeepSpeed ZeRO-3 parameter offload (zero_optimization.offload_param.device): the "
+                  "parameters kept on the host, fetched each pass (docs/model.md \"ZeRO-Offload\")"),
   };
 }
 
