@@ -40,14 +40,14 @@ struct PlatformProp {
   bool required = false;     // a GPU host without it is an error
   double default_value = 0;  // when absent (SI units); see default_text for defaults that are not constants
   std::string_view
-      default_text;             // as the reference shows it ("1", "2GBps", "(required)", "= gpu_flops_fp32")
-  std::string_view choices;     // Choice: "gpu, cpu"
-  std::string_view transports;  // Link: the transports that read it ("tcp"), in the order written
-  std::string_view spec;        // where a `vitsim platform` spec states it ("node", "gpu_types.props", ...)
-  std::string_view source;      // where its default comes from (docs/sources.md section, or ASSUMPTION)
-  std::string_view doc;         // one line: what it means
-  std::string_view measure;     // the command that measures it on the user's machines (a prediction's
-                                // sensitivity section names it: "what to measure first"); "" = none
+      default_text{};          // as the reference shows it ("1", "2GBps", "(required)", "= gpu_flops_fp32")
+  std::string_view choices{};  // Choice: "gpu, cpu"
+  std::string_view transports{};  // Link: the transports that read it ("tcp"), in the order written
+  std::string_view spec{};        // where a `vitsim platform` spec states it ("node", "gpu_types.props", ...)
+  std::string_view source{};      // where its default comes from (docs/sources.md section, or ASSUMPTION)
+  std::string_view doc{};         // one line: what it means
+  std::string_view measure{};     // the command that measures it on the user's machines (a prediction's
+                                  // sensitivity section names it: "what to measure first"); "" = none
 
   long long int_low() const { return static_cast<long long>(range.lo); }  // Integer: [int_low, int_high]
   long long int_high() const { return static_cast<long long>(range.hi); }
