@@ -200,12 +200,13 @@ Script make_plan_script(const PlanResult& plan, PlanKind requested, const std::s
       const auto [all, front] = pareto_points(*p);
       sc.data[prefix + "points.dat"] = data_text(all);
       sc.data[prefix + "front.dat"] = data_text(front);
+      // The baseline in the plan's colours: its points hollow, its front dashed.
       line += fmt::format(
-          "{}{} using 1:2 with points linetype {} pointtype {} title {}, {} using 1:2 with linespoints "
-          "linetype {} linewidth 2 pointtype 5{} title {}",
-          b ? ", " : "", gp_string(prefix + "points.dat"), b ? 2 : 1, b ? 6 : 7,
-          gp_string(draw.who(b) + "feasible points"), gp_string(prefix + "front.dat"), b ? 2 : 1,
-          b ? " dashtype 2" : "", gp_string(draw.who(b) + "Pareto front"));
+          "{}{} using 1:2 with points linetype 1 pointtype {} title {}, {} using 1:2 with linespoints "
+          "linetype 2 linewidth 2 pointtype 5{} title {}",
+          b ? ", " : "", gp_string(prefix + "points.dat"), b ? 6 : 7,
+          gp_string(draw.who(b) + "feasible points"), gp_string(prefix + "front.dat"), b ? " dashtype 2" : "",
+          gp_string(draw.who(b) + "Pareto front"));
     }
     t += line + "\n";
   } else {

@@ -286,10 +286,7 @@ std::vector<Series> make_series(const Report& r, Kind kind) {
   auto groups = groups_of(r, kind);
   std::vector<Params> sets;
   for (const auto& g : groups) sets.push_back(g.first);
-  std::vector<std::string> differing = differing_keys(sets);
-  // The reports' tag first: it says which report a curve is.
-  std::stable_partition(differing.begin(), differing.end(),
-                        [](const std::string& k) { return k == kReportKey; });
+  const std::vector<std::string> differing = differing_keys(sets);
   std::vector<Series> out;
   for (const auto& [key, pts] : groups) {
     Series s;
