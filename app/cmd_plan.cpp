@@ -273,6 +273,7 @@ PlanResult plan_scenario(PlanArgs& a) {
     const PlanResult without = sim::plan(base, base_opt);
     result = sim::plan(f, a.opt);
     for (auto& line : compare_plans(without, result)) result.explanation.push_back(std::move(line));
+    result.baseline = std::make_shared<PlanResult>(without);  // the JSON carries it for vitsim plot
   } else {
     result = sim::plan(f, a.opt);
   }

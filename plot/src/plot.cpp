@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 
+#include "gnuplot_text.hpp"
 #include "vitsim/core/base/enum_names.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -38,90 +39,6 @@ const char* kind_name(Kind kind) {
   return name_of(report_kinds(), kind);
 }
 
-namespace {
-
-// Parameters that are the x axis of each kind; everything else in `params` tells series apart.
-const std::set<std::string>& axis_keys(Kind kind) {
-  static const std::set<std::string> scaling{"gpus", "nodes", "cluster.nodes", "cluster.gpus_per_node"};
-  static const std::set<std::string> batch{"micro_batch", "training.micro_batch"};
-  return kind == Kind::Batch ? batch : scaling;
-}
-
-// The scenario-file spelling of a canonical report key: a label shows only the canonical one.
-const std::map<std::string, std::string>& spelled_as() {
-  static const std::map<std::string, std::string> m{{"cluster.gpus_per_node", "gpus"},
-                                                    {"cluster.nodes", "nodes"},
-                                                    {"training.micro_batch", "micro_batch"},
-                                                    {"training.grad_accum", "grad_accum"}};
-  return m;
-}
-
-std::string label_part(const std::string& key, const std::string& value) {
-  if (key == "scenario") return value;
-  if (key == "gpus") return fmt::format("{} GPU{}", value, value == "1" ? "" : "s");
-  if (key == "nodes") return fmt::format("{} node{}", value, value == "1" ? "" : "s");
-  if (key == "micro_batch") return fmt::format("micro-batch {}", value);
-  if (key == "grad_accum") return fmt::format("accumulation {}", value);
-  return key + "=" + value;
-}
-
-using Params = std::map<std::string, std::string>;
-
-// Points grouped by everything but the x axis, in the order each group first appears.
-std::vector<std::pair<Params, std::vector<const ReportPoint*>>> groups_of(const Report& r, Kind kind) {
-  std::vector<std::pair<Params, std::vector<const ReportPoint*>>> groups;
-  for (const auto& p : r.points) {
-    Params key = p.params;
-    for (const auto& k : axis_keys(kind)) key.erase(k);
-    // The GPU count can sit in cluster.gpus_per_node or cluster.nodes; for a scaling plot only the total
-    // matters, and a node order (cluster.hosts) is the same cluster whatever prefix of it is used.
-    if (kind == Kind::Scaling) key.erase("cluster.hosts");
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
-    if (it == groups.end()) {
-      groups.push_back({key, {}});
-      it = groups.end() - 1;
-    }
-    it->second.push_back(&p);
-  }
-  return groups;
-}
-
-std::string gp_string(const std::string& s) {  // a gnuplot double-quoted string
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += ' ';
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string data_text(const std::vector<std::pair<double, double>>& xy) {
-  std::string out;
-  for (const auto& [x, y] : xy) out += fmt::format("{:.9g} {:.9g}\n", x, y);
-  return out;
-}
-
-// A series' epoch time at a linear speed-up from its point with the fewest GPUs (Series::ideal).
-std::vector<std::pair<double, double>> ideal_scaling(const std::vector<const ReportPoint*>& pts) {
-  const ReportPoint* base = nullptr;
-  for (const ReportPoint* p : pts)
-    if (p->throughput_img_s > 0 && (!base || p->gpus < base->gpus)) base = p;
-  std::vector<std::pair<double, double>> out;
-  if (!base) return out;
-  for (const ReportPoint* p : pts)
-    if (p->throughput_img_s > 0)
-      out.push_back({static_cast<double>(p->gpus), p->epoch_time_s / 60.0 * p->throughput_img_s * base->gpus /
-                                                       (p->gpus * base->throughput_img_s)});
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-}  // namespace
-
 void check_plot_input(const std::string& text, const std::string& path) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos || text[first] != '<') return;  // JSON (or not): the reader says
@@ -138,97 +55,6 @@ void check_plot_input(const std::string& text, const std::string& path) {
       path, platform ? " (a platform)" : ""));
 }
 
-Report merge_reports(const std::vector<Report>& reports) {
-  if (reports.empty()) throw Error("no report to plot");
-  if (reports.size() == 1) return reports.front();
-  Report out;
-  out.source = reports.front().source;
-  for (const auto& r : reports) {
-    out.scenario += (out.scenario.empty() ? "" : " vs ") + r.scenario;
-    for (auto p : r.points) {
-      p.params["scenario"] = r.scenario;
-      out.points.push_back(std::move(p));
-    }
-  }
-  return out;
-}
-
-Kind resolve_kind(const Report& r, Kind requested) {
-  std::set<int> gpus, micro;
-  for (const auto& p : r.points) {
-    gpus.insert(p.gpus);
-    micro.insert(p.micro_batch);
-  }
-  if (r.points.empty()) throw Error(fmt::format("report '{}' has no points to plot", r.scenario));
-  if (requested == Kind::Auto) {
-    // The swept axis with more distinct values is the x axis; the other one tells curves apart.
-    if (micro.size() > 1 && micro.size() > gpus.size()) return Kind::Batch;
-    if (gpus.size() > 1) return Kind::Scaling;
-    if (micro.size() > 1) return Kind::Batch;
-    throw Error(
-        fmt::format("report '{}' sweeps neither the GPU count nor the micro-batch: nothing to plot "
-                    "(a scaling plot needs several GPU counts, a batch plot several micro-batches)",
-                    r.scenario));
-  }
-  if (requested == Kind::Scaling && gpus.size() < 2)
-    throw Error(fmt::format("report '{}' has a single GPU count ({}): a scaling plot needs several",
-                            r.scenario, *gpus.begin()));
-  if (requested == Kind::Batch && micro.size() < 2)
-    throw Error(fmt::format("report '{}' has a single micro-batch ({}): a batch plot needs several",
-                            r.scenario, *micro.begin()));
-  return requested;
-}
-
-std::vector<Series> make_series(const Report& r, Kind kind) {
-  if (kind == Kind::Auto) throw Error("make_series: resolve the plot kind first");
-  auto groups = groups_of(r, kind);
-  // Keys whose value differs between groups make the labels.
-  std::vector<std::string> differing;
-  for (const auto& [key, pts] : groups)
-    for (const auto& [k, v] : key)
-      if (std::find(differing.begin(), differing.end(), k) == differing.end())
-        for (const auto& other : groups) {
-          auto it = other.first.find(k);
-          if (it == other.first.end() || it->second != v) {
-            differing.push_back(k);
-            break;
-          }
-        }
-  std::erase_if(differing, [&](const std::string& k) {
-    auto it = spelled_as().find(k);
-    return it != spelled_as().end() &&
-           std::find(differing.begin(), differing.end(), it->second) != differing.end();
-  });
-  std::vector<Series> out;
-  for (const auto& [key, pts] : groups) {
-    Series s;
-    for (const auto& k : differing) {
-      auto it = key.find(k);
-      std::string part =
-          label_part(spelled_as().count(k) ? spelled_as().at(k) : k, it == key.end() ? "-" : it->second);
-      s.label += (s.label.empty() ? "" : ", ") + part;
-    }
-    if (s.label.empty()) s.label = r.scenario.empty() ? "prediction" : r.scenario;
-    for (const ReportPoint* p : pts) {
-      if (kind == Kind::Scaling) {
-        s.time.push_back({static_cast<double>(p->gpus), p->epoch_time_s / 60.0});
-        if (p->scaling_efficiency >= 0)
-          s.efficiency.push_back({static_cast<double>(p->gpus), 100.0 * p->scaling_efficiency});
-      } else if (p->global_batch > 0) {
-        s.time.push_back({static_cast<double>(p->micro_batch), 1e3 * p->step_time_s.mean / p->global_batch});
-      }
-    }
-    std::sort(s.time.begin(), s.time.end());
-    std::sort(s.efficiency.begin(), s.efficiency.end());
-    if (kind == Kind::Scaling) s.ideal = ideal_scaling(pts);
-    if (!s.time.empty()) out.push_back(std::move(s));
-  }
-  if (out.empty())
-    throw Error(
-        fmt::format("report '{}': no point has the figures a {} plot needs", r.scenario, kind_name(kind)));
-  return out;
-}
-
 namespace {
 
 // The x range of every curve drawn.
@@ -243,30 +69,57 @@ std::pair<double, double> x_extent(const std::vector<Series>& series, const std:
   return {xmin, xmax};
 }
 
-// One panel's plot command: each series' curve (member), its ideal line (scaling time panel), a measured
-// run's points over them, and `extra` (the efficiency panel's 100% line).
+// What a panel draws besides each series' curve.
+struct PanelParts {
+  bool ideal = false;      // the scaling time panel: each series' ideal (linear) scaling, dashed
+  bool band = false;       // a time panel: each series' interval as a shaded band under its curve
+  bool reference = false;  // the efficiency panel: a series' reference in its label where not all agree
+  std::string extra;       // the efficiency panel's 100% line
+};
+
+std::string gpus_text(int gpus) {
+  return fmt::format("{} GPU{}", gpus, gpus == 1 ? "" : "s");
+}
+
+// One panel's plot command: each series' band (its interval) and curve (member), its ideal line, a measured
+// run's points over them, and the panel's extra line.
 struct PanelDraw {
   const std::vector<Series>& series;
   const std::vector<Series>& measured;
   Script& sc;
+  bool mixed_references = false;  // the series' efficiencies are measured against different GPU counts
   std::string plot(const std::string& prefix, std::vector<std::pair<double, double>> Series::*member,
-                   bool ideal, const std::string& extra) {
+                   const PanelParts& parts) {
     std::string line = "plot ";
     int k = 0;
     const std::string tag = measured.empty() ? "" : "predicted: ";
     for (size_t i = 0; i < series.size(); ++i) {
-      const auto& xy = series[i].*member;
+      const Series& s = series[i];
+      const auto& xy = s.*member;
       if (xy.empty()) continue;
+      if (parts.band && !s.band.empty()) {  // under the curve: drawn first
+        const std::string band_file = fmt::format("{}{}_band.dat", prefix, i);
+        std::string rows;
+        for (const auto& [x, low, high] : s.band) rows += fmt::format("{:.9g} {:.9g} {:.9g}\n", x, low, high);
+        sc.data[band_file] = rows;
+        line += fmt::format(
+            "{}{} using 1:2:3 with filledcurves linetype {} fillstyle transparent solid 0.2 noborder title "
+            "{}",
+            k++ ? ", " : "", gp_string(band_file), i + 1, gp_string(s.band_label + ": " + s.label));
+      }
+      std::string label = tag + s.label;
+      if (parts.reference && mixed_references && s.efficiency_reference != 1)
+        label += " (against " + gpus_text(s.efficiency_reference) + ")";
       const std::string file = fmt::format("{}{}.dat", prefix, i);
       sc.data[file] = data_text(xy);
       line += fmt::format("{}{} using 1:2 with linespoints linetype {} linewidth 2 title {}", k++ ? ", " : "",
-                          gp_string(file), i + 1, gp_string(tag + series[i].label));
-      if (!ideal || series[i].ideal.size() < 2) continue;
+                          gp_string(file), i + 1, gp_string(label));
+      if (!parts.ideal || s.ideal.size() < 2) continue;
       const std::string ideal_file = fmt::format("ideal{}.dat", i);
-      sc.data[ideal_file] = data_text(series[i].ideal);
-      line += fmt::format(
-          ", {} using 1:2 with lines linetype {} linewidth 1 dashtype 2 title {}", gp_string(ideal_file),
-          i + 1, gp_string(series.size() == 1 ? "ideal (linear) scaling" : "ideal: " + series[i].label));
+      sc.data[ideal_file] = data_text(s.ideal);
+      line += fmt::format(", {} using 1:2 with lines linetype {} linewidth 1 dashtype 2 title {}",
+                          gp_string(ideal_file), i + 1,
+                          gp_string(series.size() == 1 ? "ideal (linear) scaling" : "ideal: " + s.label));
     }
     for (size_t i = 0; i < measured.size(); ++i) {
       const auto& xy = measured[i].*member;
@@ -277,10 +130,25 @@ struct PanelDraw {
                           k++ ? ", " : "", gp_string(file), series.size() + i + 1,
                           gp_string("measured: " + measured[i].label));
     }
-    if (k && !extra.empty()) line += ", " + extra;
+    if (k && !parts.extra.empty()) line += ", " + parts.extra;
     return k ? line + "\n" : std::string();
   }
 };
+
+// The efficiency panel's y label: against 1 GPU (the report's own efficiencies), against the one GPU count
+// every curve starts from when none has a 1-GPU point, or against each curve's own smallest point.
+std::string efficiency_axis(const std::vector<Series>& series, const std::vector<Series>& measured,
+                            bool& mixed) {
+  std::set<int> refs;
+  for (const auto* set : {&series, &measured})
+    for (const auto& s : *set)
+      if (!s.efficiency.empty()) refs.insert(s.efficiency_reference);
+  mixed = refs.size() > 1;
+  if (refs.empty() || (refs.size() == 1 && *refs.begin() == 1)) return "scaling efficiency (%)";
+  if (refs.size() == 1)
+    return fmt::format("efficiency against {} (%): no 1-GPU point", gpus_text(*refs.begin()));
+  return "efficiency against 1 GPU, else the fewest (%)";
+}
 
 }  // namespace
 
@@ -302,22 +170,28 @@ Script make_script(const Report& r, Kind kind, const std::string& svg_name, cons
   t += fmt::format("set xrange [{:.9g}:{:.9g}]\n", log_x ? xmin / 1.25 : std::max(0.0, xmin - 0.5),
                    log_x ? xmax * 1.25 : xmax + 0.5);
   PanelDraw draw{series, measured_series, sc};
+  PanelParts time_parts;
+  time_parts.band = true;
   if (kind == Kind::Scaling) {
     t += "set multiplot layout 1,2 title " + gp_string(title + ": " + what + " scaling") + "\n";
     t += "set xlabel \"GPUs\"\nset ylabel \"epoch time (min)\"\nset yrange [0:*]\n";
-    t += draw.plot("time", &Series::time, true, "");
-    std::string eff = draw.plot("efficiency", &Series::efficiency, false,
-                                "100 with lines linecolor rgb \"gray\" dashtype 2 title \"ideal (100%)\"");
-    t += "set ylabel \"scaling efficiency (%)\"\nset yrange [0:110]\n";
-    // Without a 1-GPU point there is no efficiency: say so in the second panel instead of leaving it blank.
-    t += eff.empty() ? "set label 1 \"no 1-GPU point: no efficiency\" at graph 0.5,0.5 center\n"
+    time_parts.ideal = true;
+    t += draw.plot("time", &Series::time, time_parts);
+    PanelParts eff_parts;
+    eff_parts.reference = true;
+    eff_parts.extra = "100 with lines linecolor rgb \"gray\" dashtype 2 title \"ideal (100%)\"";
+    const std::string axis = efficiency_axis(series, measured_series, draw.mixed_references);
+    std::string eff = draw.plot("efficiency", &Series::efficiency, eff_parts);
+    t += "set ylabel " + gp_string(axis) + "\nset yrange [0:110]\n";
+    // No point with a throughput: no efficiency; say so in the second panel instead of leaving it blank.
+    t += eff.empty() ? "set label 1 \"no point with a throughput: no efficiency\" at graph 0.5,0.5 center\n"
                        "plot NaN notitle\n"
                      : eff;
     t += "unset multiplot\n";
   } else {
     t += "set title " + gp_string(title + ": " + what + " per-sample time against micro-batch") + "\n";
     t += "set xlabel \"micro-batch per GPU\"\nset ylabel \"time per sample (ms)\"\nset yrange [0:*]\n";
-    t += draw.plot("batch", &Series::time, false, "");
+    t += draw.plot("batch", &Series::time, time_parts);
   }
   sc.text = t;
   return sc;

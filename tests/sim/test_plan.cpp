@@ -346,4 +346,27 @@ TEST_CASE("plan plots: best time per node count and micro-batch and the Pareto f
   CHECK(f.data.at("front.dat") == "0.194444444 0.194444444\n");
   CHECK_THROWS_WITH(plot::make_plan_script(plan, plot::PlanKind::Memory, "x.svg"),
                     "plan plot 'memory' needs a plan that sweeps model.image_size");
+  CHECK(s.text.find("baseline") == std::string::npos);  // none without --baseline
+
+  // With its baseline (plan --what-if ... --baseline): the same space without the what-if, every time
+  // doubled here, drawn dashed beside the plan's curves in the same colour, each side labelled.
+  PlanResult without = plan;
+  for (auto& p : without.points) p.result.epoch_time_s *= 2;
+  rank_plan(without);
+  plan.what_ifs = {"link:x:bandwidth=1GBps"};
+  plan.baseline = std::make_shared<PlanResult>(without);
+  s = plot::make_plan_script(plan, plot::PlanKind::Nodes, "x.svg");
+  CHECK(s.data.at("nodes0.dat") == "1 1\n2 0.25\n");
+  CHECK(s.data.at("baseline_nodes0.dat") == "1 2\n2 0.5\n");
+  CHECK(s.data.at("baseline_nodes1.dat") == "2 0.388888889\n");
+  CHECK(s.text.find("\"nodes0.dat\" using 1:2 with linespoints linetype 1 linewidth 2 title \"what-ifs: "
+                    "micro-batch    32\"") != std::string::npos);
+  CHECK(s.text.find("\"baseline_nodes0.dat\" using 1:2 with linespoints linetype 1 linewidth 2 dashtype 2 "
+                    "title \"baseline: micro-batch    32\"") != std::string::npos);
+  CHECK(s.text.find("\\nwhat-if link:x:bandwidth=1GBps (solid), baseline without it (dashed)\"") !=
+        std::string::npos);
+  f = plot::make_plan_script(plan, plot::PlanKind::Pareto, "x.svg");
+  CHECK(f.data.at("baseline_front.dat") == "0.388888889 0.388888889\n");
+  CHECK(f.text.find("title \"baseline: Pareto front\"") != std::string::npos);
+  CHECK(f.text.find("title \"what-ifs: Pareto front\"") != std::string::npos);
 }

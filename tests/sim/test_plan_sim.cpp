@@ -11,6 +11,7 @@
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/results/plan.hpp"
 #include "vitsim/core/results/report.hpp"
+#include "vitsim/plot/plan_plot.hpp"
 #include "vitsim/sim/point/simulate.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
@@ -269,6 +270,32 @@ TEST_CASE("vitsim plan --baseline compares the top picks with and without the wh
   CHECK_FALSE(has("top pick without: 5 nodes"));
   CHECK(has("the same settings as the top pick without: "));
   CHECK(has("(0%)"));  // unchanged: no sign (core signed_percent)
+  // The JSON carries the baseline itself (for vitsim plot): the same space, without the what-if, ranked;
+  // its top pick the one the explanation names.
+  REQUIRE(p.baseline);
+  CHECK(p.baseline->what_ifs.empty());
+  CHECK(p.baseline->ranked);
+  CHECK(p.baseline->space_size == p.space_size);
+  CHECK(p.baseline->points.size() == p.points.size());
+  const PlanPoint* base_top = nullptr;
+  for (const auto& q : p.baseline->points)
+    if (q.rank == 1) base_top = &q;
+  REQUIRE(base_top);
+  CHECK(has(fmt::format("top pick without: {} node", base_top->nodes)));
+  // Drawn beside the plan's curves.
+  const plot::Script sc = plot::make_plan_script(p, plot::PlanKind::Nodes, "x.svg");
+  CHECK(sc.data.count("baseline_nodes0.dat") == 1);
+  CHECK(sc.text.find("title \"baseline: micro-batch") != std::string::npos);
+  auto drawn = vt::vitsim(fmt::format("plot {} --kind nodes --out {}", d / "b.json", d / "b.svg"));
+  INFO(drawn.out);
+  CHECK(drawn.status == 0);
+  // A baseline that is not one (what-ifs of its own) is refused where it stands.
+  nlohmann::json j = nlohmann::json::parse(read_file(d / "b.json"));
+  j["baseline"]["what_ifs"] = {"link:x:bandwidth=1GBps"};
+  vt::TempDir e;
+  const std::string bad_path = e.file("bad.json", j.dump());
+  CHECK_THROWS_WITH(plan_from_json(read_file(bad_path), "bad.json"),
+                    "bad.json: /baseline/what_ifs: a baseline is the plan without its what-ifs: expected []");
   auto bad =
       vt::vitsim(fmt::format("plan {} -q --baseline", vt::source("scenarios/study/tesla-strong-b16.xml")));
   CHECK(bad.status == 2);

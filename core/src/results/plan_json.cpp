@@ -64,6 +64,36 @@ const auto kCommFields = [](auto& io, auto& c) {
   io.number("named_estimate_s", c.named_estimate_s, non_negative("a time"));
 };
 
+template <class Io, MappedAs<PlanResult> P>
+void plan_fields(Io& io, P& plan);
+void check_plan_schema(const json& j, const std::string& origin);
+
+// A --baseline plan's baseline (PlanResult::baseline): a whole plan of its own under "baseline", its head
+// included; read back with the same checks, and it must span the plan's space without what-ifs.
+json baseline_json(const std::shared_ptr<PlanResult>& b) {
+  json j = json_file_head("vitsim.plan/2", "plan");
+  JsonOut out(j);
+  plan_fields(out, *b);
+  return j;
+}
+void read_baseline(const JsonField& parent, const char* key, std::shared_ptr<PlanResult>& b,
+                   const PlanResult& plan) {
+  const JsonField f = parent.at(key);
+  check_plan_schema(f.raw(), fmt::format("{}: {}", plan.origin, f.pointer()));
+  b = std::make_shared<PlanResult>();
+  b->origin = plan.origin;
+  JsonIn in(f);
+  plan_fields(in, *b);
+  if (b->baseline) f.at("baseline").fail("a baseline holds no baseline of its own");
+  if (!b->what_ifs.empty()) f.at("what_ifs").fail("a baseline is the plan without its what-ifs: expected []");
+  if (b->space_size != plan.space_size)
+    f.at("space_size")
+        .fail(fmt::format("{} points, but the plan's space has {}: a baseline spans the same space",
+                          b->space_size, plan.space_size));
+  if (b->epochs != plan.epochs)
+    f.at("epochs").fail(fmt::format("{}, but the plan trains {}", b->epochs, plan.epochs));
+}
+
 // The plan's fields above its points (schema, kind and vitsim_version: json_file_head and the check below).
 template <class Io, MappedAs<PlanResult> P>
 void header_fields(Io& io, P& plan) {
@@ -107,6 +137,11 @@ void header_fields(Io& io, P& plan) {
   });
   io.boolean("ranked", plan.ranked);
   io.strings("explanation", plan.explanation);
+  if (io.present(plan.baseline != nullptr, {"baseline"}))
+    io.custom("baseline", plan.baseline, baseline_json,
+              [&](const JsonField& parent, const char* key, std::shared_ptr<PlanResult>& b) {
+                read_baseline(parent, key, b, plan);
+              });
 }
 
 // A point's own fields; `indices` are those read so far. Its result is written here and read by

@@ -3,14 +3,19 @@
 //
 // Two kinds:
 // - scaling: epoch time and scaling efficiency against the number of GPUs, one curve per series (the
-//   points that share every parameter except the GPU and node counts);
+//   points that share every parameter except the GPU and node counts); the efficiency against the 1-GPU
+//   point, or without one against the series' point with the fewest GPUs (the axis says which);
 // - batch: per-sample time (step time / global batch) against the micro-batch, one curve per GPU count.
+// A report with intervals (predict --interval) draws each time curve over its band (p10-p90 by default).
+// Several reports are one set of curves each, labelled by what tells them apart (merge_reports). Plans and
+// validations have plots of their own: plan_plot.hpp, validation_plot.hpp.
 // `auto` takes as x axis whichever of the micro-batch and the GPU count has more distinct values (the GPU
 // count on a tie), so a batch sweep on 1 and 2 GPUs is a batch plot and a GPU sweep at two batches a scaling
 // one.
 //
 // The script and its data are plain text built by make_script (no gnuplot needed, so tests can read
 // them); plot_report writes them to a temporary folder, runs gnuplot there and moves the SVG into place.
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,10 +44,19 @@ struct Series {
   std::string label;
   std::vector<std::pair<double, double>> time;        // scaling: (gpus, epoch min); batch: (micro, ms/sample)
   std::vector<std::pair<double, double>> efficiency;  // scaling only: (gpus, efficiency %)
+  // The GPUs of the point the efficiency is measured against: 1 when the report's own efficiencies are
+  // drawn (each point's throughput against the 1-GPU point's, fill_scaling_efficiency); else the series'
+  // point with the fewest GPUs, against which the plot computes it the same way: throughput(g) x g0 /
+  // (g x throughput(g0)). 0: no efficiency (no point has a throughput).
+  int efficiency_reference = 0;
   // Scaling only: (gpus, epoch min) at a linear speed-up from the series' point with the fewest GPUs:
   // epoch_time(g) x throughput(g) x g0 / (g x throughput(g0)), which is epoch_time(g0) x g0 / g when the
   // epoch's images do not change (strong scaling) and stays right when they grow with g (weak scaling).
   std::vector<std::pair<double, double>> ideal;
+  // With intervals (predict --interval, ReportPoint::interval): (x, low, high) of `time` at the interval's
+  // quantiles, for the points that have one; `band_label` names them ("p10-p90").
+  std::vector<std::array<double, 3>> band;
+  std::string band_label;
 };
 std::vector<Series> make_series(const Report& r, Kind kind);  // kind must be resolved (not Auto)
 
@@ -56,8 +70,12 @@ struct Script {
 // labelled "measured: ...", with the prediction's curves labelled "predicted: ...".
 Script make_script(const Report& r, Kind kind, const std::string& svg_name, const Report* measured = nullptr);
 
-// Several reports in one plot (e.g. micro-batch 16 against 64): their points together, each tagged with a
-// "scenario" parameter naming its report, so that every report keeps its own curves.
+// Several reports in one plot (micro-batch 16 against 64, a what-if against none): their points together,
+// each tagged with a "report" parameter that tells its report apart from the others: the scenario's name
+// where the scenarios differ, its what-ifs (provenance "what_ifs") or "no what-if" where those differ, its
+// calibration where those differ, and its file's name where nothing else does. So every report keeps its
+// own curves, labelled by what makes it differ (a --set differs in the points' own parameters, which label
+// the curves too). The merged report's scenario is the distinct scenario names joined by " vs ".
 Report merge_reports(const std::vector<Report>& reports);
 
 struct Options {

@@ -5,6 +5,7 @@
 // simulated in shards (on several machines) and merged ranks exactly like one simulated in one piece.
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,10 @@ struct PlanResult {
   bool ranked = false;  // false for a shard's raw points
   std::vector<PlanPoint> points;
   std::vector<std::string> explanation;
+  // With `vitsim plan --what-if ... --baseline`: the same space planned without the what-ifs (ranked, no
+  // what-ifs, no baseline of its own), written in the JSON as "baseline" so that `vitsim plot` draws it
+  // beside the plan's curves. Null otherwise (and absent from the JSON).
+  std::shared_ptr<PlanResult> baseline;
   std::string cost_unit() const { return price_per_gpu_hour > 0 ? "$" : "GPU-h"; }
 };
 
