@@ -13,7 +13,7 @@ The corpus is bench/data/nccl_tests/*.txt: each file is one published nccl-tests
   ranks       ranks of the run (checked against vitsim's)
   platform    the `vitsim platform` flags that write the hardware
   collective  the `vitsim collective` flags: --func, -b/-e/-f, --nccl-version, --nccl-algo/--nccl-proto where the
-              run set NCCL_ALGO/NCCL_PROTO
+              run set NCCL_ALGO/NCCL_PROTO, --gpus-per-thread G where one process drove G GPUs (nccl-tests' -g G)
   described   'faithful', or 'approximate: why' (only faithful tables count toward the 25% target)
 Nothing here is per table: a new table is a new file.
 
