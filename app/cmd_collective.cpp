@@ -26,6 +26,7 @@ struct CollectiveArgs {
   long long step_factor = 2;
   std::string func = "all_reduce";
   std::string max_memory;
+  std::string launch_cost;
   std::string format = "table";
   std::string out;
   bool quiet = false;
@@ -124,6 +125,18 @@ void add_flags(CLI::App* c, CollectiveArgs& a) {
        "with --collective auto: NCCL_MAX_NCHANNELS, at most this many channels for rings and trees, as "
        "nccl.max_channels (default: NCCL's)")
       ->check(CLI::Range(0, 64));
+  c->add_option("--gpus-per-thread", a.bench.gpus_per_thread,
+                "the GPUs one host thread launches the calls of, one after another (nccl-tests' -g with "
+                "-t 1, where one process drives several GPUs): each size takes at least this many launches "
+                "(default: 1, a process per GPU, as mpirun ... -g 1 and training)")
+      ->check(integer(1, 1 << 20));
+  c->add_option("--launch-cost", a.launch_cost,
+                fmt::format("the host's time to launch one GPU's call, with a unit (4.2us): the floor of a "
+                            "size is --gpus-per-thread x this (default: {}, docs/sources.md)",
+                            units::format_time(sim::kNcclLaunchPerGpuS)))
+      ->check(checked_by(
+          [](const std::string& t) { (void)units::parse(t, units::Kind::Time, units::non_negative()); },
+          "TIME"));
   c->add_option(
        "--max-memory", a.max_memory,
        "the memory the simulation may take, with a unit (32GiB), as predict's simulation.max_memory: "
@@ -174,6 +187,8 @@ void add_collective(CLI::App& cli, Action& action) {
       args->bench.sweep = sweep_of(*args, c);
       args->bench.func = nccl_test(args->func);
       args->bench.progress = !args->quiet;
+      if (!args->launch_cost.empty())
+        args->bench.launch_cost_s = units::parse(args->launch_cost, units::Kind::Time, units::non_negative());
       if (!args->max_memory.empty())
         args->bench.max_memory = units::parse(args->max_memory, units::Kind::Bytes, units::positive());
       // Before any work: the output writable and not the platform.

@@ -13,7 +13,7 @@ The corpus is bench/data/nccl_tests/*.txt: each file is one published nccl-tests
   ranks       ranks of the run (checked against vitsim's)
   platform    the `vitsim platform` flags that write the hardware
   collective  the `vitsim collective` flags: --func, -b/-e/-f, --nccl-version, --nccl-algo/--nccl-proto where the
-              run set NCCL_ALGO/NCCL_PROTO
+              run set NCCL_ALGO/NCCL_PROTO, --gpus-per-thread G where one process drove G GPUs (nccl-tests' -g G)
   described   'faithful', or 'approximate: why' (only faithful tables count toward the 25% target)
 Nothing here is per table: a new table is a new file.
 
@@ -70,12 +70,14 @@ OPS = {  # nccl-tests' busbw factor per op (src/*.cu GetBw)
     "reduce_scatter": lambda n: (n - 1) / n,
 }
 REQUIRED = ("source", "hardware", "nccl", "env", "fabric", "op", "ranks", "platform", "collective", "described")
-# Figures a corpus may fit: name -> (command, flag). None is fitted yet; the facility is for when one is
-# (docs/benchmarks.md, "nccl-tests corpus"). nic-lat is harmless: it exercises the facility.
+# Figures a corpus may fit: name -> (command, flag). None is fitted: launch-cost is a public measurement
+# (kNcclLaunchPerGpuS), here to report what leaving one table out would pick (docs/benchmarks.md, "nccl-tests
+# corpus"). nic-lat is harmless: it exercises the facility.
 FITTABLE = {
     "nic-lat": ("platform", "--nic-lat"),
     "staging-bw": ("platform", "--staging-bw"),
     "intranode-bw": ("platform", "--intranode-bw"),
+    "launch-cost": ("collective", "--launch-cost"),
 }
 UNIT = {"us": 1.0, "ms": 1e3, "s": 1e6}
 # One note per size (sim/collective_cmd): "<size> all-reduce on <n> ranks: NCCL <v> <Algo>/<Proto>, <c> channel(s)

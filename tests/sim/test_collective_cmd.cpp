@@ -15,6 +15,7 @@
 #include "vitsim/calibrate/imports.hpp"
 #include "vitsim/core/results/nccl_table.hpp"
 #include "vitsim/sim/collectives/collective.hpp"
+#include "vitsim/sim/predict/collective_bench.hpp"
 
 namespace {
 
@@ -157,7 +158,10 @@ TEST_CASE("collective: the text layout is nccl-tests 2.19's", "[collective][nccl
             "\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     "
             "time   algbw   busbw  #wrong \n#        (B)    (elements)                               (us)  "
             "(GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n") != std::string::npos);
-  const double us = expected_time(vitsim::NcclTest::Broadcast, 3, 8) * 1e6;
+  // The chain's 4 us is below the host's launch of the call (collective_bench.hpp kNcclLaunchPerGpuS), which
+  // the size then takes.
+  const double us =
+      std::max(expected_time(vitsim::NcclTest::Broadcast, 3, 8), vitsim::sim::kNcclLaunchPerGpuS) * 1e6;
   const std::string row = fmt::format(
       "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}  {:7.2f}    0.00    0.00    N/A  {:7.2f}    "
       "0.00    0.00    N/A\n",
@@ -233,6 +237,11 @@ TEST_CASE("collective: bad command lines exit 2, bad inputs 1, each with one lin
        "above the limit of 1.00 KiB; use fewer ranks (--nodes, -g) or raise the limit "
        "with --max-memory SIZE"},
       {"--max-memory 0", 2, "--max-memory"},
+      // A host thread drives GPUs of its own node, those -g uses (2 here), and a launch takes no less than 0.
+      {"--gpus-per-thread 3", 1, "--gpus-per-thread 3: a host thread drives 1 to 2 GPU(s)"},
+      {"--gpus-per-thread 0", 2, "--gpus-per-thread: 0 is out of range"},
+      {"--launch-cost -1us", 2, "--launch-cost: bad time '-1us'"},
+      {"--launch-cost 4.2", 2, "--launch-cost"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -471,4 +480,43 @@ TEST_CASE(
   const RailsRun big = rails_run(d, 8, 8, true, "-b 1G -e 1G");
   CHECK(big.time_s < 11.06e-3 * 1.10);  // not one rail's 81 ms: within 10% of the measured 11.06 ms
   CHECK(big.notes.find("Ring/Simple, 16 channels, over 8 NIC rails") != std::string::npos);
+}
+
+TEST_CASE(
+    "collective: an iteration takes at least the host's launches of its GPUs' calls (--gpus-per-thread)",
+    "[collective][launch]") {
+  // One node of 8 GPUs (one_node: a = 2 us, B = 10 GB/s between two GPUs), the ring named: an all-reduce of
+  // S takes 14 a + 14/8 S / B (ring_all_reduce): 28.0 us at 8 B, 39.5 us at 64 KiB. nccl-tests' loop with
+  // one thread driving G GPUs launches G calls an iteration, kNcclLaunchPerGpuS each (collective_bench.hpp,
+  // docs/sources.md), so a size takes max(ring, G x the launch cost).
+  vt::TempDir d;
+  const std::string p = one_node(d, 8);
+  const double launch = vitsim::sim::kNcclLaunchPerGpuS;
+  CHECK(launch == 4.2e-6);  // NVIDIA/nccl-tests#123: 33.7 us an iteration over 8 GPUs
+  struct Case {
+    std::string flags;
+    double floor_s;  // G x the launch cost
+  };
+  for (const Case& c : std::vector<Case>{{"", launch},                         // 4.2 us: binds nowhere
+                                         {"--gpus-per-thread 4", 4 * launch},  // 16.8 us: nowhere
+                                         {"--gpus-per-thread 8", 8 * launch},  // 33.6 us: at 8 B
+                                         {"--gpus-per-thread 8 --launch-cost 0us", 0},
+                                         {"--gpus-per-thread 4 --launch-cost 10us", 40e-6}}) {  // 8 B, 64 KiB
+    INFO(c.flags);
+    const auto r = vt::vitsim(
+        fmt::format("collective {} --collective ring -b 8 -e 512M -f 8192 {} --format json -q", p, c.flags));
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    REQUIRE(j["results"].size() == 3);  // 8 B, 64 KiB, 512 MiB
+    int bound = 0;
+    for (const auto& row : j["results"]) {
+      const double s = row["size"].get<double>(), ring = ring_all_reduce(8, s);
+      INFO(s);
+      bound += ring < c.floor_s;
+      CHECK(row["out_of_place"]["time"].get<double>() * 1e-6 ==
+            Approx(std::max(ring, c.floor_s)).epsilon(1e-6));
+    }
+    CHECK(bound == (c.floor_s == 40e-6 ? 2 : c.floor_s == 8 * launch ? 1 : 0));
+    CHECK((r.out.find("host launches: ") != std::string::npos) == (bound > 0));
+  }
 }

@@ -214,6 +214,25 @@ void check_buffers(const RankPlacement& place, const PlatformFacts& facts, doubl
   }
 }
 
+// Each size's time: the longer of its collective and the host's launches of its calls (kNcclLaunchPerGpuS):
+// nccl-tests' loop issues the next iteration's calls without waiting, one a GPU its thread drives. Returns
+// the note that counts the sizes the launches bound ("" where none).
+std::string set_times(NcclTable& t, const CollectiveBench& b, const std::vector<double>& time) {
+  const double launches = b.gpus_per_thread * b.launch_cost_s;
+  int host_bound = 0;
+  for (size_t k = 0; k < t.rows.size(); ++k) {
+    host_bound += time[k] < launches;
+    t.rows[k].time_s = t.rows[k].in_place_time_s = std::max(time[k], launches);
+  }
+  if (host_bound == 0) return "";
+  return fmt::format(
+      "host launches: {} took the host's launches of its calls, {} GPU(s) a thread x {} = {} "
+      "(--gpus-per-thread, --launch-cost), longer than the collective",
+      host_bound == static_cast<int>(t.rows.size()) ? std::string("every size")
+                                                    : count_noun(host_bound, "size"),
+      b.gpus_per_thread, units::format_time(b.launch_cost_s), units::format_time(launches));
+}
+
 }  // namespace
 
 BenchCost estimated_bench_cost(NcclTest func, int ranks, int platform_hosts, size_t sizes) {
@@ -266,6 +285,13 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   const std::vector<double> sizes = nccl_sizes(b.sweep);
   const PlatformFacts facts = read_platform_facts(b.platform);
   Scenario s = bench_cluster(b, facts);
+  // A thread drives GPUs of its own node (nccl-tests: a process's GPUs are local), at most those used there.
+  if (b.gpus_per_thread < 1 || b.gpus_per_thread > s.cluster.gpus_per_node)
+    throw Error(
+        fmt::format("--gpus-per-thread {}: a host thread drives 1 to {} GPU(s), those used on its node (-g)",
+                    b.gpus_per_thread, s.cluster.gpus_per_node));
+  if (!(b.launch_cost_s >= 0) || !std::isfinite(b.launch_cost_s))
+    throw Error(fmt::format("--launch-cost {}: want a time of 0 or more", b.launch_cost_s));
   const RankPlacement place = place_ranks(s, facts);
   check_buffers(place, facts, nccl_counts(b.func, sizes.back(), type_bytes, s.ranks()).bytes);
   // Before anything is built: the memory and time the sizes will take (predict's simulation.max_memory).
@@ -327,8 +353,9 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
                                         b.nccl_min_channels, b.nccl_max_channels}))
       for (double x : bytes) (void)comm->choose(nccl_func_of(coll_op(b.func)), x);
   const std::vector<double> time = simulate_sizes(*pe->engine, b, g, *chosen, bytes);
-  for (size_t k = 0; k < t.rows.size(); ++k) t.rows[k].time_s = t.rows[k].in_place_time_s = time[k];
+  const std::string launch_note = set_times(t, b, time);
   t.notes = bench_notes(b, pe->notes, *chosen);
+  if (!launch_note.empty()) t.notes.push_back(launch_note);
   return t;
 }
 

@@ -11,6 +11,17 @@
 
 namespace vitsim::sim {
 
+// What one host thread spends launching one GPU's NCCL call (enqueue and kernel launch), which nccl-tests'
+// timed loop pays per GPU it drives: with -g G in one thread (src/common.cu: every iteration is one
+// ncclGroupStart, a call per GPU, ncclGroupEnd) an iteration takes at least G of these, whatever the size;
+// with a process per GPU (-g 1) one. Public measurement: NVIDIA/nccl-tests#123 (DGX A100, NCCL_ALGO=Ring,
+// NCCL_MAX_NCHANNELS=1, 8-128 B, all_reduce_perf -g N in one process): 16.88, 20.8, 25.2, 29.5, 33.7 us for
+// N = 4 ... 8, i.e. 4.2 us per GPU (NCCL's own latency grows 1.2 us a GPU there). Range 3.4-6.1 us: the
+// corpus's -g 8 and -g 2 runs flat over their small sizes (Azure ND H100 v5 27 us / 8, ND H200 v5 30.5 / 8,
+// ND A100 v4 43 / 8, a 2080 Ti pair 12.2 / 2; docs/sources.md "A host thread's launch of an NCCL call").
+// The host's CPU and driver set it: --launch-cost states another machine's.
+constexpr double kNcclLaunchPerGpuS = 4.2e-6;
+
 struct CollectiveBench {
   std::string platform;            // SimGrid platform file
   int nodes = 0;                   // nodes used; 0: every node of the platform (or of `hosts`)
@@ -27,6 +38,10 @@ struct CollectiveBench {
   int nccl_min_channels = 0;       // "auto": NCCL_MIN_NCHANNELS; 0 = NCCL's default
   int nccl_max_channels = 0;       // "auto": NCCL_MAX_NCHANNELS
   NcclSweep sweep;
+  // The GPUs one host thread drives (nccl-tests' -g with -t 1): each size takes at least gpus_per_thread x
+  // launch_cost_s (kNcclLaunchPerGpuS's comment). 1: a process per GPU, as mpirun ... -g 1 and training.
+  int gpus_per_thread = 1;
+  double launch_cost_s = kNcclLaunchPerGpuS;
   double max_memory = 0;  // bytes the simulation may take (--max-memory); 0: half of this machine's memory
   bool progress = true;   // a progress line on stderr for runs longer than a second
 };
