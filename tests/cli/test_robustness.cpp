@@ -685,6 +685,25 @@ std::vector<BadInput> cases() {
        S + " --calibration c.json",
        "vitsim: error: c.json: links[0]: bandwidth 1e-300 B/s is not a plausible link bandwidth (expected "
        "1kBps .. 1PBps)"},
+      // Issue 37 items 2, 4: calibrate's measured straggler figure and its round checks.
+      {"calibration",
+       "a measured step cv of the whole step or more",
+       {{"c.json",
+         calib(
+             R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1, "bwd_s": 0.2}], "step_cv": {"value": 1.5, "why": "measured: x"}})")},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').step_cv: value must be a coefficient of variation in [0, "
+       "1) "
+       "of the step, got 1.5"},
+      {"calibration",
+       "round checks of an unknown phase",
+       {{"c.json",
+         calib(
+             R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1, "bwd_s": 0.2}], "rounds": {"ops": {"rounds": 3, "repeats": 0, "spread": 0.01, "limit": 0.1, "noisy": false}}})")},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').rounds: unknown key 'ops'; valid: compute, step"},
       // --- command line and outputs ---
       {"command line",
        "an empty what-if (did nothing, silently)",

@@ -221,6 +221,39 @@ TEST_CASE("stragglers: the platform's gpu_step_cv adds its wait before the last 
   }
 }
 
+// Issue 37 item 2: calibrate measures the step-to-step variability itself (the device's "step_cv", its
+// compute rounds); predict then takes it in place of the platform's gpu_step_cv (whatever the platform
+// states), in the same closed form: cv x forward + backward x e_2, e_2 = 1/sqrt(pi). With the step phase's
+// sync figures as well, those hold the measured wait already: no straggler wait is added on top.
+TEST_CASE("stragglers: a calibrated step cv replaces the platform's gpu_step_cv",
+          "[loop][straggler][calib]") {
+  vt::TempDir d;
+  const double measured = 0.03;
+  auto with_cv = [&](const std::string& name, int sync_ranks) {
+    json c = json::parse(vt::run("cat " + calibration(d, name, 2e-4, 0.01, sync_ranks)).out);
+    for (auto& dev : c["devices"])
+      dev["step_cv"] = {{"value", measured}, {"why", "measured: a test's figure"}};
+    return d.file(name, c.dump(1));
+  };
+  const std::string cal = with_cv("cv.json", 0);
+  for (const char* platform_cv : {"0", "0.2"}) {
+    INFO("platform gpu_step_cv " << platform_cv);
+    const std::string what_if = std::string("--what-if prop:vm:gpu_step_cv=") + platform_cv;
+    const json one = predict(d, cal, 1, what_if);
+    CHECK(one["breakdown_s"].value("straggler_wait", 0.0) == 0);  // one rank waits for no one
+    const json p = predict(d, cal, 2, what_if);
+    const double compute = ms(p, "compute_fwd") + ms(p, "compute_bwd");
+    CHECK(p["breakdown_s"].value("straggler_wait", 0.0) ==
+          Approx(measured * compute / std::sqrt(M_PI)).margin(1e-9));
+    bool noted = false;
+    for (const auto& n : p["notes"])
+      noted |= n.get<std::string>().find("step cv 0.03 as calibrated") != std::string::npos;
+    CHECK(noted);
+  }
+  const json synced = predict(d, with_cv("cv-sync.json", 2), 2);
+  CHECK(synced["breakdown_s"].value("straggler_wait", 0.0) == 0);
+}
+
 // predict's columns add up (issue 37): step = compute + optimizer + data+h2d + exposed + straggler wait, in
 // the JSON (breakdown_sum_s) and in the table's cells, on 2 ranks with the default gpu_step_cv.
 TEST_CASE("stragglers: the breakdown's terms add up to the step", "[loop][straggler][columns]") {

@@ -81,6 +81,8 @@ void time_whole_model(ModelBench& mb, const torch::Device& dev, const Repeats& r
   out.fwd = spread_of(fwd);
   out.bwd = spread_of(bwd);
   out.optimizer = spread_of(opt);
+  out.step_s.clear();
+  for (size_t i = 0; i < fwd.size(); ++i) out.step_s.push_back(fwd[i] + bwd[i]);
 }
 
 // One layer of core's layer table as a function of its input.

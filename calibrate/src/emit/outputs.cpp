@@ -38,13 +38,13 @@ std::map<std::string, std::string> provenance(const RunContext& x, const Measure
                            x.world.local_size(), x.dev.threads, x.dev.device);
   p["method"] = fmt::format(
       "compute: {} rounds over the micro-batches of {} warm-up + {} timed iterations each on every rank at "
-      "once, the median round's mean per rank, then the median "
+      "once (taking turns with the step phase's rounds), the median round's mean per rank, then the median "
       "over the ranks of a device; layers timed one by one with detached inputs (their shares split the "
       "whole-model "
       "times); all-reduce: {} warm-up + {} timed per size after a barrier, the slowest rank's time, median; "
       "loader: one "
       "worker, 3 timed passes after one warm-up pass{}{}",
-      kComputeRounds, o.warmup, std::max(3, (o.iters + kComputeRounds - 1) / kComputeRounds),
+      m.compute.rounds, o.warmup, std::max(3, (o.iters + kComputeRounds - 1) / kComputeRounds),
       kAllreduceWarmup, std::max(kAllreduceMinIters, o.iters),
       o.op_model
           ? "; op model: every op of the model's layers and a GEMM/bmm/copy sweep timed alone with LibTorch "
@@ -56,7 +56,7 @@ std::map<std::string, std::string> provenance(const RunContext& x, const Measure
                         "micro-batch on all {} ranks, the median round's exposed gradient sync beyond the "
                         "fitted all-reduce and the ranks' compute difference, fitted as fixed + a share of "
                         "the forward + backward",
-                        kStepRounds, o.warmup, std::max(10, o.iters / kStepRounds), m.step.sync.ranks)
+                        m.step.rounds, o.warmup, std::max(10, o.iters / kStepRounds), m.step.sync.ranks)
           : std::string());
   p["noise"] = fmt::format(
       "compute (p75-p25)/median up to {} over iterations; ranks of one device differ by up to {} (fwd+bwd)",
@@ -102,6 +102,7 @@ void merge_measured(Calibration& c, const RunContext& x, const Measured& m) {
     DeviceCalibration d = m.compute.by_type.at(type);
     d.sync = m.step.sync;  // the step phase's, measured with every rank of the run
     d.sync_span = m.step.span;
+    d.rounds = m.rounds;  // the run's: the worst over every rank
     settle_compute_span(d.compute_span, m);
     // The occupancy phase timed rank 0's device alone: its type's figure.
     if (m.alone_ratio != 1 && type == x.devices[0]) {

@@ -3,6 +3,7 @@
 // trainer's communicator, the trainer's own steps), then the calibration file, the details file and the
 // platform file (outputs.cpp).
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -102,13 +103,33 @@ Calibration run(const Scenario& s, const Options& o) {
   set_up(x);
 
   Measured m;
-  m.compute = compute_phase(x);
+  // The compute and step phases' rounds take turns, so that a slow spell of the machine spoils one round of
+  // each, not a phase; a phase whose rounds spread beyond the limit gets more (docs/calibrate-validate.md
+  // "Noisy rounds"). The step rounds' figures are settled after the all-reduce fit, which they need.
+  ComputeRounds compute_rounds = start_compute(x);
+  StepRounds step_rounds = start_step(x);
+  std::vector<RoundedPhase> rounded = {{"compute", [&] { compute_round(x, compute_rounds); },
+                                        [&] { return compute_spread(x, compute_rounds); }}};
+  if (step_rounds.active)
+    rounded.push_back(
+        {"step", [&] { step_round(x, step_rounds); }, [&] { return step_spread(step_rounds); }});
+  const std::vector<RoundCheck> checks =
+      run_rounds(rounded, RoundRules{kComputeRounds}, [&](const std::string& l) {
+        if (x.root) fmt::print(stderr, "vitsim calibrate: {}\n", l);
+      });
+  m.rounds.compute = checks[0];
+  if (step_rounds.active) m.rounds.step = checks[1];
+  for (size_t p = 0; p < rounded.size(); ++p)
+    x.say(fmt::format("rounds ({}): {} with {} repeat(s), spread {} about the kept round (limit {}){}\n",
+                      rounded[p].name, checks[p].rounds, checks[p].repeats, pct(checks[p].spread),
+                      pct(checks[p].limit), checks[p].noisy ? ": noisy" : ""));
+  m.compute = finish_compute(x, compute_rounds);
   if (o.op_model) m.op_models = op_model_phase(x, m.compute);
   m.alone_ratio = occupancy_phase(x, m.compute);
   m.h2d = copy_phase(x);
   m.loader = loader_phase(x);
   m.allreduce = allreduce_phase(x);
-  m.step = step_phase(x, m.compute, m.allreduce.fit);
+  m.step = finish_step(x, step_rounds, m.compute, m.allreduce.fit);
 
   Calibration c;
   if (o.append && fs::exists(o.out)) c = read_calibration(o.out);

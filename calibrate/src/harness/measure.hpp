@@ -16,6 +16,7 @@ struct LayerSpread {
 struct ComputeSample {
   int micro_batch = 0;
   Spread fwd, bwd, optimizer;       // whole model, as the trainer times its phases (loss in fwd)
+  std::vector<double> step_s;       // forward + backward of each timed iteration, in order (step_cv_of)
   std::vector<LayerSpread> layers;  // layer by layer (each layer's input detached; shares only)
 };
 struct CopySample {

@@ -22,8 +22,9 @@ constexpr bool kWeightByTime = false;
 constexpr int kOpRounds = 3;
 // Rounds of the compute phase over the micro-batches: a micro-batch's figure is its median round's.
 constexpr int kComputeRounds = 3;
-// Rounds of the step phase over the micro-batches: a micro-batch's sync rest is its median round's.
-constexpr int kStepRounds = 3;
+// Rounds of the step phase over the micro-batches: a micro-batch's sync rest is its median round's. As many
+// as the compute phase's: the two phases' rounds take turns (calibrate.cpp, run_rounds).
+constexpr int kStepRounds = kComputeRounds;
 // All-reduce timing: warm-up runs thrown away, then at least this many timed runs per size.
 constexpr int kAllreduceWarmup = 5, kAllreduceMinIters = 10;
 
@@ -63,12 +64,24 @@ struct ComputePhase {
   std::vector<double> rank_rates;                    // achieved FLOP/s per rank at the largest micro-batch
   std::vector<double> rank_peaks;                    // best GEMM FLOP/s per rank (measure_gemm_rate)
   double worst_rel_iqr = 0, worst_rank_gap = 0;
+  int rounds = 0;  // rounds measured per micro-batch
 };
-// The compute phase's span of each device type (DeviceCalibration::compute_span, set in by_type): its
-// rounds' forward + backward means over the kept round's, lowest and highest over its ranks and
-// micro-batches; none with one round. The files take the step phase's and the occupancy's in
-// (outputs.cpp settle_compute_span).
-ComputePhase compute_phase(RunContext& x);
+// The compute phase's rounds (calibrate.cpp runs them interleaved with the step phase's, run_rounds): each
+// round times every micro-batch once on all ranks at once; its spread (RoundedPhase::spread) is the worst
+// round_spread of a rank's forward + backward means over the ranks and micro-batches.
+struct ComputeRounds {
+  Repeats per_round;
+  std::map<int, std::vector<ComputeSample>> by_mb;  // this rank's rounds per micro-batch
+};
+ComputeRounds start_compute(RunContext& x);
+void compute_round(RunContext& x, ComputeRounds& r);
+double compute_spread(RunContext& x, const ComputeRounds& r);
+// The figures of the rounds measured: per micro-batch the median round. The compute phase's span of each
+// device type (DeviceCalibration::compute_span, set in by_type): its rounds' forward + backward means over
+// the kept round's, lowest and highest over its ranks and micro-batches; none with one round. The files take
+// the step phase's and the occupancy's in (outputs.cpp settle_compute_span). Each device type's step_cv:
+// the median over its ranks and micro-batches of step_cv_of the rank's rounds.
+ComputePhase finish_compute(RunContext& x, const ComputeRounds& r);
 
 // ---- op model (phase_op_model.cpp) ----
 std::vector<OpModelCalibration> op_model_phase(RunContext& x, const ComputePhase& compute);
@@ -110,8 +123,32 @@ struct StepPhase {
   MeasuredSpan span;
   double trainer_low = 1, trainer_high = 1;
   int trainer_rounds = 0;
+  int rounds = 0;  // rounds measured per micro-batch
 };
-StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit);
+// One micro-batch's step in one round, as the trainer measured it on every rank (the means over its timed
+// steps, the same on every rank), and what the finish adds from the compute and all-reduce phases.
+struct StepRow {
+  int micro_batch = 0;
+  double compute = 0;  // forward + backward, mean over the ranks
+  double exposed = 0;  // exposed gradient sync, mean over the ranks
+  double optimizer = 0, data = 0;
+  double allreduce = 0;   // the step's bucket all-reduces on the fitted ring edge, back to back (finish)
+  double imbalance = 0;   // the slowest type's calibrated compute - the ranks' mean of it (finish)
+  double calibrated = 0;  // the ranks' calibrated forward + backward at this micro-batch, their mean (finish)
+  double extra() const { return exposed - allreduce - imbalance; }
+};
+// The step phase's rounds (none with one rank or --no-step: `active` false). Its spread: the worst
+// round_spread over the micro-batches of the trainer's forward + backward + exposed sync (the rest the
+// phase keeps is a small difference of those, whose own spread the sync span records).
+struct StepRounds {
+  bool active = false;
+  int steps = 0;  // timed steps per round
+  std::map<int, std::vector<StepRow>> by_mb;
+};
+StepRounds start_step(RunContext& x);
+void step_round(RunContext& x, StepRounds& r);
+double step_spread(const StepRounds& r);
+StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute, const RingFit& fit);
 
 // ---- the files (outputs.cpp) ----
 // Everything one run measured and fitted.
@@ -123,6 +160,7 @@ struct Measured {
   LoaderCalibration loader;
   AllreducePhase allreduce;
   StepPhase step;
+  RoundChecks rounds;  // how the compute and step rounds agreed (run_rounds)
 };
 // The calibration of this run: `c` (empty, or the file appended to) with this run's entries merged in
 // and its provenance.

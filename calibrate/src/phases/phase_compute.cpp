@@ -25,6 +25,7 @@ struct RankCompute {
   double fwd_min = 0, fwd_max = 0, bwd_min = 0, bwd_max = 0;
   double fwd_median = 0, bwd_median = 0;
   double round_low = 1, round_high = 1;  // the rounds' fwd + bwd means over the kept round's
+  double step_cv = 0;                    // step_cv_of the rounds' forward + backward per timed step
 };
 struct LayerMeans {
   double fwd = 0, bwd = 0;
@@ -47,6 +48,9 @@ RankCompute rank_compute(const ComputeSample& cs, const std::vector<ComputeSampl
     rc.round_low = std::min(rc.round_low, (r.fwd.mean + r.bwd.mean) / kept);
     rc.round_high = std::max(rc.round_high, (r.fwd.mean + r.bwd.mean) / kept);
   }
+  std::vector<std::vector<double>> steps;
+  for (const ComputeSample& r : rounds) steps.push_back(r.step_s);
+  rc.step_cv = step_cv_of(steps);
   rc.fwd_mean = cs.fwd.mean;
   rc.bwd_mean = cs.bwd.mean;
   rc.optimizer_mean = cs.optimizer.mean;
@@ -134,34 +138,56 @@ ComputeSample median_round(std::vector<ComputeSample> rounds) {
 
 }  // namespace
 
-ComputePhase compute_phase(RunContext& x) {
+ComputeRounds start_compute(RunContext& x) {
   // Rounds over all micro-batches, each with its share of the timed iterations: on a shared machine a slow
   // spell lasts seconds (here the 384 point of one calibration ran 18% slow while the others did not), and
   // a figure measured in one go takes it whole.
-  const Repeats per_round{x.o.warmup, std::max(3, (x.o.iters + kComputeRounds - 1) / kComputeRounds)};
-  x.say(
-      fmt::format("compute: {} rounds over the micro-batches, each {} warm-up + {} timed iterations per "
-                  "micro-batch on all "
-                  "ranks at once, the median round kept; per rank the mean (kept), the median, the spread "
-                  "(p75-p25)/median and [min, max] (seconds)\n",
-                  kComputeRounds, per_round.warmup, per_round.iters));
+  ComputeRounds r;
+  r.per_round = {x.o.warmup, std::max(3, (x.o.iters + kComputeRounds - 1) / kComputeRounds)};
+  x.say(fmt::format(
+      "compute: {} rounds over the micro-batches (interleaved with the step phase's; up to {} more "
+      "where they spread beyond {:.0f}%), each {} warm-up + {} timed iterations per micro-batch on "
+      "all ranks at once, the median round kept\n",
+      kComputeRounds, kMaxRoundRepeats, 100 * kRoundSpreadLimit, r.per_round.warmup, r.per_round.iters));
+  return r;
+}
+
+void compute_round(RunContext& x, ComputeRounds& r) {
+  for (int mb : x.mbs) {
+    x.world.barrier("calibrate compute barrier");
+    r.by_mb[mb].push_back(measure_compute(x.s, x.dev, mb, r.per_round, x.nranks));
+  }
+}
+
+double compute_spread(RunContext& x, const ComputeRounds& r) {
+  double mine = 0;
+  for (const auto& [mb, rounds] : r.by_mb) {
+    std::vector<double> t;
+    for (const ComputeSample& c : rounds) t.push_back(c.fwd.mean + c.bwd.mean);
+    mine = std::max(mine, round_spread(t));
+  }
+  const std::vector<double> all = x.world.allgather({mine}, "calibrate compute spread");
+  return *std::max_element(all.begin(), all.end());
+}
+
+ComputePhase finish_compute(RunContext& x, const ComputeRounds& r) {
   ComputePhase phase;
   for (const auto& type : x.type_order) phase.by_type[type] = fresh_device(x, type);
   phase.rank_rates.assign(x.nranks, 0);
+  phase.rounds = static_cast<int>(r.by_mb.at(x.mbs.front()).size());
   x.details["compute"] = json::array();
-  x.say(fmt::format("{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "micro", "rank",
-                    "fwd_mean", "fwd_med", "bwd_mean", "bwd_med", "opt_mean", "iqr/med", "GFLOP/s"));
-  std::map<int, std::vector<ComputeSample>> by_mb;
-  for (int round = 0; round < kComputeRounds; ++round)
-    for (int mb : x.mbs) {
-      x.world.barrier("calibrate compute barrier");
-      by_mb[mb].push_back(measure_compute(x.s, x.dev, mb, per_round, x.nranks));
-    }
+  x.say(fmt::format(
+      "compute: {} rounds kept; per rank the mean (kept), the median, the spread (p75-p25)/median and [min, "
+      "max] (seconds)\n{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n",
+      phase.rounds, "micro", "rank", "fwd_mean", "fwd_med", "bwd_mean", "bwd_med", "opt_mean", "iqr/med",
+      "GFLOP/s"));
+  std::map<std::string, std::vector<double>> step_cvs;  // per device type, over its ranks and micro-batches
   for (int mb : x.mbs) {
-    const ComputeSample cs = median_round(by_mb[mb]);
+    const std::vector<ComputeSample>& rounds = r.by_mb.at(mb);
+    const ComputeSample cs = median_round(rounds);
     // Per rank: the mean (stored), the median and spread (shown); layers' means split the whole.
     const std::vector<RankCompute> ranks =
-        allgather_record(x.world, rank_compute(cs, by_mb[mb]), "calibrate compute gather");
+        allgather_record(x.world, rank_compute(cs, rounds), "calibrate compute gather");
     std::vector<LayerMeans> my_layers;
     for (const auto& l : cs.layers) my_layers.push_back({l.fwd.mean, l.bwd.mean});
     const auto layers = allgather_records(x.world, my_layers, "calibrate layer gather");
@@ -179,22 +205,38 @@ ComputePhase compute_phase(RunContext& x) {
     for (const auto& type : x.type_order) {
       DeviceCalibration& d = phase.by_type[type];
       d.points.push_back(pool_compute_point(x, type, mb, cs, ranks, layers, phase.worst_rank_gap));
-      for (int r : x.members(type)) {
-        d.compute_span.low = std::min(d.compute_span.low, ranks[r].round_low);
-        d.compute_span.high = std::max(d.compute_span.high, ranks[r].round_high);
+      for (int rank : x.members(type)) {
+        d.compute_span.low = std::min(d.compute_span.low, ranks[rank].round_low);
+        d.compute_span.high = std::max(d.compute_span.high, ranks[rank].round_high);
+        step_cvs[type].push_back(ranks[rank].step_cv);
       }
     }
   }
-  if (kComputeRounds > 1)
-    for (auto& [type, d] : phase.by_type) {
+  for (auto& [type, d] : phase.by_type) {
+    if (phase.rounds > 1) {
       d.compute_span.why = fmt::format(
           "measured: vitsim calibrate's {} compute rounds, each round's forward + backward mean over the "
-          "kept "
-          "(median) round's, lowest and highest over the {} rank(s) and micro-batches {}",
-          kComputeRounds, x.members(type).size(), fmt::join(x.mbs, ","));
+          "kept (median) round's, lowest and highest over the {} rank(s) and micro-batches {}",
+          phase.rounds, x.members(type).size(), fmt::join(x.mbs, ","));
       x.say(fmt::format("compute span ({}): the rounds' fwd+bwd at x{:.3f}..x{:.3f} of the kept round's\n",
                         type, d.compute_span.low, d.compute_span.high));
     }
+    // The step-to-step variability (the platform's gpu_step_cv, docs/model.md "Stragglers"): a value the
+    // file's reader takes, [0, 1).
+    const double cv = std::min(median_of(step_cvs[type]), 0.999);
+    {
+      d.step_cv.value = cv;
+      d.step_cv.why = fmt::format(
+          "measured: vitsim calibrate's {} compute rounds of {} timed steps at micro-batches {}: per round "
+          "the standard deviation of a step's forward + backward over its mean, the root mean square over "
+          "the rounds, the median over the {} rank(s) and micro-batches",
+          phase.rounds, r.per_round.iters, fmt::join(x.mbs, ","), x.members(type).size());
+      x.say(
+          fmt::format("step cv ({}): a step's forward + backward varies {:.2f}% from step to step (the "
+                      "straggler figure, gpu_step_cv)\n",
+                      type, 100 * cv));
+    }
+  }
   // The peak the emitted platform states: the best GEMM rate, on all ranks at once.
   x.world.barrier("calibrate gemm barrier");
   const double peak = measure_gemm_rate(x.dev, x.s.training.precision, x.repeats());

@@ -19,20 +19,8 @@ namespace vitsim::calibrate {
 
 namespace {
 
-// One micro-batch's step, as the trainer measured it on every rank (the means over its timed steps).
-struct StepRow {
-  int micro_batch = 0;
-  double compute = 0;    // forward + backward, mean over the ranks
-  double exposed = 0;    // exposed gradient sync, mean over the ranks
-  double allreduce = 0;  // the step's bucket all-reduces on the fitted ring edge, back to back
-  double imbalance =
-      0;  // the slowest type's calibrated compute - the ranks' mean of it (the simulator has it)
-  double optimizer = 0, data = 0;
-  double calibrated = 0;  // the ranks' calibrated forward + backward at this micro-batch, their mean
-  double extra() const { return exposed - allreduce - imbalance; }
-};
-
-StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& fit, int mb, int steps) {
+// The point as the trainer runs it at micro-batch `mb` for `steps` timed steps.
+Scenario step_scenario(const RunContext& x, int mb, int steps) {
   Scenario s = x.s;
   s.training.micro_batch = mb;
   s.training.grad_accum = 1;
@@ -43,9 +31,13 @@ StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& 
   s.run.checkpoint_every = 0;
   s.run.check_every = 0;
   s.run.eval_samples = 64;  // the epoch's evaluation: not what is measured, kept short
+  return s;
+}
+
+StepRow measure_step(RunContext& x, int mb, int steps) {
   real::TrainOptions opt;
   opt.verbose = false;
-  const ReportPoint p = real::train_point_on(x.world, s, opt);
+  const ReportPoint p = real::train_point_on(x.world, step_scenario(x, mb, steps), opt);
   StepRow row;
   row.micro_batch = mb;
   const double n = static_cast<double>(p.per_rank.size());
@@ -56,10 +48,16 @@ StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& 
     row.optimizer += b.optimizer / n;
     row.data += b.data / n;
   }
-  // What the simulator makes of the ranks' compute: each rank its device type's calibrated forward +
-  // backward, so the ranks of a faster type wait for the slowest type's (a slow device type) by that much.
-  // The rest is what the simulated sync lacks beside it; ranks of one type that differ in a run (jitter, one
-  // core busier) are part of the rest.
+  return row;
+}
+
+// What the simulator makes of the ranks' compute: each rank its device type's calibrated forward +
+// backward, so the ranks of a faster type wait for the slowest type's (a slow device type) by that much.
+// The rest is what the simulated sync lacks beside it; ranks of one type that differ in a run (jitter, one
+// core busier) are part of the rest.
+void settle_step(const RunContext& x, const ComputePhase& compute, const RingFit& fit, int steps,
+                 StepRow& row) {
+  const int mb = row.micro_batch;
   auto calibrated = [&](int r) {
     for (const ComputePoint& cp : compute.by_type.at(x.devices[static_cast<size_t>(r)]).points)
       if (cp.micro_batch == mb) return cp.fwd_s + cp.bwd_s;
@@ -72,9 +70,9 @@ StepRow measure_step(RunContext& x, const ComputePhase& compute, const RingFit& 
   }
   row.imbalance = slowest - mean;
   row.calibrated = mean;
-  for (const GradBucket& b : gradient_buckets(s))
+  row.allreduce = 0;
+  for (const GradBucket& b : gradient_buckets(step_scenario(x, mb, steps)))
     row.allreduce += ring_allreduce_time(fit, b.bytes, x.nranks);
-  return row;
 }
 
 // extra = fixed + per_compute x compute, least squares over the micro-batches, both terms >= 0; one
@@ -110,33 +108,56 @@ SyncCalibration fit_sync(const std::vector<StepRow>& rows, int ranks) {
 
 }  // namespace
 
-StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& fit) {
-  if (x.nranks < 2 || !x.o.step_phase) return {};
+StepRounds start_step(RunContext& x) {
+  StepRounds r;
+  if (x.nranks < 2 || !x.o.step_phase) return r;
+  r.active = true;
   // The rest is a difference of noisy means whose steps have a long tail (a step's exposed sync: median 0.53
   // ms, mean 0.76 ms here): rounds, as the compute phase's, each of at least 10 timed steps.
-  const int steps = std::max(10, x.o.iters / kStepRounds);
-  x.say(
-      fmt::format("step: the trainer's own steps, {} rounds of {} warm-up + {} timed at each micro-batch on "
-                  "all {} ranks, "
-                  "the median round by its rest kept: forward + backward, the exposed gradient sync, the "
-                  "all-reduce of its "
-                  "buckets on the fitted edge, the slowest device type's lead in compute (simulated), and "
-                  "the rest: waiting for "
-                  "the slowest rank's jitter and the first collective's wake-up (ms, means over the ranks)\n"
-                  "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                  kStepRounds, x.o.warmup, steps, x.nranks, "micro", "fwd+bwd", "exposed", "allreduce",
-                  "imbalance", "rest", "optimizer", "data"));
-  std::map<int, std::vector<StepRow>> by_mb;
-  for (int round = 0; round < kStepRounds; ++round)
-    for (int mb : x.mbs) {
-      x.world.barrier("calibrate step barrier");
-      by_mb[mb].push_back(measure_step(x, compute, fit, mb, steps));
-    }
+  r.steps = std::max(10, x.o.iters / kStepRounds);
+  x.say(fmt::format(
+      "step: the trainer's own steps, {} rounds (interleaved with the compute phase's; up to {} more where "
+      "they spread beyond {:.0f}%) of {} warm-up + {} timed at each micro-batch on all {} ranks\n",
+      kStepRounds, kMaxRoundRepeats, 100 * kRoundSpreadLimit, x.o.warmup, r.steps, x.nranks));
+  return r;
+}
+
+void step_round(RunContext& x, StepRounds& r) {
+  for (int mb : x.mbs) {
+    x.world.barrier("calibrate step barrier");
+    r.by_mb[mb].push_back(measure_step(x, mb, r.steps));
+  }
+}
+
+double step_spread(const StepRounds& r) {
+  double worst = 0;
+  for (const auto& [mb, rounds] : r.by_mb) {
+    std::vector<double> t;
+    for (const StepRow& o : rounds) t.push_back(o.compute + o.exposed);
+    worst = std::max(worst, round_spread(t));
+  }
+  return worst;
+}
+
+StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute, const RingFit& fit) {
+  if (!sr.active) return {};
+  auto& by_mb = sr.by_mb;
+  for (auto& [mb, rounds] : by_mb)
+    for (StepRow& o : rounds) settle_step(x, compute, fit, sr.steps, o);
+  x.say(fmt::format(
+      "step: {} rounds kept, the median round by its rest: forward + backward, the exposed gradient sync, "
+      "the "
+      "all-reduce of its buckets on the fitted edge, the slowest device type's lead in compute (simulated), "
+      "and the rest: waiting for the slowest rank's jitter and the first collective's wake-up (ms, means "
+      "over the ranks)\n{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+      by_mb.at(x.mbs.front()).size(), "micro", "fwd+bwd", "exposed", "allreduce", "imbalance", "rest",
+      "optimizer", "data"));
   std::vector<StepRow> rows;
   json jrows = json::array();
   MeasuredSpan span;
   int spanned = 0;
   StepPhase out;
+  out.rounds = static_cast<int>(by_mb.at(x.mbs.front()).size());
   for (const auto& [mb, rounds] : by_mb)
     for (const StepRow& o : rounds)
       if (o.calibrated > 0 && o.compute > 0) {
@@ -181,7 +202,7 @@ StepPhase step_phase(RunContext& x, const ComputePhase& compute, const RingFit& 
         "measured: vitsim calibrate's {} step rounds, each round's rest (the exposed sync beyond the fitted "
         "all-reduce and the compute difference) over the kept (median) round's, lowest and highest over {} "
         "micro-batch(es) with a rest above zero; floored at x0.01, capped at x100",
-        kStepRounds, spanned);
+        out.rounds, spanned);
     out.span = span;
     x.say(fmt::format("sync span: the rounds' rest at x{:.2f}..x{:.2f} of the kept round's\n", span.low,
                       span.high));

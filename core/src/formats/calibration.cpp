@@ -95,6 +95,12 @@ const SyncCalibration* Calibration::sync(const std::string& device_type) const {
   return nullptr;
 }
 
+const MeasuredFigure* Calibration::step_cv(const std::string& device_type) const {
+  for (const auto& d : devices)
+    if (d.device_type == device_type && !d.step_cv.empty()) return &d.step_cv;
+  return nullptr;
+}
+
 namespace {
 constexpr double kMinTime = 1e-12;  // s: the floor of a fitted time
 

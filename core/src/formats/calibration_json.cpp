@@ -175,6 +175,43 @@ const auto kOccupancyFields = [](auto& io, auto& d) {
   });
 };
 
+// The measured step-to-step variability: {"value": .., "why": ".."}, value in [0, 1) as the platform's
+// gpu_step_cv (core/src/platform/platform_props_table.cpp), why not empty.
+const auto kStepCvFields = [](auto& io, auto& s) {
+  io.number("value", s.value, finite());
+  io.string("why", s.why);
+  io.check([&](const JsonField& f) {
+    if (!(s.value >= 0 && s.value < 1))
+      f.fail(fmt::format("value must be a coefficient of variation in [0, 1) of the step, got {}", s.value));
+    if (s.why.empty()) f.fail("why must say where the figure comes from");
+  });
+};
+
+// One phase's round check (calibration.hpp RoundCheck); noisy is what spread and limit say.
+const auto kRoundCheckFields = [](auto& io, auto& r) {
+  io.integer("rounds", r.rounds, INT_MIN, INT_MAX);
+  io.integer("repeats", r.repeats, INT_MIN, INT_MAX);
+  io.number("spread", r.spread, finite());
+  io.number("limit", r.limit, finite());
+  io.boolean("noisy", r.noisy);
+  io.check([&](const JsonField& f) {
+    if (r.rounds < 1) f.fail(fmt::format("rounds must be >= 1, got {}", r.rounds));
+    if (r.repeats < 0 || r.repeats >= r.rounds)
+      f.fail(fmt::format("repeats must be in [0, rounds - 1] = [0, {}], got {}", r.rounds - 1, r.repeats));
+    if (!(r.spread >= 0)) f.fail(fmt::format("spread must be >= 0, got {}", r.spread));
+    if (!(r.limit > 0)) f.fail(fmt::format("limit must be > 0, got {}", r.limit));
+    if (r.noisy != (r.spread > r.limit))
+      f.fail(fmt::format("noisy must be {} (spread {} against limit {})",
+                         r.spread > r.limit ? "true" : "false", r.spread, r.limit));
+  });
+};
+
+// The phases with rounds, each written when it ran (closed: another phase name is refused, naming these).
+const auto kRoundsFields = [](auto& io, auto& r) {
+  if (io.present(!r.compute.empty(), {"compute"})) io.closed_object("compute", r.compute, kRoundCheckFields);
+  if (io.present(!r.step.empty(), {"step"})) io.closed_object("step", r.step, kRoundCheckFields);
+};
+
 // A device's measured points; `c`: the devices read before it (each device, precision and model once).
 template <class Io, MappedAs<DeviceCalibration> D>
 void device_fields(Io& io, D& d, const Calibration& c) {
@@ -208,6 +245,8 @@ void device_fields(Io& io, D& d, const Calibration& c) {
     io.closed_object("spans", d, kSpansFields);
   if (io.present(d.occupancy_busy_ranks > 0, {"occupancy"}))
     io.closed_object("occupancy", d, kOccupancyFields);
+  if (io.present(!d.step_cv.empty(), {"step_cv"})) io.closed_object("step_cv", d.step_cv, kStepCvFields);
+  if (io.present(!d.rounds.empty(), {"rounds"})) io.closed_object("rounds", d.rounds, kRoundsFields);
 }
 }  // namespace
 

@@ -242,7 +242,8 @@ std::vector<PlatformProp> gpu_cost_rows() {
        .source = "public measurement read through an ASSUMPTION (docs/sources.md \"Stragglers\")",
        .doc = "coefficient of variation of a rank's step compute (forward + backward), rank to rank and step "
               "to step: the step waits for the slowest rank at its gradient sync; 0 = lockstep",
-       .measure = "mpirun -np N vitsim calibrate --scenario S.xml --out calib.json (step phase)"},
+       .measure = "mpirun -np N vitsim calibrate --scenario S.xml --out calib.json (compute rounds: the "
+                  "device's step_cv, N >= 1)"},
       {.key = "gpu_power_busy",
        .owner = O::Gpu,
        .type = T::Power,

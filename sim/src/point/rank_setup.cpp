@@ -134,10 +134,13 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const NodeFacts& node,
   StepShape sh = shape;
   sh.layers = d.layers;
   sh.optimizer_s = cm->optimizer_s() + offload_seconds(run, node, host, notes);
-  if (const SyncCalibration* sy = calib ? calib->sync(g.model) : nullptr; sy && shape.ranks > 1) {
+  auto step_compute_s = [&] {  // the rank's forward + backward of one step, all its micro-batches
     double compute = 0;
     for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
-    compute *= shape.grad_accum;
+    return compute * shape.grad_accum;
+  };
+  if (const SyncCalibration* sy = calib ? calib->sync(g.model) : nullptr; sy && shape.ranks > 1) {
+    const double compute = step_compute_s();
     sh.sync_wait_s = sync_wait_s(*sy, compute, shape.ranks);
     notes.push_back(
         fmt::format("gradient sync on {}: +{} a step beyond the all-reduce (calibrate's step phase on {} "
@@ -151,13 +154,21 @@ const Device& device_of(PointRun& run, const GpuFacts& g, const NodeFacts& node,
                                       expected_max_normal(shape.ranks) / expected_max_normal(sy->ranks),
                                       shape.ranks, shape.ranks, sy->ranks)
                         : std::string()));
+  } else if (const MeasuredFigure* cv = calib ? calib->step_cv(g.model) : nullptr; shape.ranks > 1 && cv) {
+    // The same stragglers with the step-to-step variability calibrate measured on this device (its
+    // compute rounds; docs/calibrate-validate.md "Noisy rounds") in place of the platform's gpu_step_cv.
+    const double compute = step_compute_s();
+    sh.straggler_wait_s = straggler_wait_s(cv->value, compute, shape.ranks);
+    notes.push_back(fmt::format(
+        "stragglers on {}: step cv {:.3g} as calibrated (calibrate's compute rounds, in place of the "
+        "platform's gpu_step_cv {:.3g}): each step waits cv x forward + backward x E[max of N normals] for "
+        "the slowest of its N ranks",
+        g.model, cv->value, g.step_cv));
   } else if (shape.ranks > 1 && g.step_cv > 0) {
     // Stragglers (docs/model.md "Stragglers"): each rank's step compute varies with coefficient of variation
     // gpu_step_cv, independently from rank to rank (an assumption: normal draws); the sync waits for the
     // slowest of the step's ranks, E[max of N] = mu (1 + cv e_N), e_N = expected_max_normal(N).
-    double compute = 0;
-    for (const LayerTimes& t : d.layers) compute += t.fwd_s + t.bwd_s;
-    compute *= shape.grad_accum;
+    const double compute = step_compute_s();
     sh.straggler_wait_s = straggler_wait_s(g.step_cv, compute, shape.ranks);
     // One line for every point of a sweep (the wait itself is the table's column).
     notes.push_back(fmt::format(

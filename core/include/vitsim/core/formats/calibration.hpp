@@ -49,6 +49,31 @@ struct MeasuredSpan {
   bool empty() const { return why.empty(); }
 };
 
+// A figure calibrate measured and where it comes from ("measured: ..."); `why` empty: not measured.
+struct MeasuredFigure {
+  double value = 0;
+  std::string why;
+  bool empty() const { return why.empty(); }
+};
+
+// How one phase's rounds agreed (issue 37 item 4, docs/calibrate-validate.md "Noisy rounds"): calibrate
+// interleaves its rounds over time, takes the spread of each phase's rounds (calibrate.hpp round_spread), and
+// repeats a phase whose spread exceeds `limit` (at most a stated number of times). JSON: {"rounds": 3,
+// "repeats": 0, "spread": 0.04, "limit": 0.1, "noisy": false}. rounds 0: the phase did not run.
+struct RoundCheck {
+  int rounds = 0;      // rounds measured in all, the repeats among them
+  int repeats = 0;     // rounds added because the spread exceeded the limit
+  double spread = 0;   // the spread after the last round (worst over the ranks and micro-batches)
+  double limit = 0;    // the limit it was held to
+  bool noisy = false;  // spread > limit after the repeats
+  bool empty() const { return rounds == 0; }
+};
+// The round checks of the phases with rounds (JSON "rounds": {"compute": .., "step": ..}).
+struct RoundChecks {
+  RoundCheck compute, step;
+  bool empty() const { return compute.empty() && step.empty(); }
+};
+
 struct DeviceCalibration {
   std::string device_type;  // matches the platform's gpu_model
   ViTConfig model;          // shape measured (compared field by field, preset name ignored)
@@ -67,6 +92,13 @@ struct DeviceCalibration {
   // linear between. busy_ranks 0: not measured.
   int occupancy_busy_ranks = 0;
   double occupancy_alone_factor = 1;
+  // Optional ("step_cv": {"value": 0.012, "why": "measured: ..."}): the coefficient of variation of one
+  // rank's step compute (forward + backward) from step to step, measured by calibrate's compute rounds: the
+  // platform's gpu_step_cv for this device where the calibration has no sync figures (docs/model.md
+  // "Stragglers"). value in [0, 1), as the platform property.
+  MeasuredFigure step_cv;
+  // Optional ("rounds"): how the run's rounds agreed, per phase; absent in older files.
+  RoundChecks rounds;
   // Not in the file: what an interval's sample scaled the figures by ("x0.1 by its spans.compute.low"), for
   // the messages of a point that the scaled figures make impossible.
   std::string scaled_by;
@@ -115,6 +147,8 @@ struct Calibration {
   const LoaderCalibration* loader(const std::string& dataset, int resize) const;
   // The step phase's sync figures of a device type (any shape or precision measured with one), or nullptr.
   const SyncCalibration* sync(const std::string& device_type) const;
+  // The measured step-to-step compute variability of a device type (any shape or precision), or nullptr.
+  const MeasuredFigure* step_cv(const std::string& device_type) const;
 };
 
 // A calibration repeated over time (`calibrate --append` on a device already in the file): `fresh`'s compute

@@ -1,0 +1,217 @@
+// Issue 37 item 4, "calibrate knows when it is noisy" (docs/calibrate-validate.md "Noisy rounds"): the rounds
+// of the phases interleaved over time, a phase whose rounds spread beyond the limit repeated, the spread
+// and the step-to-step variability as closed forms, and the calibration file's new fields (step_cv, rounds)
+// read, written and refused. Round times are injected: nothing here is timed.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <deque>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+#include "vitsim/calibrate/calibrate.hpp"
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/formats/calibration.hpp"
+
+using namespace vitsim;
+using namespace vitsim::calibrate;
+using json = nlohmann::json;
+using Catch::Contains;
+
+TEST_CASE("noisy rounds: the spread about the kept (median) round", "[calib][noise]") {
+  CHECK(round_spread({}) == 0);
+  CHECK(round_spread({0.5}) == 0);
+  // Two rounds: the kept one is the lower (index (2 - 1) / 2 = 0), the spread (high - low) / low.
+  CHECK(round_spread({2.0, 1.0}) == Approx(1.0));
+  // Three: the whole range over the middle, in any order.
+  CHECK(round_spread({1.3, 1.0, 1.1}) == Approx(0.3 / 1.1));
+  // Four: kept index 1, neighbours 0 and 2: a lone slow round (x2) is left out.
+  CHECK(round_spread({1.0, 2.0, 1.02, 1.01}) == Approx(0.02 / 1.01));
+  // Five: kept index 2, neighbours 1 and 3: the slowest and the fastest are left out.
+  CHECK(round_spread({0.5, 1.01, 1.02, 1.03, 2.0}) == Approx(0.02 / 1.02));
+  CHECK_THROWS_AS(round_spread({0.0, 0.0, 1.0}), Error);  // a kept round of no time is a bug upstream
+}
+
+TEST_CASE("noisy rounds: the step-to-step coefficient of variation, within rounds", "[calib][noise]") {
+  // One round {1, 3}: mean 2, sample standard deviation sqrt(((1-2)^2 + (3-2)^2) / 1) = sqrt(2).
+  CHECK(step_cv_of({{1, 3}}) == Approx(std::sqrt(2.0) / 2));
+  // Two rounds, cv^2 of 0.5 and 0: the root mean square sqrt(0.25) = 0.5.
+  CHECK(step_cv_of({{1, 3}, {10, 10}}) == Approx(0.5));
+  // Rounds at different speeds but the same relative jitter: that jitter, not the rounds' difference
+  // (the machine's speed between rounds moves every rank at once).
+  const double cv = std::sqrt(2.0) * 0.1 / 1.1;  // {1, 1.2}: sd 0.1 sqrt(2), mean 1.1
+  CHECK(step_cv_of({{1, 1.2}, {10, 12}}) == Approx(cv));
+  // Rounds of one step say nothing of the step-to-step spread: left out, and none at all gives 0.
+  CHECK(step_cv_of({{1, 1.2}, {5}}) == Approx(cv));
+  CHECK(step_cv_of({{5}, {}}) == 0);
+  CHECK_THROWS_AS(step_cv_of({{0, 0}}), Error);
+}
+
+namespace {
+// A phase whose round figures are injected: each measure_round takes the next figure; its spread is
+// round_spread of those taken so far. `log` records the order the rounds ran in.
+struct FakePhase {
+  std::string name;
+  std::deque<double> figures;
+  std::vector<double> taken;
+};
+std::vector<RoundedPhase> rounded(std::vector<FakePhase>& fakes, std::string& log) {
+  std::vector<RoundedPhase> out;
+  for (FakePhase& f : fakes)
+    out.push_back({f.name,
+                   [&f, &log] {
+                     REQUIRE_FALSE(f.figures.empty());  // the scheduler ran more rounds than injected
+                     f.taken.push_back(f.figures.front());
+                     f.figures.pop_front();
+                     log += f.name.substr(0, 1);
+                   },
+                   [&f] { return round_spread(f.taken); }});
+  return out;
+}
+}  // namespace
+
+TEST_CASE("noisy rounds: interleaved over time, a noisy phase repeated up to the limit", "[calib][noise]") {
+  std::vector<FakePhase> fakes = {
+      // quiet: spread 0.02 / 1.01 < 0.10, never repeated
+      {"compute", {1.0, 1.02, 1.01}, {}},
+      // one slow round (1.5): spread (1.5 - 1.0) / 1.02 after 3; one repeat (1.01) leaves it out: 0.02 / 1.01
+      {"step", {1.0, 1.5, 1.02, 1.01}, {}},
+      // the machine keeps disturbing it: (3 - 1) / 2 after 3 rounds, (3 - 1) / 2 after 4 (kept 2, neighbours
+      // 1 and 3), and after 5 the neighbours of the median 3 are 2 and 4: 2 / 3
+      {"ops", {1, 2, 3, 4, 5}, {}}};
+  std::string log;
+  std::vector<std::string> said;
+  const std::vector<RoundCheck> checks = run_rounds(rounded(fakes, log), RoundRules{3, 2, 0.10},
+                                                    [&](const std::string& l) { said.push_back(l); });
+  // Round 1 of each phase in turn, then round 2, ...; then one more of each noisy phase, in turn.
+  CHECK(log ==
+        "csocsocso"
+        "so"
+        "o");
+  REQUIRE(checks.size() == 3);
+  CHECK(checks[0].rounds == 3);
+  CHECK(checks[0].repeats == 0);
+  CHECK(checks[0].spread == Approx(0.02 / 1.01));
+  CHECK_FALSE(checks[0].noisy);
+  CHECK(checks[1].rounds == 4);
+  CHECK(checks[1].repeats == 1);
+  CHECK(checks[1].spread == Approx(0.02 / 1.01));
+  CHECK_FALSE(checks[1].noisy);
+  CHECK(checks[2].rounds == 5);
+  CHECK(checks[2].repeats == 2);
+  CHECK(checks[2].spread == Approx(2.0 / 3));
+  CHECK(checks[2].noisy);
+  for (const RoundCheck& c : checks) CHECK(c.limit == 0.10);
+  // A line per repeat (step once, ops twice) and one warning for the phase left noisy.
+  REQUIRE(said.size() == 4);
+  CHECK(said[0] == "step rounds spread 49.0% (limit 10%): repeating, round 4 of at most 5");
+  CHECK(said[1] == "ops rounds spread 100.0% (limit 10%): repeating, round 4 of at most 5");
+  CHECK(said[2] == "ops rounds spread 100.0% (limit 10%): repeating, round 5 of at most 5");
+  CHECK_THAT(said[3], Contains("warning: the ops rounds still spread 66.7% after 2 repeat(s) (limit 10%)"));
+  // No repeats allowed: the noisy phases say so at once, after their first rounds.
+  std::vector<FakePhase> again = {{"compute", {1.0, 1.5, 1.02}, {}}};
+  std::string log2;
+  said.clear();
+  const auto none = run_rounds(rounded(again, log2), RoundRules{3, 0, 0.10},
+                               [&](const std::string& l) { said.push_back(l); });
+  CHECK(log2 == "ccc");
+  CHECK(none[0].noisy);
+  CHECK(none[0].repeats == 0);
+  REQUIRE(said.size() == 1);
+  CHECK_THAT(said[0], Contains("warning: the compute rounds still spread"));
+  CHECK_THROWS_AS(run_rounds({}, RoundRules{0, 2, 0.1}, [](const std::string&) {}), Error);
+}
+
+namespace {
+// The shipped local calibration (platforms/local/calibrated.json, written before these fields) with
+// `edit` applied to its first device.
+std::string calibration_with(const vt::TempDir& d, const std::string& name, const json& step_cv,
+                             const json& rounds) {
+  json c = json::parse(vt::run("cat " + vt::source("platforms/local/calibrated.json")).out);
+  json& dev = c["devices"][0];
+  if (!step_cv.is_null()) dev["step_cv"] = step_cv;
+  if (!rounds.is_null()) dev["rounds"] = rounds;
+  return d.file(name, c.dump(1));
+}
+json check_json(int rounds, int repeats, double spread, double limit, bool noisy) {
+  return {{"rounds", rounds}, {"repeats", repeats}, {"spread", spread}, {"limit", limit}, {"noisy", noisy}};
+}
+}  // namespace
+
+TEST_CASE("noisy rounds: step_cv and rounds in the calibration file, and older files still read",
+          "[calib][noise]") {
+  vt::TempDir d;
+  // The shipped files predate the fields: they read, with neither.
+  for (const char* f : {"platforms/local/calibrated.json", "platforms/local/calibrated-netns.json",
+                        "platforms/local/calibrated-hetero.json"}) {
+    INFO(f);
+    const Calibration c = read_calibration(vt::source(f));
+    for (const DeviceCalibration& dev : c.devices) {
+      CHECK(dev.step_cv.empty());
+      CHECK(dev.rounds.empty());
+    }
+    CHECK(c.step_cv("cpu") == nullptr);
+  }
+  const json step_cv = {{"value", 0.021}, {"why", "measured: a test's figure"}};
+  const json rounds = {{"compute", check_json(4, 1, 0.04, 0.1, false)},
+                       {"step", check_json(5, 2, 0.13, 0.1, true)}};
+  const Calibration c = read_calibration(calibration_with(d, "c.json", step_cv, rounds));
+  const std::string type = c.devices[0].device_type;
+  REQUIRE(c.step_cv(type) != nullptr);
+  CHECK(c.step_cv(type)->value == 0.021);
+  CHECK(c.step_cv("no-such-device") == nullptr);
+  const RoundChecks& r = c.devices[0].rounds;
+  CHECK(r.compute.rounds == 4);
+  CHECK(r.compute.repeats == 1);
+  CHECK_FALSE(r.compute.noisy);
+  CHECK(r.step.spread == 0.13);
+  CHECK(r.step.noisy);
+  // Written and read back alike.
+  const Calibration again = read_calibration_text(calibration_to_json(c), "again.json");
+  CHECK(again.devices[0].step_cv.why == "measured: a test's figure");
+  CHECK(again.devices[0].rounds.step.rounds == 5);
+  CHECK(again.devices[0].rounds.step.limit == 0.1);
+  // Only the phases that ran are written.
+  Calibration one = c;
+  one.devices[0].rounds.step = {};
+  const json written = json::parse(calibration_to_json(one));
+  CHECK(written["devices"][0]["rounds"].contains("compute"));
+  CHECK_FALSE(written["devices"][0]["rounds"].contains("step"));
+}
+
+TEST_CASE("noisy rounds: bad step_cv and rounds are refused, naming the file, device and field",
+          "[calib][noise][negative]") {
+  vt::TempDir d;
+  auto error_of = [&](const json& step_cv, const json& rounds) {
+    const std::string f = calibration_with(d, "bad.json", step_cv, rounds);
+    try {
+      read_calibration(f);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const json why = "measured: a test's figure";
+  // The platform's gpu_step_cv range, [0, 1) (core/src/platform/platform_props_table.cpp).
+  CHECK_THAT(
+      error_of({{"value", 1.0}, {"why", why}}, nullptr),
+      Contains("bad.json: devices[0] ('cpu').step_cv: value must be a coefficient of variation in [0, 1) "
+               "of the step, got 1"));
+  CHECK_THAT(error_of({{"value", -0.01}, {"why", why}}, nullptr), Contains("got -0.01"));
+  CHECK_THAT(error_of({{"value", 0.01}, {"why", ""}}, nullptr),
+             Contains("step_cv: why must say where the figure comes from"));
+  CHECK_THAT(error_of({{"value", 0.01}, {"why", why}, {"source", "x"}}, nullptr),
+             Contains("unknown key 'source'; valid: value, why"));
+  CHECK_THAT(error_of(nullptr, {{"loader", check_json(3, 0, 0.01, 0.1, false)}}),
+             Contains("unknown key 'loader'; valid: compute, step"));
+  CHECK_THAT(error_of(nullptr, {{"compute", check_json(0, 0, 0.01, 0.1, false)}}),
+             Contains("rounds.compute: rounds must be >= 1, got 0"));
+  CHECK_THAT(error_of(nullptr, {{"compute", check_json(3, 3, 0.01, 0.1, false)}}),
+             Contains("rounds.compute: repeats must be in [0, rounds - 1] = [0, 2], got 3"));
+  CHECK_THAT(error_of(nullptr, {{"step", check_json(3, 0, 0.2, 0.1, false)}}),
+             Contains("rounds.step: noisy must be true (spread 0.2 against limit 0.1)"));
+  CHECK_THAT(error_of(nullptr, {{"step", check_json(3, 0, 0.05, 0, false)}}),
+             Contains("rounds.step: limit must be > 0, got 0"));
+  CHECK_THAT(error_of(nullptr, {{"step", check_json(3, 0, -0.05, 0.1, false)}}),
+             Contains("rounds.step: spread must be >= 0, got -0.05"));
+}
