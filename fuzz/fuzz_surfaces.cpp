@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/base/units.hpp"
 
 #if VITSIM_FUZZ_SURFACE == 1
 #include "commands.hpp"
@@ -130,7 +131,8 @@ void fuzz_collective(const uint8_t* data, size_t size) {
     s.max_bytes = parse_nccl_size(at(1));
     for (double b : {s.min_bytes, s.max_bytes})
       if (!(b >= 0 && std::floor(b) == b && b < 1e30)) finding(fmt::format("size {} accepted", b));
-    s.step_factor = at(2).empty() ? 2 : static_cast<long long>(parse_nccl_size(at(2)));
+    s.step_factor =
+        at(2).empty() ? 2 : units::parse_integer(at(2), 1, 1 << 20);  // -f as the command reads it
     if (!at(3).empty()) {
       s.step_factor = 1;
       s.step_bytes = parse_nccl_size(at(3));
