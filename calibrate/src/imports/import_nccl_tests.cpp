@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -90,6 +91,7 @@ class NcclReader {
     if (text[first] == '#') return comment(ln, text, first);
     if (columns_.empty() || ended_) return;  // launcher output before the table, anything after it
     log_.rows.push_back(row(ln, text, first));
+    rounding_.push_back(row_rounding_);
   }
 
   NcclTestsLog finish() {
@@ -116,6 +118,10 @@ class NcclReader {
   int header_line_ = 0, last_line_ = 0;
   bool ended_ = false;
   std::vector<int> rank_numbers_;
+  // Per row, half a unit of the last printed digit of the out-of-place algbw and busbw, then the in-place
+  // ones (half_unit): what check_allreduce_factor allows beside its own margin.
+  std::vector<std::array<double, 4>> rounding_;
+  mutable std::array<double, 4> row_rounding_{};
 
   Error fail(int line, const std::string& what) const { return Error(Origin{log_.path, line}, what); }
 
@@ -233,6 +239,8 @@ class NcclReader {
     if (std::abs(alg - alg_expected) > 0.01 + 0.02 * alg_expected + rounding)
       throw fail(ln, fmt::format("algbw {} GB/s is not size / time = {} B / {} us = {:.2f} GB/s", t[k + 1],
                                  t[0], t[k], alg_expected));
+    row_rounding_[in_place ? 2 : 0] = half_unit(t[k + 1]);
+    row_rounding_[in_place ? 3 : 1] = half_unit(t[k + 2]);
     (in_place ? r.ip_time_s : r.oop_time_s) = us * 1e-6;
     (in_place ? r.ip_algbw : r.oop_algbw) = alg * 1e9;
     (in_place ? r.ip_busbw : r.oop_busbw) = bus * 1e9;
@@ -267,11 +275,14 @@ class NcclReader {
   // busbw = algbw x 2(n-1)/n for an all-reduce: any other factor is another collective's log.
   void check_allreduce_factor() const {
     const double factor = 2.0 * (log_.ranks - 1) / log_.ranks;
-    for (const auto& r : log_.rows)
+    for (size_t i = 0; i < log_.rows.size(); ++i)
       for (int half = 0; half < 2; ++half) {
+        const NcclTestsRow& r = log_.rows[i];
         const double alg = (half ? r.ip_algbw : r.oop_algbw) / 1e9,
                      bus = (half ? r.ip_busbw : r.oop_busbw) / 1e9;
-        if (std::abs(bus - alg * factor) > 0.01 + 0.02 * alg * factor)
+        // Within the margin, and what the two columns were rounded to when printed ("1e+06").
+        const double printed = rounding_[i][2 * half + 1] + factor * rounding_[i][2 * half];
+        if (std::abs(bus - alg * factor) > 0.01 + 0.02 * alg * factor + printed)
           throw Error(
               Origin{log_.path, r.line},
               fmt::format("busbw {:.2f} GB/s is not algbw x 2(n-1)/n = {:.2f} x {:.4g} for {} ranks: not an "
