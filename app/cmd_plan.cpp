@@ -106,15 +106,7 @@ CLI::App* add_plan_options(CLI::App& cli, PlanArgs& a) {
                 "candidates that get an interval, the first by the objective (implies --interval; default 3)")
       ->check(integer(1, 1 << 20));
   // The one-line form: no scenario file, the cluster and the job as flags.
-  c->add_option("--gpu", a.one_line.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
-  c->add_option("--nodes", a.one_line.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
-  c->add_option("--gpus-per-node", a.one_line.gpus_per_node, "one-line form: GPUs per node")
-      ->check(integer(1, 1 << 16));
-  c->add_option("--nic", a.one_line.nic,
-                "one-line form: NIC speed and count per node, SPEED[:COUNT] (ndr:8)");
-  c->add_option("--model", a.one_line.model, "one-line form: a model preset (vit_l_16)");
-  c->add_option("--dataset", a.one_line.dataset, "one-line form: a dataset name (imagenet1k)");
-  c->add_option("--deepspeed", a.one_line.deepspeed, "one-line form: a DeepSpeed config (ds_config.json)");
+  add_one_line_options(c, a.one_line);
   c->add_option(
       "--save-scenario", a.save_scenario,
       "one-line form: write platform.xml and scenario.xml into this folder, to edit and plan again");
@@ -350,9 +342,17 @@ void add_plan(CLI::App& cli, Action& action) {
     action = [a, c] {
       if (a->merge.empty()) make_one_line_scenario(*a, *c);
       if (c->count("--interval-top") > 0) a->interval.on = true;
-      const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
-      if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
-      return write_plan(*a, result);
+      try {
+        const PlanResult result = a->merge.empty() ? plan_scenario(*a) : merge_shards(*a, *c);
+        if (!a->emit_ds_config.empty()) emit_ds_config(*a, result);
+        return write_plan(*a, result);
+      } catch (const UsageError& e) {
+        if (!a->made) throw;
+        throw UsageError(name_one_line_files(e.what(), a->made->path(), a->one_line));
+      } catch (const Error& e) {
+        if (!a->made) throw;
+        throw Error(name_one_line_files(e.what(), a->made->path(), a->one_line));
+      }
     };
   });
 }

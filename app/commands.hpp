@@ -62,11 +62,18 @@ struct OneLinePlan {
   std::string gpu, nic, model, dataset, deepspeed;
   int nodes = 1, gpus_per_node = 1;
 };
+// Its flags (--gpu, --nodes, --gpus-per-node, --nic, --model, --dataset, --deepspeed), as `vitsim plan` takes
+// them; one definition for the command and its fuzzer (fuzz/fuzz_surfaces.cpp).
+void add_one_line_options(CLI::App* c, OneLinePlan& q);
 std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir, std::string* saved);
 // The one-line form's scenario read from its temporary folder: each attribute's origin becomes the flag that
 // gave it (--gpu, --nodes, --model, --dataset, --deepspeed), so that a message names the user's input, not
 // a file that is gone when the command ends (issue 39 item 21).
 void name_one_line_origins(ScenarioFile& f);
+// A message of the one-line form planned in its temporary folder `dir`: the folder's platform.xml and
+// scenario.xml named by the flags that made them ("the platform of --gpu t4"), as a value's path names them
+// where no origin does ("no node 'x' in PATH"): the folder is gone when the command ends (issue 39).
+std::string name_one_line_files(std::string message, const std::string& dir, const OneLinePlan& q);
 // --save-scenario: the one-line search's values (those of origin "--set KEY (the one-line search)") added to
 // the saved scenario at `path` as its elements' attributes and <sweep>s; where `saved` (what was there before
 // this command) differs from the result, it is put back and the run refused (edited since it was saved).

@@ -64,6 +64,17 @@ Error edited_since(const std::string& path, const std::string& scenario) {
 
 }  // namespace
 
+void add_one_line_options(CLI::App* c, OneLinePlan& q) {
+  c->add_option("--gpu", q.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
+  c->add_option("--nodes", q.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
+  c->add_option("--gpus-per-node", q.gpus_per_node, "one-line form: GPUs per node")
+      ->check(integer(1, 1 << 16));
+  c->add_option("--nic", q.nic, "one-line form: NIC speed and count per node, SPEED[:COUNT] (ndr:8)");
+  c->add_option("--model", q.model, "one-line form: a model preset (vit_l_16)");
+  c->add_option("--dataset", q.dataset, "one-line form: a dataset name (imagenet1k)");
+  c->add_option("--deepspeed", q.deepspeed, "one-line form: a DeepSpeed config (ds_config.json)");
+}
+
 std::string write_one_line_scenario(const OneLinePlan& q, const std::string& dir, std::string* saved) {
   namespace fs = std::filesystem;
   if (q.model.empty() || q.dataset.empty())
@@ -127,6 +138,17 @@ void save_one_line_search(const ScenarioFile& f, const std::string& path, const 
     throw edited_since(path, path);
   }
   write_file_atomic(path, xml);
+}
+
+std::string name_one_line_files(std::string message, const std::string& dir, const OneLinePlan& q) {
+  namespace fs = std::filesystem;
+  const std::pair<std::string, std::string> names[] = {
+      {(fs::path(dir) / "platform.xml").string(), fmt::format("the platform of --gpu {}", q.gpu)},
+      {(fs::path(dir) / "scenario.xml").string(), "the one-line form's scenario"}};
+  for (const auto& [path, name] : names)
+    for (size_t at = message.find(path); at != std::string::npos; at = message.find(path, at + name.size()))
+      message.replace(at, path.size(), name);
+  return message;
 }
 
 void name_one_line_origins(ScenarioFile& f) {

@@ -5,7 +5,10 @@
 # Harnesses: scenario platform platform_structure numbers calibration deepspeed units report (core readers), measured (fit's
 # and --runs' measured times, CSV or JSON, with a round trip), report_roundtrip plan (the
 # report and plan readers: what they accept must survive a write and a second read), idx cifar image (dataset
-# readers of real/src/data*.cpp, built without LibTorch). VITSIM_FUZZ_BUILD picks the build folder.
+# readers of real/src/data*.cpp, built without LibTorch), plan_flags (the one-line plan's and the interval's
+# flags as vitsim plan parses them, its platform and scenario written and read back), collective (vitsim
+# collective's sizes and names, its table read back by calibrate's nccl-tests reader; fuzz/fuzz_surfaces.cpp).
+# VITSIM_FUZZ_BUILD picks the build folder.
 # A finding leaves its crash-*/leak-*/timeout-* input in build-fuzz/findings/<harness>/.
 # VITSIM_BENCH_SMOKE=1 (bench/lib.sh): builds and runs nothing (a sanitized clang build of the core takes
 # minutes): configures the fuzz build in a temporary folder (VITSIM_FUZZ_BUILD to name one), checks that every
@@ -17,7 +20,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-600}
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report measured report_roundtrip plan idx cifar image)
+[ ${#names[@]} -gt 0 ] || names=(scenario platform platform_structure numbers calibration deepspeed units report measured report_roundtrip plan plan_flags collective idx cifar image)
 
 if [ "$smoke" = 1 ]; then
   command -v clang++ >/dev/null || { echo "fuzz.sh smoke: no clang++ (bench/fuzz.sh installs clang-14): skipped"; exit 0; }
@@ -91,6 +94,14 @@ for d in c["devices"]:
     d["occupancy"] = {"busy_ranks": 2, "alone_factor": 10}
 json.dump(c, open(sys.argv[2], "w"))
 PY
+# The new surfaces (issue 39): command-line tokens, one a line. plan_flags: the one-line forms of docs/plan.md
+# and the interval flags of docs/predict.md; collective: -b -e -f -i -d -o --func NCCL_ALGO NCCL_PROTO.
+mkdir -p "$b/corpus/plan_flags" "$b/corpus/collective"
+printf -- '--gpu\nt4\n--gpus-per-node\n2\n--model\nvit_cifar_tiny\n--dataset\ncifar10' >"$b/corpus/plan_flags/a"
+printf -- '--gpu\nh100-sxm\n--nodes\n2\n--nic\nndr:8\n--model\nvit_l_16\n--dataset\nimagenet1k\n--set\ntraining.micro_batch=8,16' >"$b/corpus/plan_flags/b"
+printf -- '--interval\n--samples\n8\n--p-low\n0.05\n--p-high\n0.95\n--interval-seed\n5' >"$b/corpus/plan_flags/c"
+printf '8\n8G\n2\n\nfloat\nsum\nall_reduce\n^tree\nLL128' >"$b/corpus/collective/a"
+printf '1K\n1M\n\n64K\nbfloat16\navg\nreduce_scatter\nring;allreduce:tree\n^LL' >"$b/corpus/collective/b"
 # Dataset readers: small valid IDX (plain, gzip), CIFAR-10/100, PNG and JPEG files from fuzz_seeds.
 [ -x "$b/fuzz/fuzz_seeds" ] && "$b/fuzz/fuzz_seeds" "$b/corpus"
 mkdir -p "$b/corpus/report"

@@ -9,6 +9,8 @@
 // torch_profile_cpu_step.json is one ProfilerStep of a CPU run, torch_profile_cuda_step.json one of a CUDA
 // run (kernels linked to their ops by "External id", the backward on the autograd thread); the sums the
 // tests expect are added up from the spans written in them, listed next to each expectation.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -20,6 +22,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/results/nccl_table.hpp"
 
 using namespace vitsim;
 using namespace vitsim::calibrate;
@@ -187,6 +190,40 @@ TEST_CASE("malformed all_reduce_perf logs: one line naming the file, the line an
         "count type redop root time algbw busbw #wrong time algbw busbw #wrong' (nccl-tests 2.x) or 'size "
         "count type "
         "redop time algbw busbw error time algbw busbw error'");
+}
+
+TEST_CASE("vitsim collective's tables read back whatever nccl-tests' rounding prints", "[imports]") {
+  // Issue 39's collective fuzzer: the algbw and busbw checks allowed two decimals' rounding only, and refused
+  // tables printed as nccl-tests prints them (src/util.cu getFloatStr: one decimal, none, then an exponent,
+  // within the column's width). 4 ranks on 2 nodes (busbw = 1.5 algbw), 32 GiB = 34359738368 B:
+  // - in 33 us: algbw 1041204 GB/s printed "1e+06", 4% off (the algbw check refused it);
+  // - in 36 us: algbw 954437 GB/s printed whole, busbw 1431656 printed "1e+06" (the busbw check refused it);
+  // - 64 GiB in 22.4 s: the time printed "2.2e+07" us, 1.8% below (within the margin before, kept here as the
+  //   exponent of the time column).
+  NcclTable t;
+  t.ranks = 4;
+  t.gpus_per_node = 2;
+  for (int r = 0; r < 4; ++r)
+    t.devices.push_back(
+        {r, fmt::format("node{}", r / 2), r % 2, fmt::format("node{}-gpu{}", r / 2, r % 2), "H200"});
+  const double gib = 1024.0 * 1024 * 1024;
+  for (const auto& [bytes, s] :
+       {std::pair<double, double>{32 * gib, 33e-6}, {32 * gib, 36e-6}, {64 * gib, 22.4}})
+    t.rows.push_back({bytes, static_cast<long long>(bytes / 4), s, s});
+  const std::string text = nccl_table_text(t);
+  INFO(text);
+  REQUIRE(text.find(" 1e+06 ") != std::string::npos);
+  REQUIRE(text.find(" 954437 ") != std::string::npos);
+  REQUIRE(text.find(" 2.2e+07 ") != std::string::npos);
+  const NcclTestsLog log = parse_nccl_tests("collective.txt", text);
+  REQUIRE(log.rows.size() == 3);
+  CHECK(log.rows[2].bytes == 64 * gib);
+  CHECK(log.ranks == 4);
+  // The rounding allowed is the printed digits', no more: an algbw one digit off in the exponent is refused.
+  std::string off = text;
+  off.replace(off.find(" 1e+06 "), 7, " 1e+07 ");
+  CHECK_THAT(error_of([&] { parse_nccl_tests("x.log", off); }),
+             Catch::Contains("algbw 1e+07 GB/s is not size / time"));
 }
 
 TEST_CASE("all_reduce_perf log without rank lines: ranks from busbw / algbw, link class asked for",

@@ -151,6 +151,10 @@ std::vector<IoCase> io_cases() {
        "vitsim predict s.xml --interval --interval-seed 18446744073709551615 -q", 2,
        "vitsim: error: --interval-seed: 18446744073709551615 is out of range (expected 0 .. "
        "9223372036854775807)"},
+      {"21", "the one-line plan: a `--set` value refused against its platform (named its temporary file)",
+       "vitsim plan --gpu t4 --model vit_cifar_tiny --dataset cifar10 -q --set cluster.hosts=x", 1,
+       "vitsim: error: --set cluster.hosts: cluster.hosts: no node 'x' in the platform of --gpu t4; nodes: "
+       "node0"},
       {"26", "`--what-if gpu:*=FILE:TYPE`, FILE neither an existing file nor a node",
        "vitsim predict s.xml -q --what-if 'gpu:*=nope:A4500'", 1,
        "vitsim: error: --what-if: what-if 'gpu:*=nope:A4500': 'nope:A4500' is neither a node (node0) nor "

@@ -309,6 +309,13 @@ TEST_CASE("vitsim platform: bad flags and specs get one clear line", "[platform]
       {"oversubscription not plausible (predicted 1e300 s)",
        "--gpu h100-sxm --nodes 4 --nic-speed ndr --topology fat-tree --pod-nodes 2 --oversubscription 1e300",
        "fat-tree oversubscription 1e+300 is out of range (expected 1 .. 1024"},
+      // Issue 39's mutations: 2^20 nodes (the one-line plan's --nodes allows as many) of one GPU each, every
+      // node a cluster, its router and its GPU: 3 x 2^20 netpoints, past the reader's 2^21. It was written as
+      // 20 million lines (30 s of CPU) and then refused by the reader.
+      {"more hosts than the reader takes (was written, 30 s of CPU, then refused)",
+       "--gpu t4 --nodes 1048576 --nic-speed ndr",
+       "1048576 nodes with 1048576 GPUs in all: at least 3145728 hosts, routers and zones, more than the "
+       "2097152 the platform reader takes"},
   };
   std::ostringstream table;
   table << "Every row is a case of `tests/core/test_platform_writer.cpp`, which checks that the answer is "

@@ -16,6 +16,11 @@
 
 namespace vitsim::platform_read {
 
+// The most hosts and routers a platform file may declare: 2,097,152, 16x the 131,072 GPUs vitsim aims at.
+// The writer (platform_spec_check.cpp) refuses a spec past it before writing (issue 39: a million nodes were
+// written as 15 million lines, 30 s of CPU, and then refused by this reader).
+inline constexpr size_t kMaxNetpoints = size_t{1} << 21;
+
 // The <prop>s in effect at an element: key -> (value, where it was stated).
 using Props = std::map<std::string, std::pair<std::string, Origin>>;
 

@@ -2,9 +2,11 @@
 // against the GPU, and the topology's own rules.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
+#include "platform/platform_read.hpp"
 #include "platform/platform_writer_detail.hpp"
 #include "vitsim/core/platform/platform_flat.hpp"
 #include "vitsim/core/platform/platform_writer.hpp"
@@ -83,6 +85,18 @@ void check_platform_spec(const PlatformSpec& spec) {
   if (spec.id.empty()) throw Error("the platform's id is empty (--id, or \"id\" in a spec): give it a name");
   if (spec.nodes.empty())
     throw Error("no nodes: give at least one (--nodes N, or \"nodes\"/\"node_groups\" in a spec)");
+  // Every GPU is a host, and each node is a <cluster> (a zone, one name among the netpoints) with its
+  // router, in both layouts: past the reader's limit at that count, the file is refused before it is
+  // written, not after (the count grows with the nodes alone, so it is checked first).
+  double netpoints = 0;
+  for (const auto& n : spec.nodes) netpoints += 2.0 + std::max(n.gpus, 0);
+  if (netpoints > static_cast<double>(platform_read::kMaxNetpoints))
+    throw Error(
+        fmt::format("{} nodes with {:.0f} GPUs in all: at least {:.0f} hosts, routers and zones, more than "
+                    "the {} the platform "
+                    "reader takes (the platform was not written: vitsim predict would refuse it)",
+                    spec.nodes.size(), netpoints - 2.0 * static_cast<double>(spec.nodes.size()), netpoints,
+                    platform_read::kMaxNetpoints));
   std::set<std::string> ids;
   for (const auto& n : spec.nodes) {
     if (!ids.insert(n.id).second) throw Error(fmt::format("node '{}' is named twice", n.id));

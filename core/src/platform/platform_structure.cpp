@@ -18,8 +18,6 @@ namespace {
 // bandwidths and negative latencies (its solver asserts, or treats them as unlimited).
 constexpr int kMaxZoneDepth = 32;     // SimGrid's own examples nest 3-4; 300 segfaults its parser
 constexpr int kMaxElementDepth = 48;  // zones plus the elements inside one
-constexpr size_t kMaxNetpoints = size_t{1}
-                                 << 21;  // 2,097,152 hosts and routers: 16x the 131,072 GPUs vitsim aims at
 
 const std::set<std::string>& routings() {
   static const std::set<std::string> r{"Cluster",        "ClusterDragonfly",
