@@ -54,7 +54,10 @@ class FitRunner {
     int widened = 0;
     for (size_t j = 0; j < figures_.size(); ++j) {
       RangedFigure& f = figures_[j];
-      if (f.prop->type == PropType::Integer || !(f.low > 0)) continue;
+      // A capacity (bytes) sets what fits, not how long a step takes: the corpus says nothing of it.
+      if (f.prop->type == PropType::Integer || !(f.low > 0) ||
+          (f.prop->type == PropType::Quantity && f.prop->unit == units::Kind::Bytes))
+        continue;
       const units::Range& valid = f.prop->range;
       double low = f.low / factor, high = f.high * factor;
       if (!valid.contains(low)) low = valid.lo_open ? f.low : std::min(f.low, valid.lo);
@@ -65,9 +68,13 @@ class FitRunner {
           "docs/fit.md); stated: {}; {}",
           factor, f.text, f.why);
       range_texts_[j] = range_prop(f.key, f.value, low, high, why).second;
-      f.low = low;
-      f.high = high;
-      f.text = range_texts_[j].substr(0, range_texts_[j].find(';'));
+      // The ends as the copies' reader reads them back (the text has 4 digits): every value the fit writes
+      // lies within what it reads.
+      const FigureRange back =
+          parse_figure_range(*f.prop, range_texts_[j], f.value, Origin{"the widened range of " + f.key, 0});
+      f.low = back.low;
+      f.high = back.high;
+      f.text = back.text;
       f.why = why;
       ++widened;
     }
@@ -260,10 +267,11 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
   if (!opt.predict.calibration.empty())
     calib = std::make_unique<Calibration>(read_calibration(opt.predict.calibration));
   FitRunner runner(res.points, res.simulated, calib.get(), opt.predict, measured.metric);
-  std::vector<std::string> notes;
-  if (!std::all_of(res.points.begin(), res.points.end(),
-                   [&](const Scenario& s) { return point_calibrated(s, calib.get(), runner.gpu_models()); }))
-    notes.push_back(runner.widen(corpus_spread(kCorpusPLow, kCorpusPHigh)));
+  std::string reach;  // the note of the ranges widened, last among the notes
+  if (opt.corpus_reach && !std::all_of(res.points.begin(), res.points.end(), [&](const Scenario& s) {
+        return point_calibrated(s, calib.get(), runner.gpu_models());
+      }))
+    reach = runner.widen(corpus_spread(kCorpusPLow, kCorpusPHigh));
   FitProblem p;
   p.figures = runner.figures();
   p.measured_path = measured.path;
@@ -313,6 +321,7 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
       secants[i][candidates[c]] = s;
       p.swing[candidates[c]] = std::max(p.swing[candidates[c]], std::fabs(s));
     }
+  std::vector<std::string> notes;
   if (!p.free.empty()) {
     refuse_no_effect(p.figures, p.free, p.swing);
   } else {
@@ -322,6 +331,7 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
   FitResult out = solve_fit(
       p, [&](const auto& values) { return runner.times(values); }, opt, say);
   out.notes.insert(out.notes.begin(), notes.begin(), notes.end());  // p.free: as the solver left it
+  if (!reach.empty()) out.notes.push_back(reach);
   out.scenario = file.name;
   if (!res.what_ifs.empty())
     out.notes.push_back(
