@@ -2,7 +2,7 @@
 """Hold `vitsim predict` against published whole-step throughput of transformer encoders (issue 37 items 1 and 3).
 
 Usage: public_steps.py [--vitsim PATH] [--data DIR] [--file NAME ...] [--json OUT] [--detail] [--smoke]
-                       [--self-test] [--conformal]
+                       [--self-test] [--conformal] [--write-residuals [PATH]] [--check-residuals [PATH]]
 
 The corpus is bench/data/public/*.txt: each file is one published table (one source), its metadata in '# key: value'
 header lines (a line '#   ...' continues the key above), then one row per measurement:
@@ -35,6 +35,11 @@ residuals (log of measured / predicted), leave one origin out: for each origin, 
 residuals at the finite-sample ranks floor((n+1) x 0.1) and ceil((n+1) x 0.9) is the band its rows are judged in;
 it prints each origin's coverage and the band's width as a share of the central value, the pooled coverage, and the
 half-width (log, symmetric around the other origins' median) that would hold 80% of the held-out rows.
+It also prints the same with each origin one vote (CDF pooling), the band vitsim applies to an uncalibrated point.
+--write-residuals [PATH] (the whole corpus): writes data/corpus_residuals.txt, the rows' measured and predicted times
+that vitsim compiles in (core/results/corpus_error.hpp). --check-residuals [PATH] (the ctest corpus_residuals, seconds):
+every table row against its corpus row (origin, measured time), every predictable corpus row in the table, and the
+first and last row of each file predicted again; exit 1 naming what is stale.
 --self-test: checks the arithmetic and the whole path on a known answer (a row whose value is vitsim's own
 prediction has 0% error) and exits. --smoke (or VITSIM_BENCH_SMOKE=1): the first row of two files, in seconds.
 Exit status: 0 when every row ran, was refused or is unsupported; 1 when any failed another way.
@@ -499,9 +504,10 @@ def self_test(vitsim, tmp):
     # Ranks of 9 residuals at p10-p90: floor(10 x .1) = 1st and ceil(10 x .9) = 9th; of 5: floor(.6) = 0, -inf.
     assert conformal_band(list(range(9))) == (0, 8)
     assert conformal_band(list(range(5)))[0] == -math.inf
-    # Each origin one vote: a (2 rows) and b (1 row) weigh 1/4, 1/4, 1/2; p10 is a's first, p90 b's row.
-    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 0.5)]) == (0.0, 0.5)
-    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 2.0)]) == (0.0, 2.0)
+    # Each origin one vote: a's two rows weigh 1/4 each, b's one 1/2. In order 0 (1/4), 0.5 (3/4), 1 (1): p10 is 0,
+    # p90 1; with b at 2: 0 (1/4), 1 (1/2), 2 (1), and p60 (0.6) is b's 2 where one vote a row would give 1 (2/3).
+    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 0.5)]) == (0.0, 1.0)
+    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 2.0)], 0.1, 0.6) == (0.0, 2.0)
     base = ("# source: self-test\n# origin: self\n# hardware: -\n# software: -\n# pytorch: -\n# precision: fp16\n"
             "# mode: {mode}\n# optimizer: none\n# input: device\n# measure: {measure}\n"
             "# platform: --gpu rtx3090 --precision fp16\n# scenario: training.precision=fp16 model.attention=math\n"
