@@ -32,10 +32,10 @@ CorpusError read_corpus_error(const std::string& path, std::string_view text);
 const CorpusError& shipped_corpus_error();
 
 // The band of measured / predicted ratios that the corpus says the model's time falls in, each origin one
-// vote (CDF pooling, Dunn, Wasserman and Ramdas, JASA 2023; docs/sources.md "Intervals"): the pooled
-// distribution of log(measured / predicted) weighs a row of an origin with n rows 1/(n x origins), and the
-// band's ends are its p_low and p_high quantiles (the smallest residual whose pooled weight at or below it
-// reaches the level). `leave_out`: an origin left out (the leave-one-origin-out check).
+// vote (CDF pooling, Dunn, Wasserman and Ramdas, JASA 2023; docs/sources.md "Intervals from the public
+// corpus"): the pooled distribution of log(measured / predicted) weighs a row of an origin with n rows 1/(n x
+// origins), and the band's ends are its p_low and p_high quantiles (the smallest residual whose pooled weight
+// at or below it reaches the level). `leave_out`: an origin left out (the leave-one-origin-out check).
 struct CorpusBand {
   double ratio_low = 1, ratio_high = 1;  // measured / predicted
   int rows = 0, origins = 0;             // the rows and origins the band is taken from

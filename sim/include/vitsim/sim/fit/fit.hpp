@@ -46,8 +46,8 @@ struct FitOptions {
   std::string date;               // "2026-05-04" for the note; "" = today (UTC)
   int max_iterations = 30;
   int starts = kFitStarts;  // starts across the ranges beside the stated values
-  // Uncalibrated, widen the ranges by the public corpus' band (docs/fit.md "Uncalibrated: the corpus'
-  // reach"); false keeps them as stated (the tests of the fit's mechanics on platforms of their own).
+  // Uncalibrated, widen the ranges by the public corpus' band (docs/fit.md
+  // "Uncalibrated: the corpus' reach"); false keeps them as stated (the tests of the fit's mechanics).
   bool corpus_reach = true;
 };
 
