@@ -2,7 +2,7 @@
 """Hold `vitsim predict` against published whole-step throughput of transformer encoders (issue 37 items 1 and 3).
 
 Usage: public_steps.py [--vitsim PATH] [--data DIR] [--file NAME ...] [--json OUT] [--detail] [--smoke]
-                       [--self-test] [--conformal]
+                       [--self-test] [--conformal] [--write-residuals [PATH]] [--check-residuals [PATH]]
 
 The corpus is bench/data/public/*.txt: each file is one published table (one source), its metadata in '# key: value'
 header lines (a line '#   ...' continues the key above), then one row per measurement:
@@ -35,6 +35,11 @@ residuals (log of measured / predicted), leave one origin out: for each origin, 
 residuals at the finite-sample ranks floor((n+1) x 0.1) and ceil((n+1) x 0.9) is the band its rows are judged in;
 it prints each origin's coverage and the band's width as a share of the central value, the pooled coverage, and the
 half-width (log, symmetric around the other origins' median) that would hold 80% of the held-out rows.
+It also prints the same with each origin one vote (CDF pooling), the band vitsim applies to an uncalibrated point.
+--write-residuals [PATH] (the whole corpus): writes data/corpus_residuals.txt, the rows' measured and predicted times
+that vitsim compiles in (core/results/corpus_error.hpp). --check-residuals [PATH] (the ctest corpus_residuals, seconds):
+every table row against its corpus row (origin, measured time), every predictable corpus row in the table, and the
+first and last row of each file predicted again; exit 1 naming what is stale.
 --self-test: checks the arithmetic and the whole path on a known answer (a row whose value is vitsim's own
 prediction has 0% error) and exits. --smoke (or VITSIM_BENCH_SMOKE=1): the first row of two files, in seconds.
 Exit status: 0 when every row ran, was refused or is unsupported; 1 when any failed another way.
@@ -240,7 +245,7 @@ def evaluate(vitsim, name, path, tmp, only_first=False):
     for row in rows[:1] if only_first else rows:
         where = f"{path}:{row['line']}"
         gpu = row["keys"].get("gpu", gpu_default.group(1) if gpu_default else "?")
-        res = {"file": name, "origin": meta["origin"], "mode": meta["mode_word"], "row": row["name"],
+        res = {"file": name, "line": row["line"], "origin": meta["origin"], "mode": meta["mode_word"], "row": row["name"],
                "model": row["model"], "micro_batch": row["micro"], "grad_accum": row["accum"],
                "nodes": row["nodes"], "gpus_per_node": row["gpus"], "gpu": gpu,
                "faithful": meta["described"].startswith("faithful"), "measured_s": measured_time(meta, row),
@@ -344,6 +349,51 @@ def conformal_band(residuals, p_low=P_LOW, p_high=P_HIGH):
     return lo, hi
 
 
+def pooled_band(rows, p_low=P_LOW, p_high=P_HIGH):
+    """Each origin one vote (CDF pooling, Dunn, Wasserman and Ramdas, JASA 2023): a row of an origin with n rows
+    weighs 1/(n x origins); the ends are the smallest residuals whose pooled weight at or below reaches p_low and
+    p_high. rows: (origin, residual). What vitsim does (core/src/results/corpus_error.cpp corpus_band)."""
+    count = {}
+    for o, _ in rows:
+        count[o] = count.get(o, 0) + 1
+    weighted = sorted((x, 1.0 / (count[o] * len(count))) for o, x in rows)
+
+    def at(p):
+        total = 0.0
+        for x, w in weighted:
+            total += w
+            if total >= p - 1e-12:
+                return x
+        return weighted[-1][0]
+    return at(p_low), at(p_high)
+
+
+def pooled_holdout(ok):
+    """Leave one origin out with pooled_band: (held, rows, origins held, origins, median width); prints a table."""
+    origins = sorted({r["origin"] for r in ok})
+    print(f"\neach origin one vote (CDF pooling; what vitsim predict --interval uses for an uncalibrated point), "
+          "leave one origin out")
+    print(f"{'held-out origin':24} {'n':>3} {'band (x predicted)':>22} {'width':>8} {'inside':>8}")
+    held, rows, holds, widths = 0, 0, 0, []
+    for o in origins:
+        lo, hi = pooled_band([(r["origin"], r["residual"]) for r in ok if r["origin"] != o])
+        mine = [r["residual"] for r in ok if r["origin"] == o]
+        inside = sum(lo <= x <= hi for x in mine)
+        held, rows = held + inside, rows + len(mine)
+        holds += inside >= (P_HIGH - P_LOW) * len(mine) - 1e-9
+        widths.append(math.exp(hi) - math.exp(lo))
+        print(f"{o:24} {len(mine):3d} {math.exp(lo):9.3f} .. {math.exp(hi):7.3f} {100 * widths[-1]:7.0f}% "
+              f"{inside:3d}/{len(mine):<3d}")
+    lo, hi = pooled_band([(r["origin"], r["residual"]) for r in ok])
+    print(f"held-out rows inside their band: {held}/{rows} ({100 * held / rows:.0f}%; stated "
+          f"{100 * (P_HIGH - P_LOW):.0f}%); median width {100 * statistics.median(widths):.0f}% of the central value; "
+          f"origins held at >= {100 * (P_HIGH - P_LOW):.0f}%: {holds} of {len(origins)}")
+    print(f"the band vitsim applies (every origin): x{math.exp(lo):.3f} .. x{math.exp(hi):.3f}, a width of "
+          f"{100 * (math.exp(hi) - math.exp(lo)):.0f}% of the central value")
+    return {"held": held, "rows": rows, "origins_held": holds, "origins": len(origins),
+            "median_width": statistics.median(widths), "band": [math.exp(lo), math.exp(hi)]}
+
+
 def conformal(results):
     """Leave one origin out: coverage of the other origins' p10-p90 band, and the half-width that holds COVER."""
     ok = [r for r in results if r["status"] == "ok"]
@@ -378,8 +428,74 @@ def conformal(results):
     print(f"to hold {100 * COVER:.0f}% of held-out rows: log half-width {need:.3f} around the other origins' median "
           f"residual, x{math.exp(-need):.3f}..x{math.exp(need):.3f}, a width of "
           f"{100 * (math.exp(need) - math.exp(-need)):.0f}% of the central value")
+    pooled = pooled_holdout(ok)
     return {"coverage": cov, "median_width": statistics.median(widths), "half_width_for_cover": need,
-            "origins_held": holds, "origins": len(origins)}
+            "origins_held": holds, "origins": len(origins), "pooled": pooled}
+
+
+RESIDUALS = os.path.join(ROOT, "data", "corpus_residuals.txt")
+RESIDUALS_HEADER = """\
+# vitsim's own error on the public corpus (issue 37 item 3; docs/predict.md "The model's own error"): every row of
+# bench/data/public/*.txt that vitsim predicts, from the catalogue's figures alone (no calibration), its measured
+# and predicted time of a step (or of a forward pass) in seconds. Compiled into vitsim (core/CMakeLists.txt):
+# predict --interval takes an uncalibrated point's band from it (core/results/corpus_error.hpp), vitsim fit its
+# bounds. Written by `bench/public_steps.sh PATH/TO/vitsim --write-residuals`; do not edit. The ctest
+# corpus_residuals (public_steps.py --check-residuals) fails when it is stale against the corpus or the model.
+# columns: origin file line measured_s predicted_s
+"""
+
+
+def write_residuals(results, path):
+    """The table of every predicted row (origin file line measured_s predicted_s); refused rows as comments."""
+    lines = [RESIDUALS_HEADER]
+    for r in results:
+        if r["status"] == "ok":
+            lines.append(f"{r['origin']} {r['file']}.txt {r['line']} {r['measured_s']:.12g} {r['predicted_s']:.12g}\n")
+        elif r["status"] == "refused":
+            lines.append(f"# refused: {r['file']}.txt:{r['line']}: {r['why']}\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    print(f"wrote {path}: {sum(r['status'] == 'ok' for r in results)} rows")
+
+
+def check_residuals(vitsim, data, path, tmp):
+    """The table against the corpus (every row, cheap: no prediction) and today's model (the first and the last
+    row of each file predicted again). Returns the list of what is stale (empty: current)."""
+    table, refused, stale = {}, set(), []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if line.startswith("# refused: "):
+                name, row = line[len("# refused: "):].split(":")[:2]
+                refused.add(f"{name}:{row}")
+            if line.startswith("#") or not line.strip():
+                continue
+            origin, name, row, measured, predicted = line.split()
+            table[(name, int(row))] = (origin, float(measured), float(predicted), f"{path}:{lineno}")
+    seen = set()
+    for name in sorted(f for f in os.listdir(data) if f.endswith(".txt")):
+        meta, rows = read_file(os.path.join(data, name))
+        mine = [r for r in rows if r["model"] != "unsupported" and f"{name}:{r['line']}" not in refused]
+        for r in mine:
+            key = (name, r["line"])
+            if key not in table:
+                stale.append(f"{name}:{r['line']}: a corpus row the table lacks")
+                continue
+            seen.add(key)
+            origin, measured, predicted, where = table[key]
+            if origin != meta["origin"]:
+                stale.append(f"{where}: origin {origin}, the corpus file says {meta['origin']}")
+            want = measured_time(meta, r)
+            if abs(measured - want) > 1e-9 * want:
+                stale.append(f"{where}: measured {measured:.12g} s, the corpus row gives {want:.12g} s")
+        for r in {id(x): x for x in (mine[:1] + mine[-1:])}.values():
+            if (name, r["line"]) not in table:
+                continue
+            got, _ = predict_row(vitsim, meta, r, os.path.join(tmp, name), f"{name}:{r['line']}")
+            origin, measured, predicted, where = table[(name, r["line"])]
+            if abs(got - predicted) > 1e-9 * got:
+                stale.append(f"{where}: predicted {predicted:.12g} s, today's model {got:.12g} s")
+    stale += [f"{table[k][3]}: no such row in the corpus" for k in table if k not in seen]
+    return stale
 
 
 def self_test(vitsim, tmp):
@@ -388,6 +504,10 @@ def self_test(vitsim, tmp):
     # Ranks of 9 residuals at p10-p90: floor(10 x .1) = 1st and ceil(10 x .9) = 9th; of 5: floor(.6) = 0, -inf.
     assert conformal_band(list(range(9))) == (0, 8)
     assert conformal_band(list(range(5)))[0] == -math.inf
+    # Each origin one vote: a's two rows weigh 1/4 each, b's one 1/2. In order 0 (1/4), 0.5 (3/4), 1 (1): p10 is 0,
+    # p90 1; with b at 2: 0 (1/4), 1 (1/2), 2 (1), and p60 (0.6) is b's 2 where one vote a row would give 1 (2/3).
+    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 0.5)]) == (0.0, 1.0)
+    assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 2.0)], 0.1, 0.6) == (0.0, 2.0)
     base = ("# source: self-test\n# origin: self\n# hardware: -\n# software: -\n# pytorch: -\n# precision: fp16\n"
             "# mode: {mode}\n# optimizer: none\n# input: device\n# measure: {measure}\n"
             "# platform: --gpu rtx3090 --precision fp16\n# scenario: training.precision=fp16 model.attention=math\n"
@@ -429,6 +549,11 @@ def main():
     ap.add_argument("--smoke", action="store_true", default=os.environ.get("VITSIM_BENCH_SMOKE") == "1")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--conformal", action="store_true", help="leave-one-origin-out split-conformal coverage")
+    ap.add_argument("--write-residuals", nargs="?", const=RESIDUALS, metavar="PATH",
+                    help="write the table vitsim compiles in (default data/corpus_residuals.txt); the whole corpus")
+    ap.add_argument("--check-residuals", nargs="?", const=RESIDUALS, metavar="PATH",
+                    help="exit 1 when the table is stale against the corpus or today's model (fast: the first "
+                    "and last row of each file predicted)")
     a = ap.parse_args()
     if not os.access(a.vitsim, os.X_OK):
         sys.exit(f"public_steps.py: no vitsim binary at {a.vitsim}: build it or pass --vitsim")
@@ -436,6 +561,13 @@ def main():
         if a.self_test:
             self_test(a.vitsim, tmp)
             return 0
+        if a.check_residuals:
+            stale = check_residuals(a.vitsim, a.data, a.check_residuals, tmp)
+            for line in stale:
+                print(f"stale: {line}")
+            print(f"{a.check_residuals}: " + (f"{len(stale)} stale: regenerate it with bench/public_steps.sh "
+                                              "PATH/TO/vitsim --write-residuals" if stale else "current"))
+            return 1 if stale else 0
         names = sorted(f[:-4] for f in os.listdir(a.data) if f.endswith(".txt"))
         if a.file:
             unknown = [f for f in a.file if f not in names]
@@ -457,6 +589,10 @@ def main():
     counts = report([r for r in results if "origin" in r], metas, a.detail,
                     failed_files=sum(1 for r in results if "origin" not in r))
     summary = conformal([r for r in results if "origin" in r]) if a.conformal else None
+    if a.write_residuals:
+        if a.smoke or a.file:
+            sys.exit("public_steps.py: --write-residuals takes the whole corpus (no --smoke, no --file)")
+        write_residuals([r for r in results if "origin" in r], a.write_residuals)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": results, "conformal": summary}, f, indent=1)

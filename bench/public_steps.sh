@@ -5,7 +5,8 @@
 # predicts every row from the catalogue's figures alone (no calibration) and prints per file, origin, GPU band, mode
 # and scale the median |error| and the signed median, then the leave-one-source-out split-conformal coverage of a
 # p10-p90 band. It first runs the script's self-test. Results: docs/benchmarks.md, "Public training-step corpus".
-# Usage: bench/public_steps.sh [path/to/vitsim] [public_steps.py flags: --detail, --file NAME, --json OUT]
+# Usage: bench/public_steps.sh [path/to/vitsim] [public_steps.py flags: --detail, --file NAME, --json OUT,
+#   --write-residuals: rewrite data/corpus_residuals.txt, the model's error vitsim compiles in (issue 37 item 3)]
 # VITSIM_BENCH_SMOKE=1 (bench/lib.sh): the self-test, then the first row of two files, in seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

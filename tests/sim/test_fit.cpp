@@ -14,6 +14,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/core/results/corpus_error.hpp"
 #include "vitsim/core/results/measured_times.hpp"
 #include "vitsim/sim/fit/fit.hpp"
 #include "vitsim/sim/fit/least_squares.hpp"
@@ -103,6 +104,7 @@ sim::FitResult fit_with(const vt::TempDir& d, const std::string& csv,
   o.free = free;
   o.date = "2026-01-02";
   o.starts = starts;
+  o.corpus_reach = false;  // the mechanics on this platform's own ranges (the corpus' reach: its own test)
   return sim::fit(f, read_measured_times(d.file("m.csv", csv)), o);
 }
 
@@ -361,4 +363,45 @@ TEST_CASE("vitsim fit reads a measured report, writes its summary as JSON and th
       vt::vitsim(fmt::format("fit '{}' --measured '{}' --out '{}'", s, d / "run.json", s));
   CHECK(same.status == 1);
   CHECK_THAT(same.out, Catch::Contains("--out"));
+}
+
+TEST_CASE("uncalibrated, the fit's ranges reach as far as the public corpus' band", "[fit]") {
+  // Measured on a device of 0.3Tf and 30us: below the stated 0.4Tf..1.2Tf. Uncalibrated, each end moves out
+  // by k = max(ratio_high, 1 / ratio_low) of the shipped corpus' p10-p90 band
+  // (core/results/corpus_error.hpp): 0.4Tf / k lies below 0.3Tf while k > 4/3, so the fit reaches the true
+  // value where the stated range holds it at its low end.
+  const CorpusBand band = corpus_band(shipped_corpus_error(), sim::kCorpusPLow, sim::kCorpusPHigh);
+  const double k = std::max(band.ratio_high, 1 / band.ratio_low);
+  REQUIRE(k > 0.4 / 0.3);  // the corpus' band as shipped; a narrower one needs another true value here
+  vt::TempDir d;
+  std::string truth = platform("0.3Tf", "30us");
+  truth.replace(truth.find("0.4Tf..1.2Tf"), 12, "0.2Tf..1.2Tf");
+  d.file("true.xml", truth);
+  ScenarioFile tf = read_scenario_file(d.file("true-s.xml", scenario("true.xml")));
+  apply_override(tf, "training.micro_batch=4,8,16,32,48,64");
+  sim::PredictOptions po;
+  po.progress = false;
+  po.jobs = 2;
+  std::vector<double> times;
+  for (const auto& p : sim::predict(tf, po).points) times.push_back(p.step_time_s.mean);
+  d.file("p.xml", platform("1Tf", "10us"));
+  const ScenarioFile f = read_scenario_file(d.file("s.xml", scenario("p.xml")));
+  const MeasuredTimes m = read_measured_times(d.file("m.csv", csv_of(times)));
+  sim::FitOptions o;
+  o.predict.progress = false;
+  o.predict.jobs = 2;
+  o.date = "2026-01-02";
+  const sim::FitResult wide = sim::fit(f, m, o);
+  const sim::FittedFigure& flops = figure(wide, "gpu_flops_fp32");
+  CHECK(flops.figure.low == Approx(0.4e12 / k).epsilon(1e-3));  // the range text's 4 digits
+  CHECK(flops.figure.high == Approx(1.2e12 * k).epsilon(1e-3));
+  CHECK(flops.value == Approx(0.3e12).epsilon(1e-3));
+  REQUIRE(!wide.notes.empty());
+  CHECK_THAT(wide.notes.back(), Catch::StartsWith("uncalibrated (no calibration measured the GPUs of"));
+  CHECK_THAT(wide.platform_text, Catch::Contains("widened by x"));
+  // The ranges as stated: the fit ends at the low end the data push past.
+  o.corpus_reach = false;
+  const sim::FitResult held = sim::fit(f, m, o);
+  CHECK(figure(held, "gpu_flops_fp32").value == Approx(0.4e12));
+  CHECK(figure(held, "gpu_flops_fp32").at_bound == "low");
 }

@@ -12,6 +12,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
+#include "vitsim/core/results/corpus_error.hpp"
 #include "vitsim/sim/predict/interval.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
@@ -78,7 +79,7 @@ TEST_CASE("a Latin hypercube puts one sample in each stratum of each figure, the
   CHECK(sim::quantile({1, 0}, 0.1) == Approx(0.1));
 }
 
-TEST_CASE("the interval of a point whose every range is zero is the point", "[interval]") {
+TEST_CASE("the figures' interval of a point whose every range is zero is the point", "[interval]") {
   vt::TempDir d;
   // Every range LOW = HIGH = the value: each sample writes the value back (exactly, 17 digits), so every
   // simulation is the point's own.
@@ -91,11 +92,22 @@ TEST_CASE("the interval of a point whose every range is zero is the point", "[in
   const ReportPoint& p = r.points[0];
   CHECK(p.interval.samples == 8);
   CHECK(p.interval.figures == 3);
-  CHECK(p.interval.epoch_low_s == p.epoch_time_s);
-  CHECK(p.interval.epoch_high_s == p.epoch_time_s);
-  CHECK(p.interval.step_low_s == p.step_time_s.mean);
-  CHECK(p.interval.step_high_s == p.step_time_s.mean);
-  REQUIRE(p.sensitivity.size() == 3);
+  const CorpusSpread& c = p.interval.corpus;
+  CHECK(c.figures_epoch_low_s == p.epoch_time_s);
+  CHECK(c.figures_epoch_high_s == p.epoch_time_s);
+  CHECK(c.figures_step_low_s == p.step_time_s.mean);
+  CHECK(c.figures_step_high_s == p.step_time_s.mean);
+  // Uncalibrated (no calibration at all): the interval is the point times the shipped corpus' p10-p90 band
+  // (core/results/corpus_error.hpp), which holds the figures' zero-width interval.
+  const CorpusBand band = corpus_band(shipped_corpus_error(), 0.1, 0.9);
+  REQUIRE(c.rows == band.rows);
+  CHECK(c.origins == band.origins);
+  CHECK(c.held_out == Approx(corpus_holdout(shipped_corpus_error(), 0.1, 0.9).level()));
+  CHECK(p.interval.epoch_low_s == Approx(p.epoch_time_s * std::min(1.0, band.ratio_low)));
+  CHECK(p.interval.epoch_high_s == Approx(p.epoch_time_s * std::max(1.0, band.ratio_high)));
+  CHECK(p.interval.step_low_s == Approx(p.step_time_s.mean * std::min(1.0, band.ratio_low)));
+  CHECK(p.interval.step_high_s == Approx(p.step_time_s.mean * std::max(1.0, band.ratio_high)));
+  REQUIRE(p.sensitivity.size() == 3);  // the figures only: the corpus is no figure to measure
   for (const auto& s : p.sensitivity) {
     CHECK(s.epoch_at_low_s == p.epoch_time_s);
     CHECK(s.epoch_at_high_s == p.epoch_time_s);
@@ -125,11 +137,16 @@ TEST_CASE("a figure with a wide range tops the sensitivity list by its closed fo
   // The interval: T(P) with P = 0.5Tf + u x 0.5Tf, u one sample per stratum [s/16, (s+1)/16). Sorted by
   // time, p90 (h = 15 x 0.9 = 13.5) lies between the samples of strata 2 and 1, so within
   // [T/(0.5 + 0.5 x 3/16), T/(0.5 + 0.5 x 1/16)]; p10 (h = 1.5) between strata 14 and 13:
-  // [T/(0.5 + 0.5 x 15/16), T/(0.5 + 0.5 x 13/16)]; each widened by the 1% margin.
-  CHECK(p.interval.epoch_high_s >= 0.99 * t / (0.5 + 0.5 * 3 / 16.0));
-  CHECK(p.interval.epoch_high_s <= 1.01 * t / (0.5 + 0.5 * 1 / 16.0));
-  CHECK(p.interval.epoch_low_s >= 0.99 * t / (0.5 + 0.5 * 15 / 16.0));
-  CHECK(p.interval.epoch_low_s <= 1.01 * t / (0.5 + 0.5 * 13 / 16.0));
+  // [T/(0.5 + 0.5 x 15/16), T/(0.5 + 0.5 x 13/16)]; each widened by the 1% margin. The figures' part:
+  // uncalibrated, the whole interval is its union with the corpus' band (the test above).
+  const CorpusSpread& c = p.interval.corpus;
+  CHECK(c.figures_epoch_high_s >= 0.99 * t / (0.5 + 0.5 * 3 / 16.0));
+  CHECK(c.figures_epoch_high_s <= 1.01 * t / (0.5 + 0.5 * 1 / 16.0));
+  CHECK(c.figures_epoch_low_s >= 0.99 * t / (0.5 + 0.5 * 15 / 16.0));
+  CHECK(c.figures_epoch_low_s <= 1.01 * t / (0.5 + 0.5 * 13 / 16.0));
+  const CorpusBand band = corpus_band(shipped_corpus_error(), 0.1, 0.9);
+  CHECK(p.interval.epoch_high_s == Approx(std::max(c.figures_epoch_high_s, t * band.ratio_high)));
+  CHECK(p.interval.epoch_low_s == Approx(std::min(c.figures_epoch_low_s, t * band.ratio_low)));
 }
 
 TEST_CASE(
@@ -202,10 +219,12 @@ TEST_CASE("predict's interval flags refuse what they cannot use", "[interval]") 
       vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0.9 --p-high 0.1", s));
   CHECK(crossed.status == 2);
   CHECK_THAT(crossed.out, Catch::Contains("--p-low 0.9 is not below --p-high 0.1"));
-  // No ranges: the interval is the point, and the table says so.
+  // No ranges, no calibration: the interval is the corpus' band alone, and the table says so.
   const vt::CmdResult r = vt::vitsim(fmt::format("predict '{}' -q --interval", s));
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.out, Catch::Contains("no figure of the platform states a range: the interval is the point"));
+  CHECK_THAT(r.out, Catch::Contains(
+                        "no figure of the platform states a range: the interval is the corpus' band alone"));
+  CHECK_THAT(r.out, Catch::Contains("the model's own error on the public corpus"));
   // Other quantiles name their column.
   const vt::CmdResult q = vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0.05 --p-high 0.95", s));
   REQUIRE(q.status == 0);

@@ -37,6 +37,17 @@ std::string runs_text(const PointInterval& v) {
   return out;
 }
 
+// "; and the model's error on the public corpus (uncalibrated): x0.92 .. x2.31 ..."
+std::string corpus_text(const PointInterval& v) {
+  const CorpusSpread& c = v.corpus;
+  if (c.rows == 0) return "";
+  return fmt::format(
+      "; and, uncalibrated, the model's own error on the public corpus: x{:.3f} .. x{:.3f} of the model ({} "
+      "rows of {} origins, each origin one vote; left out one at a time, an origin's rows fell inside the "
+      "others' band {:.0f}% of the time, where {:.0f}% is stated)",
+      c.ratio_low, c.ratio_high, c.rows, c.origins, 100 * c.held_out, 100 * (v.p_high - v.p_low));
+}
+
 // The ranks of n ratios' conformal ends and the level they hold: k_low = floor((n + 1) p_low), k_high =
 // ceil((n + 1) p_high), clamped to 1..n (a rounding of the product aside: (9 + 1) x 0.9 is 9, not
 // 9.000000000000002).
@@ -112,9 +123,17 @@ std::string sensitivity_text(const Report& r) {
         i + 1, p.nodes, p.nodes == 1 ? "" : "s", p.gpus, p.gpus == 1 ? "" : "s", p.micro_batch,
         units::format_time(p.epoch_time_s), quantile_name(v.p_low), units::format_time(v.epoch_low_s),
         quantile_name(v.p_high), units::format_time(v.epoch_high_s), v.samples, v.figures,
-        v.figures == 1 ? "" : "s", v.seed, runs_text(v));
+        v.figures == 1 ? "" : "s", v.seed, runs_text(v) + corpus_text(v));
+    if (v.corpus.rows > 0)
+      out += fmt::format(
+          "  of which the public corpus: the figures alone give {} .. {}; a calibration of these GPUs "
+          "(vitsim calibrate) or measured runs (--runs) take the place of the corpus' band\n",
+          units::format_time(v.corpus.figures_epoch_low_s),
+          units::format_time(v.corpus.figures_epoch_high_s));
     if (p.sensitivity.empty()) {
-      out += "  no figure of the platform states a range: the interval is the point\n";
+      out += v.corpus.rows > 0
+                 ? "  no figure of the platform states a range: the interval is the corpus' band alone\n"
+                 : "  no figure of the platform states a range: the interval is the point\n";
       continue;
     }
     out +=

@@ -141,6 +141,25 @@ const auto kRunsFields = [](auto& io, auto& r) {
     if (r.ratio_low > r.ratio_high) f.at("ratio_low").fail("above ratio_high");
   });
 };
+// The public corpus' band (an uncalibrated point): rows and origins counted, the ratios in order.
+const auto kCorpusFields = [](auto& io, auto& c) {
+  io.integer("rows", c.rows, 1, 1 << 20);
+  io.integer("origins", c.origins, 2, 1 << 20);
+  io.number("ratio_low", c.ratio_low, within(kMinTimeRatio, kMaxTimeRatio, "a ratio of times"));
+  io.number("ratio_high", c.ratio_high, within(kMinTimeRatio, kMaxTimeRatio, "a ratio of times"));
+  io.number("held_out", c.held_out, within(0, 1, "a share of rows"));
+  io.number("figures_epoch_low_s", c.figures_epoch_low_s, non_negative("an epoch time"));
+  io.number("figures_epoch_high_s", c.figures_epoch_high_s, non_negative("an epoch time"));
+  io.number("figures_step_low_s", c.figures_step_low_s, non_negative("a step time"));
+  io.number("figures_step_high_s", c.figures_step_high_s, non_negative("a step time"));
+  io.check([&](const JsonField& f) {
+    if (c.ratio_low > c.ratio_high) f.at("ratio_low").fail("above ratio_high");
+    if (c.figures_epoch_low_s > c.figures_epoch_high_s)
+      f.at("figures_epoch_low_s").fail("above figures_epoch_high_s");
+    if (c.figures_step_low_s > c.figures_step_high_s)
+      f.at("figures_step_low_s").fail("above figures_step_high_s");
+  });
+};
 const auto kIntervalFields = [](auto& io, auto& v) {
   io.integer("samples", v.samples, 1, 1 << 20);
   io.integer("seed", v.seed, 0, std::numeric_limits<long long>::max());
@@ -152,6 +171,7 @@ const auto kIntervalFields = [](auto& io, auto& v) {
   io.number("step_low_s", v.step_low_s, non_negative("a step time"));
   io.number("step_high_s", v.step_high_s, non_negative("a step time"));
   if (io.present(v.runs.count > 0, {"runs"})) io.object("runs", v.runs, kRunsFields);
+  if (io.present(v.corpus.rows > 0, {"corpus"})) io.object("corpus", v.corpus, kCorpusFields);
   io.check([&](const JsonField& f) {
     if (!(v.p_low < v.p_high)) f.at("p_low").fail("the low quantile is not below the high one");
     if (v.epoch_low_s > v.epoch_high_s) f.at("epoch_low_s").fail("above epoch_high_s");

@@ -15,10 +15,12 @@
 
 #include "collectives/nccl_comm.hpp"
 #include "fit/fit_detail.hpp"
+#include "predict/interval_corpus.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/whatif.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/sim/engine/process_pool.hpp"
 #include "vitsim/sim/fit/least_squares.hpp"
@@ -37,9 +39,54 @@ class FitRunner {
             const PredictOptions& opt, MeasuredMetric metric)
       : points_(std::move(points)), path_(path), calib_(calib), opt_(opt), metric_(metric) {
     text_ = read_file(path_);
-    figures_ = ranged_figures(read_platform_text(path_, text_));
+    const PlatformFacts facts = read_platform_text(path_, text_);
+    figures_ = ranged_figures(facts);
+    for (const auto& [host, g] : facts.gpu) gpu_models_.insert(g.model);
+    range_texts_.assign(figures_.size(), "");
   }
   const std::vector<RangedFigure>& figures() const { return figures_; }
+  const std::set<std::string>& gpu_models() const { return gpu_models_; }
+  // Uncalibrated (docs/fit.md "Uncalibrated: the corpus' reach"): each figure's range moved out at both ends
+  // by the corpus band's larger factor, within the values its property may take; whole numbers and ranges
+  // reaching to 0 or below (a ratio does not widen them) kept. The copies state the wider range. A note.
+  std::string widen(const CorpusSpread& c) {
+    const double factor = std::max(c.ratio_high, 1 / c.ratio_low);
+    int widened = 0;
+    for (size_t j = 0; j < figures_.size(); ++j) {
+      RangedFigure& f = figures_[j];
+      // A capacity (bytes) sets what fits, not how long a step takes: the corpus says nothing of it.
+      if (f.prop->type == PropType::Integer || !(f.low > 0) ||
+          (f.prop->type == PropType::Quantity && f.prop->unit == units::Kind::Bytes))
+        continue;
+      const units::Range& valid = f.prop->range;
+      double low = f.low / factor, high = f.high * factor;
+      if (!valid.contains(low)) low = valid.lo_open ? f.low : std::min(f.low, valid.lo);
+      if (!valid.contains(high)) high = valid.hi_open ? f.high : std::max(f.high, valid.hi);
+      if (low == f.low && high == f.high) continue;
+      const std::string why = fmt::format(
+          "widened by x{:.3f} at both ends, the public corpus' band of the model's own error (uncalibrated; "
+          "docs/fit.md); stated: {}; {}",
+          factor, f.text, f.why);
+      range_texts_[j] = range_prop(f.key, f.value, low, high, why).second;
+      // The ends as the copies' reader reads them back (the text has 4 digits): every value the fit writes
+      // lies within what it reads.
+      const FigureRange back =
+          parse_figure_range(*f.prop, range_texts_[j], f.value, Origin{"the widened range of " + f.key, 0});
+      f.low = back.low;
+      f.high = back.high;
+      f.text = back.text;
+      f.why = why;
+      ++widened;
+    }
+    return fmt::format(
+        "uncalibrated (no calibration measured the GPUs of {}): {} of {} widened by x{:.3f} at both ends, "
+        "within their properties' values, so that the fit can reach as far as the model's error on the "
+        "public corpus goes (measured / predicted x{:.3f}..x{:.3f}, {} rows of {} origins, each origin one "
+        "vote; docs/fit.md)",
+        path_, count_noun(widened, "ranged figure"),
+        count_noun(static_cast<long long>(figures_.size()), "figure"), factor, c.ratio_low, c.ratio_high,
+        c.rows, c.origins);
+  }
   long long simulations() const { return simulations_; }
   // Every point's time with each values vector (one per figure, SI; NaN: as written): out[b][point]. One
   // batch of forked simulations; a copy whose changed figures SimGrid never sees runs on the file's engine.
@@ -51,7 +98,10 @@ class FitRunner {
       for (size_t j = 0; j < figures_.size(); ++j)
         if (!std::isnan(v[j])) changed.push_back(figures_[j]);
       const std::string file = fmt::format("{}/c{}.xml", dir_.path(), copies_++);
-      write_file_atomic(file, platform_with_values(text_, path_, figures_, v));
+      std::vector<std::pair<std::string, std::string>> texts(figures_.size());
+      for (size_t j = 0; j < figures_.size(); ++j)
+        if (!std::isnan(v[j])) texts[j] = {exact_prop_value(*figures_[j].prop, v[j]), range_texts_[j]};
+      write_file_atomic(file, platform_with_texts(text_, path_, figures_, texts));
       files.push_back(file);
       for (const Scenario& p : points_) {
         Scenario s = p;
@@ -80,6 +130,9 @@ class FitRunner {
   PredictOptions opt_;
   MeasuredMetric metric_;
   std::vector<RangedFigure> figures_;
+  std::set<std::string> gpu_models_;
+  std::vector<std::string>
+      range_texts_;  // per figure: its range prop as the copies state it ("": as written)
   TempDir dir_{"vitsim-fit-"};
   int copies_ = 0;
   long long simulations_ = 0;
@@ -214,6 +267,11 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
   if (!opt.predict.calibration.empty())
     calib = std::make_unique<Calibration>(read_calibration(opt.predict.calibration));
   FitRunner runner(res.points, res.simulated, calib.get(), opt.predict, measured.metric);
+  std::string reach;  // the note of the ranges widened, last among the notes
+  if (opt.corpus_reach && !std::all_of(res.points.begin(), res.points.end(), [&](const Scenario& s) {
+        return point_calibrated(s, calib.get(), runner.gpu_models());
+      }))
+    reach = runner.widen(corpus_spread(kCorpusPLow, kCorpusPHigh));
   FitProblem p;
   p.figures = runner.figures();
   p.measured_path = measured.path;
@@ -273,6 +331,7 @@ FitResult fit(const ScenarioFile& file, const MeasuredTimes& measured, const Fit
   FitResult out = solve_fit(
       p, [&](const auto& values) { return runner.times(values); }, opt, say);
   out.notes.insert(out.notes.begin(), notes.begin(), notes.end());  // p.free: as the solver left it
+  if (!reach.empty()) out.notes.push_back(reach);
   out.scenario = file.name;
   if (!res.what_ifs.empty())
     out.notes.push_back(

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "predict/interval_corpus.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -68,6 +69,7 @@ struct PlatformPlan {
   std::vector<RangedFigure> figures;
   std::vector<SpanFigure> spans;
   std::string text;
+  std::set<std::string> gpu_models;                  // the GPU types of the platform
   std::vector<std::unique_ptr<Calibration>> calibs;  // the sampled and one-at-a-time calibrations
 };
 
@@ -276,6 +278,7 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       const PlatformFacts facts = read_platform_text(path, pp.text);
       pp.figures = ranged_figures(facts);
       pp.spans = span_figures(calib, facts);
+      for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
       slots[path] = plan_slots(pp, path, r.plans.size(), calib, io, dir);
       r.plans[path] = std::move(pp);
     }
@@ -408,6 +411,10 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
+  // A point that no calibration measured and no run was held against: the model's own error on the public
+  // corpus (predict/interval_corpus.hpp); the measured runs, where given, are this machine's own measure of
+  // it.
+  const CorpusSpread corpus = runs.empty() ? corpus_spread(io.p_low, io.p_high) : CorpusSpread{};
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
@@ -466,6 +473,17 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       p.interval.step_low_s = std::min(p.interval.step_low_s, p.step_time_s.mean * spread.ratio_low);
       p.interval.step_high_s = std::max(p.interval.step_high_s, p.step_time_s.mean * spread.ratio_high);
       sens.push_back(runs_figure(spread, runs, p));
+    }
+    if (corpus.rows > 0 && !point_calibrated(points[i], calib, pp.gpu_models)) {
+      p.interval.corpus = corpus;
+      p.interval.corpus.figures_epoch_low_s = p.interval.epoch_low_s;
+      p.interval.corpus.figures_epoch_high_s = p.interval.epoch_high_s;
+      p.interval.corpus.figures_step_low_s = p.interval.step_low_s;
+      p.interval.corpus.figures_step_high_s = p.interval.step_high_s;
+      p.interval.epoch_low_s = std::min(p.interval.epoch_low_s, p.epoch_time_s * corpus.ratio_low);
+      p.interval.epoch_high_s = std::max(p.interval.epoch_high_s, p.epoch_time_s * corpus.ratio_high);
+      p.interval.step_low_s = std::min(p.interval.step_low_s, p.step_time_s.mean * corpus.ratio_low);
+      p.interval.step_high_s = std::max(p.interval.step_high_s, p.step_time_s.mean * corpus.ratio_high);
     }
     std::stable_sort(sens.begin(), sens.end(),
                      [](const auto& a, const auto& b) { return a.swing_s() > b.swing_s(); });

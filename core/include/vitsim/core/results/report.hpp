@@ -71,6 +71,18 @@ struct RunsSpread {
 RunsSpread conformal_spread(std::vector<double> ratios, double p_low, double p_high);
 // The fewest runs, `at_least` or more, whose conformal ends hold p_high - p_low (9 for p10-p90).
 int runs_for_level(double p_low, double p_high, int at_least = 1);
+// The model's own error on the public corpus (issue 37 item 3; docs/predict.md "The model's own error"): a
+// point whose figures no calibration measured, and that no measured run was held against, takes in its
+// central value times the band of measured / predicted ratios of the corpus' rows
+// (core/results/corpus_error.hpp: each origin one vote). held_out is what the band held when each origin was
+// left out and judged in the others' band.
+struct CorpusSpread {
+  int rows = 0, origins = 0;  // rows == 0: not applied
+  double ratio_low = 1, ratio_high = 1;
+  double held_out = 0;  // share of held-out rows inside (leave one origin out)
+  // The interval of the figures (and spans) alone, before the band was taken in: which part is the corpus'.
+  double figures_epoch_low_s = 0, figures_epoch_high_s = 0, figures_step_low_s = 0, figures_step_high_s = 0;
+};
 struct PointInterval {
   int samples = 0;
   long long seed = 0;
@@ -78,7 +90,8 @@ struct PointInterval {
   int figures = 0;               // ranged figures sampled
   double epoch_low_s = 0, epoch_high_s = 0;
   double step_low_s = 0, step_high_s = 0;
-  RunsSpread runs;  // runs.count == 0: no measured runs
+  RunsSpread runs;      // runs.count == 0: no measured runs
+  CorpusSpread corpus;  // corpus.rows == 0: calibrated or measured runs given, the corpus not applied
 };
 // How far one ranged figure moves the point's epoch time: the point simulated with the figure at each end
 // of its range, every other figure at its value. A point's list is sorted by swing, widest first.

@@ -35,6 +35,9 @@ inline constexpr int kFitStarts = 4;
 // that matter in the tests and docs/fit.md's example and halves the simulations of the others.
 inline constexpr double kAbandonFactor = 2;
 inline constexpr std::uint64_t kFitSeed = 26;
+// Uncalibrated, the ranges reach as far as the public corpus' p10-p90 band of the model's own error
+// (core/results/corpus_error.hpp): the quantiles of predict --interval's default interval.
+inline constexpr double kCorpusPLow = 0.1, kCorpusPHigh = 0.9;
 
 struct FitOptions {
   PredictOptions predict;         // calibration, jobs, progress: as predict runs points
@@ -43,6 +46,9 @@ struct FitOptions {
   std::string date;               // "2026-05-04" for the note; "" = today (UTC)
   int max_iterations = 30;
   int starts = kFitStarts;  // starts across the ranges beside the stated values
+  // Uncalibrated, widen the ranges by the public corpus' band (docs/fit.md
+  // "Uncalibrated: the corpus' reach"); false keeps them as stated (the tests of the fit's mechanics).
+  bool corpus_reach = true;
 };
 
 // One figure the fit moved.
