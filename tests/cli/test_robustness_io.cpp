@@ -127,6 +127,12 @@ std::vector<IoCase> io_cases() {
       {"19", "`--runs` a .json holding garbage", "vitsim predict s.xml --runs garbage.json -q", 1,
        "vitsim: error: garbage.json: malformed JSON: [json.exception.parse_error.101] parse error at line 1, "
        "column 1: syntax error while parsing value - invalid literal; last read: 'h'"},
+      {"19", "`--runs` an XML file (the scenario given in its place)", "vitsim predict s.xml --runs s.xml -q",
+       1,
+       "vitsim: error: s.xml: an XML file (a scenario or platform?), where measured times are a CSV of "
+       "scenario keys and step_time_s or epoch_time_s, or a report of kind measured (vitsim train; for "
+       "--runs "
+       "also a validation) (docs/fit.md)"},
       {"20", "fit rows on two platform files", "vitsim fit s.xml --measured two.csv -q", 1,
        "vitsim: error: two.csv:3: runs on the platform q.xml, two.csv:2 on p.xml: vitsim fit fits one "
        "platform's figures; fit each platform's measurements on their own"},

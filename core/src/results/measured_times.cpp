@@ -126,7 +126,8 @@ MeasuredTimes read_csv(const std::string& path, const std::string& text) {
 
 MeasuredTimes read_report(const std::string& path, const std::string& text) {
   const Report r = report_from_json(text, path);
-  require_report_kind(r, "measured", "vitsim fit --measured");
+  // The reader serves both commands that take measured times: the message names both.
+  require_report_kind(r, "measured", "vitsim fit --measured (and predict --runs)");
   if (r.points.empty()) throw Error(fmt::format("{}: the measured report has no points", path));
   MeasuredTimes m;
   m.path = path;
@@ -170,6 +171,15 @@ bool looks_like_json(const std::string& path, const std::string& text) {
 }
 
 MeasuredTimes read_measured_times(const std::string& path, const std::string& text) {
+  // An XML file (a scenario or platform given in the wrong place) was read as a CSV header, as JSON was
+  // before issue 39 item 19: refused by what it is.
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '<')
+    throw Error(
+        fmt::format("{}: an XML file (a scenario or platform?), where measured times are a CSV of "
+                    "scenario keys and step_time_s or epoch_time_s, or a report of kind measured "
+                    "(vitsim train; for --runs also a validation) (docs/fit.md)",
+                    path));
   if (!looks_like_json(path, text)) return read_csv(path, text);
   // A file named .json, or starting as JSON does, is read as JSON: `[]` or garbage in it was read as a CSV
   // header before ("column '[]' is neither a scenario key ...", issue 39 item 19).

@@ -70,8 +70,8 @@ struct StepInputs {
   // DeepSpeed ZeRO-Offload of the optimizer in use (offload.hpp offloads_optimizer): the fp32 partition's
   // flatten, unscale and Adam run on the host (OffloadStep), not as GPU kernels.
   bool offload_optimizer = false;
-  std::string torch_version = "1.13";           // framework ddp: torch_versions()
-  std::optional<OptimizerImpl> optimizer_impl;  // framework ddp: nullopt = the version's default
+  std::string torch_version = "1.13";             // framework ddp: torch_versions()
+  std::optional<OptimizerImpl> optimizer_impl{};  // framework ddp: nullopt = the version's default
 };
 
 // Which optimizer wrapper DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, v0.14.4): ZeRO-0

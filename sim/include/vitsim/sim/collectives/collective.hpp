@@ -28,12 +28,12 @@ struct FluidSchedule;  // vitsim/sim/fluid/fluid.hpp
 // needs) and the scenario's nccl.* keys (the "auto" collective, collective_nccl.cpp).
 struct CollectiveContext {
   const PlatformFacts* facts = nullptr;
-  std::string nccl_version;        // nccl.version: a name of nccl_versions(); "" = the newest
-  std::string nccl_algo;           // nccl.algo: NCCL_ALGO's syntax; "" = NCCL's default
-  std::string nccl_proto;          // nccl.proto: NCCL_PROTO's syntax
-  std::vector<std::string> hosts;  // the ranks' hosts where known before the run: configure() checks them
-  int nccl_min_channels = 0;       // nccl.min_channels: NCCL_MIN_NCHANNELS; 0 = NCCL's default
-  int nccl_max_channels = 0;       // nccl.max_channels: NCCL_MAX_NCHANNELS
+  std::string nccl_version{};        // nccl.version: a name of nccl_versions(); "" = the newest
+  std::string nccl_algo{};           // nccl.algo: NCCL_ALGO's syntax; "" = NCCL's default
+  std::string nccl_proto{};          // nccl.proto: NCCL_PROTO's syntax
+  std::vector<std::string> hosts{};  // the ranks' hosts where known before the run: configure() checks them
+  int nccl_min_channels = 0;         // nccl.min_channels: NCCL_MIN_NCHANNELS; 0 = NCCL's default
+  int nccl_max_channels = 0;         // nccl.max_channels: NCCL_MAX_NCHANNELS
   NcclOverrides nccl_overrides() const {
     return {nccl_algo, nccl_proto, nccl_min_channels, nccl_max_channels};
   }
