@@ -215,7 +215,7 @@ struct PlatformDevice {   // one rank's device as the platform describes it
   // The spread of the measured rate over its repeats (and ranks), written as gpu_flops_fp32.range
   // (core/platform/figure_range.hpp) with `flops_why`; 0 = no range written.
   double flops_low = 0, flops_high = 0;
-  std::string flops_why;
+  std::string flops_why{};
   // gpu_efficiency: the measured ViT training rate over `flops` (the roofline fallback runs at that rate).
   double efficiency = 1;
 };
