@@ -9,6 +9,9 @@ pkgs=(build-essential cmake pkg-config ccache
       gnuplot-nox iproute2 python3 clang-format)
 if [ "$want_torch" = 1 ]; then
   pkgs+=(libtorch-dev libopenblas0-pthread libopenmpi-dev openmpi-bin dataset-fashion-mnist libjpeg62-turbo-dev libpng-dev)
+  # clang: the fuzz harnesses' smoke in ctest compiles each against today's headers (bench/fuzz.sh); without
+  # it that test could only say "no clang++: skipped" and pass on CI without checking anything.
+  pkgs+=(clang)
 fi
 if [ "$want_bench" = 1 ]; then
   pkgs+=(python3-torch)  # the PyTorch DDP side of bench/train_vs_ddp.sh; no test needs it
