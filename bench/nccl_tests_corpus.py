@@ -36,6 +36,10 @@ or was refused, 1 when any failed another way (a crash, a size missing from the 
 their median |error| (sizes of --fit-band) is picked, and the held-out table's error with it is reported.
 --self-test: checks this script's arithmetic and its whole path on a known answer (a table vitsim predicted
 itself has 0% error) and exits.
+--ramp: per table, the 1-64 MiB band as a straight line time = a + size / r through the measured and the
+predicted times (a: the time a size costs beyond its bytes; r as busbw: what each further byte costs), beside
+the busbw of the table's largest size and the loops and steps NCCL cuts the band's sizes into
+(nccl_pipeline.py); nothing is fitted to a prediction.
 --smoke (or VITSIM_BENCH_SMOKE=1): only the tables of at most SMOKE_RANKS ranks (one node), in seconds (ctest:
 tests/bench/smoke.sh via bench/nccl_tests_public.sh).
 """
@@ -51,6 +55,7 @@ import sys
 import tempfile
 
 from corpus_files import corpus_rows  # bench/corpus_files.py: the corpus file format, shared
+import nccl_pipeline  # bench/nccl_pipeline.py: NCCL's loops and steps, a band's straight line (--ramp)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -359,6 +364,50 @@ def report(results, detail):
                                   "all_over": [r["table"] for r in over], "all": len(large)}}
 
 
+RAMP_BAND = "1-64 MiB"
+
+
+def ramp(res):
+    """One table's RAMP_BAND as straight lines (module docstring, --ramp); None under 3 rows."""
+    rows = [r for r in res["rows"] if r["band"] == RAMP_BAND]
+    meas = nccl_pipeline.line([(r["size"], r["measured_us"]) for r in rows])
+    pred = nccl_pipeline.line([(r["size"], r["predicted_us"]) for r in rows])
+    if not meas or not pred:
+        return None
+    n, factor = int(res["ranks"]), OPS[res["op"]](int(res["ranks"]))
+    top = max(res["rows"], key=lambda r: r["size"])
+    choices, steps = [], []
+    for r in (rows[0], rows[-1]):
+        m = re.fullmatch(r"(\w+)/(\w+), (\d+) ch", r["choice"] or "")
+        if m and m.group(0) not in choices:
+            choices.append(m.group(0))
+        cut = m and nccl_pipeline.loops(m.group(1), m.group(2), res["op"], n, int(m.group(3)), r["size"])
+        steps.append("-" if not cut else f"{cut[0]} / {cut[1]}")
+    return {"table": res["table"], "choices": choices, "loops_steps": steps, "measured_us": meas[0],
+            "measured_busbw": meas[1] * factor, "predicted_us": pred[0], "predicted_busbw": pred[1] * factor,
+            "top_size": top["size"], "top_busbw": top["busbw"]}
+
+
+def print_ramp(results):
+    out = [x for x in (ramp(r) for r in results if r["status"] == "ok") if x]
+    print(f"\nThe {RAMP_BAND} band as straight lines, time = a + size / r (r as busbw, GB/s); NCCL's loops / steps "
+          "a channel runs at the band's smallest and largest size (nccl_pipeline.py; '-': a tree or not modelled)")
+    print("| table | NCCL's choice (model) | loops / steps | measured a (us), busbw | predicted a (us), busbw "
+          "| measured busbw at its largest size |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for x in out:
+        print(f"| {x['table']} | {'; '.join(x['choices']) or '-'} | {', '.join(x['loops_steps'])} | "
+              f"{x['measured_us']:.1f}, {x['measured_busbw']:.1f} | {x['predicted_us']:.1f}, "
+              f"{x['predicted_busbw']:.1f} | {x['top_busbw']:.1f} ({size_label(x['top_size'])}) |")
+    if out:
+        print(f"median over {len(out)} tables: measured a - predicted a "
+              f"{statistics.median(x['measured_us'] - x['predicted_us'] for x in out):+.1f} us; measured busbw / "
+              f"predicted {statistics.median(x['measured_busbw'] / x['predicted_busbw'] for x in out):.2f}; "
+              f"measured busbw / its largest size's "
+              f"{statistics.median(x['measured_busbw'] / x['top_busbw'] for x in out):.2f}")
+    return out
+
+
 def fit_target(results, exclude, band):
     """The median over the tables but EXCLUDE of their median |error| in BAND (all sizes when None)."""
     meds = []
@@ -402,6 +451,7 @@ def self_test(vitsim, tmp):
     assert measured_time(1024, None, 0.01, "0.01", 1.0) is None and measured_time(1024, 9.5, 0.0, "0.00", 1.0) == 9.5
     assert stats([-10.0, 20.0, 30.0]) == {"n": 3, "median_abs": 20.0, "median_signed": 20.0}
     assert band_of(64 * KIB - 1) == "< 64 KiB" and band_of(64 * MIB) == LARGE and band_of(MIB) == "1-64 MiB"
+    nccl_pipeline.self_test()
     assert with_flag(["--nics", "8", "--nic-lat", "5us"], "--nic-lat", "2us") == ["--nics", "8", "--nic-lat", "2us"]
     by_value = {v: [{"table": t, "status": "ok", "bands": {}, "rows": [{"band": LARGE, "error": e}]}
                     for t, e in zip("abc", es)] for v, es in (("1", (10, 50, -30)), ("2", (-5, 5, 100)))}
@@ -429,7 +479,7 @@ def self_test(vitsim, tmp):
         worst = max(abs(x["error"]) for x in res["rows"])
         assert worst < 1e-3, f"{op}: a table vitsim predicted itself is {worst}% off"
         checked += len(res["rows"])
-    print(f"self-test: arithmetic, busbw rules, leave-one-out and {checked} rows of vitsim's own tables: "
+    print(f"self-test: arithmetic, busbw rules, NCCL's loops, leave-one-out and {checked} rows of vitsim's own tables: "
           "0.0% error, OK")
 
 
@@ -440,6 +490,7 @@ def main():
     ap.add_argument("--table", action="append", help="a table (file name without .txt); repeatable")
     ap.add_argument("--json", help="write everything, machine-readable, to this file")
     ap.add_argument("--detail", action="store_true", help="per-size comparison of every table")
+    ap.add_argument("--ramp", action="store_true", help="the 1-64 MiB band of every table as straight lines")
     ap.add_argument("--smoke", action="store_true", default=os.environ.get("VITSIM_BENCH_SMOKE") == "1")
     ap.add_argument("--self-test", action="store_true")
     ap.add_argument("--fit", help="leave one table out over this figure: " + ", ".join(FITTABLE) +
@@ -489,6 +540,8 @@ def main():
         summary = report(results, a.detail)
         doc = {"binary": vitsim, "bands": [b[0] for b in BANDS], "target_percent": TARGET,
                "rounding_limit": ROUNDING_LIMIT, "tables": results, **summary}
+        if a.ramp:
+            doc["ramp"] = print_ramp(results)
         if a.fit:
             if not a.values:
                 sys.exit("nccl_tests_corpus.py: --fit needs --values V1,V2,...")

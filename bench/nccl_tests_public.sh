@@ -6,9 +6,9 @@
 # per fabric kind, and the tables vitsim refuses. It first runs the script's self-test (its arithmetic, and a
 # table vitsim predicted itself at 0% error). Results: docs/benchmarks.md, "nccl-tests corpus".
 # Usage: bench/nccl_tests_public.sh [path/to/vitsim] [nccl_tests_corpus.py flags: --detail, --table NAME,
-#        --json OUT, --fit NAME --values V1,V2]
-# VITSIM_BENCH_SMOKE=1 (bench/lib.sh): the self-test, then the tables of at most 8 ranks and a leave-one-out fit
-# over a harmless flag (--nic-lat), in a few seconds.
+#        --json OUT, --ramp, --fit NAME --values V1,V2]
+# VITSIM_BENCH_SMOKE=1 (bench/lib.sh): the self-test, then the tables of at most 8 ranks, their 1-64 MiB band as
+# straight lines (--ramp) and a leave-one-out fit over a harmless flag (--nic-lat), in a few seconds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 vitsim=$(realpath -m "${1:-$here/build/app/vitsim}")
@@ -24,7 +24,7 @@ echo "nccl-tests corpus: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) co
 corpus=("$here/bench/nccl_tests_corpus.py" --vitsim "$vitsim")
 python3 "${corpus[@]}" --self-test
 if [ "$smoke" = 1 ]; then
-  python3 "${corpus[@]}" --smoke --fit nic-lat --values 2us,5us "$@"
+  python3 "${corpus[@]}" --smoke --ramp --fit nic-lat --values 2us,5us "$@"
 else
   python3 "${corpus[@]}" "$@"
 fi
