@@ -12,13 +12,14 @@ NCCL's chunking (x86 defaults; NCCL_BUFFSIZE and friends unset):
   data (src/collectives/device/primitives.h:34-66).
 - Ring all-reduce and all-gather: a chunk is a step, x ALLREDUCE_CHUNKSTEPS (= ALLGATHER_CHUNKSTEPS =
   NCCL_STEPS / 2) under Simple (src/include/collectives.h:114-117); a loop moves channels x ranks chunks
-  (src/collectives/device/all_reduce.h:20-22, all_gather.h:9-13), and a size below one loop is cut into
+  (src/collectives/device/all_reduce.h:20-22, all_gather.h:20-24), and a size below one loop is cut into
   channels x ranks smaller chunks (all_reduce.h:39-43): one loop, whatever the size. A channel runs 2(n-1)
   (all-reduce) or n-1 (all-gather) steps per loop.
 - NVLS all-reduce: chunks of 128 KiB, 64 KiB below 64 x ops x 128 KiB, 32 KiB below 8 x ops x 64 KiB, 16 KiB
   below 2 x ops x 32 KiB, ops = channels x NVLS heads (src/enqueue.cc:1338-1346; v2.27.7-1
   src/enqueue.cc:2003-2017 with nvlsChunkSize 128 KiB); a loop is ops chunks, one step per chunk and head.
-  Heads: one per GPU on a node without NICs (src/graph/search.cc:834-836); a node with NICs is taken the same.
+  Heads: one per GPU on a node without NICs (src/graph/search.cc:834-836); ASSUMPTION: a node with NICs the
+  same (its NVLS graph's channels; the corpus's NVLS nodes have a NIC per GPU).
 - Tree, CollNet, NVLSTree, PAT: not here (their chunk follows the tree's depth; NCCL corrects the tree's
   medium sizes itself, treeCorrectionFactor).
 """
