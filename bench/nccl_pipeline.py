@@ -73,6 +73,23 @@ def line(points):
     return my - slope * mx, 1e-3 / slope
 
 
+def nvls_regimes(points, channels, heads):
+    """Over (size bytes, time us) of an NVLS all-reduce from 1 MiB: per chunk NCCL picks (nvls_chunk), the
+    marginal cost in us per MiB (line()) and the steps a channel runs per MiB, 1 MiB / (channels x chunk) (a
+    loop of channels x heads chunks is heads steps a channel), as [(chunk, us per MiB, steps per MiB)], the
+    regimes of at least 3 sizes."""
+    by_chunk = {}
+    for size, t in points:
+        if size >= MIB:
+            by_chunk.setdefault(nvls_chunk(size, channels, heads), []).append((size, t))
+    out = []
+    for chunk, pts in sorted(by_chunk.items()):
+        fit = line(pts)
+        if fit:
+            out.append((chunk, MIB / (fit[1] * 1e3), MIB / (channels * chunk)))
+    return out
+
+
 def self_test():
     """Known answers, worked from the rules above."""
     # Two ranks, 24 channels, Ring/Simple: a loop is 24 x 2 x 2 MiB = 96 MiB.
@@ -85,6 +102,12 @@ def self_test():
                                                                                        64 * KIB, 128 * KIB]
     assert loops("NVLS", "Simple", "all_reduce", 8, 16, 32 * MIB) == (8, 64)
     assert loops("Tree", "LL128", "all_reduce", 16, 16, MIB) is None
+    # 1 us per step of a channel on top of 100 GB/s: 16 KiB chunks run 4 steps a MiB (16 channels x 8
+    # heads), 32 KiB 2.
+    sizes = (MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB)
+    regimes = nvls_regimes([(s, s / 1e5 + 1.0 * s * 8 / (16 * 8 * nvls_chunk(s, 16, 8))) for s in sizes], 16, 8)
+    assert [(c, round(u, 6), k) for c, u, k in regimes] == [(16 * KIB, round(MIB / 1e5 + 4, 6), 4.0),
+                                                           (32 * KIB, round(MIB / 1e5 + 2, 6), 2.0)]
     # time = 10 us + size / (100 GB/s)
     a, r = line([(s, 10 + s / 1e5) for s in (MIB, 4 * MIB, 16 * MIB)])
     assert abs(a - 10) < 1e-9 and abs(r - 100) < 1e-9

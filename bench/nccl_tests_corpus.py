@@ -39,7 +39,8 @@ itself has 0% error) and exits.
 --ramp: per table, the 1-64 MiB band as a straight line time = a + size / r through the measured and the
 predicted times (a: the time a size costs beyond its bytes; r as busbw: what each further byte costs), beside
 the busbw of the table's largest size and the loops and steps NCCL cuts the band's sizes into
-(nccl_pipeline.py); nothing is fitted to a prediction.
+(nccl_pipeline.py), and for NVLS the measured cost of a MiB under each chunk NCCL picks; nothing is fitted
+to a prediction.
 --smoke (or VITSIM_BENCH_SMOKE=1): only the tables of at most SMOKE_RANKS ranks (one node), in seconds (ctest:
 tests/bench/smoke.sh via bench/nccl_tests_public.sh).
 """
@@ -383,7 +384,13 @@ def ramp(res):
             choices.append(m.group(0))
         cut = m and nccl_pipeline.loops(m.group(1), m.group(2), res["op"], n, int(m.group(3)), r["size"])
         steps.append("-" if not cut else f"{cut[0]} / {cut[1]}")
-    return {"table": res["table"], "choices": choices, "loops_steps": steps, "measured_us": meas[0],
+    nvls = [m for m in (re.fullmatch(r"NVLS/\w+, (\d+) ch", c) for c in choices) if m]
+    regimes = None
+    if nvls and res["op"] == "all_reduce":  # the rows from 1 MiB, by the chunk NCCL picks
+        regimes = nccl_pipeline.nvls_regimes([(r["size"], r["measured_us"]) for r in res["rows"]],
+                                             int(nvls[0].group(1)), n)
+    return {"table": res["table"], "choices": choices, "loops_steps": steps, "nvls_regimes": regimes,
+            "measured_us": meas[0],
             "measured_busbw": meas[1] * factor, "predicted_us": pred[0], "predicted_busbw": pred[1] * factor,
             "top_size": top["size"], "top_busbw": top["busbw"]}
 
@@ -399,6 +406,10 @@ def print_ramp(results):
         print(f"| {x['table']} | {'; '.join(x['choices']) or '-'} | {', '.join(x['loops_steps'])} | "
               f"{x['measured_us']:.1f}, {x['measured_busbw']:.1f} | {x['predicted_us']:.1f}, "
               f"{x['predicted_busbw']:.1f} | {x['top_busbw']:.1f} ({size_label(x['top_size'])}) |")
+    for x in out:
+        if x["nvls_regimes"]:
+            print(f"{x['table']}: measured us per MiB by NVLS chunk (a channel's steps per MiB): " + ", ".join(
+                f"{c // 1024} KiB {u:.2f} ({k:g})" for c, u, k in x["nvls_regimes"]))
     if out:
         print(f"median over {len(out)} tables: measured a - predicted a "
               f"{statistics.median(x['measured_us'] - x['predicted_us'] for x in out):+.1f} us; measured busbw / "
