@@ -10,6 +10,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/formats/scenario_limits.hpp"
 
 namespace vitsim::app {
 
@@ -66,9 +67,9 @@ Error edited_since(const std::string& path, const std::string& scenario) {
 
 void add_one_line_options(CLI::App* c, OneLinePlan& q) {
   c->add_option("--gpu", q.gpu, "one-line form: a catalogue GPU (vitsim platform --list-gpus)");
-  c->add_option("--nodes", q.nodes, "one-line form: nodes")->check(integer(1, 1 << 20));
+  c->add_option("--nodes", q.nodes, "one-line form: nodes")->check(integer(1, kMaxScenarioNodes));
   c->add_option("--gpus-per-node", q.gpus_per_node, "one-line form: GPUs per node")
-      ->check(integer(1, 1 << 16));
+      ->check(integer(1, kMaxGpusPerNode));
   c->add_option("--nic", q.nic, "one-line form: NIC speed and count per node, SPEED[:COUNT] (ndr:8)");
   c->add_option("--model", q.model, "one-line form: a model preset (vit_l_16)");
   c->add_option("--dataset", q.dataset, "one-line form: a dataset name (imagenet1k)");

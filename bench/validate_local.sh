@@ -44,18 +44,26 @@ run() { nice -n "$nice_level" "$@"; }
 
 run_header
 if [ "$runs_n" -gt 1 ]; then
-  mapes=()
+  mapes=() inside=()
   for k in $(seq 1 "$runs_n"); do
     echo "# run $k of $runs_n: $out/run-$k"
     OUT="$out/run-$k" bash "$0" "$build" "$reps" "$scenario" "$calib_mbs" 1 | tee "$out/run-$k.log"
     mapes+=("$(sed -n 's/^step-time MAPE: \([0-9.]*\)%.*/\1/p' "$out/run-$k.log")")
+    inside+=("$(sed -n "s/^runs inside their point's interval: \([0-9]*\) of \([0-9]*\).*/\1\/\2/p" "$out/run-$k.log")")
   done
-  /usr/bin/python3 - "${mapes[@]}" <<'PY'
+  /usr/bin/python3 - "${#mapes[@]}" "${mapes[@]}" "${inside[@]}" <<'PY'
 import statistics as st, sys
-v = [float(x) for x in sys.argv[1:]]
+n = int(sys.argv[1])
+v = [float(x) for x in sys.argv[2:2 + n]]
 each = ", ".join(f"{x:.1f}%" for x in v)
 print(f"step-time MAPE over {len(v)} runs: min {min(v):.1f}%, median {st.median(v):.1f}%, max {max(v):.1f}% "
       f"(each run a calibration and its training runs: {each})")
+# Each run's training runs inside the interval its own calibration stated (validation_table.py's line).
+pairs = [tuple(int(x) for x in f.split("/")) for f in sys.argv[2 + n:] if "/" in f]
+if pairs:
+    a, b = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+    print(f"runs inside their point's interval over {len(pairs)} runs: {a} of {b} ({100 * a / b:.0f}%; each run: "
+          + ", ".join(f"{p[0]}/{p[1]}" for p in pairs) + ")")
 PY
   exit 0
 fi

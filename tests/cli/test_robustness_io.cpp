@@ -11,6 +11,7 @@
 #include <random>
 
 #include "test_util.hpp"
+#include "tiny_scenario.hpp"
 #include "vitsim/core/base/csv.hpp"
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/formats/scenario.hpp"
@@ -29,14 +30,7 @@ struct Folder {
     const auto r = run("vitsim platform --gpu t4 --nodes 1 --gpus-per-node 2 --out p.xml");
     if (r.status != 0) throw std::runtime_error("vitsim platform: " + r.out);
     vt::run("cp " + d / "p.xml" + " " + d / "q.xml");
-    d.file("s.xml", R"(<scenario name="io">
-  <cluster platform="p.xml" nodes="1" gpus_per_node="2"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <simulation steps="6" warmup="1"/>
-</scenario>
-)");
+    d.file("s.xml", vt::tiny_cifar_scenario("io"));
     d.file("mq.csv", "cluster.platform,training.micro_batch,step_time_s\nq.xml,4,0.01\n");
     d.file("two.csv", "cluster.platform,training.micro_batch,step_time_s\np.xml,4,0.01\nq.xml,4,0.01\n");
     d.file("nodes.csv", "cluster.nodes,step_time_s\n2,0.01\n");
@@ -161,6 +155,9 @@ std::vector<IoCase> io_cases() {
        "vitsim plan --gpu t4 --model vit_cifar_tiny --dataset cifar10 -q --set cluster.hosts=x", 1,
        "vitsim: error: --set cluster.hosts: cluster.hosts: no node 'x' in the platform of --gpu t4; nodes: "
        "node0"},
+      {"21", "the one-line plan: `--gpus-per-node` past the scenario key's 1024 (scenario_limits.hpp)",
+       "vitsim plan --gpu t4 --gpus-per-node 1025 --model vit_cifar_tiny --dataset cifar10 -q", 2,
+       "vitsim: error: --gpus-per-node: 1025 is out of range (expected 1 .. 1024)"},
       {"26", "`--what-if gpu:*=FILE:TYPE`, FILE neither an existing file nor a node",
        "vitsim predict s.xml -q --what-if 'gpu:*=nope:A4500'", 1,
        "vitsim: error: --what-if: what-if 'gpu:*=nope:A4500': 'nope:A4500' is neither a node (node0) nor "

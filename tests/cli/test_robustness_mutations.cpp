@@ -16,6 +16,7 @@
 #include <set>
 
 #include "test_util.hpp"
+#include "tiny_scenario.hpp"
 
 namespace fs = std::filesystem;
 
@@ -216,13 +217,14 @@ TEST_CASE("seeded mutations of vitsim collective's flags: refused in one line or
 TEST_CASE("seeded mutations of the one-line plan and its --set values: refused in one line or planned",
           "[robustness][mutations]") {
   // vit_cifar_tiny on CIFAR-10 on one node of two T4s: the search is a handful of points; mutations reach
-  // the counts' ends (2^20 nodes, 2^16 GPUs a node), names off the catalogue and --set values of every kind.
+  // the counts' ends (2^20 nodes, 1024 GPUs a node: the scenario keys' own ends, scenario_limits.hpp), names
+  // off the catalogue and --set values of every kind.
   const Surface s{"plan",
                   {"plan", "--gpu", "t4", "--gpus-per-node", "2", "--model", "vit_cifar_tiny", "--dataset",
                    "cifar10", "-q", "--out", "o.txt"},
                   {{"--gpu", {"t4", "h100-sxm", "a100-sxm-80gb", "T4", "bogus"}},
                    {"--nodes", {"1", "2", "0", "1048576", "1048577"}},
-                   {"--gpus-per-node", {"1", "2", "65536", "65537"}},
+                   {"--gpus-per-node", {"1", "2", "1025", "65536"}},
                    {"--nic", {"100gbe", "ndr:8", "400Gbps:2", "ndr:0", "ndr:65", "ndr:", ":8", "bogus"}},
                    {"--model", {"vit_cifar_tiny", "vit_b_16", "vit_tiny_patch4_32", "bogus"}},
                    {"--dataset", {"cifar10", "synthetic", "imagenet1k", "bogus"}},
@@ -267,14 +269,7 @@ TEST_CASE("seeded mutations of the interval flags: refused in one line or predic
       60};
   check_surface(s, [](const vt::TempDir& d) {
     t4_platform(d);
-    d.file("s.xml", R"(<scenario name="mutations">
-  <cluster platform="p.xml" nodes="1" gpus_per_node="2"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <simulation steps="6" warmup="1"/>
-</scenario>
-)");
+    d.file("s.xml", vt::tiny_cifar_scenario("mutations"));
     // docs/fit.md's CSV form, and a measured report of the wrong kind (a prediction, which --runs refuses).
     d.file("m.csv", "training.micro_batch,step_time_s\n32,0.02\n16,0.012\n");
     d.file("empty.json", "[]\n");

@@ -21,6 +21,7 @@
 #include "vitsim/core/base/suggest.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
+#include "vitsim/core/formats/scenario_limits.hpp"
 #include "vitsim/core/model/dataset.hpp"
 #include "vitsim/core/model/framework.hpp"
 #include "vitsim/core/model/nccl_tuning.hpp"
@@ -157,10 +158,11 @@ std::vector<KeyRow> cluster_rows() {
   return {
       custom_row("cluster.platform", "path", "(required)", kPathValid, "SimGrid platform file",
                  [](R& x) { x.s.cluster.platform = x.r.path("cluster.platform"); }),
-      integer_row("cluster.nodes", 1, 1, 1 << 20,
+      integer_row("cluster.nodes", 1, 1, kMaxScenarioNodes,
                   "nodes used: the first `nodes` of the platform (or of cluster.hosts)",
                   field(&Scenario::cluster, &ClusterSpec::nodes)),
-      integer_row("cluster.gpus_per_node", 1, 1, 1024, "GPUs used in each node: its first `gpus_per_node`",
+      integer_row("cluster.gpus_per_node", 1, 1, kMaxGpusPerNode,
+                  "GPUs used in each node: its first `gpus_per_node`",
                   field(&Scenario::cluster, &ClusterSpec::gpus_per_node)),
       custom_row("cluster.hosts", "list", "platform order", "space-separated node names, each once",
                  "the nodes (clusters) in the order they are used", apply_hosts),
