@@ -83,12 +83,13 @@ TEST_CASE("vitsim platform writes the catalogue's ranges, and they read back", "
       vt::vitsim(fmt::format("platform --nodes 1 --gpus-per-node 1 --gpu t4 --out '{}'", out));
   REQUIRE(r.status == 0);
   const PlatformFacts f = read_platform_facts(out);
-  // data/catalogue.json: turing fp32 from torch.mm at 4.17-4.43 of 8.1 TFLOP/s (0.514-0.547), value 0.53;
+  // data/catalogue.json: turing fp32 from torch.mm at 4.17-4.43 of 8.1 TFLOP/s (0.514-0.547), value 0.53, the
+  // range widened down to a second source's 4 of 8.1 (0.494: docs/sources.md "GPUs", T4);
   // host_op_overhead 4us..10us; gpu_kernel_overhead 1us..5us; gpu_sync_overhead 5us..50us.
   std::map<std::string, const FigureRange*> by_key;
   for (const auto& fr : f.ranges) by_key[fr.key] = &fr;
   REQUIRE(by_key.count("gpu_gemm_efficiency"));
-  CHECK(by_key["gpu_gemm_efficiency"]->low == Approx(0.514));
+  CHECK(by_key["gpu_gemm_efficiency"]->low == Approx(0.494));
   CHECK(by_key["gpu_gemm_efficiency"]->high == Approx(0.547));
   CHECK(by_key["gpu_gemm_efficiency"]->value == Approx(0.53));
   REQUIRE(by_key.count("host_op_overhead"));
