@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include "platform/platform_writer_detail.hpp"
@@ -86,6 +87,39 @@ void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
   }
 }
 
+// An architecture's (or one GPU's own) efficiency figures: each GEMM figure in (0, 1], each range [low,
+// high] holding the figure as written (2 digits, catalogue_gpu_props) so that a range that would exclude its
+// own value is refused here, naming the entry, not when a platform is written.
+void parse_efficiency_figures(const Json& js, const ojson& e, const std::string& where, CatalogueArch& a) {
+  for (auto f = e.at("gemm_efficiency").begin(); f != e.at("gemm_efficiency").end(); ++f) {
+    if (std::find(precisions().begin(), precisions().end(), f.key()) == precisions().end())
+      js.fail(where + ".gemm_efficiency." + f.key(), "unknown precision; valid: " + join(precisions()));
+    const double v = js.field(f.value(), where + ".gemm_efficiency." + f.key()).number();
+    if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + f.key(), "must be in (0, 1]");
+    a.gemm_efficiency[f.key()] = v;
+    a.gemm_efficiency_range.erase(f.key());  // a GPU's own figure drops its architecture's range
+  }
+  if (e.contains("gemm_efficiency_range"))
+    for (auto f = e.at("gemm_efficiency_range").begin(); f != e.at("gemm_efficiency_range").end(); ++f) {
+      const std::string at = where + ".gemm_efficiency_range." + f.key();
+      if (!e.at("gemm_efficiency").contains(f.key()))
+        js.fail(at, "no gemm_efficiency figure of that precision");
+      if (!f.value().is_array() || f.value().size() != 2 || !f.value()[0].is_number() ||
+          !f.value()[1].is_number())
+        js.fail(at, "expected [low, high]");
+      const double low = f.value()[0].get<double>(), high = f.value()[1].get<double>();
+      const double written = std::round(a.gemm_efficiency.at(f.key()) * 100) / 100;
+      if (!(low <= written && written <= high))
+        js.fail(at, fmt::format("[{}, {}] excludes its own value {:.2f}", low, high, written));
+      a.gemm_efficiency_range[f.key()] = {low, high};
+    }
+  if (e.contains("mem_efficiency")) {
+    a.mem_efficiency = js.field(e, where).at("mem_efficiency").number();
+    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
+      js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+  }
+}
+
 void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
@@ -94,28 +128,10 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
     CatalogueArch a;
     a.name = it.key();
     a.source = require_source(js, it.value(), where);
-    for (auto e = it.value().at("gemm_efficiency").begin(); e != it.value().at("gemm_efficiency").end();
-         ++e) {
-      if (std::find(precisions().begin(), precisions().end(), e.key()) == precisions().end())
-        js.fail(where + ".gemm_efficiency." + e.key(), "unknown precision; valid: " + join(precisions()));
-      const double v = js.field(e.value(), where + ".gemm_efficiency." + e.key()).number();
-      if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + e.key(), "must be in (0, 1]");
-      a.gemm_efficiency[e.key()] = v;
-    }
+    (void)js.field(it.value(), where).at("gemm_efficiency");
+    (void)js.field(it.value(), where).at("mem_efficiency");
+    parse_efficiency_figures(js, it.value(), where, a);
     if (!a.gemm_efficiency.count("fp32")) js.fail(where, "gemm_efficiency needs an fp32 figure");
-    if (it.value().contains("gemm_efficiency_range"))
-      for (auto e = it.value().at("gemm_efficiency_range").begin();
-           e != it.value().at("gemm_efficiency_range").end(); ++e) {
-        const std::string at = where + ".gemm_efficiency_range." + e.key();
-        if (!a.gemm_efficiency.count(e.key())) js.fail(at, "no gemm_efficiency figure of that precision");
-        if (!e.value().is_array() || e.value().size() != 2 || !e.value()[0].is_number() ||
-            !e.value()[1].is_number())
-          js.fail(at, "expected [low, high]");
-        a.gemm_efficiency_range[e.key()] = {e.value()[0].get<double>(), e.value()[1].get<double>()};
-      }
-    a.mem_efficiency = js.field(it.value(), where).at("mem_efficiency").number();
-    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
-      js.fail(where + ".mem_efficiency", "must be in (0, 1]");
     if (it.value().contains("nccl")) {
       const ojson& n = it.value().at("nccl");
       js.keys(n, where + ".nccl", {"sm", "nvls", "source"});
@@ -150,7 +166,7 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
                                  const Catalogue& cat) {
   js.keys(e, where,
           {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
-           "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
+           "sm_count", "tdp", "host_link", "gpu_link", "note", "efficiency", "source"});
   CatalogueGpu g;
   const OField f = js.field(e, where);
   g.name = f.at("name").string();
@@ -185,6 +201,24 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
   if (f.has("note")) g.note = f.at("note").string();
   g.source = require_source(js, e, where);
   return g;
+}
+
+// A GPU's own figures where a public measurement of that GPU differs from its architecture's (a power-capped
+// part of a larger chip's family): its architecture's figures with those it states replaced, and its source
+// first.
+CatalogueArch parse_gpu_figures(const Json& js, const ojson& e, const std::string& gpu_where,
+                                const Catalogue& cat, const CatalogueGpu& g) {
+  const std::string where = gpu_where + ".efficiency";
+  js.keys(e, where, {"gemm_efficiency", "gemm_efficiency_range", "range_source", "mem_efficiency", "source"});
+  CatalogueArch a = cat.archs.at(g.arch);
+  a.name = g.name;
+  (void)js.field(e, where).at("gemm_efficiency");
+  parse_efficiency_figures(js, e, where, a);
+  if (e.contains("gemm_efficiency_range") != e.contains("range_source"))
+    js.fail(where, "gemm_efficiency_range and range_source go together (what each end is)");
+  if (e.contains("range_source")) a.range_source = js.text(e.at("range_source"), where + ".range_source");
+  a.source = require_source(js, e, where) + "; its other figures: architecture " + g.arch + "'s";
+  return a;
 }
 
 CatalogueLink parse_catalogue_link(const Json& js, const ojson& e, const std::string& where) {
@@ -240,6 +274,8 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
     const std::string where = fmt::format("gpus[{}] ({})", i, e.value("name", "?"));
     CatalogueGpu g = parse_catalogue_gpu(js, e, where, cat);
     gpu_names.add(g.name, g.aliases, where);
+    if (e.contains("efficiency"))
+      cat.gpu_figures[g.name] = parse_gpu_figures(js, e.at("efficiency"), where, cat, g);
     cat.gpus.push_back(std::move(g));
   }
   UniqueNames link_names(js);
@@ -348,6 +384,7 @@ const CatalogueLink& Catalogue::link(const std::string& name) const {
 }
 
 const CatalogueArch& Catalogue::arch_of(const CatalogueGpu& g) const {
+  if (auto own = gpu_figures.find(g.name); own != gpu_figures.end()) return own->second;
   return archs.at(g.arch);
 }
 
@@ -424,8 +461,11 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
   if (auto r = a.gemm_efficiency_range.find(used); r != a.gemm_efficiency_range.end())
     props.push_back(range_prop(
         "gpu_gemm_efficiency", units::parse_number(eff, units::fraction()), r->second.first, r->second.second,
-        fmt::format("public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
-                    a.name, used)));
+        a.range_source.empty()
+            ? fmt::format(
+                  "public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
+                  a.name, used)
+            : fmt::format("{} (docs/sources.md \"Catalogue\")", a.range_source)));
   for (const auto& d : cat.defaults) {
     if (d.range.empty()) continue;
     for (const auto& [key, value] : props)
@@ -467,7 +507,7 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gp
   t.notes.push_back(
       fmt::format("PCIe: {} at {} ({} line): {}", host.name, host.effective, host.line_rate, host.source));
   if (a.nccl_sm > 0)
-    t.notes.push_back(fmt::format("NCCL: gpu_arch {} (SM {}, NVLS {}), gpu_link {}: {}", a.name, a.nccl_sm,
+    t.notes.push_back(fmt::format("NCCL: gpu_arch {} (SM {}, NVLS {}), gpu_link {}: {}", g->arch, a.nccl_sm,
                                   a.nvls ? "behind NVSwitch" : "no", catalogue_gpu_link_kind(*g),
                                   a.nccl_source));
   return t;
