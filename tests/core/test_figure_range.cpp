@@ -140,6 +140,21 @@ TEST_CASE(
   // SXM, 794.5 of 989.4); the SXM keeps hopper's 0.80 in 0.797..0.803.
   CHECK(props("h100-pcie", "bf16").at("gpu_gemm_efficiency") == "0.59");
   CHECK_THAT(props("h100-pcie", "bf16").at("gpu_gemm_efficiency.range"), Catch::StartsWith("0.59..0.803; "));
+  // Written by `vitsim platform`, the L4's own range reads back around its own value.
+  vt::TempDir d;
+  const std::string out = d / "l4.xml";
+  REQUIRE(vt::vitsim(fmt::format("platform --nodes 1 --gpus-per-node 1 --gpu l4 --out '{}'", out)).status ==
+          0);
+  const PlatformFacts f = read_platform_facts(out);
+  bool read_back = false;
+  for (const auto& fr : f.ranges)
+    if (fr.key == "gpu_gemm_efficiency") {
+      read_back = true;
+      CHECK(fr.low == Approx(0.545));
+      CHECK(fr.value == Approx(0.55));
+      CHECK(fr.high == Approx(0.74));
+    }
+  CHECK(read_back);
   CHECK(props("h100-sxm", "bf16").at("gpu_gemm_efficiency") == "0.80");
   CHECK_THAT(props("h100-sxm", "bf16").at("gpu_gemm_efficiency.range"),
              Catch::StartsWith("0.797..0.803; public measurement, spread of the runs behind hopper bf16"));
