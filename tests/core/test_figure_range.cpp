@@ -116,7 +116,14 @@ TEST_CASE(
       CHECK(ends.first < ends.second);
     }
   };
-  for (const auto& [name, a] : cat.archs) check_ranges(a);
+  for (const auto& [name, a] : cat.archs) {
+    check_ranges(a);
+    if (a.mem_efficiency_range) {
+      const double written = std::round(a.mem_efficiency * 100) / 100;
+      CHECK(a.mem_efficiency_range->first <= written);
+      CHECK(written <= a.mem_efficiency_range->second);
+    }
+  }
   for (const auto& [name, a] : cat.gpu_figures) check_ranges(a);
   auto props = [&](const char* gpu, const char* precision) {
     std::map<std::string, std::string> m;
@@ -140,6 +147,11 @@ TEST_CASE(
   // SXM, 794.5 of 989.4); the SXM keeps hopper's 0.80 in 0.797..0.803.
   CHECK(props("h100-pcie", "bf16").at("gpu_gemm_efficiency") == "0.59");
   CHECK_THAT(props("h100-pcie", "bf16").at("gpu_gemm_efficiency.range"), Catch::StartsWith("0.59..0.803; "));
+  // A memory figure's range: turing's 0.89 (BabelStream on an RTX 2060) down to a T4's copy at 240 of 320
+  // GB/s (0.75), up to the RTX 2060's 304 of 336 (0.905); volta's one run has none.
+  CHECK_THAT(props("t4", "fp32").at("gpu_mem_efficiency.range"),
+             Catch::StartsWith("0.75..0.905; public measurement, spread of the runs behind turing memory"));
+  CHECK(props("v100-sxm2", "fp16").count("gpu_mem_efficiency.range") == 0);
   // Written by `vitsim platform`, the L4's own range reads back around its own value.
   vt::TempDir d;
   const std::string out = d / "l4.xml";

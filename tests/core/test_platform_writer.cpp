@@ -154,6 +154,9 @@ TEST_CASE("catalogue: a figure without its unit or an entry without a source is 
   CHECK_THAT(broken("\"range_source\": \"public measurement at the low end, torch.matmul on an L4",
                     "\"range_sauce\": \"x"),
              Catch::Contains("(L4).efficiency.range_sauce: unknown key"));
+  CHECK_THAT(
+      broken("\"mem_efficiency_range\": [0.75, 0.905]", "\"mem_efficiency_range\": [0.75, 0.85]"),
+      Catch::Contains("architectures.turing.mem_efficiency_range: [0.75, 0.85] excludes its own value 0.89"));
   CHECK_THAT(broken("\"fp16\": 0.54, \"bf16\": 0.55}", "\"fp16\": 0.54, \"bf16\": 1.2}"),
              Catch::Contains("(L4).efficiency.gemm_efficiency.bf16: must be in (0, 1]"));
   // Power fractions go through core's strict reader (std::atof read "0.15x" as 0.15 and "x" as 0).

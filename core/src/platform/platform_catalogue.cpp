@@ -1,5 +1,5 @@
 // The GPU and interconnect catalogue (platform_writer.hpp): data/catalogue.json parsed and checked, its GPUs
-// as platform properties and GPU types, and the tables of `vitsim platform --list-gpus` / `--list-links`.
+// as platform properties and GPU types (the tables of `--list-gpus` / `--list-links`: catalogue_tables.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -87,9 +87,18 @@ void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
   }
 }
 
-// An architecture's (or one GPU's own) efficiency figures: each GEMM figure in (0, 1], each range [low,
-// high] holding the figure as written (2 digits, catalogue_gpu_props) so that a range that would exclude its
-// own value is refused here, naming the entry, not when a platform is written.
+// [low, high] at `at`, holding `value` as catalogue_gpu_props writes it (2 digits): a range that would
+// exclude its own value is refused here, naming the entry, not when a platform is written.
+std::pair<double, double> read_range(const Json& js, const ojson& r, const std::string& at, double value) {
+  if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number())
+    js.fail(at, "expected [low, high]");
+  const double low = r[0].get<double>(), high = r[1].get<double>(), written = std::round(value * 100) / 100;
+  if (!(low <= written && written <= high))
+    js.fail(at, fmt::format("[{}, {}] excludes its own value {:.2f}", low, high, written));
+  return {low, high};
+}
+
+// An architecture's (or one GPU's own) efficiency figures, each in (0, 1], and their ranges.
 void parse_efficiency_figures(const Json& js, const ojson& e, const std::string& where, CatalogueArch& a) {
   for (auto f = e.at("gemm_efficiency").begin(); f != e.at("gemm_efficiency").end(); ++f) {
     if (std::find(precisions().begin(), precisions().end(), f.key()) == precisions().end())
@@ -104,19 +113,18 @@ void parse_efficiency_figures(const Json& js, const ojson& e, const std::string&
       const std::string at = where + ".gemm_efficiency_range." + f.key();
       if (!e.at("gemm_efficiency").contains(f.key()))
         js.fail(at, "no gemm_efficiency figure of that precision");
-      if (!f.value().is_array() || f.value().size() != 2 || !f.value()[0].is_number() ||
-          !f.value()[1].is_number())
-        js.fail(at, "expected [low, high]");
-      const double low = f.value()[0].get<double>(), high = f.value()[1].get<double>();
-      const double written = std::round(a.gemm_efficiency.at(f.key()) * 100) / 100;
-      if (!(low <= written && written <= high))
-        js.fail(at, fmt::format("[{}, {}] excludes its own value {:.2f}", low, high, written));
-      a.gemm_efficiency_range[f.key()] = {low, high};
+      a.gemm_efficiency_range[f.key()] = read_range(js, f.value(), at, a.gemm_efficiency.at(f.key()));
     }
   if (e.contains("mem_efficiency")) {
     a.mem_efficiency = js.field(e, where).at("mem_efficiency").number();
     if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
       js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+    a.mem_efficiency_range.reset();
+  }
+  if (e.contains("mem_efficiency_range")) {
+    if (!e.contains("mem_efficiency")) js.fail(where + ".mem_efficiency_range", "no mem_efficiency figure");
+    a.mem_efficiency_range =
+        read_range(js, e.at("mem_efficiency_range"), where + ".mem_efficiency_range", a.mem_efficiency);
   }
 }
 
@@ -124,7 +132,8 @@ void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
     js.keys(it.value(), where,
-            {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "nccl", "source"});
+            {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "mem_efficiency_range", "nccl",
+             "source"});
     CatalogueArch a;
     a.name = it.key();
     a.source = require_source(js, it.value(), where);
@@ -209,7 +218,9 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
 CatalogueArch parse_gpu_figures(const Json& js, const ojson& e, const std::string& gpu_where,
                                 const Catalogue& cat, const CatalogueGpu& g) {
   const std::string where = gpu_where + ".efficiency";
-  js.keys(e, where, {"gemm_efficiency", "gemm_efficiency_range", "range_source", "mem_efficiency", "source"});
+  js.keys(e, where,
+          {"gemm_efficiency", "gemm_efficiency_range", "range_source", "mem_efficiency",
+           "mem_efficiency_range", "source"});
   CatalogueArch a = cat.archs.at(g.arch);
   a.name = g.name;
   (void)js.field(e, where).at("gemm_efficiency");
@@ -466,6 +477,12 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
                   "public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
                   a.name, used)
             : fmt::format("{} (docs/sources.md \"Catalogue\")", a.range_source)));
+  if (a.mem_efficiency_range)
+    props.push_back(range_prop(
+        "gpu_mem_efficiency", units::parse_number(fmt::format("{:.2f}", a.mem_efficiency), units::fraction()),
+        a.mem_efficiency_range->first, a.mem_efficiency_range->second,
+        fmt::format("public measurement, spread of the runs behind {} memory (docs/sources.md \"Catalogue\")",
+                    a.name)));
   for (const auto& d : cat.defaults) {
     if (d.range.empty()) continue;
     for (const auto& [key, value] : props)
@@ -511,39 +528,6 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gp
                                   a.nvls ? "behind NVSwitch" : "no", catalogue_gpu_link_kind(*g),
                                   a.nccl_source));
   return t;
-}
-
-// Tables for `vitsim platform --list-gpus` / `--list-links`.
-std::string catalogue_gpu_table(const Catalogue& cat) {
-  std::string out = fmt::format(
-      "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n", "name",
-      "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "sold", "memory", "mem_bw", "SMs", "TDP", "host",
-      "GPU link/direction", "aliases");
-  auto f = [](const CatalogueGpu& g, const char* p) {
-    return g.flops.count(p) ? g.flops.at(p) : std::string("-");
-  };
-  for (const auto& g : cat.gpus) {
-    const double gib = units::parse(g.memory, units::Kind::Bytes) / (1024.0 * 1024 * 1024);
-    out += fmt::format(
-        "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n",
-        g.name, g.arch, f(g, "fp32"), f(g, "tf32"), f(g, "fp16"), f(g, "bf16"), f(g, "fp8"), g.memory_sold,
-        fmt::format("{:.1f}GiB", gib), g.mem_bw, g.sm_count, g.tdp, g.host_link,
-        g.gpu_link.empty() ? "-" : g.gpu_link + " " + g.gpu_link_bw, join(g.aliases));
-  }
-  out +=
-      "Dense peaks (no sparsity); memory as vitsim uses it (GiB); sources: data/catalogue.json, "
-      "docs/sources.md.\n";
-  return out;
-}
-
-std::string catalogue_link_table(const Catalogue& cat) {
-  std::string out = fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", "name", "kind", "line rate",
-                                "vitsim writes", "transport", "aliases");
-  for (const auto& l : cat.links)
-    out += fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", l.name, l.kind, l.line_rate, l.effective,
-                       l.transport, join(l.aliases));
-  out += "Rates per direction; sources: data/catalogue.json, docs/sources.md.\n";
-  return out;
 }
 
 }  // namespace vitsim

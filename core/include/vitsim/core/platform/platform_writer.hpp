@@ -49,6 +49,7 @@ struct CatalogueArch {
   std::map<std::string, std::pair<double, double>> gemm_efficiency_range;
   std::string range_source;  // what the ends are, where not the spread of the runs (a GPU's own figures)
   double mem_efficiency = 0;
+  std::optional<std::pair<double, double>> mem_efficiency_range;  // as gemm_efficiency_range
   std::string source;
   // What NCCL's tuner reads of the architecture (sim/src/collectives/nccl_platform.cpp): its SM version
   // (compute capability x 10) and whether NVLS (NVLink SHARP) can run on it behind NVSwitch; 0 where the
