@@ -3,6 +3,9 @@
 // `vitsim platform` from the catalogue and by `vitsim calibrate --emit-platform`; bad ranges refused.
 #include <fmt/format.h>
 
+#include <cmath>
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "test_util.hpp"
@@ -97,6 +100,76 @@ TEST_CASE("vitsim platform writes the catalogue's ranges, and they read back", "
   CHECK(by_key["host_op_overhead"]->high == Approx(10e-6));
   CHECK(by_key.count("gpu_kernel_overhead"));
   CHECK(by_key.count("gpu_sync_overhead"));
+}
+
+TEST_CASE(
+    "every catalogue range holds its figure as written, and a GPU's own figures replace its "
+    "architecture's",
+    "[figure_range][catalogue]") {
+  const Catalogue& cat = builtin_catalogue();
+  auto check_ranges = [](const CatalogueArch& a) {
+    for (const auto& [precision, ends] : a.gemm_efficiency_range) {
+      INFO(a.name << " " << precision);
+      const double written = std::round(a.gemm_efficiency.at(precision) * 100) / 100;
+      CHECK(ends.first <= written);
+      CHECK(written <= ends.second);
+      CHECK(ends.first < ends.second);
+    }
+  };
+  for (const auto& [name, a] : cat.archs) {
+    check_ranges(a);
+    if (a.mem_efficiency_range) {
+      const double written = std::round(a.mem_efficiency * 100) / 100;
+      CHECK(a.mem_efficiency_range->first <= written);
+      CHECK(written <= a.mem_efficiency_range->second);
+    }
+  }
+  for (const auto& [name, a] : cat.gpu_figures) check_ranges(a);
+  auto props = [&](const char* gpu, const char* precision) {
+    std::map<std::string, std::string> m;
+    for (const auto& [k, v] : catalogue_gpu_props(cat, cat.gpu(gpu), precision)) m[k] = v;
+    return m;
+  };
+  // docs/sources.md "Catalogue", data/catalogue.json: the L4's own bf16 figure, torch.matmul at 66 of 121
+  // TFLOP/s (0.545, written 0.55), its range up to the L40S's warmed 0.74; its copy at 235 of 300 GB/s
+  // (0.78). The L40S keeps ada_dc's 0.74 (269.15 of 362.05) with no range (one run).
+  const auto l4 = props("l4", "bf16");
+  CHECK(l4.at("gpu_gemm_efficiency") == "0.55");
+  CHECK(l4.at("gpu_mem_efficiency") == "0.78");
+  CHECK(l4.at("gpu_arch") == "ada_dc");  // NCCL's view stays the architecture's
+  CHECK_THAT(l4.at("gpu_gemm_efficiency.range"),
+             Catch::StartsWith("0.545..0.74; public measurement at the low "
+                               "end, torch.matmul on an L4"));
+  const auto l40s = props("l40s", "bf16");
+  CHECK(l40s.at("gpu_gemm_efficiency") == "0.74");
+  CHECK(l40s.count("gpu_gemm_efficiency.range") == 0);
+  // The H100 PCIe: bf16 449 of 756 (0.594, written 0.59) up to the SXM's 0.803 (the bf16 matmul finder's H100
+  // SXM, 794.5 of 989.4); the SXM keeps hopper's 0.80 in 0.797..0.803.
+  CHECK(props("h100-pcie", "bf16").at("gpu_gemm_efficiency") == "0.59");
+  CHECK_THAT(props("h100-pcie", "bf16").at("gpu_gemm_efficiency.range"), Catch::StartsWith("0.59..0.803; "));
+  // A memory figure's range: turing's 0.89 (BabelStream on an RTX 2060) down to a T4's copy at 240 of 320
+  // GB/s (0.75), up to the RTX 2060's 304 of 336 (0.905); volta's one run has none.
+  CHECK_THAT(props("t4", "fp32").at("gpu_mem_efficiency.range"),
+             Catch::StartsWith("0.75..0.905; public measurement, spread of the runs behind turing memory"));
+  CHECK(props("v100-sxm2", "fp16").count("gpu_mem_efficiency.range") == 0);
+  // Written by `vitsim platform`, the L4's own range reads back around its own value.
+  vt::TempDir d;
+  const std::string out = d / "l4.xml";
+  REQUIRE(vt::vitsim(fmt::format("platform --nodes 1 --gpus-per-node 1 --gpu l4 --out '{}'", out)).status ==
+          0);
+  const PlatformFacts f = read_platform_facts(out);
+  bool read_back = false;
+  for (const auto& fr : f.ranges)
+    if (fr.key == "gpu_gemm_efficiency") {
+      read_back = true;
+      CHECK(fr.low == Approx(0.545));
+      CHECK(fr.value == Approx(0.55));
+      CHECK(fr.high == Approx(0.74));
+    }
+  CHECK(read_back);
+  CHECK(props("h100-sxm", "bf16").at("gpu_gemm_efficiency") == "0.80");
+  CHECK_THAT(props("h100-sxm", "bf16").at("gpu_gemm_efficiency.range"),
+             Catch::StartsWith("0.797..0.803; public measurement, spread of the runs behind hopper bf16"));
 }
 
 TEST_CASE("bad ranges are refused with the file, the line and what is wrong", "[figure_range]") {

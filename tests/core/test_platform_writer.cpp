@@ -142,6 +142,23 @@ TEST_CASE("catalogue: a figure without its unit or an entry without a source is 
                     "\"source\": \"\""),
              Catch::Contains("has no source"));
   CHECK_THAT(broken("\"aliases\": [\"tesla-p4\"]", "\"aliases\": [\"t-4\"]"), Catch::Contains("not unique"));
+  // A range that would exclude its own figure as written (2 digits) is refused where it is stated, an
+  // architecture's or a GPU's own (issue 37: "a figure's range that excludes its own value").
+  CHECK_THAT(
+      broken("\"fp32\": [0.494, 0.547]", "\"fp32\": [0.54, 0.547]"),
+      Catch::Contains("cat.json: architectures.turing.gemm_efficiency_range.fp32: [0.54, 0.547] excludes "
+                      "its own value 0.53"));
+  CHECK_THAT(broken("\"fp32\": [0.396, 0.51]", "\"fp32\": [0.41, 0.51]"),
+             Catch::Contains(
+                 "(L4).efficiency.gemm_efficiency_range.fp32: [0.41, 0.51] excludes its own value 0.40"));
+  CHECK_THAT(broken("\"range_source\": \"public measurement at the low end, torch.matmul on an L4",
+                    "\"range_sauce\": \"x"),
+             Catch::Contains("(L4).efficiency.range_sauce: unknown key"));
+  CHECK_THAT(
+      broken("\"mem_efficiency_range\": [0.75, 0.905]", "\"mem_efficiency_range\": [0.75, 0.85]"),
+      Catch::Contains("architectures.turing.mem_efficiency_range: [0.75, 0.85] excludes its own value 0.89"));
+  CHECK_THAT(broken("\"fp16\": 0.54, \"bf16\": 0.55}", "\"fp16\": 0.54, \"bf16\": 1.2}"),
+             Catch::Contains("(L4).efficiency.gemm_efficiency.bf16: must be in (0, 1]"));
   // Power fractions go through core's strict reader (std::atof read "0.15x" as 0.15 and "x" as 0).
   for (const char* bad : {"0.15x", "x", "inf", "1.5", "0"})
     CHECK_THAT(broken("\"gpu_idle_power_fraction\": {\"value\": \"0.15\"",

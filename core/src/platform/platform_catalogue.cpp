@@ -1,9 +1,10 @@
 // The GPU and interconnect catalogue (platform_writer.hpp): data/catalogue.json parsed and checked, its GPUs
-// as platform properties and GPU types, and the tables of `vitsim platform --list-gpus` / `--list-links`.
+// as platform properties and GPU types (the tables of `--list-gpus` / `--list-links`: catalogue_tables.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include "platform/platform_writer_detail.hpp"
@@ -86,36 +87,60 @@ void parse_catalogue_defaults(const Json& js, const ojson& j, Catalogue& cat) {
   }
 }
 
+// [low, high] at `at`, holding `value` as catalogue_gpu_props writes it (2 digits): a range that would
+// exclude its own value is refused here, naming the entry, not when a platform is written.
+std::pair<double, double> read_range(const Json& js, const ojson& r, const std::string& at, double value) {
+  if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number())
+    js.fail(at, "expected [low, high]");
+  const double low = r[0].get<double>(), high = r[1].get<double>(), written = std::round(value * 100) / 100;
+  if (!(low <= written && written <= high))
+    js.fail(at, fmt::format("[{}, {}] excludes its own value {:.2f}", low, high, written));
+  return {low, high};
+}
+
+// An architecture's (or one GPU's own) efficiency figures, each in (0, 1], and their ranges.
+void parse_efficiency_figures(const Json& js, const ojson& e, const std::string& where, CatalogueArch& a) {
+  for (auto f = e.at("gemm_efficiency").begin(); f != e.at("gemm_efficiency").end(); ++f) {
+    if (std::find(precisions().begin(), precisions().end(), f.key()) == precisions().end())
+      js.fail(where + ".gemm_efficiency." + f.key(), "unknown precision; valid: " + join(precisions()));
+    const double v = js.field(f.value(), where + ".gemm_efficiency." + f.key()).number();
+    if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + f.key(), "must be in (0, 1]");
+    a.gemm_efficiency[f.key()] = v;
+    a.gemm_efficiency_range.erase(f.key());  // a GPU's own figure drops its architecture's range
+  }
+  if (e.contains("gemm_efficiency_range"))
+    for (auto f = e.at("gemm_efficiency_range").begin(); f != e.at("gemm_efficiency_range").end(); ++f) {
+      const std::string at = where + ".gemm_efficiency_range." + f.key();
+      if (!e.at("gemm_efficiency").contains(f.key()))
+        js.fail(at, "no gemm_efficiency figure of that precision");
+      a.gemm_efficiency_range[f.key()] = read_range(js, f.value(), at, a.gemm_efficiency.at(f.key()));
+    }
+  if (e.contains("mem_efficiency")) {
+    a.mem_efficiency = js.field(e, where).at("mem_efficiency").number();
+    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
+      js.fail(where + ".mem_efficiency", "must be in (0, 1]");
+    a.mem_efficiency_range.reset();
+  }
+  if (e.contains("mem_efficiency_range")) {
+    if (!e.contains("mem_efficiency")) js.fail(where + ".mem_efficiency_range", "no mem_efficiency figure");
+    a.mem_efficiency_range =
+        read_range(js, e.at("mem_efficiency_range"), where + ".mem_efficiency_range", a.mem_efficiency);
+  }
+}
+
 void parse_catalogue_archs(const Json& js, const ojson& j, Catalogue& cat) {
   for (auto it = j.at("architectures").begin(); it != j.at("architectures").end(); ++it) {
     const std::string where = "architectures." + it.key();
     js.keys(it.value(), where,
-            {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "nccl", "source"});
+            {"gemm_efficiency", "gemm_efficiency_range", "mem_efficiency", "mem_efficiency_range", "nccl",
+             "source"});
     CatalogueArch a;
     a.name = it.key();
     a.source = require_source(js, it.value(), where);
-    for (auto e = it.value().at("gemm_efficiency").begin(); e != it.value().at("gemm_efficiency").end();
-         ++e) {
-      if (std::find(precisions().begin(), precisions().end(), e.key()) == precisions().end())
-        js.fail(where + ".gemm_efficiency." + e.key(), "unknown precision; valid: " + join(precisions()));
-      const double v = js.field(e.value(), where + ".gemm_efficiency." + e.key()).number();
-      if (!(v > 0 && v <= 1)) js.fail(where + ".gemm_efficiency." + e.key(), "must be in (0, 1]");
-      a.gemm_efficiency[e.key()] = v;
-    }
+    (void)js.field(it.value(), where).at("gemm_efficiency");
+    (void)js.field(it.value(), where).at("mem_efficiency");
+    parse_efficiency_figures(js, it.value(), where, a);
     if (!a.gemm_efficiency.count("fp32")) js.fail(where, "gemm_efficiency needs an fp32 figure");
-    if (it.value().contains("gemm_efficiency_range"))
-      for (auto e = it.value().at("gemm_efficiency_range").begin();
-           e != it.value().at("gemm_efficiency_range").end(); ++e) {
-        const std::string at = where + ".gemm_efficiency_range." + e.key();
-        if (!a.gemm_efficiency.count(e.key())) js.fail(at, "no gemm_efficiency figure of that precision");
-        if (!e.value().is_array() || e.value().size() != 2 || !e.value()[0].is_number() ||
-            !e.value()[1].is_number())
-          js.fail(at, "expected [low, high]");
-        a.gemm_efficiency_range[e.key()] = {e.value()[0].get<double>(), e.value()[1].get<double>()};
-      }
-    a.mem_efficiency = js.field(it.value(), where).at("mem_efficiency").number();
-    if (!(a.mem_efficiency > 0 && a.mem_efficiency <= 1))
-      js.fail(where + ".mem_efficiency", "must be in (0, 1]");
     if (it.value().contains("nccl")) {
       const ojson& n = it.value().at("nccl");
       js.keys(n, where + ".nccl", {"sm", "nvls", "source"});
@@ -150,7 +175,7 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
                                  const Catalogue& cat) {
   js.keys(e, where,
           {"name", "model", "aliases", "vendor", "arch", "flops", "memory_sold", "memory", "mem_bw",
-           "sm_count", "tdp", "host_link", "gpu_link", "note", "source"});
+           "sm_count", "tdp", "host_link", "gpu_link", "note", "efficiency", "source"});
   CatalogueGpu g;
   const OField f = js.field(e, where);
   g.name = f.at("name").string();
@@ -185,6 +210,26 @@ CatalogueGpu parse_catalogue_gpu(const Json& js, const ojson& e, const std::stri
   if (f.has("note")) g.note = f.at("note").string();
   g.source = require_source(js, e, where);
   return g;
+}
+
+// A GPU's own figures where a public measurement of that GPU differs from its architecture's (a power-capped
+// part of a larger chip's family): its architecture's figures with those it states replaced, and its source
+// first.
+CatalogueArch parse_gpu_figures(const Json& js, const ojson& e, const std::string& gpu_where,
+                                const Catalogue& cat, const CatalogueGpu& g) {
+  const std::string where = gpu_where + ".efficiency";
+  js.keys(e, where,
+          {"gemm_efficiency", "gemm_efficiency_range", "range_source", "mem_efficiency",
+           "mem_efficiency_range", "source"});
+  CatalogueArch a = cat.archs.at(g.arch);
+  a.name = g.name;
+  (void)js.field(e, where).at("gemm_efficiency");
+  parse_efficiency_figures(js, e, where, a);
+  if (e.contains("gemm_efficiency_range") != e.contains("range_source"))
+    js.fail(where, "gemm_efficiency_range and range_source go together (what each end is)");
+  if (e.contains("range_source")) a.range_source = js.text(e.at("range_source"), where + ".range_source");
+  a.source = require_source(js, e, where) + "; its other figures: architecture " + g.arch + "'s";
+  return a;
 }
 
 CatalogueLink parse_catalogue_link(const Json& js, const ojson& e, const std::string& where) {
@@ -240,6 +285,8 @@ Catalogue parse_catalogue_json(const std::string& json_text, const std::string& 
     const std::string where = fmt::format("gpus[{}] ({})", i, e.value("name", "?"));
     CatalogueGpu g = parse_catalogue_gpu(js, e, where, cat);
     gpu_names.add(g.name, g.aliases, where);
+    if (e.contains("efficiency"))
+      cat.gpu_figures[g.name] = parse_gpu_figures(js, e.at("efficiency"), where, cat, g);
     cat.gpus.push_back(std::move(g));
   }
   UniqueNames link_names(js);
@@ -348,6 +395,7 @@ const CatalogueLink& Catalogue::link(const std::string& name) const {
 }
 
 const CatalogueArch& Catalogue::arch_of(const CatalogueGpu& g) const {
+  if (auto own = gpu_figures.find(g.name); own != gpu_figures.end()) return own->second;
   return archs.at(g.arch);
 }
 
@@ -424,8 +472,17 @@ std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catal
   if (auto r = a.gemm_efficiency_range.find(used); r != a.gemm_efficiency_range.end())
     props.push_back(range_prop(
         "gpu_gemm_efficiency", units::parse_number(eff, units::fraction()), r->second.first, r->second.second,
-        fmt::format("public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
-                    a.name, used)));
+        a.range_source.empty()
+            ? fmt::format(
+                  "public measurement, spread of the runs behind {} {} (docs/sources.md \"Catalogue\")",
+                  a.name, used)
+            : fmt::format("{} (docs/sources.md \"Catalogue\")", a.range_source)));
+  if (a.mem_efficiency_range)
+    props.push_back(range_prop(
+        "gpu_mem_efficiency", units::parse_number(fmt::format("{:.2f}", a.mem_efficiency), units::fraction()),
+        a.mem_efficiency_range->first, a.mem_efficiency_range->second,
+        fmt::format("public measurement, spread of the runs behind {} memory (docs/sources.md \"Catalogue\")",
+                    a.name)));
   for (const auto& d : cat.defaults) {
     if (d.range.empty()) continue;
     for (const auto& [key, value] : props)
@@ -467,43 +524,10 @@ GpuTypeSpec gpu_type_from_catalogue(const Catalogue& cat, const CatalogueGpu& gp
   t.notes.push_back(
       fmt::format("PCIe: {} at {} ({} line): {}", host.name, host.effective, host.line_rate, host.source));
   if (a.nccl_sm > 0)
-    t.notes.push_back(fmt::format("NCCL: gpu_arch {} (SM {}, NVLS {}), gpu_link {}: {}", a.name, a.nccl_sm,
+    t.notes.push_back(fmt::format("NCCL: gpu_arch {} (SM {}, NVLS {}), gpu_link {}: {}", g->arch, a.nccl_sm,
                                   a.nvls ? "behind NVSwitch" : "no", catalogue_gpu_link_kind(*g),
                                   a.nccl_source));
   return t;
-}
-
-// Tables for `vitsim platform --list-gpus` / `--list-links`.
-std::string catalogue_gpu_table(const Catalogue& cat) {
-  std::string out = fmt::format(
-      "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n", "name",
-      "arch", "fp32", "tf32", "fp16", "bf16", "fp8", "sold", "memory", "mem_bw", "SMs", "TDP", "host",
-      "GPU link/direction", "aliases");
-  auto f = [](const CatalogueGpu& g, const char* p) {
-    return g.flops.count(p) ? g.flops.at(p) : std::string("-");
-  };
-  for (const auto& g : cat.gpus) {
-    const double gib = units::parse(g.memory, units::Kind::Bytes) / (1024.0 * 1024 * 1024);
-    out += fmt::format(
-        "{:<15} {:<14} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>10} {:>5} {:>6} {:<10} {:<24} {}\n",
-        g.name, g.arch, f(g, "fp32"), f(g, "tf32"), f(g, "fp16"), f(g, "bf16"), f(g, "fp8"), g.memory_sold,
-        fmt::format("{:.1f}GiB", gib), g.mem_bw, g.sm_count, g.tdp, g.host_link,
-        g.gpu_link.empty() ? "-" : g.gpu_link + " " + g.gpu_link_bw, join(g.aliases));
-  }
-  out +=
-      "Dense peaks (no sparsity); memory as vitsim uses it (GiB); sources: data/catalogue.json, "
-      "docs/sources.md.\n";
-  return out;
-}
-
-std::string catalogue_link_table(const Catalogue& cat) {
-  std::string out = fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", "name", "kind", "line rate",
-                                "vitsim writes", "transport", "aliases");
-  for (const auto& l : cat.links)
-    out += fmt::format("{:<15} {:<10} {:<22} {:<22} {:<10} {}\n", l.name, l.kind, l.line_rate, l.effective,
-                       l.transport, join(l.aliases));
-  out += "Rates per direction; sources: data/catalogue.json, docs/sources.md.\n";
-  return out;
 }
 
 }  // namespace vitsim

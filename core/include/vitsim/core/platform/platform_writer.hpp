@@ -47,7 +47,9 @@ struct CatalogueArch {
   // precision -> the spread of the public runs behind it (written as gpu_gemm_efficiency.range,
   // core/platform/figure_range.hpp); absent where the source gives one figure
   std::map<std::string, std::pair<double, double>> gemm_efficiency_range;
+  std::string range_source;  // what the ends are, where not the spread of the runs (a GPU's own figures)
   double mem_efficiency = 0;
+  std::optional<std::pair<double, double>> mem_efficiency_range;  // as gemm_efficiency_range
   std::string source;
   // What NCCL's tuner reads of the architecture (sim/src/collectives/nccl_platform.cpp): its SM version
   // (compute capability x 10) and whether NVLS (NVLink SHARP) can run on it behind NVSwitch; 0 where the
@@ -75,6 +77,9 @@ struct CatalogueDefault {
 struct Catalogue {
   std::vector<CatalogueDefault> defaults;  // file order: gpu_gemm_tile, gpu_kernel_overhead, ...
   std::map<std::string, CatalogueArch> archs;
+  // A GPU's own figures (its entry's "efficiency": a public measurement of that part), by GPU name: its
+  // architecture's with those it states replaced; arch_of returns them.
+  std::map<std::string, CatalogueArch> gpu_figures;
   std::vector<CatalogueGpu> gpus;    // file order
   std::vector<CatalogueLink> links;  // file order
   // Case-insensitive, '-', '_' and ' ' ignored, aliases included. Unknown: Error "unknown GPU 'x' (did you
@@ -102,8 +107,9 @@ std::string catalogue_gpu_link_kind(const CatalogueGpu& g);
 std::string normalise_name(const std::string& name);
 
 // The gpu_* properties a platform states for a catalogue GPU, in the order they are written; the GEMM
-// efficiency is the architecture's figure for `precision` (fp32, fp16, bf16; without one, bf16 takes fp16's
-// where the chip runs both on one tensor path, else fp32's; `used_precision` says which one was taken).
+// efficiency is the architecture's figure (or the GPU's own, Catalogue::gpu_figures) for `precision` (fp32,
+// fp16, bf16; without one, bf16 takes fp16's where the chip runs both on one tensor path, else fp32's;
+// `used_precision` says which one was taken).
 std::vector<std::pair<std::string, std::string>> catalogue_gpu_props(const Catalogue& cat,
                                                                      const CatalogueGpu& g,
                                                                      const std::string& precision,
