@@ -29,20 +29,6 @@ namespace vitsim::sim {
 
 namespace {
 
-// splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): the
-// same stream on every compiler and library, which std::uniform_real_distribution does not promise.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
-};
-
 // What one simulation of the interval is: point `point`, sample `sample` (or figure `figure` at an end).
 // Figures 0..k-1 are the platform's ranged figures, k.. the calibration's measured spans.
 struct Run {
@@ -55,13 +41,15 @@ struct Run {
 // A measured span of the calibration (core/formats/calibration.hpp) that a platform's points may use: a
 // device type the platform has; its compute or sync figures (MeasuredSpan, a factor), or its occupancy
 // factor (the alone factor drawn between the measured one and 1: the occupancy phase timed the largest
-// calibration micro-batch only, how much of it holds at another is not measured).
+// calibration micro-batch only, how much of it holds at another is not measured), or its step cv (the
+// straggler figure, drawn in the least..most of calibrate's per-rank, per-micro-batch cvs).
 struct SpanFigure {
-  enum Kind { Compute, Sync, Occupancy };
+  enum Kind { Compute, Sync, Occupancy, StepCv };
   size_t device = 0;
   Kind kind = Compute;
   double low = 1, high = 1;
   std::string why, device_type;
+  double value = 1;  // where the point as predicted has it (a factor of 1; the occupancy, the cv as measured)
 };
 
 // One platform file of the points: its figures, the calibration's spans, and the design over both.
@@ -90,7 +78,7 @@ std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFac
     if (!models.count(dc.device_type)) continue;
     for (const auto& [kind, span] :
          {std::pair{SpanFigure::Compute, &dc.compute_span}, std::pair{SpanFigure::Sync, &dc.sync_span}})
-      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type});
+      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type, 1});
     if (dc.occupancy_busy_ranks > 0 && dc.occupancy_alone_factor != 1)
       out.push_back(
           {d, SpanFigure::Occupancy, std::min(1.0, dc.occupancy_alone_factor),
@@ -99,7 +87,18 @@ std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFac
                        "at its largest micro-batch; how much of it holds at another micro-batch is "
                        "not measured (a point with {} or more busy ranks per host: no effect)",
                        dc.occupancy_alone_factor, dc.occupancy_busy_ranks, dc.occupancy_busy_ranks),
-           dc.device_type});
+           dc.device_type, dc.occupancy_alone_factor});
+    // The step cv where predict uses it: the device type's first (Calibration::step_cv), and no step
+    // phase's sync figures, which hold the measured wait instead (sim/src/point/rank_setup.cpp).
+    if (dc.step_cv.ranged() && calib->step_cv(dc.device_type) == &dc.step_cv && !calib->sync(dc.device_type))
+      out.push_back(
+          {d, SpanFigure::StepCv, dc.step_cv.low, dc.step_cv.high,
+           fmt::format("measured: vitsim calibrate's compute rounds, step cv {:.3g} (the median) "
+                       "within {:.3g}..{:.3g} (the least and most over its ranks and micro-batches); "
+                       "a point waits cv x forward + backward x E[max of N normals] for the "
+                       "slowest of its N ranks",
+                       dc.step_cv.value, dc.step_cv.low, dc.step_cv.high),
+           dc.device_type, dc.step_cv.value});
   }
   return out;
 }
@@ -131,27 +130,6 @@ std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
     out[it->second].elements.push_back(r.element);
   }
   return out;
-}
-
-std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t seed) {
-  SplitMix64 rng{seed};
-  std::vector<std::vector<double>> rows(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(k)));
-  std::vector<size_t> strata(static_cast<size_t>(n));
-  for (int j = 0; j < k; ++j) {
-    std::iota(strata.begin(), strata.end(), size_t{0});
-    for (size_t i = strata.size(); i > 1; --i)
-      std::swap(strata[i - 1], strata[rng.below(i)]);  // Fisher-Yates
-    for (int s = 0; s < n; ++s) rows[s][j] = (static_cast<double>(strata[s]) + rng.unit()) / n;
-  }
-  return rows;
-}
-
-double quantile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const double h = (static_cast<double>(v.size()) - 1) * p;
-  const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 std::string platform_with_texts(const std::string& text, const std::string& path,
@@ -214,9 +192,10 @@ struct IntervalRuns {
 
 // `c` with span figure `f` at `v`.
 Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
-  if (f.kind == SpanFigure::Occupancy) {
+  if (f.kind == SpanFigure::Occupancy || f.kind == SpanFigure::StepCv) {
     Calibration out = c;
-    out.devices.at(f.device).occupancy_alone_factor = v;
+    (f.kind == SpanFigure::Occupancy ? out.devices.at(f.device).occupancy_alone_factor
+                                     : out.devices.at(f.device).step_cv.value) = v;
     return out;
   }
   return with_span_factors(c, f.device, f.kind == SpanFigure::Compute ? v : 1.0,
@@ -252,7 +231,9 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
   auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].low; };
   auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].high; };
   // The platform's columns come first, so that a calibration without spans leaves its design as it was.
-  for (const auto& row : latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed)) {
+  // Surrogate mode: no sample simulated (add_intervals evaluates the design on the ends).
+  const int simulated = io.mode == IntervalMode::Sampled && k + ks > 0 ? io.samples : 0;
+  for (const auto& row : latin_hypercube(simulated, static_cast<int>(k + ks), io.seed)) {
     std::vector<double> v(k + ks);
     for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + row[j] * (high(j) - low(j));
     slot(v);
@@ -295,7 +276,8 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       r.runs.push_back(run);
     };
     const size_t figures = pp.figures.size() + pp.spans.size();
-    const size_t samples = figures == 0 ? 0 : static_cast<size_t>(io.samples);
+    const size_t samples =
+        figures == 0 || io.mode != IntervalMode::Sampled ? 0 : static_cast<size_t>(io.samples);
     for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
     for (size_t j = 0; j < figures; ++j)
       for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
@@ -303,6 +285,16 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
   return r;
 }
 
+}  // namespace
+
+namespace {
+// Each figure's range and value, platform figures then the calibration's spans (the design's columns).
+std::vector<FigureEnds> figure_ends(const PlatformPlan& pp) {
+  std::vector<FigureEnds> out;
+  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, 0, 0});
+  for (const SpanFigure& f : pp.spans) out.push_back({f.low, f.value, f.high, 0, 0});
+  return out;
+}
 }  // namespace
 
 std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files) {
@@ -356,15 +348,15 @@ std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calib
     if (fresh) unique.push_back(runs[i].scenario);
     of[i] = it->second;
   }
-  const std::vector<ReportPoint> predicted =
-      unique.empty() ? std::vector<ReportPoint>{}
+  const std::vector<SimulatedTimes> predicted =
+      unique.empty() ? std::vector<SimulatedTimes>{}
                      : simulate_points(unique, calib, opt, who + " (the measured runs)");
   std::vector<double> ratios;
   for (size_t i = 0; i < runs.size(); ++i) {
     double model = runs[i].predicted;
     if (!(model > 0)) {
-      const ReportPoint& p = predicted[of[i]];
-      model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
+      const SimulatedTimes& p = predicted[of[i]];
+      model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s : p.epoch_time_s;
     }
     // The report reader's range for a ratio (core/src/results/report_json.cpp): what is written reads back.
     check_time_ratio(runs[i].where, runs[i].seconds, model);
@@ -407,7 +399,7 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
   const IntervalRuns r = plan_runs(points, calib, io, dir);
-  const std::vector<ReportPoint> results =
+  const std::vector<SimulatedTimes> results =
       simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
@@ -420,17 +412,31 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
     std::vector<double> epochs, steps;
     std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
+    std::vector<FigureEnds> epoch_ends = figure_ends(pp), step_ends = epoch_ends;
     for (size_t n = 0; n < r.runs.size(); ++n) {
       const Run& run = r.runs[n];
       if (run.point != i) continue;
       if (run.sample >= 0) {
         epochs.push_back(results[n].epoch_time_s);
-        steps.push_back(results[n].step_time_s.mean);
+        steps.push_back(results[n].step_time_s);
       } else {
         (run.end == 0 ? sens[run.figure].epoch_at_low_s : sens[run.figure].epoch_at_high_s) =
             results[n].epoch_time_s;
+        (run.end == 0 ? epoch_ends[run.figure].at_low : epoch_ends[run.figure].at_high) =
+            results[n].epoch_time_s;
+        (run.end == 0 ? step_ends[run.figure].at_low : step_ends[run.figure].at_high) =
+            results[n].step_time_s;
       }
     }
+    p.interval.surrogate = io.mode == IntervalMode::Surrogate && !sens.empty();
+    if (p.interval.surrogate)
+      for (const auto& row : latin_hypercube(io.samples, static_cast<int>(sens.size()), io.seed)) {
+        std::vector<double> x(row.size());
+        for (size_t j = 0; j < x.size(); ++j)
+          x[j] = epoch_ends[j].low + row[j] * (epoch_ends[j].high - epoch_ends[j].low);
+        epochs.push_back(additive_surrogate(p.epoch_time_s, epoch_ends, x));
+        steps.push_back(additive_surrogate(p.step_time_s.mean, step_ends, x));
+      }
     // No ranged figure: nothing varies, the interval is the point.
     if (epochs.empty()) epochs.push_back(p.epoch_time_s), steps.push_back(p.step_time_s.mean);
     p.interval.samples = io.samples;
@@ -454,15 +460,18 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       const SpanFigure& f = pp.spans[j];
       FigureSensitivity& e = sens[pp.figures.size() + j];
       static constexpr const char* kNames[] = {"calibration compute", "calibration sync",
-                                               "calibration occupancy"};
+                                               "calibration occupancy", "calibration step_cv"};
       static constexpr const char* kMeasure[] = {
           "vitsim calibrate (its step phase's trainer rounds, or its compute rounds; more --iters, a quieter "
           "machine narrow it)",
           "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)",
-          "vitsim calibrate with the busy ranks per host you predict"};
+          "vitsim calibrate with the busy ranks per host you predict",
+          "vitsim calibrate on a quiet machine (its compute rounds; the step phase's sync figures on the "
+          "ranks of the run take its place)"};
       e.figure = kNames[f.kind];
       e.where = fmt::format("device {} of {}", f.device_type, calib->path);
-      e.range = fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
+      e.range = f.kind == SpanFigure::StepCv ? fmt::format("{:.3g}..{:.3g}", f.low, f.high)
+                                             : fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
       e.why = f.why;
       e.measure = kMeasure[f.kind];
     }
