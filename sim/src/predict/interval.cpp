@@ -66,6 +66,10 @@ struct PlatformPlan {
 struct Slot {
   std::string file;
   const Calibration* calib = nullptr;
+  // A figure's end that is its value (an occupancy factor, a range up to the value): the copy would be the
+  // point's own platform and calibration, so its simulation would be the point's; not run (add_intervals
+  // takes the point's times).
+  bool centre = false;
 };
 
 std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
@@ -238,8 +242,13 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
     for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + row[j] * (high(j) - low(j));
     slot(v);
   }
+  auto value = [&](size_t j) { return j < k ? pp.figures[j].value : pp.spans[j - k].value; };
   for (size_t j = 0; j < k + ks; ++j)
     for (double end : {low(j), high(j)}) {
+      if (end == value(j)) {
+        slots.push_back({path, calib, true});
+        continue;
+      }
       std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
       v[j] = end;
       slot(v);
@@ -248,7 +257,7 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
 }
 
 IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
-                       const IntervalOptions& io, const TempDir& dir) {
+                       const IntervalOptions& io, const TempDir& dir, PlatformCache& platforms) {
   IntervalRuns r;
   std::map<std::string, std::vector<Slot>> slots;  // platform -> samples..., then low/high per figure
   for (size_t i = 0; i < points.size(); ++i) {
@@ -256,7 +265,7 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
     if (!r.plans.count(path)) {
       PlatformPlan pp;
       pp.text = read_file(path);
-      const PlatformFacts facts = read_platform_text(path, pp.text);
+      const PlatformFacts& facts = platforms.of(points[i]);  // read (and load-checked) once
       pp.figures = ranged_figures(facts);
       pp.spans = span_figures(calib, facts);
       for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
@@ -280,7 +289,9 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
         figures == 0 || io.mode != IntervalMode::Sampled ? 0 : static_cast<size_t>(io.samples);
     for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
     for (size_t j = 0; j < figures; ++j)
-      for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
+      for (int end = 0; end < 2; ++end)
+        if (!f[samples + 2 * j + end].centre)
+          add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
   }
   return r;
 }
@@ -288,11 +299,12 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
 }  // namespace
 
 namespace {
-// Each figure's range and value, platform figures then the calibration's spans (the design's columns).
-std::vector<FigureEnds> figure_ends(const PlatformPlan& pp) {
+// Each figure's range and value, platform figures then the calibration's spans (the design's columns), the
+// output at both ends `centre` until simulated.
+std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre) {
   std::vector<FigureEnds> out;
-  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, 0, 0});
-  for (const SpanFigure& f : pp.spans) out.push_back({f.low, f.value, f.high, 0, 0});
+  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, centre, centre});
+  for (const SpanFigure& f : pp.spans) out.push_back({f.low, f.value, f.high, centre, centre});
   return out;
 }
 }  // namespace
@@ -395,12 +407,15 @@ FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<Measur
 }  // namespace
 
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs) {
+                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
+                   PlatformCache* platforms) {
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
-  const IntervalRuns r = plan_runs(points, calib, io, dir);
+  PlatformCache own;
+  PlatformCache& cache = platforms ? *platforms : own;
+  const IntervalRuns r = plan_runs(points, calib, io, dir, cache);
   const std::vector<SimulatedTimes> results =
-      simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
+      simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
   // A point that no calibration measured and no run was held against: the model's own error on the public
@@ -412,7 +427,10 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
     std::vector<double> epochs, steps;
     std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
-    std::vector<FigureEnds> epoch_ends = figure_ends(pp), step_ends = epoch_ends;
+    // An end not simulated (Slot::centre) is the point itself.
+    for (FigureSensitivity& e : sens) e.epoch_at_low_s = e.epoch_at_high_s = p.epoch_time_s;
+    std::vector<FigureEnds> epoch_ends = figure_ends(pp, p.epoch_time_s),
+                            step_ends = figure_ends(pp, p.step_time_s.mean);
     for (size_t n = 0; n < r.runs.size(); ++n) {
       const Run& run = r.runs[n];
       if (run.point != i) continue;

@@ -138,8 +138,10 @@ ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, Pl
 std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                             const PredictOptions& opt, const std::string& who,
                                             const std::vector<std::string>& engine_of,
-                                            const std::vector<const Calibration*>& calib_of) {
-  PlatformCache platforms;
+                                            const std::vector<const Calibration*>& calib_of,
+                                            PlatformCache* cache) {
+  PlatformCache own;
+  PlatformCache& platforms = cache ? *cache : own;
   // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
   // facts, read without the load check (its engine's file had it).
   std::map<std::string, PlatformFacts> copies;
@@ -245,7 +247,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
   if (opt.interval.samples > 0 && report.failed.empty())
-    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs);
+    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs, &platforms);
   else if (opt.interval.samples > 0)
     for (auto& p : report.points)
       p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",

@@ -27,6 +27,7 @@ struct PlatformProp;
 namespace vitsim::sim {
 
 struct PredictOptions;
+class PlatformCache;  // sim/engine/process_pool.hpp
 
 // One ranged figure of a platform file: the range prop stated word for word in one or more elements.
 struct RangedFigure {
@@ -105,8 +106,10 @@ std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<
 // per configuration), its measured / predicted ratio taken, and every point's interval widened to take in
 // its central value times the ratios' split-conformal ends (core conformal_spread), which the sensitivity
 // lists as "measured runs".
+// `platforms`: the caller's cache of the points' platform files (read and load-checked once; nullptr: read
+// again).
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
                    const PredictOptions& opt, const std::string& who = "vitsim predict --interval",
-                   const std::vector<MeasuredRun>& runs = {});
+                   const std::vector<MeasuredRun>& runs = {}, PlatformCache* platforms = nullptr);
 
 }  // namespace vitsim::sim

@@ -15,6 +15,8 @@ struct Calibration;
 
 namespace vitsim::sim {
 
+class PlatformCache;  // sim/engine/process_pool.hpp
+
 // How an interval's Latin hypercube is evaluated (`--interval-mode`; docs/predict.md "Intervals and
 // sensitivity"): Surrogate, on the additive surrogate of the one-at-a-time ends the sensitivity simulates
 // anyway (2 x figures simulations per point); Sampled, every sample simulated (samples + 2 x figures).
@@ -62,10 +64,12 @@ struct SimulatedTimes {
 // figures SimGrid never sees (a GPU's or a node's <prop>s: the compute, loader and copy figures vitsim reads
 // from its facts); the point's facts are read from its own file. One zygote then serves every such copy.
 // `calib_of` (empty, or one per point): the calibration point i runs with instead of `calib` (the interval's
-// sampled copies).
+// sampled copies). `platforms`: the caller's cache of the files already read and load-checked (predict's),
+// so that they are not read and checked again; nullptr: a cache of its own.
 std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                             const PredictOptions& opt, const std::string& who,
                                             const std::vector<std::string>& engine_of = {},
-                                            const std::vector<const Calibration*>& calib_of = {});
+                                            const std::vector<const Calibration*>& calib_of = {},
+                                            PlatformCache* platforms = nullptr);
 
 }  // namespace vitsim::sim
