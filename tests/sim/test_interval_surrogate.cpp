@@ -98,7 +98,8 @@ TEST_CASE("the surrogate's interval of a compute-bound point by its closed form,
 // (platforms/vector.xml's T4s with the catalogue's ranges, 1 to 8 GPUs). The tolerance: the surrogate may
 // move p10 or p90 of the figures' interval by at most 1% of the central value, ASSUMPTION: small against what
 // an interval is read for (issue 37's target width, 25-40% of the central value; the T4's corpus band alone
-// spans x0.92..x2.3), measured at 0.0-0.1% here (docs/benchmarks.md "Prediction intervals (issue 26)").
+// spans x0.92..x2.3); measured at 0.02% on this sweep, 0.16% at most over the study's scenarios (docs/
+// benchmarks.md "Prediction intervals (issue 26)").
 TEST_CASE("the surrogate's p10 and p90 against the sampled ones on the study's Vector sweep",
           "[interval][surrogate]") {
   vt::TempDir d;
