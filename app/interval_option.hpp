@@ -40,9 +40,9 @@ inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOpt
   f.shaping.push_back(
       c->add_option("--interval-mode", f.mode,
                     "how the samples are evaluated: surrogate (on the additive surrogate of the figures' "
-                    "one-at-a-time ends, which the sensitivity simulates anyway: 2 x figures simulations) "
-                    "or sampled (every sample simulated as well) (implies --interval; default surrogate; "
-                    "docs/predict.md)")
+                    "one-at-a-time ends, which the sensitivity simulates anyway, checked by simulating its "
+                    "p10 and p90 samples: every sample simulated where it is off by over 1%) or sampled "
+                    "(every sample simulated) (implies --interval; default surrogate; docs/predict.md)")
           ->check(CLI::IsMember({"surrogate", "sampled"})));
   // The seed is written into the report's JSON as a signed 64-bit integer, which plot reads back: beyond
   // 2^63-1 or negative it came out negative and plot refused the report (issue 39 item 8).
