@@ -127,8 +127,8 @@ PlanResult merge_shards(const PlanArgs& a, const CLI::App& c) {
           fmt::format("{} shapes the plan: give it to each `vitsim plan --shard` command; --merge ranks the "
                       "shards as they were planned",
                       flag));
-  for (const char* flag :
-       {"--interval", "--samples", "--interval-seed", "--p-low", "--p-high", "--interval-top", "--runs"})
+  for (const char* flag : {"--interval", "--samples", "--interval-mode", "--interval-seed", "--p-low",
+                           "--p-high", "--interval-top", "--runs"})
     if (c.count(flag) > 0)
       throw UsageError(
           fmt::format("{}: an interval is simulated for the ranked plan's top candidates, which --merge does "

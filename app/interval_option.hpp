@@ -1,7 +1,7 @@
 #pragma once
-// --interval and its flags (--samples, --interval-seed, --p-low, --p-high, --runs) of `vitsim predict` and
-// `vitsim plan` (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity"): one definition for
-// both, so that the flags read and refuse alike.
+// --interval and its flags (--samples, --interval-mode, --interval-seed, --p-low, --p-high, --runs) of
+// `vitsim predict` and `vitsim plan` (sim/predict/interval.hpp; docs/predict.md "Intervals and sensitivity"):
+// one definition for both, so that the flags read and refuse alike.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@ inline constexpr int kDefaultSamples = 16;
 struct IntervalFlags {
   bool on = false;
   int samples = 0;
+  std::string mode = "surrogate";
   // The flags that shape an interval: each given implies --interval, as --samples and --runs do (they were
   // ignored without it, issue 39 item 9).
   std::vector<const CLI::Option*> shaping;
@@ -36,6 +37,13 @@ inline void add_interval_options(CLI::App* c, IntervalFlags& f, sim::IntervalOpt
                 fmt::format("Latin-hypercube samples of the interval (implies --interval; default {})",
                             kDefaultSamples))
       ->check(integer(2, 4096));
+  f.shaping.push_back(
+      c->add_option("--interval-mode", f.mode,
+                    "how the samples are evaluated: surrogate (on the additive surrogate of the figures' "
+                    "one-at-a-time ends, which the sensitivity simulates anyway, checked by simulating its "
+                    "p10 and p90 samples: every sample simulated where it is off by over 1%) or sampled "
+                    "(every sample simulated) (implies --interval; default surrogate; docs/predict.md)")
+          ->check(CLI::IsMember({"surrogate", "sampled"})));
   // The seed is written into the report's JSON as a signed 64-bit integer, which plot reads back: beyond
   // 2^63-1 or negative it came out negative and plot refused the report (issue 39 item 8).
   f.shaping.push_back(c->add_option("--interval-seed", o.seed,
@@ -80,6 +88,7 @@ inline void resolve_interval(const IntervalFlags& f, sim::IntervalOptions& o) {
       std::any_of(f.shaping.begin(), f.shaping.end(), [](const CLI::Option* x) { return x->count() > 0; });
   if (f.on || shaped || f.samples > 0 || !o.runs.empty())
     o.samples = f.samples > 0 ? f.samples : kDefaultSamples;
+  o.mode = value_of(sim::kIntervalModeNames, f.mode, "interval mode");
 }
 
 }  // namespace vitsim::app

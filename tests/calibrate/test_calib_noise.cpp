@@ -47,6 +47,28 @@ TEST_CASE("noisy rounds: the step-to-step coefficient of variation, within round
   CHECK_THROWS_AS(step_cv_of({{0, 0}}), Error);
 }
 
+// Issue 37 item 2: the device type's step cv is the median of its ranks' and micro-batches' cvs, and their
+// least and most its spread (what predict --interval samples); a cv beyond the file's bound [0, 1) is capped.
+TEST_CASE("noisy rounds: a device type's step cv and its spread from its ranks' and micro-batches' cvs",
+          "[calib][noise][straggler]") {
+  const StepCvFigure f = step_cv_figure({0.05, 0.01, 0.02});
+  CHECK(f.value == Approx(0.02));  // the middle of three
+  CHECK(f.low == 0.01);
+  CHECK(f.high == 0.05);
+  const StepCvFigure one = step_cv_figure({0.03});  // one rank at one micro-batch: no spread
+  CHECK(one.low == one.value);
+  CHECK(one.high == one.value);
+  const StepCvFigure wild =
+      step_cv_figure({0.5, 3.0, 4.0});  // a median beyond the bound: capped, as the high
+  CHECK(wild.value == 0.999);
+  CHECK(wild.high == 0.999);
+  CHECK(wild.low == 0.5);
+  CHECK_THROWS_AS(step_cv_figure({}), Error);
+  // As calibrate writes it, the file reads back (low <= value <= high < 1).
+  MeasuredFigure m{f.value, "measured: a test's figure", f.low, f.high};
+  CHECK(m.ranged());
+}
+
 namespace {
 // A phase whose round figures are injected: each measure_round takes the next figure; its spread is
 // round_spread of those taken so far. `log` records the order the rounds ran in.
@@ -201,7 +223,7 @@ TEST_CASE("noisy rounds: bad step_cv and rounds are refused, naming the file, de
   CHECK_THAT(error_of({{"value", 0.01}, {"why", ""}}, nullptr),
              Contains("step_cv: why must say where the figure comes from"));
   CHECK_THAT(error_of({{"value", 0.01}, {"why", why}, {"source", "x"}}, nullptr),
-             Contains("unknown key 'source'; valid: value, why"));
+             Contains("unknown key 'source'; valid: value, low, high, why"));
   CHECK_THAT(error_of(nullptr, {{"loader", check_json(3, 0, 0.01, 0.1, false)}}),
              Contains("unknown key 'loader'; valid: compute, step"));
   CHECK_THAT(error_of(nullptr, {{"compute", check_json(0, 0, 0.01, 0.1, false)}}),

@@ -697,6 +697,15 @@ std::vector<BadInput> cases() {
        "1) "
        "of the step, got 1.5"},
       {"calibration",
+       "a measured step cv's spread that excludes its value (issue 37 item 2)",
+       {{"c.json",
+         calib(
+             R"({"device_type": "G8Tf", "precision": "fp32", "model": {"image_size": 224, "patch": 16, "channels": 3, "width": 768, "depth": 12, "heads": 12, "mlp_ratio": 4, "classes": 1000}, "points": [{"micro_batch": 16, "fwd_s": 0.1, "bwd_s": 0.2}], "step_cv": {"value": 0.03, "low": 0.04, "high": 0.08, "why": "measured: x"}})")},
+        {"s.xml", scenario()}},
+       S + " --calibration c.json",
+       "vitsim: error: c.json: devices[0] ('G8Tf').step_cv: low and high must hold the value, 0 <= low <= "
+       "value <= high < 1, got 0.04 <= 0.03 <= 0.08"},
+      {"calibration",
        "round checks of an unknown phase",
        {{"c.json",
          calib(

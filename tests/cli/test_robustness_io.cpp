@@ -168,6 +168,8 @@ std::vector<IoCase> io_cases() {
        "[p.update(simulated_steps=0) or p.pop('energy',0) for p in j['points']]; "
        "json.dump(j,open('relabelled.json','w'))\" && vitsim validate s.xml --measured relabelled.json",
        1, "vitsim: error: relabelled.json: /provenance/generator: \"vitsim "},
+      {"8", "`--interval-mode` an unknown mode", "vitsim predict s.xml --interval-mode sampeld -q", 2,
+       "vitsim: error: --interval-mode: sampeld not in {surrogate,sampled}"},
   };
 }
 
@@ -311,10 +313,11 @@ TEST_CASE("did you mean: a name too long or too short for any edit allowed is no
 }
 
 TEST_CASE(
-    "interval flags: --p-low, --p-high and --interval-seed imply --interval, as --samples and --runs do",
+    "interval flags: --p-low, --p-high, --interval-mode and --interval-seed imply --interval, as --samples "
+    "and --runs do",
     "[robustness][io]") {
   const Folder f;
-  for (const char* flag : {"--p-low 0.2", "--p-high 0.8", "--interval-seed 5"}) {
+  for (const char* flag : {"--p-low 0.2", "--p-high 0.8", "--interval-seed 5", "--interval-mode sampled"}) {
     INFO(flag);
     const auto r = f.run(fmt::format("vitsim predict s.xml -q --format json {}", flag));
     REQUIRE(r.status == 0);
@@ -324,6 +327,8 @@ TEST_CASE(
     if (given.rfind("--p-low", 0) == 0) CHECK(p["interval"]["p_low"] == 0.2);
     if (given.rfind("--p-high", 0) == 0) CHECK(p["interval"]["p_high"] == 0.8);
     if (given.rfind("--interval-seed", 0) == 0) CHECK(p["interval"]["seed"] == 5);
+    // Sampled: every sample simulated, the JSON as before the surrogate (no "surrogate" key).
+    if (given.rfind("--interval-mode", 0) == 0) CHECK_FALSE(p["interval"].contains("surrogate"));
   }
   // The largest seed is written as it was given and read back (plot refused the negative seed it became;
   // a batch plot needs two micro-batches).

@@ -81,4 +81,16 @@ std::vector<RoundCheck> run_rounds(const std::vector<RoundedPhase>& phases, cons
   return checks;
 }
 
+StepCvFigure step_cv_figure(const std::vector<double>& cvs) {
+  if (cvs.empty()) throw Error("step_cv_figure: no step cv measured");
+  constexpr double kMostCv =
+      0.999;  // the file's bound: a cv in [0, 1) (core/src/formats/calibration_json.cpp)
+  const auto [least, most] = std::minmax_element(cvs.begin(), cvs.end());
+  StepCvFigure f;
+  f.value = std::min(spread_of(cvs).median, kMostCv);
+  f.low = std::min(*least, f.value);
+  f.high = std::min(*most, kMostCv);
+  return f;
+}
+
 }  // namespace vitsim::calibrate

@@ -223,18 +223,25 @@ ComputePhase finish_compute(RunContext& x, const ComputeRounds& r) {
     }
     // The step-to-step variability (the platform's gpu_step_cv, docs/model.md "Stragglers"): a value the
     // file's reader takes, [0, 1).
-    const double cv = std::min(median_of(step_cvs[type]), 0.999);
+    // With its spread (issue 37 item 2): the least and most of the ranks' and micro-batches' cvs, which
+    // predict --interval samples; where they agree (one rank at one micro-batch) the file states none.
+    const StepCvFigure figure = step_cv_figure(step_cvs[type]);
+    const double cv = figure.value;
     {
       d.step_cv.value = cv;
+      d.step_cv.low = figure.low;
+      d.step_cv.high = figure.high;
       d.step_cv.why = fmt::format(
           "measured: vitsim calibrate's {} compute rounds of {} timed steps at micro-batches {}: per round "
           "the standard deviation of a step's forward + backward over its mean, the root mean square over "
-          "the rounds, the median over the {} rank(s) and micro-batches",
+          "the rounds, the median over the {} rank(s) and micro-batches (low, high: the least and most of "
+          "them)",
           phase.rounds, r.per_round.iters, fmt::join(x.mbs, ","), x.members(type).size());
       x.say(
-          fmt::format("step cv ({}): a step's forward + backward varies {:.2f}% from step to step (the "
-                      "straggler figure, gpu_step_cv)\n",
-                      type, 100 * cv));
+          fmt::format("step cv ({}): a step's forward + backward varies {:.2f}% from step to step "
+                      "({:.2f}..{:.2f}% over the ranks and micro-batches; the straggler figure, "
+                      "gpu_step_cv)\n",
+                      type, 100 * cv, 100 * d.step_cv.low, 100 * d.step_cv.high));
     }
   }
   // The peak the emitted platform states: the best GEMM rate, on all ranks at once.

@@ -175,14 +175,24 @@ const auto kOccupancyFields = [](auto& io, auto& d) {
   });
 };
 
-// The measured step-to-step variability: {"value": .., "why": ".."}, value in [0, 1) as the platform's
-// gpu_step_cv (core/src/platform/platform_props_table.cpp), why not empty.
+// The measured step-to-step variability: {"value": .., "low": .., "high": .., "why": ".."}, value in [0, 1)
+// as the platform's gpu_step_cv (core/src/platform/platform_props_table.cpp), why not empty; low and high
+// (both or neither; older files have neither) the spread measured around it, low <= value <= high < 1.
 const auto kStepCvFields = [](auto& io, auto& s) {
   io.number("value", s.value, finite());
+  const bool spread = io.present(s.ranged(), {"low", "high"});
+  if (spread) {
+    io.number("low", s.low, finite());
+    io.number("high", s.high, finite());
+  }
   io.string("why", s.why);
   io.check([&](const JsonField& f) {
     if (!(s.value >= 0 && s.value < 1))
       f.fail(fmt::format("value must be a coefficient of variation in [0, 1) of the step, got {}", s.value));
+    if (spread && !(s.low >= 0 && s.low <= s.value && s.value <= s.high && s.high < 1))
+      f.fail(
+          fmt::format("low and high must hold the value, 0 <= low <= value <= high < 1, got {} <= {} <= {}",
+                      s.low, s.value, s.high));
     if (s.why.empty()) f.fail("why must say where the figure comes from");
   });
 };

@@ -119,11 +119,14 @@ std::string sensitivity_text(const Report& r) {
     const PointInterval& v = p.interval;
     out += fmt::format(
         "\npoint {} ({} node{}, {} GPU{}, micro-batch {}): epoch {} ({} {} .. {} {}; {} samples of {} "
-        "ranged figure{}, seed {}{})\n",
+        "ranged figure{}{}, seed {}{})\n",
         i + 1, p.nodes, p.nodes == 1 ? "" : "s", p.gpus, p.gpus == 1 ? "" : "s", p.micro_batch,
         units::format_time(p.epoch_time_s), quantile_name(v.p_low), units::format_time(v.epoch_low_s),
         quantile_name(v.p_high), units::format_time(v.epoch_high_s), v.samples, v.figures,
-        v.figures == 1 ? "" : "s", v.seed, runs_text(v) + corpus_text(v));
+        v.figures == 1 ? "" : "s",
+        v.surrogate ? fmt::format(" on the additive surrogate of their {} one-at-a-time ends", 2 * v.figures)
+                    : std::string(),
+        v.seed, runs_text(v) + corpus_text(v));
     if (v.corpus.rows > 0)
       out += fmt::format(
           "  of which the public corpus: the figures alone give {} .. {}; a calibration of these GPUs "

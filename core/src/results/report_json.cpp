@@ -162,6 +162,7 @@ const auto kCorpusFields = [](auto& io, auto& c) {
 };
 const auto kIntervalFields = [](auto& io, auto& v) {
   io.integer("samples", v.samples, 1, 1 << 20);
+  if (io.present(v.surrogate, {"surrogate"})) io.boolean("surrogate", v.surrogate);
   io.integer("seed", v.seed, 0, std::numeric_limits<long long>::max());
   io.number("p_low", v.p_low, within(0, 1, "a quantile"));
   io.number("p_high", v.p_high, within(0, 1, "a quantile"));

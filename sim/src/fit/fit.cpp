@@ -111,14 +111,14 @@ class FitRunner {
         engine_of.push_back(needs_own_engine(changed) ? file : path_);
       }
     }
-    const std::vector<ReportPoint> got = simulate_points(runs, calib_, opt_, "vitsim fit", engine_of);
+    const std::vector<SimulatedTimes> got = simulate_points(runs, calib_, opt_, "vitsim fit", engine_of);
     simulations_ += static_cast<long long>(got.size());
     for (const auto& f : files) std::filesystem::remove(f);  // a fit's hundreds of copies are not kept
     std::vector<std::vector<double>> out(values.size());
     for (size_t b = 0; b < values.size(); ++b)
       for (size_t i = 0; i < points_.size(); ++i) {
-        const ReportPoint& p = got[b * points_.size() + i];
-        out[b].push_back(metric_ == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s);
+        const SimulatedTimes& p = got[b * points_.size() + i];
+        out[b].push_back(metric_ == MeasuredMetric::StepTime ? p.step_time_s : p.epoch_time_s);
       }
     return out;
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "predict/interval_corpus.hpp"
+#include "predict/interval_runs.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/identity.hpp"
@@ -29,20 +31,6 @@ namespace vitsim::sim {
 
 namespace {
 
-// splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): the
-// same stream on every compiler and library, which std::uniform_real_distribution does not promise.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  size_t below(size_t n) { return static_cast<size_t>(next() % n); }
-};
-
 // What one simulation of the interval is: point `point`, sample `sample` (or figure `figure` at an end).
 // Figures 0..k-1 are the platform's ranged figures, k.. the calibration's measured spans.
 struct Run {
@@ -55,13 +43,15 @@ struct Run {
 // A measured span of the calibration (core/formats/calibration.hpp) that a platform's points may use: a
 // device type the platform has; its compute or sync figures (MeasuredSpan, a factor), or its occupancy
 // factor (the alone factor drawn between the measured one and 1: the occupancy phase timed the largest
-// calibration micro-batch only, how much of it holds at another is not measured).
+// calibration micro-batch only, how much of it holds at another is not measured), or its step cv (the
+// straggler figure, drawn in the least..most of calibrate's per-rank, per-micro-batch cvs).
 struct SpanFigure {
-  enum Kind { Compute, Sync, Occupancy };
+  enum Kind { Compute, Sync, Occupancy, StepCv };
   size_t device = 0;
   Kind kind = Compute;
   double low = 1, high = 1;
   std::string why, device_type;
+  double value = 1;  // where the point as predicted has it (a factor of 1; the occupancy, the cv as measured)
 };
 
 // One platform file of the points: its figures, the calibration's spans, and the design over both.
@@ -78,6 +68,10 @@ struct PlatformPlan {
 struct Slot {
   std::string file;
   const Calibration* calib = nullptr;
+  // A figure's end that is its value (an occupancy factor, a range up to the value): the copy would be the
+  // point's own platform and calibration, so its simulation would be the point's; not run (add_intervals
+  // takes the point's times).
+  bool centre = false;
 };
 
 std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
@@ -90,7 +84,7 @@ std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFac
     if (!models.count(dc.device_type)) continue;
     for (const auto& [kind, span] :
          {std::pair{SpanFigure::Compute, &dc.compute_span}, std::pair{SpanFigure::Sync, &dc.sync_span}})
-      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type});
+      if (!span->empty()) out.push_back({d, kind, span->low, span->high, span->why, dc.device_type, 1});
     if (dc.occupancy_busy_ranks > 0 && dc.occupancy_alone_factor != 1)
       out.push_back(
           {d, SpanFigure::Occupancy, std::min(1.0, dc.occupancy_alone_factor),
@@ -99,7 +93,18 @@ std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFac
                        "at its largest micro-batch; how much of it holds at another micro-batch is "
                        "not measured (a point with {} or more busy ranks per host: no effect)",
                        dc.occupancy_alone_factor, dc.occupancy_busy_ranks, dc.occupancy_busy_ranks),
-           dc.device_type});
+           dc.device_type, dc.occupancy_alone_factor});
+    // The step cv where predict uses it: the device type's first (Calibration::step_cv), and no step
+    // phase's sync figures, which hold the measured wait instead (sim/src/point/rank_setup.cpp).
+    if (dc.step_cv.ranged() && calib->step_cv(dc.device_type) == &dc.step_cv && !calib->sync(dc.device_type))
+      out.push_back(
+          {d, SpanFigure::StepCv, dc.step_cv.low, dc.step_cv.high,
+           fmt::format("measured: vitsim calibrate's compute rounds, step cv {:.3g} (the median) "
+                       "within {:.3g}..{:.3g} (the least and most over its ranks and micro-batches); "
+                       "a point waits cv x forward + backward x E[max of N normals] for the "
+                       "slowest of its N ranks",
+                       dc.step_cv.value, dc.step_cv.low, dc.step_cv.high),
+           dc.device_type, dc.step_cv.value});
   }
   return out;
 }
@@ -131,27 +136,6 @@ std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
     out[it->second].elements.push_back(r.element);
   }
   return out;
-}
-
-std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t seed) {
-  SplitMix64 rng{seed};
-  std::vector<std::vector<double>> rows(static_cast<size_t>(n), std::vector<double>(static_cast<size_t>(k)));
-  std::vector<size_t> strata(static_cast<size_t>(n));
-  for (int j = 0; j < k; ++j) {
-    std::iota(strata.begin(), strata.end(), size_t{0});
-    for (size_t i = strata.size(); i > 1; --i)
-      std::swap(strata[i - 1], strata[rng.below(i)]);  // Fisher-Yates
-    for (int s = 0; s < n; ++s) rows[s][j] = (static_cast<double>(strata[s]) + rng.unit()) / n;
-  }
-  return rows;
-}
-
-double quantile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const double h = (static_cast<double>(v.size()) - 1) * p;
-  const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 std::string platform_with_texts(const std::string& text, const std::string& path,
@@ -214,9 +198,10 @@ struct IntervalRuns {
 
 // `c` with span figure `f` at `v`.
 Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
-  if (f.kind == SpanFigure::Occupancy) {
+  if (f.kind == SpanFigure::Occupancy || f.kind == SpanFigure::StepCv) {
     Calibration out = c;
-    out.devices.at(f.device).occupancy_alone_factor = v;
+    (f.kind == SpanFigure::Occupancy ? out.devices.at(f.device).occupancy_alone_factor
+                                     : out.devices.at(f.device).step_cv.value) = v;
     return out;
   }
   return with_span_factors(c, f.device, f.kind == SpanFigure::Compute ? v : 1.0,
@@ -226,7 +211,8 @@ Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
 // The slots of one platform: the design's samples, then each figure at its low and high end (platform
 // figures first, then the calibration's spans), the others at their values.
 std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t index,
-                             const Calibration* calib, const IntervalOptions& io, const TempDir& dir) {
+                             const Calibration* calib, const IntervalOptions& io, const TempDir& dir,
+                             const std::vector<int>& rows, bool ends) {
   const size_t k = pp.figures.size(), ks = pp.spans.size();
   std::vector<Slot> slots;
   auto slot = [&](const std::vector<double>& values) {
@@ -252,13 +238,20 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
   auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].low; };
   auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].high; };
   // The platform's columns come first, so that a calibration without spans leaves its design as it was.
-  for (const auto& row : latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed)) {
+  // The design's rows asked for (all in sampled mode; in surrogate mode the ones that check it).
+  const auto design = latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed);
+  for (int row : rows) {
     std::vector<double> v(k + ks);
-    for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + row[j] * (high(j) - low(j));
+    for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + design.at(row)[j] * (high(j) - low(j));
     slot(v);
   }
-  for (size_t j = 0; j < k + ks; ++j)
+  auto value = [&](size_t j) { return j < k ? pp.figures[j].value : pp.spans[j - k].value; };
+  for (size_t j = 0; j < (ends ? k + ks : 0); ++j)
     for (double end : {low(j), high(j)}) {
+      if (end == value(j)) {
+        slots.push_back({path, calib, true});
+        continue;
+      }
       std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
       v[j] = end;
       slot(v);
@@ -266,8 +259,10 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
   return slots;
 }
 
+// The runs of one batch: per platform, the design rows `rows_of(path)` and, with `ends`, the figures' ends.
 IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
-                       const IntervalOptions& io, const TempDir& dir) {
+                       const IntervalOptions& io, const TempDir& dir, PlatformCache& platforms,
+                       const std::function<std::vector<int>(const std::string&)>& rows_of, bool ends) {
   IntervalRuns r;
   std::map<std::string, std::vector<Slot>> slots;  // platform -> samples..., then low/high per figure
   for (size_t i = 0; i < points.size(); ++i) {
@@ -275,11 +270,13 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
     if (!r.plans.count(path)) {
       PlatformPlan pp;
       pp.text = read_file(path);
-      const PlatformFacts facts = read_platform_text(path, pp.text);
+      const PlatformFacts& facts = platforms.of(points[i]);  // read (and load-checked) once
       pp.figures = ranged_figures(facts);
       pp.spans = span_figures(calib, facts);
       for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
-      slots[path] = plan_slots(pp, path, r.plans.size(), calib, io, dir);
+      slots[path] =
+          plan_slots(pp, path, r.plans.size(), calib, io, dir,
+                     pp.figures.size() + pp.spans.size() ? rows_of(path) : std::vector<int>{}, ends);
       r.plans[path] = std::move(pp);
     }
     const PlatformPlan& pp = r.plans[path];
@@ -295,120 +292,153 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       r.runs.push_back(run);
     };
     const size_t figures = pp.figures.size() + pp.spans.size();
-    const size_t samples = figures == 0 ? 0 : static_cast<size_t>(io.samples);
-    for (size_t s = 0; s < samples; ++s) add(f[s], {i, static_cast<int>(s), -1, 0});
-    for (size_t j = 0; j < figures; ++j)
-      for (int end = 0; end < 2; ++end) add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
+    const std::vector<int> rows = figures ? rows_of(path) : std::vector<int>{};
+    const size_t samples = rows.size();
+    for (size_t s = 0; s < samples; ++s) add(f[s], {i, rows[s], -1, 0});
+    for (size_t j = 0; j < (ends ? figures : 0); ++j)
+      for (int end = 0; end < 2; ++end)
+        if (!f[samples + 2 * j + end].centre)
+          add(f[samples + 2 * j + end], {i, -1, static_cast<int>(j), end});
   }
   return r;
 }
 
 }  // namespace
 
-std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files) {
-  std::vector<MeasuredRun> out;
-  std::vector<std::string> seen;  // the files read, to refuse one given twice (its runs would count twice)
-  PlatformCache platforms;
-  for (const std::string& path : files) {
-    for (const std::string& earlier : seen) {
-      std::error_code ec;
-      if (earlier == path || std::filesystem::equivalent(earlier, path, ec))
-        throw Error(
-            fmt::format("--runs: '{}' is the same file as '{}': its runs would count twice and the "
-                        "interval's level would claim more than they hold; give each file once",
-                        path, earlier));
-    }
-    seen.push_back(path);
-    const std::string text = read_input_file(path, "measured runs (--runs)");
-    if (is_validation(text)) {
-      for (const ValidatedTime& v : read_validated_times(path, text))
-        out.push_back({Scenario{}, v.measured, MeasuredMetric::StepTime, v.where, path, v.predicted});
-      continue;
-    }
-    const MeasuredTimes m = read_measured_times(path, text);
-    std::vector<Scenario> scenarios = measured_scenarios(f, m, true);
-    for (size_t i = 0; i < scenarios.size(); ++i) {
-      scenarios[i].what_ifs.clear();
-      try {  // what the simulation of the run would refuse, refused now, naming the row
-        check_epoch(scenarios[i]);
-        check_point(scenarios[i], platforms.of(scenarios[i]));
-      } catch (const Error& e) {
-        throw Error(row_message(m.rows[i], e.what()));
-      }
-      out.push_back({std::move(scenarios[i]), m.rows[i].seconds, m.metric, m.rows[i].where, path, 0});
-    }
-  }
+namespace {
+// Each figure's range and value, platform figures then the calibration's spans (the design's columns), the
+// output at both ends `centre` until simulated.
+std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre) {
+  std::vector<FigureEnds> out;
+  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, centre, centre});
+  for (const SpanFigure& f : pp.spans) out.push_back({f.low, f.value, f.high, centre, centre});
   return out;
 }
+}  // namespace
 
 namespace {
 
-// The runs' measured / predicted ratios: each configuration (identity and platform file) simulated once.
-std::vector<double> run_ratios(const std::vector<MeasuredRun>& runs, const Calibration* calib,
-                               const PredictOptions& opt, const std::string& who) {
-  std::map<std::string, size_t> index;  // configuration -> its simulation
-  std::vector<Scenario> unique;
-  std::vector<size_t> of(runs.size());
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (runs[i].predicted > 0) continue;  // a validation's: its ratio is the validated one
-    const std::string key = scenario_id(runs[i].scenario) + " " + runs[i].scenario.cluster.platform;
-    auto [it, fresh] = index.emplace(key, unique.size());
-    if (fresh) unique.push_back(runs[i].scenario);
-    of[i] = it->second;
-  }
-  const std::vector<ReportPoint> predicted =
-      unique.empty() ? std::vector<ReportPoint>{}
-                     : simulate_points(unique, calib, opt, who + " (the measured runs)");
-  std::vector<double> ratios;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    double model = runs[i].predicted;
-    if (!(model > 0)) {
-      const ReportPoint& p = predicted[of[i]];
-      model = runs[i].metric == MeasuredMetric::StepTime ? p.step_time_s.mean : p.epoch_time_s;
+// ASSUMPTION: the surrogate's samples at the interval's two quantiles, simulated, must lie within 1% of the
+// central value of its own (small against the widths an interval is read for: issue 37's target, 25-40% of
+// the central value); beyond, every sample of the platform is simulated. What would replace it: the
+// surrogate's distance measured on more platforms (docs/benchmarks.md "Prediction intervals (issue 26)").
+constexpr double kSurrogateTolerance = 0.01;
+
+// What a point's interval reads: its figures' ends (simulated, or the point itself), the design rows
+// simulated, and the surrogate's values of every row.
+struct PointSamples {
+  std::vector<FigureEnds> epoch_ends, step_ends;
+  std::map<int, SimulatedTimes> simulated;  // by design row
+  std::vector<double> surrogate_epochs, surrogate_steps;
+  std::vector<int> checked;  // the rows simulated to check the surrogate
+  bool surrogate = false;
+  double off = 0;  // the surrogate's largest distance at its checked rows, of the central value
+};
+
+void collect(const IntervalRuns& r, const std::vector<SimulatedTimes>& results,
+             std::vector<PointSamples>& ps) {
+  for (size_t n = 0; n < r.runs.size(); ++n) {
+    const Run& run = r.runs[n];
+    PointSamples& q = ps[run.point];
+    if (run.sample >= 0) {
+      q.simulated[run.sample] = results[n];
+      continue;
     }
-    // The report reader's range for a ratio (core/src/results/report_json.cpp): what is written reads back.
-    check_time_ratio(runs[i].where, runs[i].seconds, model);
-    ratios.push_back(runs[i].seconds / model);
+    FigureEnds &e = q.epoch_ends[run.figure], &t = q.step_ends[run.figure];
+    (run.end == 0 ? e.at_low : e.at_high) = results[n].epoch_time_s;
+    (run.end == 0 ? t.at_low : t.at_high) = results[n].step_time_s;
   }
-  return ratios;
 }
 
-// The measured runs as the sensitivity's last figure: the point's central epoch times the conformal ends.
-FigureSensitivity runs_figure(const RunsSpread& spread, const std::vector<MeasuredRun>& runs,
-                              const ReportPoint& p) {
-  FigureSensitivity e;
-  e.figure = "measured runs";
-  std::vector<std::string> files;  // in the order given
-  for (const MeasuredRun& r : runs)
-    if (std::find(files.begin(), files.end(), r.file) == files.end()) files.push_back(r.file);
-  e.where = fmt::format("{} run{} of {}", runs.size(), runs.size() == 1 ? "" : "s", files.front());
-  if (files.size() > 1)
-    e.where += fmt::format(" and {} more file{}", files.size() - 1, files.size() == 2 ? "" : "s");
-  e.range = fmt::format("x{:.3f}..x{:.3f}", spread.ratio_low, spread.ratio_high);
-  e.why = fmt::format(
-      "measured: each run's measured / predicted time (a validation's point: as predicted when validated; "
-      "another run: its configuration simulated with this platform and calibration); the ratios at ranks {} "
-      "and {} of the {} in order (split conformal): a new run like them "
-      "falls between at least {:.0f}% of the time. What no figure of the model holds: the machine's "
-      "run-to-run spread and drift, and the model's own error",
-      spread.k_low, spread.k_high, spread.count, 100 * spread.level);
-  e.measure =
-      "more measured runs (vitsim train, or a CSV of your training logs) move the ends inward; a quieter "
-      "machine narrows the spread";
-  e.epoch_at_low_s = p.epoch_time_s * spread.ratio_low;
-  e.epoch_at_high_s = p.epoch_time_s * spread.ratio_high;
-  return e;
+// Surrogate mode: each point's design rows on the surrogate; the rows at its two quantiles simulated; a
+// platform where one is off by more than kSurrogateTolerance gets every row simulated (and says so).
+void check_surrogate(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                     const PredictOptions& opt, const std::string& who, const TempDir& dir,
+                     PlatformCache& cache, std::vector<PointSamples>& ps) {
+  const IntervalOptions& io = opt.interval;
+  std::map<std::string, std::set<int>> check;
+  for (size_t i = 0; i < points.size(); ++i) {
+    PointSamples& q = ps[i];
+    if (q.epoch_ends.empty()) continue;
+    const ReportPoint& p = report.points[i];
+    for (const auto& row : latin_hypercube(io.samples, static_cast<int>(q.epoch_ends.size()), io.seed)) {
+      std::vector<double> x(row.size());
+      for (size_t j = 0; j < x.size(); ++j)
+        x[j] = q.epoch_ends[j].low + row[j] * (q.epoch_ends[j].high - q.epoch_ends[j].low);
+      q.surrogate_epochs.push_back(additive_surrogate(p.epoch_time_s, q.epoch_ends, x));
+      q.surrogate_steps.push_back(additive_surrogate(p.step_time_s.mean, q.step_ends, x));
+    }
+    std::vector<int> order(q.surrogate_epochs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return q.surrogate_epochs[a] < q.surrogate_epochs[b]; });
+    for (double pq : {io.p_low, io.p_high})
+      q.checked.push_back(order[static_cast<size_t>(std::lround((order.size() - 1) * pq))]);
+    check[points[i].cluster.platform].insert(q.checked.begin(), q.checked.end());
+  }
+  auto rows_in = [](const std::set<int>& rows) { return std::vector<int>(rows.begin(), rows.end()); };
+  const IntervalRuns c = plan_runs(
+      points, calib, io, dir, cache, [&](const std::string& path) { return rows_in(check[path]); }, false);
+  collect(c, simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache), ps);
+  std::set<std::string> fallback;
+  std::map<std::string, double> worst;  // per platform, the largest q.off
+  for (size_t i = 0; i < points.size(); ++i) {
+    PointSamples& q = ps[i];
+    const ReportPoint& p = report.points[i];
+    for (int row : q.checked) {
+      const SimulatedTimes& t = q.simulated.at(row);
+      q.off = std::max({q.off, std::abs(t.epoch_time_s - q.surrogate_epochs[row]) / p.epoch_time_s,
+                        std::abs(t.step_time_s - q.surrogate_steps[row]) / p.step_time_s.mean});
+    }
+    worst[points[i].cluster.platform] = std::max(worst[points[i].cluster.platform], q.off);
+    if (q.off > kSurrogateTolerance) fallback.insert(points[i].cluster.platform);
+  }
+  if (!fallback.empty()) {
+    auto rest = [&](const std::string& path) {
+      std::vector<int> rows;
+      for (int row = 0; row < (fallback.count(path) ? io.samples : 0); ++row)
+        if (!check[path].count(row)) rows.push_back(row);
+      return rows;
+    };
+    const IntervalRuns f = plan_runs(points, calib, io, dir, cache, rest, false);
+    collect(f, simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache), ps);
+  }
+  for (size_t i = 0; i < points.size(); ++i) {
+    PointSamples& q = ps[i];
+    q.surrogate = !q.epoch_ends.empty() && !fallback.count(points[i].cluster.platform);
+    if (!q.epoch_ends.empty() && !q.surrogate)
+      report.points[i].notes.push_back(fmt::format(
+          "interval: every sample simulated: the additive surrogate of the figures' ends was off by up to "
+          "{:.1f}% of the central value at the checked samples of this platform's points (this point: "
+          "{:.1f}%; "
+          "held to {:g}%: the figures interact); --interval-mode sampled does so from the start",
+          100 * worst[points[i].cluster.platform], 100 * q.off, 100 * kSurrogateTolerance));
+  }
 }
 
 }  // namespace
 
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs) {
+                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
+                   PlatformCache* platforms) {
   const IntervalOptions& io = opt.interval;
   TempDir dir("vitsim-interval-");
-  const IntervalRuns r = plan_runs(points, calib, io, dir);
-  const std::vector<ReportPoint> results =
-      simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs);
+  PlatformCache own;
+  PlatformCache& cache = platforms ? *platforms : own;
+  const bool sampled = io.mode == IntervalMode::Sampled;
+  std::vector<int> all_rows(static_cast<size_t>(io.samples));
+  std::iota(all_rows.begin(), all_rows.end(), 0);
+  const IntervalRuns r = plan_runs(
+      points, calib, io, dir, cache,
+      [&](const std::string&) { return sampled ? all_rows : std::vector<int>{}; }, true);
+  std::vector<PointSamples> ps(points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
+    ps[i].epoch_ends = figure_ends(pp, report.points[i].epoch_time_s);
+    ps[i].step_ends = figure_ends(pp, report.points[i].step_time_s.mean);
+  }
+  collect(r, simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache), ps);
+  if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
   // A point that no calibration measured and no run was held against: the model's own error on the public
@@ -418,18 +448,18 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
-    std::vector<double> epochs, steps;
+    const PointSamples& q = ps[i];
     std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
-    for (size_t n = 0; n < r.runs.size(); ++n) {
-      const Run& run = r.runs[n];
-      if (run.point != i) continue;
-      if (run.sample >= 0) {
-        epochs.push_back(results[n].epoch_time_s);
-        steps.push_back(results[n].step_time_s.mean);
-      } else {
-        (run.end == 0 ? sens[run.figure].epoch_at_low_s : sens[run.figure].epoch_at_high_s) =
-            results[n].epoch_time_s;
-      }
+    for (size_t j = 0; j < sens.size(); ++j) {  // an end not simulated (Slot::centre) is the point itself
+      sens[j].epoch_at_low_s = q.epoch_ends[j].at_low;
+      sens[j].epoch_at_high_s = q.epoch_ends[j].at_high;
+    }
+    p.interval.surrogate = q.surrogate;
+    std::vector<double> epochs = q.surrogate_epochs, steps = q.surrogate_steps;
+    if (!q.surrogate) {
+      epochs.clear(), steps.clear();
+      for (const auto& [row, t] : q.simulated)
+        epochs.push_back(t.epoch_time_s), steps.push_back(t.step_time_s);
     }
     // No ranged figure: nothing varies, the interval is the point.
     if (epochs.empty()) epochs.push_back(p.epoch_time_s), steps.push_back(p.step_time_s.mean);
@@ -454,15 +484,18 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
       const SpanFigure& f = pp.spans[j];
       FigureSensitivity& e = sens[pp.figures.size() + j];
       static constexpr const char* kNames[] = {"calibration compute", "calibration sync",
-                                               "calibration occupancy"};
+                                               "calibration occupancy", "calibration step_cv"};
       static constexpr const char* kMeasure[] = {
           "vitsim calibrate (its step phase's trainer rounds, or its compute rounds; more --iters, a quieter "
           "machine narrow it)",
           "vitsim calibrate on the ranks of the run (its step phase; more --iters narrows it)",
-          "vitsim calibrate with the busy ranks per host you predict"};
+          "vitsim calibrate with the busy ranks per host you predict",
+          "vitsim calibrate on a quiet machine (its compute rounds; the step phase's sync figures on the "
+          "ranks of the run take its place)"};
       e.figure = kNames[f.kind];
       e.where = fmt::format("device {} of {}", f.device_type, calib->path);
-      e.range = fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
+      e.range = f.kind == SpanFigure::StepCv ? fmt::format("{:.3g}..{:.3g}", f.low, f.high)
+                                             : fmt::format("x{:.3g}..x{:.3g}", f.low, f.high);
       e.why = f.why;
       e.measure = kMeasure[f.kind];
     }

@@ -135,11 +135,13 @@ ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, Pl
 
 }  // namespace
 
-std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
-                                         const PredictOptions& opt, const std::string& who,
-                                         const std::vector<std::string>& engine_of,
-                                         const std::vector<const Calibration*>& calib_of) {
-  PlatformCache platforms;
+std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
+                                            const PredictOptions& opt, const std::string& who,
+                                            const std::vector<std::string>& engine_of,
+                                            const std::vector<const Calibration*>& calib_of,
+                                            PlatformCache* cache) {
+  PlatformCache own;
+  PlatformCache& platforms = cache ? *cache : own;
   // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
   // facts, read without the load check (its engine's file had it).
   std::map<std::string, PlatformFacts> copies;
@@ -174,15 +176,13 @@ std::vector<ReportPoint> simulate_points(const std::vector<Scenario>& points, co
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) {
-        return point_result(*engine, setups[i], runs[i], facts_of(i), calib_of.empty() ? calib : calib_of[i],
-                            false, {});
+        const SimResult r = simulate_prepared(*engine, setups[i], runs[i], facts_of(i),
+                                              calib_of.empty() ? calib : calib_of[i], false, {});
+        return json{r.point.epoch_time_s, r.point.step_time_s.mean};
       },
       [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });
-  std::vector<ReportPoint> out;
-  for (size_t i = 0; i < points.size(); ++i)
-    out.push_back(
-        report_from_json(results[i]["report"].get<std::string>(), fmt::format("simulation {}", i + 1))
-            .points.at(0));
+  std::vector<SimulatedTimes> out;
+  for (const json& r : results) out.push_back({r.at(0).get<double>(), r.at(1).get<double>()});
   return out;
 }
 
@@ -247,7 +247,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
   if (opt.interval.samples > 0 && report.failed.empty())
-    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs);
+    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs, &platforms);
   else if (opt.interval.samples > 0)
     for (auto& p : report.points)
       p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",

@@ -182,6 +182,13 @@ double round_spread(std::vector<double> rounds);
 // different times, and what the machine's speed does between them moves every rank at once (no rank
 // waits for another for it).
 double step_cv_of(const std::vector<std::vector<double>>& rounds);
+// A device type's step cv (calib.json "step_cv") from its ranks' and micro-batches' step_cv_of: the median,
+// and their least and most as its measured spread (issue 37 item 2: what predict --interval samples), each
+// capped at 0.999 (the file holds a cv in [0, 1)); low <= value <= high. Throws Error on none.
+struct StepCvFigure {
+  double value = 0, low = 0, high = 0;
+};
+StepCvFigure step_cv_figure(const std::vector<double>& cvs);
 
 // A phase measured in rounds: measure_round() measures one more round (every rank calls it at once);
 // spread() the spread of all its rounds so far, the same on every rank (the worst over the ranks and

@@ -53,7 +53,11 @@ struct MeasuredSpan {
 struct MeasuredFigure {
   double value = 0;
   std::string why;
+  // Optional: the spread of what was measured, low <= value <= high (JSON "low", "high"; absent in older
+  // files and where one figure was measured: then low == high == 0). predict --interval samples it.
+  double low = 0, high = 0;
   bool empty() const { return why.empty(); }
+  bool ranged() const { return !empty() && high > low; }
 };
 
 // How one phase's rounds agreed (issue 37 item 4, docs/calibrate-validate.md "Noisy rounds"): calibrate
@@ -92,7 +96,8 @@ struct DeviceCalibration {
   // linear between. busy_ranks 0: not measured.
   int occupancy_busy_ranks = 0;
   double occupancy_alone_factor = 1;
-  // Optional ("step_cv": {"value": 0.012, "why": "measured: ..."}): the coefficient of variation of one
+  // Optional ("step_cv": {"value": 0.012, "low": 0.008, "high": 0.02, "why": "measured: ..."}, low and high
+  // optional: the least and most of the ranks' and micro-batches' cvs): the coefficient of variation of one
   // rank's step compute (forward + backward) from step to step, measured by calibrate's compute rounds: the
   // platform's gpu_step_cv for this device where the calibration has no sync figures (docs/model.md
   // "Stragglers"). value in [0, 1), as the platform property.

@@ -85,6 +85,9 @@ struct CorpusSpread {
 };
 struct PointInterval {
   int samples = 0;
+  // The samples evaluated on the additive surrogate of the one-at-a-time ends (predict --interval-mode
+  // surrogate, the default) rather than each simulated; JSON "surrogate": true, absent when sampled.
+  bool surrogate = false;
   long long seed = 0;
   double p_low = 0, p_high = 0;  // 0.1, 0.9 by default
   int figures = 0;               // ranged figures sampled

@@ -2,9 +2,11 @@
 // Intervals and sensitivity of a prediction (issue 26 item 3; docs/predict.md "Intervals and sensitivity").
 // The platform's ranged figures (core/platform/figure_range.hpp) and the calibration's measured spans of
 // the platform's device types (core/formats/calibration.hpp MeasuredSpan: its compute and sync figures, as
-// factors) are sampled by a Latin hypercube of a fixed seed, each figure shared by every rank that has it;
-// every point is simulated once per sample, and once with each figure at each end of its range (the others at
-// their values). A point's interval is the p_low..p_high quantiles of its samples' epoch and step times; its
+// factors; its occupancy factor; its step cv's measured spread) are sampled by a Latin hypercube of a fixed
+// seed, each figure shared by every rank that has it; every point is simulated once with each figure at each
+// end of its range (the others at their values), and the samples are evaluated on the additive surrogate of
+// those ends (IntervalMode::Surrogate) or each simulated (Sampled). A point's interval is the p_low..p_high
+// quantiles of its samples' epoch and step times; its
 // sensitivity, the figures by how far their ends move its epoch time, widest first, each with the command
 // that measures it.
 #include <cstdint>
@@ -25,6 +27,7 @@ struct PlatformProp;
 namespace vitsim::sim {
 
 struct PredictOptions;
+class PlatformCache;  // sim/engine/process_pool.hpp
 
 // One ranged figure of a platform file: the range prop stated word for word in one or more elements.
 struct RangedFigure {
@@ -47,6 +50,19 @@ std::vector<std::vector<double>> latin_hypercube(int n, int k, std::uint64_t see
 
 // The quantile p of `v` (linear between order statistics, "type 7"); v not empty.
 double quantile(std::vector<double> v, double p);
+
+// One figure's one-at-a-time simulations, for one output (epoch or step time): its range, its value (where
+// the point as predicted has it) and the output with the figure at each end, the others at their values.
+struct FigureEnds {
+  double low = 0, value = 0, high = 0;
+  double at_low = 0, at_high = 0;
+};
+// The additive surrogate of the output at x (one value per figure; `--interval-mode surrogate`, docs/
+// predict.md "Intervals and sensitivity"): `centre` (the point as predicted) plus, per figure, the straight
+// line from its value to the end on x's side: exact where each figure moves the output linearly on each side
+// of its value and independently of the others (a compute time's terms); off by the figures' interactions
+// elsewhere (tests/sim/test_interval_surrogate.cpp holds it against the sampled interval).
+double additive_surrogate(double centre, const std::vector<FigureEnds>& ends, const std::vector<double>& x);
 
 // The platform XML `text` with figure j's value set to values[j] (SI) wherever its range is stated;
 // a NaN leaves figure j as written. `path` names the file in messages.
@@ -84,13 +100,16 @@ struct MeasuredRun {
 std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<std::string>& files);
 
 // Fills each point's interval and sensitivity; `points` are the report's points as simulated (what-ifs
-// applied). Runs samples x points + 2 x figures x points simulations, forked as predict forks; `who` names
+// applied). Runs 2 x figures x points simulations (the ends), and samples x points more where the options'
+// mode is Sampled, forked as predict forks; `who` names
 // the progress line (predict's, plan's). With `runs`: each run's configuration is simulated as well (once
 // per configuration), its measured / predicted ratio taken, and every point's interval widened to take in
 // its central value times the ratios' split-conformal ends (core conformal_spread), which the sensitivity
 // lists as "measured runs".
+// `platforms`: the caller's cache of the points' platform files (read and load-checked once; nullptr: read
+// again).
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
                    const PredictOptions& opt, const std::string& who = "vitsim predict --interval",
-                   const std::vector<MeasuredRun>& runs = {});
+                   const std::vector<MeasuredRun>& runs = {}, PlatformCache* platforms = nullptr);
 
 }  // namespace vitsim::sim
