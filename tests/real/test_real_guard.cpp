@@ -281,7 +281,9 @@ TEST_CASE("train honours model.class_tokens: a 2-token ViT trains a step as pred
           "[real][class_tokens]") {
   // DeiT's distilled models run 2 prepended tokens (class + distillation); the trainer builds the model
   // from the scenario (real/src/model/model.cpp), refusing nothing: one rank, 128 images at micro-batch 64,
-  // one step. Both reports name the key among the point's parameters.
+  // one step. The trainer checks its model's parameter count and every tensor against core's for the same
+  // scenario (point_setup.cpp, grad_sync.cpp), so a model that left the key out would be refused here. Both
+  // reports name the key among the point's parameters.
   vt::TempDir d;
   const std::string sets =
       " --set model.class_tokens=2 --set dataset.train_samples=128 --set cluster.gpus_per_node=1 "
