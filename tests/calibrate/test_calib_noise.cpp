@@ -237,3 +237,26 @@ TEST_CASE("noisy rounds: bad step_cv and rounds are refused, naming the file, de
   CHECK_THAT(error_of(nullptr, {{"step", check_json(3, 0, -0.05, 0.1, false)}}),
              Contains("rounds.step: spread must be >= 0, got -0.05"));
 }
+
+TEST_CASE("a calibration's model carries model.class_tokens, written only when not 1",
+          "[calib][class_tokens]") {
+  // Issue 37 item 1: a calibration measured on a K-token model is that model's, not another's (same_shape);
+  // files written before the key (K = 1) read and write unchanged.
+  const Calibration shipped = read_calibration(vt::source("platforms/local/calibrated.json"));
+  REQUIRE_FALSE(shipped.devices.empty());
+  const DeviceCalibration& dev = shipped.devices[0];
+  CHECK(dev.model.class_tokens == 1);
+  CHECK_FALSE(json::parse(calibration_to_json(shipped))["devices"][0]["model"].contains("class_tokens"));
+  Calibration eight = shipped;
+  eight.devices[0].model.class_tokens = 8;
+  const json written = json::parse(calibration_to_json(eight));
+  CHECK(written["devices"][0]["model"]["class_tokens"] == 8);
+  const Calibration again = read_calibration_text(written.dump(1), "eight.json");
+  CHECK(again.devices[0].model.class_tokens == 8);
+  CHECK(again.find(dev.device_type, dev.model, dev.precision) == nullptr);  // K = 1 is another model
+  CHECK(again.find(dev.device_type, again.devices[0].model, dev.precision) != nullptr);
+  json bad = written;
+  bad["devices"][0]["model"]["class_tokens"] = 0;
+  CHECK_THROWS_WITH(read_calibration_text(bad.dump(1), "bad.json"),
+                    Catch::Contains("model class_tokens must be in [1, 64], got 0"));
+}

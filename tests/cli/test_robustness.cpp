@@ -735,6 +735,13 @@ std::vector<BadInput> cases() {
        {{"s.xml", scenario()}},
        S + " --trace /nonexistent/t.json",
        "vitsim: error: cannot write /nonexistent/t.json: No such file or directory"},
+      // Issue 37 item 1: model.class_tokens (1 .. 64), last so that the rows above keep their numbers.
+      {"model",
+       "no class token (model.class_tokens 0)",
+       {{"s.xml", scenario("micro_batch=\"16\"", "", "nodes=\"1\" gpus_per_node=\"2\"",
+                           "preset=\"vit_b_16\" class_tokens=\"0\"")}},
+       S,
+       "vitsim: error: s.xml:3: model.class_tokens: 0 is out of range (expected 1 .. 64)"},
   };
 }
 }  // namespace

@@ -3,6 +3,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/deepspeed.hpp"
+#include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/model/dataset.hpp"
 
@@ -204,6 +205,24 @@ TEST_CASE("scenario: framework and attention path", "[scenario]") {
   CHECK_THROWS_WITH(
       expand(f),
       "--set training.framework: training.framework: unknown value 'horovod'; valid: vitsim, deepspeed, ddp");
+}
+
+TEST_CASE("scenario: model.class_tokens sets the prepended tokens, 1 by default",
+          "[scenario][class_tokens]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  auto s = expand(f).at(0);
+  CHECK(s.model.class_tokens == 1);  // torchvision's ViT: one class token
+  CHECK(s.model.tokens() == 197);    // 14 x 14 patches + 1
+  const std::string id = scenario_id(s);
+  apply_override(f, "model.class_tokens=2");  // DeiT's distilled models: class + distillation token
+  s = expand(f).at(0);
+  CHECK(s.model.class_tokens == 2);
+  CHECK(s.model.tokens() == 198);
+  CHECK(scenario_id(s) != id);  // another model, another identity
+  apply_override(f, "model.class_tokens=65");
+  CHECK_THROWS_WITH(expand(f),
+                    "--set model.class_tokens: model.class_tokens: 65 is out of range (expected 1 .. 64)");
 }
 
 TEST_CASE("scenario: a scenario value contradicting the DeepSpeed file is an error", "[scenario][negative]") {

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/model/framework.hpp"
 #include "vitsim/core/model/memory.hpp"
 #include "vitsim/core/model/vit.hpp"
 
@@ -31,6 +32,48 @@ TEST_CASE("workload: parameters and MACs match the timm/torchvision reference si
 TEST_CASE("workload: vit_b_16 has torchvision's exact parameter count", "[workload]") {
   // sum(p.numel() for p in torchvision.models.vit_b_16().parameters()) == 86,567,656.
   CHECK(build_workload(vit_preset("vit_b_16")).total_params() == 86567656);
+}
+
+TEST_CASE("workload: K class tokens lengthen the sequence to patches + K", "[workload][class_tokens]") {
+  // model.class_tokens = K: T = N + K tokens (N = 196 patches for vit_b_16). The closed forms of
+  // docs/sources.md "ViT sizes" with T tokens: per sample, the patch GEMM 2 N P d, per block 2 (4 T d^2)
+  // + 2 (2 T^2 d) + 2 (2 T d h) forward FLOPs, the head 2 d C; parameters P d + d (convolution), K d (the
+  // token block), T d (a position embedding per token), 12 d^2 + 13 d per block, 2 d + d C + C (final
+  // LayerNorm, head): K - 1 more tokens add 2 (K - 1) d parameters to torchvision's 86,567,656.
+  const double N = 196, d = 768, h = 3072, P = 16 * 16 * 3, C = 1000, depth = 12;
+  const Workload one = build_workload(vit_preset("vit_b_16"));
+  for (int K : {1, 2, 8, kMaxClassTokens}) {
+    INFO("class_tokens " << K);
+    ViTConfig c = vit_preset("vit_b_16");
+    c.class_tokens = K;
+    const Workload w = build_workload(c);
+    const double T = N + K;
+    CHECK(c.tokens() == T);
+    CHECK(c.patches() == N);
+    CHECK(w.total_params() == 86567656 + 2 * (K - 1) * static_cast<int64_t>(d));
+    const double fwd =
+        2 * N * P * d + depth * (2 * 4 * T * d * d + 2 * 2 * T * T * d + 2 * 2 * T * d * h) + 2 * d * C;
+    CHECK(w.fwd_flops_per_sample() == Approx(fwd).epsilon(1e-12));
+    // The patch GEMM and the head do not grow with K; every block's work does.
+    CHECK(w.layers.front().fwd_flops == one.layers.front().fwd_flops);
+    CHECK(w.layers.back().fwd_flops == one.layers.back().fwd_flops);
+    // The tensors the gradient buckets and the optimizer see add up to the same count.
+    double sum = 0;
+    for (double n : parameter_tensors(c)) sum += n;
+    CHECK(sum == w.total_params());
+  }
+  // NeMo's ViT-g/14 (bench/data/public/nemo_vit_g14_dgx.txt): 256 patches and 8 class tokens, 264.
+  ViTConfig g = vit_preset("vit_giant_patch14_224");
+  g.class_tokens = 8;
+  CHECK(g.tokens() == 264);
+}
+
+TEST_CASE("workload: a class-token count out of 1..64 is refused", "[workload][class_tokens][negative]") {
+  ViTConfig c = vit_preset("vit_b_16");
+  c.class_tokens = 0;
+  CHECK_THROWS_WITH(build_workload(c), "model class_tokens must be in [1, 64], got 0");
+  c.class_tokens = kMaxClassTokens + 1;
+  CHECK_THROWS_WITH(build_workload(c), "model class_tokens must be in [1, 64], got 65");
 }
 
 TEST_CASE("workload: per-layer table", "[workload]") {

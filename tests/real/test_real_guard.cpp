@@ -276,3 +276,29 @@ TEST_CASE("predict and train count the same steps per epoch, core's rule", "[rea
     CHECK(t.out.find(want) != std::string::npos);
   }
 }
+
+TEST_CASE("train honours model.class_tokens: a 2-token ViT trains a step as predict describes it",
+          "[real][class_tokens]") {
+  // DeiT's distilled models run 2 prepended tokens (class + distillation); the trainer builds the model
+  // from the scenario (real/src/model/model.cpp), refusing nothing: one rank, 128 images at micro-batch 64,
+  // one step. The trainer checks its model's parameter count and every tensor against core's for the same
+  // scenario (point_setup.cpp, grad_sync.cpp), so a model that left the key out would be refused here. Both
+  // reports name the key among the point's parameters.
+  vt::TempDir d;
+  const std::string sets =
+      " --set model.class_tokens=2 --set dataset.train_samples=128 --set cluster.gpus_per_node=1 "
+      "--set training.epochs=1 --set run.eval_samples=32 --set run.max_steps=1";
+  const std::string scenario = vt::source("scenarios/local/fmnist-vit.xml");
+  auto p = vt::vitsim("predict " + scenario + sets + " --format json --out " + (d / "p.json"));
+  REQUIRE(p.status == 0);
+  auto t =
+      vt::run(std::string(VITSIM_BINARY) + " train " + scenario + sets + " --quiet --out " + (d / "t.json"));
+  INFO(t.out);
+  REQUIRE(t.status == 0);
+  for (const char* file : {"p.json", "t.json"}) {
+    INFO(file);
+    const auto point = nlohmann::json::parse(read_all(d / file))["points"][0];
+    CHECK(point["params"]["model.class_tokens"] == "2");
+    CHECK(point["step_time_s"]["mean"].get<double>() > 0);
+  }
+}

@@ -42,6 +42,30 @@ TEST_CASE("The ViT maps images to one logit per class", "[real][model]") {
   CHECK_THROWS_WITH(real::VisionTransformer(cfg), "model image_size 28 is not a multiple of patch 5");
 }
 
+TEST_CASE("The LibTorch ViT prepends model.class_tokens learned tokens, the head reading the first",
+          "[real][model][class_tokens]") {
+  // K tokens: core's count (the token block K d and a position embedding per token, T = N + K), and every
+  // token of the block in the sequence: with a non-zero head each one reaches the logits through attention,
+  // so each row of the block gets a gradient.
+  for (int K : {2, 8}) {
+    INFO("class_tokens " << K);
+    ViTConfig cfg = vit_preset("vit_fmnist_tiny");
+    cfg.class_tokens = K;
+    torch::manual_seed(5);
+    real::VisionTransformer model(cfg);
+    CHECK(real::parameter_count(*model) == build_workload(cfg).total_params());
+    CHECK(model->class_token.sizes() == torch::IntArrayRef({K, 1, cfg.width}));
+    CHECK(model->pos_embedding.size(0) == cfg.tokens());
+    torch::nn::init::normal_(model->head->weight, 0.0, 0.02);
+    auto x = torch::randn({3, cfg.channels, cfg.image_size, cfg.image_size});
+    auto y = model->forward(x);
+    CHECK(y.sizes() == torch::IntArrayRef({3, cfg.classes}));
+    y.pow(2).sum().backward();
+    const auto per_token = model->class_token.grad().abs().sum({1, 2});
+    CHECK(per_token.min().item<double>() > 0);
+  }
+}
+
 namespace {
 // The trainer's layout: every parameter a view into one flat buffer, every gradient a view into
 // another, in reverse parameter order.

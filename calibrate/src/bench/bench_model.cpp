@@ -96,7 +96,7 @@ std::vector<Segment> layer_segments(ModelBench& mb, const ViTConfig& m) {
   segs.push_back({"patch_embed", [&model, &m](const torch::Tensor& img) {
                     const auto b = img.size(0);
                     auto h = model->patch_embed(img).flatten(2).permute({2, 0, 1});
-                    h = torch::cat({model->class_token.expand({1, b, m.width}), h}, 0);
+                    h = torch::cat({model->class_token.expand({m.class_tokens, b, m.width}), h}, 0);
                     return model->drop(h + model->pos_embedding);
                   }});
   for (int i = 0; i < m.depth; ++i) {

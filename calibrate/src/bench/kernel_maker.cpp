@@ -15,7 +15,8 @@ Dims dims_of(const ViTConfig& m, int b) {
   Dims d;
   d.b = b;
   d.T = m.tokens();
-  d.N = d.T - 1;
+  d.N = m.patches();
+  d.K = m.class_tokens;
   d.d = m.width;
   d.h = m.mlp_hidden();
   d.H = m.heads;

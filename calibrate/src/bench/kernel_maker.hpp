@@ -19,7 +19,7 @@ using Kernel = std::function<void()>;
 
 // The model's sizes at one micro-batch.
 struct Dims {
-  int64_t b = 0, T = 0, N = 0, d = 0, h = 0, H = 0, hd = 0, P = 0, C = 0, R = 0;
+  int64_t b = 0, T = 0, N = 0, K = 0, d = 0, h = 0, H = 0, hd = 0, P = 0, C = 0, R = 0;
 };
 Dims dims_of(const ViTConfig& m, int b);
 

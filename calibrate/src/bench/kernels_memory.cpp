@@ -165,9 +165,9 @@ Kernel KernelMaker::embedding_kernel(const Op& op, const Dims& D, std::string& h
   if (op.id ==
       OpId::CatClassToken) {  // cat(class token expanded, conv output [b, d, N] permuted to [N, b, d])
     how = "cat";
-    auto cls = rnd({1, 1, D.d}, act_), x = rnd({D.b, D.d, D.N}, act_);
-    const int64_t b = D.b, d = D.d;
-    return [cls, x, b, d] { (void)torch::cat({cls.expand({1, b, d}), x.permute({2, 0, 1})}, 0); };
+    auto cls = rnd({D.K, 1, D.d}, act_), x = rnd({D.b, D.d, D.N}, act_);
+    const int64_t b = D.b, d = D.d, k = D.K;
+    return [cls, x, b, d, k] { (void)torch::cat({cls.expand({k, b, d}), x.permute({2, 0, 1})}, 0); };
   }
   if (op.id == OpId::PosAdd) {  // [T, b, d] + [T, 1, d] (fp32 parameter)
     how = "add (broadcast)";
@@ -177,14 +177,14 @@ Kernel KernelMaker::embedding_kernel(const Op& op, const Dims& D, std::string& h
   if (op.id == OpId::CatBwd) {  // the patches' gradient slice [N, b, d] back to the convolution's [b, d, N]
     how = "copy (permuted)";
     auto g = rnd({D.T, D.b, D.d}, f32);
-    const int64_t N = D.N;
+    const int64_t N = D.N, K = D.K;
     const auto t = act_;
-    return [g, N, t] { (void)g.narrow(0, 1, N).permute({1, 2, 0}).to(t).contiguous(); };
+    return [g, N, K, t] { (void)g.narrow(0, K, N).permute({1, 2, 0}).to(t).contiguous(); };
   }
   if (op.id == OpId::PosGrad) {  // sum over the batch, accumulation into the position and class-token grads
     how = "sum(1) + add_ x2";
-    auto g = rnd({D.T, D.b, D.d}, f32), pos = rnd({D.T, 1, D.d}, f32), cls = rnd({1, 1, D.d}, f32),
-         cls_new = rnd({1, 1, D.d}, f32);
+    auto g = rnd({D.T, D.b, D.d}, f32), pos = rnd({D.T, 1, D.d}, f32), cls = rnd({D.K, 1, D.d}, f32),
+         cls_new = rnd({D.K, 1, D.d}, f32);
     return [g, pos, cls, cls_new]() mutable {
       pos.add_(g.sum(1, true));
       cls.add_(cls_new);

@@ -12,7 +12,7 @@ namespace vitsim {
 bool same_shape(const ViTConfig& a, const ViTConfig& b) {
   return a.image_size == b.image_size && a.patch == b.patch && a.channels == b.channels &&
          a.width == b.width && a.depth == b.depth && a.heads == b.heads && a.mlp_ratio == b.mlp_ratio &&
-         a.classes == b.classes;
+         a.classes == b.classes && a.class_tokens == b.class_tokens;
 }
 
 const DeviceCalibration* Calibration::find(const std::string& type, const ViTConfig& m, Precision p) const {

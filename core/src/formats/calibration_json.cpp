@@ -45,6 +45,9 @@ void model_fields(Io& io, M& m) {
   io.integer("heads", m.heads, INT_MIN, INT_MAX);
   io.number("mlp_ratio", m.mlp_ratio, finite());
   io.integer("classes", m.classes, INT_MIN, INT_MAX);
+  // model.class_tokens: written only when not 1, so that calibrations written before it read the same.
+  if (io.present(m.class_tokens != 1, {"class_tokens"}))
+    io.integer("class_tokens", m.class_tokens, INT_MIN, INT_MAX);
   io.check([&](const JsonField& f) {
     try {
       const int smallest =

@@ -115,6 +115,7 @@ std::string scenario_identity_text(const Scenario& s) {
   line("training.precision", precision_name(s.training.precision));
   line("training.optimizer", s.training.optimizer);
   line("training.framework", framework_name(s.training.framework));
+  if (m.class_tokens != 1) line("model.class_tokens", m.class_tokens);  // issue 37: only when not 1
   // Issue 15's settings, written only when set so that earlier reports' identities stay valid.
   // Issue 37's: written only when not 1.13's defaults.
   if (s.training.torch_version != "1.13") line("training.torch_version", s.training.torch_version);

@@ -186,6 +186,10 @@ std::vector<KeyRow> model_rows() {
           "model.mlp_ratio", "preset's", [](const R& x) { return x.s.model.mlp_ratio; }, 1e-3, 1e3,
           "MLP hidden size / width", field(&Scenario::model, &ViTConfig::mlp_ratio)),
       shape_row("model.classes", 1, 1 << 24, "classifier outputs", &ViTConfig::classes),
+      integer_row(
+          "model.class_tokens", 1, 1, kMaxClassTokens,
+          "learned tokens prepended to the patches (2: DeiT distilled, 8: NeMo); the head reads the first",
+          field(&Scenario::model, &ViTConfig::class_tokens)),
       number_row(
           "model.dropout", "preset's", [](const R& x) { return x.s.model.dropout; }, 0, 0.999,
           "dropout probability (0: no masks stored)", field(&Scenario::model, &ViTConfig::dropout)),

@@ -39,7 +39,7 @@ Framework parse_framework(const std::string& name) {
 
 std::vector<double> parameter_tensors(const ViTConfig& m) {
   const double d = m.width, h = m.mlp_hidden(), P = static_cast<double>(m.patch) * m.patch * m.channels;
-  std::vector<double> t{P * d, d, d, static_cast<double>(m.tokens()) * d};
+  std::vector<double> t{P * d, d, m.class_tokens * d, static_cast<double>(m.tokens()) * d};
   for (int i = 0; i < m.depth; ++i)
     for (double n : {d, d, 3 * d * d, 3 * d, d * d, d, d, d, h * d, h, d * h, d}) t.push_back(n);
   for (double n : {d, d, m.classes * d, static_cast<double>(m.classes)}) t.push_back(n);

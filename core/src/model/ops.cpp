@@ -236,7 +236,7 @@ class LayerBuilder {
 
   void patch_embed() {
     const ViTConfig& c = w_.model;
-    const double N = static_cast<double>(c.image_size / c.patch) * (c.image_size / c.patch);
+    const double N = c.patches(), K = c.class_tokens;
     const double T = c.tokens(), d = c.width, P = static_cast<double>(c.patch) * c.patch * c.channels;
     const double image = static_cast<double>(b_) * c.channels * c.image_size * c.image_size;
     const LinearId conv = LinearId::PatchConv;
@@ -260,7 +260,7 @@ class LayerBuilder {
            conv);
     kind_op(Pass::Bwd, OpId::CatBwd, "cat_bwd", b_ * N * d * (f_ + a_), 1, OpClass::Memory, OpKind::Strided,
             b_ * N * d);
-    mem(Pass::Bwd, OpId::PosGrad, "pos_grad", b_ * T * d * f_ + (T * d + d) * 3 * f_, 3);
+    mem(Pass::Bwd, OpId::PosGrad, "pos_grad", b_ * T * d * f_ + (T * d + K * d) * 3 * f_, 3);
   }
 
   void attention() {

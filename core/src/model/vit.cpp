@@ -30,8 +30,11 @@ int precision_bytes(Precision p) {
   return p == Precision::FP32 ? 4 : 2;
 }
 
+int ViTConfig::patches() const {
+  return (image_size / patch) * (image_size / patch);
+}
 int ViTConfig::tokens() const {
-  return (image_size / patch) * (image_size / patch) + 1;
+  return patches() + class_tokens;
 }
 int ViTConfig::mlp_hidden() const {
   return static_cast<int>(std::lround(width * mlp_ratio));
@@ -55,6 +58,8 @@ void ViTConfig::validate() const {
     throw Error(fmt::format("model width {} is not a multiple of heads {}", width, heads));
   if (dropout < 0 || dropout >= 1)
     throw Error(fmt::format("model dropout must be in [0, 1), got {}", dropout));
+  if (class_tokens < 1 || class_tokens > kMaxClassTokens)
+    throw Error(fmt::format("model class_tokens must be in [1, {}], got {}", kMaxClassTokens, class_tokens));
 }
 
 namespace {
@@ -161,16 +166,18 @@ Workload build_workload(const ViTConfig& cfg) {
   Workload w;
   w.model = cfg;
   const double T = cfg.tokens();
-  const double N = T - 1;  // patches
+  const double N = cfg.patches();
+  const double K = cfg.class_tokens;  // T = N + K
   const double d = cfg.width;
   const double h = cfg.mlp_hidden();
   const double a = cfg.heads;
   const double P = static_cast<double>(cfg.patch) * cfg.patch * cfg.channels;
   const bool dropout = cfg.dropout > 0;
 
-  // Patch embedding: conv as a GEMM [N, P] x [P, d]; plus class token and position embedding.
+  // Patch embedding: conv as a GEMM [N, P] x [P, d]; plus the K class tokens and the position embedding
+  // of all T tokens.
   LayerCost pe{"patch_embed", LayerKind::PatchEmbed};
-  pe.params = static_cast<int64_t>(P * d + d + d + T * d);
+  pe.params = static_cast<int64_t>(P * d + d + K * d + T * d);
   pe.fwd_flops = 2 * N * P * d;
   pe.bwd_flops = 2 * N * P * d;  // weight gradient only: the image needs no gradient
   pe.fwd_act_bytes = 4 * (cfg.image_size * cfg.image_size * cfg.channels + 2 * T * d);
@@ -212,7 +219,7 @@ Workload build_workload(const ViTConfig& cfg) {
     w.layers.push_back(mlp);
   }
 
-  // Final LayerNorm + classification head on the class token.
+  // Final LayerNorm + classification head on the class token (token 0).
   LayerCost head{"head", LayerKind::Head};
   head.params = static_cast<int64_t>(2 * d + d * cfg.classes + cfg.classes);
   head.fwd_flops = 2 * d * cfg.classes;

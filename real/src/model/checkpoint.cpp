@@ -220,11 +220,13 @@ Position restore(torch::serialize::InputArchive& archive, const std::string& pat
 
 std::string fingerprint(const Scenario& s, int world) {
   const auto& m = s.model;
+  // model.class_tokens only when not 1: checkpoints written before the key resume as before.
+  const std::string tokens = m.class_tokens != 1 ? fmt::format(" tok{}", m.class_tokens) : "";
   return fmt::format(
-      "vit {}px p{} c{} d{} L{} h{} mlp{} cls{}; {} {} samples; micro {} accum {} ranks {}; {} {} lr {} wd "
+      "vit {}px p{} c{} d{} L{} h{} mlp{} cls{}{}; {} {} samples; micro {} accum {} ranks {}; {} {} lr {} wd "
       "{} seed {}",
-      m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, s.dataset.name,
-      s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world,
+      m.image_size, m.patch, m.channels, m.width, m.depth, m.heads, m.mlp_ratio, m.classes, tokens,
+      s.dataset.name, s.dataset.train_samples, s.training.micro_batch, s.training.grad_accum, world,
       precision_name(s.training.precision), s.training.optimizer, s.training.lr, s.training.weight_decay,
       s.training.seed);
 }

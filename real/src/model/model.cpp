@@ -73,7 +73,8 @@ VisionTransformerImpl::VisionTransformerImpl(const ViTConfig& c) : cfg(c) {
   patch_embed = register_module(
       "patch_embed",
       torch::nn::Conv2d(torch::nn::Conv2dOptions(cfg.channels, d, cfg.patch).stride(cfg.patch)));
-  class_token = register_parameter("class_token", torch::zeros({1, 1, d}));
+  // The learned token block [K, 1, d] (model.class_tokens; [1, K, d] batch-first), prepended to the patches.
+  class_token = register_parameter("class_token", torch::zeros({cfg.class_tokens, 1, d}));
   pos_embedding = register_parameter("pos_embedding", torch::empty({cfg.tokens(), 1, d}).normal_(0.0, 0.02));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int i = 0; i < cfg.depth; ++i)
@@ -101,9 +102,9 @@ torch::Tensor VisionTransformerImpl::forward(torch::Tensor images, const LayerOb
     ++layer;
   };
   const auto b = images.size(0);
-  auto x = patch_embed(images);                                   // [B, d, H/p, W/p]
-  x = x.flatten(2).permute({2, 0, 1});                            // [N, B, d]
-  x = torch::cat({class_token.expand({1, b, cfg.width}), x}, 0);  // [T, B, d]
+  auto x = patch_embed(images);                                                  // [B, d, H/p, W/p]
+  x = x.flatten(2).permute({2, 0, 1});                                           // [N, B, d]
+  x = torch::cat({class_token.expand({cfg.class_tokens, b, cfg.width}), x}, 0);  // [T, B, d]
   x = drop(x + pos_embedding);
   done(x);
   for (auto& m : *blocks) {

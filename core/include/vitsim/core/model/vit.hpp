@@ -19,6 +19,10 @@ enum class AttentionPath { Math, Fused };
 const char* attention_path_name(AttentionPath a);             // "math", "fused"
 AttentionPath parse_attention_path(const std::string& name);  // throws Error listing the valid names
 
+// model.class_tokens' upper bound. ASSUMPTION: a bound against typos, not a measured limit: the most any
+// source here runs is 8 (NeMo's ViT-g/14, docs/sources.md); a model with more would raise it.
+inline constexpr int kMaxClassTokens = 64;
+
 struct ViTConfig {
   std::string preset;  // the preset it came from, "" when given by parameters
   int image_size = 224;
@@ -33,8 +37,13 @@ struct ViTConfig {
   // Korthikanti et al. count are not stored, which changes activation memory.
   double dropout = 0.0;
   AttentionPath attention = AttentionPath::Math;  // model.attention; not part of the shape (same_shape)
+  // Learned tokens prepended to the patches (model.class_tokens): 1 in torchvision's and timm's ViT, 2 in
+  // DeiT's distilled models (class + distillation), 8 in Megatron's / NeMo's vit_backbone.py. Each has its
+  // own position embedding; the head reads token 0.
+  int class_tokens = 1;
 
-  int tokens() const;      // patches + class token
+  int patches() const;     // (image_size / patch)^2
+  int tokens() const;      // patches + class_tokens
   int mlp_hidden() const;  // round(width * mlp_ratio)
   void validate() const;   // throws Error on impossible shapes (image not divisible by patch, ...)
 };
