@@ -11,6 +11,7 @@
 
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
+#include "tiny_scenario.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/sim/predict/interval.hpp"
@@ -70,16 +71,9 @@ TEST_CASE("a surrogate off by the curvature of 1/P gives way to the sampled inte
   std::string x = vt::platform_xml(1, 1, "100GBps", "0us", {"10GBps"}, {"1Tf"});
   x.insert(x.find("</cluster>"), "<prop id=\"gpu_flops_fp32.range\" value=\"0.5Tf..1Tf; wide\"/>");
   d.file("p.xml", x);
-  const std::string s = d.file("s.xml", R"(<scenario name="surrogate">
-  <cluster platform="p.xml" nodes="1" gpus_per_node="1"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <parallelism collective="ring"/>
-  <loader workers="2"/>
-  <simulation steps="6" warmup="1"/>
-</scenario>
-)");
+  const std::string s = d.file(
+      "s.xml", vt::tiny_cifar_scenario("surrogate", 1,
+                                       "  <parallelism collective=\"ring\"/>\n  <loader workers=\"2\"/>\n"));
   const json surrogate = predict_json(d, "'" + s + "' --interval")["points"][0];
   const json sampled = predict_json(d, "'" + s + "' --interval-mode sampled")["points"][0];
   const double t = surrogate["epoch_time_s"];
