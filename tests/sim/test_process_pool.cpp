@@ -153,6 +153,44 @@ TEST_CASE("zygotes: a group's tasks fork from one zygote that prepared once, wha
   munmap(sh, sizeof(Shared));
 }
 
+TEST_CASE(
+    "zygotes: a group of one task runs it in its zygote after preparing, and its exit is the task's end",
+    "[process_pool][zygote]") {
+  // Three groups of one task each (their zygotes fork no child: zygote.cpp's `solo`), among a group of two
+  // (forked children as before): the solo task's process is the one that prepared; a solo task killed or
+  // exiting with a status fails alone, with the message a forked child's end gives (failure_of).
+  for (int jobs : {1, 3}) {
+    INFO("jobs " << jobs);
+    vt::TempDir d;
+    const std::vector<std::string> group{"ok", "killed", "status3", "pair", "pair"};
+    const auto failures = sim::run_forked_groups(
+        group.size(), jobs, [&](size_t i) { return group[i]; },
+        [&](size_t i) {
+          g_prepared = group[i];
+          g_zygote = getpid();
+        },
+        [&](size_t i) {
+          if (group[i] == "killed") kill(getpid(), SIGKILL);
+          if (group[i] == "status3") std::_Exit(3);
+          sim::finish_child(d / std::to_string(i), fmt::format("{} {} {}", g_prepared, g_zygote, getpid()));
+        },
+        nullptr);
+    CHECK(failures[0].empty());
+    CHECK(failures[1] ==
+          "the simulation process died of signal 9 (killed: out of memory, or by another process)");
+    CHECK(failures[2] == "the simulation process exited with status 3");
+    for (size_t i : {size_t{0}, size_t{3}, size_t{4}}) {
+      INFO("task " << i);
+      CHECK(failures[i].empty());
+      std::istringstream in(read_file(d / std::to_string(i)));
+      std::string prepared, zygote, self;
+      in >> prepared >> zygote >> self;
+      CHECK(prepared == group[i]);
+      CHECK((self == zygote) == (group[i] == "ok"));  // solo: the zygote itself; a pair's: a forked child
+    }
+  }
+}
+
 TEST_CASE("zygotes: at most `jobs` tasks run at once over all groups", "[process_pool][zygote]") {
   Shared* sh = shared_counters();
   for (int jobs : {1, 2, 3}) {

@@ -106,11 +106,12 @@ struct Walker {
   PlatformFacts& facts;
   std::set<std::string> names;
 
-  void add_gpu(NodeFacts& node, const std::string& host, const Props& props, const Origin& o) {
+  // `g`: the host's figures (gpu_facts of its properties), read once for all the hosts of a cluster.
+  void add_gpu(NodeFacts& node, const std::string& host, const GpuFacts& g, const Origin& o) {
     if (!names.insert(host).second) throw Error(o, fmt::format("host '{}' is declared twice", host));
     node.gpus.push_back(host);
-    facts.gpu[host] = gpu_facts(props, o);
-    if (facts.gpu[host].model.empty()) facts.gpu[host].model = host;
+    GpuFacts& added = facts.gpu[host] = g;
+    if (added.model.empty()) added.model = host;
   }
 
   // Returns the names of the netpoints directly inside `zone` that hold GPUs (for route checks).
@@ -130,9 +131,10 @@ struct Walker {
         node_facts(n, cp);
         figure_ranges(own_props(c, el), cp, n.origin, "cluster " + n.name, facts.ranges);
         cluster_transport(el, cp, n.origin);
+        const GpuFacts g = gpu_facts(cp, n.origin);
         for (long i : parse_radical(el.attribute("radical").value(), n.origin))
           add_gpu(n, fmt::format("{}{}{}", el.attribute("prefix").value(), i, el.attribute("suffix").value()),
-                  cp, n.origin);
+                  g, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "host") {
@@ -143,7 +145,7 @@ struct Walker {
         n.origin = c.at(el);
         node_facts(n, hp);
         figure_ranges(own_props(c, el), hp, n.origin, "host " + n.name, facts.ranges);
-        add_gpu(n, n.name, hp, n.origin);
+        add_gpu(n, n.name, gpu_facts(hp, n.origin), n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "link") {

@@ -472,7 +472,11 @@ json json_file_head(const std::string& schema, const std::string& kind) {
 }
 
 std::string report_to_json(const Report& r) {
-  return json_file_text("vitsim.report/2", r.kind(), r, [](auto& io, auto& v) { report_fields(io, v); });
+  return report_to_json_value(r).dump(2) + "\n";
+}
+
+json report_to_json_value(const Report& r) {
+  return json_file_value("vitsim.report/2", r.kind(), r, [](auto& io, auto& v) { report_fields(io, v); });
 }
 
 json report_point_to_json(const ReportPoint& p) {
@@ -485,7 +489,10 @@ ReportPoint report_point_from_json(const json& j, const std::string& origin, con
 }
 
 Report report_from_json(const std::string& text, const std::string& origin) {
-  const json j = detail::parse_json(text, origin);
+  return report_from_json_value(detail::parse_json(text, origin), origin);
+}
+
+Report report_from_json_value(const json& j, const std::string& origin) {
   const JsonField top(j, origin, "");
   const std::string schema =
       top.has("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "";

@@ -286,7 +286,12 @@ class Nccl : public Collective {
   };
   // The group's communicator (by group name), made on first use; the last one looked up is kept at hand.
   Comm& comm(const Group& g) const {
-    if (&g == last_group_) return *last_comm_;
+    if (&g == last_group_) return *last_comm_;  // every call of a point after its first: kept small
+    return comm_of(g);
+  }
+  // The lookup, and the communicator's making on first use: out of line, so that the calls above do not
+  // carry its frame (kilobytes of each rank's stack).
+  [[gnu::noinline]] Comm& comm_of(const Group& g) const {
     last_group_ = &g;
     auto it = comms_.find(g.name());
     if (it != comms_.end()) return *(last_comm_ = &it->second);

@@ -9,6 +9,8 @@
 // handler sends SIGTERM to the registered zygotes, Ctrl-C reaches the whole process group) and on
 // end-of-file a zygote kills its children, reaps them and exits, so that no child outlives it writing
 // into the parent's temporary folder; while it prepares it has no children, and those signals kill it.
+// A group of one task forks nothing more: its zygote runs the task after preparing (one fork, and no copy
+// of the prepared platform's pages on write, fewer for a single large point), and its exit is the task's.
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/signalfd.h>
@@ -109,7 +111,9 @@ struct ZygoteEnded {
   }
 }
 
-[[noreturn]] void zygote_main(int sock, size_t first, const std::function<void(size_t)>& prepare,
+// `solo`: the group's only task, run by the zygote itself after prepare (no child to fork: its exit status is
+// the task's, read by the parent when the socket closes); else the loop forks a child per task.
+[[noreturn]] void zygote_main(int sock, size_t first, bool solo, const std::function<void(size_t)>& prepare,
                               const std::function<void(size_t)>& child) {
   sigset_t chld, all, before;
   sigemptyset(&chld);
@@ -122,6 +126,14 @@ struct ZygoteEnded {
     prepare(first);
   } catch (...) {
     std::_Exit(5);
+  }
+  if (solo) {
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+    try {
+      child(first);
+    } catch (...) {
+    }
+    std::_Exit(5);  // child() must not return
   }
   sigprocmask(SIG_BLOCK, &all, nullptr);
   const int sfd = signalfd(-1, &all, SFD_CLOEXEC);
@@ -235,7 +247,7 @@ class ZygotePool {
       for (const auto& o : groups_)  // the other zygotes must see end-of-file when the parent closes
         if (o.sock >= 0) close(o.sock);
       try {
-        zygote_main(sv[1], first, prepare_, child_);
+        zygote_main(sv[1], first, g.tasks.size() == 1, prepare_, child_);
       } catch (...) {
         // Never unwind into the parent's frames (the ZygotePool's destructor is the parent's).
       }
@@ -300,6 +312,12 @@ class ZygotePool {
     const int status = reap(g);
     stop_if_interrupted();
     std::string why = failure_of(status);
+    // A group of one task ran it in its zygote (zygote_main's `solo`): its exit is the task's end.
+    if (g.tasks.size() == 1 && state_[g.tasks[0]] == kRunning) {
+      end_task(g.tasks[0], why);
+      ++g.ended;
+      return;
+    }
     if (why.empty()) why = "the simulation process exited before its result";
     for (size_t task : g.tasks)
       if (state_[task] != kEnded) {

@@ -71,7 +71,7 @@ json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenari
   r.point.per_rank.clear();
   Report one;
   one.points.push_back(r.point);
-  json out{{"report", report_to_json(one)}};
+  json out{{"report", report_to_json_value(one)}};
   if (r.comm.known()) out["comm"] = comm_regime_to_json(r.comm);
   return out;
 }
@@ -308,8 +308,7 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
       p.excluded = "failed: " + results[i].error;
       continue;
     }
-    p.result = report_from_json(results[i].result["report"].get<std::string>(),
-                                fmt::format("plan point {}", p.index))
+    p.result = report_from_json_value(results[i].result["report"], fmt::format("plan point {}", p.index))
                    .points.at(0);
     p.simulated = true;
     if (results[i].result.contains("comm"))

@@ -49,7 +49,7 @@ json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenari
   Report one;
   one.points.push_back(r.point);
   json j;
-  j["report"] = report_to_json(one);
+  j["report"] = report_to_json_value(one);
   if (trace) {
     j["trace"] = trace_to_json(r.trace);
     j["trace_truncated"] = r.trace_truncated;
@@ -237,7 +237,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     }
     const json& result = results[i].result;
     report.points.push_back(
-        report_from_json(result["report"].get<std::string>(), fmt::format("point {}", i + 1)).points.at(0));
+        report_from_json_value(result["report"], fmt::format("point {}", i + 1)).points.at(0));
     ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
     p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
     p.price_per_gpu_hour = prices[i];

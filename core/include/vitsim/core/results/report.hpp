@@ -227,6 +227,10 @@ std::string report_to_json(const Report& r);  // deterministic: sorted keys, fix
 // every field's type and range and the figures' consistency (docs/reports.md). Throws Error, one
 // line: "ORIGIN: /json/pointer: what is wrong".
 Report report_from_json(const std::string& text, const std::string& origin);
+// The same report as JSON values, without the text (a forked child's report to its parent: both read and
+// write the same fields as the text forms, with the same checks).
+nlohmann::json report_to_json_value(const Report& r);
+Report report_from_json_value(const nlohmann::json& j, const std::string& origin);
 // One point as a report holds it, read and checked the same way; `pointer` is where it sits in the file
 // (a plan's "/points/3/result"). `measured`: the point is a real run's.
 ReportPoint report_point_from_json(const nlohmann::json& j, const std::string& origin,
