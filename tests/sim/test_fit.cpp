@@ -11,6 +11,7 @@
 #include <random>
 
 #include "test_util.hpp"
+#include "tiny_scenario.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -40,19 +41,10 @@ std::string platform(const std::string& flops, const std::string& host, const st
                               cpu ? "<prop id=\"device_kind\" value=\"cpu\"/>" : "", host, extra));
 }
 
-// vit_cifar_tiny on the one device, 6 steps (as tests/sim/test_interval.cpp).
+// vit_cifar_tiny on the one device, 6 steps (tests/tiny_scenario.hpp), the ring named and 2 loader workers.
 std::string scenario(const std::string& platform_file) {
-  return fmt::format(R"(<scenario name="fit">
-  <cluster platform="{}" nodes="1" gpus_per_node="1"/>
-  <model preset="vit_cifar_tiny"/>
-  <dataset name="synthetic" train_samples="6400" image_size="32" channels="3"/>
-  <training micro_batch="32" precision="fp32"/>
-  <parallelism collective="ring"/>
-  <loader workers="2"/>
-  <simulation steps="6" warmup="1"/>
-</scenario>
-)",
-                     platform_file);
+  return vt::tiny_cifar_scenario(
+      "fit", 1, "  <parallelism collective=\"ring\"/>\n  <loader workers=\"2\"/>\n", platform_file);
 }
 
 // The true figures the measured times come from: 0.7Tf and 30us (the stated platform says 1Tf and 10us).
