@@ -41,14 +41,52 @@ std::vector<TraceEvent> trace_from_json(const json& j) {
   return out;
 }
 
-// What a child process hands back: the point as a one-point report, and its trace when asked.
+// A point's ranks as columns, one JSON array a field (a few vectors, where an object a rank would be
+// 16,384 maps of 13 keys on a large point: most of the memory the child and the parent spend on its report).
+// The members are listed here: a field added to RankReport, StepStats or Breakdown must be added below.
+static_assert(sizeof(StepStats) == 3 * sizeof(double) && sizeof(Breakdown) == 8 * sizeof(double),
+              "rank_columns and ranks_from_columns carry every member of StepStats and Breakdown");
+constexpr double StepStats::*kStatsColumns[] = {&StepStats::mean, &StepStats::p50, &StepStats::p95};
+constexpr double Breakdown::*kBreakdownColumns[] = {
+    &Breakdown::data,      &Breakdown::h2d,        &Breakdown::compute_fwd,  &Breakdown::compute_bwd,
+    &Breakdown::optimizer, &Breakdown::comm_total, &Breakdown::comm_exposed, &Breakdown::straggler_wait};
+json rank_columns(const std::vector<RankReport>& ranks) {
+  json rank = json::array(), host = json::array(), device = json::array(), step = json::array(),
+       breakdown = json::array();
+  for (const RankReport& r : ranks) {
+    rank.push_back(r.rank);
+    host.push_back(r.host);
+    device.push_back(r.device);
+    for (auto m : kStatsColumns) step.push_back(r.step_time_s.*m);
+    for (auto m : kBreakdownColumns) breakdown.push_back(r.breakdown_s.*m);
+  }
+  return {{"rank", rank}, {"host", host}, {"device", device}, {"step", step}, {"breakdown", breakdown}};
+}
+std::vector<RankReport> ranks_from_columns(const json& j) {
+  std::vector<RankReport> out(j["rank"].size());
+  size_t s = 0, b = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    RankReport& r = out[i];
+    r.rank = j["rank"][i].get<int>();
+    r.host = j["host"][i].get<std::string>();
+    r.device = j["device"][i].get<std::string>();
+    for (auto m : kStatsColumns) r.step_time_s.*m = j["step"][s++].get<double>();
+    for (auto m : kBreakdownColumns) r.breakdown_s.*m = j["breakdown"][b++].get<double>();
+  }
+  return out;
+}
+
+// What a child process hands back: the point as a one-point report (its ranks apart, as columns), and its
+// trace when asked.
 json point_result(PreparedEngine& engine, const PointSetup& setup, const Scenario& s,
                   const PlatformFacts& facts, const Calibration* calib, bool trace,
                   const std::vector<int>& trace_ranks) {
   SimResult r = simulate_prepared(engine, setup, s, facts, calib, trace, trace_ranks);
-  Report one;
-  one.points.push_back(r.point);
   json j;
+  j["per_rank"] = rank_columns(r.point.per_rank);
+  r.point.per_rank.clear();
+  Report one;
+  one.points.push_back(std::move(r.point));
   j["report"] = report_to_json_value(one);
   if (trace) {
     j["trace"] = trace_to_json(r.trace);
@@ -239,6 +277,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
     report.points.push_back(
         report_from_json_value(result["report"], fmt::format("point {}", i + 1)).points.at(0));
     ReportPoint& p = report.points.back();  // the whole run: the closing summary (docs/predict.md)
+    p.per_rank = ranks_from_columns(result["per_rank"]);
     p.total_epochs = opt.epochs > 0 ? opt.epochs : points[i].training.epochs;
     p.price_per_gpu_hour = prices[i];
     if (trace) trace_points.push_back(trace_point(result, i, points, sel, setups[i].place, p, trace_notes));
