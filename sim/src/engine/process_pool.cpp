@@ -89,7 +89,7 @@ std::vector<ForkedResult> gather_forked_each(size_t count, const ForkedPoints& h
         j = json{{"error", e.what()}};
       }
       // CBOR, not JSON text: a large point's per-rank table (16,384 ranks: ~7 MB as text) costs no number
-      // formatting and parsing on the way (docs/benchmarks.md "16,384 GPUs with `auto`").
+      // formatting and parsing on the way (measured on 16,384 GPUs: docs/benchmarks.md, issues 36 and 37).
       const std::vector<std::uint8_t> cbor = json::to_cbor(j);
       finish_child(out_of(i), std::string(cbor.begin(), cbor.end()));
     };
