@@ -72,6 +72,10 @@ struct Slot {
   // point's own platform and calibration, so its simulation would be the point's; not run (add_intervals
   // takes the point's times).
   bool centre = false;
+  // A copy on the engine of the points' own file (figures SimGrid never sees): its platform figures' values
+  // (NaN: as written), the copy made in its simulation's child (simulate_points' copy_text); `file` names it
+  // but is not written. Empty: `file` is the points' own, or written (a copy that needs its own engine).
+  std::vector<double> platform_values;
 };
 
 std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
@@ -194,6 +198,15 @@ struct IntervalRuns {
   std::vector<const Calibration*> calibs;  // per scenario: the calibration it runs with
   std::vector<Run> runs;
   std::map<std::string, PlatformPlan> plans;  // by the points' platform path
+  // per scenario: its platform copy's figure values where its child makes the copy (Slot::platform_values)
+  std::vector<std::vector<double>> copy_values;
+  std::vector<std::string> plan_of;  // per scenario: the points' platform path (its key in `plans`)
+  // Scenario n's copy as its child makes it.
+  std::string copy_text(size_t n) const {
+    if (copy_values.at(n).empty()) return read_file(scenarios.at(n).cluster.platform);  // written
+    const PlatformPlan& pp = plans.at(plan_of[n]);
+    return platform_with_values(pp.text, plan_of[n], pp.figures, copy_values[n]);
+  }
 };
 
 // `c` with span figure `f` at `v`.
@@ -214,16 +227,19 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
                              const Calibration* calib, const IntervalOptions& io, const TempDir& dir,
                              const std::vector<int>& rows, bool ends) {
   const size_t k = pp.figures.size(), ks = pp.spans.size();
+  const bool own_engine = needs_own_engine(pp.figures);
   std::vector<Slot> slots;
   auto slot = [&](const std::vector<double>& values) {
-    Slot sl{path, calib};
+    Slot sl{path, calib, false, {}};
     const bool platform_varies = std::any_of(values.begin(), values.begin() + static_cast<long>(k),
                                              [](double v) { return !std::isnan(v); });
     if (platform_varies) {
       sl.file = fmt::format("{}/p{}-{}.xml", dir.path(), index, slots.size());
-      write_file_atomic(sl.file,
-                        platform_with_values(pp.text, path, pp.figures,
-                                             std::vector<double>(values.begin(), values.begin() + k)));
+      std::vector<double> platform_values(values.begin(), values.begin() + static_cast<long>(k));
+      if (own_engine)
+        write_file_atomic(sl.file, platform_with_values(pp.text, path, pp.figures, platform_values));
+      else
+        sl.platform_values = std::move(platform_values);
     }
     if (std::any_of(values.begin() + static_cast<long>(k), values.end(),
                     [](double v) { return !std::isnan(v); })) {
@@ -249,7 +265,7 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
   for (size_t j = 0; j < (ends ? k + ks : 0); ++j)
     for (double end : {low(j), high(j)}) {
       if (end == value(j)) {
-        slots.push_back({path, calib, true});
+        slots.push_back({path, calib, true, {}});
         continue;
       }
       std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
@@ -288,6 +304,8 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       s.what_ifs.clear();  // applied already: the file is the edited copy
       r.engine_of.push_back(own_engine ? slot.file : path);
       r.calibs.push_back(slot.calib);
+      r.copy_values.push_back(slot.platform_values);
+      r.plan_of.push_back(path);
       r.scenarios.push_back(std::move(s));
       r.runs.push_back(run);
     };
@@ -379,7 +397,10 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
   auto rows_in = [](const std::set<int>& rows) { return std::vector<int>(rows.begin(), rows.end()); };
   const IntervalRuns c = plan_runs(
       points, calib, io, dir, cache, [&](const std::string& path) { return rows_in(check[path]); }, false);
-  collect(c, simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache), ps);
+  collect(c,
+          simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache,
+                          [&c](size_t n) { return c.copy_text(n); }),
+          ps);
   std::set<std::string> fallback;
   std::map<std::string, double> worst;  // per platform, the largest q.off
   for (size_t i = 0; i < points.size(); ++i) {
@@ -401,7 +422,10 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
       return rows;
     };
     const IntervalRuns f = plan_runs(points, calib, io, dir, cache, rest, false);
-    collect(f, simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache), ps);
+    collect(f,
+            simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache,
+                            [&f](size_t n) { return f.copy_text(n); }),
+            ps);
   }
   for (size_t i = 0; i < points.size(); ++i) {
     PointSamples& q = ps[i];
@@ -437,7 +461,10 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     ps[i].epoch_ends = figure_ends(pp, report.points[i].epoch_time_s);
     ps[i].step_ends = figure_ends(pp, report.points[i].step_time_s.mean);
   }
-  collect(r, simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache), ps);
+  collect(r,
+          simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache,
+                          [&r](size_t n) { return r.copy_text(n); }),
+          ps);
   if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
