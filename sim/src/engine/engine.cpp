@@ -20,6 +20,7 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/units.hpp"
 #include "vitsim/core/platform/platform.hpp"
+#include "vitsim/sim/fabric/latency_model.hpp"
 #include "vitsim/sim/fabric/platform_build.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -171,6 +172,7 @@ std::unique_ptr<PreparedEngine> prepare_engine(const Scenario& s, const Platform
     // The socket transport's connections: the channels NCCL runs over each NIC (nccl_platform.cpp).
     const std::vector<int> connections = nccl_net_connections(facts, s.nccl);
     pe->notes = apply_link_transports(*pe->engine, facts, connections);  // before LatencyModel
+    pe->latency = std::make_unique<LatencyModel>(*pe->engine);
   } catch (...) {
     pe->error = std::current_exception();
   }

@@ -17,6 +17,8 @@ class Engine;
 
 namespace vitsim::sim {
 
+class LatencyModel;  // sim/fabric/latency_model.hpp
+
 // Each actor's stack (SimGrid contexts/stack-size, KiB). Measured: every shipped scenario runs in 8 KiB
 // stacks with a guard page (where an overflow faults); 128 KiB leaves a margin of 16.
 inline constexpr int kActorStackKiB = 128;
@@ -54,7 +56,11 @@ struct PreparedEngine {
   std::vector<std::string> args;   // the engine's command line, kept with the engine
   std::vector<char*> argv;
   std::unique_ptr<simgrid::s4u::Engine> engine;  // null when `error`
-  bool used = false;                             // it ran a point
+  // The links' latencies taken over by vitsim (sim/fabric/latency_model.hpp), after the transports: made
+  // once with the engine, so that each child forked from a zygote inherits it instead of walking every link
+  // again (docs/benchmarks.md "Interval cost"); null when `error`.
+  std::unique_ptr<LatencyModel> latency;
+  bool used = false;  // it ran a point
 };
 // Never throws for the platform: a platform that fails to load is kept in `error` (each point of it then
 // fails with what simulate_point would have thrown). `s` is any point of the platform (its origin for
