@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <pugixml.hpp>
 #include <set>
 #include <sstream>
@@ -82,6 +83,13 @@ Props own_props(const Ctx& c, const pugi::xml_node& n) {
                               "ambiguous; keep one",
                               echo(id), n.name(), it->second.second.line));
   }
+  if (c.values)
+    for (const FigureValue& v : *c.values) {
+      const auto range = p.find(v.key + std::string(kRangeSuffix));
+      if (range == p.end() || range->second.first != v.range) continue;
+      auto [it, fresh] = p.try_emplace(v.key, v.value, range->second.second);
+      if (!fresh) it->second.first = v.value;
+    }
   return p;
 }
 
@@ -106,11 +114,16 @@ struct Walker {
   PlatformFacts& facts;
   std::set<std::string> names;
 
-  void add_gpu(NodeFacts& node, const std::string& host, const Props& props, const Origin& o) {
+  // `g`: the GPU's facts from its props, read at the first GPU of a cluster and copied to the others (its
+  // hosts share one set of props: a cluster of 8 GPUs read once, not 8 times; docs/benchmarks.md "Interval
+  // cost").
+  void add_gpu(NodeFacts& node, const std::string& host, std::optional<GpuFacts>& g, const Props& props,
+               const Origin& o) {
     if (!names.insert(host).second) throw Error(o, fmt::format("host '{}' is declared twice", host));
     node.gpus.push_back(host);
-    facts.gpu[host] = gpu_facts(props, o);
-    if (facts.gpu[host].model.empty()) facts.gpu[host].model = host;
+    if (!g) g = gpu_facts(props, o);
+    GpuFacts& facts_of_host = facts.gpu[host] = *g;
+    if (facts_of_host.model.empty()) facts_of_host.model = host;
   }
 
   // Returns the names of the netpoints directly inside `zone` that hold GPUs (for route checks).
@@ -130,9 +143,10 @@ struct Walker {
         node_facts(n, cp);
         figure_ranges(own_props(c, el), cp, n.origin, "cluster " + n.name, facts.ranges);
         cluster_transport(el, cp, n.origin);
+        std::optional<GpuFacts> g;
         for (long i : parse_radical(el.attribute("radical").value(), n.origin))
           add_gpu(n, fmt::format("{}{}{}", el.attribute("prefix").value(), i, el.attribute("suffix").value()),
-                  cp, n.origin);
+                  g, cp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "host") {
@@ -143,7 +157,8 @@ struct Walker {
         n.origin = c.at(el);
         node_facts(n, hp);
         figure_ranges(own_props(c, el), hp, n.origin, "host " + n.name, facts.ranges);
-        add_gpu(n, n.name, hp, n.origin);
+        std::optional<GpuFacts> g;
+        add_gpu(n, n.name, g, hp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "link") {
@@ -229,10 +244,11 @@ PlatformFacts read_platform_facts(const std::string& path) {
   return read_platform_text(path, read_input_file(path, "platform file"));
 }
 
-PlatformFacts read_platform_text(const std::string& path, const std::string& text) {
-  Ctx c;
-  c.path = path;
-  c.text = text;
+namespace {
+
+PlatformFacts read_text(Ctx& c, bool check) {
+  const std::string& path = c.path;
+  const std::string& text = c.text;
   c.index();
   pugi::xml_document doc;
   auto res = doc.load_buffer(c.text.data(), c.text.size());
@@ -241,7 +257,7 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
   auto root = doc.document_element();
   if (std::string(root.name()) != "platform")
     throw Error(c.at(root), fmt::format("root element is <{}>, expected <platform>", root.name()));
-  check_structure(c, root);
+  if (check) check_structure(c, root);
   PlatformFacts facts;
   facts.path = path;
   facts.flat_layout = is_flat_layout_text(text.size() > (1u << 20) ? text.substr(0, 1u << 20) : text);
@@ -263,6 +279,24 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
                 "no GPU hosts: give hosts or clusters a gpu_model property (docs/platform-properties.md "
                 "\"GPU properties\")");
   return facts;
+}
+
+}  // namespace
+
+PlatformFacts read_platform_text(const std::string& path, const std::string& text) {
+  Ctx c;
+  c.path = path;
+  c.text = text;
+  return read_text(c, true);
+}
+
+PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
+                                      const std::vector<FigureValue>& values) {
+  Ctx c;
+  c.path = path;
+  c.text = text;
+  c.values = &values;
+  return read_text(c, false);
 }
 
 }  // namespace vitsim

@@ -73,7 +73,7 @@ struct Slot {
   // takes the point's times).
   bool centre = false;
   // A copy on the engine of the points' own file (figures SimGrid never sees): its platform figures' values
-  // (NaN: as written), the copy made in its simulation's child (simulate_points' copy_text); `file` names it
+  // (NaN: as written), the copy made in its simulation's child (simulate_points' copy_facts); `file` names it
   // but is not written. Empty: `file` is the points' own, or written (a copy that needs its own engine).
   std::vector<double> platform_values;
 };
@@ -201,11 +201,17 @@ struct IntervalRuns {
   // per scenario: its platform copy's figure values where its child makes the copy (Slot::platform_values)
   std::vector<std::vector<double>> copy_values;
   std::vector<std::string> plan_of;  // per scenario: the points' platform path (its key in `plans`)
-  // Scenario n's copy as its child makes it.
-  std::string copy_text(size_t n) const {
-    if (copy_values.at(n).empty()) return read_file(scenarios.at(n).cluster.platform);  // written
+  // Scenario n's copy as its child reads it: the points' file with the copy's values in effect.
+  PlatformFacts copy_facts(size_t n) const {
+    const std::string& file = scenarios.at(n).cluster.platform;
+    if (copy_values.at(n).empty()) return read_platform_text(file, read_file(file));  // written
     const PlatformPlan& pp = plans.at(plan_of[n]);
-    return platform_with_values(pp.text, plan_of[n], pp.figures, copy_values[n]);
+    std::vector<FigureValue> values;
+    for (size_t j = 0; j < pp.figures.size(); ++j)
+      if (!std::isnan(copy_values[n][j]))
+        values.push_back(
+            {pp.figures[j].key, pp.figures[j].raw, exact_prop_value(*pp.figures[j].prop, copy_values[n][j])});
+    return read_platform_text_with(plan_of[n], pp.text, values);
   }
 };
 
@@ -399,7 +405,7 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
       points, calib, io, dir, cache, [&](const std::string& path) { return rows_in(check[path]); }, false);
   collect(c,
           simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache,
-                          [&c](size_t n) { return c.copy_text(n); }),
+                          [&c](size_t n) { return c.copy_facts(n); }),
           ps);
   std::set<std::string> fallback;
   std::map<std::string, double> worst;  // per platform, the largest q.off
@@ -424,7 +430,7 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
     const IntervalRuns f = plan_runs(points, calib, io, dir, cache, rest, false);
     collect(f,
             simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache,
-                            [&f](size_t n) { return f.copy_text(n); }),
+                            [&f](size_t n) { return f.copy_facts(n); }),
             ps);
   }
   for (size_t i = 0; i < points.size(); ++i) {
@@ -463,7 +469,7 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
   }
   collect(r,
           simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache,
-                          [&r](size_t n) { return r.copy_text(n); }),
+                          [&r](size_t n) { return r.copy_facts(n); }),
           ps);
   if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
   RunsSpread spread;

@@ -140,7 +140,7 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
                                             const std::vector<std::string>& engine_of,
                                             const std::vector<const Calibration*>& calib_of,
                                             PlatformCache* cache,
-                                            const std::function<std::string(size_t)>& copy_text) {
+                                            const std::function<PlatformFacts(size_t)>& copy_facts) {
   PlatformCache own;
   PlatformCache& platforms = cache ? *cache : own;
   auto on_engine = [&](size_t i) {
@@ -153,11 +153,11 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
   // engine's file had it) and its placement checked in its own child, where they run in parallel with the
   // other children instead of one after another in the parent (docs/benchmarks.md "Interval cost").
   auto is_copy = [&](size_t i) { return !engine_of.empty() && engine_of[i] != points[i].cluster.platform; };
-  auto copy_facts = [&](size_t i) {
+  auto facts_of_copy = [&](size_t i) {
     const PlatformFacts& engine = platforms.of(on_engine(i));
     const std::string& path = points[i].cluster.platform;
     PlatformFacts f =
-        read_platform_text(path, copy_text ? copy_text(i) : read_input_file(path, "platform file"));
+        copy_facts ? copy_facts(i) : read_platform_text(path, read_input_file(path, "platform file"));
     f.path = engine.path;
     f.flat = engine.flat;
     return f;
@@ -184,7 +184,7 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
               simulate_prepared(*engine, setups[i], runs[i], platforms.of(points[i]), c, false, {});
           return json{r.point.epoch_time_s, r.point.step_time_s.mean};
         }
-        const PlatformFacts facts = copy_facts(i);
+        const PlatformFacts facts = facts_of_copy(i);
         const SimResult r =
             simulate_prepared(*engine, check_point(runs[i], facts), runs[i], facts, c, false, {});
         return json{r.point.epoch_time_s, r.point.step_time_s.mean};
