@@ -113,6 +113,7 @@ struct Walker {
   const Ctx& c;
   PlatformFacts& facts;
   std::set<std::string> names;
+  bool check = true;  // the routes checked (false: a file read and checked before, PlatformDocument)
 
   // `g`: the GPU's facts from its props, read at the first GPU of a cluster and copied to the others (its
   // hosts share one set of props: a cluster of 8 GPUs read once, not 8 times; docs/benchmarks.md "Interval
@@ -180,7 +181,7 @@ struct Walker {
         if (facts.nodes.size() > before) gpu_children.push_back({el.attribute("id").value(), c.at(el)});
       }
     }
-    check_routes(zone, gpu_children);
+    if (check) check_routes(zone, gpu_children);
   }
 
   // A cluster's intranode_transport is the transport of its backbone, SimGrid's "<id>_backbone" link.
@@ -246,22 +247,25 @@ PlatformFacts read_platform_facts(const std::string& path) {
 
 namespace {
 
-PlatformFacts read_text(Ctx& c, bool check) {
-  const std::string& path = c.path;
-  const std::string& text = c.text;
+// Parses `c.text` (its lines indexed) into `doc`; returns the root <platform>.
+pugi::xml_node parse(Ctx& c, pugi::xml_document& doc) {
   c.index();
-  pugi::xml_document doc;
   auto res = doc.load_buffer(c.text.data(), c.text.size());
   if (!res)
-    throw Error(Origin{path, c.line_of(res.offset)}, fmt::format("malformed XML: {}", res.description()));
+    throw Error(Origin{c.path, c.line_of(res.offset)}, fmt::format("malformed XML: {}", res.description()));
   auto root = doc.document_element();
   if (std::string(root.name()) != "platform")
     throw Error(c.at(root), fmt::format("root element is <{}>, expected <platform>", root.name()));
+  return root;
+}
+
+// The facts of a parsed file; `check`: also what SimGrid would abort on (structure, routes).
+PlatformFacts read_parsed(const Ctx& c, const pugi::xml_node& root, bool check) {
   if (check) check_structure(c, root);
   PlatformFacts facts;
-  facts.path = path;
-  facts.flat_layout = is_flat_layout_text(text.size() > (1u << 20) ? text.substr(0, 1u << 20) : text);
-  Walker w{c, facts, {}};
+  facts.path = c.path;
+  facts.flat_layout = is_flat_layout_text(c.text.size() > (1u << 20) ? c.text.substr(0, 1u << 20) : c.text);
+  Walker w{c, facts, {}, check};
   for (auto zone : root.children("zone")) {
     facts.props.clear();
     for (const auto& [k, v] : own_props(c, zone)) facts.props[k] = v.first;
@@ -287,16 +291,38 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
   Ctx c;
   c.path = path;
   c.text = text;
-  return read_text(c, true);
+  pugi::xml_document doc;
+  const pugi::xml_node root = parse(c, doc);
+  return read_parsed(c, root, true);
+}
+
+struct PlatformDocument::Parsed {
+  Ctx c;
+  pugi::xml_document doc;
+  pugi::xml_node root;
+};
+
+PlatformDocument::PlatformDocument(const std::string& path, const std::string& text)
+    : parsed_(std::make_unique<Parsed>()) {
+  parsed_->c.path = path;
+  parsed_->c.text = text;
+  parsed_->root = parse(parsed_->c, parsed_->doc);
+}
+
+PlatformDocument::~PlatformDocument() = default;
+
+PlatformFacts PlatformDocument::with(const std::vector<FigureValue>& values) {
+  parsed_->c.values = &values;
+  struct Reset {
+    Ctx& c;
+    ~Reset() { c.values = nullptr; }
+  } reset{parsed_->c};
+  return read_parsed(parsed_->c, parsed_->root, false);
 }
 
 PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
                                       const std::vector<FigureValue>& values) {
-  Ctx c;
-  c.path = path;
-  c.text = text;
-  c.values = &values;
-  return read_text(c, false);
+  return PlatformDocument(path, text).with(values);
 }
 
 }  // namespace vitsim

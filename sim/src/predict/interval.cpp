@@ -61,6 +61,9 @@ struct PlatformPlan {
   std::string text;
   std::set<std::string> gpu_models;                  // the GPU types of the platform
   std::vector<std::unique_ptr<Calibration>> calibs;  // the sampled and one-at-a-time calibrations
+  // `text` parsed once, for the copies read in their children (Slot::platform_values); null when they are
+  // written (figures that need their own engine) or there are none.
+  std::unique_ptr<PlatformDocument> doc;
 };
 
 // Where one simulation of the interval runs: a platform file (the points' own, or a sampled copy) and
@@ -211,7 +214,7 @@ struct IntervalRuns {
       if (!std::isnan(copy_values[n][j]))
         values.push_back(
             {pp.figures[j].key, pp.figures[j].raw, exact_prop_value(*pp.figures[j].prop, copy_values[n][j])});
-    return read_platform_text_with(plan_of[n], pp.text, values);
+    return pp.doc->with(values);
   }
 };
 
@@ -296,6 +299,8 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       pp.figures = ranged_figures(facts);
       pp.spans = span_figures(calib, facts);
       for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
+      if (!pp.figures.empty() && !needs_own_engine(pp.figures))
+        pp.doc = std::make_unique<PlatformDocument>(path, pp.text);
       slots[path] =
           plan_slots(pp, path, r.plans.size(), calib, io, dir,
                      pp.figures.size() + pp.spans.size() ? rows_of(path) : std::vector<int>{}, ends);

@@ -119,5 +119,19 @@ struct FigureValue {
 // Lines in messages are the file's own.
 PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
                                       const std::vector<FigureValue>& values);
+// The same, the file parsed once and read again for each set of values (the interval's copies: parsed in
+// the parent, each copy read in its own forked child, which inherits the parsed document).
+class PlatformDocument {
+ public:
+  PlatformDocument(const std::string& path, const std::string& text);  // throws Error: malformed XML
+  ~PlatformDocument();
+  PlatformDocument(const PlatformDocument&) = delete;
+  PlatformDocument& operator=(const PlatformDocument&) = delete;
+  PlatformFacts with(const std::vector<FigureValue>& values);
+
+ private:
+  struct Parsed;
+  std::unique_ptr<Parsed> parsed_;
+};
 
 }  // namespace vitsim
