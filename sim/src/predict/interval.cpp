@@ -12,9 +12,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <pugixml.hpp>
 #include <set>
-#include <sstream>
 
 #include "predict/interval_corpus.hpp"
 #include "predict/interval_runs.hpp"
@@ -143,46 +141,6 @@ std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
     out[it->second].elements.push_back(r.element);
   }
   return out;
-}
-
-std::string platform_with_texts(const std::string& text, const std::string& path,
-                                const std::vector<RangedFigure>& figures,
-                                const std::vector<std::pair<std::string, std::string>>& texts) {
-  pugi::xml_document doc;
-  if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
-    throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
-  std::map<std::string, size_t> index;
-  for (size_t j = 0; j < figures.size(); ++j) index[figures[j].key + "=" + figures[j].raw] = j;
-  for (pugi::xpath_node hit : doc.select_nodes("//prop")) {
-    pugi::xml_node range = hit.node();
-    const std::string id = range.attribute("id").value();
-    const std::string_view base = range_base_key(id);
-    if (base.empty()) continue;
-    auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
-    if (it == index.end() || texts[it->second].first.empty()) continue;
-    pugi::xml_node owner = range.parent();
-    pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
-    if (!value) {
-      value = owner.insert_child_before("prop", range);
-      value.append_attribute("id") = std::string(base).c_str();
-      value.append_attribute("value");
-    }
-    value.attribute("value").set_value(texts[it->second].first.c_str());
-    if (!texts[it->second].second.empty())
-      range.attribute("value").set_value(texts[it->second].second.c_str());
-  }
-  std::ostringstream out;
-  doc.save(out, "  ");
-  return out.str();
-}
-
-std::string platform_with_values(const std::string& text, const std::string& path,
-                                 const std::vector<RangedFigure>& figures,
-                                 const std::vector<double>& values) {
-  std::vector<std::pair<std::string, std::string>> texts(figures.size());
-  for (size_t j = 0; j < figures.size(); ++j)
-    if (!std::isnan(values[j])) texts[j].first = exact_prop_value(*figures[j].prop, values[j]);
-  return platform_with_texts(text, path, figures, texts);
 }
 
 bool needs_own_engine(const std::vector<RangedFigure>& figures) {
