@@ -286,10 +286,10 @@ void check_same_facts(const PlatformFacts& a, const PlatformFacts& b) {
 
 TEST_CASE("a copy's figures read in memory read as the copy the interval would write", "[interval]") {
   // The interval's children read a copy of GPU and node figures with read_platform_text_with instead of
-  // parsing the copy platform_with_values writes (docs/benchmarks.md "Interval cost"); both must read alike.
-  // Two nodes of one GPU each (tests/test_util.hpp): a range stated alike on both clusters (one figure), one
-  // on one cluster only, one on the zone for a figure no element states (its default in effect: the copy adds
-  // the prop, which every GPU inherits), and one on a node figure.
+  // parsing the copy platform_with_values writes (docs/benchmarks.md "Prediction intervals (issue 26)"); both
+  // must read alike. Two nodes of one GPU each (tests/test_util.hpp): a range stated alike on both clusters
+  // (one figure), one on one cluster only, one on the zone for a figure no element states (its default in
+  // effect: the copy adds the prop, which every GPU inherits), and one on a node figure.
   vt::TempDir d;
   std::string x = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
   const std::string same = range("gpu_flops_fp32", "0.5Tf..1Tf; wide");

@@ -116,8 +116,8 @@ struct Walker {
   bool check = true;  // the routes checked (false: a file read and checked before, PlatformDocument)
 
   // `g`: the GPU's facts from its props, read at the first GPU of a cluster and copied to the others (its
-  // hosts share one set of props: a cluster of 8 GPUs read once, not 8 times; docs/benchmarks.md "Interval
-  // cost").
+  // hosts share one set of props: a cluster of 8 GPUs read once, not 8 times; docs/benchmarks.md "Prediction
+  // intervals (issue 26)").
   void add_gpu(NodeFacts& node, const std::string& host, std::optional<GpuFacts>& g, const Props& props,
                const Origin& o) {
     if (!names.insert(host).second) throw Error(o, fmt::format("host '{}' is declared twice", host));

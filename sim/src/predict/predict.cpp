@@ -151,7 +151,8 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
   // A point on a copy that differs from its engine's file only in figures SimGrid never sees (the
   // interval's ends and samples of GPU and node figures): its facts are read without the load check (its
   // engine's file had it) and its placement checked in its own child, where they run in parallel with the
-  // other children instead of one after another in the parent (docs/benchmarks.md "Interval cost").
+  // other children instead of one after another in the parent (docs/benchmarks.md "Prediction intervals
+  // (issue 26)").
   auto is_copy = [&](size_t i) { return !engine_of.empty() && engine_of[i] != points[i].cluster.platform; };
   auto facts_of_copy = [&](size_t i) {
     const PlatformFacts& engine = platforms.of(on_engine(i));

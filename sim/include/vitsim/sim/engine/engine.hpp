@@ -58,7 +58,7 @@ struct PreparedEngine {
   std::unique_ptr<simgrid::s4u::Engine> engine;  // null when `error`
   // The links' latencies taken over by vitsim (sim/fabric/latency_model.hpp), after the transports: made
   // once with the engine, so that each child forked from a zygote inherits it instead of walking every link
-  // again (docs/benchmarks.md "Interval cost"); null when `error`.
+  // again (docs/benchmarks.md "Prediction intervals (issue 26)"); null when `error`.
   std::unique_ptr<LatencyModel> latency;
   bool used = false;  // it ran a point
 };
