@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "test_util.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -232,4 +234,112 @@ TEST_CASE("predict's interval flags refuse what they cannot use", "[interval]") 
   const vt::CmdResult q = vt::vitsim(fmt::format("predict '{}' -q --interval --p-low 0.05 --p-high 0.95", s));
   REQUIRE(q.status == 0);
   CHECK_THAT(q.out, Catch::Contains("epoch p5-p95"));
+}
+
+namespace {
+
+// Every figure the simulator reads from a platform's facts, GPU by GPU and node by node, and the ranges.
+void check_same_facts(const PlatformFacts& a, const PlatformFacts& b) {
+  REQUIRE(a.gpu.size() == b.gpu.size());
+  for (const auto& [host, g] : a.gpu) {
+    INFO(host);
+    const GpuFacts& h = b.gpu.at(host);
+    CHECK(g.model == h.model);
+    for (auto [x, y] : {std::pair{g.flops_fp32, h.flops_fp32},
+                        {g.flops_fp16, h.flops_fp16},
+                        {g.flops_bf16, h.flops_bf16},
+                        {g.mem_bw, h.mem_bw},
+                        {g.mem_bytes, h.mem_bytes},
+                        {g.efficiency, h.efficiency},
+                        {g.kernel_overhead, h.kernel_overhead},
+                        {g.reserved_bytes, h.reserved_bytes},
+                        {g.gemm_efficiency, h.gemm_efficiency},
+                        {g.attn_efficiency, h.attn_efficiency},
+                        {g.mem_efficiency, h.mem_efficiency},
+                        {g.gemm_k_half, h.gemm_k_half},
+                        {g.sync_overhead, h.sync_overhead},
+                        {g.host_op_overhead, h.host_op_overhead},
+                        {g.power_busy_w, h.power_busy_w},
+                        {g.power_idle_w, h.power_idle_w},
+                        {g.step_cv, h.step_cv},
+                        {g.link_bw, h.link_bw}})
+      CHECK(x == y);
+    CHECK(std::tie(g.sm_count, g.tile_m, g.tile_n, g.async, g.arch, g.link, g.pcie_gen, g.pcie_lanes) ==
+          std::tie(h.sm_count, h.tile_m, h.tile_n, h.async, h.arch, h.link, h.pcie_gen, h.pcie_lanes));
+  }
+  REQUIRE(a.nodes.size() == b.nodes.size());
+  for (size_t n = 0; n < a.nodes.size(); ++n)
+    CHECK(std::tie(a.nodes[n].name, a.nodes[n].gpus, a.nodes[n].cpu_cores, a.nodes[n].loader_bw,
+                   a.nodes[n].loader_image_overhead, a.nodes[n].h2d_pageable_bw) ==
+          std::tie(b.nodes[n].name, b.nodes[n].gpus, b.nodes[n].cpu_cores, b.nodes[n].loader_bw,
+                   b.nodes[n].loader_image_overhead, b.nodes[n].h2d_pageable_bw));
+  REQUIRE(a.ranges.size() == b.ranges.size());
+  for (size_t r = 0; r < a.ranges.size(); ++r)
+    CHECK(std::tie(a.ranges[r].key, a.ranges[r].value, a.ranges[r].low, a.ranges[r].high,
+                   a.ranges[r].element) == std::tie(b.ranges[r].key, b.ranges[r].value, b.ranges[r].low,
+                                                    b.ranges[r].high, b.ranges[r].element));
+  CHECK(a.props == b.props);
+  CHECK(a.links.size() == b.links.size());
+}
+
+}  // namespace
+
+TEST_CASE("a copy's figures read in memory read as the copy the interval would write", "[interval]") {
+  // The interval's children read a copy of GPU and node figures with read_platform_text_with instead of
+  // parsing the copy platform_with_values writes (docs/benchmarks.md "Prediction intervals (issue 26)"); both
+  // must read alike. Two nodes of one GPU each (tests/test_util.hpp): a range stated alike on both clusters
+  // (one figure), one on one cluster only, one on the zone for a figure no element states (its default in
+  // effect: the copy adds the prop, which every GPU inherits), and one on a node figure.
+  vt::TempDir d;
+  std::string x = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
+  const std::string same = range("gpu_flops_fp32", "0.5Tf..1Tf; wide");
+  for (size_t at = x.find("</cluster>"); at != std::string::npos;
+       at = x.find("</cluster>", at + same.size() + 10))
+    x.insert(at, same);
+  x.insert(x.find("</cluster>"), range("gpu_efficiency", "0.5..1; one node") +
+                                     "<prop id=\"cpu_cores\" value=\"8\"/>" +
+                                     range("cpu_cores", "4..8; cores"));
+  const std::string zone = "routing=\"Full\">\n";
+  x.insert(x.find(zone) + zone.size(), range("gpu_step_cv", "0..0.1; assumed") + "\n");
+  const std::string path = d.file("p.xml", x);
+  const auto figures = sim::ranged_figures(read_platform_facts(path));
+  REQUIRE(figures.size() == 4);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<std::vector<double>> copies;
+  for (size_t j = 0; j < figures.size(); ++j)
+    for (double end : {figures[j].low, figures[j].high}) {
+      std::vector<double> v(figures.size(), nan);
+      v[j] = end;
+      copies.push_back(v);
+    }
+  std::vector<double> all;  // every figure at the middle of its range at once (a design's sample)
+  for (const auto& f : figures) all.push_back(f.key == "cpu_cores" ? 6 : (f.low + f.high) / 2);
+  copies.push_back(all);
+  PlatformDocument doc(path, x);  // parsed once, read again per copy (as the interval's children do)
+  for (const auto& v : copies) {
+    std::vector<FigureValue> values;
+    for (size_t j = 0; j < figures.size(); ++j)
+      if (!std::isnan(v[j]))
+        values.push_back({figures[j].key, figures[j].raw, exact_prop_value(*figures[j].prop, v[j])});
+    const PlatformFacts copy = read_platform_text("copy", sim::platform_with_values(x, path, figures, v));
+    check_same_facts(copy, read_platform_text_with(path, x, values));
+    check_same_facts(copy, doc.with(values));
+  }
+  // Not vacuous: the copies differ from the file as written where their figure moved (one of them: every
+  // figure at its middle; the step cv's default, which the file does not state, now 0.05 on both GPUs).
+  const PlatformFacts written = read_platform_facts(path);
+  const double cv_default = platform_prop("gpu_step_cv").default_value;
+  std::vector<FigureValue> middle;
+  for (size_t j = 0; j < figures.size(); ++j)
+    middle.push_back({figures[j].key, figures[j].raw, exact_prop_value(*figures[j].prop, all[j])});
+  const PlatformFacts moved = doc.with(middle);
+  check_same_facts(written, doc.with({}));  // no value left over from the copies before
+  for (const auto& [host, g] : moved.gpu) {
+    CHECK(g.step_cv == 0.05);
+    CHECK(written.gpu.at(host).step_cv == cv_default);
+    CHECK(cv_default != 0.05);
+    CHECK(g.flops_fp32 == 0.75e12);
+  }
+  CHECK(moved.nodes[0].cpu_cores == 6);
+  CHECK(written.nodes[0].cpu_cores == 8);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <pugixml.hpp>
 #include <set>
 #include <sstream>
@@ -82,6 +83,13 @@ Props own_props(const Ctx& c, const pugi::xml_node& n) {
                               "ambiguous; keep one",
                               echo(id), n.name(), it->second.second.line));
   }
+  if (c.values)
+    for (const FigureValue& v : *c.values) {
+      const auto range = p.find(v.key + std::string(kRangeSuffix));
+      if (range == p.end() || range->second.first != v.range) continue;
+      auto [it, fresh] = p.try_emplace(v.key, v.value, range->second.second);
+      if (!fresh) it->second.first = v.value;
+    }
   return p;
 }
 
@@ -105,13 +113,18 @@ struct Walker {
   const Ctx& c;
   PlatformFacts& facts;
   std::set<std::string> names;
+  bool check = true;  // the routes checked (false: a file read and checked before, PlatformDocument)
 
-  // `g`: the host's figures (gpu_facts of its properties), read once for all the hosts of a cluster.
-  void add_gpu(NodeFacts& node, const std::string& host, const GpuFacts& g, const Origin& o) {
+  // `g`: the GPU's facts from its props, read at the first GPU of a cluster and copied to the others (its
+  // hosts share one set of props: a cluster of 8 GPUs read once, not 8 times; docs/benchmarks.md "Prediction
+  // intervals (issue 26)").
+  void add_gpu(NodeFacts& node, const std::string& host, std::optional<GpuFacts>& g, const Props& props,
+               const Origin& o) {
     if (!names.insert(host).second) throw Error(o, fmt::format("host '{}' is declared twice", host));
     node.gpus.push_back(host);
-    GpuFacts& added = facts.gpu[host] = g;
-    if (added.model.empty()) added.model = host;
+    if (!g) g = gpu_facts(props, o);
+    GpuFacts& facts_of_host = facts.gpu[host] = *g;
+    if (facts_of_host.model.empty()) facts_of_host.model = host;
   }
 
   // Returns the names of the netpoints directly inside `zone` that hold GPUs (for route checks).
@@ -131,10 +144,10 @@ struct Walker {
         node_facts(n, cp);
         figure_ranges(own_props(c, el), cp, n.origin, "cluster " + n.name, facts.ranges);
         cluster_transport(el, cp, n.origin);
-        const GpuFacts g = gpu_facts(cp, n.origin);
+        std::optional<GpuFacts> g;
         for (long i : parse_radical(el.attribute("radical").value(), n.origin))
           add_gpu(n, fmt::format("{}{}{}", el.attribute("prefix").value(), i, el.attribute("suffix").value()),
-                  g, n.origin);
+                  g, cp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "host") {
@@ -145,7 +158,8 @@ struct Walker {
         n.origin = c.at(el);
         node_facts(n, hp);
         figure_ranges(own_props(c, el), hp, n.origin, "host " + n.name, facts.ranges);
-        add_gpu(n, n.name, gpu_facts(hp, n.origin), n.origin);
+        std::optional<GpuFacts> g;
+        add_gpu(n, n.name, g, hp, n.origin);
         gpu_children.push_back({n.name, n.origin});
         facts.nodes.push_back(std::move(n));
       } else if (tag == "link") {
@@ -167,7 +181,7 @@ struct Walker {
         if (facts.nodes.size() > before) gpu_children.push_back({el.attribute("id").value(), c.at(el)});
       }
     }
-    check_routes(zone, gpu_children);
+    if (check) check_routes(zone, gpu_children);
   }
 
   // A cluster's intranode_transport is the transport of its backbone, SimGrid's "<id>_backbone" link.
@@ -231,23 +245,27 @@ PlatformFacts read_platform_facts(const std::string& path) {
   return read_platform_text(path, read_input_file(path, "platform file"));
 }
 
-PlatformFacts read_platform_text(const std::string& path, const std::string& text) {
-  Ctx c;
-  c.path = path;
-  c.text = text;
+namespace {
+
+// Parses `c.text` (its lines indexed) into `doc`; returns the root <platform>.
+pugi::xml_node parse(Ctx& c, pugi::xml_document& doc) {
   c.index();
-  pugi::xml_document doc;
   auto res = doc.load_buffer(c.text.data(), c.text.size());
   if (!res)
-    throw Error(Origin{path, c.line_of(res.offset)}, fmt::format("malformed XML: {}", res.description()));
+    throw Error(Origin{c.path, c.line_of(res.offset)}, fmt::format("malformed XML: {}", res.description()));
   auto root = doc.document_element();
   if (std::string(root.name()) != "platform")
     throw Error(c.at(root), fmt::format("root element is <{}>, expected <platform>", root.name()));
-  check_structure(c, root);
+  return root;
+}
+
+// The facts of a parsed file; `check`: also what SimGrid would abort on (structure, routes).
+PlatformFacts read_parsed(const Ctx& c, const pugi::xml_node& root, bool check) {
+  if (check) check_structure(c, root);
   PlatformFacts facts;
-  facts.path = path;
-  facts.flat_layout = is_flat_layout_text(text.size() > (1u << 20) ? text.substr(0, 1u << 20) : text);
-  Walker w{c, facts, {}};
+  facts.path = c.path;
+  facts.flat_layout = is_flat_layout_text(c.text.size() > (1u << 20) ? c.text.substr(0, 1u << 20) : c.text);
+  Walker w{c, facts, {}, check};
   for (auto zone : root.children("zone")) {
     facts.props.clear();
     for (const auto& [k, v] : own_props(c, zone)) facts.props[k] = v.first;
@@ -265,6 +283,46 @@ PlatformFacts read_platform_text(const std::string& path, const std::string& tex
                 "no GPU hosts: give hosts or clusters a gpu_model property (docs/platform-properties.md "
                 "\"GPU properties\")");
   return facts;
+}
+
+}  // namespace
+
+PlatformFacts read_platform_text(const std::string& path, const std::string& text) {
+  Ctx c;
+  c.path = path;
+  c.text = text;
+  pugi::xml_document doc;
+  const pugi::xml_node root = parse(c, doc);
+  return read_parsed(c, root, true);
+}
+
+struct PlatformDocument::Parsed {
+  Ctx c;
+  pugi::xml_document doc;
+  pugi::xml_node root;
+};
+
+PlatformDocument::PlatformDocument(const std::string& path, const std::string& text)
+    : parsed_(std::make_unique<Parsed>()) {
+  parsed_->c.path = path;
+  parsed_->c.text = text;
+  parsed_->root = parse(parsed_->c, parsed_->doc);
+}
+
+PlatformDocument::~PlatformDocument() = default;
+
+PlatformFacts PlatformDocument::with(const std::vector<FigureValue>& values) {
+  parsed_->c.values = &values;
+  struct Reset {
+    Ctx& c;
+    ~Reset() { c.values = nullptr; }
+  } reset{parsed_->c};
+  return read_parsed(parsed_->c, parsed_->root, false);
+}
+
+PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
+                                      const std::vector<FigureValue>& values) {
+  return PlatformDocument(path, text).with(values);
 }
 
 }  // namespace vitsim

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 namespace sg4 = simgrid::s4u;
@@ -23,6 +25,12 @@ sg4::Mailbox* Group::mailbox(int src, int dst) const {
 }
 
 double Group::latency(int src, int dst) const {
+  if (dst == (src + 1) % size()) {
+    if (next_latency_.empty()) next_latency_.assign(hosts_.size(), std::numeric_limits<double>::quiet_NaN());
+    double& lat = next_latency_[static_cast<size_t>(src)];
+    if (std::isnan(lat)) lat = lat_.route_latency(hosts_[src], hosts_[dst]);
+    return lat;
+  }
   const long long key = static_cast<long long>(src) * static_cast<long long>(hosts_.size()) + dst;
   auto it = latency_cache_.find(key);
   if (it != latency_cache_.end()) return it->second;

@@ -46,7 +46,8 @@ SimResult simulate_on(PreparedEngine* pe, const PointSetup& setup, const Scenari
   std::unique_ptr<PreparedEngine> own;
   sg4::Engine& e = engine_for(pe, own, s, facts);
   std::vector<std::string> notes = pe->notes;
-  const RankHosts rh{setup.place, rank_hosts(e, setup.place, facts), *pe->latency};
+  const LatencyModel& latency = *pe->latency;  // made with the engine (prepare_engine)
+  const RankHosts rh{setup.place, rank_hosts(e, setup.place, facts), latency};
   make_groups(run, rh, notes);
   const MemoryVerdict mem = setup_ranks(run, facts, calib, rh, notes);
   choose_fast_paths(run, facts, rh, notes);

@@ -344,7 +344,8 @@ NcclTable run_collective_bench(const CollectiveBench& b) {
   std::unique_ptr<PreparedEngine> pe = prepare_engine(s, facts);
   if (pe->error) std::rethrow_exception(pe->error);
   pe->used = true;
-  const Group g("collective", rank_hosts(*pe->engine, place, facts), place.node, *pe->latency);
+  const LatencyModel& latency = *pe->latency;  // made with the engine, after the transports
+  const Group g("collective", rank_hosts(*pe->engine, place, facts), place.node, latency);
   // NCCL's choice for every size before any rank runs: where the overrides or the topology leave none (NVLS
   // on GPUs without it), the refusal is one line, not an exception inside a simulated rank.
   if (b.algorithm == "auto" && b.func != NcclTest::AllToAll && b.func != NcclTest::Broadcast)

@@ -12,9 +12,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
-#include <pugixml.hpp>
 #include <set>
-#include <sstream>
 
 #include "predict/interval_corpus.hpp"
 #include "predict/interval_runs.hpp"
@@ -61,6 +59,9 @@ struct PlatformPlan {
   std::string text;
   std::set<std::string> gpu_models;                  // the GPU types of the platform
   std::vector<std::unique_ptr<Calibration>> calibs;  // the sampled and one-at-a-time calibrations
+  // `text` parsed once, for the copies read in their children (Slot::platform_values); null when they are
+  // written (figures that need their own engine) or there are none.
+  std::unique_ptr<PlatformDocument> doc;
 };
 
 // Where one simulation of the interval runs: a platform file (the points' own, or a sampled copy) and
@@ -72,6 +73,10 @@ struct Slot {
   // point's own platform and calibration, so its simulation would be the point's; not run (add_intervals
   // takes the point's times).
   bool centre = false;
+  // A copy on the engine of the points' own file (figures SimGrid never sees): its platform figures' values
+  // (NaN: as written), the copy made in its simulation's child (simulate_points' copy_facts); `file` names it
+  // but is not written. Empty: `file` is the points' own, or written (a copy that needs its own engine).
+  std::vector<double> platform_values;
 };
 
 std::vector<SpanFigure> span_figures(const Calibration* calib, const PlatformFacts& facts) {
@@ -138,46 +143,6 @@ std::vector<RangedFigure> ranged_figures(const PlatformFacts& facts) {
   return out;
 }
 
-std::string platform_with_texts(const std::string& text, const std::string& path,
-                                const std::vector<RangedFigure>& figures,
-                                const std::vector<std::pair<std::string, std::string>>& texts) {
-  pugi::xml_document doc;
-  if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
-    throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
-  std::map<std::string, size_t> index;
-  for (size_t j = 0; j < figures.size(); ++j) index[figures[j].key + "=" + figures[j].raw] = j;
-  for (pugi::xpath_node hit : doc.select_nodes("//prop")) {
-    pugi::xml_node range = hit.node();
-    const std::string id = range.attribute("id").value();
-    const std::string_view base = range_base_key(id);
-    if (base.empty()) continue;
-    auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
-    if (it == index.end() || texts[it->second].first.empty()) continue;
-    pugi::xml_node owner = range.parent();
-    pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
-    if (!value) {
-      value = owner.insert_child_before("prop", range);
-      value.append_attribute("id") = std::string(base).c_str();
-      value.append_attribute("value");
-    }
-    value.attribute("value").set_value(texts[it->second].first.c_str());
-    if (!texts[it->second].second.empty())
-      range.attribute("value").set_value(texts[it->second].second.c_str());
-  }
-  std::ostringstream out;
-  doc.save(out, "  ");
-  return out.str();
-}
-
-std::string platform_with_values(const std::string& text, const std::string& path,
-                                 const std::vector<RangedFigure>& figures,
-                                 const std::vector<double>& values) {
-  std::vector<std::pair<std::string, std::string>> texts(figures.size());
-  for (size_t j = 0; j < figures.size(); ++j)
-    if (!std::isnan(values[j])) texts[j].first = exact_prop_value(*figures[j].prop, values[j]);
-  return platform_with_texts(text, path, figures, texts);
-}
-
 bool needs_own_engine(const std::vector<RangedFigure>& figures) {
   return std::any_of(figures.begin(), figures.end(), [](const RangedFigure& g) {
     return g.prop->owner == PropOwner::Link || g.key.rfind("vitsim_", 0) == 0;
@@ -194,6 +159,21 @@ struct IntervalRuns {
   std::vector<const Calibration*> calibs;  // per scenario: the calibration it runs with
   std::vector<Run> runs;
   std::map<std::string, PlatformPlan> plans;  // by the points' platform path
+  // per scenario: its platform copy's figure values where its child makes the copy (Slot::platform_values)
+  std::vector<std::vector<double>> copy_values;
+  std::vector<std::string> plan_of;  // per scenario: the points' platform path (its key in `plans`)
+  // Scenario n's copy as its child reads it: the points' file with the copy's values in effect.
+  PlatformFacts copy_facts(size_t n) const {
+    const std::string& file = scenarios.at(n).cluster.platform;
+    if (copy_values.at(n).empty()) return read_platform_text(file, read_file(file));  // written
+    const PlatformPlan& pp = plans.at(plan_of[n]);
+    std::vector<FigureValue> values;
+    for (size_t j = 0; j < pp.figures.size(); ++j)
+      if (!std::isnan(copy_values[n][j]))
+        values.push_back(
+            {pp.figures[j].key, pp.figures[j].raw, exact_prop_value(*pp.figures[j].prop, copy_values[n][j])});
+    return pp.doc->with(values);
+  }
 };
 
 // `c` with span figure `f` at `v`.
@@ -214,16 +194,19 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
                              const Calibration* calib, const IntervalOptions& io, const TempDir& dir,
                              const std::vector<int>& rows, bool ends) {
   const size_t k = pp.figures.size(), ks = pp.spans.size();
+  const bool own_engine = needs_own_engine(pp.figures);
   std::vector<Slot> slots;
   auto slot = [&](const std::vector<double>& values) {
-    Slot sl{path, calib};
+    Slot sl{path, calib, false, {}};
     const bool platform_varies = std::any_of(values.begin(), values.begin() + static_cast<long>(k),
                                              [](double v) { return !std::isnan(v); });
     if (platform_varies) {
       sl.file = fmt::format("{}/p{}-{}.xml", dir.path(), index, slots.size());
-      write_file_atomic(sl.file,
-                        platform_with_values(pp.text, path, pp.figures,
-                                             std::vector<double>(values.begin(), values.begin() + k)));
+      std::vector<double> platform_values(values.begin(), values.begin() + static_cast<long>(k));
+      if (own_engine)
+        write_file_atomic(sl.file, platform_with_values(pp.text, path, pp.figures, platform_values));
+      else
+        sl.platform_values = std::move(platform_values);
     }
     if (std::any_of(values.begin() + static_cast<long>(k), values.end(),
                     [](double v) { return !std::isnan(v); })) {
@@ -249,7 +232,7 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
   for (size_t j = 0; j < (ends ? k + ks : 0); ++j)
     for (double end : {low(j), high(j)}) {
       if (end == value(j)) {
-        slots.push_back({path, calib, true});
+        slots.push_back({path, calib, true, {}});
         continue;
       }
       std::vector<double> v(k + ks, std::numeric_limits<double>::quiet_NaN());
@@ -274,6 +257,8 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       pp.figures = ranged_figures(facts);
       pp.spans = span_figures(calib, facts);
       for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
+      if (!pp.figures.empty() && !needs_own_engine(pp.figures))
+        pp.doc = std::make_unique<PlatformDocument>(path, pp.text);
       slots[path] =
           plan_slots(pp, path, r.plans.size(), calib, io, dir,
                      pp.figures.size() + pp.spans.size() ? rows_of(path) : std::vector<int>{}, ends);
@@ -288,6 +273,8 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       s.what_ifs.clear();  // applied already: the file is the edited copy
       r.engine_of.push_back(own_engine ? slot.file : path);
       r.calibs.push_back(slot.calib);
+      r.copy_values.push_back(slot.platform_values);
+      r.plan_of.push_back(path);
       r.scenarios.push_back(std::move(s));
       r.runs.push_back(run);
     };
@@ -379,7 +366,10 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
   auto rows_in = [](const std::set<int>& rows) { return std::vector<int>(rows.begin(), rows.end()); };
   const IntervalRuns c = plan_runs(
       points, calib, io, dir, cache, [&](const std::string& path) { return rows_in(check[path]); }, false);
-  collect(c, simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache), ps);
+  collect(c,
+          simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache,
+                          [&c](size_t n) { return c.copy_facts(n); }),
+          ps);
   std::set<std::string> fallback;
   std::map<std::string, double> worst;  // per platform, the largest q.off
   for (size_t i = 0; i < points.size(); ++i) {
@@ -401,7 +391,10 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
       return rows;
     };
     const IntervalRuns f = plan_runs(points, calib, io, dir, cache, rest, false);
-    collect(f, simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache), ps);
+    collect(f,
+            simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache,
+                            [&f](size_t n) { return f.copy_facts(n); }),
+            ps);
   }
   for (size_t i = 0; i < points.size(); ++i) {
     PointSamples& q = ps[i];
@@ -437,7 +430,10 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
     ps[i].epoch_ends = figure_ends(pp, report.points[i].epoch_time_s);
     ps[i].step_ends = figure_ends(pp, report.points[i].step_time_s.mean);
   }
-  collect(r, simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache), ps);
+  collect(r,
+          simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache,
+                          [&r](size_t n) { return r.copy_facts(n); }),
+          ps);
   if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);

@@ -1,11 +1,19 @@
 // The design of an interval and how its samples are evaluated (sim/predict/interval.hpp; docs/predict.md
-// "Intervals and sensitivity"): the Latin hypercube, the quantiles, and the additive surrogate of the
-// one-at-a-time ends.
+// "Intervals and sensitivity"): the Latin hypercube, the quantiles, the additive surrogate of the
+// one-at-a-time ends, and a platform's text with its figures at a sample's values.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <numeric>
+#include <pugixml.hpp>
+#include <sstream>
 
+#include "vitsim/core/base/error.hpp"
+#include "vitsim/core/platform/figure_range.hpp"
+#include "vitsim/core/platform/platform_props.hpp"
 #include "vitsim/sim/predict/interval.hpp"
 
 namespace vitsim::sim {
@@ -59,6 +67,46 @@ double additive_surrogate(double centre, const std::vector<FigureEnds>& ends, co
       out += (x[j] - e.value) / (e.high - e.value) * (e.at_high - centre);
   }
   return out;
+}
+
+std::string platform_with_texts(const std::string& text, const std::string& path,
+                                const std::vector<RangedFigure>& figures,
+                                const std::vector<std::pair<std::string, std::string>>& texts) {
+  pugi::xml_document doc;
+  if (!doc.load_buffer(text.data(), text.size(), pugi::parse_full))
+    throw Error(fmt::format("{}: cannot be read again to sample its ranges", path));
+  std::map<std::string, size_t> index;
+  for (size_t j = 0; j < figures.size(); ++j) index[figures[j].key + "=" + figures[j].raw] = j;
+  for (pugi::xpath_node hit : doc.select_nodes("//prop")) {
+    pugi::xml_node range = hit.node();
+    const std::string id = range.attribute("id").value();
+    const std::string_view base = range_base_key(id);
+    if (base.empty()) continue;
+    auto it = index.find(std::string(base) + "=" + range.attribute("value").value());
+    if (it == index.end() || texts[it->second].first.empty()) continue;
+    pugi::xml_node owner = range.parent();
+    pugi::xml_node value = owner.find_child_by_attribute("prop", "id", std::string(base).c_str());
+    if (!value) {
+      value = owner.insert_child_before("prop", range);
+      value.append_attribute("id") = std::string(base).c_str();
+      value.append_attribute("value");
+    }
+    value.attribute("value").set_value(texts[it->second].first.c_str());
+    if (!texts[it->second].second.empty())
+      range.attribute("value").set_value(texts[it->second].second.c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "  ");
+  return out.str();
+}
+
+std::string platform_with_values(const std::string& text, const std::string& path,
+                                 const std::vector<RangedFigure>& figures,
+                                 const std::vector<double>& values) {
+  std::vector<std::pair<std::string, std::string>> texts(figures.size());
+  for (size_t j = 0; j < figures.size(); ++j)
+    if (!std::isnan(values[j])) texts[j].first = exact_prop_value(*figures[j].prop, values[j]);
+  return platform_with_texts(text, path, figures, texts);
 }
 
 }  // namespace vitsim::sim

@@ -324,8 +324,10 @@ void simulate(const std::vector<ToSimulate>& work, const PlanOptions& opt, Platf
 // plan --interval: the top `interval_top` ranked points get their interval and sensitivity as predict's
 // (sim/predict/interval.hpp: their scenarios as simulated, what-ifs applied), then the plan is ranked again
 // (the same ranking: by central values) so that its explanation holds the pick against the runner-up.
+// `platforms`: the plan's, so that the points' files are not read and load-checked again.
 void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work, const Calibration* calib,
-                        const PlanOptions& opt, const std::vector<MeasuredRun>& runs) {
+                        const PlanOptions& opt, const std::vector<MeasuredRun>& runs,
+                        PlatformCache& platforms) {
   std::map<int, const Scenario*> scenario_of;
   for (const auto& w : work) scenario_of[w.index] = &w.scenario;
   std::vector<PlanPoint*> top;
@@ -343,7 +345,7 @@ void add_plan_intervals(PlanResult& result, const std::vector<ToSimulate>& work,
   po.jobs = opt.jobs;
   po.progress = opt.progress;
   po.interval = opt.interval;
-  add_intervals(report, scenarios, calib, po, "vitsim plan --interval", runs);
+  add_intervals(report, scenarios, calib, po, "vitsim plan --interval", runs, &platforms);
   for (size_t i = 0; i < top.size(); ++i) {
     top[i]->result.interval = report.points[i].interval;
     top[i]->result.sensitivity = report.points[i].sensitivity;
@@ -404,7 +406,7 @@ PlanResult plan(const ScenarioFile& given, const PlanOptions& opt) {
     return result;  // unranked: merge_plans() ranks the union
   }
   rank_plan(result);
-  if (opt.interval.samples > 0) add_plan_intervals(result, work, calib.get(), opt, runs);
+  if (opt.interval.samples > 0) add_plan_intervals(result, work, calib.get(), opt, runs, platforms);
   return result;
 }
 

@@ -177,35 +177,38 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
                                             const PredictOptions& opt, const std::string& who,
                                             const std::vector<std::string>& engine_of,
                                             const std::vector<const Calibration*>& calib_of,
-                                            PlatformCache* cache) {
+                                            PlatformCache* cache,
+                                            const std::function<PlatformFacts(size_t)>& copy_facts) {
   PlatformCache own;
   PlatformCache& platforms = cache ? *cache : own;
-  // A point on a copy that differs from its engine's file only in figures SimGrid never sees: the copy's
-  // facts, read without the load check (its engine's file had it).
-  std::map<std::string, PlatformFacts> copies;
   auto on_engine = [&](size_t i) {
     Scenario e = points[i];
     if (!engine_of.empty()) e.cluster.platform = engine_of[i];
     return e;
   };
-  auto facts_of = [&](size_t i) -> const PlatformFacts& {
+  // A point on a copy that differs from its engine's file only in figures SimGrid never sees (the
+  // interval's ends and samples of GPU and node figures): its facts are read without the load check (its
+  // engine's file had it) and its placement checked in its own child, where they run in parallel with the
+  // other children instead of one after another in the parent (docs/benchmarks.md "Prediction intervals
+  // (issue 26)").
+  auto is_copy = [&](size_t i) { return !engine_of.empty() && engine_of[i] != points[i].cluster.platform; };
+  auto facts_of_copy = [&](size_t i) {
+    const PlatformFacts& engine = platforms.of(on_engine(i));
     const std::string& path = points[i].cluster.platform;
-    if (engine_of.empty() || engine_of[i] == path) return platforms.of(points[i]);
-    auto it = copies.find(path);
-    if (it == copies.end()) {
-      const PlatformFacts& engine = platforms.of(on_engine(i));
-      PlatformFacts f = read_platform_text(path, read_input_file(path, "platform file"));
-      f.path = engine.path;
-      f.flat = engine.flat;
-      it = copies.emplace(path, std::move(f)).first;
-    }
-    return it->second;
+    PlatformFacts f =
+        copy_facts ? copy_facts(i) : read_platform_text(path, read_input_file(path, "platform file"));
+    f.path = engine.path;
+    f.flat = engine.flat;
+    return f;
   };
   std::vector<Scenario> runs;
-  std::vector<PointSetup> setups;
+  std::vector<PointSetup> setups(points.size());
   for (size_t i = 0; i < points.size(); ++i) {
     runs.push_back(on_engine(i));
-    setups.push_back(check_point(runs.back(), facts_of(i)));
+    if (is_copy(i))
+      platforms.of(runs.back());  // the engine's file read and load-checked once, before the fork
+    else
+      setups[i] = check_point(runs.back(), platforms.of(points[i]));
   }
   std::unique_ptr<PreparedEngine> engine;
   ForkedPoints how =
@@ -214,8 +217,15 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) {
-        const SimResult r = simulate_prepared(*engine, setups[i], runs[i], facts_of(i),
-                                              calib_of.empty() ? calib : calib_of[i], false, {});
+        const Calibration* c = calib_of.empty() ? calib : calib_of[i];
+        if (!is_copy(i)) {
+          const SimResult r =
+              simulate_prepared(*engine, setups[i], runs[i], platforms.of(points[i]), c, false, {});
+          return json{r.point.epoch_time_s, r.point.step_time_s.mean};
+        }
+        const PlatformFacts facts = facts_of_copy(i);
+        const SimResult r =
+            simulate_prepared(*engine, check_point(runs[i], facts), runs[i], facts, c, false, {});
         return json{r.point.epoch_time_s, r.point.step_time_s.mean};
       },
       [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });

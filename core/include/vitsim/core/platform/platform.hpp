@@ -106,4 +106,32 @@ PlatformFacts read_platform_facts(const std::string& path);  // throws Error wit
 // limits).
 PlatformFacts read_platform_text(const std::string& path, const std::string& text);
 
+// A figure at another value (the interval's ends and samples, sim/predict/interval.hpp): every element whose
+// `KEY.range` prop reads `range` word for word states KEY as `value`, its own KEY prop's value replaced or
+// the prop added, as in a copy of the file edited so (sim/predict/interval.hpp platform_with_texts).
+struct FigureValue {
+  std::string key;    // "gpu_gemm_efficiency"
+  std::string range;  // the range prop's value as written (FigureRange::raw)
+  std::string value;  // the value as written ("0.494")
+};
+// What read_platform_text reads from such a copy of `text`, without writing and parsing one: `text` is a
+// file read by read_platform_text before, whose structure (what SimGrid would abort on) is not checked again.
+// Lines in messages are the file's own.
+PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
+                                      const std::vector<FigureValue>& values);
+// The same, the file parsed once and read again for each set of values (the interval's copies: parsed in
+// the parent, each copy read in its own forked child, which inherits the parsed document).
+class PlatformDocument {
+ public:
+  PlatformDocument(const std::string& path, const std::string& text);  // throws Error: malformed XML
+  ~PlatformDocument();
+  PlatformDocument(const PlatformDocument&) = delete;
+  PlatformDocument& operator=(const PlatformDocument&) = delete;
+  PlatformFacts with(const std::vector<FigureValue>& values);
+
+ private:
+  struct Parsed;
+  std::unique_ptr<Parsed> parsed_;
+};
+
 }  // namespace vitsim

@@ -56,10 +56,11 @@ struct PreparedEngine {
   std::vector<std::string> args;   // the engine's command line, kept with the engine
   std::vector<char*> argv;
   std::unique_ptr<simgrid::s4u::Engine> engine;  // null when `error`
-  // The links' latencies, recorded after the transports and zeroed in SimGrid (sim/fabric/latency_model.hpp):
-  // here, once, rather than in each point's child, whose writes to every link would copy the zygote's pages.
-  std::unique_ptr<LatencyModel> latency;  // null when `error`
-  bool used = false;                      // it ran a point
+  // The links' latencies taken over by vitsim (sim/fabric/latency_model.hpp), after the transports: made
+  // once with the engine, so that each child forked from a zygote inherits it instead of walking every link
+  // again (docs/benchmarks.md "Prediction intervals (issue 26)"); null when `error`.
+  std::unique_ptr<LatencyModel> latency;
+  bool used = false;  // it ran a point
 };
 // Never throws for the platform: a platform that fails to load is kept in `error` (each point of it then
 // fails with what simulate_point would have thrown). `s` is any point of the platform (its origin for

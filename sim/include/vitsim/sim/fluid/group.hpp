@@ -52,6 +52,9 @@ class Group {
   std::vector<int> node_of_;
   const LatencyModel& lat_;
   mutable std::unordered_map<long long, double> latency_cache_;  // (src * size + dst) -> latency
+  // latency(i, i + 1): a ring's every transfer asks for it (a hash lookup per transfer was ~9% of a 256-rank
+  // point's CPU, perf; docs/benchmarks.md "Prediction intervals (issue 26)"); NaN until asked.
+  mutable std::vector<double> next_latency_;
   mutable std::unordered_map<long long, simgrid::s4u::Mailbox*>
       mailbox_cache_;  // (src * size + dst) -> its mailbox
   mutable double ring_max_latency_ = -1;

@@ -2,11 +2,13 @@
 // `vitsim predict`: every point of a scenario simulated in its own process (SimGrid allows one engine
 // per process), up to `jobs` at once, gathered into one Report.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "vitsim/core/base/enum_names.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/results/report.hpp"
 
 namespace vitsim {
@@ -65,11 +67,15 @@ struct SimulatedTimes {
 // from its facts); the point's facts are read from its own file. One zygote then serves every such copy.
 // `calib_of` (empty, or one per point): the calibration point i runs with instead of `calib` (the interval's
 // sampled copies). `platforms`: the caller's cache of the files already read and load-checked (predict's),
-// so that they are not read and checked again; nullptr: a cache of its own.
+// so that they are not read and checked again; nullptr: a cache of its own. A copy's facts are read in its
+// own child; `copy_facts` (empty, or called in point i's child for a point on a copy): the copy's facts,
+// read there without a file the parent wrote (the interval's copies: read_platform_text_with,
+// docs/benchmarks.md "Prediction intervals (issue 26)").
 std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                             const PredictOptions& opt, const std::string& who,
                                             const std::vector<std::string>& engine_of = {},
                                             const std::vector<const Calibration*>& calib_of = {},
-                                            PlatformCache* platforms = nullptr);
+                                            PlatformCache* platforms = nullptr,
+                                            const std::function<PlatformFacts(size_t)>& copy_facts = {});
 
 }  // namespace vitsim::sim
