@@ -8,8 +8,10 @@
 #include "sim_test_util.hpp"
 #include "test_util.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/results/report.hpp"
 #include "vitsim/sim/compute/compute_model.hpp"
+#include "vitsim/sim/point/simulate.hpp"
 #include "vitsim/sim/predict/predict.hpp"
 
 using namespace vitsim;
@@ -46,6 +48,40 @@ Report run(const vt::TempDir& d, const std::string& extra, const std::vector<std
 }
 
 }  // namespace
+
+TEST_CASE("predict's ranks, handed back by its child as columns, equal the point simulated in this process",
+          "[model][process_pool]") {
+  // sim::predict runs the point in a forked process that hands its ranks back as one array a field
+  // (predict.cpp rank_columns); simulate_point runs it here (in a child of the test: one SimGrid engine a
+  // process) without that trip. Two GPUs of different speeds, so that the ranks differ, and the default
+  // straggler figure, so that every breakdown member but the loader's is non-zero.
+  vt::TempDir d;
+  two_gpu_platform(d, "2Tf", "1Tf");
+  const Report r = run(d, R"(<parallelism collective="ring"/>)");
+  REQUIRE(r.points.size() == 1);
+  const auto& ranks = r.points[0].per_rank;
+  REQUIRE(ranks.size() == 2);
+  auto numbers = [](const std::vector<RankReport>& rs) {
+    std::vector<double> v;
+    for (const RankReport& x : rs) {
+      const Breakdown& b = x.breakdown_s;
+      v.insert(v.end(),
+               {double(x.rank), x.step_time_s.mean, x.step_time_s.p50, x.step_time_s.p95, b.data, b.h2d,
+                b.compute_fwd, b.compute_bwd, b.optimizer, b.comm_total, b.comm_exposed, b.straggler_wait});
+    }
+    return v;
+  };
+  const std::vector<double> alone = vt::in_child_vector([&] {
+    const Scenario s = expand(read_scenario_file(d / "s.xml")).at(0);
+    return numbers(
+        sim::simulate_point(s, read_platform_facts(s.cluster.platform), nullptr, false).point.per_rank);
+  });
+  CHECK(numbers(ranks) == alone);
+  CHECK(ranks[0].breakdown_s.straggler_wait > 0);
+  CHECK(ranks[0].breakdown_s.compute_fwd != ranks[1].breakdown_s.compute_fwd);
+  CHECK(ranks[0].host != ranks[1].host);
+  CHECK(!ranks[0].device.empty());
+}
 
 TEST_CASE("a rank on a GPU half as fast makes the step as long as its compute", "[model]") {
   vt::TempDir d;
