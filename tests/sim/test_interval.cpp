@@ -181,16 +181,25 @@ TEST_CASE(
   CHECK(back.points.at(0).sensitivity.at(0).figure == "gpu_flops_fp32");
 }
 
-TEST_CASE("a figure stated alike on several nodes is one figure, and every rank that has it gets its sample",
-          "[interval]") {
-  vt::TempDir d;
-  // Two nodes of one GPU each (tests/test_util.hpp), both stating the same range word for word, as
-  // `vitsim platform` writes one GPU type's clusters: one figure; a third range on one node only: another.
+namespace {
+// Two nodes of one GPU each (tests/test_util.hpp), both stating the same range of gpu_flops_fp32 word for
+// word, as `vitsim platform` writes one GPU type's clusters.
+std::string two_nodes_one_range() {
   std::string x = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
   const std::string same = range("gpu_flops_fp32", "0.5Tf..1Tf; wide");
   for (size_t at = x.find("</cluster>"); at != std::string::npos;
        at = x.find("</cluster>", at + same.size() + 10))
     x.insert(at, same);
+  return x;
+}
+}  // namespace
+
+TEST_CASE("a figure stated alike on several nodes is one figure, and every rank that has it gets its sample",
+          "[interval]") {
+  vt::TempDir d;
+  // Two nodes of one GPU each (tests/test_util.hpp), both stating the same range word for word, as
+  // `vitsim platform` writes one GPU type's clusters: one figure; a third range on one node only: another.
+  std::string x = two_nodes_one_range();
   x.insert(x.find("</cluster>"), range("gpu_efficiency", "0.5..1; one node"));
   const std::string path = d.file("two.xml", x);
   const auto figures = sim::ranged_figures(read_platform_facts(path));
@@ -285,17 +294,13 @@ void check_same_facts(const PlatformFacts& a, const PlatformFacts& b) {
 }  // namespace
 
 TEST_CASE("a copy's figures read in memory read as the copy the interval would write", "[interval]") {
-  // The interval's children read a copy of GPU and node figures with read_platform_text_with instead of
+  // The interval's children read a copy of GPU and node figures with PlatformDocument::with instead of
   // parsing the copy platform_with_values writes (docs/benchmarks.md "Prediction intervals (issue 26)"); both
   // must read alike. Two nodes of one GPU each (tests/test_util.hpp): a range stated alike on both clusters
   // (one figure), one on one cluster only, one on the zone for a figure no element states (its default in
   // effect: the copy adds the prop, which every GPU inherits), and one on a node figure.
   vt::TempDir d;
-  std::string x = vt::platform_xml(2, 1, "100GBps", "0us", {"10GBps", "10GBps"}, {"1Tf", "1Tf"});
-  const std::string same = range("gpu_flops_fp32", "0.5Tf..1Tf; wide");
-  for (size_t at = x.find("</cluster>"); at != std::string::npos;
-       at = x.find("</cluster>", at + same.size() + 10))
-    x.insert(at, same);
+  std::string x = two_nodes_one_range();
   x.insert(x.find("</cluster>"), range("gpu_efficiency", "0.5..1; one node") +
                                      "<prop id=\"cpu_cores\" value=\"8\"/>" +
                                      range("cpu_cores", "4..8; cores"));
@@ -322,8 +327,8 @@ TEST_CASE("a copy's figures read in memory read as the copy the interval would w
       if (!std::isnan(v[j]))
         values.push_back({figures[j].key, figures[j].raw, exact_prop_value(*figures[j].prop, v[j])});
     const PlatformFacts copy = read_platform_text("copy", sim::platform_with_values(x, path, figures, v));
-    check_same_facts(copy, read_platform_text_with(path, x, values));
-    check_same_facts(copy, doc.with(values));
+    check_same_facts(copy, PlatformDocument(path, x).with(values));  // a document read once
+    check_same_facts(copy, doc.with(values));                        // one document read again and again
   }
   // Not vacuous: the copies differ from the file as written where their figure moved (one of them: every
   // figure at its middle; the step cv's default, which the file does not state, now 0.05 on both GPUs).

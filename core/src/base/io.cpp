@@ -97,7 +97,8 @@ void check_folder(const std::string& path, const std::string& target) {
   if (access(dir.c_str(), W_OK | X_OK) != 0) cannot_write(path, reason(errno));
 }
 
-// write(2) all of it; false with errno set on failure.
+}  // namespace
+
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
     const ssize_t w = write(fd, p, n);
@@ -114,6 +115,8 @@ bool write_all(int fd, const char* p, size_t n) {
   }
   return true;
 }
+
+namespace {
 
 // The identity of a file for check_output_paths: its device and inode, or, when it does not exist,
 // the absolute name it would be created under (symbolic links in the folder resolved).

@@ -320,9 +320,4 @@ PlatformFacts PlatformDocument::with(const std::vector<FigureValue>& values) {
   return read_parsed(parsed_->c, parsed_->root, false);
 }
 
-PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
-                                      const std::vector<FigureValue>& values) {
-  return PlatformDocument(path, text).with(values);
-}
-
 }  // namespace vitsim

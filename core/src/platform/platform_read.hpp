@@ -28,7 +28,7 @@ using Props = std::map<std::string, std::pair<std::string, Origin>>;
 struct Ctx {
   std::string path;
   std::string text;
-  const std::vector<FigureValue>* values = nullptr;  // figures read at other values (read_platform_text_with)
+  const std::vector<FigureValue>* values = nullptr;  // figures read at other values (PlatformDocument)
   std::vector<size_t> newlines;                      // offsets of '\n', for line numbers in O(log n)
   void index() {
     for (size_t i = 0; i < text.size(); ++i)

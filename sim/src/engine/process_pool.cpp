@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -57,15 +56,7 @@ void finish_child(const std::string& out_path, const std::string& payload) {
   // parent reads it, and a crash of the machine loses the run anyway.
   const std::string part = out_path + ".part";
   const int fd = open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const char* p = payload.data();
-  size_t left = payload.size();
-  bool ok = fd >= 0;
-  while (ok && left > 0) {
-    const ssize_t w = write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    ok = w > 0;
-    if (ok) p += w, left -= static_cast<size_t>(w);
-  }
+  bool ok = fd >= 0 && write_all(fd, payload.data(), payload.size());
   if (fd >= 0 && close(fd) != 0) ok = false;
   if (!ok || std::rename(part.c_str(), out_path.c_str()) != 0) std::_Exit(4);
   std::fflush(nullptr);

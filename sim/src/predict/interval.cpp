@@ -162,10 +162,10 @@ struct IntervalRuns {
   // per scenario: its platform copy's figure values where its child makes the copy (Slot::platform_values)
   std::vector<std::vector<double>> copy_values;
   std::vector<std::string> plan_of;  // per scenario: the points' platform path (its key in `plans`)
-  // Scenario n's copy as its child reads it: the points' file with the copy's values in effect.
+  // Scenario n's copy as its child reads it: the points' file with the copy's values in effect. Called for
+  // the copies on the points' engine only (simulate_points' copy_facts), which all have values: a written
+  // copy runs on its own engine and is read as a file.
   PlatformFacts copy_facts(size_t n) const {
-    const std::string& file = scenarios.at(n).cluster.platform;
-    if (copy_values.at(n).empty()) return read_platform_text(file, read_file(file));  // written
     const PlatformPlan& pp = plans.at(plan_of[n]);
     std::vector<FigureValue> values;
     for (size_t j = 0; j < pp.figures.size(); ++j)

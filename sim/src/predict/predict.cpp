@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -217,15 +218,12 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
   const std::vector<json> results = gather_forked(
       points.size(), how,
       [&](size_t i) {
-        const Calibration* c = calib_of.empty() ? calib : calib_of[i];
-        if (!is_copy(i)) {
-          const SimResult r =
-              simulate_prepared(*engine, setups[i], runs[i], platforms.of(points[i]), c, false, {});
-          return json{r.point.epoch_time_s, r.point.step_time_s.mean};
-        }
-        const PlatformFacts facts = facts_of_copy(i);
+        std::optional<PlatformFacts> copy;
+        if (is_copy(i)) copy = facts_of_copy(i);
+        const PlatformFacts& facts = copy ? *copy : platforms.of(points[i]);
         const SimResult r =
-            simulate_prepared(*engine, check_point(runs[i], facts), runs[i], facts, c, false, {});
+            simulate_prepared(*engine, copy ? check_point(runs[i], facts) : std::move(setups[i]), runs[i],
+                              facts, calib_of.empty() ? calib : calib_of[i], false, {});
         return json{r.point.epoch_time_s, r.point.step_time_s.mean};
       },
       [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });

@@ -28,6 +28,8 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // from `produce` removes the temporary and propagates.
 using ChunkSink = std::function<void(const void* data, size_t size)>;
 void write_file_atomic(const std::string& path, const std::function<void(const ChunkSink&)>& produce);
+// write(2) all of `n` bytes at `p` to `fd` (again after EINTR); false with errno set on failure.
+bool write_all(int fd, const char* p, size_t n);
 // Fails early, before hours of work, when `path` could not be written later: its folder is missing or
 // not writable, or it is something write_file_atomic refuses. Throws the Error write_file_atomic would.
 void check_writable(const std::string& path);

@@ -114,13 +114,11 @@ struct FigureValue {
   std::string range;  // the range prop's value as written (FigureRange::raw)
   std::string value;  // the value as written ("0.494")
 };
-// What read_platform_text reads from such a copy of `text`, without writing and parsing one: `text` is a
-// file read by read_platform_text before, whose structure (what SimGrid would abort on) is not checked again.
-// Lines in messages are the file's own.
-PlatformFacts read_platform_text_with(const std::string& path, const std::string& text,
-                                      const std::vector<FigureValue>& values);
-// The same, the file parsed once and read again for each set of values (the interval's copies: parsed in
-// the parent, each copy read in its own forked child, which inherits the parsed document).
+// A platform file parsed once and read again with figures at other values (`with`): what read_platform_text
+// reads from a copy of the file edited so, without writing and parsing one (the interval's copies: parsed in
+// the parent, each copy read in its own forked child, which inherits the parsed document). `text` is a file
+// read by read_platform_text before: its structure (what SimGrid would abort on) is not checked again; lines
+// in messages are the file's own.
 class PlatformDocument {
  public:
   PlatformDocument(const std::string& path, const std::string& text);  // throws Error: malformed XML

@@ -69,7 +69,7 @@ struct SimulatedTimes {
 // sampled copies). `platforms`: the caller's cache of the files already read and load-checked (predict's),
 // so that they are not read and checked again; nullptr: a cache of its own. A copy's facts are read in its
 // own child; `copy_facts` (empty, or called in point i's child for a point on a copy): the copy's facts,
-// read there without a file the parent wrote (the interval's copies: read_platform_text_with,
+// read there without a file the parent wrote (the interval's copies: PlatformDocument,
 // docs/benchmarks.md "Prediction intervals (issue 26)").
 std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                             const PredictOptions& opt, const std::string& who,
