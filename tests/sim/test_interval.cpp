@@ -348,3 +348,47 @@ TEST_CASE("a copy's figures read in memory read as the copy the interval would w
   CHECK(moved.nodes[0].cpu_cores == 6);
   CHECK(written.nodes[0].cpu_cores == 8);
 }
+
+TEST_CASE("predict's interval, its ends simulated beside its points, is add_intervals' after them",
+          "[interval]") {
+  // predict runs the interval's first simulations (the figures' ends, and in sampled mode the samples) in its
+  // points' batch, before the points' times are known (sim::IntervalPlan); plan runs add_intervals after its
+  // points. Both must give the same report, member for member, whatever the order the results come back in:
+  // two points (a sweep of micro-batches, each with its own ends), a GPU figure, a node figure (both read in
+  // the children's memory) and a link figure (a copy written, on an engine of its own).
+  vt::TempDir d;
+  std::string x = two_nodes_one_range();
+  x.insert(x.find("</cluster>"), "<prop id=\"cpu_cores\" value=\"8\"/>" + range("cpu_cores", "2..8; cores"));
+  const std::string link =
+      "<link id=\"n0-nic\" bandwidth=\"10GBps\" latency=\"0us\" sharing_policy=\"SPLITDUPLEX\"";
+  REQUIRE(x.find(link + "/>") != std::string::npos);
+  x.replace(x.find(link + "/>"), link.size() + 2,
+            link + "><prop id=\"transport\" value=\"tcp\"/><prop id=\"socket_bw\" value=\"2GBps\"/>" +
+                range("socket_bw", "1GBps..3GBps; sockets") + "</link>");
+  d.file("p.xml", x);
+  std::string s = scenario("p.xml");
+  s.replace(s.find("nodes=\"1\""), 9, "nodes=\"2\"");
+  s.insert(s.find("</scenario>"), "  <sweep param=\"training.micro_batch\" values=\"16,32\"/>\n");
+  const ScenarioFile f = read_scenario_file(d.file("s.xml", s));
+  for (const auto mode : {sim::IntervalMode::Surrogate, sim::IntervalMode::Sampled}) {
+    sim::PredictOptions o;
+    o.progress = false;
+    o.jobs = 2;
+    o.interval.samples = 6;
+    o.interval.mode = mode;
+    const Report together = sim::predict(f, o);
+    REQUIRE(together.points.size() == 2);
+    REQUIRE(together.points[0].sensitivity.size() == 3);
+    sim::PredictOptions plain = o;
+    plain.interval.samples = 0;
+    Report after = sim::predict(f, plain);
+    sim::add_intervals(after, expand(f), nullptr, o);
+    CHECK(report_to_json(together) == report_to_json(after));
+    // Not vacuous: the two points' intervals differ, and the GPU and link figures move each point's epoch
+    // (cpu_cores does not here: no loader figure, nothing reads the cores).
+    CHECK(together.points[0].interval.epoch_high_s != together.points[1].interval.epoch_high_s);
+    for (const auto& p : together.points)
+      for (const auto& e : p.sensitivity)
+        CHECK((e.epoch_at_low_s != e.epoch_at_high_s) == (e.figure != "cpu_cores"));
+  }
+}

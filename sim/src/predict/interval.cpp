@@ -411,29 +411,64 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
 
 }  // namespace
 
-void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
-                   PlatformCache* platforms) {
+// The interval's first simulations, planned before the points are simulated (IntervalPlan).
+struct IntervalPlan::Impl {
+  TempDir dir{"vitsim-interval-"};
+  IntervalRuns r;
+};
+
+IntervalPlan::IntervalPlan(const std::vector<Scenario>& points, const Calibration* calib,
+                           const PredictOptions& opt, PlatformCache& platforms)
+    : impl_(std::make_unique<Impl>()) {
   const IntervalOptions& io = opt.interval;
-  TempDir dir("vitsim-interval-");
-  PlatformCache own;
-  PlatformCache& cache = platforms ? *platforms : own;
   const bool sampled = io.mode == IntervalMode::Sampled;
   std::vector<int> all_rows(static_cast<size_t>(io.samples));
   std::iota(all_rows.begin(), all_rows.end(), 0);
-  const IntervalRuns r = plan_runs(
-      points, calib, io, dir, cache,
+  impl_->r = plan_runs(
+      points, calib, io, impl_->dir, platforms,
       [&](const std::string&) { return sampled ? all_rows : std::vector<int>{}; }, true);
+}
+IntervalPlan::~IntervalPlan() = default;
+const std::vector<Scenario>& IntervalPlan::scenarios() const {
+  return impl_->r.scenarios;
+}
+const std::vector<std::string>& IntervalPlan::engine_of() const {
+  return impl_->r.engine_of;
+}
+const std::vector<const Calibration*>& IntervalPlan::calib_of() const {
+  return impl_->r.calibs;
+}
+PlatformFacts IntervalPlan::copy_facts(size_t n) const {
+  return impl_->r.copy_facts(n);
+}
+
+void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                   const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
+                   PlatformCache* platforms) {
+  PlatformCache own;
+  PlatformCache& cache = platforms ? *platforms : own;
+  IntervalPlan plan(points, calib, opt, cache);
+  const std::vector<SimulatedTimes> times =
+      simulate_points(plan.scenarios(), calib, opt, who, plan.engine_of(), plan.calib_of(), &cache,
+                      [&plan](size_t n) { return plan.copy_facts(n); });
+  plan.finish(report, points, calib, opt, who, runs, cache, times);
+}
+
+void IntervalPlan::finish(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+                          const PredictOptions& opt, const std::string& who,
+                          const std::vector<MeasuredRun>& runs, PlatformCache& cache,
+                          const std::vector<SimulatedTimes>& times) {
+  const IntervalOptions& io = opt.interval;
+  const bool sampled = io.mode == IntervalMode::Sampled;
+  const TempDir& dir = impl_->dir;
+  const IntervalRuns& r = impl_->r;
   std::vector<PointSamples> ps(points.size());
   for (size_t i = 0; i < points.size(); ++i) {
     const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
     ps[i].epoch_ends = figure_ends(pp, report.points[i].epoch_time_s);
     ps[i].step_ends = figure_ends(pp, report.points[i].step_time_s.mean);
   }
-  collect(r,
-          simulate_points(r.scenarios, calib, opt, who, r.engine_of, r.calibs, &cache,
-                          [&r](size_t n) { return r.copy_facts(n); }),
-          ps);
+  collect(r, times, ps);
   if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "collectives/nccl_comm.hpp"
 #include "vitsim/core/base/io.hpp"
@@ -123,9 +124,11 @@ void add_provenance(Report& report, const ScenarioFile& file, const std::vector<
                     const PlatformCache& platforms, const PredictOptions& opt) {
   report.provenance["scenario_file"] = file.path;
   report.provenance["generator"] = fmt::format("vitsim {} (SimGrid S4U)", vitsim_version());
+  std::set<std::string> simulated;  // the points' files; not the interval's copies, which the cache also has
+  for (const auto& s : points) simulated.insert(s.cluster.platform);
   std::string shas;
   for (const auto& [path, facts] : platforms.all())
-    shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
+    if (simulated.count(path)) shas += (shas.empty() ? "" : ",") + sha256_hex(read_file(path));
   report.provenance["platform_sha256"] = shas;
   if (!opt.calibration.empty()) report.provenance["calibration"] = opt.calibration;
   if (!points.empty() && !points.front().what_ifs.empty()) {
@@ -174,6 +177,84 @@ ForkedPoints zygote_points(const std::string& who, const PredictOptions& opt, Pl
 
 }  // namespace
 
+namespace {
+
+// simulate_points' simulations, made in the parent (each point on its engine's platform, its placement
+// checked there unless it is a copy, whose facts and placement its own child reads and checks), then run in
+// children: simulate_points' batch, or predict's beside its points (IntervalPlan).
+class Simulations {
+ public:
+  Simulations(const std::vector<Scenario>& points, const Calibration* calib,
+              const std::vector<std::string>& engine_of, const std::vector<const Calibration*>& calib_of,
+              PlatformCache& platforms, const std::function<PlatformFacts(size_t)>& copy_facts)
+      : points_(points),
+        calib_(calib),
+        engine_of_(engine_of),
+        calib_of_(calib_of),
+        platforms_(platforms),
+        copy_facts_(copy_facts),
+        setups_(points.size()) {
+    for (size_t i = 0; i < points.size(); ++i) {
+      Scenario e = points[i];
+      if (!engine_of.empty()) e.cluster.platform = engine_of[i];
+      runs_.push_back(std::move(e));
+      if (is_copy(i))
+        platforms.of(runs_.back());  // the engine's file read and load-checked once, before the fork
+      else
+        setups_[i] = check_point(runs_.back(), platforms.of(points[i]));
+    }
+  }
+  size_t size() const { return points_.size(); }
+  // Point i as it runs: on its engine's platform (the zygote's group and preparation).
+  const Scenario& on_engine(size_t i) const { return runs_[i]; }
+  std::string name(size_t i) const {
+    return fmt::format("simulation {} ({})", i + 1, json(points_[i].params).dump());
+  }
+  // In point i's child: its two times.
+  json simulate(size_t i, PreparedEngine& engine) {
+    std::optional<PlatformFacts> copy;
+    if (is_copy(i)) copy = facts_of_copy(i);
+    const PlatformFacts& facts = copy ? *copy : platforms_.of(points_[i]);
+    const SimResult r =
+        simulate_prepared(engine, copy ? check_point(runs_[i], facts) : std::move(setups_[i]), runs_[i],
+                          facts, calib_of_.empty() ? calib_ : calib_of_[i], false, {});
+    return json{r.point.epoch_time_s, r.point.step_time_s.mean};
+  }
+  static std::vector<SimulatedTimes> times(const std::vector<json>& results) {
+    std::vector<SimulatedTimes> out;
+    for (const json& r : results) out.push_back({r.at(0).get<double>(), r.at(1).get<double>()});
+    return out;
+  }
+
+ private:
+  const std::vector<Scenario>& points_;
+  const Calibration* calib_;
+  const std::vector<std::string>& engine_of_;
+  const std::vector<const Calibration*>& calib_of_;
+  PlatformCache& platforms_;
+  const std::function<PlatformFacts(size_t)>& copy_facts_;
+  std::vector<Scenario> runs_;
+  std::vector<PointSetup> setups_;
+
+  // A point on a copy that differs from its engine's file only in figures SimGrid never sees (the
+  // interval's ends and samples of GPU and node figures): its facts are read without the load check (its
+  // engine's file had it) and its placement checked in its own child, where they run in parallel with the
+  // other children instead of one after another in the parent (docs/benchmarks.md "Prediction intervals
+  // (issue 26)").
+  bool is_copy(size_t i) const { return !engine_of_.empty() && engine_of_[i] != points_[i].cluster.platform; }
+  PlatformFacts facts_of_copy(size_t i) {
+    const PlatformFacts& engine = platforms_.of(runs_[i]);
+    const std::string& path = points_[i].cluster.platform;
+    PlatformFacts f =
+        copy_facts_ ? copy_facts_(i) : read_platform_text(path, read_input_file(path, "platform file"));
+    f.path = engine.path;
+    f.flat = engine.flat;
+    return f;
+  }
+};
+
+}  // namespace
+
 std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points, const Calibration* calib,
                                             const PredictOptions& opt, const std::string& who,
                                             const std::vector<std::string>& engine_of,
@@ -182,54 +263,14 @@ std::vector<SimulatedTimes> simulate_points(const std::vector<Scenario>& points,
                                             const std::function<PlatformFacts(size_t)>& copy_facts) {
   PlatformCache own;
   PlatformCache& platforms = cache ? *cache : own;
-  auto on_engine = [&](size_t i) {
-    Scenario e = points[i];
-    if (!engine_of.empty()) e.cluster.platform = engine_of[i];
-    return e;
-  };
-  // A point on a copy that differs from its engine's file only in figures SimGrid never sees (the
-  // interval's ends and samples of GPU and node figures): its facts are read without the load check (its
-  // engine's file had it) and its placement checked in its own child, where they run in parallel with the
-  // other children instead of one after another in the parent (docs/benchmarks.md "Prediction intervals
-  // (issue 26)").
-  auto is_copy = [&](size_t i) { return !engine_of.empty() && engine_of[i] != points[i].cluster.platform; };
-  auto facts_of_copy = [&](size_t i) {
-    const PlatformFacts& engine = platforms.of(on_engine(i));
-    const std::string& path = points[i].cluster.platform;
-    PlatformFacts f =
-        copy_facts ? copy_facts(i) : read_platform_text(path, read_input_file(path, "platform file"));
-    f.path = engine.path;
-    f.flat = engine.flat;
-    return f;
-  };
-  std::vector<Scenario> runs;
-  std::vector<PointSetup> setups(points.size());
-  for (size_t i = 0; i < points.size(); ++i) {
-    runs.push_back(on_engine(i));
-    if (is_copy(i))
-      platforms.of(runs.back());  // the engine's file read and load-checked once, before the fork
-    else
-      setups[i] = check_point(runs.back(), platforms.of(points[i]));
-  }
+  Simulations sims(points, calib, engine_of, calib_of, platforms, copy_facts);
   std::unique_ptr<PreparedEngine> engine;
-  ForkedPoints how =
-      zygote_points(who, opt, platforms, engine, [&runs](size_t i) -> const Scenario& { return runs[i]; });
+  ForkedPoints how = zygote_points(who, opt, platforms, engine,
+                                   [&sims](size_t i) -> const Scenario& { return sims.on_engine(i); });
   how.what = "simulations";
-  const std::vector<json> results = gather_forked(
-      points.size(), how,
-      [&](size_t i) {
-        std::optional<PlatformFacts> copy;
-        if (is_copy(i)) copy = facts_of_copy(i);
-        const PlatformFacts& facts = copy ? *copy : platforms.of(points[i]);
-        const SimResult r =
-            simulate_prepared(*engine, copy ? check_point(runs[i], facts) : std::move(setups[i]), runs[i],
-                              facts, calib_of.empty() ? calib : calib_of[i], false, {});
-        return json{r.point.epoch_time_s, r.point.step_time_s.mean};
-      },
-      [&](size_t i) { return fmt::format("simulation {} ({})", i + 1, json(points[i].params).dump()); });
-  std::vector<SimulatedTimes> out;
-  for (const json& r : results) out.push_back({r.at(0).get<double>(), r.at(1).get<double>()});
-  return out;
+  return Simulations::times(gather_forked(
+      points.size(), how, [&](size_t i) { return sims.simulate(i, *engine); },
+      [&](size_t i) { return sims.name(i); }));
 }
 
 Report predict(const ScenarioFile& file, const PredictOptions& opt) {
@@ -252,14 +293,33 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
       opt.interval.samples > 0 ? measured_runs(file, opt.interval.runs) : std::vector<MeasuredRun>{};
   const bool trace = !opt.trace_path.empty();
   const TraceSelection sel = select_traced(points, opt);
+  // --interval: its first simulations (the figures' ends) run in the points' batch, forked from the points'
+  // zygotes beside them: they need nothing of the points' results, and a batch of their own would load the
+  // platform again and wait for the points (docs/benchmarks.md, "Prediction intervals (issue 26)").
+  std::unique_ptr<IntervalPlan> interval;
+  const std::function<PlatformFacts(size_t)> copy_facts = [&interval](size_t n) {
+    return interval->copy_facts(n);
+  };
+  std::unique_ptr<Simulations> ends;
+  if (opt.interval.samples > 0) {
+    interval = std::make_unique<IntervalPlan>(points, calib.get(), opt, platforms);
+    ends = std::make_unique<Simulations>(interval->scenarios(), calib.get(), interval->engine_of(),
+                                         interval->calib_of(), platforms, copy_facts);
+  }
+  const size_t n_points = points.size(), n_ends = ends ? ends->size() : 0;
   std::unique_ptr<PreparedEngine> engine;
-  const ForkedPoints how = zygote_points("vitsim predict", opt, platforms, engine,
-                                         [&points](size_t i) -> const Scenario& { return points[i]; });
+  ForkedPoints how = zygote_points(
+      "vitsim predict", opt, platforms, engine,
+      [&](size_t i) -> const Scenario& { return i < n_points ? points[i] : ends->on_engine(i - n_points); });
+  if (n_ends > 0) how.what = "simulations (the points and their intervals' ends)";
   auto name_of = [&](size_t i) { return fmt::format("point {} ({})", i + 1, json(points[i].params).dump()); };
-  const std::vector<ForkedResult> results = gather_forked_each(points.size(), how, [&](size_t i) {
+  std::vector<ForkedResult> results = gather_forked_each(n_points + n_ends, how, [&](size_t i) {
+    if (i >= n_points) return ends->simulate(i - n_points, *engine);
     return point_result(*engine, setups[i], points[i], platforms.of(points[i]), calib.get(), trace,
                         sel.ranks[i]);
   });
+  const std::vector<ForkedResult> end_results(results.begin() + static_cast<long>(n_points), results.end());
+  results.resize(n_points);
   // One point that fails (its simulation threw, its process was killed) is listed with its reason and the
   // others are kept; when every point failed there is nothing to report: the first failure is the error.
   if (std::none_of(results.begin(), results.end(), [](const ForkedResult& r) { return r.ok(); }))
@@ -293,9 +353,15 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
   if (const std::string note = calib ? unused_calibration_note(*calib) : ""; !note.empty())
     for (auto& p : report.points) p.notes.push_back(note);
   fill_scaling_efficiency(report);
-  if (opt.interval.samples > 0 && report.failed.empty())
-    add_intervals(report, points, calib.get(), opt, "vitsim predict --interval", runs, &platforms);
-  else if (opt.interval.samples > 0)
+  if (interval && report.failed.empty()) {
+    std::vector<json> times;  // the ends' times, all or nothing (simulate_points' gather_forked)
+    for (size_t k = 0; k < end_results.size(); ++k) {
+      if (!end_results[k].ok()) throw Error(forked_error(end_results[k], ends->name(k)));
+      times.push_back(end_results[k].result);
+    }
+    interval->finish(report, points, calib.get(), opt, "vitsim predict --interval", runs, platforms,
+                     Simulations::times(times));
+  } else if (interval)
     for (auto& p : report.points)
       p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",
                                     report.failed.size()));

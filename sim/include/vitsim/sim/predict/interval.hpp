@@ -10,6 +10,7 @@
 // sensitivity, the figures by how far their ends move its epoch time, widest first, each with the command
 // that measures it.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,8 @@ struct PlatformProp;
 namespace vitsim::sim {
 
 struct PredictOptions;
-class PlatformCache;  // sim/engine/process_pool.hpp
+struct SimulatedTimes;  // sim/predict/predict.hpp
+class PlatformCache;    // sim/engine/process_pool.hpp
 
 // One ranged figure of a platform file: the range prop stated word for word in one or more elements.
 struct RangedFigure {
@@ -111,5 +113,31 @@ std::vector<MeasuredRun> measured_runs(const ScenarioFile& f, const std::vector<
 void add_intervals(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
                    const PredictOptions& opt, const std::string& who = "vitsim predict --interval",
                    const std::vector<MeasuredRun>& runs = {}, PlatformCache* platforms = nullptr);
+
+// add_intervals in two halves, for a caller that simulates the interval's first simulations (the figures'
+// ends, and in Sampled mode every sample) in its own batch: `vitsim predict` runs them beside its points, in
+// the points' zygote, before the points' times are known (they need none of them). Made from the points as
+// add_intervals takes them; scenarios(), engine_of(), calib_of() and copy_facts() are simulate_points'
+// arguments; finish(times), with their times in order, does the rest of add_intervals (the surrogate's
+// checks, the measured runs, the corpus' band) on the simulated report.
+class IntervalPlan {
+ public:
+  IntervalPlan(const std::vector<Scenario>& points, const Calibration* calib, const PredictOptions& opt,
+               PlatformCache& platforms);
+  ~IntervalPlan();
+  IntervalPlan(const IntervalPlan&) = delete;
+  IntervalPlan& operator=(const IntervalPlan&) = delete;
+  const std::vector<Scenario>& scenarios() const;
+  const std::vector<std::string>& engine_of() const;
+  const std::vector<const Calibration*>& calib_of() const;
+  PlatformFacts copy_facts(size_t n) const;  // called in simulation n's child
+  void finish(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
+              const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
+              PlatformCache& platforms, const std::vector<SimulatedTimes>& times);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace vitsim::sim
