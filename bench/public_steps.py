@@ -42,7 +42,10 @@ every table row against its corpus row (origin, measured time), every predictabl
 first and last row of each file predicted again; exit 1 naming what is stale.
 --self-test: checks the arithmetic and the whole path on a known answer (a row whose value is vitsim's own
 prediction has 0% error) and exits. --smoke (or VITSIM_BENCH_SMOKE=1): the first row of two files, in seconds.
-Exit status: 0 when every row ran, was refused or is unsupported; 1 when any failed another way.
+A row whose measured time is shorter than its model's FLOPs take at its GPU's datasheet peak in the stated precision
+(beyond_peak) measured something its file does not say (a faster precision, a timer that did not wait for the GPU): it
+is listed as inconsistent with its description, with the arithmetic, and kept out of every error and of the band.
+Exit status: 0 when every row ran, was refused, is unsupported or inconsistent; 1 when any failed another way.
 """
 
 import argparse
@@ -227,6 +230,24 @@ def predicted_time(meta, row, point):
     return step
 
 
+def beyond_peak(meta, row, measured_s, point):
+    """Why a row cannot be what its file says ran, or None: its measured time is shorter than its model's FLOPs
+    take at the datasheet peak of its GPU in its stated precision (the platform's peak_flops_per_gpu). The FLOPs
+    are vitsim's op-level count of the step on one GPU (flops_per_gpu_step.model, forward and backward of every
+    micro-batch); a forward pass is a third of one micro-batch's (a GEMM's backward is two GEMMs of its size).
+    Such a row measured something else (a faster precision, a timer that did not wait for the GPU): it cannot
+    test the model and stays out of every error and of the band, listed with the arithmetic."""
+    flops = point["flops_per_gpu_step"]["model"]
+    if meta["mode_word"] == "forward":
+        flops /= 3 * row["accum"]
+    peak = point["peak_flops_per_gpu"]
+    if not (peak > 0 and flops > 0) or flops / measured_s <= peak:
+        return None
+    return (f"{1e3 * measured_s:.3g} ms for {flops / 1e9:.4g} GFLOP a GPU is {flops / measured_s / 1e12:.3g} "
+            f"TFLOP/s, beyond the {peak / 1e12:.3g} TFLOP/s peak of the stated precision "
+            f"({flops / peak * 1e3:.3g} ms at least)")
+
+
 def predict_row(vitsim, meta, row, tmp, where):
     flags, keys = row_setup(meta, row, where)
     os.makedirs(tmp, exist_ok=True)
@@ -257,8 +278,12 @@ def evaluate(vitsim, name, path, tmp, only_first=False):
         else:
             try:
                 pred, point = predict_row(vitsim, meta, row, os.path.join(tmp, name), where)
-                res.update(status="ok", predicted_s=pred, error=err(pred, res["measured_s"]),
-                           device=point["per_rank"][0]["device"], bound=point["bound"])
+                beyond = beyond_peak(meta, row, res["measured_s"], point)
+                if beyond:
+                    res.update(status="inconsistent", why=beyond)
+                else:
+                    res.update(status="ok", predicted_s=pred, error=err(pred, res["measured_s"]),
+                               device=point["per_rank"][0]["device"], bound=point["bound"])
             except Refused as e:
                 res.update(status="refused", why=str(e))
             except Failed as e:
@@ -332,10 +357,14 @@ def report(results, metas, detail, failed_files=0):
         rows = [r for r in results if r["file"] == name and r["status"] == "unsupported"]
         if rows:
             print(f"unsupported: {name}, {len(rows)} rows: {rows[0]['why']}")
-    counts = {s: sum(r["status"] == s for r in results) for s in ("ok", "refused", "unsupported", "failed")}
+    for r in results:
+        if r["status"] == "inconsistent":
+            print(f"inconsistent with its description: {r['file']} {r['row']}: {r['why']}")
+    counts = {s: sum(r["status"] == s for r in results)
+              for s in ("ok", "refused", "unsupported", "inconsistent", "failed")}
     counts["failed"] += failed_files
     print(f"{counts['ok']} rows compared, {counts['refused']} refused, {counts['unsupported']} unsupported, "
-          f"{counts['failed']} failed")
+          f"{counts['inconsistent']} beyond their stated precision's peak, {counts['failed']} failed")
     return counts
 
 
@@ -451,8 +480,8 @@ def write_residuals(results, path):
     for r in results:
         if r["status"] == "ok":
             lines.append(f"{r['origin']} {r['file']}.txt {r['line']} {r['measured_s']:.12g} {r['predicted_s']:.12g}\n")
-        elif r["status"] == "refused":
-            lines.append(f"# refused: {r['file']}.txt:{r['line']}: {r['why']}\n")
+        elif r["status"] in ("refused", "inconsistent"):
+            lines.append(f"# {r['status']}: {r['file']}.txt:{r['line']}: {r['why']}\n")
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(lines)
     print(f"wrote {path}: {sum(r['status'] == 'ok' for r in results)} rows")
@@ -464,9 +493,10 @@ def check_residuals(vitsim, data, path, tmp):
     table, refused, stale = {}, set(), []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
-            if line.startswith("# refused: "):
-                name, row = line[len("# refused: "):].split(":")[:2]
-                refused.add(f"{name}:{row}")
+            for status in ("refused", "inconsistent"):  # rows predicted but not in the table, as written
+                if line.startswith(f"# {status}: "):
+                    name, row = line[len(f"# {status}: "):].split(":")[:2]
+                    refused.add(f"{name}:{row}")
             if line.startswith("#") or not line.strip():
                 continue
             origin, name, row, measured, predicted = line.split()
@@ -524,6 +554,14 @@ def self_test(vitsim, tmp):
             f.write(base.format(mode=mode, measure=measure) + f"r vit_tiny_patch16_224 32 1 1 1 {exact!r}\n")
         _, res = evaluate(vitsim, "self", path, tmp)
         assert res[0]["status"] == "ok" and abs(res[0]["error"]) < 1e-9, res
+    # A row faster than its precision's peak allows: a forward pass of 3 GFLOP (a third of a 9 GFLOP step of one
+    # micro-batch) on a 10 TFLOP/s peak takes 0.3 ms at least; 0.2 ms is beyond it, 0.3 ms is not.
+    point = {"flops_per_gpu_step": {"model": 9e9}, "peak_flops_per_gpu": 10e12}
+    forward = {"mode_word": "forward"}
+    assert "0.3 ms at least" in beyond_peak(forward, {"accum": 1}, 0.2e-3, point)
+    assert beyond_peak(forward, {"accum": 1}, 0.3e-3, point) is None
+    assert beyond_peak({"mode_word": "train"}, {"accum": 1}, 0.9e-3, point) is None  # 9 GFLOP: 0.9 ms at least
+    assert beyond_peak({"mode_word": "train"}, {"accum": 1}, 0.8e-3, point) is not None
     for bad, want in (("r vit_tiny_patch16_224 32 1 1 1 1\n", "before the file's '# source:'"),
                       ("# source: x\nr vit_tiny_patch16_224 32 1 1 1\n", "want 'name model"),
                       ("# source: x\nr vit_tiny_patch16_224 32 1 1 1 0\n", "a value > 0")):
@@ -536,7 +574,7 @@ def self_test(vitsim, tmp):
         except Failed as e:
             assert want in str(e) and f"{path}:" in str(e), e
     print("public_steps.py self-test: ok (arithmetic, conformal ranks, a row predicted by vitsim itself at 0% error, "
-          "bad rows refused with file and line)")
+          "rows beyond their precision's peak, bad rows refused with file and line)")
 
 
 def main():
