@@ -135,7 +135,7 @@ TEST_CASE("calibrate then validate a held-out micro-batch on 2 ranks", "[calib][
   // The occupancy phase's figure (rank 0 alone against both ranks busy), which 1-rank predictions use.
   CHECK(c["devices"][0]["occupancy"]["busy_ranks"] == 2);
   // Its rounds' spans, which `predict --interval` samples (the kept round lies within each); a sync span
-  // wherever the sync figures are above zero (both come from the micro-batches whose kept rest is).
+  // wherever the sync figures are above zero (its rounds' summed rests over the fit's: sync_span_of).
   const auto& sync = c["devices"][0]["sync"];
   const bool some_rest = sync["fixed_s"].get<double>() > 0 || sync["per_compute"].get<double>() > 0;
   for (const char* span : {"compute", "sync"}) {

@@ -32,6 +32,35 @@ TEST_CASE("noisy rounds: the spread about the kept (median) round", "[calib][noi
   CHECK_THROWS_AS(round_spread({0.0, 0.0, 1.0}), Error);  // a kept round of no time is a bug upstream
 }
 
+TEST_CASE("the sync span: each round's rest summed over the micro-batches, over the fit's",
+          "[calib][noise]") {
+  // Fitted rests 1 ms and 3 ms at two micro-batches (sum 4 ms). Round A {1, 3}: x1; round B {0.2, 2.6}: x0.7;
+  // round C {2, 4}: x1.5. The span x0.7..x1.5, every round's factor kept in order.
+  const SyncSpanFigure f = sync_span_of({{1e-3, 3e-3}, {0.2e-3, 2.6e-3}, {2e-3, 4e-3}}, {1e-3, 3e-3});
+  REQUIRE(f.rounds.size() == 3);
+  CHECK(f.rounds[0] == Approx(1));
+  CHECK(f.rounds[1] == Approx(0.7));
+  CHECK(f.rounds[2] == Approx(1.5));
+  CHECK(f.low == Approx(0.7));
+  CHECK(f.high == Approx(1.5));
+  // The case the per-micro-batch ratio blew up on (issue 37, docs/benchmarks.md: a kept rest of 0.05 ms at
+  // one micro-batch made another round's 1.3 ms there x26): the micro-batch weighs by its size, (1.3 + 2) /
+  // (0.05 + 2) = x1.61 and (0.05 + 2) / 2.05 = x1.
+  const SyncSpanFigure g = sync_span_of({{0.05e-3, 2e-3}, {1.3e-3, 2e-3}}, {0.05e-3, 2e-3});
+  CHECK(g.high == Approx(3.3 / 2.05));
+  CHECK(g.low == 1);  // 1 is within the span: the figure lies within its rounds
+  // A rest below zero counts as none (as the fit takes it); a round of no rest at all floors at x0.01.
+  CHECK(sync_span_of({{-1e-3, -1e-3}, {1e-3, 1e-3}}, {1e-3, 1e-3}).low == 0.01);
+  CHECK(sync_span_of({{-1e-3, -1e-3}, {1e-3, 1e-3}}, {1e-3, 1e-3}).rounds[0] == 0);
+  // Rounds above the fit only: low is 1 (the figure's own end); a factor beyond x100 caps there.
+  CHECK(sync_span_of({{2e-3}, {3e-3}}, {1e-3}).low == 1);
+  CHECK(sync_span_of({{2e-3}, {300e-3}}, {1e-3}).high == 100);
+  // Nothing to span: one round, or no fitted rest.
+  CHECK(sync_span_of({{1e-3}}, {1e-3}).rounds.empty());
+  CHECK(sync_span_of({{1e-3}, {2e-3}}, {0}).rounds.empty());
+  CHECK_THROWS_AS(sync_span_of({{1e-3}, {2e-3, 1e-3}}, {1e-3}), Error);  // rounds of other micro-batches
+}
+
 TEST_CASE("noisy rounds: the step-to-step coefficient of variation, within rounds", "[calib][noise]") {
   // One round {1, 3}: mean 2, sample standard deviation sqrt(((1-2)^2 + (3-2)^2) / 1) = sqrt(2).
   CHECK(step_cv_of({{1, 3}}) == Approx(std::sqrt(2.0) / 2));

@@ -13,6 +13,7 @@
 #include "test_util.hpp"
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/formats/calibration.hpp"
+#include "vitsim/sim/predict/interval.hpp"
 
 using namespace vitsim;
 using json = nlohmann::json;
@@ -193,4 +194,35 @@ TEST_CASE("interval: a calibration repeated over time widens the compute span by
   DeviceCalibration none = device(1.0, 0, 0);
   widen_by_earlier(none, device(1.05, 0, 0));
   CHECK(none.compute_span.empty());
+}
+
+TEST_CASE("interval: a measured span is drawn half each side of its figure, however skewed",
+          "[interval][calib]") {
+  // sim/predict/interval.hpp figure_at, two-sided: u in [0, 1/2) over [low, value], [1/2, 1) over [value,
+  // high]; a platform's range stays uniform over [low, high].
+  const sim::FigureEnds skewed{0.99, 1, 1.5, 0, 0, true};
+  CHECK(sim::figure_at(skewed, 0) == 0.99);
+  CHECK(sim::figure_at(skewed, 0.25) == Approx(0.995));
+  CHECK(sim::figure_at(skewed, 0.5) == 1);
+  CHECK(sim::figure_at(skewed, 0.75) == Approx(1.25));
+  const sim::FigureEnds uniform{0.99, 1, 1.5, 0, 0, false};
+  CHECK(sim::figure_at(uniform, 0.5) == Approx(1.245));
+
+  // One rank: the step is linear in the compute factor f, epoch(f) = epoch(1) + (f - 1) x C with C = forward
+  // + backward x steps (the closed form above), so the surrogate is exact. Of 16 samples (one per stratum of
+  // u), p10 (type 7: h = 15 x 0.1 = 1.5) lies between the samples of strata 1 and 2 of 16, u in [1/16, 3/16):
+  // f in [0.99 + 2/16 x 0.01, 0.99 + 6/16 x 0.01], below the figure, where a uniform draw over [0.99, 1.5]
+  // would put it at f >= 0.99 + 1/16 x 0.51 = 1.022, above; p90 (h = 13.5): u in [13/16, 15/16), f in
+  // [1 + 10/16 x 0.5, 1 + 14/16 x 0.5].
+  vt::TempDir d;
+  const std::string c = calibration(d, "c.json", {{"compute", span(0.99, 1.5)}});
+  const json p = predict(d, c, 1, "--interval");
+  const double centre = p["epoch_time_s"], per = compute_s(p) * p["steps_per_epoch"].get<double>();
+  const double low = p["interval"]["epoch_low_s"], high = p["interval"]["epoch_high_s"];
+  const double tol = 1e-9 * centre;  // rounding only
+  CHECK(low < centre);
+  CHECK(low >= centre + (2.0 / 16 - 1) * 0.01 * per - tol);
+  CHECK(low <= centre + (6.0 / 16 - 1) * 0.01 * per + tol);
+  CHECK(high >= centre + 10.0 / 16 * 0.5 * per - tol);
+  CHECK(high <= centre + 14.0 / 16 * 0.5 * per + tol);
 }

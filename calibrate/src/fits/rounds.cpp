@@ -81,6 +81,26 @@ std::vector<RoundCheck> run_rounds(const std::vector<RoundedPhase>& phases, cons
   return checks;
 }
 
+SyncSpanFigure sync_span_of(const std::vector<std::vector<double>>& rests,
+                            const std::vector<double>& fitted) {
+  SyncSpanFigure f;
+  double total = 0;
+  for (double x : fitted) total += std::max(0.0, x);
+  if (rests.size() < 2 || !(total > 0)) return f;
+  for (const std::vector<double>& round : rests) {
+    if (round.size() != fitted.size())
+      throw Error(fmt::format("sync_span_of: a round has {} micro-batch(es), the fit {}", round.size(),
+                              fitted.size()));
+    double sum = 0;
+    for (double x : round) sum += std::max(0.0, x);
+    f.rounds.push_back(sum / total);
+  }
+  const auto [least, most] = std::minmax_element(f.rounds.begin(), f.rounds.end());
+  f.low = std::clamp(*least, 0.01, 1.0);
+  f.high = std::clamp(*most, 1.0, 100.0);
+  return f;
+}
+
 StepCvFigure step_cv_figure(const std::vector<double>& cvs) {
   if (cvs.empty()) throw Error("step_cv_figure: no step cv measured");
   constexpr double kMostCv =

@@ -113,8 +113,8 @@ AllreducePhase allreduce_phase(RunContext& x);
 // What a step costs at its gradient sync beyond the all-reduce on the fitted edge `fit` and the wait for a
 // slower device type that `compute` gives the simulator, measured with the trainer at every calibration
 // micro-batch (none with one rank or --no-step).
-// `span`: the rounds' rest over the kept round's, lowest and highest over the micro-batches whose kept rest
-// is above zero (the sync figures' span; empty when none is).
+// `span`: each round's rest summed over the micro-batches over the sync fit's, lowest and highest
+// (calibrate.hpp sync_span_of: the sync figures' span; empty with one round or nothing fitted).
 // trainer_low..trainer_high: the trainer's own forward + backward in every round over the ranks' calibrated
 // figure at that micro-batch (trainer_rounds of them; the compute span takes them in: what the calibrated
 // compute misses of the trainer's).

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/phases.hpp"
 #include "vitsim/core/base/units.hpp"
@@ -154,9 +155,25 @@ StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute
       "optimizer", "data"));
   std::vector<StepRow> rows;
   json jrows = json::array();
-  MeasuredSpan span;
-  int spanned = 0;
   StepPhase out;
+  // Every round's rest at each micro-batch, in the order measured (before the rounds are sorted below): the
+  // sync span's rounds (sync_span_of), and the details' record of them.
+  std::vector<std::vector<double>> rests;
+  json jrounds = json::array();
+  for (size_t r = 0; r < by_mb.at(x.mbs.front()).size(); ++r) {
+    rests.emplace_back();
+    json jround = json::array();
+    for (int mb : x.mbs) {
+      const StepRow& o = by_mb.at(mb).at(r);
+      rests.back().push_back(o.extra());
+      jround.push_back({{"micro_batch", mb},
+                        {"compute_s", o.compute},
+                        {"exposed_s", o.exposed},
+                        {"rest_s", o.extra()},
+                        {"calibrated_s", o.calibrated}});
+    }
+    jrounds.push_back(jround);
+  }
   out.rounds = static_cast<int>(by_mb.at(x.mbs.front()).size());
   for (const auto& [mb, rounds] : by_mb)
     for (const StepRow& o : rounds)
@@ -171,15 +188,6 @@ StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute
               [](const StepRow& a, const StepRow& b) { return a.extra() < b.extra(); });
     const StepRow r = rounds[(rounds.size() - 1) / 2];
     rows.push_back(r);
-    // The rounds' rest over the kept one's; a rest below zero counts as none (fit_sync clamps it so).
-    if (r.extra() > 0 && rounds.size() > 1) {
-      ++spanned;
-      for (const StepRow& o : rounds) {
-        const double f = std::max(0.0, o.extra()) / r.extra();
-        span.low = std::min(span.low, f);
-        span.high = std::max(span.high, f);
-      }
-    }
     x.say(fmt::format("{:>6} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n", mb,
                       1e3 * r.compute, 1e3 * r.exposed, 1e3 * r.allreduce, 1e3 * r.imbalance, 1e3 * r.extra(),
                       1e3 * r.optimizer, 1e3 * r.data));
@@ -194,18 +202,21 @@ StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute
   }
   out.sync = fit_sync(rows, x.nranks);
   const SyncCalibration& sc = out.sync;
-  if (spanned > 0) {
-    // A factor in (0, 1] as calibration.hpp requires: a round with no rest at all floors at 1%.
-    span.low = std::clamp(span.low, 0.01, 1.0);
-    span.high = std::clamp(span.high, 1.0, 100.0);
-    span.why = fmt::format(
+  std::vector<double> fitted;
+  for (const StepRow& r : rows) fitted.push_back(sc.fixed_s + sc.per_compute * r.compute);
+  const SyncSpanFigure span = sync_span_of(rests, fitted);
+  if (!span.rounds.empty()) {
+    out.span.low = span.low;
+    out.span.high = span.high;
+    out.span.why = fmt::format(
         "measured: vitsim calibrate's {} step rounds, each round's rest (the exposed sync beyond the fitted "
-        "all-reduce and the compute difference) over the kept (median) round's, lowest and highest over {} "
-        "micro-batch(es) with a rest above zero; floored at x0.01, capped at x100",
-        out.rounds, spanned);
-    out.span = span;
-    x.say(fmt::format("sync span: the rounds' rest at x{:.2f}..x{:.2f} of the kept round's\n", span.low,
-                      span.high));
+        "all-reduce and the compute difference) summed over its {} micro-batch(es) over the sync fit's "
+        "summed there (x{:.2f}), lowest and highest; floored at x0.01, capped at x100",
+        span.rounds.size(), x.mbs.size(), fmt::join(span.rounds, ", x"));
+    x.say(
+        fmt::format("sync span: each round's rest, summed over the micro-batches, at x{:.2f} of the sync "
+                    "fit's: x{:.2f}..x{:.2f}\n",
+                    fmt::join(span.rounds, ", x"), span.low, span.high));
   }
   if (out.trainer_rounds > 0)
     x.say(
@@ -218,6 +229,8 @@ StepPhase finish_step(RunContext& x, StepRounds& sr, const ComputePhase& compute
       units::format_time(sc.fixed_s), 100 * sc.per_compute, x.nranks));
   x.details["step"] = {
       {"rows", jrows},
+      {"rounds", jrounds},
+      {"sync_span_rounds", span.rounds},
       {"sync", {{"ranks", sc.ranks}, {"fixed_s", sc.fixed_s}, {"per_compute", sc.per_compute}}}};
   return out;
 }

@@ -188,6 +188,18 @@ Calibration sampled(const Calibration& c, const SpanFigure& f, double v) {
                            f.kind == SpanFigure::Sync ? v : 1.0);
 }
 
+// Each figure's range and value, platform figures then the calibration's spans (the design's columns), the
+// output at both ends `centre` until simulated. A measured compute or sync span is drawn two-sided
+// (figure_at): its figure is the median of calibrate's rounds, which lie on both sides of it.
+std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre) {
+  std::vector<FigureEnds> out;
+  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, centre, centre});
+  for (const SpanFigure& f : pp.spans)
+    out.push_back({f.low, f.value, f.high, centre, centre,
+                   f.kind == SpanFigure::Compute || f.kind == SpanFigure::Sync});
+  return out;
+}
+
 // The slots of one platform: the design's samples, then each figure at its low and high end (platform
 // figures first, then the calibration's spans), the others at their values.
 std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t index,
@@ -218,17 +230,18 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
     }
     slots.push_back(sl);
   };
-  auto low = [&](size_t j) { return j < k ? pp.figures[j].low : pp.spans[j - k].low; };
-  auto high = [&](size_t j) { return j < k ? pp.figures[j].high : pp.spans[j - k].high; };
+  const std::vector<FigureEnds> ranges = figure_ends(pp, 0);
+  auto low = [&](size_t j) { return ranges[j].low; };
+  auto high = [&](size_t j) { return ranges[j].high; };
   // The platform's columns come first, so that a calibration without spans leaves its design as it was.
   // The design's rows asked for (all in sampled mode; in surrogate mode the ones that check it).
   const auto design = latin_hypercube(k + ks ? io.samples : 0, static_cast<int>(k + ks), io.seed);
   for (int row : rows) {
     std::vector<double> v(k + ks);
-    for (size_t j = 0; j < k + ks; ++j) v[j] = low(j) + design.at(row)[j] * (high(j) - low(j));
+    for (size_t j = 0; j < k + ks; ++j) v[j] = figure_at(ranges[j], design.at(row)[j]);
     slot(v);
   }
-  auto value = [&](size_t j) { return j < k ? pp.figures[j].value : pp.spans[j - k].value; };
+  auto value = [&](size_t j) { return ranges[j].value; };
   for (size_t j = 0; j < (ends ? k + ks : 0); ++j)
     for (double end : {low(j), high(j)}) {
       if (end == value(j)) {
@@ -293,17 +306,6 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
 }  // namespace
 
 namespace {
-// Each figure's range and value, platform figures then the calibration's spans (the design's columns), the
-// output at both ends `centre` until simulated.
-std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre) {
-  std::vector<FigureEnds> out;
-  for (const RangedFigure& f : pp.figures) out.push_back({f.low, f.value, f.high, centre, centre});
-  for (const SpanFigure& f : pp.spans) out.push_back({f.low, f.value, f.high, centre, centre});
-  return out;
-}
-}  // namespace
-
-namespace {
 
 // ASSUMPTION: the surrogate's samples at the interval's two quantiles, simulated, must lie within 1% of the
 // central value of its own (small against the widths an interval is read for: issue 37's target, 25-40% of
@@ -350,8 +352,7 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
     const ReportPoint& p = report.points[i];
     for (const auto& row : latin_hypercube(io.samples, static_cast<int>(q.epoch_ends.size()), io.seed)) {
       std::vector<double> x(row.size());
-      for (size_t j = 0; j < x.size(); ++j)
-        x[j] = q.epoch_ends[j].low + row[j] * (q.epoch_ends[j].high - q.epoch_ends[j].low);
+      for (size_t j = 0; j < x.size(); ++j) x[j] = figure_at(q.epoch_ends[j], row[j]);
       q.surrogate_epochs.push_back(additive_surrogate(p.epoch_time_s, q.epoch_ends, x));
       q.surrogate_steps.push_back(additive_surrogate(p.step_time_s.mean, q.step_ends, x));
     }

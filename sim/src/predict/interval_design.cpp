@@ -57,6 +57,11 @@ double quantile(std::vector<double> v, double p) {
   return v[lo] + (h - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+double figure_at(const FigureEnds& e, double u) {
+  if (!e.two_sided) return e.low + u * (e.high - e.low);
+  return u < 0.5 ? e.low + 2 * u * (e.value - e.low) : e.value + (2 * u - 1) * (e.high - e.value);
+}
+
 double additive_surrogate(double centre, const std::vector<FigureEnds>& ends, const std::vector<double>& x) {
   double out = centre;
   for (size_t j = 0; j < ends.size(); ++j) {

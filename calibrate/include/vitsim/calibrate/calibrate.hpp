@@ -190,6 +190,22 @@ struct StepCvFigure {
 };
 StepCvFigure step_cv_figure(const std::vector<double>& cvs);
 
+// The sync span (calib.json spans.sync; docs/calibrate-validate.md "Measured spans"): how far one whole round
+// of the step phase puts the gradient sync's rest from the fitted figures predict scales. rests[r][i]: round
+// r's rest at calibration micro-batch i (the exposed sync beyond the fitted all-reduce and the compute
+// difference; below zero counts as none, as the fit takes it); fitted[i]: the sync fit's rest there
+// (fixed_s + per_compute x forward + backward). Per round the ratio of sums, sum_i rest / sum_i fitted: the
+// scale of the fitted figures that round alone measures (least squares through the origin, weights 1 /
+// fitted), so a micro-batch whose rest is near zero weighs by its size, not as a denominator (the rest is a
+// difference of two noisy times of a few ms). low..high: the least and most over the rounds, 1 within them,
+// low floored at 0.01 and high capped at 100 (the file's bounds); `rounds` every round's factor. Empty
+// (`rounds` empty) with fewer than 2 rounds or nothing fitted (sum of fitted <= 0).
+struct SyncSpanFigure {
+  double low = 1, high = 1;
+  std::vector<double> rounds;
+};
+SyncSpanFigure sync_span_of(const std::vector<std::vector<double>>& rests, const std::vector<double>& fitted);
+
 // A phase measured in rounds: measure_round() measures one more round (every rank calls it at once);
 // spread() the spread of all its rounds so far, the same on every rank (the worst over the ranks and
 // micro-batches: every rank then repeats alike).

@@ -58,7 +58,14 @@ double quantile(std::vector<double> v, double p);
 struct FigureEnds {
   double low = 0, value = 0, high = 0;
   double at_low = 0, at_high = 0;
+  bool two_sided = false;  // drawn half each side of its value (figure_at): a calibration's measured span
 };
+// Where a design coordinate u in [0, 1) puts figure e. A platform's range, an occupancy factor, a step cv:
+// uniform over [low, high]. `two_sided` (a calibration's compute and sync spans, docs/predict.md "Intervals
+// and sensitivity"): half the draws each side of the value, uniform over [low, value] for u < 1/2 and over
+// [value, high] above, so the figure is the median of its draws as it is of calibrate's rounds (the kept
+// figure is the median round's); a span skewed to one side no longer moves the interval's middle that way.
+double figure_at(const FigureEnds& e, double u);
 // The additive surrogate of the output at x (one value per figure; `--interval-mode surrogate`, docs/
 // predict.md "Intervals and sensitivity"): `centre` (the point as predicted) plus, per figure, the straight
 // line from its value to the end on x's side: exact where each figure moves the output linearly on each side
