@@ -41,8 +41,9 @@ struct SyncCalibration {
 
 // The span a measured figure took over calibrate's rounds (issue 26: a measured figure's spread from its
 // repeats), as factors on the figure kept: low <= 1 <= high, low > 0, and why ("measured: ..."). The
-// interval sampler (sim/predict/interval.hpp) draws a factor in [low, high] per device type and applies it to
-// every rank of that type. JSON: {"low": .., "high": .., "why": ".."}.
+// interval sampler (sim/predict/interval.hpp figure_at) draws a factor in [low, high] per device type, half
+// the draws each side of the figure kept (the median round's), and applies it to every rank of that type.
+// JSON: {"low": .., "high": .., "why": ".."}.
 struct MeasuredSpan {
   double low = 1, high = 1;
   std::string why;
