@@ -472,7 +472,7 @@ json json_file_head(const std::string& schema, const std::string& kind) {
 }
 
 std::string report_to_json(const Report& r) {
-  return report_to_json_value(r).dump(2) + "\n";
+  return json_file_text("vitsim.report/2", r.kind(), r, [](auto& io, auto& v) { report_fields(io, v); });
 }
 
 json report_to_json_value(const Report& r) {

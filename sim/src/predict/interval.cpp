@@ -66,7 +66,7 @@ void collect(const IntervalRuns& r, const std::vector<SimulatedTimes>& results,
 // platform where one is off by more than kSurrogateTolerance gets every row simulated (and says so).
 void check_surrogate(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
                      const PredictOptions& opt, const std::string& who, const TempDir& dir,
-                     PlatformCache& cache, std::vector<PointSamples>& ps) {
+                     PlatformCache& cache, PlatformPlans& plans, std::vector<PointSamples>& ps) {
   const IntervalOptions& io = opt.interval;
   std::map<std::string, std::set<int>> check;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -89,7 +89,8 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
   }
   auto rows_in = [](const std::set<int>& rows) { return std::vector<int>(rows.begin(), rows.end()); };
   const IntervalRuns c = plan_runs(
-      points, calib, io, dir, cache, [&](const std::string& path) { return rows_in(check[path]); }, false);
+      points, calib, io, dir, cache, plans, [&](const std::string& path) { return rows_in(check[path]); },
+      false);
   collect(c,
           simulate_points(c.scenarios, calib, opt, who, c.engine_of, c.calibs, &cache,
                           [&c](size_t n) { return c.copy_facts(n); }),
@@ -114,7 +115,7 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
         if (!check[path].count(row)) rows.push_back(row);
       return rows;
     };
-    const IntervalRuns f = plan_runs(points, calib, io, dir, cache, rest, false);
+    const IntervalRuns f = plan_runs(points, calib, io, dir, cache, plans, rest, false);
     collect(f,
             simulate_points(f.scenarios, calib, opt, who, f.engine_of, f.calibs, &cache,
                             [&f](size_t n) { return f.copy_facts(n); }),
@@ -136,20 +137,29 @@ void check_surrogate(Report& report, const std::vector<Scenario>& points, const 
 }  // namespace
 
 // The interval's first simulations, planned before the points are simulated (IntervalPlan).
+// What it was made from (the caller's, alive until finish), the platforms' plans that every batch shares, and
+// the first batch's runs.
 struct IntervalPlan::Impl {
+  Impl(const std::vector<Scenario>& p, const Calibration* c, const PredictOptions& o, PlatformCache& pc)
+      : points(p), calib(c), opt(o), platforms(pc) {}
+  const std::vector<Scenario>& points;
+  const Calibration* calib;
+  const PredictOptions& opt;
+  PlatformCache& platforms;
   TempDir dir{"vitsim-interval-"};
+  PlatformPlans plans;
   IntervalRuns r;
 };
 
 IntervalPlan::IntervalPlan(const std::vector<Scenario>& points, const Calibration* calib,
                            const PredictOptions& opt, PlatformCache& platforms)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>(points, calib, opt, platforms)) {
   const IntervalOptions& io = opt.interval;
   const bool sampled = io.mode == IntervalMode::Sampled;
   std::vector<int> all_rows(static_cast<size_t>(io.samples));
   std::iota(all_rows.begin(), all_rows.end(), 0);
   impl_->r = plan_runs(
-      points, calib, io, impl_->dir, platforms,
+      points, calib, io, impl_->dir, platforms, impl_->plans,
       [&](const std::string&) { return sampled ? all_rows : std::vector<int>{}; }, true);
 }
 IntervalPlan::~IntervalPlan() = default;
@@ -175,25 +185,26 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
   const std::vector<SimulatedTimes> times =
       simulate_points(plan.scenarios(), calib, opt, who, plan.engine_of(), plan.calib_of(), &cache,
                       [&plan](size_t n) { return plan.copy_facts(n); });
-  plan.finish(report, points, calib, opt, who, runs, cache, times);
+  plan.finish(report, who, runs, times);
 }
 
-void IntervalPlan::finish(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-                          const PredictOptions& opt, const std::string& who,
-                          const std::vector<MeasuredRun>& runs, PlatformCache& cache,
+void IntervalPlan::finish(Report& report, const std::string& who, const std::vector<MeasuredRun>& runs,
                           const std::vector<SimulatedTimes>& times) {
+  const std::vector<Scenario>& points = impl_->points;
+  const Calibration* calib = impl_->calib;
+  const PredictOptions& opt = impl_->opt;
   const IntervalOptions& io = opt.interval;
   const bool sampled = io.mode == IntervalMode::Sampled;
-  const TempDir& dir = impl_->dir;
   const IntervalRuns& r = impl_->r;
   std::vector<PointSamples> ps(points.size());
   for (size_t i = 0; i < points.size(); ++i) {
-    const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
+    const PlatformPlan& pp = impl_->plans.at(points[i].cluster.platform);
     ps[i].epoch_ends = figure_ends(pp, report.points[i].epoch_time_s);
     ps[i].step_ends = figure_ends(pp, report.points[i].step_time_s.mean);
   }
   collect(r, times, ps);
-  if (!sampled) check_surrogate(report, points, calib, opt, who, dir, cache, ps);
+  if (!sampled)
+    check_surrogate(report, points, calib, opt, who, impl_->dir, impl_->platforms, impl_->plans, ps);
   RunsSpread spread;
   if (!runs.empty()) spread = conformal_spread(run_ratios(runs, calib, opt, who), io.p_low, io.p_high);
   // A point that no calibration measured and no run was held against: the model's own error on the public
@@ -202,7 +213,7 @@ void IntervalPlan::finish(Report& report, const std::vector<Scenario>& points, c
   const CorpusSpread corpus = runs.empty() ? corpus_spread(io.p_low, io.p_high) : CorpusSpread{};
   for (size_t i = 0; i < points.size(); ++i) {
     ReportPoint& p = report.points[i];
-    const PlatformPlan& pp = r.plans.at(points[i].cluster.platform);
+    const PlatformPlan& pp = impl_->plans.at(points[i].cluster.platform);
     const PointSamples& q = ps[i];
     std::vector<FigureSensitivity> sens(pp.figures.size() + pp.spans.size());
     for (size_t j = 0; j < sens.size(); ++j) {  // an end not simulated (Slot::centre) is the point itself

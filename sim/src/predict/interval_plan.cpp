@@ -180,7 +180,7 @@ std::vector<Slot> plan_slots(PlatformPlan& pp, const std::string& path, size_t i
 }  // namespace
 
 PlatformFacts IntervalRuns::copy_facts(size_t n) const {
-  const PlatformPlan& pp = plans.at(plan_of[n]);
+  const PlatformPlan& pp = plans->at(plan_of[n]);
   std::vector<FigureValue> values;
   for (size_t j = 0; j < pp.figures.size(); ++j)
     if (!std::isnan(copy_values[n][j]))
@@ -203,12 +203,14 @@ std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre) {
 // The runs of one batch: per platform, the design rows `rows_of(path)` and, with `ends`, the figures' ends.
 IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
                        const IntervalOptions& io, const TempDir& dir, PlatformCache& platforms,
+                       PlatformPlans& plans,
                        const std::function<std::vector<int>(const std::string&)>& rows_of, bool ends) {
   IntervalRuns r;
+  r.plans = &plans;
   std::map<std::string, std::vector<Slot>> slots;  // platform -> samples..., then low/high per figure
   for (size_t i = 0; i < points.size(); ++i) {
     const std::string& path = points[i].cluster.platform;
-    if (!r.plans.count(path)) {
+    if (!plans.count(path)) {
       PlatformPlan pp;
       pp.text = read_file(path);
       const PlatformFacts& facts = platforms.of(points[i]);  // read (and load-checked) once
@@ -217,12 +219,15 @@ IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* c
       for (const auto& [host, g] : facts.gpu) pp.gpu_models.insert(g.model);
       if (!pp.figures.empty() && !needs_own_engine(pp.figures))
         pp.doc = std::make_unique<PlatformDocument>(path, pp.text);
-      slots[path] =
-          plan_slots(pp, path, r.plans.size(), calib, io, dir,
-                     pp.figures.size() + pp.spans.size() ? rows_of(path) : std::vector<int>{}, ends);
-      r.plans[path] = std::move(pp);
+      plans[path] = std::move(pp);
     }
-    const PlatformPlan& pp = r.plans[path];
+    PlatformPlan& pp = plans.at(path);
+    if (!slots.count(path)) {
+      const size_t index = slots.size();  // the batch's copies are named by its platforms' order
+      slots[path] =
+          plan_slots(pp, path, index, calib, io, dir,
+                     pp.figures.size() + pp.spans.size() ? rows_of(path) : std::vector<int>{}, ends);
+    }
     const std::vector<Slot>& f = slots[path];
     const bool own_engine = needs_own_engine(pp.figures);
     auto add = [&](const Slot& slot, Run run) {

@@ -54,6 +54,10 @@ struct PlatformPlan {
   std::unique_ptr<PlatformDocument> doc;
 };
 
+// The points' platforms by path, each planned once for all the interval's batches (its text read, figures and
+// spans found and the document parsed once: the ends', the checks' and a fallback's runs share them).
+using PlatformPlans = std::map<std::string, PlatformPlan>;
+
 // The sampled and one-at-a-time platform files and calibrations of every platform of the points, and the
 // runs over them.
 struct IntervalRuns {
@@ -61,7 +65,7 @@ struct IntervalRuns {
   std::vector<std::string> engine_of;      // per scenario: the platform whose engine it runs on
   std::vector<const Calibration*> calibs;  // per scenario: the calibration it runs with
   std::vector<Run> runs;
-  std::map<std::string, PlatformPlan> plans;  // by the points' platform path
+  const PlatformPlans* plans = nullptr;  // the plans the runs were made from (plan_runs' `plans`)
   // per scenario: its platform copy's figure values where its child makes the copy (Slot::platform_values)
   std::vector<std::vector<double>> copy_values;
   std::vector<std::string> plan_of;  // per scenario: the points' platform path (its key in `plans`)
@@ -76,9 +80,11 @@ struct IntervalRuns {
 std::vector<FigureEnds> figure_ends(const PlatformPlan& pp, double centre);
 
 // The runs of one batch: per platform, the design rows `rows_of(path)` and, with `ends`, the figures' ends;
-// copies that need their own engine are written into `dir`.
+// copies that need their own engine are written into `dir`. A platform not in `plans` yet is planned and
+// added; the calibration copies the batch makes are kept in its plan (they must outlive the batch's runs).
 IntervalRuns plan_runs(const std::vector<Scenario>& points, const Calibration* calib,
                        const IntervalOptions& io, const TempDir& dir, PlatformCache& platforms,
+                       PlatformPlans& plans,
                        const std::function<std::vector<int>(const std::string&)>& rows_of, bool ends);
 
 }  // namespace vitsim::sim

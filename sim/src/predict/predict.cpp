@@ -359,8 +359,7 @@ Report predict(const ScenarioFile& file, const PredictOptions& opt) {
       if (!end_results[k].ok()) throw Error(forked_error(end_results[k], ends->name(k)));
       times.push_back(end_results[k].result);
     }
-    interval->finish(report, points, calib.get(), opt, "vitsim predict --interval", runs, platforms,
-                     Simulations::times(times));
+    interval->finish(report, "vitsim predict --interval", runs, Simulations::times(times));
   } else if (interval)
     for (auto& p : report.points)
       p.notes.push_back(fmt::format("no interval: {} point(s) of the sweep failed (listed below the table)",

@@ -123,10 +123,11 @@ void add_intervals(Report& report, const std::vector<Scenario>& points, const Ca
 
 // add_intervals in two halves, for a caller that simulates the interval's first simulations (the figures'
 // ends, and in Sampled mode every sample) in its own batch: `vitsim predict` runs them beside its points, in
-// the points' zygote, before the points' times are known (they need none of them). Made from the points as
-// add_intervals takes them; scenarios(), engine_of(), calib_of() and copy_facts() are simulate_points'
-// arguments; finish(times), with their times in order, does the rest of add_intervals (the surrogate's
-// checks, the measured runs, the corpus' band) on the simulated report.
+// the points' zygote, before the points' times are known (they need none of them). Made from the points,
+// calibration, options and platform cache as add_intervals takes them (the caller keeps them alive until
+// finish); scenarios(), engine_of(), calib_of() and copy_facts() are simulate_points' arguments;
+// finish(times), with their times in order, does the rest of add_intervals (the surrogate's checks, the
+// measured runs, the corpus' band) on the report of those points.
 class IntervalPlan {
  public:
   IntervalPlan(const std::vector<Scenario>& points, const Calibration* calib, const PredictOptions& opt,
@@ -138,9 +139,8 @@ class IntervalPlan {
   const std::vector<std::string>& engine_of() const;
   const std::vector<const Calibration*>& calib_of() const;
   PlatformFacts copy_facts(size_t n) const;  // called in simulation n's child
-  void finish(Report& report, const std::vector<Scenario>& points, const Calibration* calib,
-              const PredictOptions& opt, const std::string& who, const std::vector<MeasuredRun>& runs,
-              PlatformCache& platforms, const std::vector<SimulatedTimes>& times);
+  void finish(Report& report, const std::string& who, const std::vector<MeasuredRun>& runs,
+              const std::vector<SimulatedTimes>& times);
 
  private:
   struct Impl;
