@@ -35,7 +35,9 @@ residuals (log of measured / predicted), leave one origin out: for each origin, 
 residuals at the finite-sample ranks floor((n+1) x 0.1) and ceil((n+1) x 0.9) is the band its rows are judged in;
 it prints each origin's coverage and the band's width as a share of the central value, the pooled coverage, and the
 half-width (log, symmetric around the other origins' median) that would hold 80% of the held-out rows.
-It also prints the same with each origin one vote (CDF pooling), the band vitsim applies to an uncalibrated point.
+It also prints the same with each origin one vote (CDF pooling), the band vitsim applies to an uncalibrated point,
+and the narrowest band that holds 80% of the corpus in-sample with each origin one vote (no hold-out): no single band
+is narrower at that level, so a width target below it needs the model's errors to shrink, not another interval method.
 --write-residuals [PATH] (the whole corpus): writes data/corpus_residuals.txt, the rows' measured and predicted times
 that vitsim compiles in (core/results/corpus_error.hpp). --check-residuals [PATH] (the ctest corpus_residuals, seconds):
 every table row against its corpus row (origin, measured time), every predictable corpus row in the table, and the
@@ -397,6 +399,27 @@ def pooled_band(rows, p_low=P_LOW, p_high=P_HIGH):
     return at(p_low), at(p_high)
 
 
+def narrowest_band(rows, cover):
+    """The narrowest band (ends on rows' residuals, width exp(hi) - exp(lo) of the central value) that holds
+    `cover` of the rows in-sample, each origin one vote (a row of an origin with n rows weighs 1/(n x origins)):
+    no band applied to every row, wherever it is placed and however it is found, holds that share of the corpus
+    narrower (a bound on the interval method, not a hold-out). rows: (origin, residual). Returns (lo, hi)."""
+    count = {}
+    for o, _ in rows:
+        count[o] = count.get(o, 0) + 1
+    weighted = sorted((x, 1.0 / (count[o] * len(count))) for o, x in rows)
+    best = None
+    for i in range(len(weighted)):
+        total = 0.0
+        for j in range(i, len(weighted)):
+            total += weighted[j][1]
+            if total >= cover - 1e-12:
+                if best is None or math.exp(weighted[j][0]) - math.exp(weighted[i][0]) < best[1] - best[0]:
+                    best = (math.exp(weighted[i][0]), math.exp(weighted[j][0]))
+                break
+    return best
+
+
 def pooled_holdout(ok):
     """Leave one origin out with pooled_band: (held, rows, origins held, origins, median width); prints a table."""
     origins = sorted({r["origin"] for r in ok})
@@ -419,8 +442,14 @@ def pooled_holdout(ok):
           f"origins held at >= {100 * (P_HIGH - P_LOW):.0f}%: {holds} of {len(origins)}")
     print(f"the band vitsim applies (every origin): x{math.exp(lo):.3f} .. x{math.exp(hi):.3f}, a width of "
           f"{100 * (math.exp(hi) - math.exp(lo)):.0f}% of the central value")
+    level = P_HIGH - P_LOW
+    nlo, nhi = narrowest_band([(r["origin"], r["residual"]) for r in ok], level)
+    print(f"the narrowest band that holds {100 * level:.0f}% of the corpus in-sample (each origin one vote, no "
+          f"hold-out: a bound on any one band, not a method): x{nlo:.3f} .. x{nhi:.3f}, a width of "
+          f"{100 * (nhi - nlo):.0f}% of the central value")
     return {"held": held, "rows": rows, "origins_held": holds, "origins": len(origins),
-            "median_width": statistics.median(widths), "band": [math.exp(lo), math.exp(hi)]}
+            "median_width": statistics.median(widths), "band": [math.exp(lo), math.exp(hi)],
+            "narrowest_in_sample": [nlo, nhi]}
 
 
 def conformal(results):
@@ -457,6 +486,9 @@ def conformal(results):
     print(f"to hold {100 * COVER:.0f}% of held-out rows: log half-width {need:.3f} around the other origins' median "
           f"residual, x{math.exp(-need):.3f}..x{math.exp(need):.3f}, a width of "
           f"{100 * (math.exp(need) - math.exp(-need)):.0f}% of the central value")
+    nlo, nhi = narrowest_band([(i, r["residual"]) for i, r in enumerate(ok)], P_HIGH - P_LOW)
+    print(f"the narrowest band that holds {100 * (P_HIGH - P_LOW):.0f}% of the rows in-sample (each row one vote, no "
+          f"hold-out): x{nlo:.3f} .. x{nhi:.3f}, a width of {100 * (nhi - nlo):.0f}% of the central value")
     pooled = pooled_holdout(ok)
     return {"coverage": cov, "median_width": statistics.median(widths), "half_width_for_cover": need,
             "origins_held": holds, "origins": len(origins), "pooled": pooled}
@@ -538,6 +570,12 @@ def self_test(vitsim, tmp):
     # p90 1; with b at 2: 0 (1/4), 1 (1/2), 2 (1), and p60 (0.6) is b's 2 where one vote a row would give 1 (2/3).
     assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 0.5)]) == (0.0, 1.0)
     assert pooled_band([("a", 0.0), ("a", 1.0), ("b", 2.0)], 0.1, 0.6) == (0.0, 2.0)
+    # The narrowest band holding 80%: a's four rows weigh 1/8 each, b's one 1/2. b's row (log 2) and three of
+    # a's are 7/8 >= 0.8; a's rows at 0 and b's at log 2 span x1..x2 (a width of 1); four of a's alone are 1/2.
+    nb = narrowest_band([("a", 0.0), ("a", 0.0), ("a", 0.0), ("a", 0.0), ("b", math.log(2))], 0.8)
+    assert abs(nb[0] - 1) < 1e-12 and abs(nb[1] - 2) < 1e-12, nb
+    # One vote a row (one origin): four of five rows at 0 hold 80% at a width of 0.
+    assert narrowest_band([("a", 0.0)] * 4 + [("a", 1.0)], 0.8) == (1.0, 1.0)
     base = ("# source: self-test\n# origin: self\n# hardware: -\n# software: -\n# pytorch: -\n# precision: fp16\n"
             "# mode: {mode}\n# optimizer: none\n# input: device\n# measure: {measure}\n"
             "# platform: --gpu rtx3090 --precision fp16\n# scenario: training.precision=fp16 model.attention=math\n"
@@ -573,7 +611,7 @@ def self_test(vitsim, tmp):
             raise AssertionError(f"accepted: {bad!r}")
         except Failed as e:
             assert want in str(e) and f"{path}:" in str(e), e
-    print("public_steps.py self-test: ok (arithmetic, conformal ranks, a row predicted by vitsim itself at 0% error, "
+    print("public_steps.py self-test: ok (arithmetic, conformal ranks, the narrowest band, a row predicted by vitsim itself at 0% error, "
           "rows beyond their precision's peak, bad rows refused with file and line)")
 
 
