@@ -588,7 +588,8 @@ TEST_CASE("vitsim calibrate --from-gemm-table: each shape measured against the f
   CHECK(r.out.find("vitsim calibrate: GEMM ") != std::string::npos);  // the per-shape table's header
   CHECK(r.out.find("vit_fmnist_tiny.t17.b2.block0.attn.qkv ") != std::string::npos);
   CHECK(r.out.find("; recorded as device 'cpu' at fp32\n") != std::string::npos);
-  CHECK(r.out.find("kept the platform's peak") != std::string::npos);
+  CHECK(r.out.find("kept the peak 50 GFLOP/s (the platform's), bandwidth 20 GB/s (the platform's)") !=
+        std::string::npos);  // this-machine.xml's gpu_flops_fp32 and gpu_mem_bw
   const Calibration c = read_calibration(d / "c.json");
   REQUIRE(c.op_models.size() == 1);
   CHECK(c.op_models[0].figures.gemm_k_half == 16);
@@ -645,6 +646,12 @@ TEST_CASE("a GEMM table: the fit recovers the figures its times were made with, 
     CHECK(l.fitted_s == Approx(l.measured_s).epsilon(1e-6));
     CHECK(l.platform_s < l.measured_s);
   }
+  // A platform whose peak the table beats: refused (the efficiencies would clamp at 1), naming the row.
+  DeviceFigures slow = platform;
+  slow.peak_flops = 1e12;  // the truth's square 8192 runs at about 0.62 x 312 TFLOP/s
+  CHECK(error_of([&] {
+          import_gemm_table(t, Precision::FP16, slow);
+        }).rfind("g.json: square.8192 runs at ", 0) == 0);
   CHECK(describe(t, imp).rfind("GEMM table g.json: " + std::to_string(t.rows.size()) +
                                    " rows of fp16 on test GPU (torch 2.x); fitted gemm_efficiency 0.620, "
                                    "attn_efficiency 0.410, tile 128x128, gemm_k_half 64, gemm_n_half 32",

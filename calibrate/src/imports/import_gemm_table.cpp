@@ -148,6 +148,19 @@ GemmImport import_gemm_table(const GemmTable& t, Precision p, const DeviceFigure
   GemmImport imp;
   imp.samples = gemm_table_samples(t, p);
   imp.platform = platform;
+  // Efficiencies are fractions of the peak (at most 1): a table faster than the peak cannot be fitted, only
+  // clamped (every GEMM then predicted slower than measured). A datasheet peak is never beaten; a platform's
+  // assumed one (a CPU's) can be.
+  const OpSample* fastest = &imp.samples.front();
+  for (const OpSample& s : imp.samples)
+    if (s.op.flops / s.seconds > fastest->op.flops / fastest->seconds) fastest = &s;
+  const double best = fastest->op.flops / fastest->seconds;
+  if (best > platform.peak_flops)
+    throw Error(fmt::format(
+        "{}: {} runs at {}, above the {} peak of {} ({}): the op model's efficiencies cannot exceed 1; pass "
+        "the device's datasheet peak with --peak-flops",
+        t.path, fastest->op.name, units::format_flops(best), precision_name(p), platform.device_type,
+        units::format_flops(platform.peak_flops)));
   // The same fit as calibrate's op-model phase, with its options (harness/phases.hpp kWeightByTime false:
   // relative errors, every sample alike).
   const OpModelCalibration fit = fit_op_model(imp.samples, platform, OpFitOptions{});

@@ -102,10 +102,10 @@ GpuFacts platform_gpu(const Scenario& s, const std::string& type) {
 
 // Prints the table's rows against the fit and the platform's figures.
 void print_gemm_fit(const GemmImport& imp) {
-  fmt::print("vitsim calibrate: {:<34} {:>6} {:>6} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "GEMM", "batch", "m",
+  fmt::print("vitsim calibrate: {:<40} {:>6} {:>6} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "GEMM", "batch", "m",
              "n", "k", "measured", "fit", "platform");
   for (const GemmFitLine& l : gemm_fit_lines(imp))
-    fmt::print("vitsim calibrate: {:<34} {:>6g} {:>6g} {:>6g} {:>6g} {:>10} {:>+7.1f}% {:>+7.1f}%\n", l.name,
+    fmt::print("vitsim calibrate: {:<40} {:>6g} {:>6g} {:>6g} {:>6g} {:>10} {:>+7.1f}% {:>+7.1f}%\n", l.name,
                l.op.batch, l.op.m, l.op.n, l.op.k, units::format_time(l.measured_s),
                100 * (l.fitted_s / l.measured_s - 1), 100 * (l.platform_s / l.measured_s - 1));
 }
@@ -132,13 +132,15 @@ void import_gemms(const Scenario& s, const ImportOptions& o, Calibration& c) {
   if (!o.verbose) return;
   print_gemm_fit(imp);
   say_import(o, fmt::format("{}; recorded as device '{}' at {}", line, type, precision_name(p)));
-  say_import(
-      o, fmt::format("kept the platform's peak {}, bandwidth {}, {} SMs, host_op_s {}, kernel_s {} and the "
-                     "memory-bound figures: a table of GEMMs timed back to back measures none of them (the "
-                     "fit's own per-kernel time, {}, is not kept)",
-                     units::format_flops(start.peak_flops), units::format_bandwidth(start.mem_bw),
-                     start.sm_count, units::format_time(start.host_op_s), units::format_time(start.kernel_s),
-                     units::format_time(imp.fitted.host_op_s)));
+  say_import(o,
+             fmt::format(
+                 "kept the peak {} ({}), bandwidth {} ({}), {} SMs, host_op_s {}, kernel_s {} and the "
+                 "memory-bound figures of the platform: a table of GEMMs timed back to back measures none of "
+                 "them (the fit's own per-kernel time, {}, is not kept)",
+                 units::format_flops(start.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "the platform's",
+                 units::format_bandwidth(start.mem_bw), o.mem_bw > 0 ? "--mem-bw" : "the platform's",
+                 start.sm_count, units::format_time(start.host_op_s), units::format_time(start.kernel_s),
+                 units::format_time(imp.fitted.host_op_s)));
   if (table.sm_count > 0 && table.sm_count != start.sm_count)
     say_import(o,
                fmt::format("note: the table's device has {} {} and the platform's {} {}: was it measured on "
