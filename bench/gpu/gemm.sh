@@ -13,7 +13,7 @@
 # Environment: VITSIM_GEMM_ARGS (extra gemm_shapes.py arguments), VITSIM_GEMM_TIMEOUT (s, 300), PYTHON.
 set -uo pipefail
 self=$(readlink -f "$0")
-cd "$(dirname "$self")/../.."
+cd "$(dirname "$self")/../.." || exit 1
 out=${OUT:-$PWD/build-gpu/out}
 mkdir -p "$out"
 py=${PYTHON:-}

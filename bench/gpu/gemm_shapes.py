@@ -25,6 +25,7 @@ call is its block over its calls; the table keeps the median (and min, max) of t
 random normal, allocated once per shape (warm in the L2 cache, as in a loop).
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -303,7 +304,7 @@ def set_tf32(on):
 
 # ---- main ----
 
-def measure(a, device, timer, dtypes):
+def measure(a, device, timer, dtypes, done_dtype):
     jobs = []
     for model in split(a.models):
         for tokens in ints(a.tokens, "--tokens"):
@@ -317,7 +318,7 @@ def measure(a, device, timer, dtypes):
         set_tf32(dtype == "tf32")
         for model, tokens, b, (op, cls, pas, m, n, k, batch, make) in jobs:
             x, y, fn = make(getattr(torch, DTYPES[dtype]), device)
-            median, low, high, calls = time_shape(timer, lambda: fn(x, y), a)
+            median, low, high, calls = time_shape(timer, functools.partial(fn, x, y), a)
             rows.append({"op": op, "class": cls, "pass": pas, "model": model, "tokens": tokens,
                          "micro_batch": b, "batch": batch, "m": m, "n": n, "k": k, "dtype": dtype,
                          "tf32": dtype == "tf32", "strides": {"a": list(x.stride()), "b": list(y.stride())},
@@ -326,6 +327,7 @@ def measure(a, device, timer, dtypes):
             del x, y
         if device.type == "cuda":
             torch.cuda.empty_cache()
+        done_dtype(rows, dtypes[:dtypes.index(dtype) + 1])
     set_tf32(False)
     return rows
 
@@ -371,27 +373,36 @@ def main(argv):
     rec = device_record(device)
     timer = Timer(device, a.wall)
     t0 = time.time()
-    rows = measure(a, device, timer, dtypes)
-    if device.type == "cuda":
-        rec["clocks_after"] = nvidia_smi(device.index if device.index is not None else 0)
-    table = {
-        "schema": SCHEMA,
-        "generator": "bench/gpu/gemm_shapes.py",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": " ".join([os.path.basename(sys.argv[0])] + argv),
-        "device": rec,
-        "timing": {"method": timer.method,
-                   "warmup": a.warmup, "repeats": a.repeats, "block_ms": a.block_ms, "statistic": "median",
-                   "seconds": time.time() - t0},
-        "dtypes": dtypes,
-        "notes": notes,
-        "shapes": rows,
-    }
-    tmp = a.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(table, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
+    index = device.index if device.index is not None else (torch.cuda.current_device() if device.type == "cuda"
+                                                             else 0)
+
+    def write(rows, done, final=False):
+        """The table so far (after each dtype: a run cut short keeps what it measured), atomically."""
+        if final and device.type == "cuda":
+            rec["clocks_after"] = nvidia_smi(index)
+        table = {
+            "schema": SCHEMA,
+            "generator": "bench/gpu/gemm_shapes.py",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": " ".join([os.path.basename(sys.argv[0])] + argv),
+            "device": rec,
+            "timing": {"method": timer.method,
+                       "warmup": a.warmup, "repeats": a.repeats, "block_ms": a.block_ms, "statistic": "median",
+                       "seconds": time.time() - t0},
+            "dtypes": done,
+            "complete": final,
+            "notes": notes,
+            "shapes": rows,
+        }
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(table, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, a.out)
+        return table
+
+    rows = measure(a, device, timer, dtypes, write)
+    table = write(rows, dtypes, final=True)
     if not a.quiet:
         print_table(rows)
     print(f"gemm_shapes.py: {len(rows)} shapes on {rec['name']} ({', '.join(dtypes)}) in "

@@ -53,6 +53,7 @@ TEST_CASE("gemm_shapes.py on a CPU: vitsim's schema, positive times, more FLOPs 
   CHECK(j.at("device").at("kind") == "cpu");
   CHECK(j.at("timing").at("statistic") == "median");
   CHECK(j.at("dtypes") == nlohmann::json::array({"fp32"}));
+  CHECK(j.at("complete") == true);  // written after each dtype, complete at the end
   // vitsim's reader takes it: every row, every row fp32.
   const GemmTable t = parse_gemm_table(d / "g.json", text);
   // Per (tokens, micro-batch): 4 linears x 3 GEMMs, 6 attention matmuls, the head's 3 (gemm_shapes.py).
