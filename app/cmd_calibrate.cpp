@@ -31,22 +31,27 @@ std::string command_line() {
 }
 
 namespace {
-// --from-nccl-tests, --from-torch-profile: the measurements read from a file into --out.
+// --from-nccl-tests, --from-torch-profile, --from-gemm-table: the measurements read from a file into --out.
 int run_import(const CalibrateArgs& a, const CLI::App* c) {
   // An import measures nothing: the flags that shape a measurement have nothing to act on.
   for (const char* flag : {"--emit-platform", "--details", "--micro-batches", "--sizes", "--warmup",
                            "--iters", "--loader-batches", "--platform-devices", "--no-op-model", "--no-step"})
     if (c->count(flag) > 0)
-      throw UsageError(fmt::format(
-          "{} does not go with --from-nccl-tests / --from-torch-profile: an import measures nothing", flag));
+      throw UsageError(
+          fmt::format("{} does not go with --from-nccl-tests / --from-torch-profile / --from-gemm-table: an "
+                      "import measures "
+                      "nothing",
+                      flag));
   if (a.device_types.size() > 1)
-    throw UsageError("--device-type: one name with --from-torch-profile (the device the profile ran on)");
+    throw UsageError(
+        "--device-type: one name with --from-torch-profile / --from-gemm-table (the device it ran on)");
   require_scenario("calibrate", a.scenario, " --from-nccl-tests FILE --out CALIB.json");
   ScenarioFile f = read_scenario_file(a.scenario);
   apply_sets(f, a.sets);
   std::vector<NamedPath> inputs = scenario_inputs(f);
   if (!a.from_nccl_tests.empty()) inputs.push_back({a.from_nccl_tests, "--from-nccl-tests"});
   if (!a.from_torch_profile.empty()) inputs.push_back({a.from_torch_profile, "--from-torch-profile"});
+  if (!a.from_gemm_table.empty()) inputs.push_back({a.from_gemm_table, "--from-gemm-table"});
   check_output_paths({{a.opt.out, "--out"}}, inputs);
   calibrate::ImportOptions io;
   io.out = a.opt.out;
@@ -54,6 +59,7 @@ int run_import(const CalibrateArgs& a, const CLI::App* c) {
   io.append = a.opt.append;
   io.nccl_tests = a.from_nccl_tests;
   io.torch_profile = a.from_torch_profile;
+  io.gemm_table = a.from_gemm_table;
   if (!a.device_types.empty()) io.device_type = a.device_types.front();
   io.link_class = a.opt.link_class;
   if (!a.fit_max.empty()) io.fit_max_bytes = units::parse(a.fit_max, units::Kind::Bytes);
@@ -122,6 +128,10 @@ void add_calibrate_options(CLI::App* c, CalibrateArgs& a) {
   c->add_option(
       "--from-torch-profile", a.from_torch_profile,
       "import a PyTorch profiler trace of one training step as a compute point, instead of measuring");
+  c->add_option(
+      "--from-gemm-table", a.from_gemm_table,
+      "import a table of GEMM times (bench/gpu/gemm_shapes.py) as the op model of --device-type (default: "
+      "the platform's first GPU) at the scenario's precision, instead of measuring");
 }
 }  // namespace
 
@@ -133,7 +143,8 @@ void add_calibrate(CLI::App& cli, Action& action) {
   add_calibrate_options(c, *a);
   c->callback([&action, a, c] {
     action = [a, c] {
-      if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty()) return run_import(*a, c);
+      if (!a->from_nccl_tests.empty() || !a->from_torch_profile.empty() || !a->from_gemm_table.empty())
+        return run_import(*a, c);
       return run_calibrate(*a, c);
     };
   });

@@ -12,7 +12,7 @@ namespace vitsim::app {
 
 struct CalibrateArgs {
   std::string scenario, peak_flops, mem_bw, fit_max;
-  std::string from_nccl_tests, from_torch_profile;  // imports: no measurement
+  std::string from_nccl_tests, from_torch_profile, from_gemm_table;  // imports: no measurement
   std::vector<std::string> sets, sizes, device_types;
   calibrate::Options opt;
   bool quiet = false;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark of the real trainer, in one go, for a machine that has a CUDA LibTorch (pip's torch)
-# and little else: builds `vitsim train` alone (cmake -DVITSIM_TRAINER_ONLY=ON) with what
+# and little else: first the GEMM table of the device (bench/gpu/gemm.sh: no build, 1-2 minutes;
+# VITSIM_GPU_GEMMS=0 skips it), then builds `vitsim train` alone (cmake -DVITSIM_TRAINER_ONLY=ON) with what
 # bench/gpu/pack_deps.sh packed into bench/gpu/deps/, prints the environment, then trains ViT-B/16 at
 # 224 px (bench/gpu/vit_b16.xml) and a small ViT (bench/gpu/vit_cifar_tiny.xml) on synthetic data with
 # bf16 autocast and prints images/s and model FLOP utilisation (MFU) as docs/benchmarks.md table rows.
@@ -14,7 +15,7 @@
 # gives 1,979 TFLOPS BF16 "with sparsity", dense is half (H200 NVL: 835). VITSIM_GPU_PEAK_TFLOPS overrides.
 #
 # Everything it writes goes under $OUT when set (the device tool brings $OUT back), else build-gpu/out/:
-# run.log, the reports (*.json), summary.md. Environment knobs: VITSIM_GPU_DEVICE (cuda), VITSIM_GPU_STEPS
+# run.log, gemms.json and gemm.log, the reports (*.json), summary.md. Environment knobs: VITSIM_GPU_DEVICE (cuda), VITSIM_GPU_STEPS
 # (300), VITSIM_GPU_SET (extra space-separated --set KEY=VALUE for both runs), VITSIM_GPU_BUILD (build-gpu),
 # VITSIM_GPU_RUNS (vit_b16 vit_cifar_tiny), VITSIM_GPU_TIMEOUT (s per run, 240), PYTHON, Torch_DIR,
 # VITSIM_GPU_CMAKE_ARGS (extra cmake arguments), VITSIM_GPU_JOBS.
@@ -100,6 +101,15 @@ echo "compiler: $(c++ --version 2>/dev/null | head -1)"
 echo "cmake: $(cmake --version | head -1), ninja: $(ninja --version 2>/dev/null || echo none), cores: $(nproc)"
 echo "MPI: mpicxx $(command -v mpicxx || echo none), mpirun $(command -v mpirun || echo none)"
 
+# ---- the GEMM table (no build: whatever fails later, the table is already under $out) ----
+if [[ ${VITSIM_GPU_GEMMS:-1} != 0 ]]; then
+  stamp "GEMM table (bench/gpu/gemm.sh)"
+  gemm_args=${VITSIM_GEMM_ARGS:-}
+  [[ $device == cpu && $gemm_args != *--device* ]] && gemm_args+=" --device cpu"
+  OUT=$out PYTHON=$py VITSIM_GEMM_ARGS=$gemm_args bash bench/gpu/gemm.sh >/dev/null || failed_gemm=1
+  stamp "GEMM table: $(tail -1 "$out/gemm.log")"
+fi
+
 # ---- build ----
 [[ -e bench/gpu/deps/include ]] || echo "note: bench/gpu/deps/ is missing (run bench/gpu/pack_deps.sh where the -dev packages are, carry it)"
 gen=()
@@ -159,4 +169,5 @@ echo
 echo "## summary (paste into docs/benchmarks.md)"
 cat "$summary"
 stamp "done: outputs in $out"
+[[ ${failed_gemm:-0} == 0 ]] || failed=1
 exit $failed

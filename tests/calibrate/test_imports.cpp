@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -22,6 +23,8 @@
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/formats/calibration.hpp"
 #include "vitsim/core/formats/scenario.hpp"
+#include "vitsim/core/model/vit.hpp"
+#include "vitsim/core/platform/platform.hpp"
 #include "vitsim/core/results/nccl_table.hpp"
 
 using namespace vitsim;
@@ -49,6 +52,75 @@ std::string join_lines(const std::vector<std::string>& v, size_t from, size_t to
 }
 
 using vt::error_of;
+
+// ---- GEMM tables (bench/gpu/gemm_shapes.py's schema) ----
+
+// A GPU-like device whose figures a synthetic table's times are made with; every discrete figure on the
+// fit's grid (calibrate/src/fits/op_fit.cpp: tiles 8..128, k_half 0..1024, n_half 0..64).
+DeviceFigures gemm_truth() {
+  DeviceFigures d;
+  d.device_type = "gpu-test";
+  d.peak_flops = 312e12;  // an A100's dense fp16 (docs/sources.md, Catalogue): any positive peak would do
+  d.mem_bw = 2.0e12;
+  d.sm_count = 108;
+  d.tile_m = d.tile_n = 128;
+  d.gemm_efficiency = 0.62;
+  d.gemm_k_half = 64;
+  d.gemm_n_half = 32;
+  d.attn_efficiency = 0.41;
+  d.host_op_s = 3e-6;
+  d.async = true;
+  return d;
+}
+// What the platform states for it: the same hardware (peak, bandwidth, SMs), other op-model figures.
+DeviceFigures gemm_platform() {
+  DeviceFigures d = gemm_truth();
+  d.gemm_efficiency = 0.9;
+  d.gemm_k_half = 0;
+  d.gemm_n_half = 0;
+  d.attn_efficiency = 0.9;
+  d.mem_efficiency = 0.77;
+  d.kernel_s = 2e-6;
+  d.host_op_s = 9e-6;
+  return d;
+}
+
+// The matmuls of a ViT's layers at micro-batches `mbs` (core's own ops: pass_ops, the patch convolution
+// left out as the script does) and squares `squares`, as the script's rows, each timed by the op model's
+// closed form on `truth` (op_sample_time) in `dtype`.
+nlohmann::json gemm_table_json(const DeviceFigures& truth, const std::string& dtype,
+                               const std::string& preset, const std::vector<int>& mbs,
+                               const std::vector<int>& squares) {
+  const Workload w = build_workload(vit_preset(preset));
+  const double e = dtype == "fp32" ? 4 : 2;
+  const int last = static_cast<int>(w.layers.size()) - 1;  // the head
+  nlohmann::json rows = nlohmann::json::array();
+  auto add = [&](const std::string& op, OpClass cls, Pass pass, nlohmann::json model, nlohmann::json tokens,
+                 nlohmann::json mb, double batch, double m, double n, double k) {
+    const Op timed = matmul_op(op, pass, cls, batch, m, n, k, e);
+    rows.push_back({{"op", op},
+                    {"class", op_class_name(cls)},
+                    {"pass", pass_name(pass)},
+                    {"model", model},
+                    {"tokens", tokens},
+                    {"micro_batch", mb},
+                    {"batch", static_cast<long long>(batch)},
+                    {"m", static_cast<long long>(m)},
+                    {"n", static_cast<long long>(n)},
+                    {"k", static_cast<long long>(k)},
+                    {"dtype", dtype},
+                    {"median_s", op_sample_time(timed, truth)}});
+  };
+  for (int b : mbs)
+    for (const Op& op : pass_ops(w, b, OpOptions{parse_precision(dtype == "fp32" ? "fp32" : dtype)}))
+      if (is_matmul(op) && !is_conv(op.kind) && (op.layer <= 2 || op.layer == last))  // the blocks repeat
+        add(op.name, op.cls, op.pass, preset, w.model.tokens(), b, op.batch, op.m, op.n, op.k);
+  for (int n : squares) add("square", OpClass::Gemm, Pass::Fwd, nullptr, nullptr, nullptr, 1, n, n, n);
+  return {
+      {"schema", kGemmTableSchema},
+      {"device", {{"name", "test GPU"}, {"kind", "cuda"}, {"sm_count", truth.sm_count}, {"torch", "2.x"}}},
+      {"shapes", rows}};
+}
 
 // The 8-rank log's line numbers (1-based): rank lines 4-11, column header 14, units 15, rows 16-40.
 constexpr int kHeaderLine = 14, kFirstRow = 16, kRows = 25;
@@ -486,9 +558,8 @@ TEST_CASE("vitsim calibrate --from-nccl-tests / --from-torch-profile: imports wi
                         " --micro-batches 8 --from-nccl-tests " + data("all_reduce_perf_2x_v100_old.log"));
   CHECK(bad.status == 2);
   CHECK(bad.out ==
-        "vitsim: error: --micro-batches does not go with --from-nccl-tests / --from-torch-profile: an import "
-        "measures "
-        "nothing\n");
+        "vitsim: error: --micro-batches does not go with --from-nccl-tests / --from-torch-profile / "
+        "--from-gemm-table: an import measures nothing\n");
   // A malformed file: one line, exit 1, nothing written.
   auto wrong = vt::vitsim("calibrate " + sc + " --out " + d / "y.json" + " --from-nccl-tests " +
                           data("torch_profile_cpu_step.json"));
@@ -499,4 +570,207 @@ TEST_CASE("vitsim calibrate --from-nccl-tests / --from-torch-profile: imports wi
             "output of nccl-tests' all_reduce_perf?\n");
   CHECK_FALSE(vt::fs::exists(d / "y.json"));
 }
+
+TEST_CASE("vitsim calibrate --from-gemm-table: each shape measured against the fit, then predict with it",
+          "[imports][gemm_table][cli]") {
+  vt::TempDir d;
+  const std::string sc = vt::source("scenarios/local/fmnist-vit.xml");
+  const Scenario s = expand(read_scenario_file(sc)).front();
+  DeviceFigures truth =
+      device_figures(read_platform_facts(s.cluster.platform).gpu.begin()->second, s.training.precision);
+  truth.gemm_efficiency = 0.3;
+  truth.gemm_k_half = 16;
+  const std::string table =
+      d.file("g.json", gemm_table_json(truth, "fp32", "vit_fmnist_tiny", {2, 8}, {64, 128}).dump());
+  auto r = vt::vitsim("calibrate " + sc + " --out " + d / "c.json" + " --from-gemm-table " + table);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("vitsim calibrate: GEMM ") != std::string::npos);  // the per-shape table's header
+  CHECK(r.out.find("vit_fmnist_tiny.t17.b2.block0.attn.qkv ") != std::string::npos);
+  CHECK(r.out.find("; recorded as device 'cpu' at fp32\n") != std::string::npos);
+  CHECK(r.out.find("kept the peak 50 GFLOP/s (the platform's), bandwidth 20 GB/s (the platform's)") !=
+        std::string::npos);  // this-machine.xml's gpu_flops_fp32 and gpu_mem_bw
+  const Calibration c = read_calibration(d / "c.json");
+  REQUIRE(c.op_models.size() == 1);
+  CHECK(c.op_models[0].figures.gemm_k_half == 16);
+  // predict takes the op model: its compute is the fitted figures'.
+  auto p = vt::vitsim("predict " + sc + " --calibration " + d / "c.json" + " --format json");
+  REQUIRE(p.status == 0);
+  CHECK(p.out.find("op-level model (calibrated figures)") != std::string::npos);
+  // A bad table: one line, exit 1, nothing written.
+  const std::string bad =
+      d.file("bad.json",
+             R"({"schema": "vitsim.gemm_table/1", "device": {"name": "x", "kind": "cpu"}, "shapes": []})");
+  auto wrong = vt::vitsim("calibrate " + sc + " --out " + d / "y.json" + " --from-gemm-table " + bad);
+  CHECK(wrong.status == 1);
+  CHECK(wrong.out == "vitsim: error: " + bad + ": /shapes: no shape: the table is empty\n");
+  CHECK_FALSE(vt::fs::exists(d / "y.json"));
+}
 #endif
+
+TEST_CASE("a GEMM table: the fit recovers the figures its times were made with, the platform's others stay",
+          "[imports][gemm_table]") {
+  // Times from the op model's own closed form on gemm_truth(): the fit (fit_op_model) must find its
+  // discrete figures exactly and its continuous ones within 1%; what a GEMM table cannot measure stays the
+  // platform's.
+  const DeviceFigures truth = gemm_truth(), platform = gemm_platform();
+  const std::string text =
+      gemm_table_json(truth, "fp16", "vit_b_16", {8, 32, 128}, {1024, 2048, 4096, 8192}).dump();
+  const GemmTable t = parse_gemm_table("g.json", text);
+  CHECK(t.device_name == "test GPU");
+  CHECK(t.sm_count == 108);
+  const GemmImport imp = import_gemm_table(t, Precision::FP16, platform);
+  CHECK(imp.samples.size() == t.rows.size());
+  const DeviceFigures& f = imp.calibration.figures;
+  CHECK(imp.calibration.precision == Precision::FP16);
+  CHECK(f.tile_m == truth.tile_m);
+  CHECK(f.tile_n == truth.tile_n);
+  CHECK(f.gemm_k_half == truth.gemm_k_half);
+  CHECK(f.gemm_n_half == truth.gemm_n_half);
+  CHECK(f.gemm_efficiency == Approx(truth.gemm_efficiency).epsilon(0.01));
+  CHECK(f.attn_efficiency == Approx(truth.attn_efficiency).epsilon(0.01));
+  CHECK(f.matrix_s < 1e-12);  // none in the truth
+  // The fit's per-kernel time: what the truth's 3 us are beyond the platform's kernel_s (2 us), which it
+  // keeps.
+  CHECK(imp.fitted.host_op_s + platform.kernel_s == Approx(truth.host_op_s).epsilon(0.01));
+  CHECK(imp.calibration.max_rel_residual < 1e-6);
+  // Kept: the hardware, the per-kernel and memory-bound figures.
+  CHECK(f.host_op_s == platform.host_op_s);
+  CHECK(f.kernel_s == platform.kernel_s);
+  CHECK(f.peak_flops == platform.peak_flops);
+  CHECK(f.mem_bw == platform.mem_bw);
+  CHECK(f.mem_efficiency == platform.mem_efficiency);
+  CHECK(f.sm_count == platform.sm_count);
+  // Per row: the fit's time is the measured one; the platform's figures are off (efficiency 0.9 > 0.62).
+  for (const GemmFitLine& l : gemm_fit_lines(imp)) {
+    CHECK(l.fitted_s == Approx(l.measured_s).epsilon(1e-6));
+    CHECK(l.platform_s < l.measured_s);
+  }
+  // A platform whose peak the table beats: refused (the efficiencies would clamp at 1), naming the row.
+  DeviceFigures slow = platform;
+  slow.peak_flops = 1e12;  // the truth's square 8192 runs at about 0.62 x 312 TFLOP/s
+  CHECK(error_of([&] {
+          import_gemm_table(t, Precision::FP16, slow);
+        }).rfind("g.json: square.8192 runs at ", 0) == 0);
+  CHECK(describe(t, imp).rfind("GEMM table g.json: " + std::to_string(t.rows.size()) +
+                                   " rows of fp16 on test GPU (torch 2.x); fitted gemm_efficiency 0.620, "
+                                   "attn_efficiency 0.410, tile 128x128, gemm_k_half 64, gemm_n_half 32",
+                               0) == 0);
+}
+
+TEST_CASE("a GEMM table: the rows of the scenario's precision, tf32 never", "[imports][gemm_table]") {
+  nlohmann::json j = gemm_table_json(gemm_truth(), "bf16", "vit_b_16", {8}, {1024});
+  nlohmann::json fp32 = gemm_table_json(gemm_truth(), "fp32", "vit_b_16", {8}, {});
+  nlohmann::json tf32 = gemm_table_json(gemm_truth(), "fp32", "vit_b_16", {8}, {});
+  for (auto& r : tf32["shapes"]) r["dtype"] = "tf32";
+  for (auto& r : fp32["shapes"]) j["shapes"].push_back(r);
+  const size_t bf16_rows = j["shapes"].size() - fp32["shapes"].size();
+  const GemmTable t = parse_gemm_table("g.json", j.dump());
+  CHECK(gemm_table_samples(t, Precision::BF16).size() == bf16_rows);
+  CHECK(gemm_table_samples(t, Precision::FP32).size() == fp32["shapes"].size());
+  CHECK(std::string(gemm_table_dtype(Precision::FP32)) == "fp32");
+  CHECK(error_of([&] { gemm_table_samples(t, Precision::FP16); }) ==
+        "g.json: /shapes: no row of dtype fp16 (the scenario's precision fp16); the table has bf16, fp32");
+  const GemmTable only_tf32 = parse_gemm_table("t.json", tf32.dump());
+  CHECK(error_of([&] { gemm_table_samples(only_tf32, Precision::FP32); }) ==
+        "t.json: /shapes: no row of dtype fp32 (the scenario's precision fp32); the table has tf32");
+}
+
+TEST_CASE("malformed GEMM tables: one line naming the file and the field",
+          "[imports][gemm_table][negative]") {
+  const nlohmann::json good = gemm_table_json(gemm_truth(), "fp16", "vit_b_16", {8}, {1024});
+  struct Case {
+    std::string what;
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;  // after "g.json: "
+  };
+  const std::vector<Case> cases = {
+      {"another schema", [](auto& j) { j["schema"] = "gemms/2"; },
+       "/schema: 'gemms/2' is not a GEMM table's schema (vitsim.gemm_table/1, bench/gpu/gemm_shapes.py)"},
+      {"a calibration file", [](auto& j) { j["schema"] = "vitsim.calibration/2"; },
+       "/: this is a calibration file (vitsim calibrate), not a GEMM table (bench/gpu/gemm_shapes.py writes "
+       "one)"},
+      {"no schema", [](auto& j) { j.erase("schema"); }, "/schema: missing"},
+      {"no device name", [](auto& j) { j["device"].erase("name"); }, "/device/name: missing"},
+      {"no shapes", [](auto& j) { j["shapes"] = nlohmann::json::array(); },
+       "/shapes: no shape: the table is empty"},
+      {"shapes not a list", [](auto& j) { j["shapes"] = 3; },
+       "/shapes: expected an array, found a number (3)"},
+      {"an unknown class", [](auto& j) { j["shapes"][1]["class"] = "conv"; },
+       "/shapes/1/class: unknown class 'conv'; valid: gemm, attn_matmul"},
+      {"an unknown pass", [](auto& j) { j["shapes"][0]["pass"] = "step"; },
+       "/shapes/0/pass: unknown pass 'step'; valid: fwd, bwd"},
+      {"an unknown dtype", [](auto& j) { j["shapes"][2]["dtype"] = "fp8"; },
+       "/shapes/2/dtype: unknown dtype 'fp8'; valid: fp16, bf16, fp32, tf32"},
+      {"a zero dimension", [](auto& j) { j["shapes"][0]["m"] = 0; },
+       "/shapes/0/m: 0 is out of range [1, 1099511627776]"},
+      {"a fractional dimension", [](auto& j) { j["shapes"][0]["k"] = 7.5; },
+       "/shapes/0/k: expected an integer, found a number (7.5)"},
+      {"a negative time", [](auto& j) { j["shapes"][3]["median_s"] = -1e-3; },
+       "/shapes/3/median_s: a time must be positive, got -0.001"},
+      {"a time in the wrong unit", [](auto& j) { j["shapes"][3]["median_s"] = 12000; },
+       "/shapes/3/median_s: 12000 s for one GEMM: the table holds seconds"},
+      {"a time as text", [](auto& j) { j["shapes"][3]["median_s"] = "1ms"; },
+       "/shapes/3/median_s: expected a number, found a string (\"1ms\")"},
+      {"no time", [](auto& j) { j["shapes"][4].erase("median_s"); }, "/shapes/4/median_s: missing"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    nlohmann::json j = good;
+    c.edit(j);
+    CHECK(error_of([&] { parse_gemm_table("g.json", j.dump()); }) == "g.json: " + c.message);
+  }
+  CHECK(error_of([&] { parse_gemm_table("g.json", "{\"schema\": "); }).rfind("g.json: malformed JSON: ", 0) ==
+        0);
+  CHECK(error_of([&] { parse_gemm_table("g.json", "[1, 2]"); }) ==
+        "g.json: /: expected an object (a GEMM table of bench/gpu/gemm_shapes.py), found an array");
+}
+
+TEST_CASE("calibrate's import: a GEMM table becomes the device's op model, replaced on --append",
+          "[imports][gemm_table]") {
+  vt::TempDir d;
+  ScenarioFile f = read_scenario_file(vt::source("scenarios/local/fmnist-vit.xml"));
+  const Scenario s = expand(f).front();  // this-machine.xml: gpu_model cpu, fp32
+  // The truth: the platform's figures of its device with other GEMM figures (on the fit's grid).
+  const PlatformFacts facts = read_platform_facts(s.cluster.platform);
+  const DeviceFigures platform = device_figures(facts.gpu.begin()->second, Precision::FP32);
+  DeviceFigures truth = platform;
+  truth.tile_m = truth.tile_n = 32;
+  truth.gemm_efficiency = 0.35;
+  truth.gemm_k_half = 32;
+  truth.attn_efficiency = 0.2;
+  truth.host_op_s = 5e-6;
+  ImportOptions o;
+  o.out = d / "calib.json";
+  o.gemm_table =
+      d.file("g.json", gemm_table_json(truth, "fp32", "vit_fmnist_tiny", {2, 8, 32}, {64, 256}).dump());
+  o.verbose = false;
+  o.command = "vitsim calibrate (test)";
+  const Calibration c = import_measurements(s, o);  // read back from the file it wrote
+  REQUIRE(c.op_models.size() == 1);
+  const OpModelCalibration& m = c.op_models[0];
+  CHECK(m.figures.device_type == "cpu");  // the platform's first GPU
+  CHECK(m.precision == Precision::FP32);
+  CHECK(m.figures.tile_m == 32);
+  CHECK(m.figures.gemm_k_half == 32);
+  CHECK(m.figures.gemm_efficiency == Approx(0.35).epsilon(0.01));
+  CHECK(m.figures.attn_efficiency == Approx(0.2).epsilon(0.01));
+  CHECK(m.figures.host_op_s == platform.host_op_s);
+  CHECK(m.figures.async == platform.async);
+  CHECK(c.provenance.at("gemm_table").rfind("GEMM table " + o.gemm_table + ": ", 0) == 0);
+  // --append with another table of the same device and precision replaces the entry.
+  truth.gemm_efficiency = 0.5;
+  ImportOptions again = o;
+  again.append = true;
+  again.gemm_table =
+      d.file("g2.json", gemm_table_json(truth, "fp32", "vit_fmnist_tiny", {2, 8, 32}, {64, 256}).dump());
+  const Calibration merged = import_measurements(s, again);
+  REQUIRE(merged.op_models.size() == 1);
+  CHECK(merged.op_models[0].figures.gemm_efficiency == Approx(0.5).epsilon(0.01));
+  // A device type the platform does not have: refused, naming its GPUs.
+  ImportOptions other = o;
+  other.force = true;
+  other.device_type = "H100-SXM";
+  CHECK(error_of([&] { import_measurements(s, other); }) ==
+        s.cluster.platform + ": no GPU of gpu_model 'H100-SXM' (--device-type); its GPUs: cpu");
+}

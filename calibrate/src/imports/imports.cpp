@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/io.hpp"
 #include "vitsim/core/base/system.hpp"
+#include "vitsim/core/base/units.hpp"
 #include "vitsim/core/formats/identity.hpp"
 #include "vitsim/core/formats/scenario.hpp"
 #include "vitsim/core/platform/platform.hpp"
@@ -84,6 +86,69 @@ void import_profile(const Scenario& s, const ImportOptions& o, Calibration& c) {
                             s.training.micro_batch, precision_name(s.training.precision)));
 }
 
+// The platform's GPU of gpu_model `type` (the scenario's platform): where the GEMM table's fit starts.
+GpuFacts platform_gpu(const Scenario& s, const std::string& type) {
+  const PlatformFacts facts = read_platform_facts(s.cluster.platform);
+  std::set<std::string> models;
+  for (const auto& [host, g] : facts.gpu) {
+    if (g.model == type) return g;
+    models.insert(g.model);
+  }
+  std::string list;
+  for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
+  throw Error(fmt::format("{}: no GPU of gpu_model '{}' (--device-type); its GPUs: {}", s.cluster.platform,
+                          type, list.empty() ? "none" : list));
+}
+
+// Prints the table's rows against the fit and the platform's figures.
+void print_gemm_fit(const GemmImport& imp) {
+  fmt::print("vitsim calibrate: {:<40} {:>6} {:>6} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "GEMM", "batch", "m",
+             "n", "k", "measured", "fit", "platform");
+  for (const GemmFitLine& l : gemm_fit_lines(imp))
+    fmt::print("vitsim calibrate: {:<40} {:>6g} {:>6g} {:>6g} {:>6g} {:>10} {:>+7.1f}% {:>+7.1f}%\n", l.name,
+               l.op.batch, l.op.m, l.op.n, l.op.k, units::format_time(l.measured_s),
+               100 * (l.fitted_s / l.measured_s - 1), 100 * (l.platform_s / l.measured_s - 1));
+}
+
+// The GEMM table as the device's op model at the scenario's precision (an entry of the same device type and
+// precision replaced), fitted from the platform's figures of that device.
+void import_gemms(const Scenario& s, const ImportOptions& o, Calibration& c) {
+  const std::string text = read_input_file(o.gemm_table, "GEMM table");
+  const GemmTable table = parse_gemm_table(o.gemm_table, text);
+  const std::string type = profiled_device_type(s, o);
+  const Precision p = s.training.precision;
+  DeviceFigures start = device_figures(platform_gpu(s, type), p);
+  if (o.peak_flops > 0) start.peak_flops = o.peak_flops;
+  if (o.mem_bw > 0) start.mem_bw = o.mem_bw;
+  const GemmImport imp = import_gemm_table(table, p, start);
+  c.op_models.erase(std::remove_if(c.op_models.begin(), c.op_models.end(),
+                                   [&](const OpModelCalibration& e) {
+                                     return e.figures.device_type == type && e.precision == p;
+                                   }),
+                    c.op_models.end());
+  c.op_models.push_back(imp.calibration);
+  const std::string line = describe(table, imp);
+  c.provenance["gemm_table"] = fmt::format("{}; device {} (sha256 {})", line, type, sha256_hex(text));
+  if (!o.verbose) return;
+  print_gemm_fit(imp);
+  say_import(o, fmt::format("{}; recorded as device '{}' at {}", line, type, precision_name(p)));
+  say_import(o,
+             fmt::format(
+                 "kept the peak {} ({}), bandwidth {} ({}), {} SMs, host_op_s {}, kernel_s {} and the "
+                 "memory-bound figures of the platform: a table of GEMMs timed back to back measures none of "
+                 "them (the fit's own per-kernel time, {}, is not kept)",
+                 units::format_flops(start.peak_flops), o.peak_flops > 0 ? "--peak-flops" : "the platform's",
+                 units::format_bandwidth(start.mem_bw), o.mem_bw > 0 ? "--mem-bw" : "the platform's",
+                 start.sm_count, units::format_time(start.host_op_s), units::format_time(start.kernel_s),
+                 units::format_time(imp.fitted.host_op_s)));
+  if (table.sm_count > 0 && table.sm_count != start.sm_count)
+    say_import(o,
+               fmt::format("note: the table's device has {} {} and the platform's {} {}: was it measured on "
+                           "another GPU than '{}'?",
+                           table.sm_count, table.device_kind == "cpu" ? "threads" : "SMs", start.sm_count,
+                           start.async ? "SMs" : "threads", type));
+}
+
 // Read back before it replaces `out`: a merge the reader refuses (a point that breaks the batch curve)
 // must not destroy the file it was merged into.
 void write_read_back(const std::string& out, const Calibration& c) {
@@ -102,8 +167,11 @@ void write_read_back(const std::string& out, const Calibration& c) {
 
 Calibration import_measurements(const Scenario& s, const ImportOptions& o) {
   if (o.out.empty()) throw Error("calibrate: --out FILE is required");
-  if (o.nccl_tests.empty() && o.torch_profile.empty())
-    throw Error("calibrate: nothing to import (--from-nccl-tests FILE or --from-torch-profile FILE)");
+  if (o.nccl_tests.empty() && o.torch_profile.empty() && o.gemm_table.empty())
+    throw Error(
+        "calibrate: nothing to import (--from-nccl-tests FILE, --from-torch-profile FILE or "
+        "--from-gemm-table "
+        "FILE)");
   if (!o.force && !o.append && fs::exists(o.out))
     throw Error(fmt::format(
         "{}: calibration file exists; pass --force to overwrite it (or --append to merge)", o.out));
@@ -118,6 +186,7 @@ Calibration import_measurements(const Scenario& s, const ImportOptions& o) {
   if (!earlier.empty()) c.provenance["appended_to"] = earlier;
   if (!o.nccl_tests.empty()) import_nccl_log(s, o, c);
   if (!o.torch_profile.empty()) import_profile(s, o, c);
+  if (!o.gemm_table.empty()) import_gemms(s, o, c);
   write_read_back(o.out, c);
   say_import(o, fmt::format("wrote {}", o.out));
   return read_calibration(o.out);

@@ -320,4 +320,24 @@ PlatformFacts PlatformDocument::with(const std::vector<FigureValue>& values) {
   return read_parsed(parsed_->c, parsed_->root, false);
 }
 
+// What a platform does not state (the narrow-output and per-family figures, fitted by vitsim calibrate) keeps
+// DeviceFigures' neutral value.
+DeviceFigures device_figures(const GpuFacts& g, Precision p) {
+  const double gemm = g.gemm_efficiency > 0 ? g.gemm_efficiency : g.efficiency;
+  return DeviceFigures{.device_type = g.model,
+                       .peak_flops = g.peak_flops(p),
+                       .mem_bw = g.mem_bw,
+                       .sm_count = g.sm_count,
+                       .tile_m = g.tile_m,
+                       .tile_n = g.tile_n,
+                       .gemm_efficiency = gemm,
+                       .gemm_k_half = g.gemm_k_half,
+                       .attn_efficiency = g.attn_efficiency > 0 ? g.attn_efficiency : gemm,
+                       .mem_efficiency = g.mem_efficiency,
+                       .kernel_s = g.kernel_overhead,
+                       .host_op_s = g.host_op_overhead,
+                       .sync_s = g.sync_overhead,
+                       .async = g.async};
+}
+
 }  // namespace vitsim

@@ -82,6 +82,61 @@ OpClass torch_op_class(const std::string& aten_name);  // "aten::addmm" → Gemm
 // its micro-batch (fwd, bwd, optimizer), merged into `d` (a point of the same micro-batch replaced).
 void add_torch_profile_point(DeviceCalibration& d, const TorchProfile& p, int micro_batch);
 
+// ---- a GEMM table (bench/gpu/gemm_shapes.py) ----
+
+// The schema bench/gpu/gemm_shapes.py writes: {"schema", "device": {"name", "kind", "sm_count", "torch",
+// "cuda", ...}, "timing", "dtypes", "shapes": [{"op", "class", "pass", "model", "tokens", "micro_batch",
+// "batch", "m", "n", "k", "dtype", "strides", "median_s", ...}]} (docs/calibrate-validate.md "A GEMM table").
+inline constexpr const char* kGemmTableSchema = "vitsim.gemm_table/1";
+struct GemmTableRow {
+  int index = 0;                // in "shapes"
+  std::string op;               // the op model's name of the GEMM ("qkv.wgrad", "qk", "square")
+  OpClass cls = OpClass::Gemm;  // gemm or attn_matmul
+  Pass pass = Pass::Fwd;
+  std::string model;                      // the ViT preset ("" for a square)
+  int tokens = 0, micro_batch = 0;        // 0 for a square
+  double batch = 1, m = 0, n = 0, k = 0;  // batch products C[m, n] = A[m, k] B[k, n]
+  std::string dtype;                      // fp16, bf16, fp32 (TF32 off), tf32
+  double median_s = 0;
+};
+struct GemmTable {
+  std::string path;
+  std::string device_name, device_kind;  // "NVIDIA H100 80GB HBM3", "cuda"
+  int sm_count = 0;                      // as torch reports it (a CPU: its threads); 0 = not stated
+  std::string torch, cuda;
+  std::vector<GemmTableRow> rows;
+};
+// Parses the table. Throws Error "PATH: /shapes/3/median_s: what" on malformed JSON, another file (a vitsim
+// report, a calibration: named), another schema, no shape, a class, pass or dtype not known (the valid ones
+// listed), a dimension that is not a positive integer, a time that is not a positive number of seconds.
+GemmTable parse_gemm_table(const std::string& path, const std::string& text);
+// The table's dtype a precision's GEMMs run in: fp16, bf16, fp32 (TF32 off: PyTorch's default, and the
+// gpu_flops_fp32 peak); tf32 rows are never fitted.
+const char* gemm_table_dtype(Precision p);
+// The rows of that dtype as op samples (matmul_op: no bias, one kernel each). Throws Error naming the
+// dtypes the table has when none is of it.
+std::vector<OpSample> gemm_table_samples(const GemmTable& t, Precision p);
+
+struct GemmImport {
+  std::vector<OpSample> samples;
+  DeviceFigures platform;          // where the fit started: the platform's figures of the device
+  DeviceFigures fitted;            // fit_op_model's figures, its per-kernel time (host_op_s) included
+  OpModelCalibration calibration;  // what the file gets: fitted, host_op_s the platform's
+};
+// fit_op_model on the table's rows of the precision, started from the platform's figures: the GEMM and
+// attention efficiencies, the tile, gemm_k_half, gemm_n_half and matrix_s fitted; peak, bandwidth, SMs,
+// kernel_s, sync_s, the memory-bound figures and host_op_s stay the platform's (a table of GEMMs timed back
+// to back measures none of them; the fit's per-kernel time is a nuisance figure, `fitted.host_op_s`).
+GemmImport import_gemm_table(const GemmTable& t, Precision p, const DeviceFigures& platform);
+// Per row: measured, the fit's time (op_sample_time with `fitted`) and the platform's device time.
+struct GemmFitLine {
+  std::string name;
+  Op op;
+  double measured_s = 0, fitted_s = 0, platform_s = 0;
+};
+std::vector<GemmFitLine> gemm_fit_lines(const GemmImport& imp);
+std::string describe(const GemmTable& t, const GemmImport& imp);
+
 // One line for the calibration's provenance and the terminal: the step, the classes and the phases.
 std::string describe(const TorchProfile& p);
 std::string describe(const NcclTestsLog& log, const NcclImport& imp);
@@ -90,15 +145,16 @@ std::string describe(const NcclTestsLog& log, const NcclImport& imp);
 
 namespace vitsim::calibrate {
 
-// `vitsim calibrate SCENARIO --from-nccl-tests FILE --from-torch-profile FILE --out CALIB.json`: no
-// measurement; the files become a link entry and a measured compute point of the calibration file.
+// `vitsim calibrate SCENARIO --from-nccl-tests FILE --from-torch-profile FILE --from-gemm-table FILE --out
+// CALIB.json`: no measurement; the files become a link entry, a measured compute point and an op model
+// (the device's entry of op_models at the scenario's precision, replaced) of the calibration file.
 struct ImportOptions {
   std::string out;  // calibration JSON (required)
   bool force = false, append = false;
-  std::string nccl_tests, torch_profile;  // paths, "" = none (at least one)
-  std::string device_type;                // "" = the gpu_model of the scenario platform's first GPU used
-  std::string link_class;                 // "" = from the log's hosts
-  double fit_max_bytes = 0;               // 0 = the scenario's whole fp32 gradient (as calibrate's own fit)
+  std::string nccl_tests, torch_profile, gemm_table;  // paths, "" = none (at least one)
+  std::string device_type;   // "" = the gpu_model of the scenario platform's first GPU used
+  std::string link_class;    // "" = from the log's hosts
+  double fit_max_bytes = 0;  // 0 = the scenario's whole fp32 gradient (as calibrate's own fit)
   double peak_flops = 0, mem_bw = 0;
   std::string command;  // for the provenance
   bool verbose = true;  // one line per import on stdout

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "vitsim/core/base/error.hpp"
+#include "vitsim/core/model/ops.hpp"
 #include "vitsim/core/model/vit.hpp"
 #include "vitsim/core/platform/figure_range.hpp"
 #include "vitsim/core/platform/transport.hpp"
@@ -101,6 +102,10 @@ struct PlatformFacts {
 };
 
 PlatformFacts read_platform_facts(const std::string& path);  // throws Error with file:line
+
+// The op model's figures (core/model/ops.hpp) of a platform GPU at a precision: the file's gpu_* attributes
+// under the op model's names, the peak that precision's GEMMs run at (GpuFacts::peak_flops).
+DeviceFigures device_figures(const GpuFacts& g, Precision p);
 // The same on text already in memory (a what-if's edited copy, a fuzzer's input): `path` names it in
 // messages. Checks first what SimGrid 3.32's parser would abort on (docs/platforms.md; docs/errors.md:
 // limits).

@@ -64,8 +64,9 @@ double sync_wait_s(const SyncCalibration& sync, double compute_s, int ranks);
 // 0 for one rank. docs/model.md "Stragglers".
 double straggler_wait_s(double cv, double compute_s, int ranks);
 
-// The op model's figures of a platform GPU at a precision (peak of that precision's GEMMs).
-DeviceFigures device_figures(const GpuFacts& g, Precision p);
+// The op model's figures of a platform GPU at a precision: core's (core/platform/platform.hpp), which
+// calibrate's imports share.
+using vitsim::device_figures;
 
 // Per-layer times of one micro-batch's forward and backward from the op timeline (core run_ops): each
 // op's share of the timeline is charged to its layer and pass, so host-bound stretches count where
