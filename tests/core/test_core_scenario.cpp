@@ -241,6 +241,13 @@ TEST_CASE("scenario: training.cast is the framework's unless given, and refuses 
   for (const auto& b : gradient_buckets(autocast)) autocast_bytes += b.bytes;
   for (const auto& b : gradient_buckets(module)) module_bytes += b.bytes;
   CHECK(module_bytes == Approx(autocast_bytes / 2));
+  // The identity names training.cast only where it is not the framework's own: an explicit autocast for ddp
+  // is the same run as the default, module another.
+  auto explicit_autocast = g;
+  apply_override(explicit_autocast, "training.cast=autocast");
+  CHECK(scenario_id(expand(explicit_autocast).at(0)) == scenario_id(autocast));
+  CHECK(scenario_id(module) != scenario_id(autocast));
+  CHECK(scenario_identity_text(module).find("training.cast") != std::string::npos);
   // At fp32 nothing is converted: module is refused at its line, autocast is accepted (nothing to cast).
   std::string text = kBase;
   text.replace(text.find("micro_batch"), 0, "cast=\"module\" ");
