@@ -47,7 +47,7 @@ TEST_CASE("bad inputs give one clear line and exit 1", "[cli][negative]") {
       {"unknown attribute", scenario(kCluster, kModel, "micro_batch=\"16\" epoch=\"3\""), "predict s.xml",
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, "
        "epochs, "
-       "precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, "
+       "precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, cast, "
        "activation_checkpointing, "
        "gradient_clipping, loss_scale"},
       {"missing unit", scenario(kCluster, kModel, kTraining, "  <parallelism bucket_size=\"25\"/>\n"),

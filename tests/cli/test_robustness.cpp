@@ -183,8 +183,27 @@ std::vector<BadInput> cases() {
        S,
        "vitsim: error: s.xml:5: unknown attribute 'epoch' on <training>; valid: micro_batch, grad_accum, "
        "epochs, precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, "
+       "cast, "
        "activation_checkpointing, "
        "gradient_clipping, loss_scale"},
+      {"scenario",
+       "training.cast naming no way to run half",
+       {{"s.xml", scenario("micro_batch=\"16\" precision=\"fp16\" cast=\"half\"")}},
+       S,
+       "vitsim: error: s.xml:5: training.cast: unknown value 'half'; valid: autocast, module"},
+      {"scenario",
+       "training.cast module with nothing in half",
+       {{"s.xml", scenario("micro_batch=\"16\" cast=\"module\"")}},
+       S,
+       "vitsim: error: s.xml:5: training.cast: module converts the model to half but training.precision is "
+       "fp32 (nothing to convert): set training.precision=fp16 or bf16, or leave training.cast out"},
+      {"scenario",
+       "training.cast autocast under DeepSpeed",
+       {{"s.xml",
+         scenario("micro_batch=\"16\" precision=\"bf16\" framework=\"deepspeed\" cast=\"autocast\"")}},
+       S,
+       "vitsim: error: s.xml:5: training.cast: autocast, but DeepSpeed's engine converts the module itself "
+       "(module.half() or .bfloat16()): training.framework=deepspeed runs module"},
       {"scenario",
        "element given twice",
        {{"s.xml", scenario("micro_batch=\"16\"", "  <training epochs=\"2\"/>\n")}},

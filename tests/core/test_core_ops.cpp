@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "vitsim/core/model/framework.hpp"
 #include "vitsim/core/model/ops.hpp"
@@ -347,4 +349,88 @@ TEST_CASE("framework: multi_tensor_apply's launches by hand", "[ops][framework][
   // One tensor of 321 chunks: 320 blocks fill a launch, the rest carries into a second.
   CHECK(multi_tensor_launches({321 * 65536.0}, 4) == 2);
   CHECK_THROWS_WITH(torch_version("3.0"), Catch::Contains("unknown PyTorch version '3.0'; valid: 1.13, 2.0"));
+}
+
+TEST_CASE("ops: with the module in half LayerNorm and the residual stream move 2 bytes and the casts go",
+          "[ops][cast]") {
+  // core/src/model/ops.cpp LayerBuilder: f (LayerNorm in and out, residual stream) is 4 under autocast and 2
+  // with the module in half; a (what the GEMMs read and write) is 2 in both. LayerNorm forward moves
+  // R d (f + f) + 8 R (fp32 mean and rstd); the residual add R d (f + a + f).
+  const Workload w = build_workload(vit_preset("vit_b_16"));
+  const int b = 4;
+  const double R = b * static_cast<double>(w.model.tokens()), d = w.model.width;
+  auto ops_of = [&](bool autocast) {
+    std::map<std::string, Op> by_name;
+    for (const Op& op : pass_ops(w, b, OpOptions{Precision::FP16, autocast})) by_name.emplace(op.name, op);
+    return by_name;
+  };
+  const auto amp = ops_of(true), half = ops_of(false);
+  std::string ln, residual;
+  for (const auto& [name, op] : amp) {
+    if (op.id == OpId::LayerNorm && ln.empty()) ln = name;
+    if (op.id == OpId::Residual && residual.empty()) residual = name;
+  }
+  REQUIRE(!ln.empty());
+  REQUIRE(!residual.empty());
+  CHECK(amp.at(ln).bytes == Approx(R * d * (4 + 4) + 8 * R));
+  CHECK(half.at(ln).bytes == Approx(R * d * (2 + 2) + 8 * R));
+  CHECK(amp.at(residual).bytes == Approx(R * d * (4 + 2 + 4)));
+  CHECK(half.at(residual).bytes == Approx(R * d * (2 + 2 + 2)));
+  // Autocast's casts (of weights, activations, the image, scores and probabilities, the residual branch's
+  // gradient) are there under autocast and absent with the module in half.
+  const std::set<OpId> casts{OpId::WeightCast, OpId::ImageCast,    OpId::ActCast,
+                             OpId::ActCastBwd, OpId::ScoresCast,   OpId::ScoresCastBwd,
+                             OpId::ProbsCast,  OpId::ProbsCastBwd, OpId::ResidualCast};
+  auto count_casts = [&](const std::map<std::string, Op>& ops) {
+    int n = 0;
+    for (const auto& [name, op] : ops) n += casts.count(op.id) ? 1 : 0;
+    return n;
+  };
+  CHECK(count_casts(amp) > 0);
+  CHECK(count_casts(half) == 0);
+  // The GEMMs' FLOPs are the same either way: only the bytes around them change.
+  double amp_flops = 0, half_flops = 0;
+  for (const auto& [name, op] : amp) amp_flops += op.flops;
+  for (const auto& [name, op] : half) half_flops += op.flops;
+  CHECK(half_flops == Approx(amp_flops));
+}
+
+TEST_CASE("framework: with the module in half vitsim's and ddp's optimizer move the parameters' dtype",
+          "[ops][framework][cast]") {
+  // StepInputs::param_bytes 2 (training.cast=module): every tensor torch.optim and the flat optimizer read
+  // and write is half, so each closed form of framework.cpp and framework_torch.cpp halves: AdamW per tensor
+  // 92 -> 46 bytes a parameter, foreach 84 -> 42, fused 28 -> 14 (its fp32 step counts stay 4 bytes a
+  // tensor); SGD 44 -> 22; DDP's bucket copies (in and out) P (4 + 4) -> P (2 + 2) each, zero_grad P 4 ->
+  // P 2.
+  const Workload w = build_workload(vit_preset("vit_b_16"));
+  const double P = w.total_params();
+  const double nt = static_cast<double>(parameter_tensors(w.model).size());
+  auto bytes = [&](Framework f, const std::string& version, std::optional<OptimizerImpl> impl,
+                   const std::string& optimizer, double param_bytes, const std::string& prefix) {
+    StepInputs in{f, Precision::FP16, optimizer, 8, 0};
+    in.torch_version = version;
+    in.optimizer_impl = impl;
+    in.param_bytes = param_bytes;
+    double sum = 0;
+    for (const Op& op : step_ops(w, in))
+      if (op.name.rfind(prefix, 0) == 0) sum += op.bytes;
+    return sum;
+  };
+  CHECK(bytes(Framework::Ddp, "1.13", std::nullopt, "adamw", 2, "step.adamw") == Approx(46 * P));
+  CHECK(bytes(Framework::Ddp, "2.4", std::nullopt, "adamw", 2, "step.adamw") == Approx(42 * P));
+  CHECK(bytes(Framework::Ddp, "2.4", OptimizerImpl::Fused, "adamw", 2, "step.adamw") ==
+        Approx(14 * P + 4 * nt));
+  CHECK(bytes(Framework::Ddp, "1.13", std::nullopt, "sgd", 2, "step.sgd") == Approx(22 * P));
+  CHECK(bytes(Framework::Ddp, "1.13", std::nullopt, "adamw", 2, "step.bucket_copy_in") == Approx(4 * P));
+  CHECK(bytes(Framework::Ddp, "1.13", std::nullopt, "adamw", 2, "step.zero_grad") == Approx(2 * P));
+  CHECK(bytes(Framework::Vitsim, "1.13", std::nullopt, "adamw", 2, "step.adamw") == Approx(46 * P));
+  CHECK(bytes(Framework::Vitsim, "1.13", std::nullopt, "adamw", 2, "step.grad_average") == Approx(4 * P));
+  // The whole step, vitsim's and ddp's: exactly half of autocast's (no fixed-size op in them but fused's
+  // step counts).
+  for (Framework f : {Framework::Vitsim, Framework::Ddp})
+    CHECK(bytes(f, "1.13", std::nullopt, "adamw", 2, "step.") ==
+          Approx(bytes(f, "1.13", std::nullopt, "adamw", 4, "step.") / 2));
+  // DeepSpeed's step keeps its fp32 master whatever param_bytes says.
+  CHECK(bytes(Framework::DeepSpeed, "1.13", std::nullopt, "adamw", 2, "step.") ==
+        Approx(bytes(Framework::DeepSpeed, "1.13", std::nullopt, "adamw", 4, "step.")));
 }

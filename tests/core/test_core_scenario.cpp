@@ -207,6 +207,73 @@ TEST_CASE("scenario: framework and attention path", "[scenario]") {
       "--set training.framework: training.framework: unknown value 'horovod'; valid: vitsim, deepspeed, ddp");
 }
 
+TEST_CASE("scenario: training.cast is the framework's unless given, and refuses what cannot run",
+          "[scenario][cast]") {
+  vt::TempDir d;
+  auto f = read_scenario_file(d.file("s.xml", kBase));
+  // Defaults (core/model/framework.hpp framework_half_cast): vitsim and ddp autocast, deepspeed module.
+  for (const auto& [framework, cast] : std::vector<std::pair<std::string, HalfCast>>{
+           {"vitsim", HalfCast::Autocast}, {"ddp", HalfCast::Autocast}, {"deepspeed", HalfCast::Module}}) {
+    INFO(framework);
+    auto g = f;
+    apply_override(g, "training.framework=" + framework);
+    apply_override(g, "training.precision=fp16");
+    const Scenario s = expand(g).at(0);
+    CHECK_FALSE(s.training.cast.has_value());
+    CHECK(half_cast(s) == cast);
+    CHECK(module_in_half(s) == (cast == HalfCast::Module));
+    // The gradients' own dtype goes on the wire: fp16 where the module is in half, fp32 under autocast.
+    CHECK(gradient_comm_dtype(s) == (cast == HalfCast::Module ? Precision::FP16 : Precision::FP32));
+  }
+  // module for ddp in bf16: the module in half, its bf16 gradients communicated, 25 MB buckets of 2-byte
+  // elements (twice the fp32 elements a bucket: kBase's bucket_size).
+  auto g = f;
+  apply_override(g, "training.framework=ddp");
+  apply_override(g, "training.precision=bf16");
+  const Scenario autocast = expand(g).at(0);
+  apply_override(g, "training.cast=module");
+  const Scenario module = expand(g).at(0);
+  CHECK(module.training.cast == HalfCast::Module);
+  CHECK(module_in_half(module));
+  CHECK(gradient_comm_dtype(module) == Precision::BF16);
+  CHECK(gradient_buckets(module).size() <= gradient_buckets(autocast).size());
+  double autocast_bytes = 0, module_bytes = 0;
+  for (const auto& b : gradient_buckets(autocast)) autocast_bytes += b.bytes;
+  for (const auto& b : gradient_buckets(module)) module_bytes += b.bytes;
+  CHECK(module_bytes == Approx(autocast_bytes / 2));
+  // The identity names training.cast only where it is not the framework's own: an explicit autocast for ddp
+  // is the same run as the default, module another.
+  auto explicit_autocast = g;
+  apply_override(explicit_autocast, "training.cast=autocast");
+  CHECK(scenario_id(expand(explicit_autocast).at(0)) == scenario_id(autocast));
+  CHECK(scenario_id(module) != scenario_id(autocast));
+  CHECK(scenario_identity_text(module).find("training.cast") != std::string::npos);
+  // At fp32 nothing is converted: module is refused at its line, autocast is accepted (nothing to cast).
+  std::string text = kBase;
+  text.replace(text.find("micro_batch"), 0, "cast=\"module\" ");
+  CHECK_THROWS_WITH(
+      expand(read_scenario_file(d.file("m.xml", text))),
+      Catch::StartsWith(d / "m.xml" + ":5: training.cast: module converts the model to half but "
+                                      "training.precision is fp32"));
+  text = kBase;
+  text.replace(text.find("micro_batch"), 0, "cast=\"autocast\" ");
+  CHECK(half_cast(expand(read_scenario_file(d.file("a.xml", text))).at(0)) == HalfCast::Autocast);
+  // An unknown value lists the valid ones (from the enum's table).
+  text = kBase;
+  text.replace(text.find("micro_batch"), 0, "cast=\"half\" ");
+  CHECK_THROWS_WITH(
+      expand(read_scenario_file(d.file("u.xml", text))),
+      d / "u.xml" + ":5: training.cast: unknown value 'half'; valid: " + vt::join(half_cast_names()));
+  // DeepSpeed converts the module itself: autocast refused.
+  g = f;
+  apply_override(g, "training.framework=deepspeed");
+  apply_override(g, "training.precision=fp16");
+  apply_override(g, "training.cast=autocast");
+  CHECK_THROWS_WITH(expand(g),
+                    Catch::StartsWith("--set training.cast: training.cast: autocast, but DeepSpeed's "
+                                      "engine converts the module itself"));
+}
+
 TEST_CASE("scenario: model.class_tokens sets the prepended tokens, 1 by default",
           "[scenario][class_tokens]") {
   vt::TempDir d;
@@ -313,7 +380,7 @@ TEST_CASE("scenario: unknown elements, attributes and keys are errors naming fil
       read_scenario_file(d.file("b.xml", text)),
       d / "b.xml" +
           ":5: unknown attribute 'mikro' on <training>; valid: micro_batch, grad_accum, epochs, "
-          "precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, "
+          "precision, optimizer, lr, weight_decay, seed, framework, torch_version, optimizer_impl, cast, "
           "activation_checkpointing, "
           "gradient_clipping, loss_scale");
   // Issue 37: a PyTorch version the ddp framework model does not know, refused at its line with the list

@@ -133,6 +133,28 @@ TEST_CASE("memory: hand-computed case for vit_fmnist_tiny", "[memory]") {
   CHECK(m.activations == Approx(8 * 117588.0));
 }
 
+TEST_CASE("memory: torch.optim over a module in half keeps 2 + 2 + 4 bytes a parameter, no master",
+          "[memory][cast]") {
+  // training.cast=module under vitsim or ddp (MemoryInputs::half_optimizer_state): weights and gradients in 2
+  // bytes, AdamW's exp_avg and exp_avg_sq in the parameters' dtype (torch/optim/adamw.py zeros_like(p)), no
+  // fp32 master: 2 + 2 + 2 x 2 = 8 bytes a parameter against mixed precision's 2 + 2 + 12; SGD's momentum 2.
+  const Workload w = build_workload(vit_preset("vit_fmnist_tiny"));
+  const double P = static_cast<double>(w.total_params());
+  MemoryInputs in;
+  in.precision = Precision::BF16;
+  in.half_optimizer_state = true;
+  MemoryBreakdown m = memory_per_gpu(w, in);
+  CHECK(m.params == Approx(2 * P));
+  CHECK(m.grads == Approx(2 * P));
+  CHECK(m.optimizer == Approx(4 * P));
+  in.optimizer = "sgd";
+  CHECK(memory_per_gpu(w, in).optimizer == Approx(2 * P));
+  CHECK(optimizer_bytes_per_param("adamw", Precision::FP16, true) == 4);
+  CHECK(optimizer_bytes_per_param("adamw", Precision::FP16, false) == 12);
+  // At fp32 there is nothing in half: the moments stay 8 bytes.
+  CHECK(optimizer_bytes_per_param("adamw", Precision::FP32, true) == 8);
+}
+
 // Issue 28 item 5: fused attention (scaled_dot_product_attention's flash and memory-efficient kernels) keeps
 // no a x T x T tensor for backward, only one fp32 softmax statistic (logsumexp) per head and query row
 // (FlashAttention, Dao et al. 2022, section 3.1; docs/sources.md "ViT sizes").

@@ -386,6 +386,11 @@ std::vector<BadRun> cases() {
       {"run", "ZeRO stage 1 (simulated, not trained)", fm, T + " --set parallelism.zero=1",
        "vitsim: error: parallelism.zero 1: the real trainer implements stage 0 (replicated optimizer state, "
        "gradient all-reduce) only"},
+      {"run", "the module in half (simulated, not trained)", fm,
+       T + " --set training.precision=bf16 --set training.cast=module",
+       "vitsim: error: --set training.cast: training.cast module: the real trainer runs bf16 under "
+       "torch.autocast only (fp32 parameters, gradients and optimizer state in flat buffers); the module in "
+       "half is simulated by vitsim predict/plan, not trained (set training.cast=autocast)"},
       {"run", "CUDA asked of a CPU-only LibTorch", fm, T + " --set run.device=cuda",
        "vitsim: error: run.device = cuda but this LibTorch has no usable CUDA device (build against a CUDA "
        "LibTorch via Torch_DIR)"},

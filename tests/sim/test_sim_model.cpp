@@ -353,3 +353,33 @@ TEST_CASE("compute.model chooses among the registered models", "[model][calibrat
             vt::join(sim::compute_model_names()));
   }
 }
+
+TEST_CASE(
+    "training.cast=module: ddp's point keeps half state, moves fewer bytes and all-reduces half gradients",
+    "[model][cast]") {
+  // The same ddp fp16 point under autocast (the default) and with the module in half. Memory per GPU from
+  // core/model/memory.hpp's closed forms: AdamW's state 12 bytes a parameter (fp32 master, m, v) under
+  // autocast, 4 (m, v in half, no master) with the module in half; weights and gradients 2 bytes in both.
+  vt::TempDir d;
+  two_gpu_platform(d, "2Tf", "2Tf");
+  const std::vector<std::string> base{"training.framework=ddp", "training.precision=fp16"};
+  std::vector<std::string> module_sets = base;
+  module_sets.push_back("training.cast=module");
+  const Report amp = run(d, R"(<parallelism collective="ring"/>)", base);
+  const Report half = run(d, R"(<parallelism collective="ring"/>)", module_sets);
+  REQUIRE(amp.points.size() == 1);
+  REQUIRE(half.points.size() == 1);
+  const double P = static_cast<double>(build_workload(vit_preset("vit_cifar_tiny")).total_params());
+  const ReportPoint &a = amp.points[0], &h = half.points[0];
+  CHECK(a.memory.optimizer == Approx(12 * P));
+  CHECK(h.memory.optimizer == Approx(4 * P));
+  CHECK(h.memory.params == Approx(a.memory.params));
+  CHECK(h.memory.grads == Approx(a.memory.grads));
+  // Fewer bytes in every phase: no casts and 2-byte LayerNorm and residual stream in forward and backward,
+  // a half optimizer step, and half the gradient bytes on the wire (fp16 where autocast all-reduces fp32).
+  const Breakdown &ba = a.breakdown_s, &bh = h.breakdown_s;
+  CHECK(bh.compute_fwd < ba.compute_fwd);
+  CHECK(bh.compute_bwd < ba.compute_bwd);
+  CHECK(bh.optimizer < ba.optimizer);
+  CHECK(bh.comm_total < ba.comm_total);
+}

@@ -120,6 +120,9 @@ std::string scenario_identity_text(const Scenario& s) {
   // Issue 37's: written only when not 1.13's defaults.
   if (s.training.torch_version != "1.13") line("training.torch_version", s.training.torch_version);
   if (s.training.optimizer_impl != "default") line("training.optimizer_impl", s.training.optimizer_impl);
+  // Issue 37's training.cast: written only where it is not the framework's own.
+  if (half_cast(s) != framework_half_cast(s.training.framework))
+    line("training.cast", half_cast_name(half_cast(s)));
   if (s.training.activation_checkpointing) line("training.activation_checkpointing", "true");
   if (s.training.gradient_clipping > 0) num("training.gradient_clipping", s.training.gradient_clipping);
   if (s.training.loss_scale > 0) num("training.loss_scale", s.training.loss_scale);

@@ -171,6 +171,17 @@ void check_training(Resolution& x) {
   if (t.loss_scale > 0 && t.precision != Precision::FP16)
     x.r.fail("training.loss_scale",
              fmt::format("a loss scale applies to fp16 training, not {}", precision_name(t.precision)));
+  // training.cast: `module` converts the model to half, so it needs fp16 or bf16; DeepSpeed's engine converts
+  // the module itself (engine.py _configure_distributed_model: module.half() or .bfloat16(); its
+  // fp16.auto_cast is not modelled), so it runs `module` only.
+  if (t.cast == HalfCast::Module && t.precision == Precision::FP32)
+    x.r.fail("training.cast",
+             "module converts the model to half but training.precision is fp32 (nothing to convert): set "
+             "training.precision=fp16 or bf16, or leave training.cast out");
+  if (t.cast == HalfCast::Autocast && t.framework == Framework::DeepSpeed)
+    x.r.fail("training.cast",
+             "autocast, but DeepSpeed's engine converts the module itself (module.half() or .bfloat16()): "
+             "training.framework=deepspeed runs module");
 }
 void check_simulation(Resolution& x) {
   const SimulationSpec& sim = x.s.simulation;

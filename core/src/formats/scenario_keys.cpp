@@ -263,7 +263,9 @@ std::vector<KeyRow> training_rows() {
                   field(&Scenario::training, &TrainingSpec::grad_accum)),
       integer_row("training.epochs", 1, 1, 1 << 20, "epochs",
                   field(&Scenario::training, &TrainingSpec::epochs)),
-      choice_row("training.precision", "fp32", kPrecisions, "mixed precision: fp32 master weights",
+      choice_row("training.precision", "fp32", kPrecisions,
+                 "fp32, or fp16 / bf16 as training.cast runs them (autocast: fp32 weights; module: the "
+                 "model in half)",
                  [](R& x, const std::string& v) { x.s.training.precision = parse_precision(v); }),
       choice_row("training.optimizer", "adamw", {"adamw", "adam", "sgd"}, "the optimizer",
                  field(&Scenario::training, &TrainingSpec::optimizer)),
@@ -294,6 +296,15 @@ std::vector<KeyRow> training_rows() {
                      x.r.fail("training.optimizer_impl",
                               fmt::format("PyTorch {} has no fused AdamW (AdamW(fused=True) arrived in 2.0)",
                                           x.s.training.torch_version));
+                 }),
+      custom_row("training.cast", "choice", "the framework's", join(half_cast_names()),
+                 "how fp16/bf16 runs: `autocast` (torch.autocast: fp32 weights, gradients and optimizer "
+                 "state; fp32 LayerNorm, softmax and residual stream; casts before the GEMMs; vitsim's and "
+                 "ddp's default) or `module` (model.half(): the whole model in half, no casts; torch.optim's "
+                 "state in half, no fp32 master; deepspeed's, the only one it runs); see \"The model\"",
+                 [](R& x) {  // checked against precision and framework in check_training (scenario.cpp)
+                   if (x.r.has("training.cast"))
+                     x.s.training.cast = parse_half_cast(x.r.choice("training.cast", "", half_cast_names()));
                  }),
       boolean_row("training.activation_checkpointing", false,
                   "checkpoint every encoder block: only block inputs stay in memory, backward runs each "

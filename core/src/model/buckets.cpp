@@ -100,9 +100,9 @@ BucketRule bucket_rule(Framework f, int zero_stage, Precision training) {
              : BucketRule::DeepSpeedAllreduce;
 }
 
-Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, Framework f, Precision training) {
+Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, HalfCast cast, Precision training) {
   if (comm_dtype) return *comm_dtype;
-  return f == Framework::DeepSpeed ? training : Precision::FP32;
+  return cast == HalfCast::Module ? training : Precision::FP32;
 }
 
 std::vector<GradBucket> gradient_buckets(const ViTConfig& m, double cap_bytes, Precision comm_dtype,

@@ -37,6 +37,29 @@ Framework parse_framework(const std::string& name) {
   return value_of(frameworks(), name, "framework");
 }
 
+namespace {
+constexpr EnumNames<HalfCast, 2> kHalfCastNames{
+    {{HalfCast::Autocast, "autocast"}, {HalfCast::Module, "module"}}};
+}  // namespace
+
+const char* half_cast_name(HalfCast c) {
+  return name_of(kHalfCastNames, c);
+}
+
+HalfCast parse_half_cast(const std::string& name) {
+  return value_of(kHalfCastNames, name, "training.cast");
+}
+
+std::vector<std::string> half_cast_names() {
+  std::vector<std::string> out;
+  for (const auto& n : kHalfCastNames) out.emplace_back(n.name);
+  return out;
+}
+
+HalfCast framework_half_cast(Framework f) {
+  return f == Framework::DeepSpeed ? HalfCast::Module : HalfCast::Autocast;
+}
+
 std::vector<double> parameter_tensors(const ViTConfig& m) {
   const double d = m.width, h = m.mlp_hidden(), P = static_cast<double>(m.patch) * m.patch * m.channels;
   std::vector<double> t{P * d, d, m.class_tokens * d, static_cast<double>(m.tokens()) * d};
@@ -65,14 +88,17 @@ DeepSpeedPath deepspeed_path(Precision p, int zero_stage) {
 // v = b2 v + (1-b2) g^2 (mul_ r4 w4, addcmul_ r12 w4), denom = sqrt(v) / sqrt(bc2) + eps (three
 // kernels r4 w4), p -= lr / bc1 m / denom (addcdiv_ r12 w4): 9 kernels, 92 bytes. Adam adds wd p to
 // the gradient (r8 w4) instead of decaying p. SGD with momentum: d_p = g + wd p, buf = m buf + d_p,
-// p -= lr buf: 4 kernels, 44 bytes.
-void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int launch_groups) {
+// p -= lr buf: 4 kernels, 44 bytes. Every tensor these kernels read and write has the parameters' dtype:
+// with the module in half (`elem_bytes` 2) each count halves (46, 50, 22 bytes).
+void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int launch_groups,
+                       double elem_bytes) {
+  const double scale = elem_bytes / 4;
   if (kind == "sgd") {
-    s.mem("sgd", n * 44, 4 * launch_groups);
+    s.mem("sgd", n * 44 * scale, 4 * launch_groups);
     return;
   }
   const double bytes = kind == "adamw" ? 92 : 92 - 8 + 12;
-  s.mem(kind, n * bytes, 9 * launch_groups);
+  s.mem(kind, n * bytes * scale, 9 * launch_groups);
 }
 
 // A fused multi-tensor Adam (DeepSpeed FusedAdam, csrc/adam/multi_tensor_apply.cuh): one pass reading
@@ -94,18 +120,21 @@ std::vector<Op> step_ops(const Workload& w, const StepInputs& in) {
   const double Pp = P * part;  // parameters this rank's optimizer updates
   StepBuilder s;
   switch (in.framework) {
-    case Framework::Vitsim:
+    case Framework::Vitsim: {
       // real/src/trainer/trainer.cpp + optim.cpp: gradients live in one flat fp32 buffer (no copies); it is
-      // divided by the ranks after the all-reduce, stepped once, then zeroed.
-      if (n > 1) s.mem("grad_average", P * (4 + 4));
+      // divided by the ranks after the all-reduce, stepped once, then zeroed. With the module in half the
+      // buffer, the parameters and the state are in 2 bytes (in.param_bytes).
+      const double e = in.param_bytes;
+      if (n > 1) s.mem("grad_average", P * (e + e));
       // Clipping over the flat buffer: one norm reduction (reads it) and one scale (reads and writes it).
       if (in.gradient_clipping > 0) {
-        s.mem("clip_grad_norm", P * 4);
-        s.mem("clip_grad_scale", P * (4 + 4));
+        s.mem("clip_grad_norm", P * e);
+        s.mem("clip_grad_scale", P * (e + e));
       }
-      unfused_optimizer(s, in.optimizer, Pp, 1);
-      s.mem("zero_grad", P * 4);
+      unfused_optimizer(s, in.optimizer, Pp, 1, e);
+      s.mem("zero_grad", P * e);
       break;
+    }
     case Framework::Ddp:
       // PyTorch DDP at the scenario's training.torch_version (framework_torch.cpp): 1.13, the default, is
       // the bucket copies, torch.optim's single-tensor loop (9 kernels a tensor) and a zero_ per tensor.

@@ -96,8 +96,10 @@ std::vector<double> updated_tensors(const std::vector<double>& tensors, int nt_p
 // (`_multi_tensor_adam`) adds the decay to the gradients instead (_foreach_add(grads, params) r8 w4, depth
 // 3 with its output): 88 bytes. SGD with momentum (`_multi_tensor_sgd`): _foreach_add(grads, params) r8
 // w4 (3), _foreach_mul_(bufs) r4 w4 (1), _foreach_add_(bufs, grads) r8 w4 (2), _foreach_add_(params,
-// bufs) r8 w4 (2): 44 bytes.
-void foreach_optimizer(StepBuilder& s, const std::string& kind, const std::vector<double>& t, double n) {
+// bufs) r8 w4 (2): 44 bytes. Every list holds tensors of the parameters' dtype: with the module in half
+// (`elem_bytes` 2) the bytes halve (42, 44, 22).
+void foreach_optimizer(StepBuilder& s, const std::string& kind, const std::vector<double>& t, double n,
+                       double elem_bytes) {
   struct ForeachOp {
     const char* name;
     double bytes;
@@ -116,17 +118,20 @@ void foreach_optimizer(StepBuilder& s, const std::string& kind, const std::vecto
            {"add_eps", 8, 1},
            {"addcdiv_params", 16, 3}};
   for (const ForeachOp& op : ops)
-    s.mem(fmt::format("{}_foreach.{}", kind, op.name), n * op.bytes, multi_tensor_launches(t, op.depth));
+    s.mem(fmt::format("{}_foreach.{}", kind, op.name), n * op.bytes * elem_bytes / 4,
+          multi_tensor_launches(t, op.depth));
 }
 
 // torch/optim/adamw.py `_fused_adamw` (and adam.py `_fused_adam`): _foreach_add_(state_steps, 1) on the
 // device (depth 1, 4 bytes a tensor), then one _fused_adamw_ (aten/src/ATen/native/cuda/
 // fused_adamw_impl.cu) over params, grads, exp_avgs, exp_avg_sqs (depth 4): reads 16 bytes a parameter,
-// writes 12.
-void fused_optimizer(StepBuilder& s, const std::string& kind, const std::vector<double>& t, double n) {
+// writes 12. The step counts stay fp32 (adamw.py `_get_scalar_dtype(is_fused=True)`); the four lists take the
+// parameters' dtype, 14 bytes with the module in half (`elem_bytes` 2).
+void fused_optimizer(StepBuilder& s, const std::string& kind, const std::vector<double>& t, double n,
+                     double elem_bytes) {
   s.mem(kind + "_fused.steps", 4.0 * static_cast<double>(t.size()),
         multi_tensor_launches(std::vector<double>(t.size(), 1.0), 1));
-  s.mem(kind + "_fused", n * 28, multi_tensor_launches(t, 4));
+  s.mem(kind + "_fused", n * 28 * elem_bytes / 4, multi_tensor_launches(t, 4));
 }
 
 }  // namespace
@@ -144,38 +149,40 @@ void ddp_step(StepBuilder& s, const std::vector<double>& tensors, const StepInpu
   const int nt_p = std::max(1, static_cast<int>(std::ceil(nt * part)));
   // torch/csrc/distributed/c10d/reducer.cpp (gradient_as_bucket_view=False, the default through 2.x): each
   // gradient is copied into its bucket scaled by 1/world (mark_variable_ready_dense: one mul_out per tensor)
-  // and copied back after the all-reduce (copy_bucket_to_grad).
+  // and copied back after the all-reduce (copy_bucket_to_grad). The buckets take the gradients' dtype: the
+  // parameters' (in.param_bytes: 4 under autocast, 2 with the module in half), as every tensor below.
+  const double e = in.param_bytes;
   if (n > 1) {
-    s.mem("bucket_copy_in", P * (4 + 4), nt);
-    s.mem("bucket_copy_out", P * (4 + 4), nt);
+    s.mem("bucket_copy_in", P * (e + e), nt);
+    s.mem("bucket_copy_out", P * (e + e), nt);
   }
   if (in.gradient_clipping > 0) {
     if (tv.foreach_clip) {
       // 2.x: _foreach_norm over the gradients (depth 1 with its outputs' 1-element tensors, depth 2), stack +
       // norm, then _foreach_mul_ by the clamped coefficient (depth 1).
-      s.mem("clip_grad_norm", P * 4, multi_tensor_launches(tensors, 2) + 2);
-      s.mem("clip_grad_scale", P * (4 + 4), multi_tensor_launches(tensors, 1));
+      s.mem("clip_grad_norm", P * e, multi_tensor_launches(tensors, 2) + 2);
+      s.mem("clip_grad_scale", P * (e + e), multi_tensor_launches(tensors, 1));
     } else {
       // 1.13: a norm per tensor, stack + norm, a mul_ per tensor (no sync).
-      s.mem("clip_grad_norm", P * 4, nt + 2);
-      s.mem("clip_grad_scale", P * (4 + 4), nt);
+      s.mem("clip_grad_norm", P * e, nt + 2);
+      s.mem("clip_grad_scale", P * (e + e), nt);
     }
   }
   const double Pp = P * part;
   switch (ddp_optimizer_impl(in)) {
     case OptimizerImpl::PerTensor:
-      unfused_optimizer(s, in.optimizer, Pp, nt_p);
+      unfused_optimizer(s, in.optimizer, Pp, nt_p, e);
       break;
     case OptimizerImpl::Foreach:
-      foreach_optimizer(s, in.optimizer, updated_tensors(tensors, nt_p), Pp);
+      foreach_optimizer(s, in.optimizer, updated_tensors(tensors, nt_p), Pp, e);
       break;
     case OptimizerImpl::Fused:
-      fused_optimizer(s, in.optimizer, updated_tensors(tensors, nt_p), Pp);
+      fused_optimizer(s, in.optimizer, updated_tensors(tensors, nt_p), Pp, e);
       break;
   }
   // zero_grad: 1.13 a zero_ per tensor; 2.x sets the gradients to None (no kernels; the next backward
   // allocates them).
-  if (!tv.zero_grad_set_to_none) s.mem("zero_grad", P * 4, nt);
+  if (!tv.zero_grad_set_to_none) s.mem("zero_grad", P * e, nt);
 }
 
 }  // namespace vitsim

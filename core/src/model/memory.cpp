@@ -8,15 +8,17 @@
 
 namespace vitsim {
 
-double optimizer_bytes_per_param(const std::string& optimizer, Precision p) {
-  double state = 0;
+double optimizer_bytes_per_param(const std::string& optimizer, Precision p, bool state_in_param_dtype) {
+  double moments = 0;
   if (optimizer == "adamw" || optimizer == "adam")
-    state = 8;  // two fp32 moments
+    moments = 2;  // exp_avg, exp_avg_sq
   else if (optimizer == "sgd")
-    state = 4;  // fp32 momentum
+    moments = 1;  // momentum buffer
   else
     throw Error(fmt::format("unknown optimizer '{}'; valid: adam, adamw, sgd", optimizer));
-  return state + (p == Precision::FP32 ? 0 : 4);  // mixed precision keeps an fp32 master copy
+  // torch.optim's state takes the parameters' dtype (zeros_like(p)): half with the module in half, no master.
+  if (state_in_param_dtype && p != Precision::FP32) return moments * precision_bytes(p);
+  return moments * 4 + (p == Precision::FP32 ? 0 : 4);  // fp32 moments; mixed precision adds an fp32 master
 }
 
 namespace {
@@ -71,7 +73,7 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in) {
   MemoryBreakdown m;
   m.params = n_params * elem / (in.zero_stage >= 3 ? n : 1.0);
   m.grads = n_params * elem / (in.zero_stage >= 2 ? n : 1.0);
-  m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision) /
+  m.optimizer = n_params * optimizer_bytes_per_param(in.optimizer, in.precision, in.half_optimizer_state) /
                 (in.zero_stage >= 1 || in.bf16_optimizer ? n : 1.0);
   if (in.offload_optimizer) m.optimizer = 0;  // on the host (offload.hpp OffloadStep::host_bytes)
   if (in.offload_params) m.params = 0;

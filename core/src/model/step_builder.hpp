@@ -21,8 +21,9 @@ struct StepBuilder {
 void fused_adam(StepBuilder& s, double n, double grad_bytes, double extra_write_bytes);
 
 // The optimizer's arithmetic as separate elementwise kernels, one group per tensor in `launch_groups`
-// (framework.cpp).
-void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int launch_groups);
+// (framework.cpp); `elem_bytes` the parameters' dtype (4, or 2 with the module in half).
+void unfused_optimizer(StepBuilder& s, const std::string& kind, double n, int launch_groups,
+                       double elem_bytes);
 
 // PyTorch DDP's step at in.torch_version (framework_torch.cpp); `tensors` is parameter_tensors(w.model).
 void ddp_step(StepBuilder& s, const std::vector<double>& tensors, const StepInputs& in);

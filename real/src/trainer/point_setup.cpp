@@ -61,6 +61,15 @@ void check_supported(const Scenario& s) {
         fmt::format("parallelism.sequence_parallel {}: the real trainer is data-parallel only (patch "
                     "parallelism is simulated by vitsim predict/plan, not trained)",
                     s.parallel.sequence_parallel));
+  // The trainer runs fp16/bf16 under torch.autocast over fp32 flat buffers (parameters, gradients, optimizer
+  // state, checkpoints); the module in half is simulated (training.cast=module), not trained.
+  if (s.training.framework != Framework::DeepSpeed && module_in_half(s))
+    throw Error(
+        s.origin_of("training.cast"),
+        fmt::format("training.cast module: the real trainer runs {} under torch.autocast only (fp32 "
+                    "parameters, gradients and optimizer state in flat buffers); the module in half is "
+                    "simulated by vitsim predict/plan, not trained (set training.cast=autocast)",
+                    precision_name(s.training.precision)));
   // The buckets' bytes (core's gradient_buckets) are in this dtype: it must be the one all-reduced here.
   if (gradient_comm_dtype(s) != Precision::FP32)
     throw Error(

@@ -162,12 +162,14 @@ class CalibratedModel : public ComputeModel {
     if (n.empty()) return {};
     return {n};
   }
-  // The measured optimizer phase is vitsim's own trainer's; another framework's step comes from the op
-  // model on the measured device's figures (and is scaled like the layers across devices).
+  // The measured optimizer phase is vitsim's own trainer's (fp32 parameters and state); another framework's
+  // step, or one over a module in half (training.cast=module), comes from the op model on the measured
+  // device's figures (and is scaled like the layers across devices).
   double optimizer_s() const override {
     const double measured = interpolate(d_, d_.points.front().micro_batch).optimizer_s;
     const DeviceFigures& dev = target_ ? *target_ : measured_;
-    if (measured <= 0 || in_.step.framework != Framework::Vitsim) return op_step_time(w_, in_.step, dev);
+    if (measured <= 0 || in_.step.framework != Framework::Vitsim || in_.step.param_bytes != 4)
+      return op_step_time(w_, in_.step, dev);
     const double part =
         in_.step.zero_stage >= 1 ? 1.0 / std::max(1, in_.step.dp_ranks) : 1.0;  // ZeRO-1+ partition
     // The trainer measured no clipping: its norm and scale come from the op model on top.

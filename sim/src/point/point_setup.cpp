@@ -91,6 +91,7 @@ MemoryInputs memory_inputs(const Scenario& s, double reserved_bytes) {
                       deepspeed_path(s.training.precision, s.parallel.zero) == DeepSpeedPath::Bf16Optimizer;
   mi.offload_optimizer = offloads_optimizer(s.parallel.offload_optimizer, s.parallel.zero);
   mi.offload_params = offloads_params(s.parallel.offload_param, s.parallel.zero);
+  mi.half_optimizer_state = module_in_half(s) && s.training.framework != Framework::DeepSpeed;
   return mi;
 }
 
@@ -104,12 +105,15 @@ double estimated_sim_memory(const Scenario& s, const PlatformFacts& facts, long 
 ComputeInputs compute_inputs(const Scenario& s) {
   ComputeInputs in;
   in.precision = s.training.precision;
-  // DeepSpeed's fp16/bf16 converts the model itself (module.half()); the others run torch.autocast.
-  in.autocast = s.training.framework != Framework::DeepSpeed;
+  // DeepSpeed's fp16/bf16 converts the model itself (module.half()); the others run torch.autocast unless
+  // training.cast=module (core/formats/scenario.hpp half_cast).
+  in.autocast = half_cast(s) == HalfCast::Autocast;
   in.step = StepInputs{s.training.framework, s.training.precision,         s.training.optimizer, s.dp_ranks(),
                        s.parallel.zero,      s.training.gradient_clipping, s.training.loss_scale};
   in.step.grad_accum = s.training.grad_accum;
   in.step.torch_version = s.training.torch_version;
+  // torch.optim's and the flat optimizer's tensors take the parameters' dtype (DeepSpeed's step ignores it).
+  if (module_in_half(s)) in.step.param_bytes = precision_bytes(s.training.precision);
   if (s.training.optimizer_impl == "per-tensor") in.step.optimizer_impl = OptimizerImpl::PerTensor;
   if (s.training.optimizer_impl == "foreach") in.step.optimizer_impl = OptimizerImpl::Foreach;
   if (s.training.optimizer_impl == "fused") in.step.optimizer_impl = OptimizerImpl::Fused;

@@ -61,6 +61,9 @@ struct TrainingSpec {
   bool activation_checkpointing = false;
   double gradient_clipping = 0;  // max gradient norm; 0 = no clipping (DeepSpeed gradient_clipping)
   double loss_scale = 0;         // fp16 loss scale: 0 = dynamic (DeepSpeed fp16.loss_scale), > 0 static
+  // training.cast: how fp16/bf16 runs the model (core/model/framework.hpp HalfCast); nullopt: the framework's
+  // (half_cast(), below).
+  std::optional<HalfCast> cast;
 };
 
 struct ParallelSpec {
@@ -188,11 +191,21 @@ struct Scenario {
   long long global_batch() const { return 1LL * training.micro_batch * training.grad_accum * dp_ranks(); }
 };
 
+// How the point's fp16/bf16 runs: training.cast, else its framework's (framework_half_cast). At fp32 nothing
+// is cast either way.
+inline HalfCast half_cast(const Scenario& s) {
+  return s.training.cast.value_or(framework_half_cast(s.training.framework));
+}
+// The whole module in half: fp16/bf16 with HalfCast::Module.
+inline bool module_in_half(const Scenario& s) {
+  return s.training.precision != Precision::FP32 && half_cast(s) == HalfCast::Module;
+}
+
 // The scenario's gradient buckets (core/model/buckets.hpp): the dtype they are communicated in, from
 // parallelism.comm_dtype, training.framework and training.precision; the layout, from the model,
 // parallelism.bucket_size, that dtype and the rule of training.framework at parallelism.zero.
 inline Precision gradient_comm_dtype(const Scenario& s) {
-  return gradient_comm_dtype(s.parallel.comm_dtype, s.training.framework, s.training.precision);
+  return gradient_comm_dtype(s.parallel.comm_dtype, half_cast(s), s.training.precision);
 }
 inline std::vector<GradBucket> gradient_buckets(const Scenario& s) {
   return gradient_buckets(s.model, s.parallel.bucket_bytes, gradient_comm_dtype(s),

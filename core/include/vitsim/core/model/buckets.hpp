@@ -57,10 +57,10 @@ int tensor_layer(const ViTConfig& m, int forward_index);
 // The rule of a framework: vitsim's trainer DDP's without the first-bucket cap, DDP its own; DeepSpeed the
 // IPG rule at ZeRO >= 1, the allreduce fallback's at ZeRO-0, one flat bucket at ZeRO-0 in bf16.
 BucketRule bucket_rule(Framework f, int zero_stage, Precision training);
-// The dtype gradients are communicated in: `comm_dtype` (parallelism.comm_dtype) when set; else DeepSpeed
-// communicates the gradients' own dtype (the `training` precision), while vitsim's trainer and DDP under
-// autocast keep fp32 gradients and all-reduce fp32.
-Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, Framework f, Precision training);
+// The dtype gradients are communicated in: `comm_dtype` (parallelism.comm_dtype) when set; else the
+// gradients' own dtype: the `training` precision where the module is in half (`cast` Module: DeepSpeed, or
+// training.cast=module), fp32 under autocast (vitsim's trainer and DDP keep fp32 parameters and gradients).
+Precision gradient_comm_dtype(std::optional<Precision> comm_dtype, HalfCast cast, Precision training);
 // The model's layout: bucket_layout(gradient_ready_tensors(m), cap_bytes, precision_bytes(comm_dtype), rule).
 // A scenario's (parallelism.bucket_size, its comm dtype and rule) is gradient_buckets(const Scenario&),
 // core/formats/scenario.hpp.

@@ -26,6 +26,21 @@ struct FrameworkInfo {
 };
 const std::vector<FrameworkInfo>& frameworks();  // in the enum's order
 
+// How fp16/bf16 training runs the model (training.cast): `Autocast`, torch.autocast over fp32 parameters
+// (GEMMs in half after a cast, LayerNorm, softmax and the residual stream in fp32; fp32 gradients and
+// optimizer state), or `Module`, the whole module converted to half (`model.half()`, DeepSpeed's fp16/bf16,
+// Paddle's O2 with fp16 parameters: every weight, activation and gradient in 2 bytes, no casts). Under
+// `Module`, torch.optim and vitsim's flat optimizer keep their state in the parameters' dtype, with no fp32
+// master copy; DeepSpeed's optimizers keep theirs (FP16_Optimizer, BF16_Optimizer, ZeRO). docs/model.md
+// "Precision".
+enum class HalfCast { Autocast, Module };
+const char* half_cast_name(HalfCast c);             // "autocast", "module"
+HalfCast parse_half_cast(const std::string& name);  // throws Error listing the valid names
+std::vector<std::string> half_cast_names();
+// The framework's own: DeepSpeed converts the module (engine.py _configure_distributed_model: module.half()
+// or .bfloat16(), fp16.auto_cast false by default); vitsim's trainer and DDP (as the study's code) autocast.
+HalfCast framework_half_cast(Framework f);
+
 // How torch.optim runs the optimizer's arithmetic (framework ddp): one group of kernels per tensor
 // (`_single_tensor_*`, PyTorch 1.13's default), multi-tensor `_foreach_*` kernels (`_multi_tensor_*`, the
 // default from PyTorch 2.0 when every parameter is on CUDA: optimizer.py `_default_to_fused_or_foreach`), or
@@ -72,6 +87,11 @@ struct StepInputs {
   bool offload_optimizer = false;
   std::string torch_version = "1.13";             // framework ddp: torch_versions()
   std::optional<OptimizerImpl> optimizer_impl{};  // framework ddp: nullopt = the version's default
+  // Frameworks vitsim and ddp: the bytes of one element of the parameters, their gradients and torch.optim's
+  // (or the flat optimizer's) state: 4 under autocast (fp32), 2 with the module in half (HalfCast::Module:
+  // torch.optim keeps exp_avg and exp_avg_sq in the parameters' dtype, torch/optim/adamw.py
+  // `torch.zeros_like(p, memory_format=torch.preserve_format)`). DeepSpeed's step ignores it.
+  double param_bytes = 4;
 };
 
 // Which optimizer wrapper DeepSpeed's engine builds (engine.py _do_optimizer_sanity_check, v0.14.4): ZeRO-0

@@ -40,10 +40,14 @@ struct MemoryInputs {
   // layer stays in the buffers).
   bool offload_optimizer = false;
   bool offload_params = false;
+  // The module in half under torch.optim or vitsim's flat optimizer (training.cast=module, frameworks vitsim
+  // and ddp): the optimizer's state in the parameters' dtype and no fp32 master copy.
+  bool half_optimizer_state = false;
 };
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020, section 3): fp32 training keeps
-// 4 (weights) + 4 (grads) + 8 (Adam m, v); mixed precision keeps 2 + 2 + 12 (fp32 master, m, v).
+// 4 (weights) + 4 (grads) + 8 (Adam m, v); mixed precision keeps 2 + 2 + 12 (fp32 master, m, v); torch.optim
+// over a module in half (half_optimizer_state) 2 + 2 + 4 (m, v in half, no master).
 // ZeRO-1 divides the optimizer term by N, ZeRO-2 also the gradients, ZeRO-3 also the weights.
 MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in);
 // The activations each layer's forward keeps for backward, for the whole micro-batch (layer name -> bytes):
@@ -52,6 +56,9 @@ MemoryBreakdown memory_per_gpu(const Workload& w, const MemoryInputs& in);
 std::map<std::string, double> saved_bytes_per_layer(const Workload& w, const MemoryInputs& in);
 
 // Optimizer state bytes per parameter, fp32 master included: adamw/adam 8 (+4), sgd 4 (momentum) (+4).
-double optimizer_bytes_per_param(const std::string& optimizer, Precision p);
+// `state_in_param_dtype` (torch.optim over a module in half, MemoryInputs::half_optimizer_state): the
+// moments in the parameters' dtype and no master: adamw/adam 2 x 2, sgd 2.
+double optimizer_bytes_per_param(const std::string& optimizer, Precision p,
+                                 bool state_in_param_dtype = false);
 
 }  // namespace vitsim
