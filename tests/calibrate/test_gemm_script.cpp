@@ -76,10 +76,11 @@ TEST_CASE("gemm_shapes.py on a CPU: vitsim's schema, positive times, more FLOPs 
   CHECK(j["shapes"][12]["op"] == "qk");
   CHECK(j["shapes"][12]["strides"]["a"] == nlohmann::json::array({16, 8 * 16, 1}));  // hd 16, b H = 2 x 4
   // More FLOPs take longer: every GEMM at 65 tokens and micro-batch 8 has 15x the rows of 17 tokens and
-  // micro-batch 2 (attention: 4x the matrices, each (65/17)^2 larger), the head 4x; the square 256^3 is 64x
-  // 64^3. Factors far beyond a loaded machine's noise on CPU time (the script's clock with one thread).
-  for (const char* op :
-       {"qkv", "qkv.dgrad", "qkv.wgrad", "fc1", "fc2.wgrad", "qk", "av", "qk.dk", "av.dv", "head"}) {
+  // micro-batch 2 (attention: 4x the matrices, each (65/17)^2 larger); the square 256^3 is 64x 64^3. Factors
+  // far beyond a loaded machine's noise on CPU time (the script's clock with one thread). Not the head: its
+  // GEMMs (2 or 8 rows x 10 classes x 64) are a few thousand FLOPs, below Python's cost of one call, so the
+  // 4x between them is inside the call's own noise (it came out faster at 8 rows once beside a loaded build).
+  for (const char* op : {"qkv", "qkv.dgrad", "qkv.wgrad", "fc1", "fc2.wgrad", "qk", "av", "qk.dk", "av.dv"}) {
     INFO(op);
     CHECK(time_of.at(fmt::format("{}/65/8", op)) > time_of.at(fmt::format("{}/17/2", op)));
   }
