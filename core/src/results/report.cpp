@@ -172,8 +172,8 @@ std::string report_to_csv(const Report& r) {
     out += failed ? ",\n" : "\n";
     ++number;
   }
-  number = std::numeric_limits<int>::max();
-  flush_failed();
+  while (next_failed != r.failed.end())  // the failed points after the last one that ran
+    out += csv_failed_row(keys, *next_failed++, totals, interval_cells);
   return out;
 }
 
