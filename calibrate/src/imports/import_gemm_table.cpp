@@ -2,6 +2,7 @@
 // bench/gpu/gemm_shapes.py measured on one device, read and fitted by the op model's own fit (fit_op_model).
 // Pure: no Torch, no MPI.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "vitsim/core/base/error.hpp"
 #include "vitsim/core/base/json_reader.hpp"
 #include "vitsim/core/base/units.hpp"
+#include "vitsim/core/model/vit.hpp"
 
 namespace vitsim::calibrate {
 namespace {
@@ -18,12 +20,6 @@ namespace {
 using detail::JsonField;
 
 constexpr const char* kDtypes[] = {"fp16", "bf16", "fp32", "tf32"};
-
-std::string dtype_list() {
-  std::string out;
-  for (const char* d : kDtypes) out += (out.empty() ? "" : ", ") + std::string(d);
-  return out;
-}
 
 // A positive integer dimension of a row (m, n, k, batch): JSON integers, as the script writes them.
 double dimension(const JsonField& row, const char* key) {
@@ -63,17 +59,13 @@ GemmTableRow read_row(const JsonField& row, size_t index) {
   const JsonField dtype = row.at("dtype");
   r.dtype = dtype.string();
   if (std::find(std::begin(kDtypes), std::end(kDtypes), r.dtype) == std::end(kDtypes))
-    dtype.fail(fmt::format("unknown dtype '{}'; valid: {}", r.dtype, dtype_list()));
+    dtype.fail(fmt::format("unknown dtype '{}'; valid: {}", r.dtype, fmt::join(kDtypes, ", ")));
   const JsonField median = row.at("median_s");
   r.median_s = median.number();
   if (!(r.median_s > 0)) median.fail(fmt::format("a time must be positive, got {}", r.median_s));
   // 1 hour: far beyond any GEMM the script times; a larger value is a unit mistake (ms or us written as s).
   if (r.median_s > 3600) median.fail(fmt::format("{} s for one GEMM: the table holds seconds", r.median_s));
   return r;
-}
-
-double elem_bytes(const std::string& dtype) {
-  return dtype == "fp16" || dtype == "bf16" ? 2 : 4;
 }
 
 // The name an op of the table has in the fit and its messages: "vit_b_16.t197.b32.qkv.wgrad", "square.4096".
@@ -131,16 +123,13 @@ std::vector<OpSample> gemm_table_samples(const GemmTable& t, Precision p) {
     has.insert(r.dtype);
     if (r.dtype != dtype) continue;
     OpSample s;
-    s.op = matmul_op(row_name(r), r.pass, r.cls, r.batch, r.m, r.n, r.k, elem_bytes(r.dtype));
+    s.op = matmul_op(row_name(r), r.pass, r.cls, r.batch, r.m, r.n, r.k, precision_bytes(p));
     s.seconds = r.median_s;
     out.push_back(std::move(s));
   }
-  if (out.empty()) {
-    std::string list;
-    for (const auto& d : has) list += (list.empty() ? "" : ", ") + d;
+  if (out.empty())
     throw Error(fmt::format("{}: /shapes: no row of dtype {} (the scenario's precision {}); the table has {}",
-                            t.path, dtype, precision_name(p), list));
-  }
+                            t.path, dtype, precision_name(p), fmt::join(has, ", ")));
   return out;
 }
 
